@@ -1,0 +1,225 @@
+"""Command line: parse, call, print. Bad input → one line on stderr, exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+
+# flag → scenario key (dotted); every scenario field can be given as a flag (DESIGN.md §2)
+FLAG_KEYS = {
+    "model": "model",
+    "gpu": "hardware.gpu", "gpus": "hardware.gpus", "gpus_per_node": "hardware.gpus_per_node",
+    "scale_up": "hardware.scale_up", "scale_out": "hardware.scale_out", "price": "hardware.price_per_gpu_hour",
+    "seq_len": "training.seq_len", "global_batch": "training.global_batch",
+    "global_batch_tokens": "training.global_batch_tokens", "tokens": "training.tokens",
+    "steps": "training.steps", "precision": "training.precision", "optimizer": "training.optimizer",
+    "optimizer_impl": "training.optimizer_impl",
+    "method": "training.method", "lora_rank": "training.lora_rank", "lora_targets": "training.lora_targets",
+    "attention": "training.attention", "dropout": "training.dropout",
+    "dp": "layout.dp", "tp": "layout.tp", "pp": "layout.pp", "cp": "layout.cp", "ep": "layout.ep",
+    "zero": "layout.zero", "zero_group": "layout.zero_group", "micro_batch": "layout.micro_batch",
+    "recompute": "layout.recompute", "sequence_parallel": "layout.sequence_parallel",
+    "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
+}
+LATER = {"plan": 4, "trace": 5, "profile": 6, "calibrate": 6, "export": 7, "validate": 3}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        raise GpuplanError(f"{message} (see `{self.prog} --help`)")
+
+
+def _scenario_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON; a list gives a list of results)")
+    p.add_argument("--example", action="store_true", help="use the built-in example scenario")
+    p.add_argument("--json", action="store_true", help="print JSON (SI units: bytes, seconds, USD)")
+    g = p.add_argument_group("scenario fields (override the file)")
+    for dest, key in FLAG_KEYS.items():
+        g.add_argument("--" + dest.replace("_", "-"), dest=dest, metavar=key.split(".")[-1].upper(),
+                       help=f"scenario {key}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    ev = sub.add_parser("evaluate", help="memory (and, later, time and cost) of one configuration")
+    _scenario_flags(ev)
+    ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
+    _scenario_flags(ft)
+    ft.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest count to try (default 16384)")
+    gp = sub.add_parser("gpus", help="the GPU catalogue")
+    gp.add_argument("--json", action="store_true")
+    md = sub.add_parser("models", help="the model catalogue")
+    md.add_argument("--json", action="store_true")
+    for name, issue in LATER.items():
+        sub.add_parser(name, help=f"(not built yet: issue {issue})")
+    return p
+
+
+def _raw_scenarios(args: argparse.Namespace) -> tuple[list[Any], Path | None, bool]:
+    """The file's scenario(s) with the flags merged in; ``is_list`` says whether to print a list."""
+    from gpuplan.scenario import merge_flags, read_file
+
+    flags = {key: getattr(args, dest) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None}
+    if args.example:
+        if args.scenario:
+            raise GpuplanError("give a scenario file or --example, not both")
+        path = resources.files("gpuplan").joinpath("examples/llama-3.1-70b.yaml")
+        import yaml
+
+        return [merge_flags(yaml.safe_load(path.read_text()), flags)], None, False
+    if args.scenario:
+        raw = read_file(args.scenario)
+        base = Path(args.scenario).resolve().parent
+        if isinstance(raw, list):
+            return [merge_flags(r, flags) if isinstance(r, dict) else r for r in raw], base, True
+        if raw is None:
+            raise GpuplanError(f"scenario file {args.scenario!r} is empty: add model, hardware, training")
+        return [merge_flags(raw, flags)], base, False
+    if not flags:
+        raise GpuplanError("give a scenario file, --example, or flags such as --model llama-3.1-8b --gpu h100-sxm")
+    return [merge_flags({}, flags)], None, False
+
+
+def _parse_all(args: argparse.Namespace) -> tuple[list[Any], bool]:
+    from gpuplan.scenario import parse_scenario
+
+    raws, base, is_list = _raw_scenarios(args)
+    out: list[Any] = []
+    for raw in raws:
+        try:
+            out.append(parse_scenario(raw, base))
+        except GpuplanError as err:
+            if not is_list:
+                raise
+            out.append(err)
+    return out, is_list
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from gpuplan.estimate import evaluate, evaluate_safely
+    from gpuplan.report import dumps, estimate_text
+
+    scs, is_list = _parse_all(args)
+    results = [evaluate_safely(sc) for sc in scs] if is_list else [evaluate(scs[0])]
+    if args.json:
+        print(dumps(results if is_list else results[0]))
+    else:
+        print("\n\n".join(estimate_text(r) for r in results))
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from gpuplan.estimate import evaluate
+    from gpuplan.report import dumps, estimate_text
+    from gpuplan.scenario import Scenario
+    from gpuplan.units import parse_count
+
+    max_gpus = int(parse_count(args.max_gpus, "--max-gpus"))
+    if max_gpus < 1:
+        raise GpuplanError("--max-gpus must be at least 1")
+    gpu_names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
+    if len(gpu_names) > 1:
+        args.gpu = None
+    scs, is_list = _parse_all(args) if len(gpu_names) <= 1 else _per_gpu(args, gpu_names)
+    results = []
+    for sc in scs:
+        if not isinstance(sc, Scenario):
+            results.append({"error": str(sc)})
+            continue
+        results.append(_fit_one(sc, max_gpus, evaluate))
+    if args.json:
+        print(dumps(results if (is_list or len(results) > 1) else results[0]))
+        return 0
+    for r in results:
+        if "error" in r:
+            print(f"error: {r['error']}")
+        elif r["min_gpus"] is None:
+            print(f"{r['gpu']}: does not fit on up to {max_gpus} GPUs; closest layout needs "
+                  f"{r['closest_total'] / 2**30:.1f} GiB of {r['capacity'] / 2**30:.1f} GiB per GPU")
+        else:
+            print(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
+                  f"({r['tried']} layouts tried)\n{estimate_text(r['best'])}\n")
+    return 0
+
+
+def _per_gpu(args: argparse.Namespace, names: list[str]) -> tuple[list[Any], bool]:
+    out: list[Any] = []
+    for name in names:
+        args.gpu = name
+        scs, _ = _parse_all(args)
+        out.extend(scs)
+    return out, True
+
+
+def _fit_one(sc: Any, max_gpus: int, evaluate: Any) -> dict:
+    from gpuplan.fit import fit
+
+    res = fit(sc, max_gpus=max_gpus)
+    row: dict[str, Any] = {"gpu": sc.hardware.gpu.id, "min_gpus": res["min_gpus"], "tried": res["tried"]}
+    if res["min_gpus"] is not None:
+        row["best"] = evaluate(res["scenario"], res["layout"])
+    else:
+        row["best"] = None
+        row["closest_total"] = res["memory"]["total"] if res["memory"] else None
+        row["capacity"] = sc.hardware.gpu.usable_memory_bytes
+    return row
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from gpuplan.hardware import gpus
+    from gpuplan.report import dumps, table
+
+    rows = gpus()
+    if args.json:
+        print(dumps(rows))
+        return 0
+    print(table(["id", "memory GiB", "HBM TB/s", "bf16 TFLOPS", "fp8 TFLOPS", "scale-up GB/s", "per node",
+                 "TDP W", "USD/GPU-h"],
+                [[g.id, f"{g.usable_memory_bytes / 2**30:.1f}", f"{g.memory_bw_bytes_per_s / 1e12:.2f}",
+                  f"{g.peak_flops.get('bf16', 0) / 1e12:.0f}",
+                  f"{g.peak_flops['fp8'] / 1e12:.0f}" if "fp8" in g.peak_flops else "-",
+                  f"{g.scale_up_bytes_per_s / 1e9:.0f}", g.gpus_per_node, f"{g.tdp_w:.0f}",
+                  f"{g.price_usd_per_gpu_hour:.2f}" if g.price_usd_per_gpu_hour else "-"] for g in rows]))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from gpuplan.models import list_models
+    from gpuplan.report import dumps, table
+    from gpuplan.units import fmt_count
+
+    rows = list_models()
+    if args.json:
+        print(dumps(rows))
+        return 0
+    print(table(["id", "type", "params", "active"],
+                [[r["id"], r["model_type"], fmt_count(r["params"]), fmt_count(r["params_active"])] for r in rows]))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0] in LATER:
+            raise GpuplanError(f"`gpuplan {argv[0]}` is not built yet (issue {LATER[argv[0]]}); "
+                               "`gpuplan evaluate` and `gpuplan fit` work today")
+        args = build_parser().parse_args(argv)
+        handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "gpus": cmd_gpus, "models": cmd_models}
+        return handler[args.command](args)
+    except GpuplanError as err:
+        print(f"gpuplan: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

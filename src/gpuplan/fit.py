@@ -1,0 +1,95 @@
+"""``fit``: the smallest GPU count on which a training run fits, and a layout that achieves it.
+
+Counts tried: 1 … gpus_per_node, then whole nodes (the 9th GPU means a second node).
+Layouts tried at each count: every tp that divides the node and the heads, every pp that
+divides the layers, ep over the experts, ZeRO 0–3, recompute none/selective/full — keeping
+whatever the scenario fixed. Among the layouts that fit at the smallest count, the one
+chosen avoids, in this order: offload, full recompute, pipeline stages, tensor parallelism,
+selective recompute, then deeper ZeRO (cheapest in throughput first; the runtime model will
+rank by predicted step time once it lands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.memory import memory
+from gpuplan.scenario import Scenario, complete_layout
+from gpuplan.spec import Layout
+
+RECOMPUTE_RANK = {"none": 0, "selective": 1, "full": 2}
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidate_counts(gpus_per_node: int, max_gpus: int) -> Iterator[int]:
+    for n in range(1, min(gpus_per_node, max_gpus) + 1):
+        yield n
+    n = 2 * gpus_per_node
+    while n <= max_gpus:
+        yield n
+        n += gpus_per_node
+
+
+def layouts(sc: Scenario, gpus: int) -> Iterator[Layout]:
+    """Every valid layout of ``gpus`` GPUs that keeps the scenario's fixed fields."""
+    fixed = sc.layout
+    m = sc.model
+    per_node = sc.hardware.gpus_per_node
+    tps = [fixed["tp"]] if "tp" in fixed else \
+        [t for t in divisors(min(per_node, gpus)) if m.n_heads % t == 0 and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
+    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= gpus]
+    cps = [fixed.get("cp", 1)]
+    zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
+    recs = [fixed["recompute"]] if "recompute" in fixed else ["none", "selective", "full"]
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                if gpus % (tp * pp * cp):
+                    continue
+                dp = gpus // (tp * pp * cp)
+                if "dp" in fixed and fixed["dp"] != dp:
+                    continue
+                eps = [fixed["ep"]] if "ep" in fixed else \
+                    ([e for e in divisors(dp * cp) if m.n_experts % e == 0] if m.moe else [1])
+                for ep in eps:
+                    for zero in zeros:
+                        if zero and dp * cp == 1:
+                            continue  # nothing to shard over
+                        for rec in recs:
+                            try:
+                                yield complete_layout(sc.with_gpus(gpus), tp=tp, pp=pp, cp=cp, dp=dp, ep=ep,
+                                                      zero=zero, recompute=rec)
+                            except GpuplanError:
+                                continue
+
+
+def preference(lay: Layout) -> tuple:
+    return (lay.offload != "none", lay.recompute == "full", lay.pp, lay.tp, lay.recompute == "selective",
+            lay.zero, lay.ep)
+
+
+def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
+    """``{"min_gpus": n, "layout": Layout, "memory": {...}, "tried": k}``; min_gpus None if nothing fits."""
+    tried = 0
+    closest: tuple[float, Layout, dict] | None = None
+    for n in candidate_counts(sc.hardware.gpus_per_node, max_gpus):
+        scn = sc.with_gpus(n)
+        best: tuple[tuple, Layout, dict] | None = None
+        for lay in layouts(scn, n):
+            tried += 1
+            mem = memory(scn.model, scn.hardware, scn.training, lay)
+            if mem["fits"]:
+                key = preference(lay)
+                if best is None or key < best[0]:
+                    best = (key, lay, mem)
+            elif closest is None or mem["total"] - mem["capacity"] < closest[0]:
+                closest = (mem["total"] - mem["capacity"], lay, mem)
+        if best is not None:
+            return {"min_gpus": n, "layout": best[1], "memory": best[2], "tried": tried, "scenario": scn}
+    return {"min_gpus": None, "layout": closest[1] if closest else None,
+            "memory": closest[2] if closest else None, "tried": tried, "scenario": sc}

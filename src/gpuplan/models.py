@@ -1,0 +1,344 @@
+"""Turn any model reference into a ``ModelSpec``.
+
+A reference is one of:
+
+1. a catalogue id, alias or Hugging Face repo name, case-insensitive (``llama-3.1-8b``,
+   ``meta-llama/Llama-3.1-8B``); a catalogue match wins over a same-named local folder;
+2. a path to a ``config.json`` or to a model folder holding one. When the folder also holds
+   ``*.safetensors`` files, their headers (never the weights) give the exact parameter count
+   (``params_source="safetensors"``); with only ``model.safetensors.index.json``, its
+   ``metadata.total_size`` divided by the bytes per element of ``torch_dtype`` does
+   (``"safetensors-index"``);
+3. an inline mapping of Hugging Face config keys with ``model_type`` (GPT-2 style
+   ``n_layer``/``n_embd``/``n_head`` without ``model_type`` are read as ``gpt2``);
+4. ``{params: N}`` with optional hints ``vocab``, ``seq``, ``layers``, ``hidden``: a Llama-like
+   shape is derived (see ``_from_params``) and ``params`` is taken as given.
+
+The catalogue (``catalog/models``) holds real ``config.json`` files and an ``index.json`` with
+names, aliases and published parameter counts; it is read lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.model_families import BUILDERS, Cfg
+from gpuplan.modelspec import ModelSpec
+
+CATALOG = Path(__file__).parent / "catalog" / "models"
+SUPPORTED = tuple(t for t in BUILDERS if not t.startswith("RefinedWeb"))
+_DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8,
+                "float8_e4m3fn": 1, "float8_e5m2": 1}
+# tensors in checkpoints that are buffers or quantization scales, not trainable parameters
+_NOT_PARAMS = (".masked_bias", ".inv_freq", ".position_ids", "weight_scale_inv", ".weight_scale",
+               ".input_scale", ".k_scale", ".v_scale")
+_PACKED = (".qweight", ".qzeros", ".g_idx", ".scales", ".absmax", ".quant_map", ".quant_state")
+_LAYER_RE = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
+_TIED_HEADS = ("lm_head.weight", "embed_out.weight")
+
+
+# ---- catalogue -------------------------------------------------------------------------------
+def _read_json(path: Path, what: str = "file") -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GpuplanError(f"{what} not found: {path}: check the path") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise GpuplanError(f"cannot read {path} ({e}): check the file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise GpuplanError(f"malformed JSON in {path} at line {e.lineno}, column {e.colno} ({e.msg}): "
+                           f"fix the file") from None
+
+
+@functools.cache
+def _index() -> dict[str, dict[str, Any]]:
+    return _read_json(CATALOG / "index.json", "model catalogue index")
+
+
+def _loose(s: str) -> str:
+    return re.sub(r"[\s_\-]", "", s.lower())
+
+
+@functools.cache
+def _lookup() -> dict[str, str]:
+    """Every accepted spelling (id, name, HF repo, aliases; exact and loose) → catalogue id."""
+    table: dict[str, str] = {}
+    for mid, row in _index().items():
+        for key in (mid, row.get("name"), row.get("hf_repo"), *row.get("aliases", ())):
+            if key:
+                table.setdefault(key.lower(), mid)
+                table.setdefault(_loose(key), mid)
+    return table
+
+
+@functools.cache
+def _from_catalog(mid: str) -> ModelSpec:
+    cfg = _read_json(CATALOG / f"{mid}.json", f"catalogue config for '{mid}'")
+    return _from_config(cfg, f"catalogue model '{mid}'", _index()[mid].get("name", mid))
+
+
+def list_models() -> list[dict[str, Any]]:
+    """One row per catalogue model: id, name, model_type, params, params_active, published_params, hf_repo."""
+    rows = []
+    for mid, row in _index().items():
+        s = _from_catalog(mid)
+        rows.append({"id": mid, "name": row.get("name", mid), "model_type": s.model_type, "params": s.params,
+                     "params_active": s.params_active, "published_params": row.get("published_params"),
+                     "hf_repo": row.get("hf_repo")})
+    return rows
+
+
+def _unknown(ref: str) -> GpuplanError:
+    table = _lookup()
+    close = difflib.get_close_matches(ref.lower(), list(table), n=12, cutoff=0.5)
+    ids = list(dict.fromkeys(table[k] for k in close))[:3]
+    hint = f"did you mean {', '.join(ids)}? " if ids else ""
+    return GpuplanError(f"unknown model '{ref}': not a catalogue id, alias or existing path; {hint}"
+                        f"or give a path to a config.json, or {{params: N}}")
+
+
+# ---- entry point -----------------------------------------------------------------------------
+def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
+    """Resolve a catalogue id/alias, a config.json path or folder, an inline mapping or ``{params: N}``."""
+    if isinstance(ref, ModelSpec):
+        spec = ref
+    elif isinstance(ref, Mapping):
+        spec = _from_mapping(ref)
+    elif isinstance(ref, str | os.PathLike):
+        s = os.fspath(ref).strip()
+        if not s:
+            raise GpuplanError("empty model reference: give a catalogue id (e.g. llama-3.1-8b), a path "
+                               "or {params: N}")
+        mid = (_lookup().get(s.lower()) or _lookup().get(_loose(s))) if isinstance(ref, str) else None
+        p = Path(s).expanduser()
+        if mid:
+            spec = _from_catalog(mid)
+        elif p.exists():
+            spec = _from_path(p)
+        elif not isinstance(ref, str) or s.endswith(".json") or s.startswith(("/", ".", "~")) or (
+                os.sep in s and not re.fullmatch(r"[\w.-]+/[\w.-]+", s)):
+            raise GpuplanError(f"model file not found: {p}: check the path (or use a catalogue id)")
+        else:
+            raise _unknown(s)
+    else:
+        raise GpuplanError(f"model must be a name, a path or a mapping, not {type(ref).__name__}: "
+                           f"e.g. model: llama-3.1-8b")
+    if name:
+        spec = dataclasses.replace(spec, name=name)
+    return spec
+
+
+def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()) -> ModelSpec:
+    if not isinstance(cfg, Mapping):
+        raise GpuplanError(f"{source}: a model config must be a JSON object of Hugging Face config keys")
+    mt = cfg.get("model_type")
+    if mt is None:
+        raise GpuplanError(f"{source}: missing required key model_type: add it "
+                           f"(one of {', '.join(SUPPORTED)})")
+    if mt not in BUILDERS:
+        raise GpuplanError(f"{source}: model_type '{mt}' is not supported "
+                           f"(supported: {', '.join(SUPPORTED)}); "
+                           f"describe the model as {{params: N}} instead, e.g. model: {{params: 7e9}}")
+    c = Cfg(cfg, source, str(mt))
+    c.assumed.extend(assumed)
+    return BUILDERS[mt](c, name)
+
+
+def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
+    name = str(m.get("name") or "")
+    if "model_type" in m or "n_embd" in m:
+        assumed: tuple[str, ...] = ()
+        cfg = dict(m)
+        if "model_type" not in cfg:
+            cfg["model_type"] = "gpt2"
+            assumed = ("no model_type: GPT-2 style keys (n_embd) read as model_type gpt2",)
+        given = cfg.pop("params", None)
+        spec = _from_config(cfg, "inline model", name or f"custom-{cfg['model_type']}", assumed)
+        if given is not None:
+            spec = dataclasses.replace(spec, params_override=_count(given), params_source="given")
+        return spec
+    if "params" in m:
+        return _from_params(m)
+    raise GpuplanError("inline model has neither model_type nor params: add model_type (with Hugging Face "
+                       "config keys) or give {params: N}")
+
+
+# ---- {params: N} -------------------------------------------------------------------------------
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+_PARAM_KEYS = {"params", "name", "vocab", "vocab_size", "seq", "seq_len", "max_positions", "layers", "hidden"}
+
+
+def _count(v: Any, key: str = "params") -> int:
+    x: float | None = None
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        x = float(v)
+    elif isinstance(v, str):
+        mm = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*", v.lower())
+        if mm:
+            x = float(mm[1]) * _SUFFIX.get(mm[2], 1)
+    if x is None or not math.isfinite(x) or x <= 0 or x != round(x):
+        raise GpuplanError(f"{key} = {v!r} is not a positive whole number: give e.g. {key}: 7e9 or '7B'")
+    return int(round(x))
+
+
+def _from_params(m: Mapping[str, Any]) -> ModelSpec:
+    """Llama-like shape for a bare parameter count.
+
+    Rule (documented in ``assumed``): per block 12·h² parameters (attention 4h², SwiGLU MLP 3·h·8h/3),
+    aspect ratio h ≈ 128·L (Llama-2-7B: 4096 = 128·32), untied embeddings of vocab V (32000 unless
+    given). L = cbrt(N / (12·128²)) rounded to a multiple of 4 (to the integer below 8) unless
+    ``layers`` is given; h solves 12·L·h² + 2·V·h = N, rounded to a multiple of 1024 (128 below
+    1536) unless ``hidden`` is given; head_dim 128, as many KV heads as query heads (MHA);
+    ffn = 8h/3 rounded to a multiple of 256; RMSNorm, RoPE, max positions = ``seq`` (default 4096).
+    Examples: 7e9 → 32 layers × 4096; 70e9 → 72 × 9216. The parameter count stays the given N.
+    """
+    extra = sorted(set(m) - _PARAM_KEYS)
+    if extra:
+        raise GpuplanError(f"unknown key(s) {', '.join(extra)} in {{params: N}} model: allowed are params, "
+                           f"vocab, seq, layers, hidden, name (or give model_type with Hugging Face "
+                           f"config keys)")
+    n = _count(m["params"])
+    V = _count(m.get("vocab", m.get("vocab_size", 32000)), "vocab")
+    seq = _count(m.get("seq", m.get("seq_len", m.get("max_positions", 4096))), "seq")
+    if "layers" in m:
+        L = _count(m["layers"], "layers")
+    else:
+        L_real = (n / (12 * 128**2)) ** (1 / 3)
+        L = max(1, round(L_real)) if L_real < 8 else 4 * round(L_real / 4)
+    if "hidden" in m:
+        h = _count(m["hidden"], "hidden")
+    else:
+        h_real = (-2 * V + math.sqrt(4 * V * V + 48 * L * n)) / (24 * L)
+        step = 1024 if h_real >= 1536 else 128  # heads a multiple of 8 for large models (tp = 8)
+        h = max(128, step * round(h_real / step))
+    heads = max(1, h // 128) if h % 128 == 0 else 1
+    ffn = max(256, 256 * round(8 * h / 3 / 256))
+    cfg = {"model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
+           "num_key_value_heads": heads, "intermediate_size": ffn, "vocab_size": V,
+           "max_position_embeddings": seq, "tie_word_embeddings": False}
+    spec = _from_config(cfg, "{params: N} model", str(m.get("name") or f"custom-{n / 1e9:.3g}B"))
+    rule = (f"shape derived from params={n:,}: Llama-like, {L} layers, hidden {h}, {heads} heads × "
+            f"head_dim {h // heads} (no GQA), SwiGLU ffn {ffn}, vocab {V}, untied, {seq} positions "
+            f"(rule: 12·L·h² + 2·V·h ≈ N with h ≈ 128·L); params is the given {n:,}, "
+            f"the derived shape holds {spec.params_formula:,}")
+    return dataclasses.replace(spec, params_override=n, params_source="given", assumed=(rule,))
+
+
+# ---- config.json paths and safetensors ---------------------------------------------------------
+def _from_path(p: Path) -> ModelSpec:
+    cfg_path = p / "config.json" if p.is_dir() else p
+    if p.is_dir() and not cfg_path.exists():
+        raise GpuplanError(f"no config.json in folder {p}: point at a Hugging Face model folder "
+                           f"or a config.json")
+    folder = cfg_path.parent
+    cfg = _read_json(cfg_path, "config file")
+    spec = _from_config(cfg, str(cfg_path), folder.name if cfg_path.name == "config.json" else cfg_path.stem)
+    return _with_checkpoint(spec, folder, cfg)
+
+
+def _header(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(8)
+            n = int.from_bytes(raw, "little") if len(raw) == 8 else -1
+            if n <= 0 or n > min(100 << 20, path.stat().st_size - 8):
+                raise GpuplanError(f"{path} is not a safetensors file (bad header length): "
+                                   f"remove or replace it")
+            hdr = json.loads(f.read(n))
+    except OSError as e:
+        raise GpuplanError(f"cannot read {path} ({e}): check the file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise GpuplanError(f"{path} has a malformed safetensors header: remove or replace it") from None
+    if not isinstance(hdr, dict):
+        raise GpuplanError(f"{path} has a malformed safetensors header: remove or replace it")
+    return hdr
+
+
+def _is_extra(key: str, spec: ModelSpec) -> bool:
+    mm = _LAYER_RE.search(key)
+    return bool(mm and int(mm[1]) >= spec.n_layers)
+
+
+def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> ModelSpec:
+    index_path = folder / "model.safetensors.index.json"
+    files = sorted(folder.glob("*.safetensors"))
+    if len(files) > 1:  # Mistral repos ship consolidated.safetensors next to the HF shards
+        files = [f for f in files if not f.name.startswith("consolidated")]
+    index = _read_json(index_path, "safetensors index") if index_path.exists() else None
+    if index is not None:
+        wmap = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(wmap, dict):
+            raise GpuplanError(f"{index_path} has no weight_map: fix or remove the file")
+        needed = sorted(set(wmap.values()))
+        files = [folder / f for f in needed] if all((folder / f).exists() for f in needed) else []
+    if not files and index is None:
+        return spec
+    q = cfg.get("quantization_config")
+    notes = list(spec.assumed)
+    if files:
+        entries: list[tuple[str, list[int], Path]] = []
+        for f in files:
+            for key, info in _header(f).items():
+                shape = info.get("shape") if isinstance(info, dict) else None
+                if key == "__metadata__":
+                    continue
+                if not (isinstance(shape, list) and all(isinstance(x, int) for x in shape)):
+                    raise GpuplanError(f"{f}: tensor {key} has no valid shape in the header: "
+                                       f"replace the file")
+                entries.append((key, shape, f))
+        if any(k.endswith(_PACKED) for k, _, _ in entries):
+            why = "the safetensors hold packed quantized weights: parameter count from the config formula"
+            return dataclasses.replace(spec, assumed=(*notes, why))
+        has_embed = any(re.search(r"embed|wte|word_embeddings", k) for k, _, _ in entries)
+        total = extra = skipped = 0
+        for key, shape, _ in entries:
+            n = math.prod(shape)
+            if (key.endswith(_NOT_PARAMS) or (key.endswith(".bias") and len(shape) == 4)
+                    or (spec.tied_embeddings and has_embed and key.endswith(_TIED_HEADS))):
+                skipped += n
+            elif _is_extra(key, spec):
+                extra += n
+            else:
+                total += n
+        notes.append(f"parameter count read from the headers of {len(files)} safetensors file(s)")
+        if skipped:
+            notes.append(f"{skipped:,} stored elements skipped (buffers, quantization scales "
+                         f"or a tied head copy)")
+        source = "safetensors"
+    else:
+        assert index is not None
+        size = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
+        bpe = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "")).replace("torch.", ""))
+        why = ("the checkpoint is quantized" if q else "torch_dtype is missing or unknown" if not bpe
+               else "metadata.total_size is missing" if not isinstance(size, int)
+               else "total_size is not a whole number of elements" if size % bpe else "")
+        if any(k.endswith(_NOT_PARAMS) or ".attn.bias" in k or "attention.bias" in k for k in wmap):
+            why = why or "the index lists non-parameter buffers"
+        if why:
+            note = f"{index_path.name} not used ({why}): parameter count from the config formula"
+            return dataclasses.replace(spec, assumed=(*notes, note))
+        total, extra = size // bpe, 0
+        if any(_is_extra(k, spec) for k in wmap):
+            total, extra = total - spec.extra_params, spec.extra_params
+        if spec.tied_embeddings and any(k.endswith(_TIED_HEADS) for k in wmap):
+            total -= spec.vocab * spec.hidden
+        notes.append(f"parameter count = {index_path.name} total_size / {bpe} bytes "
+                     f"({cfg.get('torch_dtype')})")
+        source = "safetensors-index"
+    if total != spec.params_formula:
+        notes.append(f"checkpoint has {total:,} parameters, the config formula {spec.params_formula:,} "
+                     f"({total - spec.params_formula:+,})")
+    return dataclasses.replace(spec, params_override=total, params_source=source, extra_params=extra,
+                               assumed=tuple(notes))

@@ -1,0 +1,135 @@
+"""The architecture of a model as gpuplan sees it: every weight tensor with its shape.
+
+A ``ModelSpec`` is built from a Hugging Face ``config.json`` (see ``models.py``). Everything
+downstream — parameter counts, memory, FLOPs, LoRA adapters, Adafactor's factored states —
+is derived from the list of weights, so one description serves all of them.
+
+Shapes follow ``nn.Linear`` convention: ``(out_features, in_features)``; biases and norm
+weights are 1-D. ``count`` is how many copies a layer holds (e.g. the routed experts).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+WeightGroup = Literal[
+    "embedding",      # token embedding (vocab-parallel under TP)
+    "position",       # learned absolute positions (replicated)
+    "attention",      # q/k/v/o and MLA projections (TP-split)
+    "mlp",            # dense MLP (TP-split)
+    "expert",         # routed experts (EP-split, then TP-split)
+    "shared_expert",  # always-active experts of DeepSeek/Qwen MoE (TP-split)
+    "router",         # MoE gate (replicated)
+    "norm",           # layer/RMS norm weights and biases, attention q/k norms (replicated)
+    "head",           # untied LM head (vocab-parallel under TP)
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Weight:
+    """One parameter tensor of a layer (or of the embedding/head)."""
+
+    name: str
+    shape: tuple[int, ...]
+    group: WeightGroup
+    count: int = 1
+    bias: bool = False  # True for a bias vector (never a LoRA target, never factored)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) * self.count
+
+    @property
+    def is_matrix(self) -> bool:
+        return len(self.shape) == 2 and not self.bias
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerGroup:
+    """``count`` identical transformer blocks (e.g. DeepSeek-V3: 3 dense + 58 MoE)."""
+
+    count: int
+    weights: tuple[Weight, ...]
+    moe: bool = False
+
+    @property
+    def params_per_layer(self) -> int:
+        return sum(w.numel for w in self.weights)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """Shapes and weights of a decoder-only transformer (encoder-decoder is out of scope)."""
+
+    name: str
+    model_type: str
+    n_layers: int
+    hidden: int             # h
+    n_heads: int            # a
+    n_kv_heads: int         # key/value heads (GQA/MQA); == n_heads for MHA
+    head_dim: int           # d (query/key head size; MLA: qk_nope + qk_rope)
+    v_head_dim: int         # value head size (== head_dim except MLA)
+    ffn: int                # dense MLP intermediate size (0 if every layer is MoE)
+    vocab: int              # V
+    max_positions: int
+    gated_mlp: bool         # SwiGLU/GeGLU: 3 matrices; else 2 (GeLU MLP)
+    norm: Literal["rmsnorm", "layernorm"]
+    tied_embeddings: bool
+    embedding: tuple[Weight, ...]
+    layers: tuple[LayerGroup, ...]
+    head: tuple[Weight, ...]  # final norm (+ LM head when untied)
+    # Mixture of experts (0 when dense)
+    n_experts: int = 0
+    top_k: int = 0
+    moe_ffn: int = 0             # intermediate size of one routed expert
+    shared_ffn: int = 0          # total intermediate size of the shared expert(s)
+    # Multi-head latent attention (DeepSeek-V2/V3); 0 when absent
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_dim: int = 0
+    # Extra modules not used in the main training step (DeepSeek-V3's multi-token-prediction layer)
+    extra_params: int = 0
+    # Where the exact count came from: "formula" | "safetensors" | "safetensors-index" | "given"
+    params_source: str = "formula"
+    params_override: int | None = None  # exact total from safetensors headers or {params: N}
+    assumed: tuple[str, ...] = field(default=())  # shape assumptions (e.g. for {params: N})
+
+    # ---- parameter counts -------------------------------------------------------------
+    def _sum(self, groups: set[str], active: bool = False) -> int:
+        total = 0
+        for w in self.embedding + self.head:
+            if w.group in groups:
+                total += w.numel
+        for lg in self.layers:
+            for w in lg.weights:
+                if w.group in groups:
+                    n = w.numel
+                    if active and w.group == "expert" and self.n_experts:
+                        n = n // w.count * self.top_k
+                    total += lg.count * n
+        return total
+
+    def params_by_group(self) -> dict[str, int]:
+        groups = ("embedding", "position", "attention", "mlp", "expert", "shared_expert",
+                  "router", "norm", "head")
+        return {g: self._sum({g}) for g in groups}
+
+    @property
+    def params_formula(self) -> int:
+        return self._sum(set(WeightGroup.__args__))  # type: ignore[attr-defined]
+
+    @property
+    def params(self) -> int:
+        """Total parameters of the training graph (excludes ``extra_params``)."""
+        return self.params_override if self.params_override is not None else self.params_formula
+
+    @property
+    def params_active(self) -> int:
+        """Parameters touched per token (routed experts: top_k of n_experts)."""
+        return self.params - (self.params_formula - self._sum(set(WeightGroup.__args__), active=True))  # type: ignore[attr-defined]
+
+    @property
+    def moe(self) -> bool:
+        return self.n_experts > 0

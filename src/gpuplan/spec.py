@@ -1,0 +1,230 @@
+"""The inputs of every prediction: hardware, training job and parallel layout.
+
+Three small immutable values (Calculon's split of system / application / execution), each
+validated when it is built; ``check_layout`` holds the rules that need all of them together.
+The model itself is ``gpuplan.modelspec.ModelSpec``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from gpuplan.errors import GpuplanError
+from gpuplan.modelspec import ModelSpec
+
+Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
+Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
+Method = Literal["full", "lora", "qlora"]
+Recompute = Literal["none", "selective", "full"]
+PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
+Offload = Literal["none", "optimizer", "params"]
+Attention = Literal["flash", "eager"]
+OptimizerImpl = Literal["fused", "foreach"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+METHODS: tuple[str, ...] = get_args(Method)
+RECOMPUTES: tuple[str, ...] = get_args(Recompute)
+PP_SCHEDULES: tuple[str, ...] = get_args(PPSchedule)
+OFFLOADS: tuple[str, ...] = get_args(Offload)
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
+OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
+LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _choice(value: str, allowed: tuple[str, ...], key: str) -> None:
+    if value not in allowed:
+        raise GpuplanError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _positive(value: float, key: str, *, integer: bool = True) -> None:
+    if integer and (isinstance(value, bool) or not isinstance(value, int)):
+        raise GpuplanError(f"{key} must be a whole number, got {value!r}")
+    if value <= 0:
+        raise GpuplanError(f"{key} must be positive, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fabric:
+    """An interconnect from the catalogue (``catalog/fabrics.json``), in SI units."""
+
+    id: str
+    name: str
+    kind: Literal["scale_up", "scale_out"]
+    bytes_per_s_per_gpu: float | None = None  # scale-up: per GPU, per direction
+    domain_gpus: int | None = None            # scale-up: GPUs in one domain
+    link_bytes_per_s: float | None = None     # scale-out: one link, per direction
+    links_per_node: int | None = None         # scale-out: NICs per node
+    latency_s: float | None = None
+    efficiency: float | None = None           # achievable share of line rate (cited)
+    source: str = ""
+
+    def node_bytes_per_s(self) -> float:
+        """Scale-out bandwidth of one node, per direction."""
+        return (self.link_bytes_per_s or 0.0) * (self.links_per_node or 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GPU:
+    """A GPU type from the catalogue (``catalog/gpus.json``), in SI units."""
+
+    id: str
+    name: str
+    vendor: str
+    memory_bytes: int            # datasheet capacity (GiB on the datasheet → bytes)
+    usable_memory_bytes: int     # what the driver reports to the framework
+    memory_bw_bytes_per_s: float
+    peak_flops: dict[str, float]  # dense FLOP/s by precision: fp32, tf32, bf16, fp16, fp8, fp4
+    scale_up: str
+    scale_up_bytes_per_s: float
+    gpus_per_node: int
+    scale_up_domain: int
+    tdp_w: float
+    price_usd_per_gpu_hour: float | None
+    price_date: str | None
+    source: str
+    usable_memory_measured: bool = True
+    aliases: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hardware:
+    gpu: GPU
+    gpus: int
+    gpus_per_node: int
+    scale_up: Fabric
+    scale_out: Fabric | None
+    price_per_gpu_hour: float | None
+
+    def __post_init__(self) -> None:
+        _positive(self.gpus, "hardware.gpus")
+        _positive(self.gpus_per_node, "hardware.gpus_per_node")
+        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise GpuplanError(
+                f"hardware.gpus={self.gpus} is more than one node but not a multiple of "
+                f"gpus_per_node={self.gpus_per_node}: use {self.gpus // self.gpus_per_node * self.gpus_per_node} "
+                f"or {(self.gpus // self.gpus_per_node + 1) * self.gpus_per_node}")
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise GpuplanError(f"hardware.price_per_gpu_hour must be >= 0, got {self.price_per_gpu_hour}")
+
+    @property
+    def nodes(self) -> int:
+        return max(1, -(-self.gpus // self.gpus_per_node))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Training:
+    seq_len: int = 4096
+    global_batch: int | None = None   # sequences per optimizer step; None: dp × micro_batch
+    tokens: float | None = None       # total tokens to train
+    steps: int | None = None
+    precision: Precision = "bf16"
+    optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "fused"  # fused (torchtitan, Megatron, HF adamw_torch_fused) | foreach
+    method: Method = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
+    attention: Attention = "flash"
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        _positive(self.seq_len, "training.seq_len")
+        if self.global_batch is not None:
+            _positive(self.global_batch, "training.global_batch")
+        if self.tokens is not None and self.tokens <= 0:
+            raise GpuplanError(f"training.tokens must be positive, got {self.tokens}")
+        if self.steps is not None:
+            _positive(self.steps, "training.steps")
+        _choice(self.precision, PRECISIONS, "training.precision")
+        _choice(self.optimizer, OPTIMIZERS, "training.optimizer")
+        _choice(self.optimizer_impl, OPTIMIZER_IMPLS, "training.optimizer_impl")
+        _choice(self.method, METHODS, "training.method")
+        _choice(self.attention, ATTENTIONS, "training.attention")
+        _positive(self.lora_rank, "training.lora_rank")
+        for t in self.lora_targets:
+            _choice(t, LORA_TARGETS_ALL, "training.lora_targets")
+        if not 0.0 <= self.dropout < 1.0:
+            raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0                 # 0 DDP | 1 | 2 | 3 (= FSDP full shard)
+    zero_group: int | None = None  # hybrid shard: shard within groups of this many dp ranks
+    micro_batch: int = 1
+    recompute: Recompute = "none"
+    sequence_parallel: bool = False
+    pp_schedule: PPSchedule = "1f1b"
+    virtual_stages: int = 1
+    offload: Offload = "none"
+
+    def __post_init__(self) -> None:
+        for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
+            _positive(getattr(self, key), f"layout.{key}")
+        if self.zero not in (0, 1, 2, 3) or isinstance(self.zero, bool):
+            raise GpuplanError(f"layout.zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        _choice(self.recompute, RECOMPUTES, "layout.recompute")
+        _choice(self.pp_schedule, PP_SCHEDULES, "layout.pp_schedule")
+        _choice(self.offload, OFFLOADS, "layout.offload")
+        if self.sequence_parallel and self.tp == 1:
+            raise GpuplanError("layout.sequence_parallel needs tp > 1: set tp or drop sequence_parallel")
+        if self.virtual_stages > 1 and self.pp_schedule != "interleaved":
+            raise GpuplanError("layout.virtual_stages > 1 needs pp_schedule: interleaved")
+        if self.zero_group is not None:
+            _positive(self.zero_group, "layout.zero_group")
+            if self.zero == 0:
+                raise GpuplanError("layout.zero_group (hybrid shard) needs zero 1, 2 or 3")
+        if self.offload != "none" and self.zero == 0 and self.offload == "params":
+            raise GpuplanError("layout.offload: params needs zero 3 (parameters are offloaded shard by shard)")
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks that share one copy of the ZeRO-sharded state (dp × cp, or the hybrid group)."""
+        return self.zero_group if self.zero_group is not None else self.dp * self.cp
+
+
+def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> None:
+    """Rules that need model, hardware, training and layout together. Raises GpuplanError."""
+    if layout.world != hw.gpus:
+        raise GpuplanError(
+            f"layout dp×tp×pp×cp = {layout.dp}×{layout.tp}×{layout.pp}×{layout.cp} = {layout.world} "
+            f"but hardware.gpus = {hw.gpus}: make the product equal the GPU count (or omit dp to derive it)")
+    if model.n_heads % layout.tp:
+        raise GpuplanError(f"layout.tp={layout.tp} does not divide the {model.n_heads} attention heads of "
+                           f"{model.name}: use a tp that divides {model.n_heads}")
+    kv = model.n_kv_heads
+    if kv % layout.tp and layout.tp % kv:
+        raise GpuplanError(f"layout.tp={layout.tp} and the {kv} key/value heads of {model.name} do not divide "
+                           f"either way: use a tp that divides {kv} or a multiple of it")
+    stages = layout.pp * layout.virtual_stages
+    if model.n_layers % stages:
+        raise GpuplanError(f"layout pp×virtual_stages = {stages} does not divide the {model.n_layers} layers of "
+                           f"{model.name}: use a divisor of {model.n_layers}")
+    if layout.ep > 1 and not model.moe:
+        raise GpuplanError(f"layout.ep={layout.ep} but {model.name} has no experts: set ep: 1")
+    if model.moe and model.n_experts % layout.ep:
+        raise GpuplanError(f"layout.ep={layout.ep} does not divide the {model.n_experts} experts: use a divisor")
+    if (layout.dp * layout.cp) % layout.ep:
+        raise GpuplanError(f"layout.ep={layout.ep} must divide dp×cp = {layout.dp * layout.cp} "
+                           "(experts are spread over data-parallel ranks)")
+    if training.seq_len % layout.cp:
+        raise GpuplanError(f"layout.cp={layout.cp} does not divide seq_len={training.seq_len}")
+    if layout.sequence_parallel and training.seq_len % layout.tp:
+        raise GpuplanError(f"sequence_parallel: tp={layout.tp} does not divide seq_len={training.seq_len}")
+    if layout.zero_group is not None:
+        group = layout.dp * layout.cp
+        if group % layout.zero_group or layout.zero_group > group:
+            raise GpuplanError(f"layout.zero_group={layout.zero_group} must divide dp×cp = {group}")
+    if training.global_batch is not None and training.global_batch % (layout.dp * layout.micro_batch):
+        raise GpuplanError(
+            f"training.global_batch={training.global_batch} is not a multiple of dp×micro_batch = "
+            f"{layout.dp}×{layout.micro_batch}: change global_batch or micro_batch")

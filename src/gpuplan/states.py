@@ -1,0 +1,93 @@
+"""Model-state bytes per parameter (weights, gradients, optimizer) and where each rank's share lives.
+
+Convention (Rajbhandari et al. 2020, ZeRO, arXiv:1910.02054, Sec. 3.1): mixed-precision
+Adam keeps 2Ψ bytes of 16-bit weights, 2Ψ of 16-bit gradients and KΨ of optimizer state
+with K = 12 (fp32 master weights, momentum, variance) — 16 bytes per parameter. The fp32
+master copy is counted under ``optimizer`` as in the paper, so ZeRO-1 shards it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.catalog import load_json
+from gpuplan.modelspec import ModelSpec
+
+
+def constant(name: str) -> float:
+    return load_json("constants.json")[name]["value"]
+
+
+@dataclass(frozen=True, slots=True)
+class StateBytes:
+    weight: float  # compute copy held on the GPU (per parameter)
+    grad: float    # gradient (per trainable parameter)
+    master: float  # fp32 master copy under mixed precision (per trainable parameter)
+    states: float  # optimizer moments (per trainable parameter)
+
+    @property
+    def optimizer(self) -> float:
+        return self.master + self.states
+
+    @property
+    def total(self) -> float:
+        return self.weight + self.grad + self.optimizer
+
+
+# Bytes of one optimizer-state element: fp32 under mixed precision and fp32, 16-bit under bf16-pure.
+def _moment_bytes(precision: str) -> int:
+    return 2 if precision == "bf16-pure" else 4
+
+
+def adafactor_state_ratio(model: ModelSpec) -> float:
+    """Adafactor (Shazeer & Stern 2018, arXiv:1804.04235, Alg. 4) with beta1 = None keeps, per
+    r×c matrix, r + c second-moment factors, and a full second moment for vectors.
+    Returns state elements per parameter for the whole model."""
+    elems = 0
+    for lg_count, weights in [(1, model.embedding + model.head)] + [(lg.count, lg.weights) for lg in model.layers]:
+        for w in weights:
+            per = (w.shape[0] + w.shape[1]) * w.count if w.is_matrix else w.numel
+            elems += lg_count * per
+    return elems / max(model.params_formula, 1)
+
+
+def state_bytes(precision: str, optimizer: str, model: ModelSpec) -> StateBytes:
+    """Bytes per parameter of each model-state kind.
+
+    weights: 16-bit compute copy (fp32: 4; fp8: 2 + 1 for the fp8 weight cache that
+    Transformer Engine keeps beside the bf16 weight — TE docs, "FP8 primer").
+    gradients: the compute dtype (ZeRO's 2Ψ).
+    master: 4 (fp32) under bf16/fp16/fp8 mixed precision; none for bf16-pure and fp32.
+    optimizer moments per parameter:
+      adamw/adam: 2 moments (Kingma & Ba 2015) → 8 B fp32;
+      adamw-8bit: 2 moments × 1 B + one fp32 absmax per 2048-block each (Dettmers et al. 2022);
+      sgd: none; sgd-momentum: 1 moment; lion: 1 moment (Chen et al. 2023, arXiv:2302.06675);
+      adafactor: factored second moment (see ``adafactor_state_ratio``).
+    """
+    w = {"fp32": 4, "fp8": 3}.get(precision, 2)
+    g = 4 if precision == "fp32" else 2
+    master = 4 if precision in ("bf16", "fp16", "fp8") else 0
+    mb = _moment_bytes(precision)
+    if optimizer in ("adamw", "adam"):
+        states = 2 * mb
+    elif optimizer == "adamw-8bit":
+        states = 2 * (1 + 4 / constant("adam8bit_block_size"))
+    elif optimizer in ("sgd-momentum", "lion"):
+        states = mb
+    elif optimizer == "sgd":
+        states = 0
+    elif optimizer == "adafactor":
+        states = mb * adafactor_state_ratio(model)
+    else:  # spec.Training validates the name
+        raise AssertionError(optimizer)
+    return StateBytes(weight=w, grad=g, master=master, states=states)
+
+
+def optimizer_step_temp_bytes(optimizer: str, precision: str, impl: str) -> float:
+    """Temporary bytes per (local, sharded) trainable parameter during ``optimizer.step()``.
+    Fused kernels (``fused=True``; Megatron/Apex FusedAdam) update in place: none.
+    PyTorch's foreach AdamW materialises sqrt(v) as a new tensor list
+    (torch/optim/adamw.py, ``_multi_tensor_adamw``): one moment-sized copy."""
+    if impl == "foreach" and optimizer in ("adamw", "adam", "adafactor"):
+        return _moment_bytes(precision)
+    return 0.0

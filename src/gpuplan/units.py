@@ -1,0 +1,113 @@
+"""Parse and format numbers with units — the only module that does.
+
+Inside gpuplan everything is SI: bytes, FLOPs, seconds, FLOP/s, bytes/s, USD.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from gpuplan.errors import GpuplanError
+
+_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+_BYTE_SUFFIX = {
+    "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_DURATION_SUFFIX = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+
+
+def _split(text: str, what: str) -> tuple[float, str]:
+    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip().replace("_", "").replace(",", ""))
+    if not m:
+        raise GpuplanError(f"cannot read {what} {text!r}: write a number with an optional unit, e.g. 1.4T, 80GiB, 30d")
+    return float(m.group(1)), m.group(2).lower()
+
+
+def parse_count(value: object, what: str = "number") -> float:
+    """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through."""
+    if isinstance(value, bool):
+        raise GpuplanError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise GpuplanError(f"{what} must be a number, got {value!r}")
+    num, suffix = _split(value, what)
+    if suffix not in _COUNT_SUFFIX:
+        raise GpuplanError(f"{what} {value!r}: unknown suffix {suffix!r}; use one of k, M, B, T (decimal)")
+    return num * _COUNT_SUFFIX[suffix]
+
+
+def parse_bytes(value: object, what: str = "size") -> float:
+    """``80GiB`` → 85899345920, ``80GB`` → 8e10; a bare number is bytes."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        raise GpuplanError(f"{what} must be a size like 80GiB, got {value!r}")
+    num, suffix = _split(value, what)
+    if suffix == "":
+        return num
+    if suffix not in _BYTE_SUFFIX:
+        raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
+    return num * _BYTE_SUFFIX[suffix]
+
+
+def parse_duration(value: object, what: str = "duration") -> float:
+    """``30d`` → 2592000 s; ``12h``, ``90min``, ``2w``; a bare number is seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        raise GpuplanError(f"{what} must be a duration like 30d, got {value!r}")
+    num, suffix = _split(value, what)
+    if suffix == "":
+        return num
+    if suffix not in _DURATION_SUFFIX:
+        raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use s, min, h, d, w or y")
+    return num * _DURATION_SUFFIX[suffix]
+
+
+def parse_money(value: object, what: str = "amount") -> float:
+    """``50000``, ``$50k``, ``2.5`` → USD."""
+    if isinstance(value, str):
+        value = value.strip().lstrip("$")
+    return parse_count(value, what)
+
+
+# ---- formatting (only for printing) -------------------------------------------------------
+def gib(n_bytes: float) -> float:
+    return n_bytes / 2**30
+
+
+def fmt_gib(n_bytes: float | None, digits: int = 1) -> str:
+    return "-" if n_bytes is None else f"{n_bytes / 2**30:,.{digits}f}"
+
+
+def fmt_count(n: float | None) -> str:
+    """Decimal prefixes: 8.03B, 1.40T, 512k."""
+    if n is None:
+        return "-"
+    if n == 0 or not math.isfinite(n):
+        return str(n)
+    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.3g}{suffix}"
+    return f"{n:.3g}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if not math.isfinite(seconds):
+        return "inf"
+    for div, suffix in ((365 * 86400, "y"), (86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= div:
+            return f"{seconds / div:.1f} {suffix}"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def fmt_usd(usd: float | None) -> str:
+    return "-" if usd is None else f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"

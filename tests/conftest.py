@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuplan.estimate import evaluate
+from gpuplan.scenario import parse_scenario
+
+
+def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **sections: dict) -> Any:
+    raw = {"model": model, "hardware": {"gpu": gpu, "gpus": gpus, **sections.get("hardware", {})},
+           "training": sections.get("training", {}), "layout": sections.get("layout", {})}
+    return parse_scenario(raw)
+
+
+def mem(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **sections: dict) -> dict:
+    return evaluate(make(model, gpu, gpus, **sections))["memory"]
+
+
+@pytest.fixture
+def mk():
+    return make

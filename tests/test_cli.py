@@ -1,0 +1,140 @@
+"""The installed command, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "gpuplan.cli"]
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_console_script_is_installed():
+    assert shutil.which("gpuplan") is not None
+    out = subprocess.run(["gpuplan", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "evaluate" in out.stdout
+
+
+def test_evaluate_example_json_has_the_contract_keys():
+    out = run("evaluate", "--example", "--json")
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)
+    assert set(est) >= {"scenario", "model", "memory", "time", "cost"}
+    assert set(est["memory"]) >= {"weights", "gradients", "optimizer", "activations", "other", "total",
+                                  "capacity", "fits"}
+    assert set(est["time"]) >= {"step_s", "compute_s", "comm_exposed_s", "bubble_s", "tokens_per_s",
+                                "tokens_per_s_per_gpu", "model_flops_per_token", "mfu", "hfu", "train_s",
+                                "gpu_hours"}
+    assert set(est["cost"]) >= {"usd", "usd_per_gpu_hour"}
+    assert set(est["scenario"]["layout"]) >= {"dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "recompute",
+                                              "sequence_parallel", "pp_schedule", "offload"}
+    assert est["scenario"]["layout"]["dp"] == 8  # derived: 64 GPUs / tp 8
+    assert est["memory"]["fits"] is True
+
+
+def test_evaluate_human_output_names_units():
+    out = run("evaluate", "--example")
+    assert out.returncode == 0, out.stderr
+    assert "GiB" in out.stdout and "FITS" in out.stdout
+
+
+def test_fit_70b_h100_flags_only():
+    # source: the guide — a 70B model with Adam needs on the order of 16 H100s
+    out = run("fit", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["min_gpus"] == 16
+    assert res["best"]["memory"]["fits"]
+    assert res["best"]["scenario"]["hardware"]["gpus"] == 16
+
+
+def test_fit_several_gpu_types_gives_one_answer_each():
+    out = run("fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm,mi300x", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert [r["gpu"] for r in res] == ["h100-sxm", "mi300x"]
+    assert res[1]["min_gpus"] <= res[0]["min_gpus"]  # 192 GB holds what 80 GB holds
+
+
+def test_list_file_gives_list_with_error_entry(tmp_path):
+    f = tmp_path / "many.yaml"
+    f.write_text(
+        "- {model: llama-3.1-8b, hardware: {gpu: h100-sxm, gpus: 8}, layout: {zero: 3}}\n"
+        "- {model: llama-3.1-8b, hardware: {gpu: h100-sxm, gpus: 8}, layout: {tp: 3}}\n"
+        "- {model: no-such-model, hardware: {gpu: h100-sxm}}\n")
+    out = run("evaluate", str(f), "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert len(res) == 3
+    assert res[0]["memory"]["total"] > 0
+    assert "tp×pp×cp = 3" in res[1]["error"]
+    assert "no-such-model" in res[2]["error"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["fit", "--model", "llama-3.1-8b", "--gpu", "h1000"], "unknown GPU 'h1000'"),
+    (["fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "-4"], "must be positive"),
+    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "3"], "tp×pp×cp"),
+    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--dp", "2", "--tp", "2"],
+     "make the product equal the GPU count"),
+    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "6", "--tp", "6"], "does not divide"),
+    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--precision", "fp12"], "training.precision"),
+    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--scale-out", "nvlink4"], "scale_out"),
+    (["evaluate"], "give a scenario file"),
+    (["evaluate", "missing.yaml"], "not found"),
+    (["plan", "--model", "llama-3.1-8b"], "not built yet"),
+    (["evaluate", "--bogus"], "unrecognized arguments"),
+])
+def test_bad_input_is_one_clear_line_exit_2(args, needle):
+    out = run(*args)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr
+    assert needle in lines[0]
+
+
+def test_unknown_gpu_suggests_closest():
+    out = run("fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxn")
+    assert "did you mean h100-sxm" in out.stderr
+
+
+def test_unknown_scenario_key_lists_valid_keys(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama-3.1-8b\nhardware: {gpu: h100-sxm}\nlayout: {tensor_parallel: 2}\n")
+    out = run("evaluate", str(f))
+    assert out.returncode == 2
+    assert "unknown key layout.tensor_parallel" in out.stderr and "tp" in out.stderr
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama-3.1-8b\nhardware: {gpu: h100-sxm\n")
+    out = run("evaluate", str(f))
+    assert out.returncode == 2 and "malformed YAML" in out.stderr and "line" in out.stderr
+
+
+def test_config_json_path_relative_to_scenario(tmp_path):
+    (tmp_path / "cfg.json").write_text(json.dumps({
+        "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 512}))
+    (tmp_path / "s.yaml").write_text("model: cfg.json\nhardware: {gpu: l4}\ntraining: {seq_len: 512}\n")
+    out = run("evaluate", str(tmp_path / "s.yaml"), "--json")  # cfg.json is found beside the scenario
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["model"]["params"] > 0
+
+
+def test_gpus_and_models_catalogue_commands():
+    out = run("gpus", "--json")
+    assert out.returncode == 0
+    ids = {g["id"] for g in json.loads(out.stdout)}
+    assert {"h100-sxm", "b200", "mi300x"} <= ids
+    out = run("models")
+    assert out.returncode == 0 and "llama-3.1-405b" in out.stdout

@@ -1,0 +1,240 @@
+"""Every way to name a model, and the one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuplan.errors import GpuplanError
+from gpuplan.models import CATALOG, load_model
+
+TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 256,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def tiny_tensors() -> dict[str, list[int]]:
+    """The tensors transformers' LlamaForCausalLM creates for TINY (HF checkpoint names)."""
+    t = {"model.embed_tokens.weight": [100, 64], "model.norm.weight": [64], "lm_head.weight": [100, 64]}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        t |= {p + "self_attn.q_proj.weight": [64, 64], p + "self_attn.k_proj.weight": [32, 64],
+              p + "self_attn.v_proj.weight": [32, 64], p + "self_attn.o_proj.weight": [64, 64],
+              p + "mlp.gate_proj.weight": [128, 64], p + "mlp.up_proj.weight": [128, 64],
+              p + "mlp.down_proj.weight": [64, 128], p + "input_layernorm.weight": [64],
+              p + "post_attention_layernorm.weight": [64]}
+    return t
+
+
+def write_safetensors(path: Path, tensors: dict[str, list[int]], dtype: str = "BF16") -> None:
+    """A real safetensors file: 8-byte little-endian header length, JSON header, zeroed data."""
+    size = {"BF16": 2, "F32": 4}[dtype]
+    header: dict = {"__metadata__": {"format": "pt"}}
+    off = 0
+    for name, shape in tensors.items():
+        n = math.prod(shape) * size
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(off))
+
+
+TINY_PARAMS = sum(math.prod(s) for s in tiny_tensors().values())
+
+
+# ---- names ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ref", ["llama-3.1-8b", "Llama-3.1-8B", "LLAMA-3.1-8B", "meta-llama/Llama-3.1-8B",
+                                 "meta-llama/Meta-Llama-3.1-8B", "llama3.1-8b", " llama-3.1-8b "])
+def test_catalogue_names_aliases_and_case(ref: str) -> None:
+    spec = load_model(ref)
+    assert spec.params == 8_030_261_248 and spec.n_kv_heads == 8
+
+
+def test_name_override() -> None:
+    assert load_model("gpt2", name="my-gpt").name == "my-gpt"
+
+
+def test_catalogue_is_loaded_lazily() -> None:
+    code = "import gpuplan.models as m; assert m._index.cache_info().currsize == 0; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+# ---- config.json paths and folders ---------------------------------------------------------------------
+def test_config_json_path_str_and_path(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    shutil.copy(CATALOG / "mistral-7b.json", cfg)
+    for ref in (str(cfg), cfg, tmp_path, str(tmp_path)):
+        spec = load_model(ref)
+        assert spec.params == 7_241_732_096 and spec.params_source == "formula"
+    assert load_model(cfg).name == tmp_path.name
+
+
+def test_folder_with_safetensors_counts_headers(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    # inv_freq is a buffer some checkpoints store (Llama-2-*-hf), not a parameter
+    tensors = tiny_tensors() | {"model.layers.0.self_attn.rotary_emb.inv_freq": [8]}
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    spec = load_model(tmp_path)
+    assert spec.params_source == "safetensors"
+    assert spec.params == TINY_PARAMS == spec.params_formula
+
+
+def test_safetensors_header_is_the_truth(tmp_path: Path) -> None:
+    """When the checkpoint differs from the config formula, the header count wins and the gap is noted."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    tensors = tiny_tensors() | {"model.layers.0.mlp.extra_adapter.weight": [10, 64]}
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    spec = load_model(tmp_path / "config.json")
+    assert spec.params == TINY_PARAMS + 640 and spec.params_formula == TINY_PARAMS
+    assert any("+640" in a for a in spec.assumed)
+
+
+def test_sharded_safetensors_with_index(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    items = list(tiny_tensors().items())
+    write_safetensors(tmp_path / "model-00001-of-00002.safetensors", dict(items[:10]))
+    write_safetensors(tmp_path / "model-00002-of-00002.safetensors", dict(items[10:]), "F32")
+    wmap = {k: "model-00001-of-00002.safetensors" for k, _ in items[:10]}
+    wmap |= {k: "model-00002-of-00002.safetensors" for k, _ in items[10:]}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1},
+                                                                       "weight_map": wmap}))
+    spec = load_model(tmp_path)
+    assert spec.params == TINY_PARAMS and spec.params_source == "safetensors"
+
+
+def test_index_only_folder_uses_total_size(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    wmap = {k: "model-00001-of-00001.safetensors" for k in tiny_tensors()}
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 2 * TINY_PARAMS}, "weight_map": wmap}))
+    spec = load_model(tmp_path)
+    assert spec.params == TINY_PARAMS and spec.params_source == "safetensors-index"
+
+
+def test_tied_head_copy_and_mtp_layers_in_checkpoint(tmp_path: Path) -> None:
+    """Falcon stores lm_head although it is tied; DeepSeek-V3 stores its MTP module as layer N."""
+    cfg = TINY | {"tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    tensors = tiny_tensors() | {"model.layers.2.eh_proj.weight": [64, 128]}
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    spec = load_model(tmp_path)
+    assert spec.params == TINY_PARAMS - 6400 == spec.params_formula  # lm_head copy skipped
+    assert spec.extra_params == 64 * 128
+
+
+# ---- inline mappings -----------------------------------------------------------------------------------
+def test_inline_hf_mapping() -> None:
+    cfg = json.loads((CATALOG / "qwen2.5-7b.json").read_text())
+    assert load_model(cfg).params == 7_615_616_512
+    assert load_model(cfg, name="q").name == "q"
+
+
+def test_gpt2_style_keys() -> None:
+    spec = load_model({"n_layer": 12, "n_embd": 768, "n_head": 12})
+    assert spec.params == 124_439_808 and spec.model_type == "gpt2"
+    assert any("gpt2" in a for a in spec.assumed)  # the inference is recorded, not silent
+    spec = load_model({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": 100,
+                       "vocab_size": 10, "n_positions": 16})
+    assert spec.ffn == 100 and spec.max_positions == 16
+
+
+@pytest.mark.parametrize("given", [7e9, 7_000_000_000, "7B", "7e9"])
+def test_params_only(given) -> None:
+    spec = load_model({"params": given})
+    assert spec.params == 7_000_000_000 and spec.params_source == "given"
+    assert (spec.n_layers, spec.hidden, spec.vocab) == (32, 4096, 32000)
+    assert spec.assumed and "12·L·h²" in spec.assumed[0]
+    assert abs(spec.params_formula - 7e9) / 7e9 < 0.1
+
+
+def test_params_with_hints() -> None:
+    spec = load_model({"params": 70e9, "vocab": 128256, "seq": 8192})
+    assert spec.vocab == 128256 and spec.max_positions == 8192 and spec.params == 70_000_000_000
+    assert spec.n_heads % 8 == 0 and spec.n_layers % 4 == 0
+    spec = load_model({"params": 1e9, "layers": 16, "hidden": 2048})
+    assert (spec.n_layers, spec.hidden) == (16, 2048)
+
+
+def test_config_plus_params_overrides_count() -> None:
+    spec = load_model(TINY | {"params": 12345})
+    assert spec.params == 12345 and spec.params_source == "given" and spec.params_formula == TINY_PARAMS
+
+
+# ---- errors: one line, a GpuplanError, naming problem and fix --------------------------------------------
+def err(ref) -> str:
+    with pytest.raises(GpuplanError) as e:
+        load_model(ref)
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_unknown_name_suggests_closest() -> None:
+    msg = err("llama-3.1-9b")
+    assert "unknown model 'llama-3.1-9b'" in msg and "llama-3.1-8b" in msg and "{params: N}" in msg
+    assert "mixtral-8x7b" in err("mixtrl-8x7b")
+
+
+def test_missing_file() -> None:
+    assert "not found" in err("./no/such/config.json")
+    assert "not found" in err(Path("/no/such/folder"))
+
+
+def test_folder_without_config(tmp_path: Path) -> None:
+    assert "no config.json" in err(tmp_path)
+
+
+def test_malformed_json_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{\n  "model_type": "llama",\n  "hidden_size": 4096\n  "x": 1\n}')
+    msg = err(bad)
+    assert str(bad) in msg and "line 4" in msg and "malformed JSON" in msg
+
+
+def test_unsupported_model_type() -> None:
+    msg = err({"model_type": "t5", "d_model": 512})
+    assert "'t5' is not supported" in msg and "llama" in msg and "{params: N}" in msg
+
+
+def test_missing_keys_are_named() -> None:
+    msg = err({"model_type": "llama", "hidden_size": 4096})
+    assert "num_hidden_layers" in msg and "vocab_size" in msg and "intermediate_size" in msg
+
+
+@pytest.mark.parametrize("key, value", [("hidden_size", -64), ("num_hidden_layers", 0), ("vocab_size", 1.5),
+                                        ("num_attention_heads", "four")])
+def test_bad_sizes(key: str, value) -> None:
+    msg = err(TINY | {key: value})
+    assert key in msg
+
+
+def test_heads_must_divide_hidden() -> None:
+    msg = err(TINY | {"num_attention_heads": 5, "num_key_value_heads": 5})
+    assert "not divisible by 5 attention heads" in msg
+    assert "key/value heads" in err(TINY | {"num_key_value_heads": 3})
+
+
+def test_bad_params_values() -> None:
+    assert "positive whole number" in err({"params": -1})
+    assert "positive whole number" in err({"params": "lots"})
+    assert "unknown key(s) hiden" in err({"params": 7e9, "hiden": 4096})
+    assert "neither model_type nor params" in err({"hidden_size": 4096})
+
+
+def test_bad_safetensors_header(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    (tmp_path / "model.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")
+    assert "not a safetensors file" in err(tmp_path)
+
+
+def test_wrong_reference_type() -> None:
+    assert "name, a path or a mapping" in err(42)
