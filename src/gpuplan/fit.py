@@ -40,8 +40,9 @@ def layouts(sc: Scenario, gpus: int) -> Iterator[Layout]:
     fixed = sc.layout
     m = sc.model
     per_node = sc.hardware.gpus_per_node
-    tps = [fixed["tp"]] if "tp" in fixed else \
-        [t for t in divisors(min(per_node, gpus)) if m.n_heads % t == 0 and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
+    tps = [fixed["tp"]] if "tp" in fixed else [
+        t for t in divisors(min(per_node, gpus))
+        if m.n_heads % t == 0 and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= gpus]
     cps = [fixed.get("cp", 1)]
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]

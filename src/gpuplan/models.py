@@ -106,7 +106,7 @@ def _unknown(ref: str) -> GpuplanError:
     ids = list(dict.fromkeys(table[k] for k in close))[:3]
     hint = f"did you mean {', '.join(ids)}? " if ids else ""
     return GpuplanError(f"unknown model '{ref}': not a catalogue id, alias or existing path; {hint}"
-                        f"or give a path to a config.json, or {{params: N}}")
+                        f"`gpuplan models` lists the catalogue; or give a config.json path or {{params: N}}")
 
 
 # ---- entry point -----------------------------------------------------------------------------
