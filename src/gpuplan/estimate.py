@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.memory import memory
+from gpuplan.memory import memory, rank_params
 from gpuplan.scenario import Scenario, complete_layout, normalized
 from gpuplan.spec import Layout
 
@@ -22,10 +22,17 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> di
     model = sc.model
     n_params = model.params
     state = mem["weights"] + mem["gradients"] + mem["optimizer"]
+    tr = sc.training
+    if tr.method == "full":
+        trainable = n_params
+    else:
+        whole = rank_params(model, 1, 1, 1, 1, 0, tr.lora_targets, tr.lora_rank)
+        trainable = whole.adapters_dense + whole.adapters_expert
     return {
         "scenario": normalized(sc, lay),
         "model": {
             "name": model.name, "params": n_params, "params_active": model.params_active,
+            "params_trainable": trainable,
             "params_source": model.params_source, "params_by_group": model.params_by_group(),
             "assumed": list(model.assumed),
         },

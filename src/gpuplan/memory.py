@@ -73,10 +73,23 @@ class RankParams:
     dense_layers: int
 
 
+def chunk_sizes(n_layers: int, chunks: int) -> list[int]:
+    """Layers per pipeline chunk. Even when ``chunks`` divides the layers; otherwise the
+    remainder goes to the middle chunks so the first and last (which also hold the embedding
+    and the LM head) get fewer — what Llama 3 did for 126 layers on 16 stages (Dubey et al.
+    2024, Sec. 3.3.2) and Megatron's ``decoder_first/last_pipeline_num_layers`` allow."""
+    base, extra = divmod(n_layers, chunks)
+    sizes = [base] * chunks
+    start = 1 if extra <= chunks - 2 else 0
+    for i in range(start, start + extra):
+        sizes[i] += 1
+    return sizes
+
+
 @lru_cache(maxsize=4096)
 def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage: int,
                 lora_targets: tuple[str, ...] | None, lora_rank: int) -> RankParams:
-    per_stage_chunk = model.n_layers // (pp * vstages)
+    owner = [c % pp for c, size in enumerate(chunk_sizes(model.n_layers, pp * vstages)) for _ in range(size)]
     dense = expert = quant = ad_d = ad_e = largest = big_matrix = 0.0
     moe_layers = dense_layers = 0
 
@@ -106,7 +119,7 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
     for lg in model.layers:
         mine = 0
         for _ in range(lg.count):
-            if (index // per_stage_chunk) % pp == stage:
+            if owner[index] == stage:
                 mine += 1
             index += 1
         if mine:

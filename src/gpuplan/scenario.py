@@ -109,6 +109,14 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     if "model" not in raw:
         raise GpuplanError("scenario has no model: add `model: llama-3.1-8b` (or --model NAME)")
     model_ref = raw["model"]
+    if isinstance(model_ref, str) and model_ref.lstrip().startswith("{"):  # inline mapping given as a flag
+        import yaml
+
+        try:
+            model_ref = yaml.safe_load(model_ref)
+        except yaml.YAMLError:
+            raise GpuplanError(f"model {model_ref!r} looks like a mapping but does not parse: "
+                               "write it as {params: 7e9} or {model_type: llama, ...}") from None
     if isinstance(model_ref, str) and base_dir is not None and (base_dir / model_ref).exists():
         model_ref = str(base_dir / model_ref)
     model = load_model(model_ref)

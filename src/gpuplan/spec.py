@@ -206,9 +206,9 @@ def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
         raise GpuplanError(f"layout.tp={layout.tp} and the {kv} key/value heads of {model.name} do not divide "
                            f"either way: use a tp that divides {kv} or a multiple of it")
     stages = layout.pp * layout.virtual_stages
-    if model.n_layers % stages:
-        raise GpuplanError(f"layout pp×virtual_stages = {stages} does not divide the {model.n_layers} layers of "
-                           f"{model.name}: use a divisor of {model.n_layers}")
+    if stages > model.n_layers:
+        raise GpuplanError(f"layout pp×virtual_stages = {stages} is more than the {model.n_layers} layers of "
+                           f"{model.name}: use at most {model.n_layers} pipeline chunks")
     if layout.ep > 1 and not model.moe:
         raise GpuplanError(f"layout.ep={layout.ep} but {model.name} has no experts: set ep: 1")
     if model.moe and model.n_experts % layout.ep:

@@ -1,0 +1,101 @@
+"""Exact byte counts for each parallel layout and option."""
+
+import pytest
+from conftest import make, mem
+
+from gpuplan.memory import chunk_sizes, rank_params, stage_memory
+from gpuplan.scenario import complete_layout
+
+L31_8B = 8_030_261_248
+
+
+def test_hybrid_shard_shards_within_the_group_only():
+    full = mem("llama-3.1-8b", gpus=64, layout={"zero": 3})
+    hsdp = mem("llama-3.1-8b", gpus=64, layout={"zero": 3, "zero_group": 8})
+    assert full["optimizer"] == pytest.approx(12 * L31_8B / 64)
+    assert hsdp["optimizer"] == pytest.approx(12 * L31_8B / 8)
+    assert hsdp["weights"] == pytest.approx(2 * L31_8B / 8)
+
+
+def test_expert_parallel_splits_only_the_experts():
+    sc = make("mixtral-8x7b", gpus=8)
+    g = sc.model.params_by_group()
+    experts = g["expert"]
+    dense = sc.model.params - experts
+    m = mem("mixtral-8x7b", gpus=8, layout={"ep": 8, "zero": 1})
+    assert m["weights"] == pytest.approx(2 * (dense + experts / 8))
+    # ZeRO-1: dense optimizer state over dp=8, experts over the expert-data-parallel group dp/ep = 1
+    assert m["optimizer"] == pytest.approx(12 * (dense / 8 + experts / 8))
+
+
+def test_tensor_parallel_divides_matrices_not_norms():
+    sc = make("llama-3.1-8b")
+    g = sc.model.params_by_group()
+    rp = rank_params(sc.model, 4, 1, 1, 1, 0, None, 16)
+    assert rp.dense == pytest.approx((sc.model.params - g["norm"]) / 4 + g["norm"])
+
+
+def test_pipeline_stages_hold_embedding_first_and_head_last():
+    sc = make("llama-3.1-8b", gpus=2)
+    g = sc.model.params_by_group()
+    first = rank_params(sc.model, 1, 1, 2, 1, 0, None, 16)
+    last = rank_params(sc.model, 1, 1, 2, 1, 1, None, 16)
+    per_layer = sc.model.layers[0].params_per_layer
+    assert first.dense == g["embedding"] + 16 * per_layer
+    assert last.dense == 16 * per_layer + g["head"] + 4096  # LM head + final norm
+
+
+def test_uneven_pipeline_gives_first_and_last_stage_fewer_layers():
+    # source: Dubey et al. 2024 (Llama 3), Sec. 3.3.2 — 126 layers on 16 stages, one layer fewer on
+    # the first and the last stage.
+    sizes = chunk_sizes(126, 16)
+    assert sum(sizes) == 126 and sizes[0] == sizes[-1] == 7 and max(sizes) == 8
+    assert chunk_sizes(32, 4) == [8, 8, 8, 8]
+
+
+def test_1f1b_first_stage_keeps_pp_microbatches_last_keeps_one():
+    sc = make("llama-3.1-8b", gpus=4, training={"global_batch": 64})
+    lay = complete_layout(sc, pp=4)
+    first = stage_memory(sc.model, sc.hardware, sc.training, lay, 0)
+    last = stage_memory(sc.model, sc.hardware, sc.training, lay, 3)
+    assert first["microbatches_in_flight"] == 4 and last["microbatches_in_flight"] == 1
+
+
+def test_interleaved_first_stage_factor():
+    # source: Korthikanti et al. 2022 Sec. 4.2.3: first stage holds L·(1 + (p−1)/(p·m)) layers' worth
+    sc = make("llama-3.1-8b", gpus=4, training={"global_batch": 64})
+    lay = complete_layout(sc, pp=4, virtual_stages=2)
+    first = stage_memory(sc.model, sc.hardware, sc.training, lay, 0)
+    assert first["microbatches_in_flight"] == pytest.approx(4 + 3 / 2)
+
+
+def test_context_parallel_halves_the_linear_activations():
+    one = mem("llama-3.1-8b", gpus=2, training={"seq_len": 8192}, layout={"zero": 3})
+    cp2 = mem("llama-3.1-8b", gpus=2, training={"seq_len": 8192}, layout={"cp": 2, "zero": 3})
+    assert cp2["activations_per_microbatch"] == pytest.approx(one["activations_per_microbatch"] / 2)
+
+
+def test_optimizer_offload_moves_master_and_moments_to_cpu():
+    m = mem("llama-3.1-8b", gpus=8, layout={"zero": 2, "offload": "optimizer"})
+    assert m["optimizer"] == 0
+    assert m["cpu_offload"] == pytest.approx(12 * L31_8B / 8)
+
+
+def test_pure_bf16_and_fp32_and_8bit_adam_bytes_per_param():
+    # bf16-pure: 2 + 2 + 2·2 (bf16 moments); fp32: 4 + 4 + 8; 8-bit Adam (Dettmers et al. 2022):
+    # 2 + 2 + 4 (master) + 2·(1 + 4/2048)
+    n = 1e9
+    pure = mem({"params": n}, training={"precision": "bf16-pure"})
+    assert pure["weights"] + pure["gradients"] + pure["optimizer"] == pytest.approx(8 * n)
+    fp32 = mem({"params": n}, training={"precision": "fp32"})
+    assert fp32["weights"] + fp32["gradients"] + fp32["optimizer"] == pytest.approx(16 * n)
+    a8 = mem({"params": n}, training={"optimizer": "adamw-8bit"})
+    assert a8["optimizer"] == pytest.approx(n * (4 + 2 * (1 + 4 / 2048)))
+
+
+def test_foreach_adamw_step_temporary_can_set_the_peak():
+    fused = mem("llama-2-7b", gpu="mi325x", training={"seq_len": 512})
+    foreach = mem("llama-2-7b", gpu="mi325x", training={"seq_len": 512, "optimizer_impl": "foreach"})
+    assert foreach["peak_phase"] == "optimizer step"
+    assert foreach["detail"]["optimizer_step"] == pytest.approx(4 * 6_738_415_616)
+    assert foreach["total"] > fused["total"]
