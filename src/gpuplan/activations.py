@@ -27,9 +27,14 @@ Tensor parallelism (Korthikanti Eq. 2/4): every term inside the TP region divide
 the norm inputs, the inputs of the column-parallel linears and the dropout masks (10·sbh in
 their count) divide by t only with sequence parallelism. Context parallelism splits s.
 
-Recompute (Korthikanti Sec. 5): "selective" drops the attention core (the s² terms);
-"full" keeps only the layer input (2·sbh, /t with SP), and the backward pass rebuilds one
-layer's activations at a time (``recompute_working_set``).
+Recompute (Korthikanti Sec. 5): "selective" drops the attention core (the s² terms; with
+flash attention there is nothing left to drop, as in Megatron-Core's default
+``recompute_modules=[core_attn]``); "full" keeps only the layer input (2·sbh, /t with SP).
+"selective-op" is torchtitan's per-op selective checkpointing (``selective_ac_option="op"``,
+torchtitan/distributed/activation_checkpoint.py): it keeps the layer input, the outputs of
+every other matmul (the 1st, 3rd, 5th, … of the block), and the attention kernel's output
+and log-sum-exp; everything elementwise is recomputed. With "full" and "selective-op" the
+backward pass rebuilds one layer's activations at a time (``recompute_working_set``).
 """
 
 from __future__ import annotations
@@ -102,13 +107,29 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
     return terms
 
 
+def op_sac_bytes(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
+    """torchtitan per-op SAC: layer input + every other matmul output + attention output and LSE."""
+    lg = next((g for g in m.layers if g.moe == moe_layer), m.layers[0])
+    rep = 1 / x.t if x.sp else 1.0
+    saved = x.elem * x.s * x.b * m.hidden * rep
+    mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert")]
+    for i, w in enumerate(mats):
+        if i % 2 == 0:  # the 1st, 3rd, ... matmul of the block (torchtitan's mm_count odd)
+            per_token = w.shape[0] * (m.top_k if w.group == "expert" else 1)
+            saved += x.elem * x.s * x.b * per_token / x.t
+    saved += x.elem * x.s * x.b * m.n_heads * m.v_head_dim / x.t + 4 * m.n_heads * x.s * x.b / x.t
+    return saved
+
+
 def layer_bytes(m: ModelSpec, moe_layer: bool, x: ActShape, recompute: str) -> float:
     """Bytes one layer keeps between its forward and backward pass."""
     if recompute == "full":
         return x.elem * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0)
     terms = layer_terms(m, moe_layer, x)
-    if recompute == "selective" and not x.flash:
+    if recompute in ("selective", "selective-op") and not x.flash:
         terms.pop("attn_core")
+    if recompute == "selective-op":
+        return min(op_sac_bytes(m, moe_layer, x), sum(terms.values()))
     return sum(terms.values())
 
 
@@ -128,9 +149,12 @@ def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool
 def logits_bytes(m: ModelSpec, s: int, b: int, t: int) -> float:
     """The LM head's output and the loss's buffers on the last stage.
 
-    Eager PyTorch (Hugging Face, torchtitan) computes bf16 logits (2 B), upcasts them to
-    fp32 for cross-entropy (4 B) and keeps the fp32 log-softmax for backward (4 B):
-    10 bytes per logit, s·b·V/t logits per rank (vocab-parallel). Korthikanti et al. count
-    4·s·b·V/t (fused fp32 loss); chunked/fused losses (e.g. Liger) reach that.
+    Eager PyTorch (Hugging Face, torchtitan) computes bf16 logits, upcasts them to fp32 and
+    runs log-softmax + NLL; log-softmax keeps its fp32 output for backward. The peak comes at
+    the start of backward, while every activation is still held: the saved fp32 log-softmax
+    output (4 B), the fp32 gradient arriving from NLL (4 B) and the fp32 gradient it produces
+    (4 B) — 12 bytes per logit, s·b·V/t logits per rank (vocab-parallel). (The forward's
+    transient is 10 B: bf16 logits + fp32 copy + fp32 output.) Korthikanti et al. count
+    4·s·b·V/t (fused fp32 loss); chunked/fused losses (e.g. Liger) approach that.
     """
-    return 10 * s * b * m.vocab / t
+    return 12 * s * b * m.vocab / t

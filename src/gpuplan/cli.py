@@ -26,7 +26,7 @@ FLAG_KEYS = {
     "recompute": "layout.recompute", "sequence_parallel": "layout.sequence_parallel",
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
 }
-LATER = {"plan": 4, "trace": 5, "profile": 6, "calibrate": 6, "export": 7, "validate": 3}
+LATER = {"plan": 4, "trace": 5, "profile": 6, "calibrate": 6, "export": 7}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--json", action="store_true")
     md = sub.add_parser("models", help="the model catalogue")
     md.add_argument("--json", action="store_true")
+    va = sub.add_parser("validate", help="prediction error against published, measured results")
+    va.add_argument("--json", action="store_true")
     for name, issue in LATER.items():
         sub.add_parser(name, help=f"(not built yet: issue {issue})")
     return p
@@ -203,6 +205,26 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from gpuplan.report import dumps, table
+    from gpuplan.validation.memory_check import score_memory_runs
+
+    mem = score_memory_runs()
+    if args.json:
+        print(dumps({"memory": mem}))
+        return 0
+    print("Per-GPU peak memory: predicted vs measured (src/gpuplan/validation/memory_runs.json)")
+    print(table(["run", "trust", "measured GiB", "predicted GiB", "error"],
+                [[r["id"], r["trust"], f"{r['measured_gib']:.1f}", f"{r['predicted_gib']:.1f}", f"{r['error']:+.0%}"]
+                 for r in mem["rows"]]))
+    for label, s in mem["summary"].items():
+        print(f"{label} rows: n={s['n']}, median |error| {s['median_abs_error']:.1%}, "
+              f"within ±15%: {s['within_15pct']:.0%}, max |error| {s['max_abs_error']:.0%}")
+    print(f"skipped {len(mem['skipped'])} rows whose source leaves a deciding setting open "
+          f"({'; '.join(sorted({s['why'] for s in mem['skipped']}))})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -210,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             raise GpuplanError(f"`gpuplan {argv[0]}` is not built yet (issue {LATER[argv[0]]}); "
                                "`gpuplan evaluate` and `gpuplan fit` work today")
         args = build_parser().parse_args(argv)
-        handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "gpus": cmd_gpus, "models": cmd_models}
+        handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "gpus": cmd_gpus, "models": cmd_models,
+                   "validate": cmd_validate}
         return handler[args.command](args)
     except GpuplanError as err:
         print(f"gpuplan: error: {err}", file=sys.stderr)

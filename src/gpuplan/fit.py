@@ -19,7 +19,6 @@ from gpuplan.memory import memory
 from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.spec import Layout
 
-RECOMPUTE_RANK = {"none": 0, "selective": 1, "full": 2}
 
 
 def divisors(n: int) -> list[int]:
@@ -46,7 +45,7 @@ def layouts(sc: Scenario, gpus: int) -> Iterator[Layout]:
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= gpus]
     cps = [fixed.get("cp", 1)]
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
-    recs = [fixed["recompute"]] if "recompute" in fixed else ["none", "selective", "full"]
+    recs = [fixed["recompute"]] if "recompute" in fixed else ["none", "selective", "selective-op", "full"]
     for tp in tps:
         for pp in pps:
             for cp in cps:
@@ -70,8 +69,8 @@ def layouts(sc: Scenario, gpus: int) -> Iterator[Layout]:
 
 
 def preference(lay: Layout) -> tuple:
-    return (lay.offload != "none", lay.recompute == "full", lay.pp, lay.tp, lay.recompute == "selective",
-            lay.zero, lay.ep)
+    return (lay.offload != "none", lay.recompute == "full", lay.pp, lay.tp, lay.recompute == "selective-op",
+            lay.recompute == "selective", lay.zero, lay.ep)
 
 
 def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:

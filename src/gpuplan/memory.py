@@ -223,7 +223,7 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
     per_mb = (rp.dense_layers * layer_bytes(model, False, x, layout.recompute)
               + rp.moe_layers * layer_bytes(model, True, x, layout.recompute))
     activations = per_mb * flight
-    if layout.recompute == "full" and (rp.dense_layers or rp.moe_layers):
+    if layout.recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):
         activations += recompute_working_set(model, rp.moe_layers > 0, x)
     logits = 0.0
     if stage == layout.pp - 1:

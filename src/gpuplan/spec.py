@@ -16,7 +16,7 @@ from gpuplan.modelspec import ModelSpec
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
 Method = Literal["full", "lora", "qlora"]
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "selective-op", "full"]
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
 Offload = Literal["none", "optimizer", "params"]
 Attention = Literal["flash", "eager"]

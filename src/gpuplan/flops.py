@@ -1,0 +1,86 @@
+"""FLOPs of a training step, per layer, from the model's weight list.
+
+A matmul of an (m×k) by (k×n) matrix costs 2·m·n·k FLOPs. Per token, a weight matrix of
+``numel`` elements costs 2·numel in the forward pass and 4·numel in the backward pass
+(input and weight gradients) — Kaplan et al. 2020 (arXiv:2001.08361) Sec. 2.1, which is
+where 6·N per token comes from. Attention adds, per token and layer, 2·s·a·d for Q·Kᵀ and
+2·s·a·d_v for the weighted sum of V (Narayanan et al. 2021, arXiv:2104.04473, Sec. 5.1).
+
+Model FLOPs (for MFU) follow PaLM (Chowdhery et al. 2022, arXiv:2204.02311, App. B):
+3 × forward, attention counted in full (no causal saving), no recomputation; the embedding
+lookup is not a matmul and costs nothing, the LM head does. Executed FLOPs (for time) skip
+the masked half of causal attention and add what recomputation repeats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.modelspec import LayerGroup, ModelSpec
+
+MATMUL_GROUPS = ("attention", "mlp", "shared_expert")
+
+
+def layer_matmul_flops(m: ModelSpec, lg: LayerGroup) -> float:
+    """Forward FLOPs per token of one layer's weight matmuls (routed experts: top_k of them)."""
+    total = 0.0
+    for w in lg.weights:
+        if not w.is_matrix:
+            continue
+        if w.group in MATMUL_GROUPS:
+            total += 2 * w.numel
+        elif w.group == "expert":
+            total += 2 * (w.numel // w.count) * m.top_k
+        elif w.group == "router":
+            total += 2 * w.numel
+    return total
+
+
+def _every_other_mm_flops(m: ModelSpec, lg: LayerGroup) -> float:
+    """Forward FLOPs per token of the 2nd, 4th, ... matmul of a block (recomputed by op SAC)."""
+    mats = [w for w in lg.weights if w.is_matrix and w.group in (*MATMUL_GROUPS, "expert")]
+    return sum(2 * (w.numel // w.count) * (m.top_k if w.group == "expert" else w.count)
+               for i, w in enumerate(mats) if i % 2 == 1)
+
+
+def attention_flops(m: ModelSpec, seq_len: int, causal_saving: bool) -> float:
+    """Forward FLOPs per token of one layer's attention core (Q·Kᵀ and P·V) at context ``seq_len``."""
+    full = 2 * seq_len * m.n_heads * (m.head_dim + m.v_head_dim)
+    return full / 2 if causal_saving else full
+
+
+def head_flops(m: ModelSpec) -> float:
+    """Forward FLOPs per token of the LM head (the logits matmul, tied or not)."""
+    return 2 * m.hidden * m.vocab
+
+
+@dataclass(frozen=True, slots=True)
+class FlopsPerToken:
+    model: float          # PaLM convention: 3 × forward, full attention, no recompute (MFU)
+    executed: float       # what the GPUs run: causal attention halved, plus recomputation (HFU)
+    six_n: float          # 6·N with N the active parameters (Kaplan et al. 2020)
+    forward_layers: float  # forward matmul FLOPs of all layers (no attention core), per token
+    forward_attention: float  # forward attention-core FLOPs of all layers, executed, per token
+
+
+def flops_per_token(m: ModelSpec, seq_len: int, recompute: str) -> FlopsPerToken:
+    layers = sum(lg.count * layer_matmul_flops(m, lg) for lg in m.layers)
+    att_full = m.n_layers * attention_flops(m, seq_len, causal_saving=False)
+    att_exec = att_full / 2
+    head = head_flops(m)
+    model = 3 * (layers + att_full + head)
+    executed = 3 * (layers + att_exec + head)
+    if recompute == "full":        # the forward pass of every layer runs twice
+        executed += layers + att_exec
+    elif recompute == "selective":  # the attention core's forward runs twice (Korthikanti et al.)
+        executed += att_exec
+    elif recompute == "selective-op":  # torchtitan op SAC: every other matmul runs twice
+        executed += sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
+    return FlopsPerToken(model=model, executed=executed, six_n=6 * m.params_active,
+                         forward_layers=layers, forward_attention=att_exec)
+
+
+def megatron_flops_per_iteration(B: int, s: int, l: int, h: int, V: int) -> float:
+    """Narayanan et al. 2021 (arXiv:2104.04473) Sec. 5.1: FLOPs of one iteration of a GPT model
+    with full activation recomputation, 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
+    return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
