@@ -20,7 +20,6 @@ from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.spec import Layout
 
 
-
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
