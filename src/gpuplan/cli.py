@@ -15,6 +15,7 @@ FLAG_KEYS = {
     "model": "model",
     "gpu": "hardware.gpu", "gpus": "hardware.gpus", "gpus_per_node": "hardware.gpus_per_node",
     "scale_up": "hardware.scale_up", "scale_out": "hardware.scale_out", "price": "hardware.price_per_gpu_hour",
+    "power_limit": "hardware.power_limit_w",
     "seq_len": "training.seq_len", "global_batch": "training.global_batch",
     "global_batch_tokens": "training.global_batch_tokens", "tokens": "training.tokens",
     "steps": "training.steps", "precision": "training.precision", "optimizer": "training.optimizer",
@@ -25,6 +26,7 @@ FLAG_KEYS = {
     "zero": "layout.zero", "zero_group": "layout.zero_group", "micro_batch": "layout.micro_batch",
     "recompute": "layout.recompute", "sequence_parallel": "layout.sequence_parallel",
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
+    "dp_overlap": "layout.dp_overlap",
 }
 LATER = {"plan": 4, "trace": 5, "profile": 6, "calibrate": 6, "export": 7}
 
@@ -208,11 +210,22 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from gpuplan.report import dumps, table
     from gpuplan.validation.memory_check import score_memory_runs
+    from gpuplan.validation.runtime_check import score_runs
 
     mem = score_memory_runs()
+    run = score_runs()
     if args.json:
-        print(dumps({"memory": mem}))
+        print(dumps({"runtime": run, "memory": mem}))
         return 0
+    print("Training throughput: predicted vs published (src/gpuplan/validation/runs.json); "
+          "C = calibration row, others held out")
+    print(table(["run", "", "published as", "published tok/s/GPU", "predicted", "error", "predicted MFU"],
+                [[r["id"], "C" if r["calibration"] else "", r["metric"], f"{r['published']:,.0f}",
+                  f"{r['predicted']:,.0f}", f"{r['error']:+.0%}", f"{r['mfu_predicted']:.0%}"] for r in run["rows"]]))
+    for label, s in run["summary"].items():
+        print(f"{label} rows: n={s['n']}, median |error| {s['median_abs_error']:.1%}, "
+              f"within ±15%: {s['within_15pct']:.0%}, max |error| {s['max_abs_error']:.0%}")
+    print(f"skipped {len(run['skipped'])} rows ({'; '.join(sorted({s['why'] for s in run['skipped']}))})\n")
     print("Per-GPU peak memory: predicted vs measured (src/gpuplan/validation/memory_runs.json)")
     print(table(["run", "trust", "measured GiB", "predicted GiB", "error"],
                 [[r["id"], r["trust"], f"{r['measured_gib']:.1f}", f"{r['predicted_gib']:.1f}", f"{r['error']:+.0%}"]

@@ -57,7 +57,8 @@ def head_flops(m: ModelSpec) -> float:
 @dataclass(frozen=True, slots=True)
 class FlopsPerToken:
     model: float          # PaLM convention: 3 × forward, full attention, no recompute (MFU)
-    executed: float       # what the GPUs run: causal attention halved, plus recomputation (HFU)
+    hardware: float       # model + what recomputation repeats, same convention (HFU; Megatron's count)
+    executed: float       # what the GPUs run: causal attention halved, plus recomputation
     six_n: float          # 6·N with N the active parameters (Kaplan et al. 2020)
     forward_layers: float  # forward matmul FLOPs of all layers (no attention core), per token
     forward_attention: float  # forward attention-core FLOPs of all layers, executed, per token
@@ -70,14 +71,15 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str) -> FlopsPerToken
     head = head_flops(m)
     model = 3 * (layers + att_full + head)
     executed = 3 * (layers + att_exec + head)
+    extra = extra_exec = 0.0
     if recompute == "full":        # the forward pass of every layer runs twice
-        executed += layers + att_exec
+        extra, extra_exec = layers + att_full, layers + att_exec
     elif recompute == "selective":  # the attention core's forward runs twice (Korthikanti et al.)
-        executed += att_exec
+        extra, extra_exec = att_full, att_exec
     elif recompute == "selective-op":  # torchtitan op SAC: every other matmul runs twice
-        executed += sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
-    return FlopsPerToken(model=model, executed=executed, six_n=6 * m.params_active,
-                         forward_layers=layers, forward_attention=att_exec)
+        extra = extra_exec = sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
+    return FlopsPerToken(model=model, hardware=model + extra, executed=executed + extra_exec,
+                         six_n=6 * m.params_active, forward_layers=layers, forward_attention=att_exec)
 
 
 def megatron_flops_per_iteration(B: int, s: int, l: int, h: int, V: int) -> float:

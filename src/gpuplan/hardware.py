@@ -36,6 +36,7 @@ def _gpu_from_row(row: dict) -> GPU:
         gpus_per_node=row["gpus_per_node"], scale_up_domain=row["scale_up_domain"],
         tdp_w=row["tdp_w"], price_usd_per_gpu_hour=row.get("price_usd_per_gpu_hour"),
         price_date=row.get("price_date"), source=row["source"], aliases=tuple(row.get("aliases", ())),
+        architecture=row.get("architecture", ""), sm_count=row.get("sm_count") or 108,
     )
 
 
@@ -118,7 +119,8 @@ DEFAULT_SCALE_OUT = "ib-ndr-400g"
 
 
 def make_hardware(gpu: str, gpus: int = 1, gpus_per_node: int | None = None, scale_up: str | None = None,
-                  scale_out: str | None = None, price_per_gpu_hour: float | None = None) -> Hardware:
+                  scale_out: str | None = None, price_per_gpu_hour: float | None = None,
+                  power_limit_w: float | None = None) -> Hardware:
     """Resolve catalogue names into a ``Hardware``; defaults come from the GPU's row.
 
     The default network between nodes is InfiniBand NDR 400G with one NIC per GPU — the
@@ -131,4 +133,4 @@ def make_hardware(gpu: str, gpus: int = 1, gpus_per_node: int | None = None, sca
     out = get_fabric(scale_out or DEFAULT_SCALE_OUT, "scale_out")
     price = price_per_gpu_hour if price_per_gpu_hour is not None else g.price_usd_per_gpu_hour
     return Hardware(gpu=g, gpus=gpus, gpus_per_node=per_node, scale_up=up, scale_out=out,
-                    price_per_gpu_hour=price)
+                    price_per_gpu_hour=price, power_limit_w=power_limit_w)

@@ -18,7 +18,7 @@ from gpuplan.spec import LORA_TARGETS_ALL, Hardware, Layout, Training, check_lay
 from gpuplan.units import parse_count, parse_money
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
-HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour")
+HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
@@ -133,6 +133,8 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         scale_up=hw_raw.get("scale_up"), scale_out=hw_raw.get("scale_out"),
         price_per_gpu_hour=parse_money(hw_raw["price_per_gpu_hour"], "hardware.price_per_gpu_hour")
         if hw_raw.get("price_per_gpu_hour") is not None else None,
+        power_limit_w=parse_count(hw_raw["power_limit_w"], "hardware.power_limit_w")
+        if hw_raw.get("power_limit_w") is not None else None,
     )
 
     tr_raw = dict(raw.get("training") or {})
@@ -169,8 +171,8 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     for key, value in lay_raw.items():
         if key in INT_KEYS:
             layout[key] = _int(value, f"layout.{key}") if value is not None else None
-        elif key == "sequence_parallel":
-            layout[key] = _bool(value, "layout.sequence_parallel")
+        elif key in ("sequence_parallel", "dp_overlap"):
+            layout[key] = _bool(value, f"layout.{key}")
         else:
             layout[key] = str(value).lower()
     name = raw.get("name")
@@ -205,7 +207,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
         "model": sc.model.name,
         "hardware": {"gpu": hw.gpu.id, "gpus": hw.gpus, "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
                      "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
-                     "price_per_gpu_hour": hw.price_per_gpu_hour},
+                     "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w},
         "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch, "tokens": tr.tokens,
                      "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
                      "optimizer_impl": tr.optimizer_impl,

@@ -84,6 +84,8 @@ class GPU:
     price_date: str | None
     source: str
     usable_memory_measured: bool = True
+    architecture: str = ""
+    sm_count: int = 108
     aliases: tuple[str, ...] = field(default=())
 
 
@@ -95,9 +97,12 @@ class Hardware:
     scale_up: Fabric
     scale_out: Fabric | None
     price_per_gpu_hour: float | None
+    power_limit_w: float | None = None  # a board power cap below TDP lowers the sustained clock
 
     def __post_init__(self) -> None:
         _positive(self.gpus, "hardware.gpus")
+        if self.power_limit_w is not None and self.power_limit_w <= 0:
+            raise GpuplanError(f"hardware.power_limit_w must be positive, got {self.power_limit_w}")
         _positive(self.gpus_per_node, "hardware.gpus_per_node")
         if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise GpuplanError(
@@ -162,6 +167,7 @@ class Layout:
     pp_schedule: PPSchedule = "1f1b"
     virtual_stages: int = 1
     offload: Offload = "none"
+    dp_overlap: bool = True  # gradient reduction overlapped with backward (DDP/FSDP/Megatron-Core default)
 
     def __post_init__(self) -> None:
         for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):

@@ -1,0 +1,100 @@
+"""Collective communication cost on a two-tier topology: a scale-up domain, then the network.
+
+Model (α–β, Hockney 1994; ring algorithms, Patarasuk & Yuan 2009; NCCL's hierarchical
+collectives): a group of ``n`` ranks with stride ``stride`` between members places
+``n_local`` members in each scale-up domain (NVLink/NVSwitch node, NVL72 rack) and spans
+``n_dom`` domains. An all-reduce of a buffer of B bytes costs
+
+    intra:  2·(n_local − 1)/n_local · B / bw_up        (reduce-scatter + all-gather in the domain)
+    inter:  2·(n_dom − 1)/n_dom · (B / n_local) / bw_out   (each rank's shard crosses the network)
+
+plus a latency term 2·(n − 1)·α per hop tier. Reduce-scatter and all-gather cost half of
+that; all-to-all sends (n − 1)/n · B, the part leaving the domain over the network.
+``bw_up`` and ``bw_out`` are achievable (bus) bandwidths per GPU: the fabric's per-direction
+rate times a measured efficiency; across nodes, the node's NICs are shared by its GPUs
+(one 400G NIC per GPU on AI clusters, one 10 GbE link per node on commodity Ethernet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.spec import Hardware
+from gpuplan.states import constant
+
+PCIE5_BYTES_PER_S = 63e9  # PCIe 5.0 x16 per direction (PCI-SIG), for nodes whose NVLink domain is a pair
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    domain: int        # GPUs that share the scale-up fabric
+    bw_up: float       # achievable bytes/s per GPU inside the domain
+    lat_up: float
+    bw_out: float      # achievable bytes/s per GPU across domains
+    lat_out: float
+
+
+def topology(hw: Hardware) -> Topology:
+    up = hw.scale_up
+    domain_gpus = up.domain_gpus or hw.gpus_per_node
+    eff_up = constant("scale_up_efficiency")
+    if domain_gpus < hw.gpus_per_node:  # e.g. H100 NVL bridge pairs: the node talks over PCIe
+        bw_up, domain = PCIE5_BYTES_PER_S * eff_up, hw.gpus_per_node
+    else:
+        bw_up, domain = (up.bytes_per_s_per_gpu or hw.gpu.scale_up_bytes_per_s) * eff_up, domain_gpus
+    out = hw.scale_out
+    if out is None or not out.link_bytes_per_s:
+        return Topology(domain, bw_up, up.latency_s or 1e-6, 0.0, 0.0)
+    eff_out = out.efficiency if out.efficiency is not None else constant("scale_out_efficiency")
+    nics = min(out.links_per_node or 1, hw.gpus_per_node)
+    bw_out = out.link_bytes_per_s * nics / hw.gpus_per_node * eff_out
+    return Topology(domain, bw_up, up.latency_s or 1e-6, bw_out, out.latency_s or 5e-6)
+
+
+def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
+    """(members per domain, domains spanned) of a group of ``n`` ranks ``stride`` apart."""
+    if n <= 1:
+        return 1, 1
+    local = max(1, min(n, domain // stride)) if stride < domain else 1
+    return local, -(-n // local)
+
+
+def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    local, doms = placement(n, stride, topo.domain)
+    t = 0.0
+    if local > 1:
+        t += 2 * (local - 1) / local * nbytes / topo.bw_up + 2 * (local - 1) * topo.lat_up
+    if doms > 1:
+        if topo.bw_out <= 0:
+            raise ValueError("a group spans nodes but the hardware has no network between nodes")
+        t += 2 * (doms - 1) / doms * (nbytes / local) / topo.bw_out + 2 * (doms - 1) * topo.lat_out
+    return t
+
+
+def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
+    """Reduce-scatter (or all-gather) of a buffer of ``nbytes`` (the unsharded size)."""
+    return all_reduce_s(nbytes, n, stride, topo) / 2
+
+
+all_gather_s = reduce_scatter_s
+
+
+def all_to_all_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
+    """Each rank holds ``nbytes`` and keeps 1/n of it."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    local, _ = placement(n, stride, topo.domain)
+    intra = (local - 1) / n * nbytes / topo.bw_up
+    inter = (n - local) / n * nbytes / topo.bw_out if n > local else 0.0
+    lat = (local - 1) * topo.lat_up + (n - local) * topo.lat_out
+    return max(intra, inter) + lat
+
+
+def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
+    if nbytes <= 0:
+        return 0.0
+    if crosses_domain:
+        return nbytes / topo.bw_out + topo.lat_out
+    return nbytes / topo.bw_up + topo.lat_up

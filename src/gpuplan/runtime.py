@@ -1,0 +1,260 @@
+"""Step time: compute per layer, exposed communication, pipeline bubble — and what follows.
+
+Compute, per operation (every constant in catalog/constants.json, with its source):
+* matmuls: roofline per weight matrix — max(2mnk / (peak · e_gemm), bytes / (HBM bw · e_bw))
+  with e_gemm the achievable share of the dense peak for the GPU's architecture; the
+  backward pass runs two matmuls (input and weight gradient) of the same shape;
+* attention core: FlashAttention — causal FLOPs at e_attn (forward) and 2.5× the forward
+  FLOPs at e_attn_bwd (Dao 2023: the backward runs five matmuls to the forward's two);
+  eager attention: full s² matmuls at e_gemm plus the softmax's memory traffic;
+* elementwise work (norms, residual adds, activation, RoPE, loss) at memory bandwidth;
+* kernel launches; the optimizer step at memory bandwidth (28 B per local parameter).
+Communication (comm.py) per micro-batch: tensor/sequence parallel (2 all-reduce-equivalents
+per layer forward and 2 backward, exposed), context parallel ring exchange (overlapped with
+attention), expert all-to-all (4 per MoE layer, exposed), pipeline send/recv; per step: data-
+parallel gradient reduction (and ZeRO parameter gathers) overlapped with compute as in
+PyTorch DDP / FSDP, exposed only beyond the compute that hides it.
+Pipeline bubble (Narayanan et al. 2021): (p − 1)·(t_f + t_b), divided by the virtual stages
+when interleaved, times ~1/3 for zero-bubble ZB-H1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuplan.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, send_recv_s, topology
+from gpuplan.flops import attention_flops
+from gpuplan.memory import micro_batches, rank_params
+from gpuplan.modelspec import LayerGroup, ModelSpec
+from gpuplan.spec import Hardware, Layout, Training
+from gpuplan.states import constant
+
+KERNELS_PER_LAYER = 25  # forward kernels of an unfused transformer block; backward launches twice as many
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    peak: float      # dense FLOP/s for the matmul precision
+    e_gemm: float
+    bw: float        # achievable HBM bytes/s
+    e_attn_f: float
+    e_attn_b: float
+    sms: int
+    tile: tuple[int, int]
+
+
+def device(hw: Hardware, training: Training) -> Device:
+    g = hw.gpu
+    e = constant("gemm_efficiency").get(g.architecture, 0.7)
+    prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(training.precision, training.precision)
+    if prec == "fp8" and "fp8" not in g.peak_flops:
+        prec = "bf16"  # no fp8 tensor cores (A100, V100): Transformer Engine falls back
+    if prec == "fp8":
+        e *= constant("fp8_gemm_efficiency_ratio")
+    if prec not in g.peak_flops:
+        prec = "fp16" if "fp16" in g.peak_flops else "fp32"
+    peak = g.peak_flops.get(prec) or g.peak_flops.get("fp32") or 1.0
+    if hw.power_limit_w and g.tdp_w and hw.power_limit_w < g.tdp_w:
+        # dynamic power ~ f·V² with V ~ f under DVFS, so f ~ P^(1/3) (estimate; clock-bound work only)
+        clock = (hw.power_limit_w / g.tdp_w) ** (1 / 3)
+        peak *= clock
+    else:
+        clock = 1.0
+    att_all = constant("attention_efficiency")
+    att = att_all.get(g.architecture, att_all["default"])
+    tiles = constant("gemm_tile")
+    half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
+    # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak
+    scale = half / peak
+    return Device(peak=peak, e_gemm=e, bw=g.memory_bw_bytes_per_s * constant("memory_bandwidth_efficiency"),
+                  e_attn_f=att["forward"] * scale, e_attn_b=att["backward"] * scale, sms=g.sm_count,
+                  tile=tuple(tiles.get(g.architecture, tiles["default"])))
+
+
+def wave_efficiency(m: float, n: float, dev: Device) -> float:
+    """Share of the SMs busy over a GEMM's waves of output tiles (wave quantization)."""
+    tiles = math.ceil(m / dev.tile[0]) * math.ceil(n / dev.tile[1])
+    return tiles / (math.ceil(tiles / dev.sms) * dev.sms)
+
+
+def matmul_s(m: float, n: float, k: float, dev: Device, elem: float = 2.0, batch: float = 1.0) -> float:
+    """Roofline time of ``batch`` (m×k)·(k×n) matmuls, with wave quantization."""
+    flops = 2 * m * n * k * batch
+    traffic = elem * (m * k + k * n + m * n) * batch
+    eff = dev.e_gemm * wave_efficiency(m * batch, n, dev)
+    return max(flops / (dev.peak * eff), traffic / dev.bw)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTime:
+    fwd: float
+    bwd: float
+    recompute: float
+
+
+def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
+               dev: Device) -> LayerTime:
+    """One layer, one micro-batch of ``tokens`` local tokens, on one rank."""
+    tp, ep = lay.tp, lay.ep
+    mm_f = 0.0
+    every_other = 0.0
+    mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
+                                                                  "router")]
+    for i, w in enumerate(mats):
+        out_f, in_f = w.shape
+        if w.group == "expert":
+            per_expert_tokens = tokens * m.top_k * ep / m.n_experts
+            t = matmul_s(per_expert_tokens, out_f / tp, in_f, dev) * w.count / ep
+        elif w.group == "router":
+            t = matmul_s(tokens, out_f, in_f, dev)
+        else:
+            t = matmul_s(tokens, out_f / tp, in_f, dev) * w.count
+        mm_f += t
+        if i % 2 == 1:
+            every_other += t
+    att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
+    if tr.attention == "flash":
+        att_f = att_flops / (dev.peak * dev.e_attn_f)
+        att_b = 2.5 * att_flops / (dev.peak * dev.e_attn_b)
+    else:  # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
+        heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
+        qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
+        pv = matmul_s(seq, m.v_head_dim, seq, dev, batch=heads)
+        softmax_bytes = heads * seq * seq * 2 * (2 + (3 if tr.dropout else 0))  # read+write (+ dropout)
+        att_f = qk + pv + softmax_bytes / dev.bw
+        att_b = 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
+    c = constant("elementwise_bytes_per_token_layer")
+    f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
+    per_token = (c["per_h"] * m.hidden * (1 / tp if lay.sequence_parallel else 1.0)
+                 + (c["per_f_gated"] if m.gated_mlp else c["per_f_plain"]) * f_local / tp
+                 + c["per_qk"] * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
+    if tr.precision == "fp8":  # casts of each matmul input to fp8 (read 2 B, write 1 B)
+        per_token += 3 * (4 * m.hidden + f_local / tp)
+    elem_f = tokens * per_token / dev.bw
+    launch = KERNELS_PER_LAYER * constant("kernel_launch_s")
+    fwd = mm_f + att_f + elem_f + launch
+    # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
+    bwd = (2 if tr.method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch
+    rec = {"none": 0.0, "selective": att_f if tr.attention != "flash" else 0.0,
+           "selective-op": every_other + elem_f + launch, "full": fwd}[lay.recompute]
+    return LayerTime(fwd, bwd, rec)
+
+
+def _grad_reduce_bytes(tr: Training) -> float:
+    """Bytes per gradient element on the wire: fp32 under bf16/fp8 mixed precision (Megatron
+    accumulates and all-reduces bf16 gradients in fp32; FSDP2's default reduce_dtype in
+    torchtitan is fp32), the parameter dtype otherwise."""
+    return {"bf16": 4, "fp8": 4, "fp16": 2, "bf16-pure": 2, "fp32": 4}[tr.precision]
+
+
+def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
+    """Seconds per optimizer step and its breakdown, for the slowest pipeline stage."""
+    dev = device(hw, tr)
+    topo = topology(hw)
+    seq = tr.seq_len
+    tokens = lay.micro_batch * seq / lay.cp  # local tokens of one micro-batch
+    n_mb = micro_batches(tr, lay)
+    groups = {lg.moe: lg for lg in m.layers}
+    times = {moe: layer_time(m, lg, tokens, seq, lay, tr, dev) for moe, lg in groups.items()}
+    targets = tr.lora_targets if tr.method != "full" else None
+
+    # ---- the slowest stage's compute per micro-batch -----------------------------------------
+    head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev)
+    loss_bytes = tokens * m.vocab / lay.tp * 12 * 2  # fp32 upcast, log-softmax, grads (fwd + bwd)
+    best = None
+    for stage in sorted({0, lay.pp - 1, min(1, lay.pp - 1)}):
+        rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank)
+        f = b = r = 0.0
+        for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)):
+            if n:
+                lt = times[moe]
+                f, b, r = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute
+        if stage == lay.pp - 1:
+            f += head_mm + loss_bytes / 2 / dev.bw
+            b += 2 * head_mm + loss_bytes / 2 / dev.bw
+        if best is None or f + b + r > best[0] + best[1] + best[2]:
+            best = (f, b, r, rp)
+    t_f, t_b, t_r, rp = best
+    layers_here = rp.dense_layers + rp.moe_layers
+
+    # ---- communication per micro-batch --------------------------------------------------------
+    act_bytes = tokens * m.hidden * 2
+    passes = 3 if lay.recompute == "full" else 2  # forward, backward (+ recomputed forward)
+    tp_s = layers_here * passes * 2 * all_reduce_s(act_bytes, lay.tp, 1, topo) if lay.tp > 1 else 0.0
+    cp_s = 0.0
+    if lay.cp > 1:
+        kv_bytes = tokens * 2 * max(m.n_kv_heads / lay.tp, 1) * m.head_dim * 2
+        ring = (lay.cp - 1) * send_recv_s(kv_bytes, lay.tp * lay.cp > topo.domain, topo)
+        att = tokens * attention_flops(m, seq, True) / lay.tp / (dev.peak * dev.e_attn_f)
+        cp_s = layers_here * (max(0.0, ring - att) + max(0.0, 2 * ring - 2.5 * att))
+    ep_s = 0.0
+    if lay.ep > 1 and rp.moe_layers:
+        a2a = all_to_all_s(tokens * m.top_k * m.hidden * 2 / lay.tp, lay.ep, lay.tp * lay.cp, topo)
+        ep_s = rp.moe_layers * (4 + (2 if lay.recompute == "full" else 0)) * a2a
+    pp_s = 0.0
+    if lay.pp > 1:
+        crosses = lay.tp * lay.cp * lay.dp >= topo.domain
+        pp_s = 2 * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1), crosses, topo)
+    per_mb_comm = tp_s + ep_s + cp_s + pp_s
+
+    # ---- data parallel / ZeRO, per step -------------------------------------------------------
+    g = _grad_reduce_bytes(tr)
+    trainable_dense = rp.dense if tr.method == "full" else rp.adapters_dense
+    trainable_expert = rp.expert if tr.method == "full" else rp.adapters_expert
+    dp_n = lay.dp * lay.cp
+    edp_n = max(1, dp_n // lay.ep)
+    overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
+    if lay.zero == 3:
+        shard = lay.zero_group or dp_n
+        w_bytes = 2 * (rp.dense + rp.expert)
+        per_mb = (2 * all_gather_s(w_bytes, shard, lay.tp, topo)
+                  + reduce_scatter_s(g * (trainable_dense + trainable_expert), shard, lay.tp, topo))
+        hidden = overlap * (t_f + t_b + t_r)
+        first_gather = all_gather_s(w_bytes / max(layers_here, 1), shard, lay.tp, topo)
+        dp_exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
+        overlapped = n_mb * min(per_mb, hidden)
+        if lay.zero_group and dp_n > lay.zero_group:  # hybrid shard: all-reduce the shards across replicas
+            dp_exposed += all_reduce_s(g * (trainable_dense + trainable_expert) / shard, dp_n // lay.zero_group,
+                                       lay.tp * shard, topo)
+        dp_comm = n_mb * per_mb
+    else:
+        dp_comm = (all_reduce_s(g * trainable_dense, dp_n, lay.tp, topo)
+                   + all_reduce_s(g * trainable_expert, edp_n, lay.tp * lay.ep, topo))
+        window = overlap * (t_b + (t_f if lay.zero >= 1 else 0.0))
+        dp_exposed = max(0.0, dp_comm - window)
+        overlapped = min(dp_comm, window)
+
+    # ---- optimizer step ---------------------------------------------------------------------
+    local_params = (trainable_dense / (dp_n if lay.zero >= 1 else 1)
+                    + trainable_expert / (edp_n if lay.zero >= 1 else 1))
+    if lay.offload == "none":
+        opt_s = local_params * constant("optimizer_bytes_per_param") / dev.bw
+    else:  # grads down and weights up over PCIe, the update on the host CPU
+        opt_s = local_params * (4 + 2) / (PCIE_HOST_BYTES_PER_S) + local_params / CPU_ADAM_PARAMS_PER_S
+
+    compute_per_mb = t_f + t_b + t_r
+    p, v = lay.pp, lay.virtual_stages
+    bubble = 0.0
+    if p > 1:
+        bubble = (p - 1) * (compute_per_mb + per_mb_comm)
+        if lay.pp_schedule == "interleaved":
+            bubble /= v
+        elif lay.pp_schedule == "zero-bubble":
+            bubble *= constant("zero_bubble_factor")
+    # Overlapped collectives are not free: NCCL kernels take SMs and HBM bandwidth from the
+    # compute they hide behind (interference, see constants.json "comm_interference").
+    interference = constant("comm_interference") * overlapped
+    compute_s = n_mb * compute_per_mb + interference
+    comm_exposed = n_mb * per_mb_comm + dp_exposed
+    step = compute_s + comm_exposed + bubble + opt_s
+    return {"step_s": step, "compute_s": compute_s, "comm_exposed_s": comm_exposed, "bubble_s": bubble,
+            "optimizer_s": opt_s, "microbatches": n_mb,
+            "comm_detail": {"tp": n_mb * tp_s, "cp": n_mb * cp_s, "ep": n_mb * ep_s, "pp": n_mb * pp_s,
+                            "dp_total": dp_comm, "dp_exposed": dp_exposed},
+            "recompute_s": n_mb * t_r, "interference_s": interference}
+
+
+# ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): the CPU Adam update and PCIe transfers.
+PCIE_HOST_BYTES_PER_S = 25e9   # achievable host<->device PCIe 4/5 x16 copy rate (estimate)
+CPU_ADAM_PARAMS_PER_S = 2e9    # DeepSpeed CPU-Adam on a multi-core host per GPU share (estimate)
