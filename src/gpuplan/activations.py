@@ -40,6 +40,7 @@ backward pass rebuilds one layer's activations at a time (``recompute_working_se
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuplan.modelspec import ModelSpec
 
@@ -121,6 +122,7 @@ def op_sac_bytes(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
     return saved
 
 
+@lru_cache(maxsize=65536)
 def layer_bytes(m: ModelSpec, moe_layer: bool, x: ActShape, recompute: str) -> float:
     """Bytes one layer keeps between its forward and backward pass."""
     if recompute == "full":
@@ -133,6 +135,7 @@ def layer_bytes(m: ModelSpec, moe_layer: bool, x: ActShape, recompute: str) -> f
     return sum(terms.values())
 
 
+@lru_cache(maxsize=65536)
 def recompute_working_set(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
     """Full recompute: the backward pass rebuilds one layer's activations at a time."""
     return sum(layer_terms(m, moe_layer, x).values())

@@ -167,9 +167,22 @@ def communicators(layout: Layout) -> int:
     return sum(1 for n in (layout.dp * layout.cp, layout.tp, layout.pp, layout.cp, layout.ep) if n > 1)
 
 
+@lru_cache(maxsize=1024)
+def _state_bytes(precision: str, optimizer: str, model: ModelSpec):  # noqa: ANN202
+    return state_bytes(precision, optimizer, model)
+
+
+@lru_cache(maxsize=1)
+def _consts() -> tuple[float, float, float, float, float, float]:
+    return (constant("nf4_bytes_per_param"), constant("ddp_bucket_bytes"), constant("allocator_fragmentation"),
+            constant("cuda_context_bytes"), constant("cublas_workspace_bytes"),
+            constant("nccl_bytes_per_communicator"))
+
+
 def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout, stage: int) -> dict:
     method = training.method
-    sb = state_bytes(training.precision, training.optimizer, model)
+    sb = _state_bytes(training.precision, training.optimizer, model)
+    nf4, ddp_bucket, frag_share, ctx, cublas, nccl = _consts()
     targets = training.lora_targets if method != "full" else None
     rp = rank_params(model, layout.tp, layout.ep, layout.pp, layout.virtual_stages, stage, targets,
                      training.lora_rank)
@@ -192,7 +205,7 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
         # so they need no separate master copy: 4 B weight + 4 B grad + moments.
         base = rp.dense + rp.expert
         if method == "qlora":
-            base_bytes = rp.quantizable * constant("nf4_bytes_per_param") + (base - rp.quantizable) * 2
+            base_bytes = rp.quantizable * nf4 + (base - rp.quantizable) * 2
         else:
             base_bytes = base * sb.weight
         mixed = training.precision in ("bf16", "fp16", "fp8")
@@ -239,7 +252,7 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
         # unsharded gradient of one layer before its reduce-scatter.
         buffers += rp.largest_layer * (2 * w_elem + (sb.grad if method == "full" else 0))
     elif layout.dp * layout.cp > 1:
-        buffers += 2 * constant("ddp_bucket_bytes")
+        buffers += 2 * ddp_bucket
     if method == "qlora":
         buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
     opt_temp = 0.0 if layout.offload != "none" else \
@@ -249,9 +262,8 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
     train_phase = states_total + activations + logits + buffers
     step_phase = states_total + opt_temp
     allocated = max(train_phase, step_phase)
-    fragmentation = constant("allocator_fragmentation") * allocated
-    fixed = constant("cuda_context_bytes") + constant("cublas_workspace_bytes") + \
-        constant("nccl_bytes_per_communicator") * communicators(layout)
+    fragmentation = frag_share * allocated
+    fixed = ctx + cublas + nccl * communicators(layout)
     total = allocated + fragmentation + fixed
     peak_phase = "forward/backward" if train_phase >= step_phase else "optimizer step"
     detail = {
@@ -284,7 +296,12 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> dict:
     """Memory of the most loaded rank; every byte count is per GPU."""
     worst = None
-    stages = range(layout.pp) if layout.pp <= 4 else sorted({0, 1, layout.pp - 2, layout.pp - 1})
+    p = layout.pp
+    # With identical layers and an even split, stage 0 (embedding, p micro-batches in flight)
+    # dominates every middle stage; only the last (LM head, logits) can exceed it. Uneven splits
+    # and mixed layer types (DeepSeek's dense-then-MoE) need the neighbours too.
+    uniform = len(model.layers) == 1 and model.n_layers % (p * layout.virtual_stages) == 0
+    stages = sorted({0, p - 1}) if uniform else (range(p) if p <= 4 else sorted({0, 1, p - 2, p - 1}))
     for stage in stages:
         mem = stage_memory(model, hw, training, layout, stage)
         if worst is None or mem["total"] > worst["total"]:

@@ -46,7 +46,7 @@ class Weight:
         return len(self.shape) == 2 and not self.bias
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class LayerGroup:
     """``count`` identical transformer blocks (e.g. DeepSeek-V3: 3 dense + 58 MoE)."""
 
@@ -59,9 +59,12 @@ class LayerGroup:
         return sum(w.numel for w in self.weights)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelSpec:
-    """Shapes and weights of a decoder-only transformer (encoder-decoder is out of scope)."""
+    """Shapes and weights of a decoder-only transformer (encoder-decoder is out of scope).
+
+    Compared and hashed by identity (``eq=False``): specs are built once per reference and
+    cached, and the planner's caches key on them millions of times."""
 
     name: str
     model_type: str

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuplan.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, send_recv_s, topology
 from gpuplan.flops import attention_flops
@@ -96,12 +97,19 @@ class LayerTime:
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
                dev: Device) -> LayerTime:
     """One layer, one micro-batch of ``tokens`` local tokens, on one rank."""
-    tp, ep = lay.tp, lay.ep
+    return _layer_time(m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention,
+                       tr.dropout, tr.precision, tr.method, dev)
+
+
+@lru_cache(maxsize=65536)
+def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
+                recompute: str, attention: str, dropout: float, precision: str, method: str,
+                dev: Device) -> LayerTime:
     mm_f = 0.0
     every_other = 0.0
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
                                                                   "router")]
-    for i, w in enumerate(mats):
+    for i, w in enumerate(mats):  # noqa: B007
         out_f, in_f = w.shape
         if w.group == "expert":
             per_expert_tokens = tokens * m.top_k * ep / m.n_experts
@@ -114,30 +122,30 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
         if i % 2 == 1:
             every_other += t
     att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
-    if tr.attention == "flash":
+    if attention == "flash":
         att_f = att_flops / (dev.peak * dev.e_attn_f)
         att_b = 2.5 * att_flops / (dev.peak * dev.e_attn_b)
     else:  # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
         heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
         qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
         pv = matmul_s(seq, m.v_head_dim, seq, dev, batch=heads)
-        softmax_bytes = heads * seq * seq * 2 * (2 + (3 if tr.dropout else 0))  # read+write (+ dropout)
+        softmax_bytes = heads * seq * seq * 2 * (2 + (3 if dropout else 0))  # read+write (+ dropout)
         att_f = qk + pv + softmax_bytes / dev.bw
         att_b = 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
     c = constant("elementwise_bytes_per_token_layer")
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
-    per_token = (c["per_h"] * m.hidden * (1 / tp if lay.sequence_parallel else 1.0)
+    per_token = (c["per_h"] * m.hidden * (1 / tp if sp else 1.0)
                  + (c["per_f_gated"] if m.gated_mlp else c["per_f_plain"]) * f_local / tp
                  + c["per_qk"] * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
-    if tr.precision == "fp8":  # casts of each matmul input to fp8 (read 2 B, write 1 B)
+    if precision == "fp8":  # casts of each matmul input to fp8 (read 2 B, write 1 B)
         per_token += 3 * (4 * m.hidden + f_local / tp)
     elem_f = tokens * per_token / dev.bw
     launch = KERNELS_PER_LAYER * constant("kernel_launch_s")
     fwd = mm_f + att_f + elem_f + launch
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
-    bwd = (2 if tr.method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch
-    rec = {"none": 0.0, "selective": att_f if tr.attention != "flash" else 0.0,
-           "selective-op": every_other + elem_f + launch, "full": fwd}[lay.recompute]
+    bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch
+    rec = {"none": 0.0, "selective": att_f if attention != "flash" else 0.0,
+           "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec)
 
 

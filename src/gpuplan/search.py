@@ -1,0 +1,280 @@
+"""``plan``: search GPU type × count × layout, keep what fits, rank by time or cost.
+
+Enumeration (Calculon-style divisor products, filtered by named rules):
+  tp   divides the node and the attention heads (KV heads divide tp or tp divides them)
+  pp   divides the layers (uneven splits only when the user fixes pp)
+  cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens
+  dp   divides global_batch / micro_batch; past one node the count is a whole number of nodes
+  ep   (MoE) divides the experts and dp×cp
+  zero 0–3, and hybrid shard (FSDP inside the node, replicas across nodes) when it differs
+  micro-batch 1, 2, 4, 8, 16 dividing the per-replica batch; schedule 1f1b / interleaved ×2 /
+  zero-bubble when pp > 1; recompute none → selective-op → full; offload only when nothing fits.
+Fields the scenario fixes are kept. For one parallel split (tp, pp, cp, dp, ep, mb, schedule),
+recompute levels are tried cheapest first and, within a level, ZeRO stages from least to most
+sharded: the first that fits at a level is the fastest at that level (more sharding and more
+recompute only add time), so at most three runtimes are computed per split.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.fit import divisors
+from gpuplan.hardware import get_fabric
+from gpuplan.memory import memory
+from gpuplan.runtime import step_time
+from gpuplan.scenario import Scenario
+from gpuplan.spec import GPU, Hardware, Layout
+
+GiB = 2**30
+MICRO_BATCHES = (1, 2, 4, 8, 16)
+DEFAULT_BATCH_TOKENS = 4 * 2**20  # Llama 2 and 3 pre-trained with ~4M-token batches (Touvron et al. 2023)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    gpu: str
+    gpus: int
+    layout: Layout
+    step_s: float
+    tokens_per_s: float
+    train_s: float | None
+    usd: float | None
+    memory_gib: float
+    hw: Hardware
+
+
+def _hardware_for(sc: Scenario, g: GPU) -> Hardware:
+    hw = sc.hardware
+    if g.id == hw.gpu.id:
+        return hw
+    return replace(hw, gpu=g, gpus_per_node=g.gpus_per_node, scale_up=get_fabric(g.scale_up, "scale_up"),
+                   price_per_gpu_hour=g.price_usd_per_gpu_hour if sc.hardware.price_per_gpu_hour is None
+                   or hw.price_per_gpu_hour == hw.gpu.price_usd_per_gpu_hour else hw.price_per_gpu_hour)
+
+
+def _splits(sc: Scenario, hw: Hardware, max_gpus: int, global_batch: int) -> Iterator[dict]:
+    """Parallel splits (tp, pp, cp, dp, ep) for one GPU type; micro-batch and schedule come later."""
+    m, fixed, per_node = sc.model, sc.layout, hw.gpus_per_node
+    tps = [fixed["tp"]] if "tp" in fixed else [
+        t for t in divisors(per_node) if m.n_heads % t == 0 and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
+    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= 64]
+    seq = sc.training.seq_len
+    cps = [fixed["cp"]] if "cp" in fixed else ([c for c in (1, 2, 4, 8, 16) if seq % c == 0] if seq >= 32768 else [1])
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                for dp in ([fixed["dp"]] if "dp" in fixed else divisors(global_batch)):
+                    n = dp * tp * pp * cp
+                    if n > max_gpus or (n > per_node and n % per_node) or seq % cp:
+                        continue
+                    eps = [fixed["ep"]] if "ep" in fixed else (
+                        [e for e in divisors(dp * cp) if m.n_experts % e == 0] if m.moe else [1])
+                    for ep in eps:
+                        yield {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep}
+
+
+def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
+    fixed = sc.layout
+    if "pp_schedule" in fixed or pp == 1:
+        return [(fixed.get("pp_schedule", "1f1b"), fixed.get("virtual_stages", 1))]
+    out = [("1f1b", 1)]
+    if sc.model.n_layers % (pp * 2) == 0:
+        out.append(("interleaved", 2))
+    return out
+
+
+def _shardings(sc: Scenario, split: dict, per_node: int) -> list[dict]:
+    fixed = sc.layout
+    if "zero" in fixed:
+        return [{"zero": fixed["zero"], "zero_group": fixed.get("zero_group")}]
+    group = split["dp"] * split["cp"]
+    if group == 1:
+        return [{"zero": 0, "zero_group": None}]
+    out = [{"zero": z, "zero_group": None} for z in (0, 1, 2)]
+    node_group = per_node // (split["tp"] * split["cp"]) if per_node >= split["tp"] * split["cp"] else 1
+    if 1 < node_group < group and group % node_group == 0:
+        out.append({"zero": 3, "zero_group": node_group})  # HSDP: shard in the node, replicate across
+    out.append({"zero": 3, "zero_group": None})
+    return out
+
+
+def _reason(mem: dict) -> str:
+    parts = {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
+             "activations": mem["activations"], "logits and buffers": mem["other"]}
+    return "out of memory: " + max(parts, key=parts.get)
+
+
+class Search:
+    """Evaluates layouts for one scenario; keeps counts, the best per (GPU, count), and the top K."""
+
+    def __init__(self, sc: Scenario, top_k: int) -> None:
+        self.sc, self.top_k = sc, top_k
+        self.searched = 0
+        self.rejected: Counter[str] = Counter()
+        self.best: dict[tuple[str, int], Candidate] = {}
+        self.top: list[tuple[float, int, Candidate]] = []
+        self.closest: tuple[float, Layout, Hardware, dict] | None = None
+        self._n = 0
+
+    def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...]) -> None:
+        sc = self.sc
+        tr = replace(sc.training, global_batch=global_batch)
+        fixed = sc.layout
+        recs = [fixed["recompute"]] if "recompute" in fixed else ["none", "selective-op", "full"]
+        mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES
+        for split in _splits(sc, hw0, max_gpus, global_batch):
+            n = split["dp"] * split["tp"] * split["pp"] * split["cp"]
+            hw = replace(hw0, gpus=n)
+            sp = fixed.get("sequence_parallel", split["tp"] > 1)
+            for off in offload:
+                # the most frugal choice of this split: if it does not fit, nothing of the split does
+                if not self._fits_at_all(hw, tr, split, sp, off, recs, mbs):
+                    continue
+                any_fit = False
+                for sched, v in _schedules(sc, split["pp"]):
+                    for mb in mbs:
+                        if global_batch % (split["dp"] * mb):
+                            continue
+                        if not self._ladder(hw, tr, {**split, "micro_batch": mb, "pp_schedule": sched,
+                                                     "virtual_stages": v}, sp, off, recs):
+                            break  # a larger micro-batch needs more memory still
+                        any_fit = True
+                if any_fit:
+                    break  # no offload needed for this split
+
+    def _layout(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> Layout | None:
+        try:
+            return Layout(**split, **shard, recompute=rec, offload=off, sequence_parallel=sp,
+                          dp_overlap=self.sc.layout.get("dp_overlap", True))
+        except GpuplanError:
+            return None
+
+    def _fits_at_all(self, hw: Hardware, tr: Any, split: dict, sp: bool, off: str, recs: list[str],
+                     mbs: tuple[int, ...] | list[int]) -> bool:
+        frugal = {**split, "micro_batch": min(mbs), "pp_schedule": "1f1b", "virtual_stages": 1}
+        shard = _shardings(self.sc, split, hw.gpus_per_node)[-1]
+        lay = self._layout(frugal, shard, recs[-1], sp, off)
+        if lay is None:
+            return False
+        self.searched += 1
+        mem = memory(self.sc.model, hw, tr, lay)
+        if not mem["fits"]:
+            self._reject(mem, lay, hw)
+        return mem["fits"]
+
+    def _ladder(self, hw: Hardware, tr: Any, split: dict, sp: bool, off: str, recs: list[str]) -> bool:
+        """Recompute levels cheapest first; within a level the least sharding that fits."""
+        shards = _shardings(self.sc, split, hw.gpus_per_node)
+        frugal = self._layout(split, shards[-1], recs[-1], sp, off)
+        if frugal is None:
+            return False
+        self.searched += 1
+        mem = memory(self.sc.model, hw, tr, frugal)
+        if not mem["fits"]:  # not even with the most sharding and recompute
+            self._reject(mem, frugal, hw)
+            return False
+        found = False
+        for rec in recs:
+            for shard in _shardings(self.sc, split, hw.gpus_per_node):
+                if off == "params" and shard["zero"] != 3:
+                    continue
+                lay = self._layout(split, shard, rec, sp, off)
+                if lay is None:
+                    continue
+                self.searched += 1
+                mem = memory(self.sc.model, hw, tr, lay)
+                if not mem["fits"]:
+                    self._reject(mem, lay, hw)
+                    continue
+                self._consider(hw, tr, lay, mem)
+                found = True
+                break  # more sharding at this recompute level only adds time
+        return found
+
+    def _reject(self, mem: dict, lay: Layout, hw: Hardware) -> None:
+        self.rejected[_reason(mem)] += 1
+        over = mem["total"] - mem["capacity"]
+        if self.closest is None or over < self.closest[0]:
+            self.closest = (over, lay, hw, mem)
+
+    def _consider(self, hw: Hardware, tr: Any, lay: Layout, mem: dict) -> None:
+        st = step_time(self.sc.model, hw, tr, lay)
+        tokens_step = tr.global_batch * tr.seq_len
+        tps = tokens_step / st["step_s"]
+        total = tr.tokens if tr.tokens is not None else (tr.steps * tokens_step if tr.steps else None)
+        train_s = total / tps if total else None
+        price = hw.price_per_gpu_hour
+        usd = hw.gpus * train_s / 3600 * price if train_s is not None and price is not None else None
+        cand = Candidate(hw.gpu.id, hw.gpus, lay, st["step_s"], tps, train_s, usd, mem["total"] / GiB, hw)
+        key = (hw.gpu.id, hw.gpus)
+        if key not in self.best or cand.tokens_per_s > self.best[key].tokens_per_s:
+            self.best[key] = cand
+        self._n += 1
+        heapq.heappush(self.top, (-cand.tokens_per_s, self._n, cand))
+
+
+def choose(cands: list[Candidate], objective: str, deadline_s: float | None, budget: float | None) -> list[Candidate]:
+    """Rank: time (fastest), cost (cheapest); with a deadline the cheapest that finishes in time,
+    with a budget the fastest that stays within it."""
+    pool = cands
+    if deadline_s is not None:
+        pool = [c for c in pool if c.train_s is not None and c.train_s <= deadline_s]
+        objective = "cost"
+    if budget is not None:
+        pool = [c for c in pool if c.usd is not None and c.usd <= budget]
+        objective = "time" if deadline_s is None else objective
+
+    def cost_key(c: Candidate) -> float:
+        if c.usd is not None:
+            return c.usd
+        price = c.hw.price_per_gpu_hour
+        return c.gpus * price / c.tokens_per_s if price else math.inf
+
+    return sorted(pool, key=cost_key if objective == "cost" else (lambda c: -c.tokens_per_s))
+
+
+def pareto(cands: list[Candidate]) -> list[Candidate]:
+    """Candidates no other beats on both time (tokens/s) and cost ($ per token)."""
+    priced = [c for c in cands if c.hw.price_per_gpu_hour]
+    priced.sort(key=lambda c: (-c.tokens_per_s, c.gpus * c.hw.price_per_gpu_hour / c.tokens_per_s))
+    front, best_cost = [], math.inf
+    for c in priced:
+        cost = c.gpus * c.hw.price_per_gpu_hour / c.tokens_per_s
+        if cost < best_cost:
+            front.append(c)
+            best_cost = cost
+    return front
+
+
+def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str, threshold: float) -> tuple[list[dict], dict]:
+    """Best throughput per count for one GPU type, speedup and parallel efficiency against the
+    smallest count that fits, and the compute equilibrium: the largest count up to which every
+    step keeps at least ``threshold`` of proportional speed-up."""
+    rows = sorted((c for (g, _), c in best.items() if g == gpu), key=lambda c: c.gpus)
+    curve: list[dict] = []
+    if not rows:
+        return curve, {"gpus": None, "why": f"nothing fits on {gpu}"}
+    # keep the counts that beat every smaller count (a bigger cluster that is slower is never chosen)
+    base = rows[0]
+    eq = base
+    broken = False
+    for c in rows:
+        speedup = c.tokens_per_s / base.tokens_per_s
+        eff = speedup * base.gpus / c.gpus
+        curve.append({"gpus": c.gpus, "candidate": c, "speedup": speedup, "efficiency": eff})
+        if not broken and eff >= threshold:
+            eq = c
+        elif c.gpus > base.gpus:
+            broken = True
+    last = curve[-1]
+    why = (f"up to {eq.gpus} {gpu} GPUs each added GPU still buys ≥{threshold:.0%} of proportional speed-up "
+           f"(parallel efficiency {eq.tokens_per_s / base.tokens_per_s * base.gpus / eq.gpus:.0%} vs {base.gpus} GPU"
+           f"{'s' if base.gpus > 1 else ''}); at {last['gpus']} it is {last['efficiency']:.0%}")
+    return curve, {"gpus": eq.gpus, "why": why, "threshold": threshold}
