@@ -28,7 +28,7 @@ FLAG_KEYS = {
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
     "dp_overlap": "layout.dp_overlap",
 }
-LATER = {"plan": 4, "trace": 5, "profile": 6, "calibrate": 6, "export": 7}
+LATER = {"trace": 5, "profile": 6, "calibrate": 6, "export": 7}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
     _scenario_flags(ft)
     ft.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest count to try (default 16384)")
+    pl = sub.add_parser("plan", help="search GPU type × count × layout; rank by time or cost")
+    _scenario_flags(pl)
+    pl.add_argument("--objective", default="time", choices=["time", "cost"], help="rank by time or cost")
+    pl.add_argument("--deadline", help="cheapest plan that finishes within this time (e.g. 14d)")
+    pl.add_argument("--budget", help="fastest plan within this many USD (e.g. 50000)")
+    pl.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest GPU count (default 16384)")
+    pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
+    pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
+    pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
     gp = sub.add_parser("gpus", help="the GPU catalogue")
     gp.add_argument("--json", action="store_true")
     md = sub.add_parser("models", help="the model catalogue")
@@ -175,6 +184,45 @@ def _fit_one(sc: Any, max_gpus: int, evaluate: Any) -> dict:
     return row
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from gpuplan.planner import plan
+    from gpuplan.report import dumps, plan_text
+    from gpuplan.scenario import Scenario
+    from gpuplan.units import parse_count, parse_duration, parse_money
+
+    names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
+    if len(names) > 1 or names == ["all"]:
+        args.gpu = "h100-sxm" if names == ["all"] else names[0]
+    scs, is_list = _parse_all(args)
+    kwargs = {
+        "gpu_types": names if (len(names) > 1 or names == ["all"]) else None,
+        "max_gpus": int(parse_count(args.max_gpus, "--max-gpus")),
+        "objective": args.objective,
+        "deadline_s": parse_duration(args.deadline, "--deadline") if args.deadline else None,
+        "budget": parse_money(args.budget, "--budget") if args.budget else None,
+        "top_k": int(parse_count(args.top, "--top")),
+        "threshold": float(parse_count(args.threshold, "--threshold")),
+    }
+    if kwargs["max_gpus"] < 1 or kwargs["top_k"] < 1:
+        raise GpuplanError("--max-gpus and --top must be at least 1")
+    results = []
+    for sc in scs:
+        if not isinstance(sc, Scenario):
+            results.append({"error": str(sc)})
+            continue
+        try:
+            results.append(plan(sc, **kwargs))
+        except GpuplanError as err:
+            if not is_list:
+                raise
+            results.append({"error": str(err)})
+    if args.json:
+        print(dumps(results if is_list else results[0]))
+    else:
+        print("\n\n".join(plan_text(r, explain=args.explain) for r in results))
+    return 0
+
+
 def cmd_gpus(args: argparse.Namespace) -> int:
     from gpuplan.hardware import gpus
     from gpuplan.report import dumps, table
@@ -245,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             raise GpuplanError(f"`gpuplan {argv[0]}` is not built yet (issue {LATER[argv[0]]}); "
                                "`gpuplan evaluate` and `gpuplan fit` work today")
         args = build_parser().parse_args(argv)
-        handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "gpus": cmd_gpus, "models": cmd_models,
+        handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,
                    "validate": cmd_validate}
         return handler[args.command](args)
     except GpuplanError as err:

@@ -65,10 +65,12 @@ class FlopsPerToken:
 
 
 def flops_per_token(m: ModelSpec, seq_len: int, recompute: str) -> FlopsPerToken:
-    layers = sum(lg.count * layer_matmul_flops(m, lg) for lg in m.layers)
+    # an exact count from safetensors headers or a given {params: N} rescales the shapes' FLOPs too
+    k = m.params / m.params_formula if m.params_formula else 1.0
+    layers = k * sum(lg.count * layer_matmul_flops(m, lg) for lg in m.layers)
     att_full = m.n_layers * attention_flops(m, seq_len, causal_saving=False)
     att_exec = att_full / 2
-    head = head_flops(m)
+    head = k * head_flops(m)
     model = 3 * (layers + att_full + head)
     executed = 3 * (layers + att_exec + head)
     extra = extra_exec = 0.0
@@ -77,7 +79,7 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str) -> FlopsPerToken
     elif recompute == "selective":  # the attention core's forward runs twice (Korthikanti et al.)
         extra, extra_exec = att_full, att_exec
     elif recompute == "selective-op":  # torchtitan op SAC: every other matmul runs twice
-        extra = extra_exec = sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
+        extra = extra_exec = k * sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
     return FlopsPerToken(model=model, hardware=model + extra, executed=executed + extra_exec,
                          six_n=6 * m.params_active, forward_layers=layers, forward_attention=att_exec)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuplan.units import fmt_count, fmt_gib
+from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -88,3 +88,61 @@ def _default(o: Any) -> Any:
     if isinstance(o, tuple | set):
         return list(o)
     raise TypeError(f"cannot serialise {type(o).__name__}")
+
+
+def _row(est: dict) -> list[str]:
+    t, m, hw = est["time"], est["memory"], est["scenario"]["hardware"]
+    return [f"{hw['gpus']}", hw["gpu"], layout_str(est["scenario"]["layout"]), fmt_duration(t["train_s"]),
+            fmt_usd(est["cost"]["usd"]), f"{t['tokens_per_s_per_gpu']:,.0f}", f"{t['mfu']:.0%}",
+            f"{fmt_gib(m['total'])}/{fmt_gib(m['capacity'], 0)}"]
+
+
+PLAN_HEAD = ["GPUs", "type", "layout", "time to train", "cost", "tok/s/GPU", "MFU", "mem GiB"]
+
+
+def plan_text(res: dict, explain: bool = False) -> str:
+    if "error" in res:
+        return f"error: {res['error']}"
+    lines: list[str] = []
+    best = res["best"]
+    lines.append(f"searched {res['searched']:,} layouts; global batch {res['global_batch']} sequences")
+    if best is None:
+        lines.append("no layout fits.")
+    else:
+        tr = best["scenario"]["training"]
+        lines.append(f"best: {best['scenario']['hardware']['gpus']}× {best['scenario']['hardware']['gpu']} — "
+                     f"{layout_str(best['scenario']['layout'])}; "
+                     f"{fmt_duration(best['time']['train_s'])} for {fmt_count(tr['tokens'])} tokens, "
+                     f"{fmt_usd(best['cost']['usd'])}, MFU {best['time']['mfu']:.0%}")
+        lines.append("\ntop candidates")
+        lines.append(table(PLAN_HEAD, [_row(c) for c in res["candidates"]]))
+    mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
+    lines.append(f"\nsmallest GPU count that fits — {mins}")
+    if res["scaling"]:
+        eq = res["equilibrium"]
+        per_node = res["scaling"][0]["best"]["scenario"]["hardware"]["gpus_per_node"]
+        rows = []
+        for r in res["scaling"]:
+            marks = []
+            if r is res["scaling"][0]:
+                marks.append("smallest that fits")
+            if r["gpus"] > per_node and all(x["gpus"] <= per_node for x in res["scaling"] if x["gpus"] < r["gpus"]):
+                marks.append("first multi-node")
+            if r["gpus"] == eq.get("gpus"):
+                marks.append("equilibrium")
+            rows.append([*_row(r["best"])[:2], f"{r['speedup']:.2f}×", f"{r['efficiency']:.0%}",
+                         fmt_duration(r["best"]["time"]["train_s"]), fmt_usd(r["best"]["cost"]["usd"]),
+                         ", ".join(marks)])
+        lines.append(f"\nscaling on {eq['gpu']}")
+        lines.append(table(["GPUs", "type", "speed-up", "parallel eff.", "time to train", "cost", ""], rows))
+        lines.append(f"compute equilibrium: {eq['why']}")
+    if res.get("pareto"):
+        lines.append("\ntime/cost Pareto frontier: " + "; ".join(
+            f"{p['gpus']}× {p['gpu']} ({fmt_duration(p['train_s'])}, {fmt_usd(p['usd'])})" for p in res["pareto"][:8]))
+    for a in res.get("advice", []):
+        lines.append(f"advice: {a}")
+    if explain:
+        lines.append("\nrejected layouts by reason:")
+        for reason, n in sorted(res["rejected"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {n:>8,}  {reason}")
+    return "\n".join(lines)

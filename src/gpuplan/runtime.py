@@ -203,7 +203,10 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
     pp_s = 0.0
     if lay.pp > 1:
         crosses = lay.tp * lay.cp * lay.dp >= topo.domain
-        pp_s = 2 * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1), crosses, topo)
+        # forward activation and backward gradient per micro-batch, once per model chunk: interleaving
+        # v chunks multiplies the traffic by v (Narayanan et al. 2021, Sec. 2.2.2)
+        pp_s = 2 * lay.virtual_stages * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1),
+                                                    crosses, topo)
     per_mb_comm = tp_s + ep_s + cp_s + pp_s
 
     # ---- data parallel / ZeRO, per step -------------------------------------------------------
@@ -245,7 +248,7 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
     p, v = lay.pp, lay.virtual_stages
     bubble = 0.0
     if p > 1:
-        bubble = (p - 1) * (compute_per_mb + per_mb_comm)
+        bubble = (p - 1) * (compute_per_mb + per_mb_comm - pp_s)  # the send/recv is counted once, below
         if lay.pp_schedule == "interleaved":
             bubble /= v
         elif lay.pp_schedule == "zero-bubble":
