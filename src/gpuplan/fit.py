@@ -2,11 +2,9 @@
 
 Counts tried: 1 … gpus_per_node, then whole nodes (the 9th GPU means a second node).
 Layouts tried at each count: every tp that divides the node and the heads, every pp that
-divides the layers, ep over the experts, ZeRO 0–3, recompute none/selective/full — keeping
-whatever the scenario fixed. Among the layouts that fit at the smallest count, the one
-chosen avoids, in this order: offload, full recompute, pipeline stages, tensor parallelism,
-selective recompute, then deeper ZeRO (cheapest in throughput first; the runtime model will
-rank by predicted step time once it lands).
+divides the layers, ep over the experts, ZeRO 0–3, recompute none/selective/selective-op/full —
+keeping whatever the scenario fixed. Among the layouts that fit at the smallest count, the
+fastest by predicted step time (runtime.py) is chosen; ties go to the simpler layout.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.memory import memory
+from gpuplan.runtime import step_time
 from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.spec import Layout
 
@@ -83,7 +82,7 @@ def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
             tried += 1
             mem = memory(scn.model, scn.hardware, scn.training, lay)
             if mem["fits"]:
-                key = preference(lay)
+                key = (step_time(scn.model, scn.hardware, scn.training, lay)["step_s"], preference(lay))
                 if best is None or key < best[0]:
                     best = (key, lay, mem)
             elif closest is None or mem["total"] - mem["capacity"] < closest[0]:
