@@ -153,13 +153,16 @@ def in_flight(layout: Layout, stage: int, m: int) -> float:
     arXiv:2401.10241, same peak as 1F1B): min(p − stage, m). Interleaved with v chunks
     (Korthikanti et al. 2022, Sec. 4.2.3: first stage holds L·(1 + (p−1)/(p·v)) layers'
     worth): p − stage + (p − 1)/v. GPipe: all m."""
-    p = layout.pp
+    return flight_of(layout.pp, layout.pp_schedule, layout.virtual_stages, stage, m)
+
+
+def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     if p == 1:
         return 1
-    if layout.pp_schedule == "gpipe":
+    if schedule == "gpipe":
         return m
-    if layout.pp_schedule == "interleaved":
-        return min(p - stage + (p - 1) / layout.virtual_stages, m)
+    if schedule == "interleaved":
+        return min(p - stage + (p - 1) / v, m)
     return min(p - stage, m)
 
 
@@ -179,24 +182,24 @@ def _consts() -> tuple[float, float, float, float, float, float]:
             constant("nccl_bytes_per_communicator"))
 
 
-def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout, stage: int) -> dict:
+@lru_cache(maxsize=65536)
+def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
+                 zero: int, nd: int, nd_e: int, offload: str, dp_group: int) -> tuple[float, ...]:
+    """(weights, gradients, optimizer, cpu_offload, local optimizer params, zero buffers, params on rank,
+    trainable params on rank) of one rank — see the module doc for the sharding rules."""
     method = training.method
     sb = _state_bytes(training.precision, training.optimizer, model)
-    nf4, ddp_bucket, frag_share, ctx, cublas, nccl = _consts()
+    nf4, ddp_bucket = _consts()[:2]
     targets = training.lora_targets if method != "full" else None
-    rp = rank_params(model, layout.tp, layout.ep, layout.pp, layout.virtual_stages, stage, targets,
-                     training.lora_rank)
-    nd = layout.shard_group if layout.zero else 1
-    nd_e = max(1, min(nd, layout.dp * layout.cp // layout.ep)) if layout.zero else 1
+    rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
 
     def shard(dense: float, expert: float, on: bool) -> float:
         return dense / nd + expert / nd_e if on else dense + expert
 
-    z = layout.zero
+    z = zero
     if method == "full":
         weights = shard(rp.dense, rp.expert, z >= 3) * sb.weight
-        trainable_local = shard(rp.dense, rp.expert, z >= 2)
-        grads = trainable_local * sb.grad
+        grads = shard(rp.dense, rp.expert, z >= 2) * sb.grad
         opt_local = shard(rp.dense, rp.expert, z >= 1)
         optimizer = opt_local * sb.optimizer
     else:
@@ -218,65 +221,112 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
         optimizer = opt_local * sb.states
 
     cpu = 0.0
-    if layout.offload in ("optimizer", "params"):
+    if offload in ("optimizer", "params"):
         cpu += optimizer
         optimizer = 0.0
-    if layout.offload == "params":
+    if offload == "params":
         cpu += weights + grads
         weights = grads = 0.0
-
-    # ---- activations ------------------------------------------------------------------------
-    elem = ACT_BYTES[training.precision]
-    x = ActShape(s=training.seq_len // layout.cp, b=layout.micro_batch, t=layout.tp,
-                 sp=layout.sequence_parallel, dropout=training.dropout > 0,
-                 flash=training.attention == "flash", elem=elem,
-                 linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem)
-    m = micro_batches(training, layout)
-    flight = in_flight(layout, stage, m)
-    per_mb = (rp.dense_layers * layer_bytes(model, False, x, layout.recompute)
-              + rp.moe_layers * layer_bytes(model, True, x, layout.recompute))
-    activations = per_mb * flight
-    if layout.recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):
-        activations += recompute_working_set(model, rp.moe_layers > 0, x)
-    logits = 0.0
-    if stage == layout.pp - 1:
-        rep = 1 / x.t if x.sp else 1.0
-        activations += 2 * elem * x.s * x.b * model.hidden * rep  # final norm input and LM-head input
-        logits = logits_bytes(model, x.s, x.b, x.t)
 
     # ---- transient buffers ------------------------------------------------------------------
     w_elem = 4 if training.precision == "fp32" else 2
     buffers = 0.0
-    if z >= 3 or layout.offload == "params":
+    if z >= 3 or offload == "params":
         # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
         # unsharded gradient of one layer before its reduce-scatter.
         buffers += rp.largest_layer * (2 * w_elem + (sb.grad if method == "full" else 0))
-    elif layout.dp * layout.cp > 1:
+    elif dp_group > 1:
         buffers += 2 * ddp_bucket
     if method == "qlora":
         buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
-    opt_temp = 0.0 if layout.offload != "none" else \
-        opt_local * optimizer_step_temp_bytes(training.optimizer, training.precision, training.optimizer_impl)
+    trainable = (rp.dense + rp.expert) if method == "full" else rp.adapters_dense + rp.adapters_expert
+    return weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable
 
+
+@lru_cache(maxsize=65536)
+def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
+                      cp: int, sp: bool, mb: int, recompute: str, flight: float) -> tuple[float, float, float]:
+    """(activations per micro-batch, activations held at the peak, logits) of one rank."""
+    targets = training.lora_targets if training.method != "full" else None
+    rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
+    elem = ACT_BYTES[training.precision]
+    x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
+                 flash=training.attention == "flash", elem=elem,
+                 linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem)
+    per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
+              + rp.moe_layers * layer_bytes(model, True, x, recompute))
+    activations = per_mb * flight
+    if recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):
+        activations += recompute_working_set(model, rp.moe_layers > 0, x)
+    logits = 0.0
+    if stage == pp - 1:
+        rep = 1 / x.t if x.sp else 1.0
+        activations += 2 * elem * x.s * x.b * model.hidden * rep  # final norm input and LM-head input
+        logits = logits_bytes(model, x.s, x.b, x.t)
+    return per_mb, activations, logits
+
+
+def stage_peak(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
+               cp: int, dp: int, sp: bool, mb: int, recompute: str, zero: int, zero_group: int | None,
+               offload: str, schedule: str) -> tuple:
+    """Everything one stage's peak is made of, from plain numbers (the planner's hot path)."""
+    nd = (zero_group or dp * cp) if zero else 1
+    nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
+    states = model_states(model, training, tp, ep, pp, vstages, stage, zero, nd, nd_e, offload, dp * cp)
+    weights, grads, optimizer, cpu, opt_local, buffers, on_rank, trainable = states
+    m = training.global_batch // (dp * mb) if training.global_batch is not None else (pp if pp > 1 else 1)
+    flight = flight_of(pp, schedule, vstages, stage, m)
+    per_mb, activations, logits = stage_activations(model, training, tp, ep, pp, vstages, stage, cp, sp, mb,
+                                                    recompute, flight)
+    opt_temp = 0.0 if offload != "none" else \
+        opt_local * optimizer_step_temp_bytes(training.optimizer, training.precision, training.optimizer_impl)
+    frag_share, ctx, cublas, nccl = _consts()[2:]
     states_total = weights + grads + optimizer
     train_phase = states_total + activations + logits + buffers
     step_phase = states_total + opt_temp
     allocated = max(train_phase, step_phase)
     fragmentation = frag_share * allocated
-    fixed = ctx + cublas + nccl * communicators(layout)
+    comms = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)
+    fixed = ctx + cublas + nccl * comms
     total = allocated + fragmentation + fixed
-    peak_phase = "forward/backward" if train_phase >= step_phase else "optimizer step"
+    return (total, states, per_mb, activations, logits, buffers, opt_temp, fragmentation, fixed,
+            train_phase >= step_phase, flight)
+
+
+def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
+    """Stages that can be the most loaded. With identical layers and an even split, stage 0
+    (embedding, p micro-batches in flight) dominates every middle stage; only the last (LM head,
+    logits) can exceed it. Uneven splits and mixed layer types (DeepSeek's dense-then-MoE) need
+    the neighbours too."""
+    if len(model.layers) == 1 and model.n_layers % (pp * vstages) == 0:
+        return sorted({0, pp - 1})
+    return list(range(pp)) if pp <= 4 else sorted({0, 1, pp - 2, pp - 1})
+
+
+def peak_total(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, cp: int, dp: int,
+               sp: bool, mb: int, recompute: str, zero: int, zero_group: int | None, offload: str,
+               schedule: str) -> float:
+    """Bytes per GPU of the most loaded rank — ``memory()["total"]`` without building anything."""
+    return max(stage_peak(model, training, tp, ep, pp, vstages, st, cp, dp, sp, mb, recompute, zero, zero_group,
+                          offload, schedule)[0] for st in peak_stages(model, pp, vstages))
+
+
+def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout, stage: int) -> dict:
+    (total, states, per_mb, activations, logits, buffers, opt_temp, fragmentation, fixed, train_peak,
+     flight) = stage_peak(model, training, layout.tp, layout.ep, layout.pp, layout.virtual_stages, stage,
+                          layout.cp, layout.dp, layout.sequence_parallel, layout.micro_batch, layout.recompute,
+                          layout.zero, layout.zero_group, layout.offload, layout.pp_schedule)
+    weights, grads, optimizer, cpu, _opt_local, _buffers, on_rank, trainable = states
+    states_total = weights + grads + optimizer
+    peak_phase = "forward/backward" if train_peak else "optimizer step"
     detail = {
-        "logits": logits if peak_phase == "forward/backward" else 0.0,
-        "comm_buffers": buffers if peak_phase == "forward/backward" else 0.0,
-        "optimizer_step": opt_temp if peak_phase == "optimizer step" else 0.0,
+        "logits": logits if train_peak else 0.0,
+        "comm_buffers": buffers if train_peak else 0.0,
+        "optimizer_step": opt_temp if not train_peak else 0.0,
         "runtime": fixed,
         "fragmentation": fragmentation,
     }
-    if peak_phase == "optimizer step":
-        act_at_peak = 0.0
-    else:
-        act_at_peak = activations
+    act_at_peak = activations if train_peak else 0.0
     return {
         "stage": stage,
         "weights": weights, "gradients": grads, "optimizer": optimizer, "activations": act_at_peak,
@@ -287,22 +337,15 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
         "activations_per_microbatch": per_mb,
         "microbatches_in_flight": flight,
         "cpu_offload": cpu,
-        "params_on_rank": rp.dense + rp.expert,
-        "trainable_params_on_rank": (rp.dense + rp.expert) if method == "full"
-        else rp.adapters_dense + rp.adapters_expert,
+        "params_on_rank": on_rank,
+        "trainable_params_on_rank": trainable,
     }
 
 
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> dict:
     """Memory of the most loaded rank; every byte count is per GPU."""
     worst = None
-    p = layout.pp
-    # With identical layers and an even split, stage 0 (embedding, p micro-batches in flight)
-    # dominates every middle stage; only the last (LM head, logits) can exceed it. Uneven splits
-    # and mixed layer types (DeepSeek's dense-then-MoE) need the neighbours too.
-    uniform = len(model.layers) == 1 and model.n_layers % (p * layout.virtual_stages) == 0
-    stages = sorted({0, p - 1}) if uniform else (range(p) if p <= 4 else sorted({0, 1, p - 2, p - 1}))
-    for stage in stages:
+    for stage in peak_stages(model, layout.pp, layout.virtual_stages):
         mem = stage_memory(model, hw, training, layout, stage)
         if worst is None or mem["total"] > worst["total"]:
             worst = mem

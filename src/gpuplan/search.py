@@ -27,7 +27,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.fit import divisors
 from gpuplan.hardware import get_fabric
-from gpuplan.memory import memory
+from gpuplan.memory import memory, peak_stages, stage_peak
 from gpuplan.runtime import step_time
 from gpuplan.scenario import Scenario
 from gpuplan.spec import GPU, Hardware, Layout
@@ -105,12 +105,6 @@ def _shardings(sc: Scenario, split: dict, per_node: int) -> list[dict]:
     return out
 
 
-def _reason(mem: dict) -> str:
-    parts = {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
-             "activations": mem["activations"], "logits and buffers": mem["other"]}
-    return "out of memory: " + max(parts, key=parts.get)
-
-
 class Search:
     """Evaluates layouts for one scenario; keeps counts, the best per (GPU, count), and the top K."""
 
@@ -156,55 +150,62 @@ class Search:
         except GpuplanError:
             return None
 
+    def _peak(self, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str) -> tuple[float, str]:
+        """Peak bytes and the largest part of it, straight from the memory model's cached pieces."""
+        m = self.sc.model
+        worst = None
+        for st in peak_stages(m, split["pp"], split["virtual_stages"]):
+            parts = stage_peak(m, tr, split["tp"], split["ep"], split["pp"], split["virtual_stages"], st,
+                               split["cp"], split["dp"], sp, split["micro_batch"], rec, shard["zero"],
+                               shard["zero_group"], off, split["pp_schedule"])
+            if worst is None or parts[0] > worst[0]:
+                worst = parts
+        assert worst is not None
+        w, g, o = worst[1][:3]
+        sizes = {"model states": w + g + o, "activations": worst[3], "logits and buffers": worst[4] + worst[5]}
+        return worst[0], "out of memory: " + max(sizes, key=sizes.get)
+
     def _fits_at_all(self, hw: Hardware, tr: Any, split: dict, sp: bool, off: str, recs: list[str],
                      mbs: tuple[int, ...] | list[int]) -> bool:
         frugal = {**split, "micro_batch": min(mbs), "pp_schedule": "1f1b", "virtual_stages": 1}
         shard = _shardings(self.sc, split, hw.gpus_per_node)[-1]
-        lay = self._layout(frugal, shard, recs[-1], sp, off)
-        if lay is None:
+        return self._try(hw, tr, frugal, shard, recs[-1], sp, off, keep=False)
+
+    def _try(self, hw: Hardware, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str,
+             keep: bool = True) -> bool:
+        if off == "params" and shard["zero"] != 3:
             return False
         self.searched += 1
-        mem = memory(self.sc.model, hw, tr, lay)
-        if not mem["fits"]:
-            self._reject(mem, lay, hw)
-        return mem["fits"]
+        total, reason = self._peak(tr, split, shard, rec, sp, off)
+        cap = hw.gpu.usable_memory_bytes
+        if total > cap:
+            self.rejected[reason] += 1
+            if self.closest is None or total - cap < self.closest[0]:
+                lay = self._layout(split, shard, rec, sp, off)
+                if lay is not None:
+                    self.closest = (total - cap, lay, hw, memory(self.sc.model, hw, tr, lay))
+            return False
+        if keep:
+            lay = self._layout(split, shard, rec, sp, off)
+            if lay is None:
+                return False
+            self._consider(hw, tr, lay, total)
+        return True
 
     def _ladder(self, hw: Hardware, tr: Any, split: dict, sp: bool, off: str, recs: list[str]) -> bool:
         """Recompute levels cheapest first; within a level the least sharding that fits."""
         shards = _shardings(self.sc, split, hw.gpus_per_node)
-        frugal = self._layout(split, shards[-1], recs[-1], sp, off)
-        if frugal is None:
-            return False
-        self.searched += 1
-        mem = memory(self.sc.model, hw, tr, frugal)
-        if not mem["fits"]:  # not even with the most sharding and recompute
-            self._reject(mem, frugal, hw)
-            return False
+        if not self._try(hw, tr, split, shards[-1], recs[-1], sp, off, keep=False):
+            return False  # not even with the most sharding and recompute
         found = False
         for rec in recs:
-            for shard in _shardings(self.sc, split, hw.gpus_per_node):
-                if off == "params" and shard["zero"] != 3:
-                    continue
-                lay = self._layout(split, shard, rec, sp, off)
-                if lay is None:
-                    continue
-                self.searched += 1
-                mem = memory(self.sc.model, hw, tr, lay)
-                if not mem["fits"]:
-                    self._reject(mem, lay, hw)
-                    continue
-                self._consider(hw, tr, lay, mem)
-                found = True
-                break  # more sharding at this recompute level only adds time
+            for shard in shards:
+                if self._try(hw, tr, split, shard, rec, sp, off):
+                    found = True
+                    break  # more sharding at this recompute level only adds time
         return found
 
-    def _reject(self, mem: dict, lay: Layout, hw: Hardware) -> None:
-        self.rejected[_reason(mem)] += 1
-        over = mem["total"] - mem["capacity"]
-        if self.closest is None or over < self.closest[0]:
-            self.closest = (over, lay, hw, mem)
-
-    def _consider(self, hw: Hardware, tr: Any, lay: Layout, mem: dict) -> None:
+    def _consider(self, hw: Hardware, tr: Any, lay: Layout, total_bytes: float) -> None:
         st = step_time(self.sc.model, hw, tr, lay)
         tokens_step = tr.global_batch * tr.seq_len
         tps = tokens_step / st["step_s"]
@@ -212,7 +213,7 @@ class Search:
         train_s = total / tps if total else None
         price = hw.price_per_gpu_hour
         usd = hw.gpus * train_s / 3600 * price if train_s is not None and price is not None else None
-        cand = Candidate(hw.gpu.id, hw.gpus, lay, st["step_s"], tps, train_s, usd, mem["total"] / GiB, hw)
+        cand = Candidate(hw.gpu.id, hw.gpus, lay, st["step_s"], tps, train_s, usd, total_bytes / GiB, hw)
         key = (hw.gpu.id, hw.gpus)
         if key not in self.best or cand.tokens_per_s > self.best[key].tokens_per_s:
             self.best[key] = cand
