@@ -17,6 +17,7 @@ import math
 import statistics
 
 from gpuplan.catalog import load_json
+from gpuplan.runtime import clear_caches
 from gpuplan.validation import runtime_check
 
 
@@ -25,12 +26,14 @@ def objective(values: dict) -> float:
     old = (dict(consts["gemm_efficiency"]["value"]), consts["comm_interference"]["value"])
     consts["gemm_efficiency"]["value"].update({"ampere": values["ampere"], "hopper": values["hopper"]})
     consts["comm_interference"]["value"] = values["kappa"]
+    clear_caches()
     try:
         rows = [r for r in runtime_check.score_runs()["rows"] if r["calibration"]]
     finally:
         consts["gemm_efficiency"]["value"].clear()
         consts["gemm_efficiency"]["value"].update(old[0])
         consts["comm_interference"]["value"] = old[1]
+        clear_caches()
     return statistics.median(abs(math.log(1 + r["error"])) for r in rows)
 
 

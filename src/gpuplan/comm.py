@@ -35,6 +35,17 @@ class Topology:
 
 
 def topology(hw: Hardware) -> Topology:
+    key = (hw.gpu.id, hw.gpus_per_node, hw.scale_up.id, hw.scale_out.id if hw.scale_out else None)
+    topo = _TOPOLOGIES.get(key)
+    if topo is None:
+        topo = _TOPOLOGIES[key] = _topology(hw)
+    return topo
+
+
+_TOPOLOGIES: dict[tuple, Topology] = {}
+
+
+def _topology(hw: Hardware) -> Topology:
     up = hw.scale_up
     domain_gpus = up.domain_gpus or hw.gpus_per_node
     eff_up = constant("scale_up_efficiency")

@@ -46,6 +46,23 @@ class Device:
 
 
 def device(hw: Hardware, training: Training) -> Device:
+    key = (hw.gpu.id, hw.power_limit_w, training.precision)
+    dev = _DEVICES.get(key)
+    if dev is None:
+        dev = _DEVICES[key] = _device(hw, training)
+    return dev
+
+
+_DEVICES: dict[tuple, Device] = {}
+
+
+def clear_caches() -> None:
+    """Forget derived device constants (after the calibration changes catalog constants)."""
+    _DEVICES.clear()
+    _layer_time.cache_clear()
+
+
+def _device(hw: Hardware, training: Training) -> Device:
     g = hw.gpu
     e = constant("gemm_efficiency").get(g.architecture, 0.7)
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(training.precision, training.precision)

@@ -199,6 +199,8 @@ class Search:
             return False  # not even with the most sharding and recompute
         found = False
         for rec in recs:
+            if rec != recs[-1] and not self._try(hw, tr, split, shards[-1], rec, sp, off, keep=False):
+                continue  # not even the most sharding fits at this recompute level
             for shard in shards:
                 if self._try(hw, tr, split, shard, rec, sp, off):
                     found = True

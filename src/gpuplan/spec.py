@@ -117,8 +117,10 @@ class Hardware:
         return max(1, -(-self.gpus // self.gpus_per_node))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Training:
+    """The training job. Hashed by identity (``eq=False``): the planner's caches key on it."""
+
     seq_len: int = 4096
     global_batch: int | None = None   # sequences per optimizer step; None: dp × micro_batch
     tokens: float | None = None       # total tokens to train

@@ -1,0 +1,37 @@
+"""Benchmark: `plan` speed (issue: a 405B plan over every catalogue GPU type and counts up to 16,384
+in under 2 s on one core; one GPU type in under 0.2 s).
+
+Run: python benchmarks/bench_plan.py
+Reports wall time, layouts evaluated per second, and the ratio to each target (< 1 meets it).
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpuplan.planner import plan
+from gpuplan.scenario import parse_scenario
+
+TARGET_ALL_S = 2.0
+TARGET_ONE_S = 0.2
+
+
+def timed(sc, **kw) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    res = plan(sc, **kw)
+    return time.perf_counter() - t0, res
+
+
+def main() -> None:
+    sc = parse_scenario({"model": "llama-3.1-405b", "hardware": {"gpu": "h100-sxm"},
+                         "training": {"seq_len": 8192, "tokens": 15e12}})
+    one_s, one = timed(sc, max_gpus=16384)
+    all_s, every = timed(sc, max_gpus=16384, gpu_types=["all"])
+    print(f"405B, one GPU type : {one_s:.2f} s, {one['searched']:,} layouts, "
+          f"{one['searched'] / one_s:,.0f} layouts/s, time / target = {one_s / TARGET_ONE_S:.1f}")
+    print(f"405B, all GPU types: {all_s:.2f} s, {every['searched']:,} layouts, "
+          f"{every['searched'] / all_s:,.0f} layouts/s, time / target = {all_s / TARGET_ALL_S:.1f}")
+
+
+if __name__ == "__main__":
+    main()
