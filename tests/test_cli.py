@@ -35,7 +35,7 @@ def test_evaluate_example_json_has_the_contract_keys():
     assert set(est["cost"]) >= {"usd", "usd_per_gpu_hour"}
     assert set(est["scenario"]["layout"]) >= {"dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "recompute",
                                               "sequence_parallel", "pp_schedule", "offload"}
-    assert est["scenario"]["layout"]["dp"] == 8  # derived: 64 GPUs / tp 8
+    assert est["scenario"]["layout"]["dp"] == 4  # derived: 64 GPUs / (tp 4 × pp 4)
     assert est["memory"]["fits"] is True
 
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 import pytest
 from conftest import make
@@ -38,7 +38,7 @@ def _gpus(est: dict) -> int:
 
 # ---- 2. brute force: the pruning never loses the optimum ----------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def brute_force(model: str, gpu: str, max_gpus: int, global_batch: int, seq: int, tokens: float = 1e10) -> tuple:
     """Every layout of the search space DESIGN.md describes, evaluated without any pruning:
     (tokens/s, usd, gpus, layout) of each one that fits."""
@@ -148,7 +148,7 @@ def test_fit_and_plan_agree_on_the_smallest_count(model, expected):
 
 # ---- 4. deadline, budget, nothing fits -----------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def _plan_8b(**kw) -> dict:
     return plan(make("llama-3.1-8b", "h100-sxm", 1, training=TRAIN_8B), max_gpus=64, top_k=100, **kw)
 
@@ -219,7 +219,7 @@ def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
 
 # ---- 5. scaling curve and compute equilibrium ----------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def _eq_8b(scale_out: str, threshold: float = 0.8) -> dict:
     sc = make("llama-3.1-8b", "h100-sxm", 1, hardware={"scale_out": scale_out}, training=TRAIN_8B)
     return plan(sc, max_gpus=64, threshold=threshold)
@@ -274,7 +274,7 @@ def test_a_ten_times_slower_network_slows_multi_node_plans():
 def test_scaling_curve_only_holds_counts_faster_than_every_smaller_one():
     res = plan(make("gpt2", "h100-sxm", 1, training={"seq_len": 2048, "tokens": 1e10}), max_gpus=64)
     tps = [_tps(r["best"]) for r in res["scaling"]]
-    assert all(b > a for a, b in zip(tps, tps[1:]))
+    assert all(b > a for a, b in zip(tps, tps[1:], strict=False))
     assert res["equilibrium"]["gpus"] >= 8
 
 

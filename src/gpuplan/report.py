@@ -75,7 +75,36 @@ def estimate_text(est: dict) -> str:
                f"({fmt_gib(-mem['headroom'])} GiB over)")
     stage = f" (pipeline stage {mem['stage']}, the most loaded)" if sc["layout"]["pp"] > 1 else ""
     notes = "".join(f"\nassumed: {a}" for a in model.get("assumed", []))
-    return f"{head}\n{memory_table(mem)}\n{verdict}{stage}{notes}"
+    return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{notes}"
+
+
+def time_table(est: dict) -> str:
+    t, c = est["time"], est["cost"]
+    if t.get("step_s") is None:
+        return f"time: {t.get('note', 'not predicted')}"
+    d = t["comm_detail"]
+    rows = [
+        ["step", fmt_duration(t["step_s"])],
+        [f"  compute ({t['microbatches']} micro-batches, recompute {fmt_duration(t['recompute_s'])})",
+         fmt_duration(t["compute_s"])],
+        ["  exposed communication", fmt_duration(t["comm_exposed_s"])],
+        [f"    tp {fmt_duration(d['tp'])}, cp {fmt_duration(d['cp'])}, ep {fmt_duration(d['ep'])}, "
+         f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} of {fmt_duration(d['dp_total'])}", ""],
+        ["  pipeline bubble", fmt_duration(t["bubble_s"])],
+        ["  optimizer step", fmt_duration(t["optimizer_s"])],
+        ["tokens/s (per GPU)", f"{t['tokens_per_s']:,.0f} ({t['tokens_per_s_per_gpu']:,.0f})"],
+        ["MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}"],
+        ["model FLOPs per token (6·N)", f"{fmt_count(t['model_flops_per_token'])} ({fmt_count(t['six_n_flops_per_token'])})"],
+    ]
+    if t["train_s"] is not None:
+        rows += [["total FLOPs", f"{t['total_flops']:.3g}"],
+                 ["time to train", fmt_duration(t["train_s"])],
+                 ["  with failures and restarts", fmt_duration(t["train_s_with_failures"])],
+                 ["GPU-hours", f"{t['gpu_hours']:,.0f}"],
+                 ["energy at TDP", f"{t['energy_kwh']:,.0f} kWh" if t["energy_kwh"] else "-"],
+                 [f"cost at {fmt_usd(c['usd_per_gpu_hour'])}/GPU-h" if c["usd_per_gpu_hour"] else "cost",
+                  fmt_usd(c["usd"])]]
+    return table(["time", ""], rows)
 
 
 def dumps(obj: Any) -> str:
