@@ -94,7 +94,8 @@ def time_table(est: dict) -> str:
         ["  optimizer step", fmt_duration(t["optimizer_s"])],
         ["tokens/s (per GPU)", f"{t['tokens_per_s']:,.0f} ({t['tokens_per_s_per_gpu']:,.0f})"],
         ["MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}"],
-        ["model FLOPs per token (6·N)", f"{fmt_count(t['model_flops_per_token'])} ({fmt_count(t['six_n_flops_per_token'])})"],
+        ["model FLOPs per token (6·N)",
+         f"{fmt_count(t['model_flops_per_token'])} ({fmt_count(t['six_n_flops_per_token'])})"],
     ]
     if t["train_s"] is not None:
         rows += [["total FLOPs", f"{t['total_flops']:.3g}"],
