@@ -72,7 +72,8 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         "rejected": dict(search.rejected),
         "min_gpus": min_gpus,
         "scaling": [{"gpus": r["gpus"], "gpu": main_gpu, "best": _estimate(sc, r["candidate"]),
-                     "speedup": r["speedup"], "efficiency": r["efficiency"]} for r in scaling[main_gpu]],
+                     "speedup": r["speedup"], "efficiency": r["efficiency"], "improves": r["improves"]}
+                    for r in scaling[main_gpu]],
         "equilibrium": equilibrium[main_gpu] | {"gpu": main_gpu},
         "equilibrium_by_gpu": equilibrium,
         "pareto": [_summary(c) for c in pareto(cands)],
@@ -100,9 +101,14 @@ def advice(sc: Scenario, search: Search, cands: list[Candidate], ranked: list[Ca
             parts = {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
                      "activations": mem["activations"], "logits and buffers": mem["other"]}
             top = max(parts, key=parts.get)
-            fix = {"model states": "more GPUs, zero 3, a GPU with more memory, or offload",
-                   "activations": "recompute=full, micro_batch=1, more tp or cp",
-                   "logits and buffers": "micro_batch=1 or more tp (vocab-parallel logits)"}[top]
+            fixes = {"model states": ["more GPUs", "zero 3" if lay.zero < 3 else "", "a GPU with more memory",
+                                      "offload" if lay.offload == "none" else ""],
+                     "activations": ["recompute=full" if lay.recompute != "full" else "",
+                                     "micro_batch=1" if lay.micro_batch > 1 else "", "more tp or cp",
+                                     "a shorter sequence"],
+                     "logits and buffers": ["micro_batch=1" if lay.micro_batch > 1 else "",
+                                            "more tp (vocab-parallel logits)", "a fused/chunked loss"]}[top]
+            fix = ", ".join(f for f in fixes if f)
             out.append(f"nothing fits: the closest layout ({hw.gpus}× {hw.gpu.id}, tp={lay.tp} pp={lay.pp} "
                        f"zero={lay.zero} recompute={lay.recompute}) needs {mem['total'] / 2**30:.1f} GiB of "
                        f"{mem['capacity'] / 2**30:.1f} GiB: {top} {parts[top] / 2**30:.1f} GiB — try {fix}")

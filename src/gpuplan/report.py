@@ -160,6 +160,8 @@ def plan_text(res: dict, explain: bool = False) -> str:
                 marks.append("first multi-node")
             if r["gpus"] == eq.get("gpus"):
                 marks.append("equilibrium")
+            if not r.get("improves", True):
+                marks.append("slower than a smaller count")
             rows.append([*_row(r["best"])[:2], f"{r['speedup']:.2f}×", f"{r['efficiency']:.0%}",
                          fmt_duration(r["best"]["time"]["train_s"]), fmt_usd(r["best"]["cost"]["usd"]),
                          ", ".join(marks)])

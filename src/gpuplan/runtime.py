@@ -219,7 +219,9 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
         ep_s = rp.moe_layers * (4 + (2 if lay.recompute == "full" else 0)) * a2a
     pp_s = 0.0
     if lay.pp > 1:
-        crosses = lay.tp * lay.cp * lay.dp >= topo.domain
+        # stages are the outermost rank dimension; once the job spans domains some stage boundary
+        # crosses the network, and the pipeline moves at the pace of its slowest hop
+        crosses = hw.gpus > topo.domain
         # forward activation and backward gradient per micro-batch, once per model chunk: interleaving
         # v chunks multiplies the traffic by v (Narayanan et al. 2021, Sec. 2.2.2)
         pp_s = 2 * lay.virtual_stages * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1),

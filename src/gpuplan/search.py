@@ -97,7 +97,11 @@ def _shardings(sc: Scenario, split: dict, per_node: int) -> list[dict]:
     group = split["dp"] * split["cp"]
     if group == 1:
         return [{"zero": 0, "zero_group": None}]
-    out = [{"zero": z, "zero_group": None} for z in (0, 1, 2)]
+    # ZeRO-0 is dominated once there are replicas: ZeRO-1 moves the same bytes (reduce-scatter +
+    # all-gather = all-reduce), hides them behind forward and backward, shards the optimizer step,
+    # and needs less memory. ZeRO-2 costs the same time as ZeRO-1 with less memory, so the order
+    # below is fastest-first and the first that fits at a recompute level is the fastest there.
+    out = [{"zero": z, "zero_group": None} for z in (1, 2)]
     node_group = per_node // (split["tp"] * split["cp"]) if per_node >= split["tp"] * split["cp"] else 1
     if 1 < node_group < group and group % node_group == 0:
         out.append({"zero": 3, "zero_group": node_group})  # HSDP: shard in the node, replicate across
@@ -259,22 +263,29 @@ def pareto(cands: list[Candidate]) -> list[Candidate]:
 def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str, threshold: float) -> tuple[list[dict], dict]:
     """Best throughput per count for one GPU type, speedup and parallel efficiency against the
     smallest count that fits, and the compute equilibrium: the largest count up to which every
-    step keeps at least ``threshold`` of proportional speed-up."""
+    step keeps at least ``threshold`` of proportional speed-up. A count slower than some smaller
+    count stays on the curve (``improves: false``) but is skipped by the equilibrium: nobody
+    would rent it, and it must not hide that larger counts scale again (a 3-GPU pipeline between
+    2 and 4 GPUs, say)."""
     rows = sorted((c for (g, _), c in best.items() if g == gpu), key=lambda c: c.gpus)
     curve: list[dict] = []
     if not rows:
         return curve, {"gpus": None, "why": f"nothing fits on {gpu}"}
-    # keep the counts that beat every smaller count (a bigger cluster that is slower is never chosen)
     base = rows[0]
     eq = base
     broken = False
+    fastest = 0.0
     for c in rows:
         speedup = c.tokens_per_s / base.tokens_per_s
         eff = speedup * base.gpus / c.gpus
-        curve.append({"gpus": c.gpus, "candidate": c, "speedup": speedup, "efficiency": eff})
+        improves = c.tokens_per_s > fastest
+        fastest = max(fastest, c.tokens_per_s)
+        curve.append({"gpus": c.gpus, "candidate": c, "speedup": speedup, "efficiency": eff, "improves": improves})
+        if not improves or c is base:
+            continue
         if not broken and eff >= threshold:
             eq = c
-        elif c.gpus > base.gpus:
+        else:
             broken = True
     last = curve[-1]
     why = (f"up to {eq.gpus} {gpu} GPUs each added GPU still buys ≥{threshold:.0%} of proportional speed-up "
