@@ -243,10 +243,18 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     return weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable
 
 
-@lru_cache(maxsize=65536)
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                       cp: int, sp: bool, mb: int, recompute: str, flight: float) -> tuple[float, float, float]:
     """(activations per micro-batch, activations held at the peak, logits) of one rank."""
+    per_mb, extra, logits = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, recompute)
+    return per_mb, per_mb * flight + extra, logits
+
+
+@lru_cache(maxsize=65536)
+def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
+                     cp: int, sp: bool, mb: int, recompute: str) -> tuple[float, float, float]:
+    """(activations per micro-batch in flight, activations held once — the recompute working set and
+    the last stage's LM-head inputs —, logits) of one rank."""
     targets = training.lora_targets if training.method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]
@@ -255,15 +263,15 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem)
     per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
               + rp.moe_layers * layer_bytes(model, True, x, recompute))
-    activations = per_mb * flight
+    extra = 0.0
     if recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):
-        activations += recompute_working_set(model, rp.moe_layers > 0, x)
+        extra += recompute_working_set(model, rp.moe_layers > 0, x)
     logits = 0.0
     if stage == pp - 1:
         rep = 1 / x.t if x.sp else 1.0
-        activations += 2 * elem * x.s * x.b * model.hidden * rep  # final norm input and LM-head input
+        extra += 2 * elem * x.s * x.b * model.hidden * rep  # final norm input and LM-head input
         logits = logits_bytes(model, x.s, x.b, x.t)
-    return per_mb, activations, logits
+    return per_mb, extra, logits
 
 
 def stage_peak(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,

@@ -120,6 +120,7 @@ class Search:
         self.top: list[tuple[float, int, Candidate]] = []
         self.closest: tuple[float, Layout, Hardware, dict] | None = None
         self._n = 0
+        self._stages: dict[tuple[int, int], list[int]] = {}
 
     def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...]) -> None:
         sc = self.sc
@@ -154,20 +155,27 @@ class Search:
         except GpuplanError:
             return None
 
-    def _peak(self, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str) -> tuple[float, str]:
-        """Peak bytes and the largest part of it, straight from the memory model's cached pieces."""
+    def _peak(self, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str) -> tuple:
+        """The most loaded stage's peak pieces, straight from the memory model's cached functions."""
         m = self.sc.model
+        pp, v = split["pp"], split["virtual_stages"]
+        stages = self._stages.get((pp, v))
+        if stages is None:
+            stages = self._stages[(pp, v)] = peak_stages(m, pp, v)
         worst = None
-        for st in peak_stages(m, split["pp"], split["virtual_stages"]):
-            parts = stage_peak(m, tr, split["tp"], split["ep"], split["pp"], split["virtual_stages"], st,
-                               split["cp"], split["dp"], sp, split["micro_batch"], rec, shard["zero"],
-                               shard["zero_group"], off, split["pp_schedule"])
+        for st in stages:
+            parts = stage_peak(m, tr, split["tp"], split["ep"], pp, v, st, split["cp"], split["dp"], sp,
+                               split["micro_batch"], rec, shard["zero"], shard["zero_group"], off,
+                               split["pp_schedule"])
             if worst is None or parts[0] > worst[0]:
                 worst = parts
-        assert worst is not None
-        w, g, o = worst[1][:3]
-        sizes = {"model states": w + g + o, "activations": worst[3], "logits and buffers": worst[4] + worst[5]}
-        return worst[0], "out of memory: " + max(sizes, key=sizes.get)
+        return worst
+
+    @staticmethod
+    def _reason(parts: tuple) -> str:
+        w, g, o = parts[1][:3]
+        sizes = {"model states": w + g + o, "activations": parts[3], "logits and buffers": parts[4] + parts[5]}
+        return "out of memory: " + max(sizes, key=sizes.get)
 
     def _fits_at_all(self, hw: Hardware, tr: Any, split: dict, sp: bool, off: str, recs: list[str],
                      mbs: tuple[int, ...] | list[int]) -> bool:
@@ -180,10 +188,11 @@ class Search:
         if off == "params" and shard["zero"] != 3:
             return False
         self.searched += 1
-        total, reason = self._peak(tr, split, shard, rec, sp, off)
+        parts = self._peak(tr, split, shard, rec, sp, off)
+        total = parts[0]
         cap = hw.gpu.usable_memory_bytes
         if total > cap:
-            self.rejected[reason] += 1
+            self.rejected[self._reason(parts)] += 1
             if self.closest is None or total - cap < self.closest[0]:
                 lay = self._layout(split, shard, rec, sp, off)
                 if lay is not None:
@@ -202,12 +211,19 @@ class Search:
         if not self._try(hw, tr, split, shards[-1], recs[-1], sp, off, keep=False):
             return False  # not even with the most sharding and recompute
         found = False
+        limit = len(shards)
         for rec in recs:
-            if rec != recs[-1] and not self._try(hw, tr, split, shards[-1], rec, sp, off, keep=False):
-                continue  # not even the most sharding fits at this recompute level
-            for shard in shards:
+            # a costlier recompute level can only win with lighter sharding than a cheaper level needed
+            allowed = shards[:limit]
+            if not allowed:
+                break
+            if (rec != recs[-1] or limit < len(shards)) and \
+                    not self._try(hw, tr, split, allowed[-1], rec, sp, off, keep=False):
+                continue  # not even the heaviest allowed sharding fits at this level
+            for i, shard in enumerate(allowed):
                 if self._try(hw, tr, split, shard, rec, sp, off):
                     found = True
+                    limit = i
                     break  # more sharding at this recompute level only adds time
         return found
 
