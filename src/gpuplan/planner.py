@@ -4,6 +4,7 @@ compute equilibrium, Pareto frontier, and advice in words."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +33,8 @@ def _default_batch(sc: Scenario) -> int:
 
 def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16384, objective: str = "time",
          deadline_s: float | None = None, budget: float | None = None, top_k: int = 5,
-         threshold: float = 0.8) -> dict[str, Any]:
+         threshold: float = 0.8, progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
+    """``progress(fraction, label)``, when given, is called once per GPU type searched."""
     if objective not in ("time", "cost"):
         raise GpuplanError(f"--objective must be time or cost, got {objective!r}")
     if not 0 < threshold <= 1:
@@ -43,7 +45,9 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         types = [get_gpu(g) for g in gpu_types] if gpu_types else [sc.hardware.gpu]
     gb = sc.training.global_batch or _default_batch(sc)
     search = Search(sc, top_k)
-    for g in types:
+    for i, g in enumerate(types):
+        if progress is not None:
+            progress(i / len(types), g.id)
         if not any(k in g.peak_flops for k in ("bf16", "fp16")):
             search.rejected[f"{g.id}: no published compute peak"] += 1
             continue
