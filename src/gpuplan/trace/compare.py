@@ -1,0 +1,205 @@
+"""Trace vs the analytic prediction for the same scenario: per component, with ratios and the
+reasons they differ; ``--calibrate`` keeps the ratios per architecture.
+
+The trace sees what the caching allocator would be asked for on rank 0. It cannot see the CUDA
+context, cuBLAS workspace, NCCL buffers or fragmentation: those stay the analytic model's terms
+(``catalog/constants.json``) and are added to the measured total, named, under ``detail``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuplan.estimate import evaluate
+from gpuplan.memory import stage_activations
+from gpuplan.scenario import Scenario, complete_layout, normalized
+from gpuplan.states import constant
+from gpuplan.trace.run import TraceResult, run_trace
+
+MIB = 2**20
+STATE_KEYS = ("weights", "gradients", "optimizer")
+
+
+def _ratio(measured: float, predicted: float) -> float | None:
+    return measured / predicted if predicted else None
+
+
+def measured_memory(r: TraceResult, runtime_bytes: float) -> dict:
+    """The Estimate's ``memory`` keys for the traced peak (composition at the peak), plus the full
+    state sizes over the step, the unseen terms and the timeline."""
+    at = r.peak_by_cat
+    frag = constant("allocator_fragmentation") * r.peak
+    unseen = runtime_bytes + frag
+    other_traced = at["temporaries"] + at["fsdp_unsharded"]
+    return {
+        "weights": at["weights"], "gradients": at["gradients"], "optimizer": at["optimizer"],
+        "activations": at["activations"] + at["loss"],
+        "other": other_traced + unseen,
+        "total": r.peak + unseen,
+        "peak_phase": r.peak_phase,
+        "detail": {"traced_peak": r.peak, "temporaries": at["temporaries"], "fsdp_unsharded": at["fsdp_unsharded"],
+                   "loss_saved": at["loss"], "runtime": runtime_bytes, "fragmentation": frag},
+        "states": {k: r.max_by_cat[k] for k in STATE_KEYS},
+        "activations_max": r.max_by_cat["activations"],
+        "loss_saved_max": r.max_by_cat["loss"],
+        "phase_peaks": r.phase_max,
+        "timeline": _timeline(r),
+    }
+
+
+def _timeline(r: TraceResult) -> list[list]:
+    rows = [[ev, b] for ev, b in r.timeline]
+    rows.append([f"peak ({r.peak_phase})", r.peak])
+    rows.extend([f"max in {ph}", b] for ph, b in r.phase_max.items())
+    return rows
+
+
+def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory: str | None = None,
+                      fidelity: str = "cpu", predicted_from_params: bool = False) -> dict:
+    r = run_trace(sc, module=module, input_factory=input_factory, fidelity=fidelity)
+    if predicted_from_params:  # --module without a model: predict from the traced parameter count
+        import dataclasses
+
+        from gpuplan.models import load_model
+
+        sc = dataclasses.replace(sc, model=load_model({"params": r.params}))
+    lay = complete_layout(sc)
+    est = evaluate(sc, lay)
+    pm = est["memory"]
+    tr = sc.training
+    _per_mb, act_pred, _logits = stage_activations(
+        sc.model, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp, lay.sequence_parallel,
+        lay.micro_batch, lay.recompute, 1.0)
+    mm = measured_memory(r, pm["detail"]["runtime"])
+    pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
+    ptime = est["time"]
+    pred_model = ptime.get("model_flops_per_token")
+    pred_hw = ptime.get("hardware_flops_per_token")
+    meas_model = r.flops["model"] / r.tokens
+    meas_hw = r.flops["hardware"] / r.tokens
+    states_m = sum(mm["states"].values())
+    states_p = sum(pm[k] for k in STATE_KEYS)
+    rows = [
+        *({"component": k, "predicted": pm[k], "measured": mm["states"][k]} for k in STATE_KEYS),
+        {"component": "states (weights+gradients+optimizer)", "predicted": states_p, "measured": states_m},
+        {"component": "activations (largest held)", "predicted": act_pred, "measured": mm["activations_max"]},
+        {"component": "allocated peak", "predicted": pred_alloc, "measured": r.peak},
+        {"component": "total (with unseen terms)", "predicted": pm["total"], "measured": mm["total"]},
+        {"component": "model FLOPs per token", "predicted": pred_model, "measured": meas_model},
+        {"component": "hardware FLOPs per token", "predicted": pred_hw, "measured": meas_hw},
+    ]
+    for row in rows:
+        row["ratio"] = _ratio(row["measured"], row["predicted"] or 0)
+    return {
+        "scenario": normalized(sc, lay),
+        "model": {"name": sc.model.name if not module else module, "params_traced": r.params,
+                  "params_predicted": sc.model.params},
+        "predicted": {"memory": {k: pm[k] for k in (*STATE_KEYS, "activations", "other", "total", "capacity",
+                                                    "fits", "peak_phase", "detail")},
+                      "time": {"model_flops_per_token": pred_model, "hardware_flops_per_token": pred_hw}},
+        "measured": {"memory": mm,
+                     "time": {"model_flops_per_token": meas_model, "hardware_flops_per_token": meas_hw,
+                              "flops_per_step": r.flops, "tokens_per_step": r.tokens,
+                              "flops_by_module": _top(r.flops_by_module, 12)},
+                     "activations_by_module": _top(r.saved_by_module, 16)},
+        "compare": rows,
+        "explanations": explain(sc, r, rows, mm, pm, est),
+        "trace": {"device": r.device, "fidelity": fidelity, "world": lay.shard_group if r.fsdp else 1,
+                  "fsdp": r.fsdp, "wall_s": r.wall_s, "notes": r.notes},
+    }
+
+
+def _top(d: dict[str, float], n: int) -> dict[str, float]:
+    return dict(sorted(d.items(), key=lambda kv: -kv[1])[:n])
+
+
+def _row(rows: list[dict], name: str) -> dict:
+    return next(r for r in rows if r["component"].startswith(name))
+
+
+def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, est: dict) -> list[str]:
+    """Why trace and formula differ, for each component off by more than 2%."""
+    out: list[str] = []
+    off = [row for row in rows if row["ratio"] is not None and abs(row["ratio"] - 1) > 0.02]
+    names = {row["component"] for row in off}
+    tr, m = sc.training, sc.model
+    s, b = tr.seq_len, r.layout.micro_batch
+    if r.fsdp and names & set(STATE_KEYS):
+        out.append("FSDP2 keeps the fp32 master copy as the sharded parameter and reduces gradients in fp32 "
+                   "(4 + 4 + 8 B/param in weights/gradients/optimizer), where ZeRO's accounting counts 2 + 2 + 12; "
+                   "compare the sum of the three")
+    states = _row(rows, "states")
+    if states["ratio"] is not None and abs(states["ratio"] - 1) > 1e-4:
+        diff = states["measured"] - states["predicted"]
+        why = ("FSDP2 pads each parameter's first dimension to a multiple of the shard count"
+               if r.fsdp and diff > 0 else "the traced module's parameters differ from the formula's count"
+               if r.params != m.params else "buffers and optimizer step counters are counted by the trace")
+        if r.layout.zero == 2:
+            why = "zero 2 is traced as FSDP2 without resharding after forward: parameters stay sharded at rest"
+        out.append(f"states differ by {diff / MIB:+.1f} MiB ({states['ratio'] - 1:+.2%}): {why}")
+    act = _row(rows, "activations")
+    if act["ratio"] is not None and abs(act["ratio"] - 1) > 0.02:
+        norms = 2 * m.n_layers + 1
+        extras = {"fp32 1/rms kept by each RMSNorm (4 B per row)": 4 * s * b * norms,
+                  "RoPE cos/sin tables": 2 * 2 * s * m.head_dim, "int64 token ids": 8 * s * b}
+        known = sum(extras.values())
+        diff = act["measured"] - act["predicted"]
+        parts = ", ".join(f"{k} {v / MIB:.2f} MiB" for k, v in extras.items())
+        out.append(f"activations: trace − formula = {diff / MIB:+.1f} MiB ({act['ratio'] - 1:+.1%}); terms the formula "
+                   f"leaves out: {parts}; rest {(diff - known) / MIB:+.1f} MiB"
+                   + (" (eager attention / recompute working set differ from the formula's op-level count)"
+                      if abs(diff - known) > 0.02 * act["predicted"] else ""))
+    if r.peak_phase != pm["peak_phase"].split("/")[0] and "allocated peak" in names:
+        out.append(f"the traced peak is in the {r.peak_phase} phase; the formula's is in {pm['peak_phase']} "
+                   "(it counts every gradient, the activations and 12 B/logit at once, while set_to_none "
+                   "gradients appear layer by layer during backward)")
+    elif "allocated peak" in names:
+        out.append(f"allocated peak differs ({_row(rows, 'allocated')['ratio'] - 1:+.1%}): the formula assumes all "
+                   "gradients, activations and loss buffers coexist; the trace measures when they actually do")
+    fl = _row(rows, "model FLOPs")
+    if fl["ratio"] is not None and abs(fl["ratio"] - 1) > 0.02:
+        out.append(f"model FLOPs differ by {fl['ratio'] - 1:+.1%}: ops the formula does not count "
+                   "(or a non-causal-LM module)")
+    if r.flops["flash_backward_recompute"]:
+        out.append(f"flash attention's backward recomputes Q·Kᵀ: {r.flops['flash_backward_recompute'] / r.tokens:.3g} "
+                   "FLOPs/token, in the hardware count only (PyTorch's FlopCounter convention)")
+    out.append("not seen by the trace (analytic terms added to the measured total): CUDA context + cuBLAS "
+               f"workspace + NCCL buffers {pm['detail']['runtime'] / MIB:.0f} MiB, fragmentation "
+               f"{constant('allocator_fragmentation'):.0%} of the allocated peak")
+    return out
+
+
+# ---- calibration ---------------------------------------------------------------------------------
+def calibration_path() -> Path:
+    """``$GPUPLAN_CACHE_DIR/calibration.json``, else ``$XDG_CACHE_HOME/gpuplan/…``, else ``~/.cache/gpuplan/…``."""
+    base = os.environ.get("GPUPLAN_CACHE_DIR")
+    if not base:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpuplan")
+    return Path(base) / "calibration.json"
+
+
+def calibrate(result: dict, model_type: str) -> tuple[Path, dict]:
+    """Fold this trace's measured/predicted ratios into the per-architecture running means."""
+    path = calibration_path()
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            data = {}
+    entry = data.get(model_type, {"n": 0})
+    n = entry["n"]
+    for key, comp in (("states", "states"), ("activations", "activations"), ("model_flops", "model FLOPs")):
+        ratio = _row(result["compare"], comp)["ratio"]
+        if ratio is not None:
+            entry[key] = (entry.get(key, ratio) * n + ratio) / (n + 1)
+    entry["n"] = n + 1
+    entry["updated"] = time.strftime("%Y-%m-%d")
+    data[model_type] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    return path, entry

@@ -1,0 +1,262 @@
+"""One traced training step: build on fake tensors, shard over a fake process group, run a
+warm-up step, then the measured step (forward, backward, optimizer) under ``StepTracker``.
+
+Layouts traced: data parallel with ZeRO 0 (one DDP replica; the DDP buckets are not simulated),
+FSDP2 ``fully_shard`` for ZeRO 3 (and ZeRO 2 as ``reshard_after_forward=False``) over the shard
+group as a fake process group of that many ranks, in this one process, for rank 0.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from gpuplan.errors import GpuplanError
+from gpuplan.scenario import Scenario, complete_layout
+from gpuplan.spec import Layout
+from gpuplan.trace.build import (
+    DTYPES,
+    MIXED,
+    apply_recompute,
+    blocks_of,
+    build_on_meta,
+    load_factory,
+    make_inputs,
+    make_optimizer,
+    materialize,
+)
+from gpuplan.trace.model import CausalLM, causal_lm_loss
+from gpuplan.trace.tracker import FLASH_BWD_MODEL_SHARE, StepTracker
+
+
+@dataclass(slots=True, kw_only=True)
+class TraceResult:
+    """What one traced step measured on rank 0 (bytes, FLOPs, seconds)."""
+
+    peak: int
+    peak_phase: str
+    peak_by_cat: dict[str, int]
+    max_by_cat: dict[str, int]
+    phase_max: dict[str, int]
+    timeline: list[tuple[str, int]]
+    flops: dict[str, float]
+    flops_by_module: dict[str, float]
+    saved_by_module: dict[str, int]
+    tokens: int
+    params: int
+    layout: Layout
+    fsdp: bool
+    device: str
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def check_layout_traceable(lay: Layout) -> int:
+    """The FSDP shard group size (1: no sharding), or a GpuplanError for what trace cannot simulate yet."""
+    for key in ("tp", "pp", "cp", "ep"):
+        if getattr(lay, key) > 1:
+            raise GpuplanError(f"trace simulates data parallelism (ZeRO 0, FSDP2 for ZeRO 2/3) on one process; "
+                               f"layout.{key}={getattr(lay, key)} is not traced yet: set {key}: 1")
+    if lay.offload != "none":
+        raise GpuplanError("trace does not simulate offload: set layout.offload: none")
+    nd = lay.shard_group if lay.zero else 1
+    if lay.zero == 1 and nd > 1:
+        raise GpuplanError("trace simulates zero 0 (one DDP replica), 2 and 3 (FSDP2); zero 1 (sharded optimizer "
+                           "only) is not traced: use zero 0, 2 or 3")
+    if lay.zero_group is not None and lay.zero_group != lay.dp * lay.cp:
+        raise GpuplanError("trace does not simulate hybrid sharding (zero_group): drop layout.zero_group")
+    return nd if lay.zero >= 2 else 1
+
+
+def choose_device(fidelity: str) -> tuple[torch.device, list[str]]:
+    """cpu fakes always work; cuda fakes need a CUDA build of torch (the fake tensors then claim a
+    GPU, so SDPA and autocast pick the GPU kernels). Otherwise fall back and say so."""
+    if fidelity == "cuda":
+        if torch.backends.cuda.is_built() and torch.cuda.is_available():
+            return torch.device("cuda"), []
+        return torch.device("cpu"), [
+            f"--fidelity cuda not possible: torch {torch.__version__} is "
+            f"{'a CPU-only build' if not torch.backends.cuda.is_built() else 'a CUDA build without a device'}; "
+            "traced with cpu fakes instead (CPU flash attention saves the same tensors as CUDA flash)"]
+    return torch.device("cpu"), []
+
+
+def _to_loss(out: Any, labels: torch.Tensor | None) -> tuple[torch.Tensor, str | None]:
+    if isinstance(out, torch.Tensor) and out.dim() == 0:
+        return out, None
+    loss = getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0:
+        return loss, None
+    if isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor) and out[0].dim() == 0:
+        return out[0], None
+    logits = getattr(out, "logits", out)
+    if isinstance(logits, tuple | list) and logits:
+        logits = logits[0]
+    if not isinstance(logits, torch.Tensor):
+        raise GpuplanError(f"forward() returned {type(out).__name__}: return a loss, logits or a tensor")
+    if labels is not None and logits.dim() == 3 and logits.shape[:2] == labels.shape:
+        return causal_lm_loss(logits, labels), None
+    return logits.float().square().mean(), "forward() returned no loss: the trace used mean(output²) as the loss"
+
+
+def _step(model: nn.Module, opt: torch.optim.Optimizer, args: tuple, kwargs: dict, labels: torch.Tensor | None,
+          tr: StepTracker | None, params: list[nn.Parameter]) -> str | None:
+    phase = tr.set_phase if tr is not None else (lambda _p: None)
+    phase("forward")
+    try:
+        out = model(*args, **kwargs)
+    except GpuplanError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the user's forward on the inputs we made
+        raise GpuplanError(f"the model's forward() failed on the traced inputs ({type(err).__name__}: "
+                           f"{str(err).splitlines()[0] if str(err) else ''}); give a matching "
+                           "--input-factory package.module:function(batch, seq_len)") from None
+    with tr.loss_scope() if tr is not None else nullcontext():
+        loss, note = _to_loss(out, labels)
+    del out
+    phase("backward")
+    loss.backward()
+    del loss
+    phase("optimizer")
+    if tr is not None:
+        tr.register([p.grad for p in params if p.grad is not None], "gradients")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    phase("end")
+    return note
+
+
+def _fsdp_unsharded(model: nn.Module) -> list[torch.Tensor]:
+    """FSDP2's all-gather outputs (unsharded parameters); private API, so best effort."""
+    out: list[torch.Tensor] = []
+    try:
+        from torch.distributed.fsdp import FSDPModule
+
+        for mod in model.modules():
+            if isinstance(mod, FSDPModule):
+                group = mod._get_fsdp_state()._fsdp_param_group
+                for fp in group.fsdp_params if group is not None else []:
+                    out.extend(getattr(fp, "all_gather_outputs", []) or [])
+    except Exception:  # noqa: BLE001 - layout of private FSDP internals changed: they count as temporaries
+        return []
+    return out
+
+
+def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | None = None,
+              fidelity: str = "cpu") -> TraceResult:
+    t0 = time.perf_counter()
+    lay = complete_layout(sc)
+    nd = check_layout_traceable(lay)
+    tr_cfg = sc.training
+    if tr_cfg.precision not in DTYPES:
+        raise GpuplanError(f"trace runs bf16, fp16, bf16-pure and fp32; precision {tr_cfg.precision} needs "
+                           "Transformer Engine kernels that do not run on fake tensors")
+    if tr_cfg.method != "full":
+        raise GpuplanError(f"trace runs full training; method {tr_cfg.method} (adapters) is not traced yet")
+    device, notes = choose_device(fidelity)
+    fsdp = nd > 1
+    mixed = tr_cfg.precision in MIXED
+    compute = DTYPES[tr_cfg.precision]
+    param_dtype = torch.float32 if (mixed and fsdp) else compute
+    if module:
+        factory, source = load_factory(module, "--module"), f"--module {module}"
+    else:
+        eager = tr_cfg.attention == "eager"
+        factory, source = (lambda: CausalLM(sc.model, eager=eager)), f"model {sc.model.name}"
+    infac = load_factory(input_factory, "--input-factory") if input_factory else None
+    model = build_on_meta(factory, param_dtype, source)
+    notes += apply_recompute(model, lay.recompute)
+
+    pg = _init_fake_pg(nd) if fsdp else None
+    try:
+        fm = FakeTensorMode()
+        with fm:
+            materialize(model, device)
+            if fsdp:
+                _shard(model, pg, lay.zero, compute if mixed else None, notes)
+            params = [p for p in model.parameters() if p.requires_grad]
+            n_params = sum(p.numel() for p in params)  # DTensor: the global count
+            opt = make_optimizer(params, tr_cfg.optimizer, tr_cfg.optimizer_impl, master_fp32=mixed and not fsdp)
+            vocab = sc.model.vocab if not module else None
+            with torch.device(device):
+                args, kwargs, labels = make_inputs(model, lay.micro_batch, tr_cfg.seq_len, infac, vocab)
+            _step(model, opt, args, kwargs, labels, None, params)  # warm-up: lazy optimizer state, FSDP init
+            tracker = StepTracker()
+            handles = tracker.watch_modules(model)
+            if not fsdp:
+                for p in params:
+                    p.register_post_accumulate_grad_hook(
+                        lambda p: tracker.reclassify(p.grad, "gradients", ("temporaries", "activations")))
+            with tracker.tracking():
+                tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+                tracker.register([v for st in opt.state.values() for v in st.values()], "optimizer")
+                tracker.register(_fsdp_unsharded(model), "fsdp_unsharded")
+                tracker.register([*args, *kwargs.values(), labels], "temporaries")
+                tracker.reset_peak()
+                tracker.mark("start")
+                note = _step(model, opt, args, kwargs, labels, tracker, params)
+            for h in handles:
+                h.remove()
+    finally:
+        if pg is not None:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    if note:
+        notes.append(note)
+    return _result(tracker, lay, fsdp, device, n_params, lay.micro_batch * tr_cfg.seq_len, notes,
+                   time.perf_counter() - t0)
+
+
+def _init_fake_pg(world: int) -> Any:
+    """A fake process group of ``world`` ranks (this process is rank 0) and a 1-D device mesh."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group(backend="fake", store=FakeStore(), rank=0, world_size=world)
+    return init_device_mesh("cpu", (world,))
+
+
+def _shard(model: nn.Module, mesh: Any, zero: int, param_dtype: torch.dtype | None, notes: list[str]) -> None:
+    """FSDP2: ``fully_shard`` each block, then the root (torchtitan's order)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32) if param_dtype else \
+        MixedPrecisionPolicy()
+    blocks = blocks_of(model)
+    if not blocks:
+        notes.append("no nn.ModuleList of blocks: FSDP wraps the whole model as one unit")
+    for b in blocks:
+        fully_shard(b, mesh=mesh, mp_policy=mp, reshard_after_forward=zero == 3)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=zero == 3)
+
+
+def _result(tr: StepTracker, lay: Layout, fsdp: bool, device: torch.device, n_params: int, tokens: int,
+            notes: list[str], wall_s: float) -> TraceResult:
+    fwd = sum(v for (ph, _k), v in tr.flops.items() if ph == "forward")
+    bwd = sum(v for (ph, _k), v in tr.flops.items() if ph == "backward")
+    rec = sum(v for (ph, _k), v in tr.flops.items() if ph == "recompute")
+    flash_extra = tr.flash_bwd_flops * (1 - FLASH_BWD_MODEL_SHARE)
+    flops = {
+        "forward": fwd, "backward": bwd, "recompute": rec,
+        "attention_forward": tr.flops.get(("forward", "attention"), 0.0),
+        "attention_backward": tr.flops.get(("backward", "attention"), 0.0),
+        "flash_backward_recompute": flash_extra,
+        "model": fwd + bwd - flash_extra,           # PaLM convention: no recomputation of any kind
+        "hardware": fwd + bwd + rec,                 # what the kernels execute (flash bwd recompute included)
+    }
+    timeline = list(tr.timeline)
+    return TraceResult(peak=tr.peak, peak_phase=tr.peak_phase, peak_by_cat=dict(tr.peak_by_cat),
+                       max_by_cat=dict(tr.cat_max), phase_max=dict(tr.phase_max), timeline=timeline, flops=flops,
+                       flops_by_module=dict(tr.module_flops), saved_by_module=dict(tr.saved_by_module),
+                       tokens=tokens, params=n_params, layout=lay, fsdp=fsdp, device=device.type,
+                       wall_s=wall_s, notes=notes)
