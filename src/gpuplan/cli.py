@@ -28,7 +28,7 @@ FLAG_KEYS = {
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
     "dp_overlap": "layout.dp_overlap",
 }
-LATER = {"trace": 5, "profile": 6, "calibrate": 6, "export": 7}
+LATER = {"trace": 5, "profile": 6, "calibrate": 6}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,11 +46,17 @@ def _scenario_flags(p: argparse.ArgumentParser) -> None:
                        help=f"scenario {key}")
 
 
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plot", metavar="FILE", help="pictures: FILE.png, .svg or .html (needs gpuplan[plot])")
+    p.add_argument("--report", metavar="FILE", help="a report for a design doc: FILE.md or .html")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ev = sub.add_parser("evaluate", help="memory (and, later, time and cost) of one configuration")
     _scenario_flags(ev)
+    _output_flags(ev)
     ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
     _scenario_flags(ft)
     ft.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest count to try (default 16384)")
@@ -63,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
     pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
+    _output_flags(pl)
+    ex = sub.add_parser("export", help="the planned or given layout as a framework's launch config")
+    _scenario_flags(ex)
+    ex.add_argument("--to", required=True, choices=["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"],
+                    help="target framework")
+    ex.add_argument("-o", "--output", metavar="FILE", help="write the config to FILE (default: print it)")
+    ex.add_argument("--objective", default="time", choices=["time", "cost"],
+                    help="when the layout is open: plan, then export the best by time or cost")
+    ex.add_argument("--max-gpus", dest="max_gpus", default="16384", help="when planning: largest GPU count")
     gp = sub.add_parser("gpus", help="the GPU catalogue")
     gp.add_argument("--json", action="store_true")
     md = sub.add_parser("models", help="the model catalogue")
@@ -120,6 +135,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     scs, is_list = _parse_all(args)
     results = [evaluate_safely(sc) for sc in scs] if is_list else [evaluate(scs[0])]
+    _write_outputs(args, results, "evaluate")
     if args.json:
         print(dumps(results if is_list else results[0]))
     else:
@@ -205,6 +221,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     }
     if kwargs["max_gpus"] < 1 or kwargs["top_k"] < 1:
         raise GpuplanError("--max-gpus and --top must be at least 1")
+    from gpuplan.progress import for_command
+
+    kwargs["progress"] = bar = for_command("planning", args.json)
     results = []
     for sc in scs:
         if not isinstance(sc, Scenario):
@@ -216,10 +235,51 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if not is_list:
                 raise
             results.append({"error": str(err)})
+    bar.close()
+    _write_outputs(args, results, "plan")
     if args.json:
         print(dumps(results if is_list else results[0]))
     else:
         print("\n\n".join(plan_text(r, explain=args.explain) for r in results))
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> None:
+    """--plot and --report: files beside the printed result; a line on stderr names each."""
+    if getattr(args, "plot", None):
+        from gpuplan import plots
+
+        for path in plots.write(results, args.plot, kind):
+            print(f"gpuplan: wrote {path}", file=sys.stderr)
+    if getattr(args, "report", None):
+        from gpuplan import report_doc
+
+        print(f"gpuplan: wrote {report_doc.write(results, args.report, kind)}", file=sys.stderr)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from gpuplan.export import export_scenario
+    from gpuplan.report import dumps
+    from gpuplan.units import parse_count
+
+    scs, is_list = _parse_all(args)
+    if is_list:
+        raise GpuplanError("export takes one scenario: give a file with a single scenario")
+    ex, how = export_scenario(scs[0], args.to, objective=args.objective,
+                              max_gpus=int(parse_count(args.max_gpus, "--max-gpus")))
+    if args.json:
+        print(dumps({"target": ex.target, "filename": ex.filename, "config": ex.config, "text": ex.text,
+                     "notes": list(ex.notes), "layout_from": how}))
+        return 0
+    print(f"gpuplan: {how}", file=sys.stderr)
+    if ex.filename.endswith(".json"):  # JSON has no comments: the notes go to stderr
+        for n in ex.notes:
+            print(f"gpuplan: note: {n}", file=sys.stderr)
+    if args.output:
+        Path(args.output).write_text(ex.text, encoding="utf-8")
+        print(f"gpuplan: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(ex.text)
     return 0
 
 
@@ -294,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                                "`gpuplan evaluate` and `gpuplan fit` work today")
         args = build_parser().parse_args(argv)
         handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,
-                   "validate": cmd_validate}
+                   "validate": cmd_validate, "export": cmd_export}
         return handler[args.command](args)
     except GpuplanError as err:
         print(f"gpuplan: error: {err}", file=sys.stderr)

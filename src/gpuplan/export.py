@@ -563,3 +563,23 @@ def export(est: dict, target: str, model: Any = None) -> Export:
 
 def notes_text(ex: Export) -> str:
     return "".join(f"# note: {n}\n" for n in ex.notes)
+
+
+def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int = 16384) -> tuple[Export, str]:
+    """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
+    else the best layout ``plan`` finds. Returns the export and a line saying which it was."""
+    from gpuplan.estimate import evaluate
+
+    if "tp" in sc.layout and "pp" in sc.layout:
+        est = evaluate(sc)
+        how = f"exporting the scenario's layout on {sc.hardware.gpus} GPUs"
+    else:
+        from gpuplan.planner import plan
+
+        res = plan(sc, max_gpus=max_gpus, objective=objective)
+        est = res["best"]
+        if est is None:
+            raise GpuplanError("nothing to export: no layout fits (see `gpuplan plan --explain`)")
+        how = (f"layout open (tp/pp not fixed): exporting the best of {res['searched']:,} planned configurations "
+               f"by {objective}, {est['scenario']['hardware']['gpus']}× {est['scenario']['hardware']['gpu']}")
+    return export(est, target, sc.model), how
