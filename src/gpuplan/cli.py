@@ -28,7 +28,7 @@ FLAG_KEYS = {
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
     "dp_overlap": "layout.dp_overlap",
 }
-LATER = {"trace": 5, "profile": 6, "calibrate": 6}
+LATER = {"profile": 6, "calibrate": 6}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
     pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
+    tr = sub.add_parser("trace", help="the real training step on fake tensors: traced vs predicted memory, FLOPs")
+    _scenario_flags(tr)
+    tr.add_argument("--module", help="your model: package.module:factory returning an nn.Module")
+    tr.add_argument("--input-factory", dest="input_factory",
+                    help="package.module:function(batch, seq_len) returning forward()'s inputs")
+    tr.add_argument("--fidelity", default="cpu", choices=["cpu", "cuda"], help="fake device (cuda falls back)")
+    tr.add_argument("--calibrate", action="store_true", help="store traced/predicted ratios per architecture")
     _output_flags(pl)
     ex = sub.add_parser("export", help="the planned or given layout as a framework's launch config")
     _scenario_flags(ex)
@@ -283,6 +290,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from gpuplan.report import dumps
+    from gpuplan.trace.text import trace_all, trace_text
+
+    bare = args.scenario is None and not args.example
+    from_params = bool(args.module) and bare and args.model is None
+    if from_params:
+        args.model = "{params: 1e9}"  # replaced by the traced parameter count
+    if bare and args.gpu is None:
+        args.gpu = "h100-sxm"
+    scs, is_list = _parse_all(args)
+    results = trace_all(scs, is_list, module=args.module, input_factory=args.input_factory,
+                        fidelity=args.fidelity, calibrate=args.calibrate, predicted_from_params=from_params)
+    if args.json:
+        print(dumps(results if is_list else results[0]))
+    else:
+        print("\n\n".join(trace_text(r) for r in results))
+    return 0
+
+
 def cmd_gpus(args: argparse.Namespace) -> int:
     from gpuplan.hardware import gpus
     from gpuplan.report import dumps, table
@@ -355,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,
                    "validate": cmd_validate, "export": cmd_export}
+        handler["trace"] = cmd_trace
         return handler[args.command](args)
     except GpuplanError as err:
         print(f"gpuplan: error: {err}", file=sys.stderr)
