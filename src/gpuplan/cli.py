@@ -16,6 +16,7 @@ FLAG_KEYS = {
     "gpu": "hardware.gpu", "gpus": "hardware.gpus", "gpus_per_node": "hardware.gpus_per_node",
     "scale_up": "hardware.scale_up", "scale_out": "hardware.scale_out", "price": "hardware.price_per_gpu_hour",
     "power_limit": "hardware.power_limit_w",
+    "calibration": "hardware.calibration",
     "seq_len": "training.seq_len", "global_batch": "training.global_batch",
     "global_batch_tokens": "training.global_batch_tokens", "tokens": "training.tokens",
     "steps": "training.steps", "precision": "training.precision", "optimizer": "training.optimizer",
@@ -28,7 +29,7 @@ FLAG_KEYS = {
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
     "dp_overlap": "layout.dp_overlap",
 }
-LATER = {"profile": 6, "calibrate": 6}
+LATER: dict[str, int] = {}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,12 +37,14 @@ class _Parser(argparse.ArgumentParser):
         raise GpuplanError(f"{message} (see `{self.prog} --help`)")
 
 
-def _scenario_flags(p: argparse.ArgumentParser) -> None:
+def _scenario_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON; a list gives a list of results)")
     p.add_argument("--example", action="store_true", help="use the built-in example scenario")
     p.add_argument("--json", action="store_true", help="print JSON (SI units: bytes, seconds, USD)")
     g = p.add_argument_group("scenario fields (override the file)")
     for dest, key in FLAG_KEYS.items():
+        if dest in skip:
+            continue
         g.add_argument("--" + dest.replace("_", "-"), dest=dest, metavar=key.split(".")[-1].upper(),
                        help=f"scenario {key}")
 
@@ -85,6 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--objective", default="time", choices=["time", "cost"],
                     help="when the layout is open: plan, then export the best by time or cost")
     ex.add_argument("--max-gpus", dest="max_gpus", default="16384", help="when planning: largest GPU count")
+    pr = sub.add_parser("profile", help="a short real trial run (torchrun + FSDP2): measured vs predicted")
+    _scenario_flags(pr, skip=("steps",))  # --steps here counts the trial's measured steps
+    pr.add_argument("--device", default="cuda", help="cuda (default) or cpu (gloo; runs anywhere)")
+    pr.add_argument("--nproc", default="1", help="processes (GPUs) per node")
+    pr.add_argument("--nnodes", default="1", help="nodes (pass torchrun's rendezvous options after --)")
+    pr.add_argument("--steps", default="5", help="measured steps (default 5)")
+    pr.add_argument("--warmup", default="2", help="warm-up steps (default 2)")
+    pr.add_argument("--timeout", default="600", help="seconds before the trial is stopped (default 600)")
+    pr.add_argument("--find-max-batch", dest="find_max_batch", action="store_true",
+                    help="bisect the largest micro-batch that fits (each try a fresh run)")
+    pr.add_argument("--store", help="SQLite store of runs (default $GPUPLAN_STORE or ~/.cache/gpuplan)")
+    pr.add_argument("--no-store", dest="no_store", action="store_true", help="do not record this run")
+    pr.add_argument("torchrun_args", nargs="*", help="after --: torchrun rendezvous options for several nodes")
+    ca = sub.add_parser("calibrate", help="fit correction factors from the stored trial runs")
+    ca.add_argument("--store", help="SQLite store of runs (default $GPUPLAN_STORE or ~/.cache/gpuplan)")
+    ca.add_argument("--json", action="store_true")
     gp = sub.add_parser("gpus", help="the GPU catalogue")
     gp.add_argument("--json", action="store_true")
     md = sub.add_parser("models", help="the model catalogue")
@@ -100,7 +119,8 @@ def _raw_scenarios(args: argparse.Namespace) -> tuple[list[Any], Path | None, bo
     """The file's scenario(s) with the flags merged in; ``is_list`` says whether to print a list."""
     from gpuplan.scenario import merge_flags, read_file
 
-    flags = {key: getattr(args, dest) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None}
+    flags = {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()
+             if not (dest == "steps" and args.command == "profile") and getattr(args, dest) is not None}
     if args.example:
         if args.scenario:
             raise GpuplanError("give a scenario file or --example, not both")
@@ -251,6 +271,54 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from gpuplan.profile.run import profile
+    from gpuplan.profile.store import Store
+    from gpuplan.report import dumps, profile_text
+    from gpuplan.units import parse_count, parse_duration
+
+    scs, is_list = _parse_all(args)
+    if is_list:
+        raise GpuplanError("profile runs one scenario at a time: give a file with a single scenario")
+    n = {k: int(parse_count(getattr(args, k), f"--{k}")) for k in ("nproc", "nnodes", "steps", "warmup")}
+    if n["steps"] < 1 or n["warmup"] < 0 or n["nnodes"] < 1:
+        raise GpuplanError("--steps must be at least 1, --warmup at least 0, --nnodes at least 1")
+    store = None if args.no_store else Store(args.store)
+    rep = profile(scs[0], device=args.device, nproc=n["nproc"], nnodes=n["nnodes"], steps=n["steps"],
+                  warmup=n["warmup"], timeout_s=parse_duration(args.timeout, "--timeout"),
+                  find_max_batch=args.find_max_batch, extra_args=args.torchrun_args or None)
+    if store is not None and not rep["oom"]:
+        rep["stored"] = store.add_run(kind="profile", gpu=rep["gpu"], model=rep["scenario"]["model"],
+                                      layout=rep["scenario"]["layout"], scenario=rep["scenario"],
+                                      measured=rep["measured"], predicted=rep["predicted"])
+        rep["store"] = str(store.path)
+    print(dumps(rep) if args.json else profile_text(rep))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from gpuplan.profile.calibrate import calibrate
+    from gpuplan.profile.store import Store
+    from gpuplan.report import dumps
+
+    res = calibrate(Store(args.store))
+    if args.json:
+        print(dumps(res))
+        return 0
+    if not res["gpus"]:
+        print(f"no GPU trial runs in {res['store']}: run `gpuplan profile --device cuda` first")
+        return 0
+    for gpu, r in res["gpus"].items():
+        def pct(x: float | None) -> str:
+            return "-" if x is None else f"{x:.1%}"
+        print(f"{gpu}: {r['runs']} runs; memory ×{r['memory_factor']:.3f} (error {pct(r['memory_error_before'])} → "
+              f"{pct(r['memory_error_after'])}), throughput ×{r['compute_factor']:.3f} (error "
+              f"{pct(r['throughput_error_before'])} → {pct(r['throughput_error_after'])}); published "
+              f"validation error {pct(r['validation_error_before'])} → {pct(r['validation_error_after'])}")
+    print(f"applied when a scenario sets hardware.calibration: default (store {res['store']})")
+    return 0
+
+
 def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> None:
     """--plot and --report: files beside the printed result; a line on stderr names each."""
     if getattr(args, "plot", None):
@@ -381,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                                "`gpuplan evaluate` and `gpuplan fit` work today")
         args = build_parser().parse_args(argv)
         handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,
-                   "validate": cmd_validate, "export": cmd_export}
+                   "validate": cmd_validate, "export": cmd_export,
+                   "profile": cmd_profile, "calibrate": cmd_calibrate}
         handler["trace"] = cmd_trace
         return handler[args.command](args)
     except GpuplanError as err:

@@ -358,6 +358,11 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -
         if worst is None or mem["total"] > worst["total"]:
             worst = mem
     assert worst is not None
+    if hw.memory_factor != 1.0:  # a correction fitted on the user's own measured runs
+        extra = (hw.memory_factor - 1.0) * worst["total"]
+        worst["total"] += extra
+        worst["other"] += extra
+        worst["detail"]["calibration"] = extra
     worst["capacity"] = hw.gpu.usable_memory_bytes
     worst["fits"] = worst["total"] <= worst["capacity"]
     worst["headroom"] = worst["capacity"] - worst["total"]

@@ -178,3 +178,32 @@ def plan_text(res: dict, explain: bool = False) -> str:
         for reason, n in sorted(res["rejected"].items(), key=lambda kv: -kv[1]):
             lines.append(f"  {n:>8,}  {reason}")
     return "\n".join(lines)
+
+
+def profile_text(rep: dict) -> str:
+    lay = layout_str(rep["scenario"]["layout"])
+    lines = [f"trial run on {rep['world']}× {rep['gpu']} ({rep['device']}), layout {lay}"]
+    if rep["oom"]:
+        lines.append("OUT OF MEMORY")
+    else:
+        mm, pm = rep["measured"]["memory"], rep["predicted"]["memory"]
+        rows = [[k, fmt_gib(mm[k], 3), fmt_gib(pm[k], 3), f"{mm[k] / pm[k]:.3f}" if pm[k] else "-"]
+                for k in ("weights", "gradients", "optimizer")]
+        p_states = pm["weights"] + pm["gradients"] + pm["optimizer"]
+        rows.append(["model states", fmt_gib(mm["model_states"], 3), fmt_gib(p_states, 3),
+                     f"{mm['model_states'] / p_states:.3f}"])
+        if mm["total"]:
+            rows.append(["peak allocated", fmt_gib(mm["total"], 2), fmt_gib(pm["total"], 2),
+                         f"{mm['total'] / pm['total']:.3f}"])
+            rows.append(["peak reserved", fmt_gib(mm["reserved"], 2), "", ""])
+        lines.append(table(["memory per GPU (GiB)", "measured", "predicted", "ratio"], rows))
+        mt, pt = rep["measured"]["time"], rep["predicted"]["time"]
+        lines.append(f"step {mt['step_s']:.3f} s, {mt['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU"
+                     + (f" (predicted {pt['tokens_per_s_per_gpu']:,.0f}, MFU {mt['mfu']:.1%})"
+                        if rep["device"] == "cuda" and mt.get("mfu") is not None else ""))
+        if rep.get("max_micro_batch"):
+            lines.append(f"largest micro-batch that fits: {rep['max_micro_batch']}")
+    lines += [f"advice: {a}" for a in rep.get("advice", [])]
+    if rep.get("stored"):
+        lines.append(f"recorded as run {rep['stored']} in {rep['store']}")
+    return "\n".join(lines)

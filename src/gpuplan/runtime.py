@@ -201,6 +201,8 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
         if best is None or f + b + r > best[0] + best[1] + best[2]:
             best = (f, b, r, rp)
     t_f, t_b, t_r, rp = best
+    if hw.compute_factor != 1.0:  # a correction fitted on the user's own measured runs
+        t_f, t_b, t_r = t_f / hw.compute_factor, t_b / hw.compute_factor, t_r / hw.compute_factor
     layers_here = rp.dense_layers + rp.moe_layers
 
     # ---- communication per micro-batch --------------------------------------------------------

@@ -18,7 +18,8 @@ from gpuplan.spec import LORA_TARGETS_ALL, Hardware, Layout, Training, check_lay
 from gpuplan.units import parse_count, parse_money
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
-HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w")
+HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
+                 "calibration")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
@@ -35,6 +36,7 @@ class Scenario:
     hardware: Hardware
     training: Training
     layout: dict[str, Any] = field(default_factory=dict)  # partial: what the user fixed
+    model_ref: Any = None  # the model reference as given (resolved path, mapping or name)
 
     def with_gpus(self, gpus: int) -> Scenario:
         return replace(self, hardware=replace(self.hardware, gpus=gpus))
@@ -136,6 +138,17 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         power_limit_w=parse_count(hw_raw["power_limit_w"], "hardware.power_limit_w")
         if hw_raw.get("power_limit_w") is not None else None,
     )
+    if hw_raw.get("calibration"):  # factors fitted by `gpuplan calibrate` on the user's own runs
+        from gpuplan.profile.store import Store
+
+        ref = str(hw_raw["calibration"])
+        store = Store(None if ref in ("default", "true", "yes") else ref)
+        factors = store.calibration(hardware.gpu.id)
+        store.close()
+        if factors is None:
+            raise GpuplanError(f"hardware.calibration: the store {store.path} has no calibration for "
+                               f"{hardware.gpu.id}: run `gpuplan profile` on it, then `gpuplan calibrate`")
+        hardware = replace(hardware, memory_factor=factors[0], compute_factor=factors[1])
 
     tr_raw = dict(raw.get("training") or {})
     _check_keys(tr_raw, TRAINING_KEYS, "training")
@@ -177,7 +190,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
             layout[key] = str(value).lower()
     name = raw.get("name")
     return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
-                    training=training, layout=layout)
+                    training=training, layout=layout, model_ref=model_ref)
 
 
 def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
@@ -207,7 +220,8 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
         "model": sc.model.name,
         "hardware": {"gpu": hw.gpu.id, "gpus": hw.gpus, "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
                      "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
-                     "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w},
+                     "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w,
+                     "memory_factor": hw.memory_factor, "compute_factor": hw.compute_factor},
         "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch, "tokens": tr.tokens,
                      "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
                      "optimizer_impl": tr.optimizer_impl,

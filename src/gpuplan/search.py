@@ -189,7 +189,7 @@ class Search:
             return False
         self.searched += 1
         parts = self._peak(tr, split, shard, rec, sp, off)
-        total = parts[0]
+        total = parts[0] * hw.memory_factor
         cap = hw.gpu.usable_memory_bytes
         if total > cap:
             self.rejected[self._reason(parts)] += 1

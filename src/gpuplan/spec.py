@@ -98,6 +98,8 @@ class Hardware:
     scale_out: Fabric | None
     price_per_gpu_hour: float | None
     power_limit_w: float | None = None  # a board power cap below TDP lowers the sustained clock
+    memory_factor: float = 1.0   # measured/predicted peak memory from `gpuplan calibrate` (1 = none)
+    compute_factor: float = 1.0  # measured/predicted throughput from `gpuplan calibrate` (1 = none)
 
     def __post_init__(self) -> None:
         _positive(self.gpus, "hardware.gpus")

@@ -79,7 +79,8 @@ def score_runs(only: str | None = None) -> dict[str, Any]:
         est["_peak16"] = g.get("bf16") or g.get("fp16")
         published, metric = published_tokens_per_s_per_gpu(run, est)
         predicted = est["time"]["tokens_per_s_per_gpu"]
-        rows.append({"id": run["id"], "metric": metric, "published": published, "predicted": predicted,
+        rows.append({"id": run["id"], "gpu": sc.hardware.gpu.id,
+                     "metric": metric, "published": published, "predicted": predicted,
                      "error": predicted / published - 1, "calibration": bool(run.get("calibration")),
                      "mfu_predicted": est["time"]["mfu"], "source": run["source"]})
     return {"rows": rows, "skipped": skipped, "summary": summarize(rows)}

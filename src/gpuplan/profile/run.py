@@ -1,0 +1,165 @@
+"""``gpuplan profile``: run the trial, put measured beside predicted, advise, remember."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.estimate import evaluate
+from gpuplan.hardware import get_gpu
+from gpuplan.hardware import gpus as catalogue_gpus
+from gpuplan.profile.launch import check_devices, run_trial
+from gpuplan.scenario import Scenario, complete_layout, normalized
+
+GiB = 2**30
+
+
+def _gpu_of(device_name: str, fallback: str) -> str:
+    """Catalogue id of the GPU torch reports ("NVIDIA H200" → h200); the scenario's when unknown."""
+    name = device_name.lower().replace("nvidia", "").strip()
+    for cand in (name, name.replace(" ", "-")):
+        try:
+            return get_gpu(cand).id
+        except GpuplanError:
+            pass
+    for g in catalogue_gpus():
+        if g.id.split("-")[0] in name.split():
+            return g.id
+    return fallback
+
+
+def measured_block(results: list[dict], tokens_per_step: int, model_flops_per_token: float, peak16: float,
+                   world: int) -> dict:
+    """The most loaded rank's memory and the slowest rank's time, in the Estimate's keys."""
+    worst = max(results, key=lambda r: (r.get("peak_allocated") or 0, r["param_bytes"] + r["grad_bytes"]
+                                        + r["optimizer_bytes"]))
+    states = worst["param_bytes"] + worst["grad_bytes"] + worst["optimizer_bytes"]
+    peak = worst.get("peak_allocated")
+    reserved = worst.get("peak_reserved")
+    step = statistics.median(max(r["step_s"][i] for r in results) for i in range(len(results[0]["step_s"])))
+    tps = tokens_per_step / step
+    return {
+        "memory": {"weights": worst["param_bytes"], "gradients": worst["grad_bytes"],
+                   "optimizer": worst["optimizer_bytes"], "model_states": states,
+                   "activations": (peak - states) if peak is not None else None, "total": peak,
+                   "reserved": reserved,
+                   "fragmentation": (1 - peak / reserved) if peak and reserved else None,
+                   "capacity": worst.get("device_total_memory")},
+        "time": {"step_s": step, "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / world,
+                 "mfu": model_flops_per_token * tps / (world * peak16) if peak16 else None},
+    }
+
+
+def advise(sc: Scenario, measured: dict, predicted: dict, oom: bool) -> list[str]:
+    out = []
+    if oom:
+        lay = predicted["scenario"]["layout"]
+        fixes = [f for f in ("micro_batch=1" if lay["micro_batch"] > 1 else "",
+                             "recompute=full" if lay["recompute"] != "full" else "",
+                             "zero=3" if lay["zero"] < 3 else "", "more GPUs") if f]
+        return [f"out of memory on the first steps: try {', '.join(fixes)} (`gpuplan plan` ranks them)"]
+    cap = measured["memory"]["capacity"]
+    used = measured["memory"]["reserved"] or measured["memory"]["total"]
+    if cap and used:
+        share = used / cap
+        if share < 0.6:
+            out.append(f"you use {used / GiB:.0f} of {cap / GiB:.0f} GiB ({share:.0%}): raise the micro-batch "
+                       "(`--find-max-batch` measures the largest that fits) or take a smaller, cheaper GPU type")
+    return out
+
+
+def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: int = 5, warmup: int = 2,
+            timeout_s: float = 600, find_max_batch: bool = False, max_micro_batch: int = 64,
+            extra_args: list[str] | None = None, raw: dict | None = None) -> dict[str, Any]:
+    check_devices(device, nproc)
+    world = nproc * nnodes
+    sc = replace(sc, hardware=replace(sc.hardware, gpus=world, gpus_per_node=max(nproc, 1)))
+    lay = complete_layout(sc)
+    if lay.tp > 1 or lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
+        raise GpuplanError("trial runs use FSDP2 (data parallel, zero 0-3): set tp, pp, cp and ep to 1")
+    if lay.recompute not in ("none", "full"):
+        raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
+
+    def attempt(micro_batch: int) -> tuple[list[dict], Scenario]:
+        trial = replace(sc, layout={**sc.layout, "micro_batch": micro_batch})
+        return run_trial(_raw(trial), device=device, nproc=nproc, steps=steps, warmup=warmup,
+                         timeout_s=timeout_s, extra_args=extra_args), trial
+
+    results, trial = attempt(lay.micro_batch)
+    oom = any(r.get("oom") for r in results)
+    failed = [r for r in results if not r.get("ok") and not r.get("oom")]
+    if failed:
+        raise GpuplanError(f"rank {failed[0]['rank']} failed: {failed[0]['error']}")
+    gpu_id = _gpu_of(results[0].get("device_name", "cpu"), sc.hardware.gpu.id) if device == "cuda" \
+        else sc.hardware.gpu.id
+    if gpu_id != sc.hardware.gpu.id:
+        from gpuplan.hardware import make_hardware
+
+        hw = make_hardware(gpu_id, gpus=world, gpus_per_node=nproc)
+        sc = replace(sc, hardware=hw)
+        trial = replace(trial, hardware=hw)
+    predicted = evaluate(trial)
+    report: dict[str, Any] = {"device": device, "gpu": gpu_id if device == "cuda" else "cpu", "world": world,
+                              "predicted": {"memory": predicted["memory"], "time": predicted["time"]},
+                              "scenario": predicted["scenario"], "oom": oom}
+    if oom:
+        report["advice"] = advise(sc, {}, predicted, True)
+        return report
+    peak16 = sc.hardware.gpu.peak_flops.get("bf16") if device == "cuda" else None
+    measured = measured_block(results, results[0]["tokens_per_step"], predicted["time"]["model_flops_per_token"],
+                              peak16, world)
+    report["measured"] = measured
+    pm, mm = predicted["memory"], measured["memory"]
+    p_states = pm["weights"] + pm["gradients"] + pm["optimizer"]
+    report["ratio"] = {
+        "model_states": mm["model_states"] / p_states if p_states else None,
+        "total": mm["total"] / pm["total"] if mm["total"] else None,
+        "tokens_per_s": measured["time"]["tokens_per_s"] / predicted["time"]["tokens_per_s"]
+        if device == "cuda" else None,
+    }
+    report["advice"] = advise(sc, measured, predicted, False)
+    if find_max_batch:
+        report["max_micro_batch"] = _bisect(attempt, lay.micro_batch, max_micro_batch)
+    return report
+
+
+def _raw(sc: Scenario) -> dict:
+    """A scenario mapping the worker can parse again (the model as its normalized reference)."""
+    lay = dict(sc.layout)
+    n = normalized(sc, complete_layout(sc))
+    hw = {k: n["hardware"][k] for k in ("gpu", "gpus", "gpus_per_node")}
+    tr = {k: v for k, v in n["training"].items() if v is not None and k in (
+        "seq_len", "global_batch", "precision", "optimizer", "method", "attention")}
+    return {"model": _model_ref(sc), "hardware": hw, "training": tr, "layout": lay}
+
+
+def _model_ref(sc: Scenario) -> Any:
+    return sc.model_ref if sc.model_ref is not None else sc.model.name
+
+
+def _bisect(attempt, start: int, cap: int) -> int:
+    """Largest micro-batch that trains without running out of memory: double, then bisect.
+    Each try is a fresh torchrun, so memory is released between tries."""
+    def fits(mb: int) -> bool:
+        res, _ = attempt(mb)
+        return not any(r.get("oom") for r in res)
+
+    good, bad = start, None
+    mb = start * 2
+    while mb <= cap:
+        if fits(mb):
+            good, mb = mb, mb * 2
+        else:
+            bad = mb
+            break
+    if bad is None:
+        return good
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
