@@ -89,7 +89,6 @@ def test_list_file_gives_list_with_error_entry(tmp_path):
     (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--scale-out", "nvlink4"], "scale_out"),
     (["evaluate"], "give a scenario file"),
     (["evaluate", "missing.yaml"], "not found"),
-    (["trace", "--model", "llama-3.1-8b"], "not built yet"),
     (["evaluate", "--bogus"], "unrecognized arguments"),
 ])
 def test_bad_input_is_one_clear_line_exit_2(args, needle):
