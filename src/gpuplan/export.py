@@ -96,9 +96,11 @@ def deepspeed(est: dict) -> Export:
         if prec == "fp8":
             notes.append("fp8: DeepSpeed's config has no fp8 switch; FP8 matmuls come from the model code "
                          "(Transformer Engine); bf16 set for the rest")
-        if prec == "bf16-pure":
-            notes.append("bf16-pure: DeepSpeed keeps fp32 master weights with bf16; pure-bf16 states need "
-                         "the model code (e.g. a bf16 optimizer) — the memory plan assumed 2-byte states")
+        if prec == "bf16-pure" and lay["zero"] > 0:
+            cfg["bf16"].update(bf16_master_weights_and_grads=True, bf16_optimizer_states=True)
+        elif prec == "bf16-pure":
+            notes.append("bf16-pure: DeepSpeed's bf16 master weights and optimizer states need ZeRO ≥ 1; "
+                         "with stage 0 it keeps fp32 master weights (more memory than planned)")
     zero: dict[str, Any] = {"stage": lay["zero"]}
     if lay["zero"] > 0:
         zero["overlap_comm"] = bool(lay.get("dp_overlap", True))

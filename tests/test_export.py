@@ -1,0 +1,289 @@
+"""Exports round-trip through each target's own parser where it installs here (DeepSpeed,
+accelerate, torchrun), else through a faithful copy of its names (Megatron-LM, torchtitan).
+Optional packages come from the ``export`` extra; their tests skip cleanly without them."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import tomllib
+
+import pytest
+import yaml
+from conftest import make
+
+from gpuplan.cli import main
+from gpuplan.estimate import evaluate
+from gpuplan.export import TARGETS, export, megatron_args, torchrun_args
+
+# Layouts that exercise each mapping: TP×PP with ZeRO-2 (the built-in example), hybrid-sharded
+# ZeRO-3 with parameter offload and full recompute, plain DDP on one node, interleaved pipeline
+# with context parallelism, an MoE with expert parallelism, and pure bf16.
+CASES = {
+    "tp4-pp4-zero2": dict(model="llama-3.1-70b", gpus=64, training={"seq_len": 8192, "global_batch": 512,
+                                                                    "tokens": 1.4e12},
+                          layout={"tp": 4, "pp": 4, "zero": 2, "recompute": "selective-op"}),
+    "hsdp-offload": dict(model="llama-3.1-8b", gpus=64, training={"global_batch": 512},
+                         layout={"tp": 1, "pp": 1, "zero": 3, "zero_group": 8, "offload": "params",
+                                 "recompute": "full"}),
+    "ddp": dict(model="llama-3.1-8b", gpus=8, gpu="h200", training={"global_batch": 64, "seq_len": 2048},
+                layout={"tp": 1, "pp": 1, "zero": 0, "micro_batch": 2, "recompute": "full"}),
+    "interleaved-cp": dict(model="llama-3.1-70b", gpus=128, training={"seq_len": 32768, "global_batch": 64},
+                           layout={"tp": 8, "pp": 4, "cp": 2, "zero": 1, "pp_schedule": "interleaved",
+                                   "virtual_stages": 5, "recompute": "selective"}),
+    "moe-ep": dict(model="mixtral-8x7b", gpus=32, training={"global_batch": 256},
+                   layout={"tp": 2, "pp": 2, "ep": 8, "zero": 1, "recompute": "full", "offload": "optimizer"}),
+    "bf16-pure": dict(model="llama-3.1-8b", gpus=16, training={"global_batch": 128, "precision": "bf16-pure"},
+                      layout={"tp": 2, "pp": 1, "zero": 1}),
+}
+
+
+def _case(name: str) -> tuple[dict, object]:
+    c = dict(CASES[name])
+    sc = make(c.pop("model"), c.pop("gpu", "h100-sxm"), c.pop("gpus"), **c)
+    return evaluate(sc), sc.model
+
+
+@pytest.fixture(params=sorted(CASES))
+def case(request: pytest.FixtureRequest) -> tuple[dict, object]:
+    return _case(request.param)
+
+
+# ---- DeepSpeed: its own config parser (deepspeed.runtime.config.DeepSpeedConfig) ---------------
+
+def test_deepspeed_config_accepted_by_deepspeed(case: tuple[dict, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    dsc = pytest.importorskip("deepspeed.runtime.config")
+    est, _ = case
+    lay = est["scenario"]["layout"]
+    cfg = export(est, "deepspeed").config
+    # DeepSpeedConfig reads the data-parallel world from torch.distributed (÷ sequence_parallel_size):
+    # stand in for an initialised process group of the planned size
+    world = lay["dp"] * (lay["cp"] if "sequence_parallel_size" in cfg else 1)
+    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: world)
+    ds = dsc.DeepSpeedConfig(cfg)
+    gb = est["scenario"]["training"]["global_batch"]
+    assert ds.train_batch_size == gb
+    assert ds.train_micro_batch_size_per_gpu == lay["micro_batch"]
+    assert ds.gradient_accumulation_steps == gb // (lay["dp"] * lay["micro_batch"])
+    assert int(ds.zero_optimization_stage) == max(lay["zero"], 1 if lay["offload"] != "none" else 0)
+    assert ds.bfloat16_config.enabled
+    if lay["zero"] == 3 and lay["zero_group"]:
+        assert ds.zero_config.zero_hpz_partition_size == lay["zero_group"]
+    if lay["offload"] != "none":
+        assert ds.zero_config.offload_optimizer is not None
+    assert (ds.zero_config.offload_param is not None) == (lay["offload"] == "params")
+    if lay["tp"] > 1:
+        assert ds.tensor_parallel_config.autotp_size == lay["tp"]
+
+
+def test_deepspeed_parser_rejects_unknown_zero_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above has teeth: DeepSpeed's ZeRO model forbids unknown keys."""
+    pytest.importorskip("torch")
+    dsc = pytest.importorskip("deepspeed.runtime.config")
+    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: 64)
+    cfg = export(_case("hsdp-offload")[0], "deepspeed").config
+    cfg["zero_optimization"]["zero_hybrid_group"] = 8
+    with pytest.raises(Exception, match="zero_hybrid_group"):
+        dsc.DeepSpeedConfig(cfg)
+
+
+# ---- accelerate: its own config class and `accelerate launch` argument names -----------------
+
+def test_accelerate_yaml_loads_with_accelerate(case: tuple[dict, object], tmp_path) -> None:
+    config_args = pytest.importorskip("accelerate.commands.config.config_args")
+    launch = pytest.importorskip("accelerate.commands.launch")
+    est, _ = case
+    ex = export(est, "accelerate")
+    path = tmp_path / ex.filename
+    path.write_text(ex.text)
+    cfg = config_args.ClusterConfig.from_yaml_file(str(path))  # raises on unknown top-level keys
+    hw, lay = est["scenario"]["hardware"], est["scenario"]["layout"]
+    assert cfg.num_processes == hw["gpus"] and cfg.num_machines == hw["nodes"]
+    # `accelerate launch` copies fsdp_config.X / parallelism_config.X onto its argument X: every key
+    # must be one of the launcher's own argument names
+    dests = {a.dest for a in launch.launch_command_parser()._actions}
+    for key in list(cfg.fsdp_config) + list(cfg.parallelism_config):
+        assert key in dests, key
+    if cfg.parallelism_config:
+        pc = cfg.parallelism_config
+        sizes = [pc[f"parallelism_config_{k}_size"] for k in ("dp_replicate", "dp_shard", "tp", "cp")]
+        assert sizes[0] * sizes[1] * sizes[2] * sizes[3] == hw["gpus"]
+        if lay["zero"] == 3 and lay["zero_group"]:
+            assert pc["parallelism_config_dp_shard_size"] == lay["zero_group"]
+    if lay["pp"] > 1:
+        assert any("pipeline" in n for n in ex.notes)
+
+
+# ---- Megatron-LM: a faithful copy of its argument names --------------------------------------
+# Names, types and choices copied from NVIDIA/Megatron-LM megatron/training/arguments.py
+# (_add_distributed_args, _add_training_args, _add_mixed_precision_args, _add_network_size_args,
+# _add_moe_args; Megatron-Core 0.1x) and the MCore optimizer-offload docs (--optimizer-cpu-offload,
+# --optimizer-offload-fraction). Only flags gpuplan writes are listed; the parser rejects others.
+
+def megatron_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(exit_on_error=False)
+    for name in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+                 "--expert-model-parallel-size", "--num-layers-per-virtual-pipeline-stage", "--micro-batch-size",
+                 "--global-batch-size", "--seq-length", "--max-position-embeddings", "--train-iters",
+                 "--num-distributed-optimizer-instances", "--recompute-num-layers", "--num-layers", "--hidden-size",
+                 "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--kv-channels",
+                 "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size"):
+        p.add_argument(name, type=int)
+    for name in ("--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--overlap-grad-reduce",
+                 "--overlap-param-gather", "--bf16", "--fp16", "--optimizer-cpu-offload", "--group-query-attention",
+                 "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear"):
+        p.add_argument(name, action="store_true")
+    p.add_argument("--recompute-granularity", choices=["full", "selective"])
+    p.add_argument("--recompute-method", choices=["uniform", "block"])
+    p.add_argument("--optimizer-offload-fraction", type=float)
+    p.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
+    p.add_argument("--optimizer", choices=["adam", "sgd"])
+    p.add_argument("--normalization", choices=["LayerNorm", "RMSNorm"])
+    p.add_argument("--position-embedding-type", choices=["learned_absolute", "rope", "relative", "none"])
+    return p
+
+
+def test_megatron_args_parse(case: tuple[dict, object]) -> None:
+    est, model = case
+    args, _ = megatron_args(est, model)
+    ns = megatron_parser().parse_args(args)
+    lay, tr = est["scenario"]["layout"], est["scenario"]["training"]
+    assert (ns.tensor_model_parallel_size, ns.pipeline_model_parallel_size, ns.context_parallel_size) == \
+        (lay["tp"], lay["pp"], lay["cp"])
+    assert (ns.expert_model_parallel_size or 1) == lay["ep"]
+    assert ns.micro_batch_size == lay["micro_batch"] and ns.global_batch_size == tr["global_batch"]
+    assert ns.seq_length == tr["seq_len"] and ns.num_layers == model.n_layers
+    if lay["virtual_stages"] > 1:
+        assert ns.num_layers_per_virtual_pipeline_stage * lay["pp"] * lay["virtual_stages"] == model.n_layers
+    assert ns.sequence_parallel == (lay["tp"] > 1 and lay["sequence_parallel"])
+    expected_rec = {"none": None, "full": "full", "selective": "selective", "selective-op": "selective"}
+    assert ns.recompute_granularity == expected_rec[lay["recompute"]]
+    assert ns.use_distributed_optimizer == (lay["zero"] in (1, 2) or (lay["zero"] == 3 and lay["pp"] > 1))
+    assert ns.use_torch_fsdp2 == (lay["zero"] == 3 and lay["pp"] == 1)
+    assert ns.optimizer_cpu_offload == (lay["offload"] != "none")
+
+
+def test_megatron_shell_text_round_trips(case: tuple[dict, object]) -> None:
+    est, model = case
+    ex = export(est, "megatron", model)
+    body = ex.text.split("MEGATRON_ARGS=(")[1].split(")")[0]
+    assert shlex.split(body, comments=True) == ex.config
+
+
+# ---- torchtitan: keys exist in its JobConfig ---------------------------------------------------
+# Section → field names copied from pytorch/torchtitan torchitan/config/job_config.py (JobConfig
+# dataclasses; stored copy at commit 000204a4). Only the sections gpuplan writes.
+TORCHTITAN_JOB_CONFIG = {
+    "job": {"config_file", "dump_folder", "description", "use_for_integration_test", "print_args"},
+    "model": {"name", "flavor", "tokenizer_path", "converters", "print_after_conversion"},
+    "optimizer": {"name", "lr", "beta1", "beta2", "eps", "weight_decay", "implementation", "early_step_in_backward"},
+    "training": {"dataset", "dataset_path", "local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps",
+                 "enable_cpu_offload", "mixed_precision_param", "mixed_precision_reduce", "compile", "gc_freq",
+                 "gc_debug", "seed", "deterministic"},
+    "parallelism": {"data_parallel_replicate_degree", "enable_compiled_autograd", "data_parallel_shard_degree",
+                    "fsdp_reshard_after_forward", "tensor_parallel_degree", "disable_loss_parallel",
+                    "enable_async_tensor_parallel", "pipeline_parallel_degree", "pipeline_parallel_split_points",
+                    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
+                    "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size", "context_parallel_degree",
+                    "context_parallel_rotate_method", "expert_parallel_degree"},
+    "activation_checkpoint": {"mode", "selective_ac_option", "per_op_sac_force_recompute_mm_shapes_by_fqns"},
+    "float8": {"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp",
+               "force_recompute_fp8_weight_in_bwd", "recipe_name", "filter_fqns", "emulate", "moe_fqns_prototype"},
+}
+TORCHTITAN_LITERALS = {("activation_checkpoint", "mode"): {"selective", "full", "none"},
+                       ("parallelism", "fsdp_reshard_after_forward"): {"default", "always", "never"},
+                       ("training", "mixed_precision_param"): {"bfloat16", "float32"},
+                       ("optimizer", "implementation"): {"for-loop", "foreach", "fused"}}
+
+
+def test_torchtitan_keys_exist_in_job_config(case: tuple[dict, object]) -> None:
+    est, model = case
+    ex = export(est, "torchtitan", model)
+    parsed = tomllib.loads(ex.text)
+    assert parsed == ex.config
+    for section, keys in parsed.items():
+        assert section in TORCHTITAN_JOB_CONFIG, section
+        for key, value in keys.items():
+            assert key in TORCHTITAN_JOB_CONFIG[section], f"{section}.{key}"
+            allowed = TORCHTITAN_LITERALS.get((section, key))
+            assert allowed is None or value in allowed, f"{section}.{key} = {value!r}"
+    par, lay = parsed["parallelism"], est["scenario"]["layout"]
+    assert par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"] == lay["dp"]
+    assert par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"] * par["tensor_parallel_degree"] \
+        * par["pipeline_parallel_degree"] * par["context_parallel_degree"] == est["scenario"]["hardware"]["gpus"]
+    if lay["recompute"] == "selective-op":
+        assert parsed["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+
+
+def test_torchtitan_pipeline_schedule_is_a_torch_schedule(case: tuple[dict, object]) -> None:
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    est, model = case
+    par = export(est, "torchtitan", model).config["parallelism"]
+    if "pipeline_parallel_schedule" in par:
+        schedules.get_schedule_class(par["pipeline_parallel_schedule"])  # raises on an unknown name
+
+
+# ---- torchrun: torch.distributed.run's own parser ----------------------------------------------
+
+def test_torchrun_args_parse_with_torch(case: tuple[dict, object]) -> None:
+    run = pytest.importorskip("torch.distributed.run")
+    est, _ = case
+    args, _ = torchrun_args(est, "train.py")
+    ns = run.get_args_parser().parse_args(args[1:])
+    hw = est["scenario"]["hardware"]
+    assert int(ns.nnodes) == hw["nodes"]
+    assert int(ns.nproc_per_node) * hw["nodes"] == hw["gpus"]
+    assert ns.training_script == "train.py"
+    if hw["nodes"] > 1:
+        assert ns.rdzv_backend == "c10d" and ns.rdzv_endpoint.endswith(":29500")
+
+
+# ---- pure-Python checks and the command --------------------------------------------------------
+
+def test_every_target_writes_text_and_notes_are_comments(case: tuple[dict, object]) -> None:
+    est, model = case
+    for target in TARGETS:
+        ex = export(est, target, model)
+        assert ex.text.strip()
+        if not ex.filename.endswith(".json"):
+            for note in ex.notes:
+                assert f"# note: {note}" in ex.text
+
+
+def test_accelerate_yaml_is_plain_yaml() -> None:
+    est, _ = _case("tp4-pp4-zero2")
+    ex = export(est, "accelerate")
+    assert yaml.safe_load(ex.text) == ex.config
+    assert ex.config["parallelism_config"]["parallelism_config_tp_size"] == 4
+
+
+def test_cli_export_given_layout(capsys: pytest.CaptureFixture) -> None:
+    assert main(["export", "--example", "--to", "megatron"]) == 0
+    out, err = capsys.readouterr()
+    assert "--tensor-model-parallel-size 4" in out and "scenario's layout" in err
+
+
+def test_cli_export_plans_an_open_layout(capsys: pytest.CaptureFixture, tmp_path) -> None:
+    out_file = tmp_path / "ds.json"
+    assert main(["export", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tokens", "1T", "--max-gpus", "16",
+                 "--to", "deepspeed", "-o", str(out_file)]) == 0
+    _, err = capsys.readouterr()
+    assert "planned" in err
+    import json
+
+    assert json.loads(out_file.read_text())["zero_optimization"]["stage"] in (0, 1, 2, 3)
+
+
+def test_cli_export_json(capsys: pytest.CaptureFixture) -> None:
+    assert main(["export", "--example", "--to", "torchtitan", "--json"]) == 0
+    import json
+
+    res = json.loads(capsys.readouterr().out)
+    assert res["target"] == "torchtitan" and res["config"]["parallelism"]["tensor_parallel_degree"] == 4
+
+
+def test_cli_export_bad_target(capsys: pytest.CaptureFixture) -> None:
+    assert main(["export", "--example", "--to", "jax"]) == 2
