@@ -34,17 +34,18 @@ def measured_memory(r: TraceResult, runtime_bytes: float) -> dict:
     at = r.peak_by_cat
     frag = constant("allocator_fragmentation") * r.peak
     unseen = runtime_bytes + frag
-    other_traced = at["temporaries"] + at["fsdp_unsharded"]
+    other_traced = at["temporaries"] + at["fsdp_unsharded"] + at["buffers"]
     return {
         "weights": at["weights"], "gradients": at["gradients"], "optimizer": at["optimizer"],
-        "activations": at["activations"] + at["loss"],
+        "activations": at["activations"] + at["recomputed"] + at["loss"],
         "other": other_traced + unseen,
         "total": r.peak + unseen,
         "peak_phase": r.peak_phase,
         "detail": {"traced_peak": r.peak, "temporaries": at["temporaries"], "fsdp_unsharded": at["fsdp_unsharded"],
+                   "buffers": at["buffers"],
                    "loss_saved": at["loss"], "runtime": runtime_bytes, "fragmentation": frag},
         "states": {k: r.max_by_cat[k] for k in STATE_KEYS},
-        "activations_max": r.max_by_cat["activations"],
+        "activations_max": r.held_max,
         "loss_saved_max": r.max_by_cat["loss"],
         "phase_peaks": r.phase_max,
         "timeline": _timeline(r),
@@ -143,9 +144,13 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
         out.append(f"states differ by {diff / MIB:+.1f} MiB ({states['ratio'] - 1:+.2%}): {why}")
     act = _row(rows, "activations")
     if act["ratio"] is not None and abs(act["ratio"] - 1) > 0.02:
-        norms = 2 * m.n_layers + 1
-        extras = {"fp32 1/rms kept by each RMSNorm (4 B per row)": 4 * s * b * norms,
-                  "RoPE cos/sin tables": 2 * 2 * s * m.head_dim, "int64 token ids": 8 * s * b}
+        qk_norm = any(w.name.endswith("q_norm") for lg in m.layers for w in lg.weights)
+        rows_per_token = 2 * m.n_layers + 1 + (m.n_layers * (m.n_heads + m.n_kv_heads) if qk_norm else 0)
+        elem = 4 if tr.precision == "fp32" else 2
+        extras = {"fp32 1/rms kept by each RMSNorm (4 B per row)": 4 * s * b * rows_per_token,
+                  "RoPE cos/sin tables": 2 * elem * s * m.head_dim, "int64 token ids": 8 * s * b}
+        if qk_norm:
+            extras["inputs of the q/k RMSNorms"] = elem * s * b * (m.n_heads + m.n_kv_heads) * m.head_dim * m.n_layers
         known = sum(extras.values())
         diff = act["measured"] - act["predicted"]
         parts = ", ".join(f"{k} {v / MIB:.2f} MiB" for k, v in extras.items())

@@ -43,6 +43,7 @@ class TraceResult:
     peak_phase: str
     peak_by_cat: dict[str, int]
     max_by_cat: dict[str, int]
+    held_max: int  # largest activations (+ what recompute rebuilt) held at once
     phase_max: dict[str, int]
     timeline: list[tuple[str, int]]
     flops: dict[str, float]
@@ -193,8 +194,11 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
                 for p in params:
                     p.register_post_accumulate_grad_hook(
                         lambda p: tracker.reclassify(p.grad, "gradients", ("temporaries", "activations")))
-            with tracker.tracking():
-                tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+            from torch.utils.checkpoint import set_checkpoint_early_stop
+
+            with tracker.tracking(), set_checkpoint_early_stop(False):
+                tracker.register(list(model.parameters()), "weights")
+                tracker.register(list(model.buffers()), "buffers")
                 tracker.register([v for st in opt.state.values() for v in st.values()], "optimizer")
                 tracker.register(_fsdp_unsharded(model), "fsdp_unsharded")
                 tracker.register([*args, *kwargs.values(), labels], "temporaries")
@@ -256,7 +260,8 @@ def _result(tr: StepTracker, lay: Layout, fsdp: bool, device: torch.device, n_pa
     }
     timeline = list(tr.timeline)
     return TraceResult(peak=tr.peak, peak_phase=tr.peak_phase, peak_by_cat=dict(tr.peak_by_cat),
-                       max_by_cat=dict(tr.cat_max), phase_max=dict(tr.phase_max), timeline=timeline, flops=flops,
+                       max_by_cat=dict(tr.cat_max), held_max=tr.held_max,
+                       phase_max=dict(tr.phase_max), timeline=timeline, flops=flops,
                        flops_by_module=dict(tr.module_flops), saved_by_module=dict(tr.saved_by_module),
                        tokens=tokens, params=n_params, layout=lay, fsdp=fsdp, device=device.type,
                        wall_s=wall_s, notes=notes)

@@ -8,11 +8,14 @@ each new peak, which is O(categories), not O(live tensors) — PyTorch's ``MemTr
 every module on every operator and takes ~20× longer on a 7B step (it stays the reference in
 the tests).
 
-Categories: ``weights`` (parameter storages), ``gradients`` (``.grad`` storages),
+Categories: ``weights`` (parameter storages), ``buffers`` (module buffers), ``gradients`` (``.grad`` storages),
 ``optimizer`` (optimizer state), ``activations`` (storages autograd saved for backward, found
 with ``saved_tensors_hooks``), ``loss`` (activations saved by the loss: the fp32 log-softmax),
-``fsdp_unsharded`` (FSDP2 all-gathered parameters), and ``temporaries`` (everything else:
-outputs not (yet) saved, gradients of activations, collective buffers, optimizer temporaries).
+``fsdp_unsharded`` (FSDP2 all-gathered parameters), ``recomputed`` (what activation
+checkpointing rebuilds during backward) and ``temporaries`` (everything else: outputs not (yet)
+saved, gradients of activations, collective buffers, optimizer temporaries). Checkpointed regions
+keep their tensors through their own hooks, out of sight of ``saved_tensors_hooks``; so at the end
+of forward every storage made during forward and still alive becomes an activation too.
 
 FLOPs come from PyTorch's own formulas (``torch.utils.flop_counter.flop_registry``), plus the
 CPU flash-attention kernels it lacks, split by phase and kind. For flash attention, PyTorch
@@ -33,7 +36,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-CATEGORIES = ("weights", "gradients", "optimizer", "activations", "loss", "fsdp_unsharded", "temporaries")
+CATEGORIES = ("weights", "buffers", "gradients", "optimizer", "activations", "recomputed", "loss", "fsdp_unsharded",
+              "temporaries")
 aten = torch.ops.aten
 
 
@@ -80,6 +84,7 @@ class StepTracker(TorchDispatchMode):
         self.peak = 0
         self.peak_by_cat: dict[str, int] = dict(self.by_cat)
         self.peak_phase = "setup"
+        self.held_max = 0  # largest activations + recomputed held at once
         self.phase = "setup"
         self.phase_max: dict[str, int] = {}
         self.cat_max: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
@@ -108,7 +113,7 @@ class StepTracker(TorchDispatchMode):
         entry = self.live.get(key)
         if entry is None:
             nbytes = st.nbytes()
-            self.live[key] = [nbytes, cat]
+            self.live[key] = [nbytes, cat, self.phase]
             weakref.finalize(st, self._free, key)
             self.by_cat[cat] += nbytes
             self.total += nbytes
@@ -118,6 +123,7 @@ class StepTracker(TorchDispatchMode):
             self.by_cat[cat] += entry[0]
             entry[1] = cat
             self.cat_max[cat] = max(self.cat_max[cat], self.by_cat[cat])
+            self._check_peak()
 
     def reclassify(self, t: torch.Tensor, cat: str, only_from: tuple[str, ...] = ("temporaries",)) -> None:
         ks = self._key(t)
@@ -146,6 +152,9 @@ class StepTracker(TorchDispatchMode):
         self._check_peak()
 
     def _check_peak(self) -> None:
+        held = self.by_cat["activations"] + self.by_cat["recomputed"]
+        if held > self.held_max:
+            self.held_max = held
         if self.total > self.phase_max.get(self.phase, 0):
             self.phase_max[self.phase] = self.total
         for c, v in self.by_cat.items():
@@ -160,6 +169,14 @@ class StepTracker(TorchDispatchMode):
         self.timeline.append((event, self.total))
 
     def set_phase(self, phase: str) -> None:
+        if self.phase == "forward" and phase == "backward":
+            for entry in self.live.values():  # alive since forward: kept for backward
+                if entry[1] == "temporaries" and entry[2] == "forward":
+                    self.by_cat["temporaries"] -= entry[0]
+                    self.by_cat["activations"] += entry[0]
+                    entry[1] = "activations"
+            self._check_peak()
+        self.module_stack.clear()
         self.phase = phase
         self.mark(phase)
 
@@ -168,6 +185,7 @@ class StepTracker(TorchDispatchMode):
         self.peak_by_cat = dict(self.by_cat)
         self.peak_phase = self.phase
         self.cat_max = dict(self.by_cat)
+        self.held_max = 0
         self.phase_max = {}
         self.timeline = []
         self.flops.clear()
@@ -183,7 +201,7 @@ class StepTracker(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 ks = self._key(t)
                 if ks is not None and ks[0] not in self.live:
-                    self.add(t, "temporaries")
+                    self.add(t, "recomputed" if self.phase == "backward" and self.module_stack else "temporaries")
         packet = func._overloadpacket
         formula = EXTRA_FORMULAS.get(packet) or flop_registry.get(packet)
         if formula is not None:
