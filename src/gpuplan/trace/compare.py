@@ -158,7 +158,8 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
                    f"leaves out: {parts}; rest {(diff - known) / MIB:+.1f} MiB"
                    + (" (eager attention / recompute working set differ from the formula's op-level count)"
                       if abs(diff - known) > 0.02 * act["predicted"] else ""))
-    if r.peak_phase != pm["peak_phase"].split("/")[0] and "allocated peak" in names:
+    traced_phase = "optimizer step" if r.peak_phase in ("optimizer", "end") else "forward/backward"
+    if traced_phase != pm["peak_phase"] and "allocated peak" in names:
         out.append(f"the traced peak is in the {r.peak_phase} phase; the formula's is in {pm['peak_phase']} "
                    "(it counts every gradient, the activations and 12 B/logit at once, while set_to_none "
                    "gradients appear layer by layer during backward)")
