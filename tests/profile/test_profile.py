@@ -139,16 +139,20 @@ def test_no_gpu_is_one_clear_line():
 
 def test_timeout_stops_the_run_and_its_ranks():
     pytest.importorskip("torch")
-    out = _cli("profile", "--model", TINY, "--gpu", "h100-sxm", "--device", "cpu", "--nproc", "2",
-               "--steps", "1000", "--timeout", "8", "--seq-len", "128", "--no-store")
-    assert out.returncode == 2 and "did not finish within 8 s" in out.stderr
+    import os
+    import uuid
     from pathlib import Path
 
+    tag = uuid.uuid4().hex  # inherited by torchrun and its ranks: finds exactly this run's processes
+    out = subprocess.run([*CLI, "profile", "--model", TINY, "--gpu", "h100-sxm", "--device", "cpu", "--nproc", "2",
+                          "--steps", "1000", "--timeout", "8", "--seq-len", "128", "--no-store"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "GPUPLAN_TEST_TAG": tag})
+    assert out.returncode == 2 and "did not finish within 8 s" in out.stderr
     left = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if b"gpuplan.profile.worker" in cmdline.read_bytes():
-                left.append(cmdline.parent.name)
+            if tag.encode() in environ.read_bytes():
+                left.append(environ.parent.name)
         except OSError:
             continue
     assert left == []
