@@ -284,9 +284,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if n["steps"] < 1 or n["warmup"] < 0 or n["nnodes"] < 1:
         raise GpuplanError("--steps must be at least 1, --warmup at least 0, --nnodes at least 1")
     store = None if args.no_store else Store(args.store)
-    rep = profile(scs[0], device=args.device, nproc=n["nproc"], nnodes=n["nnodes"], steps=n["steps"],
-                  warmup=n["warmup"], timeout_s=parse_duration(args.timeout, "--timeout"),
-                  find_max_batch=args.find_max_batch, extra_args=args.torchrun_args or None)
+    from gpuplan.progress import for_command
+
+    with for_command("profiling", args.json) as bar:  # a TTY-only line while torchrun runs
+        rep = profile(scs[0], device=args.device, nproc=n["nproc"], nnodes=n["nnodes"], steps=n["steps"],
+                      warmup=n["warmup"], timeout_s=parse_duration(args.timeout, "--timeout"),
+                      find_max_batch=args.find_max_batch, extra_args=args.torchrun_args or None, progress=bar)
     if store is not None and not rep["oom"]:
         rep["stored"] = store.add_run(kind="profile", gpu=rep["gpu"], model=rep["scenario"]["model"],
                                       layout=rep["scenario"]["layout"], scenario=rep["scenario"],

@@ -1,4 +1,5 @@
-"""Trial runs on CPU/gloo (2 ranks, FSDP2), the store, calibration and the failure paths."""
+"""Trial runs on CPU/gloo (2 ranks: FSDP2; tensor parallel), the store, calibration, advice, progress
+and the failure paths."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from gpuplan.errors import GpuplanError
 from gpuplan.profile.calibrate import calibrate
-from gpuplan.profile.run import _bisect, _gpu_of
+from gpuplan.profile.run import GiB, _bisect, _gpu_of, advise
 from gpuplan.profile.store import Store
 
 TINY = ("{model_type: llama, num_hidden_layers: 2, hidden_size: 256, num_attention_heads: 4, "
@@ -43,6 +44,45 @@ def test_two_rank_fsdp2_model_states_match_prediction_within_5_percent(cpu_run):
     # the tiny Llama has 1,692,928 parameters: 16 B each, halved by the 2-way shard
     assert m["model_states"] == 16 * 1_692_928 // 2
     assert rep["measured"]["time"]["tokens_per_s"] > 0
+
+
+# the tiny Llama's RMSNorm weights (2 per block + the final norm, 256 each): whole on every tp rank
+NORMS = 2 * 2 * 256 + 256
+
+
+def _tp_run(nproc: int, tp: int, *extra: str) -> dict:
+    pytest.importorskip("torch")
+    out = _cli("profile", "--model", TINY, "--gpu", "h100-sxm", "--device", "cpu", "--nproc", str(nproc),
+               "--tp", str(tp), "--steps", "2", "--warmup", "1", "--seq-len", "128", "--zero", "3",
+               "--micro-batch", "2", "--precision", "bf16", "--no-store", "--json", *extra)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_tensor_parallel_two_ranks_model_states_match_prediction():
+    rep = _tp_run(2, 2, "--recompute", "full")
+    lay = rep["scenario"]["layout"]
+    assert (lay["dp"], lay["tp"], lay["sequence_parallel"]) == (1, 2, False)
+    assert rep["ratio"]["model_states"] == pytest.approx(1.0, abs=0.05)
+    # matrices (embedding and head included) split in two; the norms are replicated on both tp ranks,
+    # as the prediction assumes — hence not exactly half of 16 B × 1,692,928
+    assert rep["measured"]["memory"]["model_states"] == 16 * ((1_692_928 - NORMS) // 2 + NORMS)
+    assert rep["measured"]["time"]["tokens_per_s"] > 0
+
+
+@pytest.mark.slow  # 4 gloo ranks: ~25 s
+def test_tensor_parallel_with_data_parallel_four_ranks():
+    rep = _tp_run(4, 2)
+    assert (rep["scenario"]["layout"]["dp"], rep["scenario"]["layout"]["tp"]) == (2, 2)
+    assert rep["ratio"]["model_states"] == pytest.approx(1.0, abs=0.05)
+    assert rep["measured"]["memory"]["model_states"] == 16 * ((1_692_928 - NORMS) // 2 + NORMS) // 2
+
+
+def test_pipeline_parallel_is_refused_with_a_clear_message():
+    pytest.importorskip("torch")
+    out = _cli("profile", "--model", TINY, "--gpu", "h100-sxm", "--device", "cpu", "--nproc", "2", "--pp", "2",
+               "--no-store")
+    assert out.returncode == 2 and "set pp, cp and ep to 1" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_run_is_recorded_in_the_store(cpu_run):
@@ -163,3 +203,77 @@ def test_an_unsupported_model_fails_in_the_rank_with_a_clear_message():
     out = _cli("profile", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--device", "cpu", "--nproc", "1",
                "--no-store", "--seq-len", "64")
     assert out.returncode == 2 and "rank 0 failed" in out.stderr and "dense" in out.stderr
+
+
+def _advice_case(share: float):
+    from conftest import make
+
+    from gpuplan.estimate import evaluate
+
+    sc = make("llama-3.1-8b", gpu="h100-sxm", gpus=8, layout={"zero": 3, "micro_batch": 1, "recompute": "full"},
+              training={"seq_len": 2048})
+    predicted = evaluate(sc)
+    cap = 80 * GiB
+    measured = {"memory": {"capacity": cap, "reserved": share * cap, "total": share * cap}}
+    return sc, measured, predicted
+
+
+def _advised_mb(line: str) -> int:
+    return int(line.split("micro_batch ")[1].split()[0])
+
+
+def test_advice_names_the_largest_micro_batch_and_a_cheaper_gpu_with_numbers():
+    from gpuplan.estimate import evaluate
+    from gpuplan.hardware import get_gpu
+
+    sc, measured, predicted = _advice_case(0.3)
+    (line,) = advise(sc, measured, predicted, False)
+    assert line.startswith("you use 24 of 80 GiB (30%): micro_batch ")
+    mb = _advised_mb(line)
+    scale = 0.3 * 80 * GiB / predicted["memory"]["total"]
+    # the named micro-batch fits (scaled prediction within 95% of the card) and the next one does not
+    assert evaluate(sc, micro_batch=mb)["memory"]["total"] * scale <= 0.95 * 80 * GiB
+    assert evaluate(sc, micro_batch=mb + 1)["memory"]["total"] * scale > 0.95 * 80 * GiB
+    assert "holds it at $" in line and "/GPU-h" in line
+    price = float(line.split("holds it at $")[1].split("/")[0])
+    assert price < get_gpu("h100-sxm").price_usd_per_gpu_hour
+    assert "scaled by this run's measured/predicted peak" in line
+
+
+def test_advice_scales_the_prediction_by_the_measured_ratio():
+    sc, lo, predicted = _advice_case(0.3)
+    _, hi, _ = _advice_case(0.5)
+    # a run that measured more than predicted leaves room for a smaller micro-batch
+    assert _advised_mb(advise(sc, hi, predicted, False)[0]) < _advised_mb(advise(sc, lo, predicted, False)[0])
+
+
+def test_no_advice_when_the_card_is_well_used_and_oom_advice_names_fixes():
+    sc, measured, predicted = _advice_case(0.7)
+    assert advise(sc, measured, predicted, False) == []
+    (line,) = advise(sc, {}, predicted, True)
+    assert line.startswith("out of memory") and "more GPUs" in line and "recompute=full" not in line
+
+
+def test_waiting_for_torchrun_draws_progress_and_still_times_out(tmp_path):
+    import io
+    import subprocess as sp
+
+    from gpuplan.profile.launch import _wait
+    from gpuplan.progress import ProgressBar
+
+    prog = tmp_path / "progress"
+    prog.write_text("2 4")
+    stream = io.StringIO()
+    bar = ProgressBar("profiling", stream=stream, enabled=True)
+    proc = sp.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"])
+    _wait(proc, 30, prog, 4, bar)
+    assert proc.returncode == 0 and "step 2/4" in stream.getvalue() and "50%" in stream.getvalue()
+    quiet = ProgressBar("profiling", stream=io.StringIO())  # not a terminal: draws nothing
+    slow = sp.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(sp.TimeoutExpired):
+            _wait(slow, 0.6, tmp_path / "missing", 4, quiet)
+    finally:
+        slow.kill()
+        slow.wait()
+    assert quiet.stream.getvalue() == ""

@@ -13,9 +13,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from gpuplan.errors import GpuplanError
+
+POLL_S = 0.25
 
 
 def check_devices(device: str, nproc: int) -> None:
@@ -38,9 +42,10 @@ def check_devices(device: str, nproc: int) -> None:
 
 
 def run_trial(scenario: dict, *, device: str, nproc: int, steps: int, warmup: int, timeout_s: float,
-              extra_args: list[str] | None = None) -> list[dict]:
+              extra_args: list[str] | None = None, progress: Any = None) -> list[dict]:
     """Results of every rank (``ok``, ``oom``, ``error`` …); raises GpuplanError on timeout or when
-    a rank dies without writing its result."""
+    a rank dies without writing its result. ``progress`` (a ``ProgressBar``) is redrawn while
+    waiting with the steps rank 0 has finished; it never extends the wait past ``timeout_s``."""
     with tempfile.TemporaryDirectory(prefix="gpuplan-profile-") as tmp:
         cfg = Path(tmp) / "config.json"
         cfg.write_text(json.dumps({"scenario": scenario, "device": device, "steps": steps, "warmup": warmup}))
@@ -49,14 +54,20 @@ def run_trial(scenario: dict, *, device: str, nproc: int, steps: int, warmup: in
                "-m", "gpuplan.profile.worker", str(cfg), tmp]
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
                "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
+        log_path = Path(tmp) / "torchrun.log"
+        with open(log_path, "w") as log_file:  # a file, not a pipe: a chatty run can never block on it
+            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, text=True, env=env,
+                                    start_new_session=True)
         try:
-            log, _ = proc.communicate(timeout=timeout_s)
+            _wait(proc, timeout_s, Path(tmp) / "progress", warmup + steps, progress)
         except subprocess.TimeoutExpired:
             _kill(proc)
             raise GpuplanError(f"trial run did not finish within {timeout_s:.0f} s and was stopped: "
                                "use fewer --steps, a smaller model or raise --timeout") from None
+        except BaseException:  # Ctrl-C and the like: leave no rank behind
+            _kill(proc)
+            raise
+        log = log_path.read_text(errors="replace")
         results = []
         for rank in range(nproc):
             f = Path(tmp) / f"rank{rank}.json"
@@ -68,6 +79,27 @@ def run_trial(scenario: dict, *, device: str, nproc: int, steps: int, warmup: in
             raise GpuplanError(f"rank(s) {missing} died without a result (torchrun exit {proc.returncode}): "
                                f"{tail[-400:] or 'no output'}")
         return results
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, progress_file: Path, total: int, progress: Any) -> None:
+    """Wait for torchrun, redrawing ``progress`` a few times a second; TimeoutExpired at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        try:
+            proc.wait(timeout=min(POLL_S, left))
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        if progress is not None:
+            done = 0
+            try:
+                done = int(progress_file.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+            progress(done / total if total else 0.0, f"step {done}/{total}" if done else "starting ranks")
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -11,6 +11,7 @@ from gpuplan.estimate import evaluate
 from gpuplan.hardware import get_gpu
 from gpuplan.hardware import gpus as catalogue_gpus
 from gpuplan.profile.launch import check_devices, run_trial
+from gpuplan.progress import ProgressBar
 from gpuplan.scenario import Scenario, complete_layout, normalized
 
 GiB = 2**30
@@ -52,40 +53,137 @@ def measured_block(results: list[dict], tokens_per_step: int, model_flops_per_to
     }
 
 
+FIT_SHARE = 0.95  # advice leaves 5% of a card free for allocator spikes the model does not see
+MAX_ADVISED_MICRO_BATCH = 1024
+
+
+def _scaled_total(sc: Scenario, scale: float, **overrides: Any) -> float | None:
+    """The analytic peak of ``sc`` (with layout ``overrides``) times the measured/predicted ratio;
+    None when that layout is not valid there (a micro-batch that does not divide the batch …)."""
+    try:
+        return evaluate(sc, **overrides)["memory"]["total"] * scale
+    except GpuplanError:
+        return None
+
+
+def largest_micro_batch(sc: Scenario, start: int, scale: float, capacity: float) -> tuple[int, float] | None:
+    """The largest micro-batch above ``start`` whose scaled prediction fits ``capacity`` on the same
+    layout and GPU, with that prediction; None when not even ``start + 1`` fits."""
+    best = None
+    for mb in range(start + 1, MAX_ADVISED_MICRO_BATCH + 1):
+        total = _scaled_total(sc, scale, micro_batch=mb)
+        if total is None:
+            continue
+        if total > capacity * FIT_SHARE:
+            break  # memory grows with the micro-batch
+        best = (mb, total)
+    return best
+
+
+def cheapest_gpu(sc: Scenario, micro_batch: int, scale: float) -> tuple[Any, float] | None:
+    """The catalogue GPU type with the lowest price per GPU-hour, cheaper than the current one,
+    that holds the run (same GPU count and layout; scaled prediction) — with that prediction."""
+    from gpuplan.hardware import make_hardware
+
+    here = sc.hardware.gpu
+    here_price = sc.hardware.price_per_gpu_hour or here.price_usd_per_gpu_hour
+    best = None
+    for g in catalogue_gpus():
+        price = g.price_usd_per_gpu_hour
+        if g.id == here.id or price is None or (here_price is not None and price >= here_price):
+            continue
+        if best is not None and price >= best[0].price_usd_per_gpu_hour:
+            continue
+        try:
+            hw = make_hardware(g.id, gpus=sc.hardware.gpus, gpus_per_node=sc.hardware.gpus_per_node)
+        except GpuplanError:
+            continue
+        total = _scaled_total(replace(sc, hardware=hw), scale, micro_batch=micro_batch)
+        if total is not None and total <= g.usable_memory_bytes * FIT_SHARE:
+            best = (g, total)
+    return best
+
+
+def _short_name(name: str) -> str:
+    """'NVIDIA A100 80GB PCIe' → 'A100 80GB PCIe'; 'NVIDIA A10G (AWS G5)' → 'A10G'."""
+    words = name.split(" (")[0].split()
+    return " ".join(w for w in words[1:] if w != "Instinct") or name
+
+
+def _with_article(name: str) -> str:
+    """'an L40S', 'an A100 …', 'a GeForce RTX 4090' (letters read with a leading vowel sound take 'an')."""
+    return f"{'an' if name[:1].upper() in 'AEFHILMNORSX' else 'a'} {name}"
+
+
 def advise(sc: Scenario, measured: dict, predicted: dict, oom: bool) -> list[str]:
+    """Advice from a trial. Unused memory (under 60% of the card) → the largest micro-batch that
+    still fits and the cheapest catalogue GPU type that holds the run, both from the analytic model
+    scaled by this run's measured/predicted peak (so its error on this stack is corrected)."""
     out = []
+    lay = predicted["scenario"]["layout"]
     if oom:
-        lay = predicted["scenario"]["layout"]
         fixes = [f for f in ("micro_batch=1" if lay["micro_batch"] > 1 else "",
                              "recompute=full" if lay["recompute"] != "full" else "",
                              "zero=3" if lay["zero"] < 3 else "", "more GPUs") if f]
         return [f"out of memory on the first steps: try {', '.join(fixes)} (`gpuplan plan` ranks them)"]
     cap = measured["memory"]["capacity"]
     used = measured["memory"]["reserved"] or measured["memory"]["total"]
-    if cap and used:
-        share = used / cap
-        if share < 0.6:
-            out.append(f"you use {used / GiB:.0f} of {cap / GiB:.0f} GiB ({share:.0%}): raise the micro-batch "
-                       "(`--find-max-batch` measures the largest that fits) or take a smaller, cheaper GPU type")
-    return out
+    if not (cap and used) or used / cap >= 0.6:
+        return out
+    head = f"you use {used / GiB:.0f} of {cap / GiB:.0f} GiB ({used / cap:.0%})"
+    p_total = predicted["memory"]["total"]
+    if not p_total:
+        return [f"{head}: raise the micro-batch (`--find-max-batch` measures the largest that fits) "
+                "or take a smaller, cheaper GPU type"]
+    scale = used / p_total
+    mb = lay["micro_batch"]
+    ideas = []
+    bigger = largest_micro_batch(sc, mb, scale, cap)
+    if bigger:
+        ideas.append(f"micro_batch {bigger[0]} fits (predicted {bigger[1] / GiB:.0f} GiB"
+                     f"{', `--find-max-batch` measures it' if bigger[0] > mb else ''})")
+    cheaper = cheapest_gpu(sc, mb, scale)
+    if cheaper:
+        g, total = cheaper
+        ideas.append(f"{_with_article(_short_name(g.name))} "
+                     f"({g.usable_memory_bytes / GiB:.0f} GiB) holds it at ${g.price_usd_per_gpu_hour:.2f}/GPU-h "
+                     f"(predicted {total / GiB:.0f} GiB)")
+    if not ideas:
+        return [f"{head}: no larger micro-batch or cheaper catalogue GPU type holds this run by the "
+                "prediction; `--find-max-batch` measures the largest micro-batch that fits"]
+    scaled = f"; predictions scaled by this run's measured/predicted peak {scale:.2f}" if abs(scale - 1) > 0.005 else ""
+    return [f"{head}: {', or '.join(ideas)}{scaled}"]
 
 
 def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: int = 5, warmup: int = 2,
             timeout_s: float = 600, find_max_batch: bool = False, max_micro_batch: int = 64,
-            extra_args: list[str] | None = None, raw: dict | None = None) -> dict[str, Any]:
+            extra_args: list[str] | None = None, raw: dict | None = None,
+            progress: ProgressBar | None = None) -> dict[str, Any]:
+    """``progress`` (optional) is redrawn while torchrun runs: steps done of warm-up + measured."""
     check_devices(device, nproc)
     world = nproc * nnodes
     sc = replace(sc, hardware=replace(sc.hardware, gpus=world, gpus_per_node=max(nproc, 1)))
+    notes = []
+    if sc.layout.get("tp", 1) > 1 and "sequence_parallel" not in sc.layout:
+        # the trial's tensor parallelism keeps whole activations (no sequence parallelism): predict that
+        sc = replace(sc, layout={**sc.layout, "sequence_parallel": False})
+        notes.append("tensor parallel without sequence parallelism (norms and activations whole on each tp rank)")
     lay = complete_layout(sc)
-    if lay.tp > 1 or lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
-        raise GpuplanError("trial runs use FSDP2 (data parallel, zero 0-3): set tp, pp, cp and ep to 1")
+    if lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
+        raise GpuplanError(f"trial runs use FSDP2 with tensor parallel (dp × tp): set pp, cp and ep to 1 "
+                           f"(got pp={lay.pp}, cp={lay.cp}, ep={lay.ep})")
+    if lay.sequence_parallel:
+        raise GpuplanError("trial runs apply tensor parallel without sequence parallelism: "
+                           "set sequence_parallel false")
     if lay.recompute not in ("none", "full"):
         raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
 
     def attempt(micro_batch: int) -> tuple[list[dict], Scenario]:
         trial = replace(sc, layout={**sc.layout, "micro_batch": micro_batch})
+        if progress is not None:
+            progress.title = f"profiling (micro-batch {micro_batch})"
         return run_trial(_raw(trial), device=device, nproc=nproc, steps=steps, warmup=warmup,
-                         timeout_s=timeout_s, extra_args=extra_args), trial
+                         timeout_s=timeout_s, extra_args=extra_args, progress=progress), trial
 
     results, trial = attempt(lay.micro_batch)
     oom = any(r.get("oom") for r in results)
@@ -103,7 +201,7 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
     predicted = evaluate(trial)
     report: dict[str, Any] = {"device": device, "gpu": gpu_id if device == "cuda" else "cpu", "world": world,
                               "predicted": {"memory": predicted["memory"], "time": predicted["time"]},
-                              "scenario": predicted["scenario"], "oom": oom}
+                              "scenario": predicted["scenario"], "oom": oom, "notes": notes}
     if oom:
         report["advice"] = advise(sc, {}, predicted, True)
         return report

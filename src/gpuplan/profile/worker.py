@@ -1,8 +1,13 @@
 """One rank of a trial run, started by torchrun: ``python -m gpuplan.profile.worker CONFIG OUTDIR``.
 
-Builds the scenario's model on the meta device, shards it with FSDP2 (``fully_shard`` per block
-and at the root), materialises only the local shards, trains a few steps on synthetic tokens and
-writes what it measured to OUTDIR/rank<k>.json. An out-of-memory error is a result, not a crash.
+Builds the scenario's model (``gpuplan.trace.model.CausalLM``, the same construction as the
+trace) on the meta device; with ``tp > 1`` splits it over a (dp, tp) device mesh with tensor
+parallelism (Megatron-style: q/k/v/gate/up and the LM head column-wise, o/down row-wise, the
+embedding vocab-parallel, norms replicated), wraps the blocks for full recompute when asked,
+shards it with FSDP2 (``fully_shard`` per block and at the root, over the dp mesh), materialises
+only the local shards, trains a few steps on synthetic tokens and writes what it measured to
+OUTDIR/rank<k>.json (rank 0 also writes OUTDIR/progress, "done total", after every step). An
+out-of-memory error is a result, not a crash.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.utils.checkpoint import checkpoint
 
-from gpuplan.profile.model import DecoderLM
+from gpuplan.errors import GpuplanError
+from gpuplan.modelspec import ModelSpec
 from gpuplan.scenario import complete_layout, parse_scenario
+from gpuplan.trace.build import Checkpointed
+from gpuplan.trace.model import TRACEABLE_TYPES, CausalLM, causal_lm_loss
 
 
 def _bytes(tensors) -> int:
@@ -37,15 +43,79 @@ def _state_bytes(opt: torch.optim.Optimizer) -> int:
     return _bytes(v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor) and v.dim() > 0)
 
 
-class Checkpointed(torch.nn.Module):
-    """Full activation recomputation of one block (torch.utils.checkpoint, non-reentrant)."""
+def check_model(m: ModelSpec, tp: int) -> None:
+    """Trial runs build dense Llama-family models only; tp must split the heads evenly."""
+    if m.model_type not in TRACEABLE_TYPES or m.moe or m.kv_lora_rank:
+        kind = ("a mixture-of-experts model" if m.moe else "a latent-attention (MLA) model" if m.kv_lora_rank
+                else f"a {m.model_type} model")
+        raise GpuplanError(f"trial runs support dense {', '.join(TRACEABLE_TYPES)} models; {m.name} is {kind}: "
+                           "profile a supported model, or use `gpuplan evaluate`")
+    if tp > 1 and (m.n_heads % tp or m.n_kv_heads % tp):
+        raise GpuplanError(f"tp={tp} must divide the attention heads ({m.n_heads}) and the K/V heads "
+                           f"({m.n_kv_heads}) of {m.name} in a trial run: choose a smaller tp")
 
-    def __init__(self, block: torch.nn.Module) -> None:
-        super().__init__()
-        self.block = block
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return checkpoint(self.block, x, use_reentrant=False)
+def tensor_parallel(net: CausalLM, tp_mesh) -> None:  # noqa: ANN001 - DeviceMesh
+    """Megatron-style tensor parallelism without sequence parallelism (torchtitan's plan): each
+    rank keeps a/tp query and kv/tp K/V heads; the norms stay whole (replicated) on every tp rank."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    tp = tp_mesh.size()
+    tied = net.lm_head.weight is net.embed_tokens.weight
+    parallelize_module(net, tp_mesh, {
+        "embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
+        "lm_head": ColwiseParallel(output_layouts=Replicate()),
+    })
+    if tied:
+        net.lm_head.weight = net.embed_tokens.weight  # both split the vocabulary rows: still one tensor
+    plan = {f"self_attn.{n}": ColwiseParallel() for n in ("q_proj", "k_proj", "v_proj")}
+    plan |= {"self_attn.o_proj": RowwiseParallel(), "mlp.gate_proj": ColwiseParallel(),
+             "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    for block in net.layers:
+        parallelize_module(block, tp_mesh, plan)
+        block.self_attn.a //= tp  # CausalLM's attention reads local heads from the shapes; the
+        block.self_attn.kv //= tp  # eager path's GQA group count uses these
+
+
+def build(m: ModelSpec, lay, precision: str, device: torch.device, world: int) -> tuple[torch.nn.Module, int]:  # noqa: ANN001
+    """The parallelised, materialised model and this rank's data-parallel rank."""
+    check_model(m, lay.tp)
+    with torch.device("meta"):
+        net = CausalLM(m)
+    dp_rank = dist.get_rank()
+    dp_mesh = None
+    if lay.tp > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(device.type, (world // lay.tp, lay.tp), mesh_dim_names=("dp", "tp"))
+        tensor_parallel(net, mesh["tp"])
+        dp_mesh, dp_rank = mesh["dp"], mesh["dp"].get_local_rank()
+    if lay.recompute == "full":
+        net.layers = torch.nn.ModuleList(Checkpointed(b) for b in net.layers)
+    mp = None
+    if precision in ("bf16", "fp16"):
+        low = torch.bfloat16 if precision == "bf16" else torch.float16
+        mp = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    kw = {"mp_policy": mp} if mp is not None else {}
+    if dp_mesh is not None:
+        kw["mesh"] = dp_mesh
+    if world > 1 or lay.zero == 3:
+        for block in net.layers:
+            fully_shard(block, **kw)
+        fully_shard(net, **kw)
+    net.to_empty(device=device)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02)
+        half = m.head_dim // 2  # the rotary frequencies (a buffer, left uninitialised by to_empty)
+        net.inv_freq.copy_(1.0 / 10000 ** (torch.arange(0, half, dtype=torch.float32, device=device) / half))
+    if precision == "bf16-pure":
+        net.to(torch.bfloat16)
+    return net, dp_rank
 
 
 def main(config_path: str, out_dir: str) -> int:
@@ -63,47 +133,39 @@ def main(config_path: str, out_dir: str) -> int:
         sc = parse_scenario(cfg["scenario"])
         lay = complete_layout(sc)
         tr, m = sc.training, sc.model
-        torch.manual_seed(0)
-        with torch.device("meta"):
-            net = DecoderLM(m)
-        if lay.recompute == "full":
-            net.layers = torch.nn.ModuleList(Checkpointed(b) for b in net.layers)
-        mp = None
-        if tr.precision in ("bf16", "fp16"):
-            low = torch.bfloat16 if tr.precision == "bf16" else torch.float16
-            mp = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
-        kw = {"mp_policy": mp} if mp is not None else {}
-        if world > 1 or lay.zero == 3:
-            for block in net.layers:
-                fully_shard(block, **kw)
-            fully_shard(net, **kw)
-        net.to_empty(device=device)
-        with torch.no_grad():
-            for p in net.parameters():
-                p.normal_(0.0, 0.02)
-        if tr.precision == "bf16-pure":
-            net.to(torch.bfloat16)
+        torch.manual_seed(0)  # the same initial weights on every rank
+        net, dp_rank = build(m, lay, tr.precision, device, world)
         if tr.optimizer in ("adamw", "adam"):
             opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=cuda, foreach=None if cuda else False)
         else:
             opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9 if tr.optimizer == "sgd-momentum" else 0)
         b, s = lay.micro_batch, tr.seq_len
         accum = (tr.global_batch // (lay.dp * b)) if tr.global_batch else 1
-        gen = torch.Generator(device="cpu").manual_seed(rank)
+        gen = torch.Generator(device="cpu").manual_seed(dp_rank)  # tp ranks of one replica: same tokens
+        total = cfg["warmup"] + cfg["steps"]
+        done = 0
 
         def step() -> float:
             t0 = time.perf_counter()
             for _ in range(accum):
                 tokens = torch.randint(0, m.vocab, (b, s + 1), generator=gen).to(device)
                 logits = net(tokens[:, :-1])
-                loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) / accum
+                loss = causal_lm_loss(logits, tokens[:, 1:]) / accum
                 del logits
                 loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=False)
             if cuda:
                 torch.cuda.synchronize()
-            return time.perf_counter() - t0
+            elapsed = time.perf_counter() - t0
+            nonlocal done
+            done += 1
+            if rank == 0:  # read by the launcher's progress line; best effort
+                try:
+                    (Path(out_dir) / "progress").write_text(f"{done} {total}")
+                except OSError:
+                    pass
+            return elapsed
 
         for _ in range(cfg["warmup"]):
             step()
