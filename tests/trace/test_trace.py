@@ -112,6 +112,51 @@ def test_eager_attention_keeps_the_scores():
     assert abs(eager["activations"]["ratio"] - 1) < 0.15
 
 
+# tensor-parallel shapes: K/V heads divisible by tp = 2 and 4
+TP_SHAPES = {
+    "llama-tp": {**TINY, "num_key_value_heads": 4, "tie_word_embeddings": False},
+    "qwen3-tp": {**SMALL["qwen3-scaled"], "num_key_value_heads": 4},
+}
+
+
+@pytest.mark.parametrize("name", list(TP_SHAPES))
+@pytest.mark.parametrize(("gpus", "layout"), [
+    (2, {"tp": 2}),                                   # tp only, sequence parallel (the default with tp > 1)
+    (4, {"tp": 4, "sequence_parallel": False}),
+    (8, {"tp": 4, "zero": 3}),                        # 2-D: FSDP over dp=2 × tp=4, 8 ranks simulated
+    (8, {"tp": 2, "zero": 3, "sequence_parallel": False}),
+])
+def test_tensor_parallel_agrees_with_the_formula(name, gpus, layout):
+    res = trace_scenario(scenario(TP_SHAPES[name], gpus=gpus, **layout))
+    r = rows(res)
+    tp = layout["tp"]
+    assert res["trace"]["world"] == gpus and res["trace"]["tp"] == tp
+    states = r["states"]
+    emb_grad = 2 * 8192 * 512 * (1 - 1 / tp)  # untied llama: PyTorch's replicated embedding gradient
+    if name == "llama-tp" and "zero" not in layout:
+        assert states["measured"] - states["predicted"] == pytest.approx(emb_grad, rel=1e-6)
+        assert any("returns its weight gradient replicated" in e for e in res["explanations"])
+    else:  # no padding here: the sum of the states is exact in bytes, but for AdamW's 4-byte step counters
+        assert 0 <= states["measured"] - states["predicted"] <= 4 * 32
+    act = r["activations"]
+    sp = res["measured"]["memory"]["detail"]["sp_gathered_inputs"]
+    assert (sp > 0) == layout.get("sequence_parallel", True)
+    assert abs((act["measured"] - sp) / act["predicted"] - 1) < 0.15
+    if not sp:
+        assert abs(act["ratio"] - 1) < 0.15
+    else:
+        assert any("sequence parallelism" in e for e in res["explanations"])
+    assert r["model FLOPs per token"]["ratio"] == pytest.approx(1.0, abs=0.02)
+    assert any(e.startswith(f"tensor parallel over {tp} ranks") for e in res["explanations"])
+
+
+def test_tensor_parallel_shards_the_states():
+    one = rows(trace_scenario(scenario(TP_SHAPES["qwen3-tp"])))
+    four = rows(trace_scenario(scenario(TP_SHAPES["qwen3-tp"], gpus=4, tp=4)))
+    # everything but the replicated RMSNorm weights is split four ways
+    assert one["states"]["measured"] / 4 < four["states"]["measured"] < one["states"]["measured"] / 3.9
+
+
 def test_light_tracker_matches_pytorch_memtracker():
     """PyTorch's MemTracker is the reference: same activations (saved storages) and peak."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -180,7 +225,8 @@ def test_bad_modules_are_one_clear_error(kwargs, needle):
 
 @pytest.mark.parametrize(("model", "layout", "needle"), [
     ({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}, {}, "--module"),
-    (TINY, {"gpus": 2, "tp": 2}, "layout.tp=2 is not traced yet"),
+    (TINY, {"gpus": 2, "pp": 2}, "layout.pp=2 is not traced yet"),
+    (TINY, {"gpus": 4, "tp": 4}, "does not divide the 2 key/value heads"),
     (TINY, {"gpus": 8, "zero": 1}, "zero 1"),
 ])
 def test_unsupported_architecture_or_layout(model, layout, needle):

@@ -76,12 +76,14 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
         sc.model, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp, lay.sequence_parallel,
         lay.micro_batch, lay.recompute, 1.0)
     mm = measured_memory(r, pm["detail"]["runtime"])
+    mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay)
     pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
     ptime = est["time"]
     pred_model = ptime.get("model_flops_per_token")
     pred_hw = ptime.get("hardware_flops_per_token")
-    meas_model = r.flops["model"] / r.tokens
-    meas_hw = r.flops["hardware"] / r.tokens
+    # per token of the model: a tensor-parallel group of tp ranks shares each token's work (rank 0 × tp)
+    meas_model = r.flops["model"] / r.tokens * lay.tp
+    meas_hw = r.flops["hardware"] / r.tokens * lay.tp
     states_m = sum(mm["states"].values())
     states_p = sum(pm[k] for k in STATE_KEYS)
     rows = [
@@ -109,7 +111,7 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
                      "activations_by_module": _top(r.saved_by_module, 16)},
         "compare": rows,
         "explanations": explain(sc, r, rows, mm, pm, est),
-        "trace": {"device": r.device, "fidelity": fidelity, "world": lay.shard_group if r.fsdp else 1,
+        "trace": {"device": r.device, "fidelity": fidelity, "world": r.world, "tp": lay.tp,
                   "fsdp": r.fsdp, "wall_s": r.wall_s, "notes": r.notes},
     }
 
@@ -122,9 +124,28 @@ def _row(rows: list[dict], name: str) -> dict:
     return next(r for r in rows if r["component"].startswith(name))
 
 
+def sp_gathered_bytes(sc: Scenario, lay: Any) -> float:
+    """What PyTorch's sequence parallelism keeps beyond Megatron-LM's count: ``PrepareModuleInput``
+    all-gathers the sequence before the column-parallel linears, and autograd saves that full
+    input (s·b·h per attention and per MLP block, and the LM head's input), where Megatron-LM
+    saves the 1/tp shard and gathers it again in backward (Korthikanti et al. 2022, Sec. 4.2.2)."""
+    if not (lay.sequence_parallel and lay.tp > 1):
+        return 0.0
+    elem = 4 if sc.training.precision == "fp32" else 2
+    sbh = sc.training.seq_len * lay.micro_batch * sc.model.hidden
+    return elem * sbh * (1 - 1 / lay.tp) * (2 * sc.model.n_layers + 1)
+
+
 def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, est: dict) -> list[str]:
     """Why trace and formula differ, for each component off by more than 2%."""
     out: list[str] = []
+    lay = r.layout
+    if lay.tp > 1:
+        out.append(f"tensor parallel over {lay.tp} ranks (Megatron plan via parallelize_module): q/k/v/gate/up "
+                   "column-parallel, o/down row-parallel, embedding and LM head vocab-parallel with a "
+                   "vocab-parallel loss; RMSNorm weights are replicated on every tp rank, as the formula counts them"
+                   + ("; norms run sequence-parallel (SequenceParallel)" if lay.sequence_parallel else "")
+                   + f"; FLOPs are rank 0's × {lay.tp} (a tp group shares each token's work)")
     off = [row for row in rows if row["ratio"] is not None and abs(row["ratio"] - 1) > 0.02]
     names = {row["component"] for row in off}
     tr, m = sc.training, sc.model
@@ -139,18 +160,30 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
         why = ("FSDP2 pads each parameter's first dimension to a multiple of the shard count"
                if r.fsdp and diff > 0 else "the traced module's parameters differ from the formula's count"
                if r.params != m.params else "buffers and optimizer step counters are counted by the trace")
+        emb_grad = (2 if tr.precision != "fp32" else 4) * m.vocab * m.hidden * (1 - 1 / r.layout.tp)
+        if r.layout.tp > 1 and not r.fsdp and not m.tied_embeddings and abs(diff - emb_grad) < 0.01 * abs(diff):
+            why = (f"PyTorch's vocab-parallel embedding (RowwiseParallel) returns its weight gradient replicated, "
+                   f"the full vocab × hidden on every tp rank ({emb_grad / MIB:.1f} MiB more than the 1/tp shard), "
+                   "until the optimizer step")
         if r.layout.zero == 2:
             why = "zero 2 is traced as FSDP2 without resharding after forward: parameters stay sharded at rest"
         out.append(f"states differ by {diff / MIB:+.1f} MiB ({states['ratio'] - 1:+.2%}): {why}")
     act = _row(rows, "activations")
     if act["ratio"] is not None and abs(act["ratio"] - 1) > 0.02:
         qk_norm = any(w.name.endswith("q_norm") for lg in m.layers for w in lg.weights)
-        rows_per_token = 2 * m.n_layers + 1 + (m.n_layers * (m.n_heads + m.n_kv_heads) if qk_norm else 0)
+        tp = r.layout.tp  # heads are split over tp; the block norms' rows too with sequence parallelism
+        rows_per_token = ((2 * m.n_layers + 1) / (tp if r.layout.sequence_parallel else 1)
+                          + (m.n_layers * (m.n_heads + m.n_kv_heads) / tp if qk_norm else 0))
         elem = 4 if tr.precision == "fp32" else 2
         extras = {"fp32 1/rms kept by each RMSNorm (4 B per row)": 4 * s * b * rows_per_token,
                   "RoPE cos/sin tables": 2 * elem * s * m.head_dim, "int64 token ids": 8 * s * b}
         if qk_norm:
-            extras["inputs of the q/k RMSNorms"] = elem * s * b * (m.n_heads + m.n_kv_heads) * m.head_dim * m.n_layers
+            extras["inputs of the q/k RMSNorms"] = (elem * s * b * (m.n_heads + m.n_kv_heads) * m.head_dim
+                                                    * m.n_layers / tp)
+        sp_extra = sp_gathered_bytes(sc, r.layout)
+        if sp_extra:
+            extras["all-gathered inputs of the column-parallel linears and the LM head saved by PyTorch's "
+                   "sequence parallelism (Megatron-LM keeps the 1/tp shard)"] = sp_extra
         known = sum(extras.values())
         diff = act["measured"] - act["predicted"]
         parts = ", ".join(f"{k} {v / MIB:.2f} MiB" for k, v in extras.items())

@@ -17,6 +17,12 @@ CHUNK = 1 << 22  # elements updated per slice (16 MiB of fp32)
 SUPPORTED = ("adamw", "adam", "sgd", "sgd-momentum")
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (tensor parallel); the tensor itself otherwise. The update is
+    elementwise, so it runs on the local shards, as Megatron's optimizer does."""
+    return getattr(t, "_local_tensor", t)
+
+
 class MasterOptimizer(torch.optim.Optimizer):
     def __init__(self, params: list[torch.nn.Parameter], algo: str, lr: float = 1e-4, betas=(0.9, 0.95),  # noqa: ANN001
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.9) -> None:
@@ -31,7 +37,7 @@ class MasterOptimizer(torch.optim.Optimizer):
         st = self.state[p]
         if not st:
             st["step"] = 0
-            st["master"] = p.detach().float()
+            st["master"] = _local(p).detach().float()
             if self.algo in ("adamw", "adam"):
                 st["exp_avg"] = torch.zeros_like(st["master"])
                 st["exp_avg_sq"] = torch.zeros_like(st["master"])
@@ -49,7 +55,10 @@ class MasterOptimizer(torch.optim.Optimizer):
                 st = self._state(p)
                 st["step"] += 1
                 t = st["step"]
-                flat_p, flat_g, master = p.view(-1), p.grad.view(-1), st["master"].view(-1)
+                grad = p.grad
+                if getattr(grad, "placements", None) != getattr(p, "placements", None):  # e.g. a replicated
+                    grad = grad.redistribute(p.device_mesh, p.placements)  # embedding gradient: take our shard
+                flat_p, flat_g, master = _local(p).view(-1), _local(grad).view(-1), st["master"].view(-1)
                 for i in range(0, flat_p.numel(), CHUNK):
                     sl = slice(i, i + CHUNK)
                     g = flat_g[sl].float()

@@ -3,13 +3,16 @@ warm-up step, then the measured step (forward, backward, optimizer) under ``Step
 
 Layouts traced: data parallel with ZeRO 0 (one DDP replica; the DDP buckets are not simulated),
 FSDP2 ``fully_shard`` for ZeRO 3 (and ZeRO 2 as ``reshard_after_forward=False``) over the shard
-group as a fake process group of that many ranks, in this one process, for rank 0.
+group as a fake process group of that many ranks, in this one process, for rank 0; and tensor
+parallelism (``parallelize_module``: column-parallel q/k/v/gate/up, row-parallel o/down,
+vocab-parallel embedding and LM head with a vocab-parallel loss, ``SequenceParallel`` norms when
+the layout has sequence parallelism) over the ``tp`` dimension of a 2-D (dp × tp) device mesh.
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,16 +57,18 @@ class TraceResult:
     layout: Layout
     fsdp: bool
     device: str
+    world: int = 1  # ranks simulated (shard group × tp)
     wall_s: float
     notes: list[str] = field(default_factory=list)
 
 
 def check_layout_traceable(lay: Layout) -> int:
     """The FSDP shard group size (1: no sharding), or a GpuplanError for what trace cannot simulate yet."""
-    for key in ("tp", "pp", "cp", "ep"):
+    for key in ("pp", "cp", "ep"):
         if getattr(lay, key) > 1:
-            raise GpuplanError(f"trace simulates data parallelism (ZeRO 0, FSDP2 for ZeRO 2/3) on one process; "
-                               f"layout.{key}={getattr(lay, key)} is not traced yet: set {key}: 1")
+            raise GpuplanError(f"trace simulates data parallelism (ZeRO 0, FSDP2 for ZeRO 2/3) and tensor "
+                               f"parallelism on one process; layout.{key}={getattr(lay, key)} is not traced yet: "
+                               f"set {key}: 1")
     if lay.offload != "none":
         raise GpuplanError("trace does not simulate offload: set layout.offload: none")
     nd = lay.shard_group if lay.zero else 1
@@ -172,31 +177,43 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
         factory, source = (lambda: CausalLM(sc.model, eager=eager)), f"model {sc.model.name}"
     infac = load_factory(input_factory, "--input-factory") if input_factory else None
     model = build_on_meta(factory, param_dtype, source)
+    tp = lay.tp
+    if tp > 1 and not module and sc.model.n_kv_heads % tp:
+        raise GpuplanError(f"trace shards K/V heads over tp; layout.tp={tp} does not divide the {sc.model.n_kv_heads} "
+                           "key/value heads (replicated K/V heads are not traced): use a tp that divides them")
+    tied = _tied_head(model) if tp > 1 else None
+    if tp > 1:
+        notes += _check_tp_names(model, tp)
     notes += apply_recompute(model, lay.recompute)
 
-    pg = _init_fake_pg(nd) if fsdp else None
+    meshes = _init_fake_pg(nd, tp) if (fsdp or tp > 1) else None
     try:
         fm = FakeTensorMode()
-        with fm:
+        with fm, _mesh_outside_fake() if meshes else nullcontext():
             materialize(model, device)
+            loss_ctx: Any = nullcontext
+            if tp > 1:
+                loss_ctx = _tensor_parallel(model, meshes["tp"], lay.sequence_parallel, tied, notes)
             if fsdp:
-                _shard(model, pg, lay.zero, compute if mixed else None, notes)
+                _shard(model, meshes["dp"], lay.zero, compute if mixed else None, notes)
             params = [p for p in model.parameters() if p.requires_grad]
             n_params = sum(p.numel() for p in params)  # DTensor: the global count
             opt = make_optimizer(params, tr_cfg.optimizer, tr_cfg.optimizer_impl, master_fp32=mixed and not fsdp)
             vocab = sc.model.vocab if not module else None
             with torch.device(device):
                 args, kwargs, labels = make_inputs(model, lay.micro_batch, tr_cfg.seq_len, infac, vocab)
-            _step(model, opt, args, kwargs, labels, None, params)  # warm-up: lazy optimizer state, FSDP init
+            with loss_ctx():
+                _step(model, opt, args, kwargs, labels, None, params)  # warm-up: lazy optimizer state, FSDP init
             tracker = StepTracker()
             handles = tracker.watch_modules(model)
             if not fsdp:
                 for p in params:
                     p.register_post_accumulate_grad_hook(
-                        lambda p: tracker.reclassify(p.grad, "gradients", ("temporaries", "activations")))
+                        lambda p: tracker.reclassify(getattr(p.grad, "_local_tensor", p.grad), "gradients",
+                                                     ("temporaries", "activations")))
             from torch.utils.checkpoint import set_checkpoint_early_stop
 
-            with tracker.tracking(), set_checkpoint_early_stop(False):
+            with tracker.tracking(), set_checkpoint_early_stop(False), loss_ctx():
                 tracker.register(list(model.parameters()), "weights")
                 tracker.register(list(model.buffers()), "buffers")
                 tracker.register([v for st in opt.state.values() for v in st.values()], "optimizer")
@@ -208,26 +225,132 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
             for h in handles:
                 h.remove()
     finally:
-        if pg is not None:
+        if meshes is not None:
             import torch.distributed as dist
 
             dist.destroy_process_group()
     if note:
         notes.append(note)
-    return _result(tracker, lay, fsdp, device, n_params, lay.micro_batch * tr_cfg.seq_len, notes,
-                   time.perf_counter() - t0)
+    res = _result(tracker, lay, fsdp, device, n_params, lay.micro_batch * tr_cfg.seq_len, notes,
+                  time.perf_counter() - t0)
+    res.world = nd * tp
+    return res
 
 
-def _init_fake_pg(world: int) -> Any:
-    """A fake process group of ``world`` ranks (this process is rank 0) and a 1-D device mesh."""
+def _init_fake_pg(dp: int, tp: int) -> dict[str, Any]:
+    """A fake process group of dp × tp ranks (this process is rank 0) and its device meshes:
+    ``dp`` (the FSDP shard group) and ``tp``, sliced from one 2-D mesh before fake mode starts."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():
         dist.destroy_process_group()
-    dist.init_process_group(backend="fake", store=FakeStore(), rank=0, world_size=world)
-    return init_device_mesh("cpu", (world,))
+    dist.init_process_group(backend="fake", store=FakeStore(), rank=0, world_size=dp * tp)
+    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    return {"dp": mesh["dp"], "tp": mesh["tp"]}
+
+
+@contextmanager
+def _mesh_outside_fake() -> Any:
+    """DeviceMesh lays out its ranks with real integer tensors (``nonzero``, ``eq``), which
+    FakeTensorMode rejects when FSDP2 or DTensor touch a mesh inside the mode: run the mesh's
+    constructor and its ``mesh`` property outside fake mode while the trace runs."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import DeviceMesh
+
+    fget, init = DeviceMesh.mesh.fget, DeviceMesh.__init__
+
+    def mesh(self: Any) -> Any:
+        with unset_fake_temporarily():
+            return fget(self)
+
+    def init_real(self: Any, *a: Any, **k: Any) -> None:
+        with unset_fake_temporarily():
+            init(self, *a, **k)
+
+    DeviceMesh.mesh, DeviceMesh.__init__ = property(mesh), init_real  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        DeviceMesh.mesh, DeviceMesh.__init__ = property(fget), init  # type: ignore[method-assign, assignment]
+
+
+COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+ROWWISE = ("o_proj", "down_proj")
+
+
+def _tied_head(model: nn.Module) -> bool:
+    emb, head = getattr(model, "embed_tokens", None), getattr(model, "lm_head", None)
+    return emb is not None and head is not None and head.weight is emb.weight
+
+
+def _check_tp_names(model: nn.Module, tp: int) -> list[str]:
+    """Tensor parallelism shards the Linear layers by their Llama names; say what cannot be sharded."""
+    blocks = blocks_of(model)
+    found = {n.rsplit(".", 1)[-1] for b in blocks for n, m in b.named_modules() if isinstance(m, nn.Linear)}
+    if not found & set(COLWISE + ROWWISE):
+        raise GpuplanError(f"layout.tp={tp}: trace shards Linear layers named {', '.join(COLWISE + ROWWISE)} "
+                           "(Llama names) in the blocks; this model has none: set tp: 1")
+    for b in blocks:
+        for n, m in b.named_modules():
+            if isinstance(m, nn.Linear) and n.rsplit(".", 1)[-1] in COLWISE and m.out_features % tp:
+                raise GpuplanError(f"layout.tp={tp} does not divide {n}'s {m.out_features} outputs: "
+                                   "use a tp that divides it")
+    return []
+
+
+def _tensor_parallel(model: nn.Module, mesh: Any, sp: bool, tied: bool | None, notes: list[str]) -> Any:
+    """Megatron-style tensor parallelism with PyTorch's ``parallelize_module`` (torchtitan's plan).
+    Returns the context the step runs in (``loss_parallel`` when the LM head is vocab-parallel)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        loss_parallel,
+        parallelize_module,
+    )
+
+    tp = mesh.size()
+    seq = Shard(1) if sp else Replicate()
+    top: dict[str, Any] = {}
+    emb, head, norm = (getattr(model, n, None) for n in ("embed_tokens", "lm_head", "norm"))
+    vocab_parallel = isinstance(emb, nn.Embedding) and emb.num_embeddings % tp == 0
+    if vocab_parallel:
+        top["embed_tokens"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
+    else:
+        notes.append("tensor parallel: the embedding is replicated (no nn.Embedding named embed_tokens with a "
+                     "vocabulary divisible by tp); the formula counts it vocab-parallel")
+    head_parallel = isinstance(head, nn.Linear) and head.out_features % tp == 0
+    if head_parallel:
+        top["lm_head"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False)
+    else:
+        notes.append("tensor parallel: the LM head is replicated (no nn.Linear named lm_head with a vocabulary "
+                     "divisible by tp); the formula counts it and the logits vocab-parallel")
+    if sp and isinstance(norm, nn.Module):
+        top["norm"] = SequenceParallel()
+    if top:
+        parallelize_module(model, mesh, top)
+    if tied and vocab_parallel and head_parallel:  # both shard the vocabulary dimension: keep them one parameter
+        model.lm_head.weight = model.embed_tokens.weight
+    for block in blocks_of(model):
+        plan: dict[str, Any] = {}
+        for name, mod in block.named_modules():
+            leaf = name.rsplit(".", 1)[-1]
+            if isinstance(mod, nn.Linear) and leaf in COLWISE:
+                plan[name] = ColwiseParallel()
+            elif isinstance(mod, nn.Linear) and leaf in ROWWISE:
+                plan[name] = RowwiseParallel(output_layouts=seq)
+            elif sp and leaf in ("input_layernorm", "post_attention_layernorm"):
+                plan[name] = SequenceParallel()
+            elif sp and leaf in ("self_attn", "mlp"):  # gather the sequence before the column-parallel linears
+                n_in = 3 if leaf == "self_attn" else 1
+                plan[name] = PrepareModuleInput(input_layouts=(Shard(1),) + (None,) * (n_in - 1),
+                                                desired_input_layouts=(Replicate(),) + (None,) * (n_in - 1))
+        parallelize_module(block, mesh, plan)
+    return loss_parallel if head_parallel else nullcontext
 
 
 def _shard(model: nn.Module, mesh: Any, zero: int, param_dtype: torch.dtype | None, notes: list[str]) -> None:

@@ -73,6 +73,25 @@ ATTENTION = ATTENTION_BWD | {
 FLASH_BWD_MODEL_SHARE = 4 / 5
 
 
+def _local(x: Any) -> Any:
+    return getattr(x, "_local_tensor", x)
+
+
+def _local_flops(formula: Any, args: tuple, kwargs: dict, out: Any) -> float:
+    """FLOPs of one op on this rank. A DTensor op runs its local op below this mode (DTensor
+    dispatches in C++), so count it on the local shards; where the shards do not line up (the op
+    redistributes first) count the global op split evenly over the mesh."""
+    if not any(hasattr(a, "_local_tensor") for a in tree_leaves((args, kwargs))):
+        return float(formula(*args, **kwargs, out_val=out))
+    from torch.utils._pytree import tree_map
+
+    try:
+        return float(formula(*tree_map(_local, args), **tree_map(_local, kwargs), out_val=tree_map(_local, out)))
+    except (AssertionError, RuntimeError, ValueError, IndexError):
+        mesh = next(a.device_mesh for a in tree_leaves((args, kwargs)) if hasattr(a, "_local_tensor"))
+        return float(formula(*args, **kwargs, out_val=out)) / mesh.size()
+
+
 class StepTracker(TorchDispatchMode):
     """Track live storages by category, the peak and its composition, and FLOPs by phase."""
 
@@ -199,13 +218,14 @@ class StepTracker(TorchDispatchMode):
         out = func(*args, **kwargs)
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
+                t = getattr(t, "_local_tensor", t)  # DTensor (tensor parallel): this rank's shard
                 ks = self._key(t)
                 if ks is not None and ks[0] not in self.live:
                     self.add(t, "recomputed" if self.phase == "backward" and self.module_stack else "temporaries")
         packet = func._overloadpacket
         formula = EXTRA_FORMULAS.get(packet) or flop_registry.get(packet)
         if formula is not None:
-            n = float(formula(*args, **kwargs, out_val=out))
+            n = _local_flops(formula, args, kwargs, out)
             attention = packet in ATTENTION
             phase = self.phase
             if phase == "backward" and self.module_stack:  # a module's forward during backward: recompute
