@@ -98,6 +98,10 @@ class ModelSpec:
     params_source: str = "formula"
     params_override: int | None = None  # exact total from safetensors headers or {params: N}
     assumed: tuple[str, ...] = field(default=())  # shape assumptions (e.g. for {params: N})
+    _formula: int = field(init=False, default=0, repr=False)  # cached sum over the weight list
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_formula", self._sum(set(WeightGroup.__args__)))  # type: ignore[attr-defined]
 
     # ---- parameter counts -------------------------------------------------------------
     def _sum(self, groups: set[str], active: bool = False) -> int:
@@ -121,7 +125,7 @@ class ModelSpec:
 
     @property
     def params_formula(self) -> int:
-        return self._sum(set(WeightGroup.__args__))  # type: ignore[attr-defined]
+        return self._formula
 
     @property
     def params(self) -> int:

@@ -121,6 +121,7 @@ class Search:
         self.closest: tuple[float, Layout, Hardware, dict] | None = None
         self._n = 0
         self._stages: dict[tuple[int, int], list[int]] = {}
+        self._peaks: dict[tuple, tuple] = {}
 
     def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...]) -> None:
         sc = self.sc
@@ -149,11 +150,9 @@ class Search:
                     break  # no offload needed for this split
 
     def _layout(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> Layout | None:
-        try:
-            return Layout(**split, **shard, recompute=rec, offload=off, sequence_parallel=sp,
-                          dp_overlap=self.sc.layout.get("dp_overlap", True))
-        except GpuplanError:
-            return None
+        # every part was chosen by the enumeration's rules, so the layout is valid by construction
+        return Layout.unchecked(**split, **shard, recompute=rec, offload=off, sequence_parallel=sp,
+                                dp_overlap=self.sc.layout.get("dp_overlap", True))
 
     def _peak(self, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str) -> tuple:
         """The most loaded stage's peak pieces, straight from the memory model's cached functions."""
@@ -162,13 +161,17 @@ class Search:
         stages = self._stages.get((pp, v))
         if stages is None:
             stages = self._stages[(pp, v)] = peak_stages(m, pp, v)
-        worst = None
-        for st in stages:
-            parts = stage_peak(m, tr, split["tp"], split["ep"], pp, v, st, split["cp"], split["dp"], sp,
-                               split["micro_batch"], rec, shard["zero"], shard["zero_group"], off,
-                               split["pp_schedule"])
-            if worst is None or parts[0] > worst[0]:
-                worst = parts
+        key = (split["tp"], split["ep"], pp, v, split["cp"], split["dp"], sp, split["micro_batch"], rec,
+               shard["zero"], shard["zero_group"], off, split["pp_schedule"])
+        worst = self._peaks.get(key)  # the memory of a layout is the same on every GPU type
+        if worst is None:
+            for st in stages:
+                parts = stage_peak(m, tr, split["tp"], split["ep"], pp, v, st, split["cp"], split["dp"], sp,
+                                   split["micro_batch"], rec, shard["zero"], shard["zero_group"], off,
+                                   split["pp_schedule"])
+                if worst is None or parts[0] > worst[0]:
+                    worst = parts
+            self._peaks[key] = worst
         return worst
 
     @staticmethod

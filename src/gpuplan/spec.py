@@ -7,8 +7,8 @@ The model itself is ``gpuplan.modelspec.ModelSpec``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, get_args
 
 from gpuplan.errors import GpuplanError
 from gpuplan.modelspec import ModelSpec
@@ -135,9 +135,11 @@ class Training:
     lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
     attention: Attention = "flash"
     dropout: float = 0.0
+    activation_factor: float = 1.0  # traced/predicted activations from `gpuplan trace --calibrate` (1 = none)
 
     def __post_init__(self) -> None:
         _positive(self.seq_len, "training.seq_len")
+        _positive(self.activation_factor, "training.activation_factor", integer=False)
         if self.global_batch is not None:
             _positive(self.global_batch, "training.global_batch")
         if self.tokens is not None and self.tokens <= 0:
@@ -192,6 +194,14 @@ class Layout:
         if self.offload != "none" and self.zero == 0 and self.offload == "params":
             raise GpuplanError("layout.offload: params needs zero 3 (parameters are offloaded shard by shard)")
 
+    @classmethod
+    def unchecked(cls, **kw: Any) -> Layout:
+        """A layout the planner built from valid parts: skips ``__post_init__`` (its hot path)."""
+        obj = object.__new__(cls)
+        for name, default in _LAYOUT_DEFAULTS:
+            object.__setattr__(obj, name, kw.get(name, default))
+        return obj
+
     @property
     def world(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
@@ -200,6 +210,9 @@ class Layout:
     def shard_group(self) -> int:
         """Ranks that share one copy of the ZeRO-sharded state (dp × cp, or the hybrid group)."""
         return self.zero_group if self.zero_group is not None else self.dp * self.cp
+
+
+_LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
 
 
 def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> None:
