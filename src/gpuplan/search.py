@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplan.errors import GpuplanError
 from gpuplan.fit import divisors
 from gpuplan.hardware import get_fabric
 from gpuplan.memory import memory, peak_stages, stage_peak
