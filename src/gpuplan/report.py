@@ -203,6 +203,7 @@ def profile_text(rep: dict) -> str:
                         if rep["device"] == "cuda" and mt.get("mfu") is not None else ""))
         if rep.get("max_micro_batch"):
             lines.append(f"largest micro-batch that fits: {rep['max_micro_batch']}")
+    lines += [f"note: {n}" for n in rep.get("notes", [])]
     lines += [f"advice: {a}" for a in rep.get("advice", [])]
     if rep.get("stored"):
         lines.append(f"recorded as run {rep['stored']} in {rep['store']}")

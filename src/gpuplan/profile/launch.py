@@ -99,7 +99,8 @@ def _wait(proc: subprocess.Popen, timeout_s: float, progress_file: Path, total: 
                 done = int(progress_file.read_text().split()[0])
             except (OSError, ValueError, IndexError):
                 pass
-            progress(done / total if total else 0.0, f"step {done}/{total}" if done else "starting ranks")
+            label = "starting ranks" if not done else "finishing" if done >= total else f"step {done}/{total}"
+            progress(done / total if total else 0.0, label)
 
 
 def _kill(proc: subprocess.Popen) -> None:
