@@ -247,6 +247,8 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
                       cp: int, sp: bool, mb: int, recompute: str, flight: float) -> tuple[float, float, float]:
     """(activations per micro-batch, activations held at the peak, logits) of one rank."""
     per_mb, extra, logits = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, recompute)
+    if training.activation_factor != 1.0:  # a correction fitted by `gpuplan trace --calibrate`
+        per_mb, extra = per_mb * training.activation_factor, extra * training.activation_factor
     return per_mb, per_mb * flight + extra, logits
 
 

@@ -21,7 +21,8 @@ TOP_KEYS = ("name", "model", "hardware", "training", "layout")
 HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
                  "calibration")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
-                 "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout")
+                 "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout",
+                 "trace_calibration")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages"}
@@ -166,6 +167,11 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
             if isinstance(value, str):
                 value = [v.strip() for v in value.split(",")]
             kw[key] = tuple(value)
+        elif key == "trace_calibration":  # activation ratio stored by `gpuplan trace --calibrate`
+            if value:
+                from gpuplan.trace.calibration import activation_factor
+
+                kw["activation_factor"] = activation_factor(str(value), model.model_type)
         elif key != "global_batch_tokens":
             kw[key] = str(value).lower()
     seq_len = kw.get("seq_len", 4096)

@@ -9,7 +9,6 @@ context, cuBLAS workspace, NCCL buffers or fragmentation: those stay the analyti
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from gpuplan.estimate import evaluate
 from gpuplan.memory import stage_activations
 from gpuplan.scenario import Scenario, complete_layout, normalized
 from gpuplan.states import constant
+from gpuplan.trace.calibration import calibration_path
 from gpuplan.trace.run import TraceResult, run_trace
 
 MIB = 2**20
@@ -213,14 +213,6 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
 
 
 # ---- calibration ---------------------------------------------------------------------------------
-def calibration_path() -> Path:
-    """``$GPUPLAN_CACHE_DIR/calibration.json``, else ``$XDG_CACHE_HOME/gpuplan/…``, else ``~/.cache/gpuplan/…``."""
-    base = os.environ.get("GPUPLAN_CACHE_DIR")
-    if not base:
-        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpuplan")
-    return Path(base) / "calibration.json"
-
-
 def calibrate(result: dict, model_type: str) -> tuple[Path, dict]:
     """Fold this trace's measured/predicted ratios into the per-architecture running means."""
     path = calibration_path()
