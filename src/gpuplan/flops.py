@@ -15,6 +15,7 @@ the masked half of causal attention and add what recomputation repeats.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuplan.modelspec import LayerGroup, ModelSpec
 
@@ -64,6 +65,7 @@ class FlopsPerToken:
     forward_attention: float  # forward attention-core FLOPs of all layers, executed, per token
 
 
+@lru_cache(maxsize=4096)
 def flops_per_token(m: ModelSpec, seq_len: int, recompute: str) -> FlopsPerToken:
     # an exact count from safetensors headers or a given {params: N} rescales the shapes' FLOPs too
     k = m.params / m.params_formula if m.params_formula else 1.0

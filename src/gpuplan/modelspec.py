@@ -99,9 +99,11 @@ class ModelSpec:
     params_override: int | None = None  # exact total from safetensors headers or {params: N}
     assumed: tuple[str, ...] = field(default=())  # shape assumptions (e.g. for {params: N})
     _formula: int = field(init=False, default=0, repr=False)  # cached sum over the weight list
+    _by_group: tuple[tuple[str, int], ...] = field(init=False, default=(), repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_formula", self._sum(set(WeightGroup.__args__)))  # type: ignore[attr-defined]
+        object.__setattr__(self, "_by_group", tuple((g, self._sum({g})) for g in WeightGroup.__args__))  # type: ignore[attr-defined]
 
     # ---- parameter counts -------------------------------------------------------------
     def _sum(self, groups: set[str], active: bool = False) -> int:
@@ -119,9 +121,7 @@ class ModelSpec:
         return total
 
     def params_by_group(self) -> dict[str, int]:
-        groups = ("embedding", "position", "attention", "mlp", "expert", "shared_expert",
-                  "router", "norm", "head")
-        return {g: self._sum({g}) for g in groups}
+        return dict(self._by_group)
 
     @property
     def params_formula(self) -> int:
