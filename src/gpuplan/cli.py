@@ -373,7 +373,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         args.gpu = "h100-sxm"
     scs, is_list = _parse_all(args)
     results = trace_all(scs, is_list, module=args.module, input_factory=args.input_factory,
-                        fidelity=args.fidelity, calibrate=args.calibrate, predicted_from_params=from_params)
+                        fidelity=args.fidelity, calibrate=args.calibrate, predicted_from_params=from_params,
+                        quiet=args.json)
     if args.json:
         print(dumps(results if is_list else results[0]))
     else:

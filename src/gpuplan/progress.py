@@ -56,3 +56,30 @@ class ProgressBar:
 def for_command(title: str, json_output: bool) -> ProgressBar:
     """The bar a command should use: off with ``--json`` or when stderr is not a terminal."""
     return ProgressBar(title, enabled=False if json_output else None)
+
+
+class Ticker:
+    """Keeps a bar alive while one long call runs (no progress callbacks inside it): a daemon
+    thread redraws ``bar(fraction(), label)`` every ``period_s`` so the elapsed time moves."""
+
+    def __init__(self, bar: ProgressBar, label: str, fraction: float = 0.0, period_s: float = 0.25) -> None:
+        import threading
+
+        self.bar, self.label, self.fraction, self.period_s = bar, label, fraction, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if bar.enabled else None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.bar(self.fraction, self.label)
+
+    def __enter__(self) -> Ticker:
+        if self._thread is not None:
+            self.bar(self.fraction, self.label)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1)

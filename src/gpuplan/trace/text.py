@@ -11,10 +11,13 @@ GIB = 2**30
 
 
 def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_factory: str | None,
-              fidelity: str, calibrate: bool, predicted_from_params: bool) -> list[dict]:
-    """One result per scenario; in a list, a bad item becomes ``{"error": ...}``."""
+              fidelity: str, calibrate: bool, predicted_from_params: bool, quiet: bool = True) -> list[dict]:
+    """One result per scenario; in a list, a bad item becomes ``{"error": ...}``. Unless ``quiet``,
+    a progress bar on a terminal shows which scenario is being traced and for how long."""
+    from gpuplan.progress import Ticker, for_command
     from gpuplan.trace import trace_scenario
 
+    bar = for_command("tracing", json_output=quiet)
     if fidelity not in ("cpu", "cuda"):
         raise GpuplanError(f"--fidelity must be cpu or cuda, got {fidelity!r}")
     out: list[dict] = []
@@ -23,8 +26,10 @@ def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_
             out.append({"error": str(sc)})
             continue
         try:
-            res = trace_scenario(sc, module=module, input_factory=input_factory, fidelity=fidelity,
-                                 predicted_from_params=predicted_from_params)
+            with Ticker(bar, f"{len(out) + 1}/{len(scenarios)} {module or sc.model.name}",
+                        fraction=len(out) / len(scenarios)):
+                res = trace_scenario(sc, module=module, input_factory=input_factory, fidelity=fidelity,
+                                     predicted_from_params=predicted_from_params)
             if calibrate:
                 from gpuplan.trace.compare import calibrate as store
 
@@ -36,6 +41,7 @@ def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_
                 raise
             res = {"error": str(err)}
         out.append(res)
+    bar.close()
     return out
 
 
