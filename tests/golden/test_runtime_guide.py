@@ -82,3 +82,17 @@ def test_on_infiniband_more_gpus_still_pay_off():
     t = {g: _time(g)["tokens_per_s"] for g in (8, 32, 128)}
     assert t[8] < t[32] < t[128]
     assert t[128] / t[32] > 3.0  # ~linear beyond the first node
+
+
+def test_where_the_10gbe_claim_does_not_hold_lora_fine_tuning():
+    # The guide's "128 GPUs on 10 GbE do worse than 32 with NVLink + 400G InfiniBand" is about
+    # full training, where every step all-reduces 7B gradients. A LoRA fine-tune all-reduces only
+    # its adapters (~40M parameters), so the slow network hardly matters and 4x the GPUs win.
+    # Observed: 1.63M vs 0.44M tokens/s (3.7x), exposed communication 0.1 s of a 2.6 s step.
+    tr = {"seq_len": 4096, "global_batch": 1024, "tokens": 1.4e12, "method": "lora"}
+    slow = evaluate(make({"params": 7e9}, gpus=128, hardware={"scale_out": "eth-10g"}, training=tr,
+                         layout={"zero": 1}))["time"]
+    fast = evaluate(make({"params": 7e9}, gpus=32, hardware={"scale_out": "ib-ndr-400g"}, training=tr,
+                         layout={"zero": 1}))["time"]
+    assert slow["tokens_per_s"] > 3 * fast["tokens_per_s"]
+    assert slow["comm_exposed_s"] < 0.1 * slow["step_s"]
