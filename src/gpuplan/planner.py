@@ -83,8 +83,22 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         "pareto": [_summary(c) for c in pareto(cands)],
         "global_batch": gb,
         "advice": advice(sc, search, cands, ranked, deadline_s, budget),
+        "closest_miss": _closest_miss(search),
     }
     return out
+
+
+def _closest_miss(search: Search) -> dict | None:
+    """The rejected layout that came nearest to fitting, and what filled its memory."""
+    if search.closest is None:
+        return None
+    over, lay, hw, mem = search.closest
+    parts = {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
+             "activations": mem["activations"], "logits and buffers": mem["other"]}
+    return {"gpu": hw.gpu.id, "gpus": hw.gpus, "over_bytes": over, "total": mem["total"],
+            "capacity": mem["capacity"], "largest": max(parts, key=parts.get), "parts": parts,
+            "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "zero": lay.zero,
+                       "micro_batch": lay.micro_batch, "recompute": lay.recompute}}
 
 
 def _summary(c: Candidate) -> dict:

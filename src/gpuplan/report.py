@@ -177,6 +177,13 @@ def plan_text(res: dict, explain: bool = False) -> str:
         lines.append("\nrejected layouts by reason:")
         for reason, n in sorted(res["rejected"].items(), key=lambda kv: -kv[1]):
             lines.append(f"  {n:>8,}  {reason}")
+        miss = res.get("closest_miss")
+        if miss:
+            lay = miss["layout"]
+            lines.append(f"closest miss: {miss['gpus']}× {miss['gpu']} tp={lay['tp']} pp={lay['pp']} "
+                         f"zero={lay['zero']} mb={lay['micro_batch']} recompute={lay['recompute']} needs "
+                         f"{fmt_gib(miss['total'])} of {fmt_gib(miss['capacity'])} GiB — {miss['largest']} "
+                         f"{fmt_gib(miss['parts'][miss['largest']])} GiB")
     return "\n".join(lines)
 
 
