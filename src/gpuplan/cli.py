@@ -29,7 +29,6 @@ FLAG_KEYS = {
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
     "dp_overlap": "layout.dp_overlap",
 }
-LATER: dict[str, int] = {}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +56,7 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    ev = sub.add_parser("evaluate", help="memory (and, later, time and cost) of one configuration")
+    ev = sub.add_parser("evaluate", help="memory, step time and cost of one configuration")
     _scenario_flags(ev)
     _output_flags(ev)
     ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
@@ -72,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
     pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
+    _output_flags(pl)
     tr = sub.add_parser("trace", help="the real training step on fake tensors: traced vs predicted memory, FLOPs")
     _scenario_flags(tr)
     tr.add_argument("--module", help="your model: package.module:factory returning an nn.Module")
@@ -79,7 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="package.module:function(batch, seq_len) returning forward()'s inputs")
     tr.add_argument("--fidelity", default="cpu", choices=["cpu", "cuda"], help="fake device (cuda falls back)")
     tr.add_argument("--calibrate", action="store_true", help="store traced/predicted ratios per architecture")
-    _output_flags(pl)
     ex = sub.add_parser("export", help="the planned or given layout as a framework's launch config")
     _scenario_flags(ex)
     ex.add_argument("--to", required=True, choices=["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"],
@@ -110,8 +109,6 @@ def build_parser() -> argparse.ArgumentParser:
     md.add_argument("--json", action="store_true")
     va = sub.add_parser("validate", help="prediction error against published, measured results")
     va.add_argument("--json", action="store_true")
-    for name, issue in LATER.items():
-        sub.add_parser(name, help=f"(not built yet: issue {issue})")
     return p
 
 
@@ -448,14 +445,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv and argv[0] in LATER:
-            raise GpuplanError(f"`gpuplan {argv[0]}` is not built yet (issue {LATER[argv[0]]}); "
-                               "`gpuplan evaluate` and `gpuplan fit` work today")
         args = build_parser().parse_args(argv)
         handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,
                    "validate": cmd_validate, "export": cmd_export,
-                   "profile": cmd_profile, "calibrate": cmd_calibrate}
-        handler["trace"] = cmd_trace
+                   "profile": cmd_profile, "calibrate": cmd_calibrate, "trace": cmd_trace}
         return handler[args.command](args)
     except GpuplanError as err:
         print(f"gpuplan: error: {err}", file=sys.stderr)
