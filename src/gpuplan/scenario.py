@@ -87,6 +87,9 @@ def read_file(path: str | Path) -> Any:
 
 def merge_flags(raw: dict, flags: dict[str, Any]) -> dict:
     """Flags (``{"hardware.gpu": "h100", ...}``) override the file's values."""
+    if not isinstance(raw, dict):
+        raise GpuplanError(f"a scenario must be a mapping with keys model, hardware, training, layout, "
+                           f"got {type(raw).__name__}")
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     for dotted, value in flags.items():
         if value is None:
