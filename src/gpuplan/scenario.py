@@ -14,7 +14,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.hardware import make_hardware
 from gpuplan.modelspec import ModelSpec
-from gpuplan.spec import LORA_TARGETS_ALL, Hardware, Layout, Training, check_layout
+from gpuplan.spec import LORA_TARGETS_ALL, Hardware, Layout, Training, check_layout, check_layout_fields
 from gpuplan.units import parse_count, parse_money
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
@@ -192,11 +192,13 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     layout: dict[str, Any] = {}
     for key, value in lay_raw.items():
         if key in INT_KEYS:
-            layout[key] = _int(value, f"layout.{key}") if value is not None else None
+            if value is not None:  # a null degree is left open, like an absent one
+                layout[key] = _int(value, f"layout.{key}")
         elif key in ("sequence_parallel", "dp_overlap"):
             layout[key] = _bool(value, f"layout.{key}")
         else:
             layout[key] = str(value).lower()
+    check_layout_fields(layout)
     name = raw.get("name")
     return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref)

@@ -176,21 +176,13 @@ class Layout:
     dp_overlap: bool = True  # gradient reduction overlapped with backward (DDP/FSDP/Megatron-Core default)
 
     def __post_init__(self) -> None:
-        for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
-            _positive(getattr(self, key), f"layout.{key}")
-        if self.zero not in (0, 1, 2, 3) or isinstance(self.zero, bool):
-            raise GpuplanError(f"layout.zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        _choice(self.recompute, RECOMPUTES, "layout.recompute")
-        _choice(self.pp_schedule, PP_SCHEDULES, "layout.pp_schedule")
-        _choice(self.offload, OFFLOADS, "layout.offload")
+        check_layout_fields({name: getattr(self, name) for name, _ in _LAYOUT_DEFAULTS})
         if self.sequence_parallel and self.tp == 1:
             raise GpuplanError("layout.sequence_parallel needs tp > 1: set tp or drop sequence_parallel")
         if self.virtual_stages > 1 and self.pp_schedule != "interleaved":
             raise GpuplanError("layout.virtual_stages > 1 needs pp_schedule: interleaved")
-        if self.zero_group is not None:
-            _positive(self.zero_group, "layout.zero_group")
-            if self.zero == 0:
-                raise GpuplanError("layout.zero_group (hybrid shard) needs zero 1, 2 or 3")
+        if self.zero_group is not None and self.zero == 0:
+            raise GpuplanError("layout.zero_group (hybrid shard) needs zero 1, 2 or 3")
         if self.offload != "none" and self.zero == 0 and self.offload == "params":
             raise GpuplanError("layout.offload: params needs zero 3 (parameters are offloaded shard by shard)")
 
@@ -213,6 +205,21 @@ class Layout:
 
 
 _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
+
+
+def check_layout_fields(values: dict[str, Any]) -> None:
+    """The rules each layout field obeys on its own, for the fields present in ``values`` — so a
+    partial layout (what the user fixed; ``plan`` searches the rest) is checked when it is read."""
+    for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
+        if key in values:
+            _positive(values[key], f"layout.{key}")
+    if "zero" in values and (values["zero"] not in (0, 1, 2, 3) or isinstance(values["zero"], bool)):
+        raise GpuplanError(f"layout.zero must be 0, 1, 2 or 3, got {values['zero']!r}")
+    for key, allowed in (("recompute", RECOMPUTES), ("pp_schedule", PP_SCHEDULES), ("offload", OFFLOADS)):
+        if key in values:
+            _choice(values[key], allowed, f"layout.{key}")
+    if values.get("zero_group") is not None:
+        _positive(values["zero_group"], "layout.zero_group")
 
 
 def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> None:
