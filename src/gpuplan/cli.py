@@ -192,6 +192,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for r in results:
         if "error" in r:
             print(f"error: {r['error']}")
+        elif r["min_gpus"] is None and r["closest_total"] is None:
+            print(f"{r['gpu']}: no valid layout on up to {max_gpus} GPUs keeps the scenario's fixed layout fields: "
+                  "check them with `gpuplan evaluate`")
         elif r["min_gpus"] is None:
             print(f"{r['gpu']}: does not fit on up to {max_gpus} GPUs; closest layout needs "
                   f"{r['closest_total'] / 2**30:.1f} GiB of {r['capacity'] / 2**30:.1f} GiB per GPU")
