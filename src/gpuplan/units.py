@@ -40,32 +40,28 @@ def parse_count(value: object, what: str = "number") -> float:
     return num * _COUNT_SUFFIX[suffix]
 
 
-def parse_bytes(value: object, what: str = "size") -> float:
-    """``80GiB`` → 85899345920, ``80GB`` → 8e10; a bare number is bytes."""
+def _parse_unit(value: object, what: str, table: dict[str, float], like: str, units: str) -> float:
+    """A number with a unit from ``table``; a bare number is already in the base unit."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, str):
-        raise GpuplanError(f"{what} must be a size like 80GiB, got {value!r}")
+        raise GpuplanError(f"{what} must be a {like}, got {value!r}")
     num, suffix = _split(value, what)
     if suffix == "":
         return num
-    if suffix not in _BYTE_SUFFIX:
-        raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
-    return num * _BYTE_SUFFIX[suffix]
+    if suffix not in table:
+        raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use {units}")
+    return num * table[suffix]
+
+
+def parse_bytes(value: object, what: str = "size") -> float:
+    """``80GiB`` → 85899345920, ``80GB`` → 8e10; a bare number is bytes."""
+    return _parse_unit(value, what, _BYTE_SUFFIX, "size like 80GiB", "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
 
 
 def parse_duration(value: object, what: str = "duration") -> float:
     """``30d`` → 2592000 s; ``12h``, ``90min``, ``2w``; a bare number is seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str):
-        raise GpuplanError(f"{what} must be a duration like 30d, got {value!r}")
-    num, suffix = _split(value, what)
-    if suffix == "":
-        return num
-    if suffix not in _DURATION_SUFFIX:
-        raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use s, min, h, d, w or y")
-    return num * _DURATION_SUFFIX[suffix]
+    return _parse_unit(value, what, _DURATION_SUFFIX, "duration like 30d", "s, min, h, d, w or y")
 
 
 def parse_money(value: object, what: str = "amount") -> float:
