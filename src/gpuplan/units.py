@@ -23,7 +23,13 @@ def _split(text: str, what: str) -> tuple[float, str]:
     m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip().replace("_", "").replace(",", ""))
     if not m:
         raise GpuplanError(f"cannot read {what} {text!r}: write a number with an optional unit, e.g. 1.4T, 80GiB, 30d")
-    return float(m.group(1)), m.group(2).lower()
+    return _finite(float(m.group(1)), text, what), m.group(2).lower()
+
+
+def _finite(num: float, value: object, what: str) -> float:
+    if not math.isfinite(num):  # 1e400 overflows to inf; YAML has .inf and .nan
+        raise GpuplanError(f"{what} must be a finite number, got {value!r}")
+    return num
 
 
 def parse_count(value: object, what: str = "number") -> float:
@@ -31,7 +37,7 @@ def parse_count(value: object, what: str = "number") -> float:
     if isinstance(value, bool):
         raise GpuplanError(f"{what} must be a number, got {value!r}")
     if isinstance(value, int | float):
-        return float(value)
+        return _finite(float(value), value, what)
     if not isinstance(value, str):
         raise GpuplanError(f"{what} must be a number, got {value!r}")
     num, suffix = _split(value, what)
@@ -43,7 +49,7 @@ def parse_count(value: object, what: str = "number") -> float:
 def _parse_unit(value: object, what: str, table: dict[str, float], like: str, units: str) -> float:
     """A number with a unit from ``table``; a bare number is already in the base unit."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return _finite(float(value), value, what)
     if not isinstance(value, str):
         raise GpuplanError(f"{what} must be a {like}, got {value!r}")
     num, suffix = _split(value, what)
