@@ -53,6 +53,22 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", metavar="FILE", help="a report for a design doc: FILE.md or .html")
 
 
+def _whole(value: str, flag: str, least: int = 1) -> int:
+    """A count given on the command line (``16384``, ``16k``, ``1e4``): a whole number ≥ ``least``."""
+    from gpuplan.units import parse_count
+
+    n = parse_count(value, flag)
+    if n != int(n) or n < least:
+        raise GpuplanError(f"{flag} must be a whole number of at least {least}, got {value!r}")
+    return int(n)
+
+
+def _positive(value: float, flag: str) -> float:
+    if value <= 0:
+        raise GpuplanError(f"{flag} must be positive, got {value:g}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -171,11 +187,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from gpuplan.estimate import evaluate
     from gpuplan.report import dumps, estimate_text
     from gpuplan.scenario import Scenario
-    from gpuplan.units import parse_count
 
-    max_gpus = int(parse_count(args.max_gpus, "--max-gpus"))
-    if max_gpus < 1:
-        raise GpuplanError("--max-gpus must be at least 1")
+    max_gpus = _whole(args.max_gpus, "--max-gpus")
     gpu_names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
     if len(gpu_names) > 1:
         args.gpu = None
@@ -233,21 +246,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.scenario import Scenario
     from gpuplan.units import parse_count, parse_duration, parse_money
 
+    max_gpus, top_k = _whole(args.max_gpus, "--max-gpus"), _whole(args.top, "--top")
+
     names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
     if len(names) > 1 or names == ["all"]:
         args.gpu = "h100-sxm" if names == ["all"] else names[0]
     scs, is_list = _parse_all(args)
     kwargs = {
         "gpu_types": names if (len(names) > 1 or names == ["all"]) else None,
-        "max_gpus": int(parse_count(args.max_gpus, "--max-gpus")),
+        "max_gpus": max_gpus,
         "objective": args.objective,
-        "deadline_s": parse_duration(args.deadline, "--deadline") if args.deadline else None,
-        "budget": parse_money(args.budget, "--budget") if args.budget else None,
-        "top_k": int(parse_count(args.top, "--top")),
+        "deadline_s": _positive(parse_duration(args.deadline, "--deadline"), "--deadline") if args.deadline else None,
+        "budget": _positive(parse_money(args.budget, "--budget"), "--budget") if args.budget else None,
+        "top_k": top_k,
         "threshold": float(parse_count(args.threshold, "--threshold")),
     }
-    if kwargs["max_gpus"] < 1 or kwargs["top_k"] < 1:
-        raise GpuplanError("--max-gpus and --top must be at least 1")
     from gpuplan.progress import for_command
 
     kwargs["progress"] = bar = for_command("planning", args.json)
@@ -275,20 +288,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from gpuplan.profile.run import profile
     from gpuplan.profile.store import Store
     from gpuplan.report import dumps, profile_text
-    from gpuplan.units import parse_count, parse_duration
+    from gpuplan.units import parse_duration
 
     scs, is_list = _parse_all(args)
     if is_list:
         raise GpuplanError("profile runs one scenario at a time: give a file with a single scenario")
-    n = {k: int(parse_count(getattr(args, k), f"--{k}")) for k in ("nproc", "nnodes", "steps", "warmup")}
-    if n["steps"] < 1 or n["warmup"] < 0 or n["nnodes"] < 1:
-        raise GpuplanError("--steps must be at least 1, --warmup at least 0, --nnodes at least 1")
+    n = {k: _whole(getattr(args, k), f"--{k}", least=0 if k == "warmup" else 1)
+         for k in ("nproc", "nnodes", "steps", "warmup")}
+    timeout_s = _positive(parse_duration(args.timeout, "--timeout"), "--timeout")
     store = None if args.no_store else Store(args.store)
     from gpuplan.progress import for_command
 
     with for_command("profiling", args.json) as bar:  # a TTY-only line while torchrun runs
         rep = profile(scs[0], device=args.device, nproc=n["nproc"], nnodes=n["nnodes"], steps=n["steps"],
-                      warmup=n["warmup"], timeout_s=parse_duration(args.timeout, "--timeout"),
+                      warmup=n["warmup"], timeout_s=timeout_s,
                       find_max_batch=args.find_max_batch, extra_args=args.torchrun_args or None, progress=bar)
     if store is not None and not rep["oom"]:
         rep["stored"] = store.add_run(kind="profile", gpu=rep["gpu"], model=rep["scenario"]["model"],
@@ -338,13 +351,12 @@ def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> 
 def cmd_export(args: argparse.Namespace) -> int:
     from gpuplan.export import export_scenario
     from gpuplan.report import dumps
-    from gpuplan.units import parse_count
 
+    max_gpus = _whole(args.max_gpus, "--max-gpus")
     scs, is_list = _parse_all(args)
     if is_list:
         raise GpuplanError("export takes one scenario: give a file with a single scenario")
-    ex, how = export_scenario(scs[0], args.to, objective=args.objective,
-                              max_gpus=int(parse_count(args.max_gpus, "--max-gpus")))
+    ex, how = export_scenario(scs[0], args.to, objective=args.objective, max_gpus=max_gpus)
     if args.json:
         print(dumps({"target": ex.target, "filename": ex.filename, "config": ex.config, "text": ex.text,
                      "notes": list(ex.notes), "layout_from": how}))
