@@ -142,21 +142,22 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
 
 def micro_batches(training: Training, layout: Layout) -> int:
     """Micro-batches per optimizer step per pipeline (gradient accumulation steps)."""
-    if training.global_batch is None:
-        return max(layout.pp, 1) if layout.pp > 1 else 1
-    return training.global_batch // (layout.dp * layout.micro_batch)
+    return micro_batch_count(training.global_batch, layout.dp, layout.micro_batch, layout.pp)
 
 
-def in_flight(layout: Layout, stage: int, m: int) -> float:
-    """Micro-batches whose activations a stage holds at its peak.
+def micro_batch_count(global_batch: int | None, dp: int, mb: int, pp: int) -> int:
+    """``micro_batches`` from plain numbers; with no global batch, enough to fill the pipeline."""
+    if global_batch is None:
+        return pp if pp > 1 else 1
+    return global_batch // (dp * mb)
+
+
+def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
+    """Micro-batches whose activations stage ``stage`` of ``p`` holds at its peak (``m`` per step).
     1F1B (Narayanan et al. 2021, PipeDream-flush) and zero-bubble ZB-H1 (Qi et al. 2023,
     arXiv:2401.10241, same peak as 1F1B): min(p − stage, m). Interleaved with v chunks
     (Korthikanti et al. 2022, Sec. 4.2.3: first stage holds L·(1 + (p−1)/(p·v)) layers'
     worth): p − stage + (p − 1)/v. GPipe: all m."""
-    return flight_of(layout.pp, layout.pp_schedule, layout.virtual_stages, stage, m)
-
-
-def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     if p == 1:
         return 1
     if schedule == "gpipe":
@@ -164,10 +165,6 @@ def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     if schedule == "interleaved":
         return min(p - stage + (p - 1) / v, m)
     return min(p - stage, m)
-
-
-def communicators(layout: Layout) -> int:
-    return sum(1 for n in (layout.dp * layout.cp, layout.tp, layout.pp, layout.cp, layout.ep) if n > 1)
 
 
 @lru_cache(maxsize=1024)
@@ -284,8 +281,7 @@ def stage_peak(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, 
     nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
     states = model_states(model, training, tp, ep, pp, vstages, stage, zero, nd, nd_e, offload, dp * cp)
     weights, grads, optimizer, cpu, opt_local, buffers, on_rank, trainable = states
-    m = training.global_batch // (dp * mb) if training.global_batch is not None else (pp if pp > 1 else 1)
-    flight = flight_of(pp, schedule, vstages, stage, m)
+    flight = flight_of(pp, schedule, vstages, stage, micro_batch_count(training.global_batch, dp, mb, pp))
     per_mb, activations, logits = stage_activations(model, training, tp, ep, pp, vstages, stage, cp, sp, mb,
                                                     recompute, flight)
     opt_temp = 0.0 if offload != "none" else \
@@ -296,8 +292,8 @@ def stage_peak(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, 
     step_phase = states_total + opt_temp
     allocated = max(train_phase, step_phase)
     fragmentation = frag_share * allocated
-    comms = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)
-    fixed = ctx + cublas + nccl * comms
+    communicators = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)  # one NCCL communicator per group
+    fixed = ctx + cublas + nccl * communicators
     total = allocated + fragmentation + fixed
     return (total, states, per_mb, activations, logits, buffers, opt_temp, fragmentation, fixed,
             train_phase >= step_phase, flight)
