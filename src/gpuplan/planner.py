@@ -93,12 +93,17 @@ def _closest_miss(search: Search) -> dict | None:
     if search.closest is None:
         return None
     over, lay, hw, mem = search.closest
-    parts = {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
-             "activations": mem["activations"], "logits and buffers": mem["other"]}
+    parts = _memory_parts(mem)
     return {"gpu": hw.gpu.id, "gpus": hw.gpus, "over_bytes": over, "total": mem["total"],
             "capacity": mem["capacity"], "largest": max(parts, key=parts.get), "parts": parts,
             "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "zero": lay.zero,
                        "micro_batch": lay.micro_batch, "recompute": lay.recompute}}
+
+
+def _memory_parts(mem: dict) -> dict[str, float]:
+    """A memory breakdown in the three parts advice names (the largest says what to change)."""
+    return {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
+            "activations": mem["activations"], "logits and buffers": mem["other"]}
 
 
 def _summary(c: Candidate) -> dict:
@@ -115,9 +120,8 @@ def advice(sc: Scenario, search: Search, cands: list[Candidate], ranked: list[Ca
     out: list[str] = []
     if not cands:
         if search.closest is not None:
-            over, lay, hw, mem = search.closest
-            parts = {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
-                     "activations": mem["activations"], "logits and buffers": mem["other"]}
+            _over, lay, hw, mem = search.closest
+            parts = _memory_parts(mem)
             top = max(parts, key=parts.get)
             fixes = {"model states": ["more GPUs", "zero 3" if lay.zero < 3 else "", "a GPU with more memory",
                                       "offload" if lay.offload == "none" else ""],
