@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.memory import memory
+from gpuplan.modelspec import ModelSpec
 from gpuplan.runtime import step_time
 from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.spec import Layout
@@ -21,6 +22,16 @@ from gpuplan.spec import Layout
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_splits_heads(model: ModelSpec, t: int) -> bool:
+    """tp divides the attention heads, and the KV heads divide tp or tp divides them (check_layout's rule)."""
+    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
+
+
+def ep_choices(model: ModelSpec, group: int) -> list[int]:
+    """Expert-parallel degrees over ``group`` = dp×cp ranks that divide the experts (1 for a dense model)."""
+    return [e for e in divisors(group) if model.n_experts % e == 0] if model.moe else [1]
 
 
 def candidate_counts(gpus_per_node: int, max_gpus: int) -> Iterator[int]:
@@ -37,9 +48,7 @@ def layouts(sc: Scenario, gpus: int) -> Iterator[Layout]:
     fixed = sc.layout
     m = sc.model
     per_node = sc.hardware.gpus_per_node
-    tps = [fixed["tp"]] if "tp" in fixed else [
-        t for t in divisors(min(per_node, gpus))
-        if m.n_heads % t == 0 and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(min(per_node, gpus)) if tp_splits_heads(m, t)]
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= gpus]
     cps = [fixed.get("cp", 1)]
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
@@ -52,8 +61,7 @@ def layouts(sc: Scenario, gpus: int) -> Iterator[Layout]:
                 dp = gpus // (tp * pp * cp)
                 if "dp" in fixed and fixed["dp"] != dp:
                     continue
-                eps = [fixed["ep"]] if "ep" in fixed else \
-                    ([e for e in divisors(dp * cp) if m.n_experts % e == 0] if m.moe else [1])
+                eps = [fixed["ep"]] if "ep" in fixed else ep_choices(m, dp * cp)
                 for ep in eps:
                     for zero in zeros:
                         if zero and dp * cp == 1:

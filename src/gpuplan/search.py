@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplan.fit import divisors
+from gpuplan.fit import divisors, ep_choices, tp_splits_heads
 from gpuplan.hardware import get_fabric
 from gpuplan.memory import memory, peak_stages, stage_peak
 from gpuplan.runtime import step_time
@@ -61,8 +61,7 @@ def _hardware_for(sc: Scenario, g: GPU) -> Hardware:
 def _splits(sc: Scenario, hw: Hardware, max_gpus: int, global_batch: int) -> Iterator[dict]:
     """Parallel splits (tp, pp, cp, dp, ep) for one GPU type; micro-batch and schedule come later."""
     m, fixed, per_node = sc.model, sc.layout, hw.gpus_per_node
-    tps = [fixed["tp"]] if "tp" in fixed else [
-        t for t in divisors(per_node) if m.n_heads % t == 0 and (m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)]
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(per_node) if tp_splits_heads(m, t)]
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= 64]
     seq = sc.training.seq_len
     cps = [fixed["cp"]] if "cp" in fixed else ([c for c in (1, 2, 4, 8, 16) if seq % c == 0] if seq >= 32768 else [1])
@@ -73,8 +72,7 @@ def _splits(sc: Scenario, hw: Hardware, max_gpus: int, global_batch: int) -> Ite
                     n = dp * tp * pp * cp
                     if n > max_gpus or (n > per_node and n % per_node) or seq % cp:
                         continue
-                    eps = [fixed["ep"]] if "ep" in fixed else (
-                        [e for e in divisors(dp * cp) if m.n_experts % e == 0] if m.moe else [1])
+                    eps = [fixed["ep"]] if "ep" in fixed else ep_choices(m, dp * cp)
                     for ep in eps:
                         yield {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep}
 
