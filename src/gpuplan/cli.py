@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -340,12 +342,25 @@ def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> 
     if getattr(args, "plot", None):
         from gpuplan import plots
 
-        for path in plots.write(results, args.plot, kind):
+        with _writing("--plot", args.plot):
+            written = plots.write(results, args.plot, kind)
+        for path in written:
             print(f"gpuplan: wrote {path}", file=sys.stderr)
     if getattr(args, "report", None):
         from gpuplan import report_doc
 
-        print(f"gpuplan: wrote {report_doc.write(results, args.report, kind)}", file=sys.stderr)
+        with _writing("--report", args.report):
+            written = report_doc.write(results, args.report, kind)
+        print(f"gpuplan: wrote {written}", file=sys.stderr)
+
+
+@contextmanager
+def _writing(flag: str, path: str) -> Iterator[None]:
+    """An output file that cannot be written (no such folder, a folder, no permission) is one error line."""
+    try:
+        yield
+    except OSError as err:
+        raise GpuplanError(f"{flag} {path!r}: cannot write it ({err.strerror or err})") from None
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -366,7 +381,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         for n in ex.notes:
             print(f"gpuplan: note: {n}", file=sys.stderr)
     if args.output:
-        Path(args.output).write_text(ex.text, encoding="utf-8")
+        with _writing("--output", args.output):
+            Path(args.output).write_text(ex.text, encoding="utf-8")
         print(f"gpuplan: wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(ex.text)
