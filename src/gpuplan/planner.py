@@ -44,7 +44,7 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
     else:
         types = [get_gpu(g) for g in gpu_types] if gpu_types else [sc.hardware.gpu]
     gb = sc.training.global_batch or _default_batch(sc)
-    search = Search(sc, top_k)
+    search = Search(sc)
     for i, g in enumerate(types):
         if progress is not None:
             progress(i / len(types), g.id)
@@ -159,7 +159,7 @@ def _compare_user_layout(sc: Scenario, ranked: list[Candidate]) -> list[str]:
         est = evaluate(sc, lay)
     except GpuplanError as err:
         return [f"your layout is not valid here: {err}"]
-    free = Search(replace(sc, layout={}), 1)
+    free = Search(replace(sc, layout={}))
     gb = sc.training.global_batch or _default_batch(sc)
     free.run_gpu(sc.hardware, sc.hardware.gpus, gb, ("none",))
     same = [c for c in free.best.values() if c.gpus == sc.hardware.gpus]

@@ -17,7 +17,6 @@ recompute only add time), so at most three runtimes are computed per split.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -107,16 +106,14 @@ def _shardings(sc: Scenario, split: dict, per_node: int) -> list[dict]:
 
 
 class Search:
-    """Evaluates layouts for one scenario; keeps counts, the best per (GPU, count), and the top K."""
+    """Evaluates layouts for one scenario; keeps counts, the best per (GPU, count) and the closest miss."""
 
-    def __init__(self, sc: Scenario, top_k: int) -> None:
-        self.sc, self.top_k = sc, top_k
+    def __init__(self, sc: Scenario) -> None:
+        self.sc = sc
         self.searched = 0
         self.rejected: Counter[str] = Counter()
         self.best: dict[tuple[str, int], Candidate] = {}
-        self.top: list[tuple[float, int, Candidate]] = []
         self.closest: tuple[float, Layout, Hardware, dict] | None = None
-        self._n = 0
         self._stages: dict[tuple[int, int], list[int]] = {}
         self._peaks: dict[tuple, tuple] = {}
 
@@ -239,8 +236,6 @@ class Search:
         key = (hw.gpu.id, hw.gpus)
         if key not in self.best or cand.tokens_per_s > self.best[key].tokens_per_s:
             self.best[key] = cand
-        self._n += 1
-        heapq.heappush(self.top, (-cand.tokens_per_s, self._n, cand))
 
 
 def choose(cands: list[Candidate], objective: str, deadline_s: float | None, budget: float | None) -> list[Candidate]:
