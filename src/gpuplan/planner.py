@@ -102,8 +102,11 @@ def _closest_miss(search: Search) -> dict | None:
 
 def _memory_parts(mem: dict) -> dict[str, float]:
     """A memory breakdown in the three parts advice names (the largest says what to change)."""
+    # the same three parts as the search's rejection reasons: logits plus communication buffers
+    # (fragmentation and the fixed runtime follow the others and are not a lever of their own)
+    d = mem["detail"]
     return {"model states": mem["weights"] + mem["gradients"] + mem["optimizer"],
-            "activations": mem["activations"], "logits and buffers": mem["other"]}
+            "activations": mem["activations"], "logits and buffers": d["logits"] + d["comm_buffers"]}
 
 
 def _summary(c: Candidate) -> dict:

@@ -51,8 +51,13 @@ def _check_keys(section: dict, allowed: tuple[str, ...], where: str) -> None:
             raise GpuplanError(f"unknown key {where}.{key}: valid keys are {', '.join(allowed)}")
 
 
+MAX_WHOLE = 2**53  # beyond this a float no longer holds every whole number (and no GPU count or length is)
+
+
 def _int(value: Any, key: str) -> int:
     num = parse_count(value, key)
+    if abs(num) >= MAX_WHOLE:
+        raise GpuplanError(f"{key} = {value!r} is too large: give a realistic size")
     if num != int(num):
         raise GpuplanError(f"{key} must be a whole number, got {value!r}")
     return int(num)
