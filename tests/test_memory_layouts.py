@@ -99,3 +99,16 @@ def test_foreach_adamw_step_temporary_can_set_the_peak():
     assert foreach["peak_phase"] == "optimizer step"
     assert foreach["detail"]["optimizer_step"] == pytest.approx(4 * 6_738_415_616)
     assert foreach["total"] > fused["total"]
+
+
+def test_offload_is_checked_against_the_nodes_host_memory():
+    # 70B with ZeRO-3 parameter offload on 2 L4s: every byte of model state moves to the host.
+    fits = mem("llama-3.1-70b", gpu="l4", gpus=2, layout={"zero": 3, "offload": "params", "recompute": "full"})
+    assert fits["cpu_offload_per_node"] == pytest.approx(2 * fits["cpu_offload"])
+    assert fits["cpu_offload_per_node"] == pytest.approx(16 * 70_553_706_496, rel=1e-6)
+    small_host = mem("llama-3.1-70b", gpu="l4", gpus=2, hardware={"host_memory": "512GiB"},
+                     layout={"zero": 3, "offload": "params", "recompute": "full"})
+    assert not small_host["fits"] and small_host["total"] <= small_host["capacity"]
+    big_host = mem("llama-3.1-70b", gpu="l4", gpus=2, hardware={"host_memory": "2TiB"},
+                   layout={"zero": 3, "offload": "params", "recompute": "full"})
+    assert big_host["fits"]

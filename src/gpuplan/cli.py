@@ -19,6 +19,7 @@ FLAG_KEYS = {
     "scale_up": "hardware.scale_up", "scale_out": "hardware.scale_out", "price": "hardware.price_per_gpu_hour",
     "power_limit": "hardware.power_limit_w",
     "calibration": "hardware.calibration",
+    "host_memory": "hardware.host_memory",
     "seq_len": "training.seq_len", "global_batch": "training.global_batch",
     "global_batch_tokens": "training.global_batch_tokens", "tokens": "training.tokens",
     "steps": "training.steps", "precision": "training.precision", "optimizer": "training.optimizer",

@@ -50,6 +50,8 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> di
             "microbatches_in_flight": mem["microbatches_in_flight"],
             "activations_per_microbatch": mem["activations_per_microbatch"],
             "cpu_offload": mem["cpu_offload"],
+            "cpu_offload_per_node": mem["cpu_offload_per_node"],
+            "host_memory": mem["host_memory"],
             "params_on_rank": mem["params_on_rank"],
             "model_state_bytes_per_param": state / mem["params_on_rank"] if mem["params_on_rank"] else 0.0,
         },

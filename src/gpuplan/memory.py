@@ -362,6 +362,10 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -
         worst["other"] += extra
         worst["detail"]["calibration"] = extra
     worst["capacity"] = hw.gpu.usable_memory_bytes
-    worst["fits"] = worst["total"] <= worst["capacity"]
+    # offloaded state lives in the node's CPU memory, shared by the node's GPUs
+    worst["cpu_offload_per_node"] = worst["cpu_offload"] * min(hw.gpus, hw.gpus_per_node)
+    worst["host_memory"] = hw.host_memory_bytes
+    host_ok = hw.host_memory_bytes is None or worst["cpu_offload_per_node"] <= hw.host_memory_bytes
+    worst["fits"] = worst["total"] <= worst["capacity"] and host_ok
     worst["headroom"] = worst["capacity"] - worst["total"]
     return worst

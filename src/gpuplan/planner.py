@@ -137,6 +137,9 @@ def advice(sc: Scenario, search: Search, cands: list[Candidate], ranked: list[Ca
             out.append(f"nothing fits: the closest layout ({hw.gpus}× {hw.gpu.id}, tp={lay.tp} pp={lay.pp} "
                        f"zero={lay.zero} recompute={lay.recompute}) needs {mem['total'] / 2**30:.1f} GiB of "
                        f"{mem['capacity'] / 2**30:.1f} GiB: {top} {parts[top] / 2**30:.1f} GiB — try {fix}")
+        if search.rejected.get("out of host memory: offloaded state"):
+            out.append(f"offloading was tried but the offloaded state exceeds the node's host memory "
+                       f"({sc.hardware.host_memory_bytes / 2**30:,.0f} GiB): more host memory or more GPUs")
         return out
     if (deadline_s is not None or budget is not None) and not ranked:
         fastest = max(cands, key=lambda c: c.tokens_per_s)

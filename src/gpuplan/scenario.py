@@ -15,11 +15,11 @@ from gpuplan.errors import GpuplanError
 from gpuplan.hardware import make_hardware
 from gpuplan.modelspec import ModelSpec
 from gpuplan.spec import LORA_TARGETS_ALL, Hardware, Layout, Training, check_layout, check_layout_fields
-from gpuplan.units import parse_count, parse_money
+from gpuplan.units import parse_bytes, parse_count, parse_money
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
 HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
-                 "calibration")
+                 "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout",
                  "trace_calibration")
@@ -147,6 +147,12 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         power_limit_w=parse_count(hw_raw["power_limit_w"], "hardware.power_limit_w")
         if hw_raw.get("power_limit_w") is not None else None,
     )
+    if hw_raw.get("host_memory") is not None:
+        host = parse_bytes(hw_raw["host_memory"], "hardware.host_memory")
+        if not host > 0:
+            raise GpuplanError("hardware.host_memory must be positive, e.g. 2TiB per node, "
+                               f"got {hw_raw['host_memory']!r}")
+        hardware = replace(hardware, host_memory_bytes=host)
     if hw_raw.get("calibration"):  # factors fitted by `gpuplan calibrate` on the user's own runs
         from gpuplan.profile.store import Store
 

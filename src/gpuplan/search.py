@@ -188,6 +188,10 @@ class Search:
         parts = self._peak(tr, split, shard, rec, sp, off)
         total = parts[0] * hw.memory_factor
         cap = hw.gpu.usable_memory_bytes
+        host = hw.host_memory_bytes
+        if host is not None and parts[1][3] * min(hw.gpus, hw.gpus_per_node) > host:
+            self.rejected["out of host memory: offloaded state"] += 1
+            return False
         if total > cap:
             self.rejected[self._reason(parts)] += 1
             if self.closest is None or total - cap < self.closest[0]:
