@@ -6,9 +6,11 @@ Enumeration (Calculon-style divisor products, filtered by named rules):
   cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens
   dp   divides global_batch / micro_batch; past one node the count is a whole number of nodes
   ep   (MoE) divides the experts and dp×cp
-  zero 0–3, and hybrid shard (FSDP inside the node, replicas across nodes) when it differs
-  micro-batch 1, 2, 4, 8, 16 dividing the per-replica batch; schedule 1f1b / interleaved ×2 /
-  zero-bubble when pp > 1; recompute none → selective-op → full; offload only when nothing fits.
+  zero 1, 2, hybrid shard (FSDP inside the node, replicas across nodes), 3 — ZeRO-0 only without
+       replicas, since ZeRO-1 moves the same bytes and shards the optimizer step (see _shardings)
+  micro-batch 1, 2, 4, 8, 16 dividing the per-replica batch; schedule 1f1b / interleaved ×2 when
+  pp > 1 (zero-bubble when the scenario asks for it); recompute none → selective-op → full;
+  offload only when nothing fits.
 Fields the scenario fixes are kept. For one parallel split (tp, pp, cp, dp, ep, mb, schedule),
 recompute levels are tried cheapest first and, within a level, ZeRO stages from least to most
 sharded: the first that fits at a level is the fastest at that level (more sharding and more
@@ -52,9 +54,12 @@ def _hardware_for(sc: Scenario, g: GPU) -> Hardware:
     hw = sc.hardware
     if g.id == hw.gpu.id:
         return hw
+    # another GPU type: its own node, fabric and price; a calibration fitted on the scenario's GPU
+    # does not carry over
     return replace(hw, gpu=g, gpus_per_node=g.gpus_per_node, scale_up=get_fabric(g.scale_up, "scale_up"),
                    price_per_gpu_hour=g.price_usd_per_gpu_hour if sc.hardware.price_per_gpu_hour is None
-                   or hw.price_per_gpu_hour == hw.gpu.price_usd_per_gpu_hour else hw.price_per_gpu_hour)
+                   or hw.price_per_gpu_hour == hw.gpu.price_usd_per_gpu_hour else hw.price_per_gpu_hour,
+                   memory_factor=1.0, compute_factor=1.0)
 
 
 def _splits(sc: Scenario, hw: Hardware, max_gpus: int, global_batch: int) -> Iterator[dict]:
