@@ -1,0 +1,75 @@
+"""A planned (or given) layout as the launch config of the framework that will run it.
+
+Each target is a pure function of an Estimate (its normalized ``scenario``: hardware,
+training, complete layout) and, where the target needs the architecture, the ``ModelSpec``.
+Each returns an ``Export``: the config as data, the text to save, and ``notes`` — what the
+target cannot express exactly and what was chosen instead. Nothing here launches anything.
+
+Key and argument names, and the versions they were read from:
+  DeepSpeed   ds_config JSON (deepspeed 0.19: runtime/config.py, runtime/zero/config.py,
+              runtime/tensor_parallel/config.py); validated in tests by DeepSpeedConfig itself.
+  accelerate  ``accelerate config`` YAML (accelerate 1.15: commands/config/config_args.py
+              ClusterConfig, fsdp_config/parallelism_config keys of commands/launch.py).
+  torchtitan  job-config TOML (torchtitan/config/job_config.py, JobConfig sections).
+  Megatron-LM arguments of megatron/training/arguments.py (Megatron-Core 0.1x era).
+  torchrun    torch.distributed.run (torch 2.13) flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.export.common import RDZV_PORT, TARGETS, Export
+from gpuplan.export.to_accelerate import accelerate
+from gpuplan.export.to_deepspeed import deepspeed
+from gpuplan.export.to_megatron import megatron, megatron_args
+from gpuplan.export.to_torchrun import torchrun, torchrun_args
+from gpuplan.export.to_torchtitan import TITAN_MODELS, TITAN_SCHEDULES, to_toml, torchtitan
+
+__all__ = ["RDZV_PORT", "TARGETS", "TITAN_MODELS", "TITAN_SCHEDULES", "Export", "accelerate", "deepspeed",
+           "export", "export_scenario", "megatron", "megatron_args", "notes_text", "to_toml", "torchrun",
+           "torchrun_args", "torchtitan"]
+
+
+def export(est: dict, target: str, model: Any = None) -> Export:
+    """The Estimate's layout as ``target``'s config (see TARGETS). Formats with comments
+    (YAML, TOML, shell) carry the notes in the text, after the header; JSON cannot."""
+    makers = {"deepspeed": lambda: deepspeed(est), "accelerate": lambda: accelerate(est),
+              "torchtitan": lambda: torchtitan(est, model), "megatron": lambda: megatron(est, model),
+              "torchrun": lambda: torchrun(est)}
+    if target not in makers:
+        raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
+    ex = makers[target]()
+    if ex.filename.endswith(".json") or not ex.notes:
+        return ex
+    lines = ex.text.splitlines(keepends=True)
+    n = 0
+    while n < len(lines) and lines[n].startswith("#"):
+        n += 1
+    return replace(ex, text="".join(lines[:n]) + notes_text(ex) + "".join(lines[n:]))
+
+
+def notes_text(ex: Export) -> str:
+    return "".join(f"# note: {n}\n" for n in ex.notes)
+
+
+def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int = 16384) -> tuple[Export, str]:
+    """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
+    else the best layout ``plan`` finds. Returns the export and a line saying which it was."""
+    from gpuplan.estimate import evaluate
+
+    if "tp" in sc.layout and "pp" in sc.layout:
+        est = evaluate(sc)
+        how = f"exporting the scenario's layout on {sc.hardware.gpus} GPUs"
+    else:
+        from gpuplan.planner import plan
+
+        res = plan(sc, max_gpus=max_gpus, objective=objective)
+        est = res["best"]
+        if est is None:
+            raise GpuplanError("nothing to export: no layout fits (see `gpuplan plan --explain`)")
+        how = (f"layout open (tp/pp not fixed): exporting the best of {res['searched']:,} planned configurations "
+               f"by {objective}, {est['scenario']['hardware']['gpus']}× {est['scenario']['hardware']['gpu']}")
+    return export(est, target, sc.model), how

@@ -1,0 +1,144 @@
+"""Megatron-LM arguments of megatron/training/arguments.py (Megatron-Core 0.1x era)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from gpuplan.export.common import Export, _batches, _header, _parts, _shard_split, _steps
+from gpuplan.export.to_torchrun import torchrun_args
+
+
+def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
+    hw, tr, lay = _parts(est)
+    gb, _ = _batches(hw, tr, lay)
+    notes: list[str] = []
+    a = ["--tensor-model-parallel-size", str(lay["tp"]), "--pipeline-model-parallel-size", str(lay["pp"]),
+         "--context-parallel-size", str(lay["cp"])]
+    if lay["ep"] > 1:
+        a += ["--expert-model-parallel-size", str(lay["ep"])]
+    if lay["pp_schedule"] == "interleaved" and lay["virtual_stages"] > 1:
+        n_layers = getattr(model, "n_layers", None)
+        if n_layers and n_layers % (lay["pp"] * lay["virtual_stages"]) == 0:
+            a += ["--num-layers-per-virtual-pipeline-stage", str(n_layers // (lay["pp"] * lay["virtual_stages"]))]
+        else:
+            notes.append(f"interleaved ×{lay['virtual_stages']}: set --num-layers-per-virtual-pipeline-stage "
+                         "to layers / (pp × virtual stages)")
+    elif lay["pp_schedule"] in ("zero-bubble", "gpipe") and lay["pp"] > 1:
+        notes.append(f"pp_schedule={lay['pp_schedule']}: Megatron-LM runs 1F1B (or interleaved); "
+                     "the plan's bubble assumed the other schedule")
+    if lay.get("sequence_parallel") and lay["tp"] > 1:
+        a.append("--sequence-parallel")
+    a += ["--micro-batch-size", str(lay["micro_batch"]), "--global-batch-size", str(gb),
+          "--seq-length", str(tr["seq_len"])]
+    max_pos = max(tr["seq_len"], getattr(model, "max_positions", 0) or 0)
+    a += ["--max-position-embeddings", str(max_pos)]
+    steps = _steps(tr, gb)
+    if steps:
+        a += ["--train-iters", str(steps)]
+    prec = tr["precision"]
+    if prec == "fp16":
+        a.append("--fp16")
+    elif prec in ("bf16", "bf16-pure", "fp8"):
+        a.append("--bf16")
+        if prec == "fp8":
+            a += ["--fp8-format", "hybrid"]
+        if prec == "bf16-pure":
+            notes.append("bf16-pure: Megatron keeps fp32 main weights; --use-precision-aware-optimizer with "
+                         "bf16 optimizer dtypes comes closest")
+    zero = lay["zero"]
+    if zero in (1, 2):
+        a.append("--use-distributed-optimizer")
+        if zero == 2:
+            notes.append("zero=2: Megatron's distributed optimizer shards optimizer state and fp32 main "
+                         "gradients (reduce-scatter); the bf16 gradient buffer stays whole")
+    elif zero == 3:
+        if lay["pp"] == 1:
+            a.append("--use-torch-fsdp2")
+        else:
+            a.append("--use-distributed-optimizer")
+            notes.append("zero=3 with pp > 1: Megatron's FSDP does not run with pipeline parallelism; "
+                         "the distributed optimizer (ZeRO-1/2) written instead — parameters are not sharded")
+    split = _shard_split(lay)
+    if split is not None and zero in (1, 2):
+        a += ["--num-distributed-optimizer-instances", str(split[0])]
+    elif split is not None:
+        notes.append(f"hybrid shard groups of {split[1]}: not expressible with --use-torch-fsdp2")
+    if zero > 0 and lay.get("dp_overlap", True):
+        a += ["--overlap-grad-reduce", "--overlap-param-gather"]
+    rec = lay["recompute"]
+    if rec == "full":
+        a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    elif rec.startswith("selective"):
+        a += ["--recompute-granularity", "selective"]
+        if rec == "selective-op":
+            notes.append("recompute=selective-op (torchtitan per-op SAC) → Megatron selective (core attention "
+                         "recomputed): similar memory, a little less recompute")
+    if lay["offload"] == "optimizer":
+        a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.0"]
+    elif lay["offload"] == "params":
+        notes.append("offload=params: Megatron-LM does not offload parameters; only the optimizer "
+                     "(--optimizer-cpu-offload) — the plan needs more GPU memory under Megatron")
+        a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.0"]
+    if tr["optimizer"] in ("sgd", "sgd-momentum"):
+        a += ["--optimizer", "sgd"]
+    elif tr["optimizer"] in ("adamw", "adam"):
+        a += ["--optimizer", "adam"]
+    else:
+        notes.append(f"optimizer={tr['optimizer']}: Megatron-LM offers adam and sgd")
+    if model is not None:
+        a += _megatron_model(model, notes)
+    else:
+        notes.append("model architecture flags (--num-layers, --hidden-size, ...) left out: no model spec given")
+    if tr.get("method", "full") != "full":
+        notes.append(f"method={tr['method']}: Megatron-LM pretrains all weights; LoRA needs NeMo/Megatron-Bridge")
+    return a, notes
+
+
+def _megatron_model(m: Any, notes: list[str]) -> list[str]:
+    a = ["--num-layers", str(m.n_layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.n_heads)]
+    if m.ffn:
+        a += ["--ffn-hidden-size", str(m.ffn)]
+    if m.n_kv_heads != m.n_heads:
+        a += ["--group-query-attention", "--num-query-groups", str(m.n_kv_heads)]
+    if m.head_dim and m.head_dim * m.n_heads != m.hidden:
+        a += ["--kv-channels", str(m.head_dim)]
+    if m.gated_mlp:
+        a.append("--swiglu")
+    layer_weights = [w for lg in m.layers for w in lg.weights]
+    if not any(w.bias and w.group in ("attention", "mlp", "expert", "shared_expert") for w in layer_weights):
+        a.append("--disable-bias-linear")
+    learned = any(w.group == "position" for w in m.embedding)
+    a += ["--position-embedding-type", "learned_absolute" if learned else "rope"]
+    a += ["--normalization", "RMSNorm" if m.norm == "rmsnorm" else "LayerNorm"]
+    if not m.tied_embeddings:
+        a.append("--untie-embeddings-and-output-weights")
+    if m.moe:
+        a += ["--num-experts", str(m.n_experts), "--moe-router-topk", str(m.top_k)]
+        if m.moe_ffn:
+            a += ["--moe-ffn-hidden-size", str(m.moe_ffn)]
+    if m.kv_lora_rank:
+        notes.append("multi-head latent attention: add --multi-latent-attention and its ranks")
+    notes.append(f"--vocab-size is taken from the tokenizer in Megatron-LM (model has {m.vocab})")
+    return a
+
+
+def megatron(est: dict, model: Any = None) -> Export:
+    args, notes = megatron_args(est, model)
+    hw = est["scenario"]["hardware"]
+    launcher = " ".join(torchrun_args(est)[0])
+    lines = [f"# {line}" for line in _header(est, "bash megatron_args.sh")]
+    lines.append("MEGATRON_ARGS=(")
+    i = 0
+    while i < len(args):  # one flag and its value per line
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            lines.append(f"  {args[i]} {shlex.quote(args[i + 1])}")
+            i += 2
+        else:
+            lines.append(f"  {args[i]}")
+            i += 1
+    lines.append(")")
+    lines.append(f"{launcher} pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"  # + data, tokenizer, lr ({hw['gpus']} GPUs)")
+    return Export(target="megatron", config=args, text="\n".join(lines) + "\n", filename="megatron_args.sh",
+                  notes=tuple(notes))
+

@@ -1,0 +1,135 @@
+"""torchtitan job-config TOML (torchtitan/config/job_config.py, JobConfig sections)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpuplan.export.common import Export, _batches, _header, _parts, _shard_split, _steps
+
+TITAN_MODELS = {"llama": "llama3", "mistral": "llama3", "qwen2": "llama3", "qwen3": "qwen3",
+                "deepseek_v3": "deepseek_v3", "deepseek_v2": "deepseek_v3", "llama4": "llama4"}
+TITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe",
+                   "zero-bubble": "ZBVZeroBubble"}
+
+
+def torchtitan(est: dict, model: Any = None) -> Export:
+    hw, tr, lay = _parts(est)
+    gb, accum = _batches(hw, tr, lay)
+    notes: list[str] = []
+    mtype = getattr(model, "model_type", None)
+    flavor = _flavor(est["model"].get("name") or "", est["model"]["params"])
+    cfg: dict[str, dict[str, Any]] = {
+        "job": {"description": f"{est['model'].get('name', 'model')} — gpuplan export"},
+        "model": {"name": TITAN_MODELS.get(mtype or "", "llama3"), "flavor": flavor},
+    }
+    if mtype not in TITAN_MODELS:
+        notes.append(f"model: torchtitan ships llama3/llama4/qwen3/deepseek_v3; check [model] name and flavor "
+                     f"({mtype or 'unknown type'})")
+    else:
+        notes.append(f"model.flavor={flavor!r} guessed from the parameter count; use a flavor the model defines")
+    training: dict[str, Any] = {"seq_len": tr["seq_len"], "global_batch_size": gb,
+                                "mixed_precision_param": "float32" if tr["precision"] == "fp32" else "bfloat16"}
+    par: dict[str, Any] = {"tensor_parallel_degree": lay["tp"], "pipeline_parallel_degree": lay["pp"],
+                           "context_parallel_degree": lay["cp"], "expert_parallel_degree": lay["ep"]}
+    if lay["pp"] > 1:
+        # one pipeline step consumes the replica's whole share of the batch in micro-batches
+        training["local_batch_size"] = gb // lay["dp"]
+        par["pipeline_parallel_microbatch_size"] = lay["micro_batch"]
+        par["pipeline_parallel_schedule"] = TITAN_SCHEDULES[lay["pp_schedule"]]
+        chunks = lay["pp"] * (2 if lay["pp_schedule"] == "zero-bubble" else lay["virtual_stages"])
+        n_layers = getattr(model, "n_layers", None)
+        if chunks > lay["pp"] and n_layers:
+            if n_layers % chunks:
+                notes.append(f"{n_layers} layers do not split evenly into {chunks} stages: set split points")
+            else:
+                par["pipeline_parallel_layers_per_stage"] = n_layers // chunks
+        if lay["pp_schedule"] == "zero-bubble":
+            notes.append("zero-bubble: torchtitan's ZBVZeroBubble runs two (V-shaped) stages per rank")
+    else:
+        training["local_batch_size"] = lay["micro_batch"]
+        if accum > 1:
+            notes.append(f"gradient accumulation: global_batch_size {gb} = local_batch_size {lay['micro_batch']} "
+                         f"× dp {lay['dp']} × {accum} steps")
+    steps = _steps(tr, gb)
+    if steps:
+        training["steps"] = steps
+    if lay["offload"] != "none":
+        training["enable_cpu_offload"] = True
+        if lay["offload"] == "optimizer":
+            notes.append("offload=optimizer: torchtitan's FSDP CPU offload moves parameters, gradients and "
+                         "optimizer state together")
+    split = _shard_split(lay)
+    if lay["zero"] == 0:
+        par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"] = lay["dp"], 1
+    elif split is not None:
+        par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"] = split
+    else:
+        par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"] = 1, lay["dp"]
+    if lay["zero"] in (1, 2):
+        par["fsdp_reshard_after_forward"] = "never"
+        notes.append(f"zero={lay['zero']}: torchtitan shards with FSDP2; reshard_after_forward=never keeps "
+                     "parameters gathered between forward and backward (≈ ZeRO-2)"
+                     + ("; FSDP has no optimizer-only sharding" if lay["zero"] == 1 else ""))
+    elif lay["zero"] == 3:
+        par["fsdp_reshard_after_forward"] = "default"
+    if lay["tp"] > 1 and not lay.get("sequence_parallel", True):
+        notes.append("torchtitan always uses sequence parallelism with tensor parallelism")
+    rec = lay["recompute"]
+    ac: dict[str, Any] = {"mode": {"none": "none", "full": "full"}.get(rec, "selective")}
+    if rec.startswith("selective"):
+        ac["selective_ac_option"] = "op"
+        if rec == "selective":
+            notes.append("recompute=selective (Megatron: attention core only) → torchtitan per-op SAC "
+                         "(selective_ac_option op), its nearest policy")
+    cfg["training"] = training
+    cfg["parallelism"] = par
+    cfg["activation_checkpoint"] = ac
+    cfg["optimizer"] = {"name": "AdamW", "implementation": tr.get("optimizer_impl", "fused")}
+    if tr["optimizer"] not in ("adamw", "adam"):
+        notes.append(f"optimizer={tr['optimizer']}: torchtitan builds torch.optim optimizers by name; set "
+                     "optimizer.name to the class you use")
+        cfg["optimizer"]["name"] = {"sgd": "SGD", "sgd-momentum": "SGD", "adafactor": "Adafactor"}.get(
+            tr["optimizer"], "AdamW")
+    if tr["precision"] == "fp8":
+        cfg["model"]["converters"] = ["float8"]
+        cfg["float8"] = {"recipe_name": "rowwise"}
+    if tr.get("method", "full") != "full":
+        notes.append(f"method={tr['method']}: torchtitan trains all weights; LoRA needs your own model code")
+    text = "".join(f"# {line}\n" for line in _header(est, "torchrun ... -m torchtitan.train --job.config_file "
+                                                      "job.toml")) + "\n" + to_toml(cfg)
+    return Export(target="torchtitan", config=cfg, text=text, filename="job.toml", notes=tuple(notes))
+
+
+def _flavor(name: str, params: float) -> str:
+    """torchtitan names flavors by size ("8B", "70B", "405B"): the size in the model's name, else
+    the parameter count rounded."""
+    import re
+
+    m = re.search(r"(\d+(?:\.\d+)?)[bB]\b", name.split("/")[-1])
+    if m:
+        return f"{m.group(1)}B"
+    b = params / 1e9
+    return f"{b:.0f}B" if b >= 1 else f"{params / 1e6:.0f}M"
+
+
+def to_toml(cfg: dict[str, dict[str, Any]]) -> str:
+    """Sections of scalars and lists of scalars (all torchtitan needs), as TOML."""
+    out = []
+    for section, keys in cfg.items():
+        out.append(f"[{section}]")
+        for k, v in keys.items():
+            out.append(f"{k} = {_toml_value(v)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v), ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
