@@ -444,7 +444,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from gpuplan.report import dumps, table
+    from gpuplan.report import dumps, validate_text
     from gpuplan.validation.memory_check import score_memory_runs
     from gpuplan.validation.runtime_check import score_runs
 
@@ -453,24 +453,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps({"runtime": run, "memory": mem}))
         return 0
-    print("Training throughput: predicted vs published (src/gpuplan/validation/runs.json); "
-          "C = calibration row, others held out")
-    print(table(["run", "", "published as", "published tok/s/GPU", "predicted", "error", "predicted MFU"],
-                [[r["id"], "C" if r["calibration"] else "", r["metric"], f"{r['published']:,.0f}",
-                  f"{r['predicted']:,.0f}", f"{r['error']:+.0%}", f"{r['mfu_predicted']:.0%}"] for r in run["rows"]]))
-    for label, s in run["summary"].items():
-        print(f"{label} rows: n={s['n']}, median |error| {s['median_abs_error']:.1%}, "
-              f"within ±15%: {s['within_15pct']:.0%}, max |error| {s['max_abs_error']:.0%}")
-    print(f"skipped {len(run['skipped'])} rows ({'; '.join(sorted({s['why'] for s in run['skipped']}))})\n")
-    print("Per-GPU peak memory: predicted vs measured (src/gpuplan/validation/memory_runs.json)")
-    print(table(["run", "trust", "measured GiB", "predicted GiB", "error"],
-                [[r["id"], r["trust"], f"{r['measured_gib']:.1f}", f"{r['predicted_gib']:.1f}", f"{r['error']:+.0%}"]
-                 for r in mem["rows"]]))
-    for label, s in mem["summary"].items():
-        print(f"{label} rows: n={s['n']}, median |error| {s['median_abs_error']:.1%}, "
-              f"within ±15%: {s['within_15pct']:.0%}, max |error| {s['max_abs_error']:.0%}")
-    print(f"skipped {len(mem['skipped'])} rows whose source leaves a deciding setting open "
-          f"({'; '.join(sorted({s['why'] for s in mem['skipped']}))})")
+    print(validate_text(run, mem))
     return 0
 
 

@@ -215,3 +215,30 @@ def profile_text(rep: dict) -> str:
     if rep.get("stored"):
         lines.append(f"recorded as run {rep['stored']} in {rep['store']}")
     return "\n".join(lines)
+
+
+def _summary_lines(summary: dict) -> list[str]:
+    """One line per labelled group of validation rows: count, median and max |error|, share within ±15%."""
+    return [f"{label} rows: n={s['n']}, median |error| {s['median_abs_error']:.1%}, "
+            f"within ±15%: {s['within_15pct']:.0%}, max |error| {s['max_abs_error']:.0%}"
+            for label, s in summary.items()]
+
+
+def validate_text(run: dict, mem: dict) -> str:
+    """``gpuplan validate``: predicted vs published throughput (``run``) and vs measured peak memory (``mem``)."""
+    lines = ["Training throughput: predicted vs published (src/gpuplan/validation/runs.json); "
+             "C = calibration row, others held out",
+             table(["run", "", "published as", "published tok/s/GPU", "predicted", "error", "predicted MFU"],
+                   [[r["id"], "C" if r["calibration"] else "", r["metric"], f"{r['published']:,.0f}",
+                     f"{r['predicted']:,.0f}", f"{r['error']:+.0%}", f"{r['mfu_predicted']:.0%}"]
+                    for r in run["rows"]]),
+             *_summary_lines(run["summary"]),
+             f"skipped {len(run['skipped'])} rows ({'; '.join(sorted({s['why'] for s in run['skipped']}))})\n",
+             "Per-GPU peak memory: predicted vs measured (src/gpuplan/validation/memory_runs.json)",
+             table(["run", "trust", "measured GiB", "predicted GiB", "error"],
+                   [[r["id"], r["trust"], f"{r['measured_gib']:.1f}", f"{r['predicted_gib']:.1f}",
+                     f"{r['error']:+.0%}"] for r in mem["rows"]]),
+             *_summary_lines(mem["summary"]),
+             f"skipped {len(mem['skipped'])} rows whose source leaves a deciding setting open "
+             f"({'; '.join(sorted({s['why'] for s in mem['skipped']}))})"]
+    return "\n".join(lines)
