@@ -309,14 +309,6 @@ def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
     return list(range(pp)) if pp <= 4 else sorted({0, 1, pp - 2, pp - 1})
 
 
-def peak_total(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, cp: int, dp: int,
-               sp: bool, mb: int, recompute: str, zero: int, zero_group: int | None, offload: str,
-               schedule: str) -> float:
-    """Bytes per GPU of the most loaded rank — ``memory()["total"]`` without building anything."""
-    return max(stage_peak(model, training, tp, ep, pp, vstages, st, cp, dp, sp, mb, recompute, zero, zero_group,
-                          offload, schedule)[0] for st in peak_stages(model, pp, vstages))
-
-
 def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout, stage: int) -> dict:
     (total, states, per_mb, activations, logits, buffers, opt_temp, fragmentation, fixed, train_peak,
      flight) = stage_peak(model, training, layout.tp, layout.ep, layout.pp, layout.virtual_stages, stage,
