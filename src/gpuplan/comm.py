@@ -8,8 +8,12 @@ collectives): a group of ``n`` ranks with stride ``stride`` between members plac
     intra:  2·(n_local − 1)/n_local · B / bw_up        (reduce-scatter + all-gather in the domain)
     inter:  2·(n_dom − 1)/n_dom · (B / n_local) / bw_out   (each rank's shard crosses the network)
 
-plus a latency term 2·(n − 1)·α per hop tier. Reduce-scatter and all-gather cost half of
-that; all-to-all sends (n − 1)/n · B, the part leaving the domain over the network.
+plus a latency term 2·(n − 1)·α per hop tier. Reduce-scatter and all-gather move half of
+that; NCCL runs them as one flat ring (its only algorithm for them on multi-GPU nodes), so
+their latency is NCCL's own ring model (src/graph/tuning.cc): a base plus one hop per ring
+step, n − 1 steps of which n_dom − 1 cross the network — per call, so a ZeRO-3 step that
+gathers tensor by tensor pays it once per tensor. All-to-all sends (n − 1)/n · B, the part
+leaving the domain over the network.
 ``bw_up`` and ``bw_out`` are achievable (bus) bandwidths per GPU: the fabric's per-direction
 rate times a measured efficiency; across nodes, the node's NICs are shared by its GPUs
 (one 400G NIC per GPU on AI clusters, one 10 GbE link per node on commodity Ethernet).
@@ -32,6 +36,9 @@ class Topology:
     lat_up: float
     bw_out: float      # achievable bytes/s per GPU across domains
     lat_out: float
+    ring_base: float = 0.0     # NCCL ring latency model: per call, per step inside, per step across
+    ring_up: float = 0.0
+    ring_out: float = 0.0
 
 
 def topology(hw: Hardware) -> Topology:
@@ -53,13 +60,17 @@ def _topology(hw: Hardware) -> Topology:
         bw_up, domain = PCIE5_BYTES_PER_S * eff_up, hw.gpus_per_node
     else:
         bw_up, domain = (up.bytes_per_s_per_gpu or hw.gpu.scale_up_bytes_per_s) * eff_up, domain_gpus
+    ring = constant("ring_latency_s")
+    lat_up = up.latency_s or 1e-6
     out = hw.scale_out
     if out is None or not out.link_bytes_per_s:
-        return Topology(domain, bw_up, up.latency_s or 1e-6, 0.0, 0.0)
+        return Topology(domain, bw_up, lat_up, 0.0, 0.0, ring["base"], max(ring["scale_up_step"], lat_up), 0.0)
     eff_out = out.efficiency if out.efficiency is not None else constant("scale_out_efficiency")
     nics = min(out.links_per_node or 1, hw.gpus_per_node)
     bw_out = out.link_bytes_per_s * nics / hw.gpus_per_node * eff_out
-    return Topology(domain, bw_up, up.latency_s or 1e-6, bw_out, out.latency_s or 5e-6)
+    lat_out = out.latency_s or 5e-6
+    return Topology(domain, bw_up, lat_up, bw_out, lat_out, ring["base"], max(ring["scale_up_step"], lat_up),
+                    max(ring["scale_out_step"], lat_out))
 
 
 def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
@@ -74,19 +85,37 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, doms = placement(n, stride, topo.domain)
+    return _all_reduce_bw_s(nbytes, local, doms, topo) + 2 * (local - 1) * topo.lat_up + 2 * (doms - 1) * topo.lat_out
+
+
+def _all_reduce_bw_s(nbytes: float, local: int, doms: int, topo: Topology) -> float:
     t = 0.0
     if local > 1:
-        t += 2 * (local - 1) / local * nbytes / topo.bw_up + 2 * (local - 1) * topo.lat_up
+        t += 2 * (local - 1) / local * nbytes / topo.bw_up
     if doms > 1:
         if topo.bw_out <= 0:
             raise ValueError("a group spans nodes but the hardware has no network between nodes")
-        t += 2 * (doms - 1) / doms * (nbytes / local) / topo.bw_out + 2 * (doms - 1) * topo.lat_out
+        t += 2 * (doms - 1) / doms * (nbytes / local) / topo.bw_out
     return t
 
 
-def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
-    """Reduce-scatter (or all-gather) of a buffer of ``nbytes`` (the unsharded size)."""
-    return all_reduce_s(nbytes, n, stride, topo) / 2
+def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
+    """Latency of one ring all-gather or reduce-scatter: base + (n − n_dom)·hop inside the domain
+    + (n_dom − 1)·hop across it (NCCL src/graph/tuning.cc, Ring/Simple)."""
+    if n <= 1:
+        return 0.0
+    _, doms = placement(n, stride, topo.domain)
+    return (topo.ring_base + (n - doms) * max(topo.ring_up, topo.lat_up)
+            + (doms - 1) * max(topo.ring_out, topo.lat_out))
+
+
+def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology, calls: int = 1) -> float:
+    """Reduce-scatter (or all-gather) of ``nbytes`` in all (the unsharded size), issued as ``calls``
+    collectives: the bytes cost half an all-reduce's, the latency is paid per call."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    local, doms = placement(n, stride, topo.domain)
+    return _all_reduce_bw_s(nbytes, local, doms, topo) / 2 + calls * ring_latency_s(n, stride, topo)
 
 
 all_gather_s = reduce_scatter_s

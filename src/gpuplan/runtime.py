@@ -13,7 +13,9 @@ Communication (comm.py) per micro-batch: tensor/sequence parallel (2 all-reduce-
 per layer forward and 2 backward, exposed), context parallel ring exchange (overlapped with
 attention), expert all-to-all (4 per MoE layer, exposed), pipeline send/recv; per step: data-
 parallel gradient reduction (and ZeRO parameter gathers) overlapped with compute as in
-PyTorch DDP / FSDP, exposed only beyond the compute that hides it.
+PyTorch DDP / FSDP, exposed only beyond the compute that hides it; ZeRO-3 gathers go per block
+(FSDP), per submodule (DeepSpeed) or per tensor and blocking (DeepSpeed of 2021, never hidden),
+each call paying the ring latency.
 Pipeline bubble (Narayanan et al. 2021): (p − 1)·(t_f + t_b), divided by the virtual stages
 when interleaved, times ~1/3 for zero-bubble ZB-H1.
 """
@@ -166,6 +168,28 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     return LayerTime(fwd, bwd, rec)
 
 
+# DeepSpeed ZeRO-3 reduces gradients in buckets of reduce_bucket_size elements (default 5e8,
+# DeepSpeed config docs, "zero_optimization.reduce_bucket_size")
+DEEPSPEED_REDUCE_BUCKET = 5e8
+
+
+def gather_calls(lg: LayerGroup, style: str, ep: int = 1) -> int:
+    """Parameter all-gathers per pass over one layer under ZeRO-3: one per block (FSDP wraps each
+    transformer block as a unit), one per submodule holding parameters (DeepSpeed's module hooks:
+    a Linear's weight and bias go together), or one per tensor (DeepSpeed ZeRO-3 before the
+    coalesced gather of PR #1188, 2021)."""
+    if style == "layer":
+        return 1
+    per_name: dict[str, int] = {}
+    for w in lg.weights:
+        n = max(1, w.count // ep) if w.group == "expert" else w.count
+        if style == "tensor-sync":
+            per_name[w.name] = per_name.get(w.name, 0) + n
+        else:
+            per_name.setdefault(w.name, n)
+    return sum(per_name.values())
+
+
 def _grad_reduce_bytes(tr: Training) -> float:
     """Bytes per gradient element on the wire: fp32 under bf16/fp8 mixed precision (Megatron
     accumulates and all-reduces bf16 gradients in fp32; FSDP2's default reduce_dtype in
@@ -240,15 +264,33 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
     if lay.zero == 3:
         shard = lay.zero_group or dp_n
         w_bytes = 2 * (rp.dense + rp.expert)
-        per_mb = (2 * all_gather_s(w_bytes, shard, lay.tp, topo)
-                  + reduce_scatter_s(g * (trainable_dense + trainable_expert), shard, lay.tp, topo))
-        hidden = overlap * (t_f + t_b + t_r)
-        first_gather = all_gather_s(w_bytes / max(layers_here, 1), shard, lay.tp, topo)
-        dp_exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
-        overlapped = n_mb * min(per_mb, hidden)
+        g_bytes = g * (trainable_dense + trainable_expert)
+        style = lay.zero3_gather
+        calls = sum(n * gather_calls(groups[moe], style, lay.ep)
+                    for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)) if n) or 1
+        # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
+        # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
+        gathers = 3 if style != "layer" and lay.recompute == "full" else 2
+        gather = all_gather_s(w_bytes, shard, lay.tp, topo, calls)
+        if style == "tensor-sync":
+            # DeepSpeed ZeRO-3 of 2021: every gather blocks the compute stream (issue #1069, PR
+            # #1188) and gradients are all-reduced, not reduce-scattered (issue #1173)
+            grad_s = all_reduce_s(g_bytes, shard, lay.tp, topo)
+            blocking = gathers * (gather + calls * constant("zero3_sync_call_s"))
+            hidden = overlap * t_b
+            dp_exposed = n_mb * (blocking + max(0.0, grad_s - hidden))
+            overlapped = n_mb * min(grad_s, hidden)
+            per_mb = gathers * gather + grad_s
+        else:
+            rs_calls = rp.dense_layers + rp.moe_layers if style == "layer" else \
+                max(1, math.ceil((trainable_dense + trainable_expert) / DEEPSPEED_REDUCE_BUCKET))
+            per_mb = gathers * gather + reduce_scatter_s(g_bytes, shard, lay.tp, topo, max(rs_calls, 1))
+            hidden = overlap * (t_f + t_b + t_r)
+            first_gather = all_gather_s(w_bytes / calls, shard, lay.tp, topo)  # nothing to hide it behind
+            dp_exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
+            overlapped = n_mb * min(per_mb, hidden)
         if lay.zero_group and dp_n > lay.zero_group:  # hybrid shard: all-reduce the shards across replicas
-            dp_exposed += all_reduce_s(g * (trainable_dense + trainable_expert) / shard, dp_n // lay.zero_group,
-                                       lay.tp * shard, topo)
+            dp_exposed += all_reduce_s(g_bytes / shard, dp_n // lay.zero_group, lay.tp * shard, topo)
         dp_comm = n_mb * per_mb
     else:
         dp_comm = (all_reduce_s(g * trainable_dense, dp_n, lay.tp, topo)

@@ -21,6 +21,7 @@ PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
 Offload = Literal["none", "optimizer", "params"]
 Attention = Literal["flash", "eager"]
 OptimizerImpl = Literal["fused", "foreach"]
+Zero3Gather = Literal["layer", "module", "tensor-sync"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 METHODS: tuple[str, ...] = get_args(Method)
@@ -29,6 +30,7 @@ PP_SCHEDULES: tuple[str, ...] = get_args(PPSchedule)
 OFFLOADS: tuple[str, ...] = get_args(Offload)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
 OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
+ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -175,6 +177,9 @@ class Layout:
     virtual_stages: int = 1
     offload: Offload = "none"
     dp_overlap: bool = True  # gradient reduction overlapped with backward (DDP/FSDP/Megatron-Core default)
+    # ZeRO-3 parameter gathers: one per transformer block, prefetched (FSDP, the default) | one per
+    # submodule, prefetched (DeepSpeed ZeRO-3) | one per tensor, blocking (DeepSpeed ZeRO-3 of 2021)
+    zero3_gather: Zero3Gather = "layer"
 
     def __post_init__(self) -> None:
         check_layout_fields({name: getattr(self, name) for name, _ in _LAYOUT_DEFAULTS})
@@ -216,7 +221,8 @@ def check_layout_fields(values: dict[str, Any]) -> None:
             _positive(values[key], f"layout.{key}")
     if "zero" in values and (values["zero"] not in (0, 1, 2, 3) or isinstance(values["zero"], bool)):
         raise GpuplanError(f"layout.zero must be 0, 1, 2 or 3, got {values['zero']!r}")
-    for key, allowed in (("recompute", RECOMPUTES), ("pp_schedule", PP_SCHEDULES), ("offload", OFFLOADS)):
+    for key, allowed in (("recompute", RECOMPUTES), ("pp_schedule", PP_SCHEDULES), ("offload", OFFLOADS),
+                         ("zero3_gather", ZERO3_GATHERS)):
         if key in values:
             _choice(values[key], allowed, f"layout.{key}")
     if values.get("zero_group") is not None:

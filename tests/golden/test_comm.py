@@ -10,6 +10,7 @@ from gpuplan.comm import (
     all_to_all_s,
     placement,
     reduce_scatter_s,
+    ring_latency_s,
     send_recv_s,
     topology,
 )
@@ -34,12 +35,43 @@ def test_ring_all_reduce_8_ranks_value():
 
 
 @pytest.mark.parametrize("n, stride", [(8, 1), (4, 2), (4, 8), (32, 1)])
-def test_reduce_scatter_and_all_gather_are_half_an_all_reduce(n, stride):
+def test_reduce_scatter_and_all_gather_move_half_an_all_reduce(n, stride):
     # source: Patarasuk & Yuan 2009 / NCCL — all-reduce = reduce-scatter + all-gather, each (n−1)/n · B.
-    ar = all_reduce_s(GB, n, stride, TOPO)
+    # Without latency the byte terms must be exactly half.
+    flat = Topology(domain=8, bw_up=100e9, lat_up=0.0, bw_out=10e9, lat_out=0.0)
+    ar = all_reduce_s(GB, n, stride, flat)
     assert ar > 0
-    assert reduce_scatter_s(GB, n, stride, TOPO) == pytest.approx(ar / 2, rel=1e-12)
-    assert all_gather_s(GB, n, stride, TOPO) == pytest.approx(ar / 2, rel=1e-12)
+    assert reduce_scatter_s(GB, n, stride, flat) == pytest.approx(ar / 2, rel=1e-12)
+    assert all_gather_s(GB, n, stride, flat) == pytest.approx(ar / 2, rel=1e-12)
+
+
+def test_ring_all_gather_latency_is_nccls_ring_model():
+    # source: NVIDIA/nccl src/graph/tuning.cc (Ring/Simple): baseLat 8.4 µs + (n − nodes)·3.4 µs over
+    # NVLink + (nodes − 1)·9.6 µs over the network, for an all-gather of n ranks on `nodes` nodes.
+    topo = topology(make(gpu="a100-80gb-sxm", gpus=1536, hardware={"scale_out": "ib-hdr-200g"}).hardware)
+    expected_lat = 8.4e-6 + (1536 - 192) * 3.4e-6 + (192 - 1) * 9.6e-6
+    assert expected_lat == pytest.approx(6.4116e-3, rel=1e-12)
+    assert ring_latency_s(1536, 1, topo) == pytest.approx(expected_lat, rel=1e-12)
+    # one rank per node: every step crosses the network
+    assert ring_latency_s(4, 8, topo) == pytest.approx(8.4e-6 + 3 * 9.6e-6, rel=1e-12)
+    # inside one node: NVLink steps only
+    assert ring_latency_s(8, 1, topo) == pytest.approx(8.4e-6 + 7 * 3.4e-6, rel=1e-12)
+
+
+def test_gathering_tensor_by_tensor_pays_the_latency_per_call():
+    # 1 GB in one call vs the same bytes in 1,152 calls (96 GPT layers × 12 tensors): the byte
+    # term is the same, the ring latency is paid 1,151 more times
+    topo = topology(make(gpu="a100-80gb-sxm", gpus=1536, hardware={"scale_out": "ib-hdr-200g"}).hardware)
+    one = all_gather_s(GB, 1536, 1, topo)
+    many = all_gather_s(GB, 1536, 1, topo, calls=1152)
+    assert many - one == pytest.approx(1151 * ring_latency_s(1536, 1, topo), rel=1e-9)
+    assert many - one == pytest.approx(7.38, rel=1e-3)  # seconds: latency dominates at 1,536 ranks
+
+
+def test_slow_ethernet_hops_keep_their_own_latency():
+    # NCCL's 9.6 µs per network step is a floor: a 10 GbE hop (30 µs in fabrics.json) costs more
+    topo = topology(make(gpu="a100-80gb-sxm", gpus=32, hardware={"scale_out": "eth-10g"}).hardware)
+    assert ring_latency_s(4, 8, topo) == pytest.approx(8.4e-6 + 3 * 30e-6, rel=1e-12)
 
 
 def test_one_rank_per_node_uses_the_network():

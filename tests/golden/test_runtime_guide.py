@@ -19,7 +19,7 @@ def _time(gpus, scale_out="ib-ndr-400g", zero=3, global_batch=1024, tokens=1.4e1
 
 def test_7b_on_one_h100_takes_years():
     # source: the guide — "On one H100 that takes years" (7B parameters, 1.4T tokens).
-    # Observed: 4.3 years at MFU 0.48 (the memory does not fit one card; this is the compute alone).
+    # Observed: 4.0 years at MFU 0.53 (the memory does not fit one card; this is the compute alone).
     t = _time(1, zero=0)
     assert t["train_s"] > 1 * YEAR
     assert t["train_s"] < 10 * YEAR
@@ -27,7 +27,7 @@ def test_7b_on_one_h100_takes_years():
 
 def test_7b_on_64_h100_with_infiniband_takes_a_few_weeks():
     # source: the guide — "on 64 H100s, a few weeks" (7B, 1.4T tokens).
-    # Observed: 5.4 weeks (FSDP/ZeRO-3, seq 4096, global batch 1024 sequences, NDR 400G).
+    # Observed: 5.3 weeks (FSDP/ZeRO-3, seq 4096, global batch 1024 sequences, NDR 400G).
     t = _time(64)
     assert 1 * WEEK < t["train_s"] < 6 * WEEK
     # and the 64 GPUs are ~64× one GPU's work, not one GPU's
@@ -37,11 +37,11 @@ def test_7b_on_64_h100_with_infiniband_takes_a_few_weeks():
 @pytest.mark.parametrize("zero", [1, 3])
 def test_10gbe_makes_multi_node_data_parallel_communication_bound(zero):
     # source: the guide — "without InfiniBand or RoCE, GPUs wait on their peers more than they compute".
-    # Observed, 32 H100, 7B, seq 4096, batch 1024: zero 1 — 47.8 s exposed vs 12.9 s compute per step;
-    # zero 3 — 1541 s vs 21 s (the weights are gathered over 10 GbE for each of 32 micro-batches).
+    # Observed, 32 H100, 7B, seq 4096, batch 1024: zero 1 — 47.8 s exposed vs 12.1 s compute per step;
+    # zero 3 — 1542 s vs 20 s (the weights are gathered over 10 GbE for each of 32 micro-batches).
     eth = _time(32, "eth-10g", zero)
     assert eth["comm_exposed_s"] > eth["compute_s"]
-    # on NDR 400G the same job hides its communication: observed 0 s (zero 1), 0.066 s of 19.0 s (zero 3)
+    # on NDR 400G the same job hides its communication: observed 0 s (zero 1), 0.069 s of 18.5 s (zero 3)
     ib = _time(32, "ib-ndr-400g", zero)
     assert ib["comm_exposed_s"] < 0.1 * ib["step_s"]
     assert ib["tokens_per_s"] > 4 * eth["tokens_per_s"]
@@ -52,7 +52,7 @@ def test_10gbe_makes_multi_node_data_parallel_communication_bound(zero):
 def test_the_ninth_gpu_crosses_the_node_and_raises_dp_communication(zero, scale_out):
     # source: the guide — "HGX H100 nodes hold 4 or 8 GPUs; the 9th GPU crosses the multi-node threshold".
     # Same per-GPU batch (4 sequences per GPU per step): 8 GPUs reduce over NVLink only, 16 also
-    # over the network. Observed (IB): zero 0 0.136 → 0.218 s, zero 3 0.545 → 0.874 s per step.
+    # over the network. Observed (IB): zero 0 0.136 → 0.218 s, zero 3 0.557 → 0.899 s per step.
     one = _time(8, scale_out, zero, global_batch=8 * 4)
     two = _time(16, scale_out, zero, global_batch=16 * 4)
     assert one["comm_detail"]["dp_total"] > 0
@@ -66,8 +66,8 @@ def test_128_gpus_on_10gbe_are_slower_than_32_on_infiniband(zero):
     # source: the guide — "128 GPUs on 10 Gb/s Ethernet perform significantly worse than 32 GPUs with
     # NVLink and 400 Gb/s InfiniBand". It holds for a 7B model (seq 4096, batch 1024). Observed:
     # zero 3: 128 × eth-10g 8,607 tokens/s (step 487 s, 482 s of it exposed communication) against
-    #         32 × ib-ndr-400g 220,947 tokens/s (step 19.0 s) — 25.7× slower with 4× the GPUs;
-    # zero 1: 66,346 tokens/s (step 63.2 s) against 325,659 tokens/s (step 12.9 s) — 4.9× slower.
+    #         32 × ib-ndr-400g 227,192 tokens/s (step 18.5 s) — 26.4× slower with 4× the GPUs;
+    # zero 1: 66,558 tokens/s (step 63.0 s) against 348,056 tokens/s (step 12.1 s) — 5.2× slower.
     slow = _time(128, "eth-10g", zero)
     fast = _time(32, "ib-ndr-400g", zero)
     assert slow["tokens_per_s"] < fast["tokens_per_s"]
@@ -78,7 +78,7 @@ def test_128_gpus_on_10gbe_are_slower_than_32_on_infiniband(zero):
 
 def test_on_infiniband_more_gpus_still_pay_off():
     # source: the guide — "compute equilibrium": adding GPUs still cuts the time proportionally
-    # while the network keeps up. Observed tokens/s on NDR 400G (zero 3): 8 → 65.6k, 32 → 221k, 128 → 850k.
+    # while the network keeps up. Observed tokens/s on NDR 400G (zero 3): 8 → 68.8k, 32 → 227k, 128 → 830k.
     t = {g: _time(g)["tokens_per_s"] for g in (8, 32, 128)}
     assert t[8] < t[32] < t[128]
     assert t[128] / t[32] > 3.0  # ~linear beyond the first node
@@ -88,7 +88,7 @@ def test_where_the_10gbe_claim_does_not_hold_lora_fine_tuning():
     # The guide's "128 GPUs on 10 GbE do worse than 32 with NVLink + 400G InfiniBand" is about
     # full training, where every step all-reduces 7B gradients. A LoRA fine-tune all-reduces only
     # its adapters (~40M parameters), so the slow network hardly matters and 4x the GPUs win.
-    # Observed: 1.63M vs 0.44M tokens/s (3.7x), exposed communication 0.1 s of a 2.6 s step.
+    # Observed: 1.68M vs 0.47M tokens/s (3.5x), exposed communication 0.09 s of a 2.5 s step.
     tr = {"seq_len": 4096, "global_batch": 1024, "tokens": 1.4e12, "method": "lora"}
     slow = evaluate(make({"params": 7e9}, gpus=128, hardware={"scale_out": "eth-10g"}, training=tr,
                          layout={"zero": 1}))["time"]

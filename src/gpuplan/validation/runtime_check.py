@@ -62,7 +62,7 @@ def score_runs(only: str | None = None) -> dict[str, Any]:
         if lay.get("virtual_stages", 1) > 1:
             lay["pp_schedule"] = "interleaved"
         tr = {k: v for k, v in run["training"].items()
-              if v is not None and k in ("seq_len", "global_batch", "precision")}
+              if v is not None and k in ("seq_len", "global_batch", "precision", "attention", "dropout")}
         hw = {"gpu": run["gpu"], "gpus": run["gpus"], "gpus_per_node": run.get("gpus_per_node") or 8}
         if run.get("scale_out"):
             hw["scale_out"] = run["scale_out"]
