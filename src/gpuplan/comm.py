@@ -8,8 +8,9 @@ collectives): a group of ``n`` ranks with stride ``stride`` between members plac
     intra:  2·(n_local − 1)/n_local · B / bw_up        (reduce-scatter + all-gather in the domain)
     inter:  2·(n_dom − 1)/n_dom · (B / n_local) / bw_out   (each rank's shard crosses the network)
 
-plus a latency term 2·(n − 1)·α per hop tier. Reduce-scatter and all-gather move half of
-that; NCCL runs them as one flat ring (its only algorithm for them on multi-GPU nodes), so
+plus the latency of NCCL's cheaper algorithm: a ring (2(n − 1) hops) or a tree (2·((n_local − 1)
++ ⌈log2 n_dom⌉) hops; Sanders et al. 2009 double binary trees, NCCL ≥ 2.4). Reduce-scatter and
+all-gather move half of that; NCCL runs them as one flat ring (its only algorithm for them on multi-GPU nodes), so
 their latency is NCCL's own ring model (src/graph/tuning.cc): a base plus one hop per ring
 step, n − 1 steps of which n_dom − 1 cross the network — per call, so a ZeRO-3 step that
 gathers tensor by tensor pays it once per tensor. All-to-all sends (n − 1)/n · B, the part
@@ -21,6 +22,7 @@ rate times a measured efficiency; across nodes, the node's NICs are shared by it
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpuplan.spec import Hardware
@@ -85,7 +87,12 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, doms = placement(n, stride, topo.domain)
-    return _all_reduce_bw_s(nbytes, local, doms, topo) + 2 * (local - 1) * topo.lat_up + 2 * (doms - 1) * topo.lat_out
+    up, out = max(topo.ring_up, topo.lat_up), max(topo.ring_out, topo.lat_out)
+    # NCCL picks ring or (double binary) tree by size; both move the same bytes per rank, so the
+    # cheaper latency wins: ring 2(n − 1) steps, tree 2·((n_local − 1) + ⌈log2 n_dom⌉) hops
+    ring = 2 * (n - doms) * up + 2 * (doms - 1) * out
+    tree = 2 * ((local - 1) * up + math.ceil(math.log2(doms)) * out)
+    return _all_reduce_bw_s(nbytes, local, doms, topo) + topo.ring_base + min(ring, tree)
 
 
 def _all_reduce_bw_s(nbytes: float, local: int, doms: int, topo: Topology) -> float:

@@ -75,18 +75,22 @@ def test_slow_ethernet_hops_keep_their_own_latency():
 
 
 def test_one_rank_per_node_uses_the_network():
-    # stride 8 = domain: 4 ranks on 4 nodes, ring over the network only
-    expected = 2 * 3 / 4 * GB / 10e9 + 2 * 3 * 5e-6
+    # stride 8 = domain: 4 ranks on 4 nodes, every hop over the network. NCCL's double binary tree
+    # needs 2·⌈log2 4⌉ = 4 network hops where the ring needs 2·3 = 6; the bytes are the ring's.
+    expected = 2 * 3 / 4 * GB / 10e9 + 2 * 2 * 5e-6
     assert all_reduce_s(GB, 4, 8, TOPO) == pytest.approx(expected, rel=1e-12)
-    assert all_reduce_s(GB, 4, 8, TOPO) == pytest.approx(0.15003, rel=1e-12)
+    assert all_reduce_s(GB, 4, 8, TOPO) == pytest.approx(0.15002, rel=1e-12)
 
 
 def test_hierarchical_8_per_node_times_4_nodes():
-    # comm.py: intra 2(n_l−1)/n_l · B/bw_up + inter 2(n_d−1)/n_d · (B/n_l)/bw_out, latencies per tier
-    intra = 2 * 7 / 8 * GB / 100e9 + 2 * 7 * 1e-6
-    inter = 2 * 3 / 4 * (GB / 8) / 10e9 + 2 * 3 * 5e-6
-    assert all_reduce_s(GB, 32, 1, TOPO) == pytest.approx(intra + inter, rel=1e-12)
-    assert all_reduce_s(GB, 32, 1, TOPO) == pytest.approx(0.0175 + 14e-6 + 0.01875 + 30e-6, rel=1e-12)
+    # comm.py: intra 2(n_l−1)/n_l · B/bw_up + inter 2(n_d−1)/n_d · (B/n_l)/bw_out; latency of the
+    # tree, 2·(7 NVLink hops + 2 network hops), which beats the flat ring's 2·(28 + 3) hops
+    intra = 2 * 7 / 8 * GB / 100e9
+    inter = 2 * 3 / 4 * (GB / 8) / 10e9
+    latency = 2 * (7 * 1e-6 + 2 * 5e-6)
+    assert latency < 2 * (28 * 1e-6 + 3 * 5e-6)
+    assert all_reduce_s(GB, 32, 1, TOPO) == pytest.approx(intra + inter + latency, rel=1e-12)
+    assert all_reduce_s(GB, 32, 1, TOPO) == pytest.approx(0.0175 + 0.01875 + 34e-6, rel=1e-12)
     # the hierarchy beats a flat ring over the network by the 8 GPUs sharing each node's shard
     assert all_reduce_s(GB, 32, 1, TOPO) < all_reduce_s(GB, 4, 8, TOPO)
 
@@ -94,9 +98,17 @@ def test_hierarchical_8_per_node_times_4_nodes():
 def test_two_per_node_spanning_nodes():
     # stride 4: two members per domain, 4 domains for 8 ranks
     assert placement(8, 4, 8) == (2, 4)
-    intra = 2 * 1 / 2 * GB / 100e9 + 2 * 1e-6
-    inter = 2 * 3 / 4 * (GB / 2) / 10e9 + 2 * 3 * 5e-6
-    assert all_reduce_s(GB, 8, 4, TOPO) == pytest.approx(intra + inter, rel=1e-12)
+    intra = 2 * 1 / 2 * GB / 100e9
+    inter = 2 * 3 / 4 * (GB / 2) / 10e9
+    latency = 2 * (1 * 1e-6 + 2 * 5e-6)  # tree: one NVLink hop and ⌈log2 4⌉ network hops, each way
+    assert all_reduce_s(GB, 8, 4, TOPO) == pytest.approx(intra + inter + latency, rel=1e-12)
+
+
+def test_all_reduce_latency_at_scale_is_the_trees():
+    # 16,384 GPUs (2,048 nodes): a ring would take 2·16,383 steps, the tree 2·(7 + 11) hops
+    topo = topology(make(gpu="h100-sxm", gpus=16384, hardware={"scale_out": "ib-ndr-400g"}).hardware)
+    up, out = max(3.4e-6, topo.lat_up), max(9.6e-6, topo.lat_out)
+    assert all_reduce_s(1.0, 16384, 1, topo) == pytest.approx(8.4e-6 + 2 * (7 * up + 11 * out), rel=1e-3)
 
 
 @pytest.mark.parametrize("n, stride, domain, expected", [

@@ -145,3 +145,28 @@ def test_interleaved_pipeline_communication_grows_with_virtual_stages(v):
     inter = _time("llama-3.1-8b", 8, training=tr, pp=4, pp_schedule="interleaved", virtual_stages=v)["time"]
     assert base["comm_detail"]["pp"] > 0
     assert inter["comm_detail"]["pp"] == pytest.approx(v * base["comm_detail"]["pp"], rel=1e-9)
+
+
+@SETTINGS
+@given(model=st.sampled_from(MODELS), nodes=st.sampled_from([2, 4, 16, 64]), style=st.sampled_from(
+       ["layer", "module", "tensor-sync"]), network=st.sampled_from(NETWORKS))
+def test_zero3_gathers_cost_more_on_a_larger_group_at_the_same_per_gpu_batch(model, nodes, style, network):
+    # ZeRO-3 moves ~the whole model per micro-batch whatever the group size, and each ring call has
+    # one step per rank: doubling the nodes at the same work per GPU never makes the gathers cheaper
+    def dp_total(n):
+        est = _time(model, 8 * n, hardware={"scale_out": network},
+                    training={"seq_len": 2048, "global_batch": 8 * n * 2},
+                    zero=3, micro_batch=1, zero3_gather=style)
+        return est["time"]["comm_detail"]["dp_total"]
+    assert dp_total(2 * nodes) >= dp_total(nodes)
+
+
+@SETTINGS
+@given(nodes=st.sampled_from([1, 2, 16, 192]), calls=st.integers(1, 5000), gb=st.floats(1e-3, 1e3))
+def test_more_calls_for_the_same_bytes_never_cost_less(nodes, calls, gb):
+    from gpuplan.comm import all_gather_s, ring_latency_s, topology
+
+    topo = topology(make(gpu="a100-80gb-sxm", gpus=8 * nodes, hardware={"scale_out": "ib-hdr-200g"}).hardware)
+    n = 8 * nodes
+    one, many = all_gather_s(gb * 1e9, n, 1, topo), all_gather_s(gb * 1e9, n, 1, topo, calls)
+    assert many == pytest.approx(one + (calls - 1) * ring_latency_s(n, 1, topo), rel=1e-9)
