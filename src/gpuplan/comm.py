@@ -38,9 +38,14 @@ class Topology:
     lat_up: float
     bw_out: float      # achievable bytes/s per GPU across domains
     lat_out: float
-    ring_base: float = 0.0     # NCCL ring latency model: per call, per step inside, per step across
-    ring_up: float = 0.0
+    ring_base: float = 0.0     # NCCL's latency model: per call, per step inside, per step across
+    ring_up: float = 0.0       # (a fabric whose own hop latency is larger keeps its own)
     ring_out: float = 0.0
+
+    @property
+    def hops(self) -> tuple[float, float]:
+        """Seconds per collective step inside the domain and across it."""
+        return max(self.ring_up, self.lat_up), max(self.ring_out, self.lat_out)
 
 
 def topology(hw: Hardware) -> Topology:
@@ -66,13 +71,12 @@ def _topology(hw: Hardware) -> Topology:
     lat_up = up.latency_s or 1e-6
     out = hw.scale_out
     if out is None or not out.link_bytes_per_s:
-        return Topology(domain, bw_up, lat_up, 0.0, 0.0, ring["base"], max(ring["scale_up_step"], lat_up), 0.0)
+        return Topology(domain, bw_up, lat_up, 0.0, 0.0, ring["base"], ring["scale_up_step"])
     eff_out = out.efficiency if out.efficiency is not None else constant("scale_out_efficiency")
     nics = min(out.links_per_node or 1, hw.gpus_per_node)
     bw_out = out.link_bytes_per_s * nics / hw.gpus_per_node * eff_out
     lat_out = out.latency_s or 5e-6
-    return Topology(domain, bw_up, lat_up, bw_out, lat_out, ring["base"], max(ring["scale_up_step"], lat_up),
-                    max(ring["scale_out_step"], lat_out))
+    return Topology(domain, bw_up, lat_up, bw_out, lat_out, ring["base"], ring["scale_up_step"], ring["scale_out_step"])
 
 
 def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
@@ -87,7 +91,7 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, doms = placement(n, stride, topo.domain)
-    up, out = max(topo.ring_up, topo.lat_up), max(topo.ring_out, topo.lat_out)
+    up, out = topo.hops
     # NCCL picks ring or (double binary) tree by size; both move the same bytes per rank, so the
     # cheaper latency wins: ring 2(n − 1) steps, tree 2·((n_local − 1) + ⌈log2 n_dom⌉) hops
     ring = 2 * (n - doms) * up + 2 * (doms - 1) * out
@@ -112,8 +116,8 @@ def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
     if n <= 1:
         return 0.0
     _, doms = placement(n, stride, topo.domain)
-    return (topo.ring_base + (n - doms) * max(topo.ring_up, topo.lat_up)
-            + (doms - 1) * max(topo.ring_out, topo.lat_out))
+    up, out = topo.hops
+    return topo.ring_base + (n - doms) * up + (doms - 1) * out
 
 
 def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology, calls: int = 1) -> float:

@@ -282,8 +282,9 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
             overlapped = n_mb * min(grad_s, hidden)
             per_mb = gathers * gather + grad_s
         else:
-            rs_calls = rp.dense_layers + rp.moe_layers if style == "layer" else \
-                max(1, math.ceil((trainable_dense + trainable_expert) / DEEPSPEED_REDUCE_BUCKET))
+            # FSDP reduce-scatters each block's gradients; DeepSpeed fills buckets
+            rs_calls = layers_here if style == "layer" else \
+                math.ceil((trainable_dense + trainable_expert) / DEEPSPEED_REDUCE_BUCKET)
             per_mb = gathers * gather + reduce_scatter_s(g_bytes, shard, lay.tp, topo, max(rs_calls, 1))
             hidden = overlap * (t_f + t_b + t_r)
             first_gather = all_gather_s(w_bytes / calls, shard, lay.tp, topo)  # nothing to hide it behind
