@@ -137,3 +137,29 @@ def test_gpus_and_models_catalogue_commands():
     assert {"h100-sxm", "b200", "mi300x"} <= ids
     out = run("models")
     assert out.returncode == 0 and "llama-3.1-405b" in out.stdout
+    # the text table covers every GPU, also those whose source publishes no peak or TDP (A10G)
+    out = run("gpus")
+    assert out.returncode == 0, out.stderr
+    a10g = next(line for line in out.stdout.splitlines() if line.startswith("a10g "))
+    assert a10g.split()[3] == "-" and a10g.split()[7] == "-"  # bf16 TFLOPS and TDP not published
+    assert len(out.stdout.splitlines()) == 2 + len(ids)
+
+
+def test_plan_with_a_gpu_that_has_no_published_peak_beside_the_user_layout():
+    # the example fixes a layout; on A10G (no published compute peak) that layout has no time to
+    # compare with, which must not break the advice for the other type
+    out = run("plan", "--example", "--gpu", "a10g,h100-sxm", "--objective", "cost", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert {c["scenario"]["hardware"]["gpu"] for c in res["candidates"]} == {"h100-sxm"}
+
+
+def test_fit_takes_all_gpu_types_like_plan():
+    out = run("fit", "--example", "--gpu", "all", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    ids = {g["id"] for g in json.loads(run("gpus", "--json").stdout)}
+    assert {r["gpu"] for r in rows} == ids
+    by_gpu = {r["gpu"]: r["min_gpus"] for r in rows}
+    # the example's 70B (tp 4 × pp 4 fixed) needs 4x the 80 GB cards' count on 40 GB A100s
+    assert by_gpu["a100-80gb-sxm"] == 32 and by_gpu["a100-40gb-sxm"] == 128

@@ -193,6 +193,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     max_gpus = _whole(args.max_gpus, "--max-gpus")
     gpu_names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
+    if gpu_names == ["all"]:  # as in `plan --gpu all`: every catalogue type
+        from gpuplan.hardware import gpus
+
+        gpu_names = [g.id for g in gpus()]
     if len(gpu_names) > 1:
         args.gpu = None
     scs, is_list = _parse_all(args) if len(gpu_names) <= 1 else _per_gpu(args, gpu_names)
@@ -413,33 +417,25 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_gpus(args: argparse.Namespace) -> int:
     from gpuplan.hardware import gpus
-    from gpuplan.report import dumps, table
+    from gpuplan.report import dumps, gpus_text
 
     rows = gpus()
     if args.json:
         print(dumps(rows))
         return 0
-    print(table(["id", "memory GiB", "HBM TB/s", "bf16 TFLOPS", "fp8 TFLOPS", "scale-up GB/s", "per node",
-                 "TDP W", "USD/GPU-h"],
-                [[g.id, f"{g.usable_memory_bytes / 2**30:.1f}", f"{g.memory_bw_bytes_per_s / 1e12:.2f}",
-                  f"{g.peak_flops.get('bf16', 0) / 1e12:.0f}",
-                  f"{g.peak_flops['fp8'] / 1e12:.0f}" if "fp8" in g.peak_flops else "-",
-                  f"{g.scale_up_bytes_per_s / 1e9:.0f}", g.gpus_per_node, f"{g.tdp_w:.0f}",
-                  f"{g.price_usd_per_gpu_hour:.2f}" if g.price_usd_per_gpu_hour else "-"] for g in rows]))
+    print(gpus_text(rows))
     return 0
 
 
 def cmd_models(args: argparse.Namespace) -> int:
     from gpuplan.models import list_models
-    from gpuplan.report import dumps, table
-    from gpuplan.units import fmt_count
+    from gpuplan.report import dumps, models_text
 
     rows = list_models()
     if args.json:
         print(dumps(rows))
         return 0
-    print(table(["id", "type", "params", "active"],
-                [[r["id"], r["model_type"], fmt_count(r["params"]), fmt_count(r["params_active"])] for r in rows]))
+    print(models_text(rows))
     return 0
 
 

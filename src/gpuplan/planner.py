@@ -169,7 +169,7 @@ def _compare_user_layout(sc: Scenario, ranked: list[Candidate]) -> list[str]:
     gb = sc.training.global_batch or _default_batch(sc)
     free.run_gpu(sc.hardware, sc.hardware.gpus, gb, ("none",))
     same = [c for c in free.best.values() if c.gpus == sc.hardware.gpus]
-    if not same:
+    if not same or not est["time"].get("tokens_per_s"):  # e.g. a GPU with no published compute peak
         return []
     best = max(same, key=lambda c: c.tokens_per_s)
     ratio = best.tokens_per_s / est["time"]["tokens_per_s"]

@@ -108,6 +108,25 @@ def time_table(est: dict) -> str:
     return table(["time", ""], rows)
 
 
+def _num(value: float | None, scale: float, digits: int = 0) -> str:
+    """A catalogue number in print units, or "-" where the source publishes none (e.g. A10G's TDP)."""
+    return f"{value / scale:.{digits}f}" if value else "-"
+
+
+def gpus_text(rows: list) -> str:
+    return table(["id", "memory GiB", "HBM TB/s", "bf16 TFLOPS", "fp8 TFLOPS", "scale-up GB/s", "per node",
+                  "TDP W", "USD/GPU-h"],
+                 [[g.id, _num(g.usable_memory_bytes, 2**30, 1), _num(g.memory_bw_bytes_per_s, 1e12, 2),
+                   _num(g.peak_flops.get("bf16"), 1e12), _num(g.peak_flops.get("fp8"), 1e12),
+                   _num(g.scale_up_bytes_per_s, 1e9), g.gpus_per_node, _num(g.tdp_w, 1),
+                   _num(g.price_usd_per_gpu_hour, 1, 2)] for g in rows])
+
+
+def models_text(rows: list[dict]) -> str:
+    return table(["id", "type", "params", "active"],
+                 [[r["id"], r["model_type"], fmt_count(r["params"]), fmt_count(r["params_active"])] for r in rows])
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_default)
 
