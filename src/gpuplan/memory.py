@@ -281,22 +281,44 @@ def stage_peak(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, 
     nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
     states = model_states(model, training, tp, ep, pp, vstages, stage, zero, nd, nd_e, offload, dp * cp)
     weights, grads, optimizer, cpu, opt_local, buffers, on_rank, trainable = states
-    flight = flight_of(pp, schedule, vstages, stage, micro_batch_count(training.global_batch, dp, mb, pp))
+    n_mb = micro_batch_count(training.global_batch, dp, mb, pp)
+    flight = flight_of(pp, schedule, vstages, stage, n_mb)
     per_mb, activations, logits = stage_activations(model, training, tp, ep, pp, vstages, stage, cp, sp, mb,
                                                     recompute, flight)
     opt_temp = 0.0 if offload != "none" else \
         opt_local * optimizer_step_temp_bytes(training.optimizer, training.precision, training.optimizer_impl)
     frag_share, ctx, cublas, nccl = _consts()[2:]
     states_total = weights + grads + optimizer
-    train_phase = states_total + activations + logits + buffers
+    grads_held, act_held, logits_held = grads, activations, logits
+    if zero == 0 and dp * cp * tp * pp == 1 and n_mb == 1:
+        # One GPU, one micro-batch per step, gradients set to None after each step (PyTorch's
+        # zero_grad default since 2.0): backward frees activations layer by layer while it
+        # allocates gradients, so the peak is at its start (activations + loss buffers; then the
+        # LM head's gradient beside the activations) or at its end (every gradient; with tied
+        # embeddings the embedding's own V×h gradient and its out-of-place sum with the head's
+        # beside them) — not the sum. Measured with `gpuplan trace`, allocated peak to the MiB:
+        # Llama-3.2-1B (tied) seq 2048 = states without gradients + activations + logits
+        # buffers, seq 256/1024 = states + 2 V×h gradients; Llama-3.1-8B (untied) seq 4096 =
+        # the start, seq 512 = the optimizer step. Accumulation over micro-batches, data
+        # parallelism (DDP/Megatron keep persistent gradient buffers) and pipelines keep the sum.
+        full = trainable and training.method == "full"
+        head = model.vocab * model.hidden * grads / trainable if full else 0.0
+        end = grads + (2 * head if model.tied_embeddings else 0.0)
+        if end >= max(activations + logits, activations + head):
+            grads_held, act_held, logits_held = end, 0.0, 0.0  # the end: activations are gone
+        elif head > logits:
+            grads_held, logits_held = head, 0.0
+        else:
+            grads_held = 0.0
+    train_phase = weights + optimizer + grads_held + act_held + logits_held + buffers
     step_phase = states_total + opt_temp
     allocated = max(train_phase, step_phase)
     fragmentation = frag_share * allocated
     communicators = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)  # one NCCL communicator per group
     fixed = ctx + cublas + nccl * communicators
     total = allocated + fragmentation + fixed
-    return (total, states, per_mb, activations, logits, buffers, opt_temp, fragmentation, fixed,
-            train_phase >= step_phase, flight)
+    return (total, states, per_mb, act_held, logits_held, buffers, opt_temp, fragmentation, fixed,
+            train_phase >= step_phase, flight, grads_held)
 
 
 def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
@@ -311,7 +333,7 @@ def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
 
 def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout, stage: int) -> dict:
     (total, states, per_mb, activations, logits, buffers, opt_temp, fragmentation, fixed, train_peak,
-     flight) = stage_peak(model, training, layout.tp, layout.ep, layout.pp, layout.virtual_stages, stage,
+     flight, grads_held) = stage_peak(model, training, layout.tp, layout.ep, layout.pp, layout.virtual_stages, stage,
                           layout.cp, layout.dp, layout.sequence_parallel, layout.micro_batch, layout.recompute,
                           layout.zero, layout.zero_group, layout.offload, layout.pp_schedule)
     weights, grads, optimizer, cpu, _opt_local, _buffers, on_rank, trainable = states
@@ -321,6 +343,10 @@ def stage_memory(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
         "logits": logits if train_peak else 0.0,
         "comm_buffers": buffers if train_peak else 0.0,
         "optimizer_step": opt_temp if not train_peak else 0.0,
+        # One GPU, one micro-batch (stage_peak): gradients are listed at full size, but the peak
+        # comes before backward has allocated them (negative: the part not held) or at its end
+        # with a tied embedding's second gradient and their sum beside them (positive).
+        "backward_timing": grads_held - grads if train_peak else 0.0,
         "runtime": fixed,
         "fragmentation": fragmentation,
     }

@@ -46,6 +46,14 @@ def _short(est: dict) -> str:
     return "\n".join([parts[0], " ".join(parts[1:])])
 
 
+def _held(mem: dict, key: str) -> float:
+    """Bytes of one part held at the peak: on one GPU the gradients not yet allocated when it
+    comes (memory detail "backward_timing" < 0) are drawn out of the gradients bar, not as a
+    negative "other"."""
+    timing = min(0.0, mem.get("detail", {}).get("backward_timing", 0.0))
+    return mem[key] + timing if key == "gradients" else mem[key] - timing if key == "other" else mem[key]
+
+
 def _style(ax: Any) -> None:
     ax.grid(True, alpha=0.3, linewidth=0.6)
     ax.spines["top"].set_visible(False)
@@ -92,7 +100,7 @@ def memory_panel(ax: Any, ests: list[dict]) -> None:
     x = range(len(ests))
     bottom = [0.0] * len(ests)
     for key, name, color in MEMORY_PARTS:
-        vals = [e["memory"][key] / GiB for e in ests]
+        vals = [_held(e["memory"], key) / GiB for e in ests]
         ax.bar(x, vals, bottom=bottom, color=color, label=name, width=0.6)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     caps = {e["memory"]["capacity"] for e in ests}

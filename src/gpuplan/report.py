@@ -48,7 +48,13 @@ def memory_table(mem: dict) -> str:
         ["  optimizer-step temporaries", fmt_gib(d["optimizer_step"], 2)],
         ["  CUDA context, cuBLAS, NCCL", fmt_gib(d["runtime"], 2)],
         ["  allocator fragmentation", fmt_gib(d["fragmentation"], 2)],
-        ["other (sum of the five above)", fmt_gib(mem["other"], 2)],
+    ]
+    timing = d.get("backward_timing")
+    if timing:  # one GPU, one micro-batch: backward allocates gradients as it frees activations
+        rows.append(["  gradients not yet allocated at the peak" if timing < 0 else
+                     "  tied embedding's 2nd gradient + sum (backward's end)", fmt_gib(timing, 2)])
+    rows += [
+        [f"other (sum of the {len(rows) - 4} above)", fmt_gib(mem["other"], 2)],
         ["total per GPU", fmt_gib(mem["total"], 2)],
         ["capacity", fmt_gib(mem["capacity"], 2)],
     ]

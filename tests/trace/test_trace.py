@@ -301,3 +301,22 @@ def test_7b_fsdp_64_ranks():
     r = rows(res)
     assert abs(r["states"]["ratio"] - 1) < 0.05
     assert abs(r["activations"]["ratio"] - 1) < 0.15
+
+
+@pytest.mark.parametrize(("seq_len", "end"), [(2048, "start"), pytest.param(256, "end", marks=pytest.mark.slow)])
+def test_one_gpu_peak_is_backwards_start_or_end_not_the_sum(seq_len, end):
+    # One GPU, one micro-batch, set_to_none: backward allocates gradients as it frees activations.
+    # Llama-3.2-1B (tied embeddings): at seq 2048 the peak is the start of backward (no gradient
+    # yet beside activations + logits buffers); at 256 its end (every gradient + the tied
+    # embedding's second gradient and their sum). The formula (memory.stage_peak) hits both.
+    sc = parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm", "gpus": 1},
+                         "training": {"seq_len": seq_len, "global_batch": 1}})
+    res = trace_scenario(sc)
+    r = rows(res)
+    assert r["allocated peak"]["ratio"] == pytest.approx(1.0, abs=1e-3)
+    timing = res["predicted"]["memory"]["detail"]["backward_timing"]
+    grads = res["predicted"]["memory"]["gradients"]
+    if end == "start":
+        assert timing == -grads  # none of the 2.3 GiB of gradients is held at the peak
+    else:
+        assert timing == pytest.approx(2 * 128256 * 2048 * 2, rel=1e-12)  # 2 × V·h bf16 gradients

@@ -194,11 +194,9 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
     traced_phase = "optimizer step" if r.peak_phase in ("optimizer", "end") else "forward/backward"
     if traced_phase != pm["peak_phase"] and "allocated peak" in names:
         out.append(f"the traced peak is in the {r.peak_phase} phase; the formula's is in {pm['peak_phase']} "
-                   "(it counts every gradient, the activations and 12 B/logit at once, while set_to_none "
-                   "gradients appear layer by layer during backward)")
+                   f"({_COEXIST})")
     elif "allocated peak" in names:
-        out.append(f"allocated peak differs ({_row(rows, 'allocated')['ratio'] - 1:+.1%}): the formula assumes all "
-                   "gradients, activations and loss buffers coexist; the trace measures when they actually do")
+        out.append(f"allocated peak differs ({_row(rows, 'allocated')['ratio'] - 1:+.1%}): {_COEXIST}")
     fl = _row(rows, "model FLOPs")
     if fl["ratio"] is not None and abs(fl["ratio"] - 1) > 0.02:
         out.append(f"model FLOPs differ by {fl['ratio'] - 1:+.1%}: ops the formula does not count "
@@ -210,6 +208,12 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
                f"workspace + NCCL buffers {pm['detail']['runtime'] / MIB:.0f} MiB, fragmentation "
                f"{constant('allocator_fragmentation'):.0%} of the allocated peak")
     return out
+
+
+_COEXIST = ("the formula keeps every gradient beside the activations and loss buffers where gradients persist "
+            "(several micro-batches per step, data-parallel or pipeline gradient buffers) and takes the start or "
+            "the end of backward on one GPU with one micro-batch; the trace runs one micro-batch and measures "
+            "when they actually coexist")
 
 
 # ---- calibration ---------------------------------------------------------------------------------
