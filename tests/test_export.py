@@ -35,6 +35,8 @@ CASES = {
                    layout={"tp": 2, "pp": 2, "ep": 8, "zero": 1, "recompute": "full", "offload": "optimizer"}),
     "bf16-pure": dict(model="llama-3.1-8b", gpus=16, training={"global_batch": 128, "precision": "bf16-pure"},
                       layout={"tp": 2, "pp": 1, "zero": 1}),
+    "async-tp": dict(model="llama-3.1-70b", gpus=256, training={"seq_len": 8192, "global_batch": 512},
+                     layout={"tp": 8, "zero": 3, "micro_batch": 16, "recompute": "full", "tp_overlap": True}),
 }
 
 
@@ -134,7 +136,8 @@ def megatron_parser() -> argparse.ArgumentParser:
         p.add_argument(name, type=int)
     for name in ("--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--overlap-grad-reduce",
                  "--overlap-param-gather", "--bf16", "--fp16", "--optimizer-cpu-offload", "--group-query-attention",
-                 "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear"):
+                 "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+                 "--tp-comm-overlap"):  # megatron/training/arguments.py, _add_training_args
         p.add_argument(name, action="store_true")
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
@@ -287,3 +290,14 @@ def test_cli_export_json(capsys: pytest.CaptureFixture) -> None:
 
 def test_cli_export_bad_target(capsys: pytest.CaptureFixture) -> None:
     assert main(["export", "--example", "--to", "jax"]) == 2
+
+
+def test_async_tensor_parallelism_reaches_both_frameworks():
+    est, model = _case("async-tp")
+    ns = megatron_parser().parse_args(megatron_args(est, model)[0])
+    assert ns.tp_comm_overlap and ns.sequence_parallel
+    titan = tomllib.loads(export(est, "torchtitan", model).text)
+    assert titan["parallelism"]["enable_async_tensor_parallel"] is True
+    # without the overlap neither flag appears
+    plain, _ = _case("tp4-pp4-zero2")
+    assert not megatron_parser().parse_args(megatron_args(plain, model)[0]).tp_comm_overlap

@@ -30,7 +30,7 @@ FLAG_KEYS = {
     "zero": "layout.zero", "zero_group": "layout.zero_group", "micro_batch": "layout.micro_batch",
     "recompute": "layout.recompute", "sequence_parallel": "layout.sequence_parallel",
     "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
-    "dp_overlap": "layout.dp_overlap", "zero3_gather": "layout.zero3_gather",
+    "dp_overlap": "layout.dp_overlap", "zero3_gather": "layout.zero3_gather", "tp_overlap": "layout.tp_overlap",
 }
 
 

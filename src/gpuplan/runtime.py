@@ -111,6 +111,7 @@ class LayerTime:
     fwd: float
     bwd: float
     recompute: float
+    mm: float = 0.0  # the forward's weight matmuls (what async tensor parallelism hides its collectives behind)
 
 
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
@@ -165,7 +166,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch
     rec = {"none": 0.0, "selective": att_f if attention != "flash" else 0.0,
            "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
-    return LayerTime(fwd, bwd, rec)
+    return LayerTime(fwd, bwd, rec, mm_f)
 
 
 # DeepSpeed ZeRO-3 reduces gradients in buckets of reduce_bucket_size elements (default 5e8,
@@ -214,17 +215,17 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
     best = None
     for stage in sorted({0, lay.pp - 1, min(1, lay.pp - 1)}):
         rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank)
-        f = b = r = 0.0
+        f = b = r = mm = 0.0
         for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)):
             if n:
                 lt = times[moe]
-                f, b, r = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute
+                f, b, r, mm = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute, mm + n * lt.mm
         if stage == lay.pp - 1:
             f += head_mm + loss_bytes / 2 / dev.bw
             b += 2 * head_mm + loss_bytes / 2 / dev.bw
         if best is None or f + b + r > best[0] + best[1] + best[2]:
-            best = (f, b, r, rp)
-    t_f, t_b, t_r, rp = best
+            best = (f, b, r, rp, mm)
+    t_f, t_b, t_r, rp, mm_f = best
     if hw.compute_factor != 1.0:  # a correction fitted on the user's own measured runs
         t_f, t_b, t_r = t_f / hw.compute_factor, t_b / hw.compute_factor, t_r / hw.compute_factor
     layers_here = rp.dense_layers + rp.moe_layers
@@ -233,6 +234,15 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
     act_bytes = tokens * m.hidden * 2
     passes = 3 if lay.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     tp_s = layers_here * passes * 2 * all_reduce_s(act_bytes, lay.tp, 1, topo) if lay.tp > 1 else 0.0
+    tp_exposed = tp_s
+    if lay.tp_overlap and tp_s:
+        # async TP (PyTorch, torchtitan) / Megatron --tp-comm-overlap: each all-gather / reduce-
+        # scatter is split into tp steps that run under the partial matmuls that need them (Wang
+        # et al. 2023, 'Overlap Communication with Dependent Computation via Decomposition',
+        # ASPLOS): the first step of each stays exposed, the rest hides behind the weight matmuls
+        # of forward, backward (twice the forward's) and a recomputed forward
+        window = mm_f * (1 + (2 if tr.method == "full" else 1) + (1 if lay.recompute == "full" else 0))
+        tp_exposed = tp_s / lay.tp + max(0.0, tp_s * (lay.tp - 1) / lay.tp - window)
     cp_s = 0.0
     if lay.cp > 1:
         kv_bytes = tokens * 2 * max(m.n_kv_heads / lay.tp, 1) * m.head_dim * 2
@@ -252,7 +262,7 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
         # v chunks multiplies the traffic by v (Narayanan et al. 2021, Sec. 2.2.2)
         pp_s = 2 * lay.virtual_stages * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1),
                                                     crosses, topo)
-    per_mb_comm = tp_s + ep_s + cp_s + pp_s
+    per_mb_comm = tp_exposed + ep_s + cp_s + pp_s
 
     # ---- data parallel / ZeRO, per step -------------------------------------------------------
     g = _grad_reduce_bytes(tr)
@@ -319,14 +329,14 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
             bubble *= constant("zero_bubble_factor")
     # Overlapped collectives are not free: NCCL kernels take SMs and HBM bandwidth from the
     # compute they hide behind (interference, see constants.json "comm_interference").
-    interference = constant("comm_interference") * overlapped
+    interference = constant("comm_interference") * (overlapped + n_mb * (tp_s - tp_exposed))
     compute_s = n_mb * compute_per_mb + interference
     comm_exposed = n_mb * per_mb_comm + dp_exposed
     step = compute_s + comm_exposed + bubble + opt_s
     return {"step_s": step, "compute_s": compute_s, "comm_exposed_s": comm_exposed, "bubble_s": bubble,
             "optimizer_s": opt_s, "microbatches": n_mb,
-            "comm_detail": {"tp": n_mb * tp_s, "cp": n_mb * cp_s, "ep": n_mb * ep_s, "pp": n_mb * pp_s,
-                            "dp_total": dp_comm, "dp_exposed": dp_exposed},
+            "comm_detail": {"tp": n_mb * tp_s, "tp_exposed": n_mb * tp_exposed, "cp": n_mb * cp_s,
+                            "ep": n_mb * ep_s, "pp": n_mb * pp_s, "dp_total": dp_comm, "dp_exposed": dp_exposed},
             "recompute_s": n_mb * t_r, "interference_s": interference}
 
 

@@ -205,7 +205,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         if key in INT_KEYS:
             if value is not None:  # a null degree is left open, like an absent one
                 layout[key] = _int(value, f"layout.{key}")
-        elif key in ("sequence_parallel", "dp_overlap"):
+        elif key in ("sequence_parallel", "dp_overlap", "tp_overlap"):
             layout[key] = _bool(value, f"layout.{key}")
         else:
             layout[key] = str(value).lower()

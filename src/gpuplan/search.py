@@ -152,7 +152,8 @@ class Search:
         # every part was chosen by the enumeration's rules, so the layout is valid by construction
         return Layout.unchecked(**split, **shard, recompute=rec, offload=off, sequence_parallel=sp,
                                 dp_overlap=self.sc.layout.get("dp_overlap", True),
-                                zero3_gather=self.sc.layout.get("zero3_gather", "layer"))
+                                zero3_gather=self.sc.layout.get("zero3_gather", "layer"),
+                                tp_overlap=self.sc.layout.get("tp_overlap", False) and sp)
 
     def _peak(self, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str) -> tuple:
         """The most loaded stage's peak pieces, straight from the memory model's cached functions."""

@@ -180,11 +180,15 @@ class Layout:
     # ZeRO-3 parameter gathers: one per transformer block, prefetched (FSDP, the default) | one per
     # submodule, prefetched (DeepSpeed ZeRO-3) | one per tensor, blocking (DeepSpeed ZeRO-3 of 2021)
     zero3_gather: Zero3Gather = "layer"
+    tp_overlap: bool = False  # async TP (torchtitan) / Megatron --tp-comm-overlap: TP collectives under matmuls
 
     def __post_init__(self) -> None:
         check_layout_fields({name: getattr(self, name) for name, _ in _LAYOUT_DEFAULTS})
         if self.sequence_parallel and self.tp == 1:
             raise GpuplanError("layout.sequence_parallel needs tp > 1: set tp or drop sequence_parallel")
+        if self.tp_overlap and not self.sequence_parallel:
+            raise GpuplanError("layout.tp_overlap (async tensor parallelism) needs tp > 1 with sequence_parallel: "
+                               "set both or drop tp_overlap")
         if self.virtual_stages > 1 and self.pp_schedule != "interleaved":
             raise GpuplanError("layout.virtual_stages > 1 needs pp_schedule: interleaved")
         if self.zero_group is not None and self.zero == 0:

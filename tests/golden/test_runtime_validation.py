@@ -4,6 +4,7 @@ gather styles that the DeepSpeed rows of Narayanan et al. 2021 Table 2 need."""
 import pytest
 from conftest import make
 
+from gpuplan.errors import GpuplanError
 from gpuplan.estimate import evaluate
 from gpuplan.models import load_model
 from gpuplan.runtime import gather_calls
@@ -67,3 +68,27 @@ def test_blocking_gathers_hurt_more_as_the_group_grows():
     small, big = _zero3(384, 4, "tensor-sync"), _zero3(1536, 1, "tensor-sync")
     assert big["comm_exposed_s"] > small["comm_exposed_s"]
     assert big["hfu"] < 0.5 * small["hfu"]
+
+
+def _tp8(**layout) -> dict:
+    sc = make("llama-3.1-70b", "h100-sxm", 256, hardware={"scale_out": "roce-400g"},
+              training={"seq_len": 8192, "global_batch": 512, "precision": "fp8"},
+              layout={"tp": 8, "zero": 3, "micro_batch": 16, "recompute": "full", **layout})
+    return evaluate(sc)["time"]
+
+
+def test_async_tp_hides_all_but_the_first_of_tp_steps():
+    # Wang et al. 2023 (ASPLOS, decomposition): a TP collective split into tp steps runs under the
+    # partial matmuls; with matmuls longer than the traffic only the first step (1/tp) stays exposed
+    plain, overlapped = _tp8(), _tp8(tp_overlap=True)
+    tp = plain["comm_detail"]["tp"]
+    assert plain["comm_detail"]["tp_exposed"] == pytest.approx(tp, rel=1e-12)
+    assert overlapped["comm_detail"]["tp"] == pytest.approx(tp, rel=1e-12)
+    assert overlapped["comm_detail"]["tp_exposed"] == pytest.approx(tp / 8, rel=1e-12)
+    # the hidden 7/8 costs interference (0.75 s of compute per second hidden), never more than it saves
+    assert overlapped["step_s"] == pytest.approx(plain["step_s"] - (1 - 0.75) * tp * 7 / 8, rel=1e-9)
+
+
+def test_async_tp_needs_sequence_parallelism():
+    with pytest.raises(GpuplanError, match="tp_overlap"):
+        _tp8(tp_overlap=True, sequence_parallel=False)

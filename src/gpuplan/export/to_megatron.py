@@ -29,6 +29,8 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
                      "the plan's bubble assumed the other schedule")
     if lay.get("sequence_parallel") and lay["tp"] > 1:
         a.append("--sequence-parallel")
+        if lay.get("tp_overlap"):
+            a.append("--tp-comm-overlap")  # Transformer Engine's userbuffers overlap of the TP collectives
     a += ["--micro-batch-size", str(lay["micro_batch"]), "--global-batch-size", str(gb),
           "--seq-length", str(tr["seq_len"])]
     max_pos = max(tr["seq_len"], getattr(model, "max_positions", 0) or 0)

@@ -75,6 +75,9 @@ def torchtitan(est: dict, model: Any = None) -> Export:
         par["fsdp_reshard_after_forward"] = "default"
     if lay["tp"] > 1 and not lay.get("sequence_parallel", True):
         notes.append("torchtitan always uses sequence parallelism with tensor parallelism")
+    if lay["tp"] > 1 and lay.get("tp_overlap"):
+        par["enable_async_tensor_parallel"] = True
+        notes.append("async tensor parallelism needs torch.compile (compile.enable) in torchtitan")
     rec = lay["recompute"]
     ac: dict[str, Any] = {"mode": {"none": "none", "full": "full"}.get(rec, "selective")}
     if rec.startswith("selective"):
