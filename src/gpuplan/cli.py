@@ -34,6 +34,15 @@ FLAG_KEYS = {
 }
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuplan")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, no usage dump
         raise GpuplanError(f"{message} (see `{self.prog} --help`)")
@@ -74,6 +83,7 @@ def _positive(value: float, flag: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
+    p.add_argument("--version", action="version", version=f"gpuplan {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ev = sub.add_parser("evaluate", help="memory, step time and cost of one configuration")
     _scenario_flags(ev)
@@ -205,7 +215,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if not isinstance(sc, Scenario):
             results.append({"error": str(sc)})
             continue
-        results.append(_fit_one(sc, max_gpus, evaluate))
+        try:
+            results.append(_fit_one(sc, max_gpus, evaluate))
+        except GpuplanError as err:  # one GPU type of several: say why, go on with the others
+            if len(scs) == 1:
+                raise
+            results.append({"error": str(err)})
     if args.json:
         print(dumps(results if (is_list or len(results) > 1) else results[0]))
         return 0
@@ -377,17 +392,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     if is_list:
         raise GpuplanError("export takes one scenario: give a file with a single scenario")
     ex, how = export_scenario(scs[0], args.to, objective=args.objective, max_gpus=max_gpus)
+    if args.output:  # written first: a bad path is the one error line, before anything else is said
+        with _writing("--output", args.output):
+            Path(args.output).write_text(ex.text, encoding="utf-8")
     if args.json:
         print(dumps({"target": ex.target, "filename": ex.filename, "config": ex.config, "text": ex.text,
-                     "notes": list(ex.notes), "layout_from": how}))
+                     "notes": list(ex.notes), "layout_from": how, "written_to": args.output or None}))
         return 0
     print(f"gpuplan: {how}", file=sys.stderr)
     if ex.filename.endswith(".json"):  # JSON has no comments: the notes go to stderr
         for n in ex.notes:
             print(f"gpuplan: note: {n}", file=sys.stderr)
     if args.output:
-        with _writing("--output", args.output):
-            Path(args.output).write_text(ex.text, encoding="utf-8")
         print(f"gpuplan: wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(ex.text)
@@ -456,7 +472,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # name the command whose help lists the options, not the top level
+            raise GpuplanError(f"unrecognized arguments: {' '.join(extra)} (see `gpuplan {args.command} --help`)")
         handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,
                    "validate": cmd_validate, "export": cmd_export,
                    "profile": cmd_profile, "calibrate": cmd_calibrate, "trace": cmd_trace}

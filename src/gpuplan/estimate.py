@@ -10,7 +10,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.flops import flops_per_token
 from gpuplan.memory import memory, rank_params
-from gpuplan.runtime import step_time
+from gpuplan.runtime import step_time, unsupported_precision
 from gpuplan.scenario import Scenario, complete_layout, normalized
 from gpuplan.spec import Layout
 from gpuplan.states import constant
@@ -22,6 +22,9 @@ MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "other", "tot
 
 def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> dict:
     """Estimate for ``sc`` with ``layout`` (or the scenario's layout completed with ``overrides``)."""
+    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
+    if problem:
+        raise GpuplanError(problem)
     lay = layout if layout is not None else complete_layout(sc, **overrides)
     mem = memory(sc.model, sc.hardware, sc.training, lay)
     model = sc.model

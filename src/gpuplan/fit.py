@@ -9,13 +9,14 @@ fastest by predicted step time (runtime.py) is chosen; ties go to the simpler la
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.memory import memory
 from gpuplan.modelspec import ModelSpec
-from gpuplan.runtime import step_time
+from gpuplan.runtime import step_time, unsupported_precision
 from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.spec import Layout
 
@@ -32,6 +33,39 @@ def tp_splits_heads(model: ModelSpec, t: int) -> bool:
 def ep_choices(model: ModelSpec, group: int) -> list[int]:
     """Expert-parallel degrees over ``group`` = dp×cp ranks that divide the experts (1 for a dense model)."""
     return [e for e in divisors(group) if model.n_experts % e == 0] if model.moe else [1]
+
+
+def check_fixed_layout(sc: Scenario) -> None:
+    """The model-dependent rules of ``check_layout`` for the fields a scenario fixes while the search
+    picks the rest (``plan``, ``fit``): a fixed field no layout can satisfy is named, not dropped."""
+    fixed, m = sc.layout, sc.model
+    name = m.name
+    tp, ep, cp = fixed.get("tp"), fixed.get("ep"), fixed.get("cp")
+    if tp is not None and not tp_splits_heads(m, tp):
+        raise GpuplanError(f"layout.tp={tp} does not split the {m.n_heads} attention heads ({m.n_kv_heads} "
+                           f"key/value heads) of {name}: use a tp that divides them")
+    if ep is not None and ep > 1 and not m.moe:
+        raise GpuplanError(f"layout.ep={ep} but {name} has no experts: set ep: 1")
+    if ep is not None and m.moe and m.n_experts % ep:
+        raise GpuplanError(f"layout.ep={ep} does not divide the {m.n_experts} experts of {name}: use a divisor")
+    if cp is not None and sc.training.seq_len % cp:
+        raise GpuplanError(f"layout.cp={cp} does not divide seq_len={sc.training.seq_len}")
+    pp, v = fixed.get("pp", 1), fixed.get("virtual_stages", 1)
+    if pp * v > m.n_layers:
+        raise GpuplanError(f"layout pp×virtual_stages = {pp * v} is more than the {m.n_layers} layers of {name}")
+    if v > 1 and fixed.get("pp_schedule", "interleaved") != "interleaved":
+        raise GpuplanError("layout.virtual_stages > 1 needs pp_schedule: interleaved")
+    zero = fixed.get("zero")
+    if zero is not None:
+        if fixed.get("zero_group") is not None and zero == 0:
+            raise GpuplanError("layout.zero_group (hybrid shard) needs zero 1, 2 or 3")
+        if fixed.get("offload") == "params" and zero != 3:
+            raise GpuplanError("layout.offload: params needs zero 3 (parameters are offloaded shard by shard)")
+    if tp == 1 and fixed.get("sequence_parallel"):
+        raise GpuplanError("layout.sequence_parallel needs tp > 1: set tp or drop sequence_parallel")
+    if fixed.get("tp_overlap") and (tp == 1 or fixed.get("sequence_parallel") is False):
+        raise GpuplanError("layout.tp_overlap (async tensor parallelism) needs tp > 1 with sequence_parallel: "
+                           "set both or drop tp_overlap")
 
 
 def candidate_counts(gpus_per_node: int, max_gpus: int) -> Iterator[int]:
@@ -81,14 +115,23 @@ def preference(lay: Layout) -> tuple:
 
 def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
     """``{"min_gpus": n, "layout": Layout, "memory": {...}, "tried": k}``; min_gpus None if nothing fits."""
+    check_fixed_layout(sc)
+    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
+    if problem:
+        raise GpuplanError(problem)
     tried = 0
     closest: tuple[float, Layout, dict] | None = None
+    smallest: dict[int, float] = {}  # the least memory any layout needs, per GPU count
+    # past every tp×pp split (pp ≤ layers, tp ≤ node), more GPUs only add data parallelism: once
+    # doubling the count no longer lowers the least memory, no larger count will fit
+    settled = 2 * sc.hardware.gpus_per_node * sc.model.n_layers
     for n in candidate_counts(sc.hardware.gpus_per_node, max_gpus):
         scn = sc.with_gpus(n)
         best: tuple[tuple, Layout, dict] | None = None
         for lay in layouts(scn, n):
             tried += 1
             mem = memory(scn.model, scn.hardware, scn.training, lay)
+            smallest[n] = min(smallest.get(n, math.inf), mem["total"])
             if mem["fits"]:
                 key = (step_time(scn.model, scn.hardware, scn.training, lay)["step_s"], preference(lay))
                 if best is None or key < best[0]:
@@ -97,5 +140,7 @@ def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
                 closest = (mem["total"] - mem["capacity"], lay, mem)
         if best is not None:
             return {"min_gpus": n, "layout": best[1], "memory": best[2], "tried": tried, "scenario": scn}
+        if n >= settled and n % 2 == 0 and smallest.get(n, 0) >= 0.999 * smallest.get(n // 2, math.inf):
+            break
     return {"min_gpus": None, "layout": closest[1] if closest else None,
             "memory": closest[2] if closest else None, "tried": tried, "scenario": sc}

@@ -10,8 +10,10 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.estimate import evaluate
+from gpuplan.fit import check_fixed_layout
 from gpuplan.hardware import get_gpu
 from gpuplan.hardware import gpus as catalogue_gpus
+from gpuplan.runtime import unsupported_precision
 from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.search import DEFAULT_BATCH_TOKENS, Candidate, Search, _hardware_for, choose, pareto, scaling_curve
 from gpuplan.units import fmt_duration, fmt_usd
@@ -43,13 +45,29 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         types = [g for g in catalogue_gpus() if g.peak_flops]
     else:
         types = [get_gpu(g) for g in gpu_types] if gpu_types else [sc.hardware.gpu]
+    check_fixed_layout(sc)
+    if (deadline_s is not None or budget is not None) and sc.training.tokens is None and sc.training.steps is None:
+        raise GpuplanError(f"{'--deadline' if deadline_s is not None else '--budget'} needs the length of the run: "
+                           "give training.tokens (e.g. --tokens 1T) or training.steps")
+    if objective == "cost" or budget is not None:
+        unpriced = [g.id for g in types if _hardware_for(sc, g).price_per_gpu_hour is None]
+        if len(unpriced) == len(types):
+            raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "
+                               f"catalogue has none for {', '.join(unpriced)}; give --price (USD per GPU-hour)")
     gb = sc.training.global_batch or _default_batch(sc)
     search = Search(sc)
     for i, g in enumerate(types):
         if progress is not None:
             progress(i / len(types), g.id)
         if not any(k in g.peak_flops for k in ("bf16", "fp16")):
-            search.rejected[f"{g.id}: no published compute peak"] += 1
+            search.rejected[f"{g.id}: no published compute peak (runtime and cost cannot be predicted)"] += 1
+            continue
+        problem = unsupported_precision(g, sc.training.precision)
+        if problem:
+            search.rejected[problem] += 1
+            continue
+        if (objective == "cost" or budget is not None) and _hardware_for(sc, g).price_per_gpu_hour is None:
+            search.rejected[f"{g.id}: no price in the catalogue (give --price to rank it by cost)"] += 1
             continue
         hw = _hardware_for(sc, g)
         before = len(search.best)
@@ -137,6 +155,8 @@ def advice(sc: Scenario, search: Search, cands: list[Candidate], ranked: list[Ca
             out.append(f"nothing fits: the closest layout ({hw.gpus}× {hw.gpu.id}, tp={lay.tp} pp={lay.pp} "
                        f"zero={lay.zero} recompute={lay.recompute}) needs {mem['total'] / 2**30:.1f} GiB of "
                        f"{mem['capacity'] / 2**30:.1f} GiB: {top} {parts[top] / 2**30:.1f} GiB — try {fix}")
+        if search.closest is None:  # no GPU type was searched at all: say why
+            out.extend(f"nothing was searched: {why}" for why in search.rejected)
         if search.rejected.get("out of host memory: offloaded state"):
             out.append(f"offloading was tried but the offloaded state exceeds the node's host memory "
                        f"({sc.hardware.host_memory_bytes / 2**30:,.0f} GiB): more host memory or more GPUs")

@@ -49,12 +49,13 @@ def memory_table(mem: dict) -> str:
         ["  CUDA context, cuBLAS, NCCL", fmt_gib(d["runtime"], 2)],
         ["  allocator fragmentation", fmt_gib(d["fragmentation"], 2)],
     ]
-    timing = d.get("backward_timing")
-    if timing:  # one GPU, one micro-batch: backward allocates gradients as it frees activations
-        rows.append(["  gradients not yet allocated at the peak" if timing < 0 else
-                     "  tied embedding's 2nd gradient + sum (backward's end)", fmt_gib(timing, 2)])
+    timing = d.get("backward_timing") or 0.0
+    if timing > 0:  # one GPU, end of backward: a tied embedding's second gradient and the sum
+        rows.append(["  tied embedding's 2nd gradient + sum", fmt_gib(timing, 2)])
+    rows.append([f"other (sum of the {len(rows) - 4} above)", fmt_gib(mem["other"] - min(timing, 0.0), 2)])
+    if timing < 0:  # one GPU, start of backward: listed at full size, not yet allocated at the peak
+        rows.append(["gradients not yet allocated at the peak", fmt_gib(timing, 2)])
     rows += [
-        [f"other (sum of the {len(rows) - 4} above)", fmt_gib(mem["other"], 2)],
         ["total per GPU", fmt_gib(mem["total"], 2)],
         ["capacity", fmt_gib(mem["capacity"], 2)],
     ]
@@ -74,11 +75,17 @@ def estimate_text(est: dict) -> str:
             + f") on {hw['gpus']}× {hw['gpu']} ({hw['nodes']} node{'s' if hw['nodes'] > 1 else ''})\n"
             f"layout: {layout_str(sc['layout'])}; seq {sc['training']['seq_len']}, "
             f"{sc['training']['precision']} {sc['training']['optimizer']} {sc['training']['method']}")
-    verdict = (f"FITS: {fmt_gib(mem['total'])} of {fmt_gib(mem['capacity'])} GiB "
-               f"({fmt_gib(mem['headroom'])} GiB free), peak in the {mem['peak_phase']}"
-               if mem["fits"] else
-               f"DOES NOT FIT: needs {fmt_gib(mem['total'])} of {fmt_gib(mem['capacity'])} GiB "
-               f"({fmt_gib(-mem['headroom'])} GiB over)")
+    host = mem.get("host_memory")
+    if mem["fits"]:
+        verdict = (f"FITS: {fmt_gib(mem['total'])} of {fmt_gib(mem['capacity'])} GiB "
+                   f"({fmt_gib(mem['headroom'])} GiB free), peak in the {mem['peak_phase']}")
+    elif mem["total"] <= mem["capacity"] and host is not None:  # the GPU holds it; the host does not
+        verdict = (f"DOES NOT FIT in host memory: {fmt_gib(mem['cpu_offload_per_node'])} GiB offloaded per node "
+                   f"but hardware.host_memory is {fmt_gib(host)} GiB (GPU: {fmt_gib(mem['total'])} of "
+                   f"{fmt_gib(mem['capacity'])} GiB)")
+    else:
+        verdict = (f"DOES NOT FIT: needs {fmt_gib(mem['total'])} of {fmt_gib(mem['capacity'])} GiB "
+                   f"({fmt_gib(-mem['headroom'])} GiB over)")
     stage = f" (pipeline stage {mem['stage']}, the most loaded)" if sc["layout"]["pp"] > 1 else ""
     notes = "".join(f"\nassumed: {a}" for a in model.get("assumed", []))
     return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{notes}"
@@ -162,7 +169,7 @@ def plan_text(res: dict, explain: bool = False) -> str:
     best = res["best"]
     lines.append(f"searched {res['searched']:,} layouts; global batch {res['global_batch']} sequences")
     if best is None:
-        lines.append("no layout fits.")
+        lines.append("no layout meets the deadline or budget." if res.get("pareto") else "no layout fits.")
     else:
         tr = best["scenario"]["training"]
         lines.append(f"best: {best['scenario']['hardware']['gpus']}× {best['scenario']['hardware']['gpu']} — "

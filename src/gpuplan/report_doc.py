@@ -129,7 +129,8 @@ def plan_blocks(res: dict) -> list[Block]:
     best = res.get("best")
     blocks: list[Block] = [("h", 1, f"Training plan: {best['model']['name']}" if best else "Training plan")]
     if best is None:
-        blocks.append(("p", "No layout fits on the GPUs searched."))
+        blocks.append(("p", "No layout meets the deadline or budget." if res.get("pareto")
+                       else "No layout fits on the GPUs searched."))
         blocks += [("ul", res.get("advice") or [])]
         return blocks
     blocks += _inputs(best)

@@ -30,7 +30,7 @@ from gpuplan.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatte
 from gpuplan.flops import attention_flops
 from gpuplan.memory import micro_batches, rank_params
 from gpuplan.modelspec import LayerGroup, ModelSpec
-from gpuplan.spec import Hardware, Layout, Training
+from gpuplan.spec import GPU, Hardware, Layout, Training
 from gpuplan.states import constant
 
 KERNELS_PER_LAYER = 25  # forward kernels of an unfused transformer block; backward launches twice as many
@@ -45,6 +45,21 @@ class Device:
     e_attn_b: float
     sms: int
     tile: tuple[int, int]
+
+
+def unsupported_precision(g: GPU, precision: str) -> str | None:
+    """Why ``g`` cannot train in ``precision`` (its catalogue lists compute peaks, none for that
+    number format), or None. A GPU with no published peaks at all is left to the memory estimate."""
+    if not g.peak_flops:
+        return None
+    need = {"fp8": ("fp8",), "bf16": ("bf16",), "bf16-pure": ("bf16",), "fp16": ("fp16",),
+            "fp32": ("tf32", "fp32")}[precision]
+    if any(k in g.peak_flops for k in need):
+        return None
+    alt = "bf16" if precision == "fp8" and "bf16" in g.peak_flops else "fp16"
+    what = {"fp8": "fp8 tensor cores (Hopper, Ada L4/L40S, Blackwell, MI300)", "bf16": "bf16 tensor cores",
+            "bf16-pure": "bf16 tensor cores", "fp16": "fp16 tensor cores", "fp32": "an fp32/tf32 peak"}[precision]
+    return f"{g.id} has no {what} in the catalogue: set training.precision: {alt}"
 
 
 def device(hw: Hardware, training: Training) -> Device:
@@ -68,8 +83,6 @@ def _device(hw: Hardware, training: Training) -> Device:
     g = hw.gpu
     e = constant("gemm_efficiency").get(g.architecture, 0.7)
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(training.precision, training.precision)
-    if prec == "fp8" and "fp8" not in g.peak_flops:
-        prec = "bf16"  # no fp8 tensor cores (A100, V100): Transformer Engine falls back
     if prec == "fp8":
         e *= constant("fp8_gemm_efficiency_ratio")
     if prec not in g.peak_flops:

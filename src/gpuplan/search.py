@@ -93,9 +93,14 @@ def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
 
 def _shardings(sc: Scenario, split: dict, per_node: int) -> list[dict]:
     fixed = sc.layout
-    if "zero" in fixed:
-        return [{"zero": fixed["zero"], "zero_group": fixed.get("zero_group")}]
     group = split["dp"] * split["cp"]
+    zg = fixed.get("zero_group")
+    if zg is not None:  # a hybrid-shard group the scenario fixes: only splits it divides
+        if group % zg:
+            return []
+        return [{"zero": z, "zero_group": zg} for z in ([fixed["zero"]] if "zero" in fixed else (1, 2, 3))]
+    if "zero" in fixed:
+        return [{"zero": fixed["zero"], "zero_group": None}]
     if group == 1:
         return [{"zero": 0, "zero_group": None}]
     # ZeRO-0 is dominated once there are replicas: ZeRO-1 moves the same bytes (reduce-scatter +
@@ -184,8 +189,11 @@ class Search:
     def _fits_at_all(self, hw: Hardware, tr: Any, split: dict, sp: bool, off: str, recs: list[str],
                      mbs: tuple[int, ...] | list[int]) -> bool:
         frugal = {**split, "micro_batch": min(mbs), "pp_schedule": "1f1b", "virtual_stages": 1}
-        shard = _shardings(self.sc, split, hw.gpus_per_node)[-1]
-        return self._try(hw, tr, frugal, shard, recs[-1], sp, off, keep=False)
+        shards = _shardings(self.sc, split, hw.gpus_per_node)
+        if not shards:
+            self.rejected["layout.zero_group does not divide dp×cp"] += 1
+            return False
+        return self._try(hw, tr, frugal, shards[-1], recs[-1], sp, off, keep=False)
 
     def _try(self, hw: Hardware, tr: Any, split: dict, shard: dict, rec: str, sp: bool, off: str,
              keep: bool = True) -> bool:

@@ -42,6 +42,12 @@ def export(est: dict, target: str, model: Any = None) -> Export:
     if target not in makers:
         raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
     ex = makers[target]()
+    mem = est.get("memory") or {}
+    if mem and not mem.get("fits", True):
+        over = (mem["total"] - mem["capacity"]) / 2**30
+        ex = replace(ex, notes=(f"this layout does NOT fit: it needs {mem['total'] / 2**30:.1f} GiB of "
+                                f"{mem['capacity'] / 2**30:.1f} GiB per GPU ({over:+.1f} GiB); see `gpuplan fit` "
+                                "or `gpuplan plan`", *ex.notes))
     if ex.filename.endswith(".json") or not ex.notes:
         return ex
     lines = ex.text.splitlines(keepends=True)
@@ -70,6 +76,8 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
         est = res["best"]
         if est is None:
             raise GpuplanError("nothing to export: no layout fits (see `gpuplan plan --explain`)")
-        how = (f"layout open (tp/pp not fixed): exporting the best of {res['searched']:,} planned configurations "
-               f"by {objective}, {est['scenario']['hardware']['gpus']}× {est['scenario']['hardware']['gpu']}")
+        open_fields = "/".join(k for k in ("tp", "pp") if k not in sc.layout)
+        how = (f"layout open ({open_fields} not fixed): exporting the best of {res['searched']:,} planned "
+               f"configurations by {objective}, {est['scenario']['hardware']['gpus']}× "
+               f"{est['scenario']['hardware']['gpu']}")
     return export(est, target, sc.model), how

@@ -1,0 +1,117 @@
+"""Plan, fit and export on impossible or incomplete requests: one clear line (exit 2) naming the
+field, never a layout another command would reject; and the messages that used to mislead."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from test_cli import run
+
+
+def _error(out) -> str:
+    assert out.returncode == 2, (out.returncode, out.stdout[-500:], out.stderr[-500:])
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("plan", "--model", "mixtral-8x7b", "--ep", "3"), "layout.ep=3 does not divide the 8 experts"),
+    (("plan", "--model", "llama-3.1-8b", "--ep", "2"), "has no experts"),
+    (("plan", "--model", "llama-3.1-8b", "--tp", "3"), "layout.tp=3 does not split the 32 attention heads"),
+    (("fit", "--model", "llama-3.1-8b", "--tp", "3"), "layout.tp=3"),
+    (("fit", "--model", "mixtral-8x7b", "--ep", "3"), "layout.ep=3"),
+    (("plan", "--model", "llama-3.1-8b", "--virtual-stages", "2", "--pp-schedule", "1f1b"), "interleaved"),
+    (("plan", "--model", "llama-3.1-8b", "--offload", "params", "--zero", "1"), "needs zero 3"),
+    (("plan", "--model", "llama-3.1-8b", "--sequence-parallel", "true", "--tp", "1"), "needs tp > 1"),
+    (("export", "--model", "mixtral-8x7b", "--ep", "3", "--to", "megatron"), "layout.ep=3"),
+    (("evaluate", "--example", "--precision", "fp8", "--gpu", "a100-80gb-sxm"), "no fp8 tensor cores"),
+    (("evaluate", "--example", "--gpu", "v100-32gb"), "no bf16 tensor cores"),
+    (("plan", "--model", "llama-3.1-8b", "--gpu", "h100-nvl", "--tokens", "1T", "--objective", "cost"),
+     "needs a price"),
+    (("plan", "--model", "llama-3.1-8b", "--deadline", "7d"), "--deadline needs the length of the run"),
+    (("plan", "--model", "llama-3.1-8b", "--budget", "1000"), "--budget needs the length of the run"),
+    (("evaluate", "--example", "--budget", "2"), "see `gpuplan evaluate --help`"),
+])
+def test_impossible_requests_name_the_field(args, needle):
+    assert needle in _error(run(*args, "--gpu", "h100-sxm") if "--gpu" not in args else run(*args))
+
+
+def test_a_fixed_hybrid_shard_group_is_kept_and_divides_the_replicas():
+    out = run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--zero-group", "4", "--tokens", "1T",
+              "--max-gpus", "64", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    for est in res["candidates"]:
+        lay = est["scenario"]["layout"]
+        assert lay["zero_group"] == 4 and (lay["dp"] * lay["cp"]) % 4 == 0 and lay["zero"] >= 1
+
+
+def test_plan_with_fp8_skips_gpus_without_fp8_and_says_why():
+    out = run("plan", "--example", "--precision", "fp8", "--gpu", "a100-80gb-sxm,h100-sxm", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert {c["scenario"]["hardware"]["gpu"] for c in res["candidates"]} == {"h100-sxm"}
+    assert any("a100-80gb-sxm has no fp8 tensor cores" in k for k in res["rejected"])
+
+
+def test_a_gpu_with_no_peak_says_why_nothing_was_planned():
+    out = run("plan", "--model", "llama-3.1-8b", "--gpu", "a10g", "--tokens", "1T", "--max-gpus", "64")
+    assert out.returncode == 0, out.stderr
+    assert "nothing was searched: a10g: no published compute peak" in out.stdout
+
+
+def test_an_unmet_budget_is_not_called_out_of_memory():
+    out = run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tokens", "1T", "--max-gpus", "64",
+              "--budget", "1")
+    assert out.returncode == 0, out.stderr
+    assert "no layout meets the deadline or budget." in out.stdout and "no layout fits." not in out.stdout
+
+
+def test_export_of_a_layout_that_does_not_fit_says_so(tmp_path):
+    out = run("export", "--model", "llama-3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "8", "--pp", "1",
+              "--to", "torchtitan", "--json", "-o", str(tmp_path / "job.toml"))
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["notes"][0].startswith("this layout does NOT fit: it needs")
+    # --json and -o together: the file is written as well
+    assert (tmp_path / "job.toml").read_text() == res["text"] and res["written_to"] == str(tmp_path / "job.toml")
+
+
+def test_host_memory_shortfall_is_named_as_host_memory():
+    out = run("evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--offload", "optimizer",
+              "--host-memory", "10GiB")
+    assert out.returncode == 0, out.stderr
+    assert "DOES NOT FIT in host memory: 89.7 GiB offloaded per node but hardware.host_memory is 10.0 GiB" \
+        in out.stdout
+
+
+def test_memory_table_keeps_other_non_negative_and_shows_the_gradient_timing():
+    # Llama-3.1-8B on one 24 GB card: the peak is the start of backward, before any gradient exists
+    out = run("evaluate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090")
+    lines = {line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1]) for line in out.stdout.splitlines()
+             if line[:1].isalpha() and line.rsplit(None, 1)[-1].lstrip("-").replace(".", "").isdigit()}
+    assert lines["gradients not yet allocated at the peak"] == -lines["gradients"] == -14.96
+    other = next(v for k, v in lines.items() if k.startswith("other (sum of the"))
+    assert other > 0
+    parts = ("weights", "gradients", "optimizer states", "activations (1 micro-batch in flight)")
+    total = sum(lines[k] for k in parts) + other + lines["gradients not yet allocated at the peak"]
+    assert total == pytest.approx(lines["total per GPU"], abs=0.02)
+
+
+def test_fit_stops_once_more_gpus_cannot_help():
+    # ZeRO-0 with tp = pp = 1 keeps the whole 70B state on every GPU: no count fits, and fit must
+    # see that instead of visiting every node count up to ten million GPUs
+    t0 = time.perf_counter()
+    out = run("fit", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1", "--zero", "0",
+              "--max-gpus", "1e7")
+    assert out.returncode == 0, out.stderr
+    assert "does not fit" in out.stdout
+    assert time.perf_counter() - t0 < 30
+
+
+def test_version():
+    out = run("--version")
+    assert out.returncode == 0 and out.stdout.startswith("gpuplan ")
