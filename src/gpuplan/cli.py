@@ -318,7 +318,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     n = {k: _whole(getattr(args, k), f"--{k}", least=0 if k == "warmup" else 1)
          for k in ("nproc", "nnodes", "steps", "warmup")}
     timeout_s = _positive(parse_duration(args.timeout, "--timeout"), "--timeout")
-    store = None if args.no_store else Store(args.store)
+    store = None if args.no_store else Store(args.store, create=True)  # made before the trial, not after
     from gpuplan.progress import for_command
 
     with for_command("profiling", args.json) as bar:  # a TTY-only line while torchrun runs

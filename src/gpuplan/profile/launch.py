@@ -3,31 +3,57 @@
 ``torchrun --standalone`` picks a free rendezvous port on this machine; for several nodes pass
 torchrun's own rendezvous options through ``extra_args`` (``--nnodes 2 --node-rank 0
 --rdzv-backend c10d --rdzv-endpoint host:29400`` on every node, as torchrun documents).
+
+torchrun runs in a session (process group) of its own and starts each rank in yet another one, so
+stopping it means: SIGTERM to torchrun's group and to every process under it (found in /proc before
+anything dies), a grace period, then SIGKILL to whatever is left. That happens on a timeout, on any
+exception, and on SIGINT/SIGTERM/SIGHUP to gpuplan (handled while the trial runs; after the clean-up
+gpuplan dies of the same signal). On Linux torchrun also gets SIGTERM if gpuplan itself is killed
+with SIGKILL. The temporary folder is removed in every case.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
 
 POLL_S = 0.25
+KILL_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
+
+
+def usable_cpus() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def check_devices(device: str, nproc: int) -> None:
-    """No GPU, or fewer GPUs than ranks: one clear message before anything starts."""
+    """No GPU, fewer GPUs than ranks, more ranks than CPU cores: one clear message before anything starts."""
     if device not in ("cpu", "cuda"):
         raise GpuplanError(f"--device must be cpu or cuda, got {device!r}")
     if nproc < 1:
         raise GpuplanError(f"--nproc must be at least 1, got {nproc}")
+    if device == "cpu":
+        # gloo ranks may share cores (a CPU trial checks memory, not speed), but not without bound
+        most = max(4, 4 * usable_cpus())
+        if nproc > most:
+            raise GpuplanError(f"--nproc {nproc} is more than {most} CPU ranks (4 per core, at least 4) here: "
+                               f"use --nproc {most} or fewer")
     try:
         import torch
     except ImportError:
@@ -41,44 +67,224 @@ def check_devices(device: str, nproc: int) -> None:
                                "or a layout for fewer GPUs")
 
 
+def torchrun_command(cfg: Path, out_dir: Path, nproc: int, extra_args: list[str] | None) -> list[str]:
+    rdzv = extra_args if extra_args else ["--standalone", "--nnodes", "1"]
+    return [sys.executable, "-m", "torch.distributed.run", *rdzv, "--nproc-per-node", str(nproc),
+            "-m", "gpuplan.profile.worker", str(cfg), str(out_dir)]
+
+
 def run_trial(scenario: dict, *, device: str, nproc: int, steps: int, warmup: int, timeout_s: float,
               extra_args: list[str] | None = None, progress: Any = None) -> list[dict]:
     """Results of every rank (``ok``, ``oom``, ``error`` …); raises GpuplanError on timeout or when
     a rank dies without writing its result. ``progress`` (a ``ProgressBar``) is redrawn while
     waiting with the steps rank 0 has finished; it never extends the wait past ``timeout_s``."""
-    with tempfile.TemporaryDirectory(prefix="gpuplan-profile-") as tmp:
-        cfg = Path(tmp) / "config.json"
-        cfg.write_text(json.dumps({"scenario": scenario, "device": device, "steps": steps, "warmup": warmup}))
-        rdzv = extra_args if extra_args else ["--standalone", "--nnodes", "1"]
-        cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv, "--nproc-per-node", str(nproc),
-               "-m", "gpuplan.profile.worker", str(cfg), tmp]
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-               "PYTHONUNBUFFERED": "1"}
-        log_path = Path(tmp) / "torchrun.log"
+    try:
+        with _stop_on_signals():  # a second signal during the clean-up below cannot cut it short
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix="gpuplan-profile-"))
+            except OSError as err:
+                raise GpuplanError(f"cannot make a temporary folder for the trial run ({err.strerror or err}): "
+                                   "set TMPDIR to a writable folder") from None
+            try:
+                return _run(tmp, scenario, device=device, nproc=nproc, steps=steps, warmup=warmup,
+                            timeout_s=timeout_s, extra_args=extra_args, progress=progress)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except _Signalled as sig:  # every rank stopped and the folder gone: now die of the signal as asked
+        _die_of(sig.signum)
+        raise
+
+
+def _run(tmp: Path, scenario: dict, *, device: str, nproc: int, steps: int, warmup: int, timeout_s: float,
+         extra_args: list[str] | None, progress: Any) -> list[dict]:
+    cfg = tmp / "config.json"
+    cfg.write_text(json.dumps({"scenario": scenario, "device": device, "steps": steps, "warmup": warmup}))
+    cmd = torchrun_command(cfg, tmp, nproc, extra_args)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
+    log_path = tmp / "torchrun.log"
+    proc = None
+    try:
         with open(log_path, "w") as log_file:  # a file, not a pipe: a chatty run can never block on it
-            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, text=True, env=env,
-                                    start_new_session=True)
-        try:
-            _wait(proc, timeout_s, Path(tmp) / "progress", warmup + steps, progress)
-        except subprocess.TimeoutExpired:
+            proc = start(cmd, stdout=log_file, env=env)
+        _wait(proc, timeout_s, tmp / "progress", warmup + steps, progress)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise GpuplanError(f"trial run did not finish within {timeout_s:.0f} s and was stopped: "
+                           "use fewer --steps, a smaller model or raise --timeout") from None
+    except BaseException:  # Ctrl-C, SIGTERM and the like: leave no rank behind
+        if proc is not None:
             _kill(proc)
-            raise GpuplanError(f"trial run did not finish within {timeout_s:.0f} s and was stopped: "
-                               "use fewer --steps, a smaller model or raise --timeout") from None
-        except BaseException:  # Ctrl-C and the like: leave no rank behind
-            _kill(proc)
-            raise
-        log = log_path.read_text(errors="replace")
-        results = []
-        for rank in range(nproc):
-            f = Path(tmp) / f"rank{rank}.json"
-            if f.exists():
+        raise
+    log = log_path.read_text(errors="replace")
+    results = []
+    for rank in range(nproc):
+        f = tmp / f"rank{rank}.json"
+        if f.exists():
+            try:
                 results.append(json.loads(f.read_text()))
-        if len(results) < nproc:
-            tail = " | ".join(line for line in (log or "").splitlines()[-6:] if line.strip())
-            missing = sorted(set(range(nproc)) - {r["rank"] for r in results})
-            raise GpuplanError(f"rank(s) {missing} died without a result (torchrun exit {proc.returncode}): "
-                               f"{tail[-400:] or 'no output'}")
-        return results
+            except (OSError, ValueError):
+                continue  # a rank killed while writing: reported as missing below
+    if len(results) < nproc:
+        tail = " | ".join(line for line in (log or "").splitlines()[-6:] if line.strip())
+        missing = sorted(set(range(nproc)) - {r.get("rank") for r in results})
+        raise GpuplanError(f"rank(s) {missing} died without a result (torchrun exit {proc.returncode}): "
+                           f"{tail[-400:] or 'no output'}")
+    return results
+
+
+# ---- processes and signals ---------------------------------------------------------------------
+
+def start(cmd: list[str], *, stdout: Any = None, env: dict | None = None) -> subprocess.Popen:
+    """Start ``cmd`` as the leader of a new session (its own process group), stdout and stderr to
+    ``stdout``; on Linux it gets SIGTERM should this process die without cleaning up."""
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT if stdout is not None else None,
+                            text=True, env=env, start_new_session=True, preexec_fn=_parent_death_signal())
+
+
+def _parent_death_signal() -> Any:
+    """A preexec_fn setting PR_SET_PDEATHSIG (Linux), or None where that is not available or not
+    safe (several threads: preexec_fn must not run then)."""
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def setup() -> None:
+        prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl: stop now
+            os._exit(1)
+    return setup
+
+
+def _proc_info(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of ``pid`` from /proc, or None."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = data[data.rfind(")") + 2:].split()
+    try:
+        return int(fields[1]), fields[19]
+    except (IndexError, ValueError):
+        return None
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process under ``pid`` (children, their children …) with its start time; {} without /proc."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    try:
+        entries = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    except OSError:
+        return {}
+    for p in entries:
+        info = _proc_info(p)
+        if info is not None:
+            children.setdefault(info[0], []).append(p)
+            started[p] = info[1]
+    out: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out[c] = started[c]
+                todo.append(c)
+    return out
+
+
+def _signal_all(proc: subprocess.Popen, family: dict[int, str], sig: int) -> None:
+    """``sig`` to the process group ``proc`` leads (while ``proc`` is not reaped its pid cannot be
+    reused) and to each process of ``family`` that is still the same process."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+    for pid, started in family.items():
+        info = _proc_info(pid)
+        if info is None or info[1] != started:
+            continue  # gone (or its pid reused by another process)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _kill(proc: subprocess.Popen, grace_s: float | None = None) -> None:
+    """Stop torchrun and every rank it started: the ranks run in sessions of their own, so they are
+    found under torchrun before anything is signalled. SIGTERM first, SIGKILL after ``grace_s``."""
+    grace_s = KILL_GRACE_S if grace_s is None else grace_s
+    family = descendants(proc.pid)
+    _signal_all(proc, family, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    if proc.returncode is None:  # still running (not reaped, so its pid is still its own)
+        family.update(descendants(proc.pid))  # anything it started meanwhile
+    while time.monotonic() < deadline and any(_alive(p, s) for p, s in family.items()):
+        time.sleep(0.05)
+    _signal_all(proc, family, signal.SIGKILL)
+    proc.wait()
+
+
+def _alive(pid: int, started: str) -> bool:
+    """Still running (a zombie waiting for its parent counts as stopped)."""
+    info = _proc_info(pid)
+    if info is None or info[1] != started:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rfind(")") + 2:].split()[0] not in ("Z", "X")
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGHUP while a trial runs: unwinds like Ctrl-C so the ranks are stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While the trial runs, SIGTERM and SIGHUP unwind (``_Signalled``) and SIGINT raises
+    KeyboardInterrupt, once: further signals during the clean-up are ignored rather than cut it
+    short. Only default handlers are replaced (an ignored SIGHUP under nohup stays ignored), and
+    only in the main thread (the only one Python lets set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if caught:
+            return
+        caught.append(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Signalled(signum)
+
+    old = {}
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                         (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):
+        if sig is not None and signal.getsignal(sig) is default:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _die_of(signum: int) -> None:
+    """End this process by ``signum`` with its default action (the exit status a shell expects)."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    time.sleep(1)  # the signal is delivered at once; this is not normally reached
+    raise SystemExit(128 + signum)
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, progress_file: Path, total: int, progress: Any) -> None:
@@ -101,16 +307,3 @@ def _wait(proc: subprocess.Popen, timeout_s: float, progress_file: Path, total: 
                 pass
             label = "starting ranks" if not done else "finishing" if done >= total else f"step {done}/{total}"
             progress(done / total if total else 0.0, label)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Stop torchrun and every rank it started (they share its process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()

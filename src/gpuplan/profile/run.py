@@ -11,6 +11,7 @@ from gpuplan.estimate import evaluate
 from gpuplan.hardware import get_gpu
 from gpuplan.hardware import gpus as catalogue_gpus
 from gpuplan.profile.launch import check_devices, run_trial
+from gpuplan.profile.model_check import check_model
 from gpuplan.progress import ProgressBar
 from gpuplan.scenario import Scenario, complete_layout, normalized
 
@@ -177,6 +178,7 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
                            "set sequence_parallel false")
     if lay.recompute not in ("none", "full"):
         raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
+    check_model(sc.model, lay.tp)  # before torchrun starts, not in every rank after it
 
     def attempt(micro_batch: int) -> tuple[list[dict], Scenario]:
         trial = replace(sc, layout={**sc.layout, "micro_batch": micro_batch})

@@ -22,11 +22,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from gpuplan.errors import GpuplanError
 from gpuplan.modelspec import ModelSpec
+from gpuplan.profile.model_check import check_model
 from gpuplan.scenario import complete_layout, parse_scenario
 from gpuplan.trace.build import Checkpointed
-from gpuplan.trace.model import TRACEABLE_TYPES, CausalLM, causal_lm_loss
+from gpuplan.trace.model import CausalLM, causal_lm_loss
 
 
 def _bytes(tensors) -> int:
@@ -41,18 +41,6 @@ def _bytes(tensors) -> int:
 
 def _state_bytes(opt: torch.optim.Optimizer) -> int:
     return _bytes(v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor) and v.dim() > 0)
-
-
-def check_model(m: ModelSpec, tp: int) -> None:
-    """Trial runs build dense Llama-family models only; tp must split the heads evenly."""
-    if m.model_type not in TRACEABLE_TYPES or m.moe or m.kv_lora_rank:
-        kind = ("a mixture-of-experts model" if m.moe else "a latent-attention (MLA) model" if m.kv_lora_rank
-                else f"a {m.model_type} model")
-        raise GpuplanError(f"trial runs support dense {', '.join(TRACEABLE_TYPES)} models; {m.name} is {kind}: "
-                           "profile a supported model, or use `gpuplan evaluate`")
-    if tp > 1 and (m.n_heads % tp or m.n_kv_heads % tp):
-        raise GpuplanError(f"tp={tp} must divide the attention heads ({m.n_heads}) and the K/V heads "
-                           f"({m.n_kv_heads}) of {m.name} in a trial run: choose a smaller tp")
 
 
 def tensor_parallel(net: CausalLM, tp_mesh) -> None:  # noqa: ANN001 - DeviceMesh
