@@ -317,7 +317,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise GpuplanError("profile runs one scenario at a time: give a file with a single scenario")
     n = {k: _whole(getattr(args, k), f"--{k}", least=0 if k == "warmup" else 1)
          for k in ("nproc", "nnodes", "steps", "warmup")}
-    timeout_s = _positive(parse_duration(args.timeout, "--timeout"), "--timeout")
+    timeout_s = _positive(parse_duration(args.timeout, "--timeout", bare="s"), "--timeout")  # help: seconds
     store = None if args.no_store else Store(args.store, create=True)  # made before the trial, not after
     from gpuplan.progress import for_command
 

@@ -35,7 +35,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> di
         trainable = n_params
     else:
         whole = rank_params(model, 1, 1, 1, 1, 0, tr.lora_targets, tr.lora_rank)
-        trainable = whole.adapters_dense + whole.adapters_expert
+        trainable = int(round(whole.adapters_dense + whole.adapters_expert))
     return {
         "scenario": normalized(sc, lay),
         "model": {

@@ -90,32 +90,57 @@ def fabrics() -> list[Fabric]:
     return list(_fabric_index()[0].values())
 
 
-def get_gpu(name: str) -> GPU:
+def _name(name: object, what: str) -> str:
+    """A catalogue name as given: a non-empty string (a YAML null, list or number is not a name)."""
+    if name is None:
+        raise GpuplanError(f"{what} is missing: give a name, e.g. h100-sxm; `gpuplan gpus` lists them"
+                           if what == "hardware.gpu" else f"{what} is missing: give a fabric name")
+    if isinstance(name, bool) or not isinstance(name, str | int | float):
+        kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(name), type(name).__name__)
+        raise GpuplanError(f"{what} must be a name, got {kind}: write one name, e.g. "
+                           + ("gpu: h100-sxm" if what == "hardware.gpu" else f"{what.split('.')[-1]}: ib-ndr-400g"))
+    text = str(name).strip()
+    if not text:
+        raise GpuplanError("hardware.gpu is empty: give a GPU name, e.g. h100-sxm; `gpuplan gpus` lists them"
+                           if what == "hardware.gpu" else f"{what} is empty: give a name, or leave the key out "
+                           "for the default")
+    return text
+
+
+def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
     table, names = _gpu_index()
-    gid = names.get(_key(str(name)))
+    text = _name(name, what)
+    gid = names.get(_key(text))
     if gid is None:
-        hint = _suggest(str(name), names)
-        raise GpuplanError(f"unknown GPU {name!r}: {hint + ' ' if hint else ''}(`gpuplan gpus` lists them all)")
+        hint = _suggest(text, names)
+        raise GpuplanError(f"unknown GPU {text!r}: {hint + ' ' if hint else ''}`gpuplan gpus` lists them")
     return table[gid]
 
 
-def get_fabric(name: str, kind: str | None = None) -> Fabric:
+def get_fabric(name: str, kind: str | None = None, what: str | None = None) -> Fabric:
     table, names = _fabric_index()
-    fid = names.get(_key(str(name)))
+    text = _name(name, what or f"hardware.{kind or 'fabric'}")
+    fid = names.get(_key(text))
     if fid is None:
-        hint = _suggest(str(name), names)
-        raise GpuplanError(f"unknown fabric {name!r}: {hint + ' ' if hint else ''}"
-                           f"(known: {', '.join(sorted(table))})")
+        hint = _suggest(text, names)
+        known = sorted(f.id for f in table.values() if kind is None or f.kind == kind)
+        raise GpuplanError(f"unknown fabric {text!r}: {hint + ' ' if hint else ''}known: {', '.join(known)}")
     fab = table[fid]
     if kind is not None and fab.kind != kind:
         want = "hardware.scale_up takes an intra-node fabric" if kind == "scale_up" else \
             "hardware.scale_out takes a network between nodes"
-        raise GpuplanError(f"fabric {name!r} is a {fab.kind} fabric: {want} "
+        raise GpuplanError(f"fabric {text!r} is a {fab.kind} fabric: {want} "
                            f"({', '.join(sorted(f.id for f in table.values() if f.kind == kind))})")
     return fab
 
 
 DEFAULT_SCALE_OUT = "ib-ndr-400g"
+# Upper bounds of the hardware: far above any real cluster, low enough that a typo (1e12 for
+# 1e3) or a wrong unit is an error instead of a nonsense answer.
+MAX_GPUS = 2**20               # a million GPUs (the largest clusters: ~2e5)
+MAX_GPUS_PER_NODE = 1024       # NVL72 racks: 72; nodes of 8 are usual
+MAX_PRICE_PER_GPU_HOUR = 1000  # USD (on-demand list prices: ~$1-15)
+MAX_POWER_W = 2000             # the cap when the GPU has no published TDP (GB300 boards: 1,400 W)
 
 
 def make_hardware(gpu: str, gpus: int = 1, gpus_per_node: int | None = None, scale_up: str | None = None,
@@ -126,11 +151,35 @@ def make_hardware(gpu: str, gpus: int = 1, gpus_per_node: int | None = None, sca
     The default network between nodes is InfiniBand NDR 400G with one NIC per GPU — the
     usual AI-cluster design for the GPUs in this catalogue; it is printed in the normalized
     scenario so a user on other wires sees it and sets ``scale_out``.
+
+    Bounds: gpus ≤ ``MAX_GPUS``, gpus_per_node ≤ ``MAX_GPUS_PER_NODE``, price ≤
+    ``MAX_PRICE_PER_GPU_HOUR``; power_limit_w > 0 and at most the GPU's TDP (a cap above TDP
+    changes nothing), or ``MAX_POWER_W`` when the TDP is not published.
     """
     g = get_gpu(gpu)
+    if not isinstance(gpus, bool) and isinstance(gpus, int) and gpus > MAX_GPUS:
+        raise GpuplanError(f"hardware.gpus = {gpus:,} is more than the limit {MAX_GPUS:,}: "
+                           "give the number of GPUs, e.g. 64")
+    if gpus_per_node is not None and not isinstance(gpus_per_node, bool) and isinstance(gpus_per_node, int) \
+            and gpus_per_node > MAX_GPUS_PER_NODE:
+        raise GpuplanError(f"hardware.gpus_per_node = {gpus_per_node:,} is more than the limit "
+                           f"{MAX_GPUS_PER_NODE:,}: give the GPUs in one server, e.g. 8")
     per_node = gpus_per_node if gpus_per_node is not None else g.gpus_per_node
-    up = get_fabric(scale_up or g.scale_up, "scale_up")
-    out = get_fabric(scale_out or DEFAULT_SCALE_OUT, "scale_out")
+    up = get_fabric(g.scale_up if scale_up is None else scale_up, "scale_up")
+    out = get_fabric(DEFAULT_SCALE_OUT if scale_out is None else scale_out, "scale_out")
+    if price_per_gpu_hour is not None and price_per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
+        raise GpuplanError(f"hardware.price_per_gpu_hour = {price_per_gpu_hour:,.6g} is more than the limit "
+                           f"${MAX_PRICE_PER_GPU_HOUR:,} per GPU-hour: give USD per GPU per hour, e.g. 2.5")
+    if power_limit_w is not None:
+        if not power_limit_w > 0:
+            raise GpuplanError(f"hardware.power_limit_w must be positive, got {power_limit_w:g}: "
+                               f"give a board power cap in watts, e.g. {g.tdp_w or 500:g}")
+        if g.tdp_w and power_limit_w > g.tdp_w:
+            raise GpuplanError(f"hardware.power_limit_w = {power_limit_w:,.6g} W is above the {g.tdp_w:g} W TDP of "
+                               f"{g.id}, where a cap has no effect: give at most {g.tdp_w:g}, or leave it out")
+        if not g.tdp_w and power_limit_w > MAX_POWER_W:
+            raise GpuplanError(f"hardware.power_limit_w = {power_limit_w:,.6g} W is more than {MAX_POWER_W:,} W: "
+                               "give the board power cap in watts")
     price = price_per_gpu_hour if price_per_gpu_hour is not None else g.price_usd_per_gpu_hour
     return Hardware(gpu=g, gpus=gpus, gpus_per_node=per_node, scale_up=up, scale_out=out,
                     price_per_gpu_hour=price, power_limit_w=power_limit_w)

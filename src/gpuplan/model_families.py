@@ -17,6 +17,16 @@ from gpuplan.errors import GpuplanError
 from gpuplan.modelspec import LayerGroup, ModelSpec, Weight
 
 _MISSING = object()
+# Upper bounds of a model description: far above any real model, low enough that a typo or a
+# runaway value (num_hidden_layers: 1e7, hidden_size: 2**40) is an error instead of a hang.
+MAX_PARAMS = 10**15     # parameters (the largest published models: ~2e12)
+MAX_LAYERS = 10_000     # blocks (the deepest trained transformers: DeepNet's 1,000)
+MAX_HIDDEN = 2**20      # hidden size (the widest: ~25k)
+MAX_VOCAB = 2**24       # vocabulary (the largest: ~262k)
+MAX_CONFIG_INT = 2**31 - 1  # any other size in a config.json
+_MAXIMA = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "n_layers": MAX_LAYERS,
+           "hidden_size": MAX_HIDDEN, "n_embd": MAX_HIDDEN, "n_embed": MAX_HIDDEN, "d_model": MAX_HIDDEN,
+           "vocab_size": MAX_VOCAB}
 
 
 class Cfg:
@@ -51,6 +61,11 @@ class Cfg:
             raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} is not a whole number: give an integer")
         if v < minimum:
             raise GpuplanError(f"{self.source}: {keys[0]} = {v} must be at least {minimum}: fix the value")
+        key = next(k for k in keys if self.d.get(k) is not None)
+        limit = _MAXIMA.get(key, MAX_CONFIG_INT)
+        if v > limit:
+            raise GpuplanError(f"{self.source}: {key} = {v:,.0f} is more than the limit {limit:,} "
+                               f"(far above any real model): fix the value")
         return int(v)
 
     def flag(self, *keys: str, default: bool) -> bool:
@@ -130,6 +145,10 @@ def tie(c: Cfg, default: bool) -> bool:
 
 def spec(c: Cfg, name: str, **kw: Any) -> ModelSpec:
     kw.setdefault("v_head_dim", kw["head_dim"])
+    experts, top_k = kw.get("n_experts", 0), kw.get("top_k", 0)
+    if experts and top_k > experts:
+        raise GpuplanError(f"{c.source}: num_experts_per_tok = {top_k} is more than the {experts} experts "
+                           f"(a token is routed to at most all of them): give at most {experts}")
     return ModelSpec(name=name, model_type=c.mt, assumed=tuple(c.assumed), **kw)
 
 

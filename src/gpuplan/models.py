@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.model_families import BUILDERS, Cfg
+from gpuplan.model_families import BUILDERS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB, Cfg
 from gpuplan.modelspec import ModelSpec
+from gpuplan.units import fmt_count
 
 CATALOG = Path(__file__).parent / "catalog" / "models"
 SUPPORTED = tuple(t for t in BUILDERS if not t.startswith("RefinedWeb"))
@@ -140,20 +141,34 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
     return spec
 
 
-def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()) -> ModelSpec:
+def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = (), check_size: bool = True
+                 ) -> ModelSpec:
     if not isinstance(cfg, Mapping):
         raise GpuplanError(f"{source}: a model config must be a JSON object of Hugging Face config keys")
     mt = cfg.get("model_type")
     if mt is None:
         raise GpuplanError(f"{source}: missing required key model_type: add it "
                            f"(one of {', '.join(SUPPORTED)})")
+    if not isinstance(mt, str):
+        kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(mt), type(mt).__name__)
+        raise GpuplanError(f"{source}: model_type must be a name such as llama, got {kind} {mt!r}: "
+                           f"give one of {', '.join(SUPPORTED)}")
     if mt not in BUILDERS:
         raise GpuplanError(f"{source}: model_type '{mt}' is not supported "
                            f"(supported: {', '.join(SUPPORTED)}); "
                            f"describe the model as {{params: N}} instead, e.g. model: {{params: 7e9}}")
     c = Cfg(cfg, source, str(mt))
     c.assumed.extend(assumed)
-    return BUILDERS[mt](c, name)
+    spec = BUILDERS[mt](c, name)
+    if check_size:
+        _check_size(spec.params_formula, source)
+    return spec
+
+
+def _check_size(n: int, source: str) -> None:
+    if n > MAX_PARAMS:
+        raise GpuplanError(f"{source}: the shapes give {n:.3g} parameters, more than the limit {MAX_PARAMS:.0e} "
+                           f"(far above any real model): check hidden_size, num_hidden_layers and vocab_size")
 
 
 def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
@@ -180,7 +195,13 @@ _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 _PARAM_KEYS = {"params", "name", "vocab", "vocab_size", "seq", "seq_len", "max_positions", "layers", "hidden"}
 
 
+# per key of {params: N}: an example for the error message, and the largest accepted value
+_PARAM_LIMITS = {"params": ("7e9 or '7B'", MAX_PARAMS), "vocab": ("32000", MAX_VOCAB), "seq": ("4096", 2**24),
+                 "layers": ("32", MAX_LAYERS), "hidden": ("4096", MAX_HIDDEN)}
+
+
 def _count(v: Any, key: str = "params") -> int:
+    example, limit = _PARAM_LIMITS[key]
     x: float | None = None
     if isinstance(v, int | float) and not isinstance(v, bool):
         x = float(v)
@@ -189,7 +210,10 @@ def _count(v: Any, key: str = "params") -> int:
         if mm:
             x = float(mm[1]) * _SUFFIX.get(mm[2], 1)
     if x is None or not math.isfinite(x) or x <= 0 or x != round(x):
-        raise GpuplanError(f"{key} = {v!r} is not a positive whole number: give e.g. {key}: 7e9 or '7B'")
+        raise GpuplanError(f"{key} = {v!r} is not a positive whole number: give e.g. {key}: {example}")
+    if x > limit:
+        raise GpuplanError(f"{key} = {v!r} is more than the limit {limit:,} (far above any real model): "
+                           f"give e.g. {key}: {example}")
     return int(round(x))
 
 
@@ -228,7 +252,12 @@ def _from_params(m: Mapping[str, Any]) -> ModelSpec:
     cfg = {"model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
            "num_key_value_heads": heads, "intermediate_size": ffn, "vocab_size": V,
            "max_position_embeddings": seq, "tie_word_embeddings": False}
-    spec = _from_config(cfg, "{params: N} model", str(m.get("name") or f"custom-{n / 1e9:.3g}B"))
+    spec = _from_config(cfg, "{params: N} model", str(m.get("name") or f"custom-{fmt_count(n)}"),
+                        check_size=False)  # the derived shape only approximates n (≤ MAX_PARAMS)
+    if ("layers" in m or "hidden" in m) and spec.params_formula > MAX_PARAMS:
+        raise GpuplanError(f"{{params: N}} model: layers {L} × hidden {h} give a shape of "
+                           f"{spec.params_formula:.3g} parameters, more than the limit {MAX_PARAMS:.0e}: "
+                           "lower layers or hidden (or leave them out to derive them from params)")
     rule = (f"shape derived from params={n:,}: Llama-like, {L} layers, hidden {h}, {heads} heads × "
             f"head_dim {h // heads} (no GQA), SwiGLU ffn {ffn}, vocab {V}, untied, {seq} positions "
             f"(rule: 12·L·h² + 2·V·h ≈ N with h ≈ 128·L); params is the given {n:,}, "
@@ -294,9 +323,10 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
                 shape = info.get("shape") if isinstance(info, dict) else None
                 if key == "__metadata__":
                     continue
-                if not (isinstance(shape, list) and all(isinstance(x, int) for x in shape)):
-                    raise GpuplanError(f"{f}: tensor {key} has no valid shape in the header: "
-                                       f"replace the file")
+                if not (isinstance(shape, list)
+                        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
+                    raise GpuplanError(f"{f}: tensor {key} has no valid shape in the header ({shape!r}: "
+                                       f"dimensions are whole numbers ≥ 0): replace the file")
                 entries.append((key, shape, f))
         if any(k.endswith(_PACKED) for k, _, _ in entries):
             why = "the safetensors hold packed quantized weights: parameter count from the config formula"
@@ -329,6 +359,9 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
         if why:
             note = f"{index_path.name} not used ({why}): parameter count from the config formula"
             return dataclasses.replace(spec, assumed=(*notes, note))
+        if size < 0:
+            note = f"{index_path.name} not used (metadata.total_size is negative): parameter count from the formula"
+            return dataclasses.replace(spec, assumed=(*notes, note))
         total, extra = size // bpe, 0
         if any(_is_extra(k, spec) for k in wmap):
             total, extra = total - spec.extra_params, spec.extra_params
@@ -337,6 +370,7 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
         notes.append(f"parameter count = {index_path.name} total_size / {bpe} bytes "
                      f"({cfg.get('torch_dtype')})")
         source = "safetensors-index"
+    _check_size(total, str(folder))
     if total != spec.params_formula:
         notes.append(f"checkpoint has {total:,} parameters, the config formula {spec.params_formula:,} "
                      f"({total - spec.params_formula:+,})")

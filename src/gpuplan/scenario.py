@@ -1,7 +1,8 @@
 """The scenario file (YAML or JSON) and its command-line flags → validated spec values.
 
 Every key is checked: unknown keys, wrong types and impossible values are a GpuplanError
-naming the key and the fix (DESIGN.md section 3).
+naming the key and the fix (DESIGN.md section 3). A key whose value is null is the same as a
+key left out (a layout field left open, a training or hardware field at its default).
 """
 
 from __future__ import annotations
@@ -12,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.hardware import make_hardware
+from gpuplan.hardware import MAX_GPUS, make_hardware
 from gpuplan.modelspec import ModelSpec
-from gpuplan.spec import LORA_TARGETS_ALL, Hardware, Layout, Training, check_layout, check_layout_fields
+from gpuplan.spec import (
+    LORA_TARGETS_ALL,
+    MAX_GLOBAL_BATCH,
+    Hardware,
+    Layout,
+    Training,
+    check_layout,
+    check_layout_fields,
+)
 from gpuplan.units import parse_bytes, parse_count, parse_money
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
@@ -26,6 +35,11 @@ TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "st
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages"}
+TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention")  # string-valued keys
+MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
+MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
+MIN_HOST_MEMORY = 2**30  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
+MAX_HOST_MEMORY = 2**50  # 1 PiB per node
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,10 +59,40 @@ class Scenario:
 
 def _check_keys(section: dict, allowed: tuple[str, ...], where: str) -> None:
     if not isinstance(section, dict):
-        raise GpuplanError(f"{where} must be a mapping of keys, got {type(section).__name__}")
+        raise GpuplanError(f"{where} must be a mapping of keys, got {_kind(section)}")
     for key in section:
         if key not in allowed:
             raise GpuplanError(f"unknown key {where}.{key}: valid keys are {', '.join(allowed)}")
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", dict: "a mapping", bool: "true/false", str: "text", type(None): "null"}.get(
+        type(value), type(value).__name__)
+
+
+def _describe(value: Any) -> str:
+    """``value`` for an error message: ``a list ['bf16']``, ``true``, ``5``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | dict):
+        return f"{_kind(value)} {value!r}"
+    return repr(value)
+
+
+def _section(raw: dict, name: str, allowed: tuple[str, ...]) -> dict:
+    """``raw[name]`` checked as a mapping of known keys; null values dropped (a null is not given)."""
+    section = raw.get(name)
+    if section is None:
+        return {}
+    _check_keys(section, allowed, name)
+    return {k: v for k, v in section.items() if v is not None}
+
+
+def _name_value(value: Any, key: str) -> str:
+    """A value that names a choice (``bf16``, ``selective``): text, compared in lower case."""
+    if not isinstance(value, str):
+        raise GpuplanError(f"{key} must be a name, got {_describe(value)}")
+    return value.strip().lower()
 
 
 MAX_WHOLE = 2**53  # beyond this a float no longer holds every whole number (and no GPU count or length is)
@@ -71,23 +115,59 @@ def _bool(value: Any, key: str) -> bool:
     raise GpuplanError(f"{key} must be true or false, got {value!r}")
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _decode(p: Path, data: bytes) -> str:
+    """The file's text: UTF-8 (a UTF-8 byte-order mark is dropped), else one clear error."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16/32 byte-order marks
+        raise GpuplanError(f"scenario file {str(p)!r} is UTF-16 or UTF-32 text: save it as UTF-8")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise GpuplanError(f"scenario file {str(p)!r} is not UTF-8 text (byte {err.start} cannot be read): "
+                           "give a YAML or JSON file saved as UTF-8") from None
+    if "\x00" in text:
+        raise GpuplanError(f"scenario file {str(p)!r} holds NUL bytes (binary or UTF-16 data): "
+                           "give a YAML or JSON file saved as UTF-8")
+    return text
+
+
 def read_file(path: str | Path) -> Any:
     p = Path(path)
+    if p.is_dir():
+        raise GpuplanError(f"scenario file {str(p)!r} is a folder: give the path to a .yaml or .json file")
     if not p.is_file():
         raise GpuplanError(f"scenario file {str(p)!r} not found: give the path to a .yaml or .json file")
-    text = p.read_text(encoding="utf-8", errors="replace")
     try:
-        if p.suffix.lower() == ".json":
-            return json.loads(text)
-        import yaml
+        data = p.read_bytes()
+    except OSError as err:
+        raise GpuplanError(f"cannot read scenario file {str(p)!r} ({err.strerror or err}): check the file") from None
+    text = _decode(p, data)
+    is_json = p.suffix.lower() == ".json"
+    kind = "JSON" if is_json else "YAML"
+    try:
+        if is_json:
+            raw = json.loads(text)
+        else:
+            import yaml
 
-        return yaml.safe_load(text)
+            raw = yaml.safe_load(text)
     except json.JSONDecodeError as err:
-        raise GpuplanError(f"{p}: malformed JSON at line {err.lineno}: {err.msg}") from None
+        raise GpuplanError(f"{p}: malformed JSON at line {err.lineno}: {_one_line(err.msg)}") from None
+    except RecursionError:
+        raise GpuplanError(f"{p}: malformed {kind}: nested too deeply to read: "
+                           "a scenario is a mapping of four sections") from None
     except Exception as err:  # yaml.YAMLError and friends
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise GpuplanError(f"{p}: malformed YAML{where}: {getattr(err, 'problem', err)}") from None
+        raise GpuplanError(f"{p}: malformed {kind}{where}: {_one_line(getattr(err, 'problem', None) or err)}") \
+            from None
+    if isinstance(raw, list) and not raw:
+        raise GpuplanError(f"scenario file {str(p)!r} holds no scenarios (an empty list): "
+                           "give a scenario mapping, or a list of them")
+    return raw
 
 
 def merge_flags(raw: dict, flags: dict[str, Any]) -> dict:
@@ -101,7 +181,9 @@ def merge_flags(raw: dict, flags: dict[str, Any]) -> dict:
             continue
         if "." in dotted:
             sec, key = dotted.split(".", 1)
-            section = out.setdefault(sec, {})
+            if out.get(sec) is None:  # a null section is an empty one
+                out[sec] = {}
+            section = out[sec]
             if not isinstance(section, dict):
                 raise GpuplanError(f"{sec} must be a mapping in the scenario file")
             section[key] = value
@@ -117,7 +199,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     if not isinstance(raw, dict):
         raise GpuplanError("a scenario must be a mapping with keys model, hardware, training, layout")
     _check_keys(raw, TOP_KEYS, "scenario")
-    if "model" not in raw:
+    if raw.get("model") is None:
         raise GpuplanError("scenario has no model: add `model: llama-3.1-8b` (or --model NAME)")
     model_ref = raw["model"]
     if isinstance(model_ref, str) and model_ref.lstrip().startswith("{"):  # inline mapping given as a flag
@@ -132,41 +214,94 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         model_ref = str(base_dir / model_ref)
     model = load_model(model_ref)
 
-    hw_raw = raw.get("hardware") or {}
-    _check_keys(hw_raw, HARDWARE_KEYS, "hardware")
+    hardware = _hardware(_section(raw, "hardware", HARDWARE_KEYS))
+    training = _training(_section(raw, "training", TRAINING_KEYS), model)
+    layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
+    name = raw.get("name")
+    return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
+                    training=training, layout=layout, model_ref=model_ref)
+
+
+def _hardware(hw_raw: dict) -> Hardware:
     if "gpu" not in hw_raw:
         raise GpuplanError("scenario has no hardware.gpu: add `hardware: {gpu: h100-sxm}` (or --gpu NAME); "
                            "`gpuplan gpus` lists the catalogue")
     hardware = make_hardware(
-        str(hw_raw["gpu"]),
+        hw_raw["gpu"],
         gpus=_int(hw_raw.get("gpus", 1), "hardware.gpus"),
         gpus_per_node=_int(hw_raw["gpus_per_node"], "hardware.gpus_per_node") if "gpus_per_node" in hw_raw else None,
         scale_up=hw_raw.get("scale_up"), scale_out=hw_raw.get("scale_out"),
         price_per_gpu_hour=parse_money(hw_raw["price_per_gpu_hour"], "hardware.price_per_gpu_hour")
-        if hw_raw.get("price_per_gpu_hour") is not None else None,
+        if "price_per_gpu_hour" in hw_raw else None,
         power_limit_w=parse_count(hw_raw["power_limit_w"], "hardware.power_limit_w")
-        if hw_raw.get("power_limit_w") is not None else None,
+        if "power_limit_w" in hw_raw else None,
     )
-    if hw_raw.get("host_memory") is not None:
-        host = parse_bytes(hw_raw["host_memory"], "hardware.host_memory")
-        if not host > 0:
-            raise GpuplanError("hardware.host_memory must be positive, e.g. 2TiB per node, "
-                               f"got {hw_raw['host_memory']!r}")
-        hardware = replace(hardware, host_memory_bytes=host)
-    if hw_raw.get("calibration"):  # factors fitted by `gpuplan calibrate` on the user's own runs
-        from gpuplan.profile.store import Store
+    if "host_memory" in hw_raw:
+        hardware = replace(hardware, host_memory_bytes=_host_memory(hw_raw["host_memory"]))
+    if hw_raw.get("calibration") not in (None, "", False):  # factors `gpuplan calibrate` fitted on own runs
+        from gpuplan.profile.store import calibration_factors
 
-        ref = str(hw_raw["calibration"])
-        store = Store(None if ref in ("default", "true", "yes") else ref)
-        factors = store.calibration(hardware.gpu.id)
-        store.close()
-        if factors is None:
-            raise GpuplanError(f"hardware.calibration: the store {store.path} has no calibration for "
-                               f"{hardware.gpu.id}: run `gpuplan profile` on it, then `gpuplan calibrate`")
-        hardware = replace(hardware, memory_factor=factors[0], compute_factor=factors[1])
+        factors = calibration_factors(hw_raw["calibration"], hardware.gpu.id)
+        if factors is not None:
+            hardware = replace(hardware, memory_factor=factors[0], compute_factor=factors[1])
+    return hardware
 
-    tr_raw = dict(raw.get("training") or {})
-    _check_keys(tr_raw, TRAINING_KEYS, "training")
+
+def _host_memory(value: Any) -> float:
+    """CPU memory of one node. A bare number is bytes, so one below 1 GiB is a missing unit."""
+    key = "hardware.host_memory"
+    host = parse_bytes(value, key)
+    bare = not isinstance(value, str) or not any(ch.isalpha() for ch in value)
+    if not host > 0:
+        raise GpuplanError(f"{key} must be positive, e.g. 2TiB per node, got {value!r}")
+    if host < MIN_HOST_MEMORY:
+        if bare:
+            raise GpuplanError(f"{key} = {value!r} has no unit (a bare number is bytes): write e.g. 2TiB per node")
+        raise GpuplanError(f"{key} = {value!r} is less than 1 GiB: give the CPU memory of one node, e.g. 2TiB")
+    if host > MAX_HOST_MEMORY:
+        raise GpuplanError(f"{key} = {value!r} is more than 1 PiB per node: give the CPU memory of one node, "
+                           "e.g. 2TiB")
+    return host
+
+
+def _lora_targets(value: Any) -> tuple[str, ...]:
+    key = "training.lora_targets"
+    if isinstance(value, str):
+        if value.strip().lower() in ("all", "all-linear"):
+            return LORA_TARGETS_ALL
+        names = [v.strip() for v in value.split(",")]
+    elif isinstance(value, list | tuple):
+        names = list(value)
+    else:
+        raise GpuplanError(f"{key} must be a list of module names such as [q_proj, v_proj], or 'all'; "
+                           f"got {_describe(value)}")
+    for v in names:
+        if not isinstance(v, str) or not v:
+            raise GpuplanError(f"{key} must list module names such as q_proj, v_proj; got {v!r} "
+                               f"(known: {', '.join(LORA_TARGETS_ALL)})")
+    return tuple(names)
+
+
+def _trace_calibration(value: Any, model_type: str) -> float | None:
+    """The activation ratio from ``training.trace_calibration`` (true/default: the stored file)."""
+    key = "training.trace_calibration"
+    if value is False:
+        return None
+    if value is True:
+        value = "default"
+    if not isinstance(value, str):
+        raise GpuplanError(f"{key} must be default or the path of a calibration.json, got {_describe(value)}")
+    if not value.strip():
+        return None
+    if value.strip().lower() not in ("default", "true", "yes") and Path(value).expanduser().is_dir():
+        raise GpuplanError(f"{key}: {value} is a folder: give the calibration.json written by "
+                           "`gpuplan trace --calibrate`, or default")
+    from gpuplan.trace.calibration import activation_factor
+
+    return activation_factor(value.strip(), model_type)
+
+
+def _training(tr_raw: dict, model: ModelSpec) -> Training:
     kw: dict[str, Any] = {}
     for key, value in tr_raw.items():
         if key in INT_KEYS:
@@ -176,43 +311,73 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         elif key == "dropout":
             kw[key] = float(parse_count(value, "training.dropout"))
         elif key == "lora_targets":
-            if value in ("all", "all-linear"):
-                value = LORA_TARGETS_ALL
-            if isinstance(value, str):
-                value = [v.strip() for v in value.split(",")]
-            kw[key] = tuple(value)
+            kw[key] = _lora_targets(value)
         elif key == "trace_calibration":  # activation ratio stored by `gpuplan trace --calibrate`
-            if value:
-                from gpuplan.trace.calibration import activation_factor
-
-                kw["activation_factor"] = activation_factor(str(value), model.model_type)
-        elif key != "global_batch_tokens":
-            kw[key] = str(value).lower()
+            factor = _trace_calibration(value, model.model_type)
+            if factor is not None:
+                kw["activation_factor"] = factor
+        elif key in TRAINING_NAMES:
+            kw[key] = _name_value(value, f"training.{key}")
+    if "tokens" in kw and "steps" in kw:
+        raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
+                           "seq_len is the tokens")
     seq_len = kw.get("seq_len", 4096)
+    Training(seq_len=seq_len)  # seq_len is checked before global_batch_tokens divides by it
     if "global_batch_tokens" in tr_raw:
         if "global_batch" in tr_raw:
             raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
-        gbt = parse_count(tr_raw["global_batch_tokens"], "training.global_batch_tokens")
-        if gbt % seq_len:
-            raise GpuplanError(f"training.global_batch_tokens={gbt:.0f} is not a multiple of seq_len={seq_len}")
-        kw["global_batch"] = int(gbt // seq_len)
+        kw["global_batch"] = _batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
     training = Training(**kw)
+    if training.method != "full":
+        _check_lora_rank(training, model)
+    return training
 
-    lay_raw = raw.get("layout") or {}
-    _check_keys(lay_raw, LAYOUT_KEYS, "layout")
+
+def _batch_from_tokens(value: Any, seq_len: int) -> int:
+    key = "training.global_batch_tokens"
+    gbt = parse_count(value, key)
+    if not gbt > 0:
+        raise GpuplanError(f"{key} must be positive, e.g. 4M, got {value!r}")
+    if gbt > MAX_GLOBAL_BATCH * seq_len:
+        raise GpuplanError(f"{key} = {value!r} is more than {MAX_GLOBAL_BATCH:,} sequences of seq_len={seq_len}: "
+                           "give tokens per optimizer step, e.g. 4M")
+    if gbt != int(gbt):
+        raise GpuplanError(f"{key} must be a whole number of tokens, got {value!r}")
+    if int(gbt) % seq_len:
+        raise GpuplanError(f"{key}={gbt:.0f} is not a multiple of seq_len={seq_len}: "
+                           f"use e.g. {max(1, round(gbt / seq_len)) * seq_len}")
+    return int(gbt) // seq_len
+
+
+def _check_lora_rank(training: Training, model: ModelSpec) -> None:
+    """A LoRA rank above a targeted matrix's smaller side adds more parameters than the matrix holds."""
+    from gpuplan.memory import _is_lora_target
+
+    dims = [min(w.shape) for lg in model.layers for w in lg.weights if _is_lora_target(w, training.lora_targets)]
+    smallest = min(dims) if dims else model.hidden
+    if training.lora_rank > smallest:
+        raise GpuplanError(f"training.lora_rank = {training.lora_rank} is more than {smallest}, the smallest "
+                           f"dimension of the matrices it adapts in {model.name}: use a rank of at most "
+                           f"{smallest} (usually 8 to 64)")
+
+
+def _layout(lay_raw: dict) -> dict[str, Any]:
     layout: dict[str, Any] = {}
     for key, value in lay_raw.items():
+        where = f"layout.{key}"
         if key in INT_KEYS:
-            if value is not None:  # a null degree is left open, like an absent one
-                layout[key] = _int(value, f"layout.{key}")
+            layout[key] = _int(value, where)
+            limit = {"micro_batch": MAX_MICRO_BATCH, "virtual_stages": MAX_VIRTUAL_STAGES, "zero": 3}.get(key, MAX_GPUS)
+            if key != "zero" and layout[key] > limit:
+                raise GpuplanError(f"{where} = {layout[key]:,} is more than the limit {limit:,}: "
+                                   + ("give sequences per GPU per micro-step, e.g. 1" if key == "micro_batch"
+                                      else "give a degree that divides the GPU count"))
         elif key in ("sequence_parallel", "dp_overlap", "tp_overlap"):
-            layout[key] = _bool(value, f"layout.{key}")
+            layout[key] = _bool(value, where)
         else:
-            layout[key] = str(value).lower()
+            layout[key] = _name_value(value, where)
     check_layout_fields(layout)
-    name = raw.get("name")
-    return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
-                    training=training, layout=layout, model_ref=model_ref)
+    return layout
 
 
 def complete_layout(sc: Scenario, **overrides: Any) -> Layout:

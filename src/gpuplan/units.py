@@ -19,8 +19,17 @@ _DURATION_SUFFIX = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 
 
+# a comma only groups thousands: 1,000,000 or 1,500.5 (groups of exactly three digits after each comma)
+_GROUPED = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?![\d,])")
+
+
 def _split(text: str, what: str) -> tuple[float, str]:
-    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip().replace("_", "").replace(",", ""))
+    if "," in text:
+        if not _GROUPED.match(text):  # 2,5 or 1,5T: a decimal comma, not thousands
+            raise GpuplanError(f"cannot read {what} {text!r}: a comma only groups thousands (1,000,000); "
+                               f"write decimals with a point, e.g. {text.strip().replace(',', '.', 1)}")
+        text = text.replace(",", "")
+    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip().replace("_", ""))
     if not m:
         raise GpuplanError(f"cannot read {what} {text!r}: write a number with an optional unit, e.g. 1.4T, 80GiB, 30d")
     return _finite(float(m.group(1)), text, what), m.group(2).lower()
@@ -46,28 +55,34 @@ def parse_count(value: object, what: str = "number") -> float:
     return num * _COUNT_SUFFIX[suffix]
 
 
-def _parse_unit(value: object, what: str, table: dict[str, float], like: str, units: str) -> float:
-    """A number with a unit from ``table``; a bare number is already in the base unit."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return _finite(float(value), value, what)
-    if not isinstance(value, str):
+def _parse_unit(value: object, what: str, table: dict[str, float], like: str, units: str,
+                bare: str | None = None) -> float:
+    """A number with a unit from ``table``. A bare number is in unit ``bare``; with ``bare`` None it
+    is an error (``--deadline 14`` is 14 what?), naming ``like`` as the fix."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise GpuplanError(f"{what} must be a {like}, got {value!r}")
-    num, suffix = _split(value, what)
+    if isinstance(value, str):
+        num, suffix = _split(value, what)
+    else:
+        num, suffix = _finite(float(value), value, what), ""
     if suffix == "":
-        return num
+        if bare is None:
+            raise GpuplanError(f"{what} {value!r} has no unit: write a {like} ({units})")
+        suffix = bare
     if suffix not in table:
         raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use {units}")
     return num * table[suffix]
 
 
-def parse_bytes(value: object, what: str = "size") -> float:
-    """``80GiB`` → 85899345920, ``80GB`` → 8e10; a bare number is bytes."""
-    return _parse_unit(value, what, _BYTE_SUFFIX, "size like 80GiB", "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
+def parse_bytes(value: object, what: str = "size", bare: str | None = "b") -> float:
+    """``80GiB`` → 85899345920, ``80GB`` → 8e10; a bare number is in unit ``bare`` (bytes; None: an error)."""
+    return _parse_unit(value, what, _BYTE_SUFFIX, "size like 80GiB", "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB", bare)
 
 
-def parse_duration(value: object, what: str = "duration") -> float:
-    """``30d`` → 2592000 s; ``12h``, ``90min``, ``2w``; a bare number is seconds."""
-    return _parse_unit(value, what, _DURATION_SUFFIX, "duration like 30d", "s, min, h, d, w or y")
+def parse_duration(value: object, what: str = "duration", bare: str | None = None) -> float:
+    """``30d`` → 2592000 s; ``12h``, ``90min``, ``2w``, ``45s``. A bare number is in unit ``bare``;
+    by default it is an error (``--deadline 14`` would silently be 14 seconds)."""
+    return _parse_unit(value, what, _DURATION_SUFFIX, "duration like 14d", "s, min, h, d, w or y", bare)
 
 
 def parse_money(value: object, what: str = "amount") -> float:
@@ -86,16 +101,27 @@ def fmt_gib(n_bytes: float | None, digits: int = 1) -> str:
     return "-" if n_bytes is None else f"{n_bytes / 2**30:,.{digits}f}"
 
 
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
 def fmt_count(n: float | None) -> str:
-    """Decimal prefixes: 8.03B, 1.40T, 512k."""
+    """Decimal prefixes: 8.03B, 1.4T, 512k; never scientific notation: 999.96M rounds up to 1B
+    (not 1e+03M), 2e18 is 2,000P, and a tiny share prints as a decimal."""
     if n is None:
         return "-"
     if n == 0 or not math.isfinite(n):
         return str(n)
-    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= div:
-            return f"{n / div:.3g}{suffix}"
-    return f"{n:.3g}"
+    for i, (div, suffix) in enumerate(_PREFIXES):
+        if abs(n) >= div or div == 1.0:
+            text = f"{n / div:.3g}"
+            if "e" not in text:
+                return text + suffix
+            if abs(n) >= 1e15:  # 1000P and more
+                return f"{n / 1e15:,.0f}P"
+            if abs(n) >= 1:  # rounded up to 1000 of this prefix: 1 of the next one
+                return ("-1" if n < 0 else "1") + _PREFIXES[i - 1][1]
+            return f"{n:.6f}".rstrip("0").rstrip(".")
+    return str(n)  # not reached
 
 
 def fmt_duration(seconds: float | None) -> str:
