@@ -115,3 +115,22 @@ def test_fit_stops_once_more_gpus_cannot_help():
 def test_version():
     out = run("--version")
     assert out.returncode == 0 and out.stdout.startswith("gpuplan ")
+
+
+def test_catalogue_models_carry_no_assumptions_but_inline_configs_do():
+    from gpuplan.models import load_model
+
+    assert load_model("gpt2").assumed == () and load_model("gemma-2-9b").assumed == ()
+    inline = load_model({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2,
+                         "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000})
+    assert any("not given" in a for a in inline.assumed)
+
+
+def test_a_sequence_beyond_the_models_positions_is_noted():
+    from conftest import make
+
+    from gpuplan.estimate import evaluate
+
+    long = evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 65536}, layout={"zero": 3}))
+    assert long["notes"] and "beyond the 4,096 positions" in long["notes"][0]
+    assert evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 4096}, layout={"zero": 3}))["notes"] == []

@@ -44,6 +44,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> di
             "params_source": model.params_source, "params_by_group": model.params_by_group(),
             "assumed": list(model.assumed),
         },
+        "notes": _notes(sc),
         "memory": {
             **{k: mem[k] for k in MEMORY_KEYS},
             "headroom": mem["headroom"],
@@ -60,6 +61,17 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> di
         },
         **time_and_cost(sc, lay),
     }
+
+
+def _notes(sc: Scenario) -> list[str]:
+    """What the estimate does not check but the user should know."""
+    notes = []
+    m, seq = sc.model, sc.training.seq_len
+    if m.max_positions and seq > m.max_positions:
+        notes.append(f"seq_len {seq:,} is beyond the {m.max_positions:,} positions {m.name} was trained on: "
+                     "long-context training needs RoPE scaling or a longer-context model (memory and time are "
+                     "predicted all the same)")
+    return notes
 
 
 def time_and_cost(sc: Scenario, lay: Layout) -> dict:

@@ -87,7 +87,10 @@ def _lookup() -> dict[str, str]:
 @functools.cache
 def _from_catalog(mid: str) -> ModelSpec:
     cfg = _read_json(CATALOG / f"{mid}.json", f"catalogue config for '{mid}'")
-    return _from_config(cfg, f"catalogue model '{mid}'", _index()[mid].get("name", mid))
+    spec = _from_config(cfg, f"catalogue model '{mid}'", _index()[mid].get("name", mid))
+    # a catalogue config is the model's own (its parameter count checked against the published one):
+    # keys it leaves out take the transformers defaults by design, not by assumption
+    return dataclasses.replace(spec, assumed=())
 
 
 def list_models() -> list[dict[str, Any]]:

@@ -88,6 +88,7 @@ def estimate_text(est: dict) -> str:
                    f"({fmt_gib(-mem['headroom'])} GiB over)")
     stage = f" (pipeline stage {mem['stage']}, the most loaded)" if sc["layout"]["pp"] > 1 else ""
     notes = "".join(f"\nassumed: {a}" for a in model.get("assumed", []))
+    notes += "".join(f"\nnote: {n}" for n in est.get("notes", []))
     return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{notes}"
 
 
