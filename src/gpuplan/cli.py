@@ -72,6 +72,8 @@ def _whole(value: str, flag: str, least: int = 1) -> int:
     n = parse_count(value, flag)
     if n != int(n) or n < least:
         raise GpuplanError(f"{flag} must be a whole number of at least {least}, got {value!r}")
+    if n > 2**20:  # no count on the command line (GPUs, ranks, steps, candidates) is meaningful beyond this
+        raise GpuplanError(f"{flag} {value} is more than {2**20:,}: give a smaller number")
     return int(n)
 
 
@@ -128,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="bisect the largest micro-batch that fits (each try a fresh run)")
     pr.add_argument("--store", help="SQLite store of runs (default $GPUPLAN_STORE or ~/.cache/gpuplan)")
     pr.add_argument("--no-store", dest="no_store", action="store_true", help="do not record this run")
-    pr.add_argument("torchrun_args", nargs="*", help="after --: torchrun rendezvous options for several nodes")
+    pr.set_defaults(torchrun_args=[])  # everything after `--`: torchrun rendezvous options (see main)
     ca = sub.add_parser("calibrate", help="fit correction factors from the stored trial runs")
     ca.add_argument("--store", help="SQLite store of runs (default $GPUPLAN_STORE or ~/.cache/gpuplan)")
     ca.add_argument("--json", action="store_true")
@@ -473,7 +475,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser()
+        tail = None
+        if "--" in argv:  # `gpuplan profile ... -- --rdzv-endpoint host:29400`: the rest goes to torchrun
+            i = argv.index("--")
+            argv, tail = argv[:i], argv[i + 1:]
         args, extra = parser.parse_known_args(argv)
+        if tail is not None:
+            if args.command != "profile":
+                raise GpuplanError("`--` passes options to torchrun: only `gpuplan profile` takes them")
+            args.torchrun_args = tail
         if extra:  # name the command whose help lists the options, not the top level
             raise GpuplanError(f"unrecognized arguments: {' '.join(extra)} (see `gpuplan {args.command} --help`)")
         handler = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_gpus, "models": cmd_models,

@@ -122,6 +122,20 @@ def preference(lay: Layout) -> tuple:
             lay.recompute == "selective", lay.zero, lay.ep)
 
 
+def _worlds(sc: Scenario) -> list[int] | None:
+    """Sorted GPU counts dp·tp·pp·cp that ``layouts`` can build when the global batch bounds dp
+    (dp divides it); None without a global batch."""
+    gb = sc.training.global_batch
+    if not gb:
+        return None
+    fixed, m = sc.layout, sc.model
+    dps = [fixed["dp"]] if "dp" in fixed else divisors(gb)
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(sc.hardware.gpus_per_node) if tp_splits_heads(m, t)]
+    pps = [fixed["pp"]] if "pp" in fixed else divisors(m.n_layers)
+    cp = fixed.get("cp", 1)
+    return sorted({d * t * p * cp for d in dps for t in tps for p in pps})
+
+
 def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
     """``{"min_gpus": n, "layout": Layout, "memory": {...}, "tried": k}``; min_gpus None if nothing fits."""
     check_fixed_layout(sc)
@@ -134,7 +148,14 @@ def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
     # past every tp×pp split (pp ≤ layers, tp ≤ node), more GPUs only add data parallelism: once
     # doubling the count no longer lowers the least memory, no larger count will fit
     settled = 2 * sc.hardware.gpus_per_node * sc.model.n_layers
+    allowed = _worlds(sc)  # with a global batch, only these counts have any layout at all
+    allowed_set = set(allowed or ())
     for n in candidate_counts(sc.hardware.gpus_per_node, max_gpus):
+        if allowed is not None:
+            if n > allowed[-1]:
+                break  # past dp = global batch with every tp and pp: no layout of more GPUs exists
+            if n not in allowed_set:
+                continue
         scn = sc.with_gpus(n)
         best: tuple[tuple, Layout, dict] | None = None
         for lay in layouts(scn, n):
@@ -149,7 +170,8 @@ def fit(sc: Scenario, max_gpus: int = 16384) -> dict[str, Any]:
                 closest = (mem["total"] - mem["capacity"], lay, mem)
         if best is not None:
             return {"min_gpus": n, "layout": best[1], "memory": best[2], "tried": tried, "scenario": scn}
-        if n >= settled and n % 2 == 0 and smallest.get(n, 0) >= 0.999 * smallest.get(n // 2, math.inf):
+        if n >= settled and n % 2 == 0 and n in smallest and n // 2 in smallest \
+                and smallest[n] >= 0.999 * smallest[n // 2]:
             break
     return {"min_gpus": None, "layout": closest[1] if closest else None,
             "memory": closest[2] if closest else None, "tried": tried, "scenario": sc}

@@ -10,6 +10,7 @@ recorded in ``ModelSpec.assumed`` so nothing is assumed silently.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -57,7 +58,7 @@ class Cfg:
             if note and default is not None:
                 self.assumed.append(f"{keys[0]} not given: using the transformers default {default}")
             return default
-        if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or int(v) != v:
             raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} is not a whole number: give an integer")
         if v < minimum:
             raise GpuplanError(f"{self.source}: {keys[0]} = {v} must be at least {minimum}: fix the value")

@@ -55,6 +55,11 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
             raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "
                                f"catalogue has none for {', '.join(unpriced)}; give --price (USD per GPU-hour)")
     gb = sc.training.global_batch or _default_batch(sc)
+    mb, dp = sc.layout.get("micro_batch", 1), sc.layout.get("dp", 1)
+    if gb % (mb * dp):
+        raise GpuplanError(f"the global batch of {gb} sequences"
+                           f"{'' if sc.training.global_batch else ' (the default: ~4M tokens)'} is not a multiple "
+                           f"of the fixed dp×micro_batch = {dp}×{mb}: change training.global_batch or the layout")
     search = Search(sc)
     for i, g in enumerate(types):
         if progress is not None:
@@ -70,9 +75,12 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
             search.rejected[f"{g.id}: no price in the catalogue (give --price to rank it by cost)"] += 1
             continue
         hw = _hardware_for(sc, g)
+        if "offload" in sc.layout:  # the scenario's own choice
+            search.run_gpu(hw, max_gpus, gb, (sc.layout["offload"],))
+            continue
         before = len(search.best)
         search.run_gpu(hw, max_gpus, gb, ("none",))
-        if len(search.best) == before and "offload" not in sc.layout:  # nothing fits: try offloading
+        if len(search.best) == before:  # nothing fits: try offloading
             search.run_gpu(hw, max_gpus, gb, ("optimizer", "params"))
     cands = list(search.best.values())
     ranked = choose(cands, objective, deadline_s, budget)

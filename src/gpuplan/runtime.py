@@ -85,6 +85,8 @@ def _device(hw: Hardware, training: Training) -> Device:
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(training.precision, training.precision)
     if prec == "fp8":
         e *= constant("fp8_gemm_efficiency_ratio")
+    if prec == "tf32" and "tf32" not in g.peak_flops:
+        prec = "fp32"  # no tf32 tensor cores (V100, MI250X): fp32 on the vector units
     if prec not in g.peak_flops:
         prec = "fp16" if "fp16" in g.peak_flops else "fp32"
     peak = g.peak_flops.get(prec) or g.peak_flops.get("fp32") or 1.0
@@ -241,6 +243,7 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout) -> dict:
     t_f, t_b, t_r, rp, mm_f = best
     if hw.compute_factor != 1.0:  # a correction fitted on the user's own measured runs
         t_f, t_b, t_r = t_f / hw.compute_factor, t_b / hw.compute_factor, t_r / hw.compute_factor
+        mm_f /= hw.compute_factor
     layers_here = rp.dense_layers + rp.moe_layers
 
     # ---- communication per micro-batch --------------------------------------------------------

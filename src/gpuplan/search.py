@@ -83,8 +83,11 @@ def _splits(sc: Scenario, hw: Hardware, max_gpus: int, global_batch: int) -> Ite
 
 def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
     fixed = sc.layout
+    v = fixed.get("virtual_stages", 1)
+    if v > 1:  # virtual stages mean the interleaved schedule, and a pipeline to interleave
+        return [("interleaved", v)] if pp > 1 and sc.model.n_layers % (pp * v) == 0 else []
     if "pp_schedule" in fixed or pp == 1:
-        return [(fixed.get("pp_schedule", "1f1b"), fixed.get("virtual_stages", 1))]
+        return [(fixed.get("pp_schedule", "1f1b"), 1)]
     out = [("1f1b", 1)]
     if sc.model.n_layers % (pp * 2) == 0:
         out.append(("interleaved", 2))
@@ -136,7 +139,7 @@ class Search:
         for split in _splits(sc, hw0, max_gpus, global_batch):
             n = split["dp"] * split["tp"] * split["pp"] * split["cp"]
             hw = replace(hw0, gpus=n)
-            sp = fixed.get("sequence_parallel", split["tp"] > 1)
+            sp = fixed.get("sequence_parallel", True) and split["tp"] > 1  # SP needs tp > 1
             for off in offload:
                 # the most frugal choice of this split: if it does not fit, nothing of the split does
                 if not self._fits_at_all(hw, tr, split, sp, off, recs, mbs):
