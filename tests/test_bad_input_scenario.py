@@ -433,3 +433,11 @@ def test_trace_calibration_true_means_the_default_file(tmp_path, monkeypatch):
     assert sc({"trace_calibration": True}).training.activation_factor == 1.125
     assert sc({"trace_calibration": False}).training.activation_factor == 1.0
     error("training.trace_calibration must be default or the path", training={"trace_calibration": 5})
+
+
+def test_batch_tokens_suggestion_is_a_power_of_two_of_sequences():
+    # "4M" read as 4,000,000 is not whole sequences of 4096; the suggestion must divide common dp
+    # degrees: 1,024 sequences = 4,194,304 tokens (Llama's "4M")
+    with pytest.raises(GpuplanError, match=r"use e\.g\. 4,194,304 \(1,024 sequences\)"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                        "training": {"global_batch_tokens": "4M", "seq_len": 4096}})

@@ -8,6 +8,7 @@ key left out (a layout field left open, a training or hardware field at its defa
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -337,15 +338,18 @@ def _batch_from_tokens(value: Any, seq_len: int) -> int:
     key = "training.global_batch_tokens"
     gbt = parse_count(value, key)
     if not gbt > 0:
-        raise GpuplanError(f"{key} must be positive, e.g. 4M, got {value!r}")
+        raise GpuplanError(f"{key} must be positive, e.g. 4,194,304, got {value!r}")
     if gbt > MAX_GLOBAL_BATCH * seq_len:
         raise GpuplanError(f"{key} = {value!r} is more than {MAX_GLOBAL_BATCH:,} sequences of seq_len={seq_len}: "
-                           "give tokens per optimizer step, e.g. 4M")
+                           "give tokens per optimizer step, e.g. 4,194,304")
     if gbt != int(gbt):
         raise GpuplanError(f"{key} must be a whole number of tokens, got {value!r}")
     if int(gbt) % seq_len:
-        raise GpuplanError(f"{key}={gbt:.0f} is not a multiple of seq_len={seq_len}: "
-                           f"use e.g. {max(1, round(gbt / seq_len)) * seq_len}")
+        # suggest a power-of-two number of sequences: it divides every data-parallel degree that
+        # is a power of two (Llama's "4M tokens" is 1,024 × 4,096 = 4,194,304)
+        seqs = 2 ** max(0, round(math.log2(max(gbt / seq_len, 1))))
+        raise GpuplanError(f"{key}={gbt:,.0f} is not a multiple of seq_len={seq_len}: use e.g. "
+                           f"{seqs * seq_len:,} ({seqs:,} sequences)")
     return int(gbt) // seq_len
 
 

@@ -161,7 +161,7 @@ class Training:
         if self.global_batch is not None:
             _positive(self.global_batch, "training.global_batch")
             _at_most(self.global_batch, MAX_GLOBAL_BATCH, "training.global_batch",
-                     "give sequences per optimizer step, e.g. 512 (or global_batch_tokens: 4M)")
+                     "give sequences per optimizer step, e.g. 512 (or global_batch_tokens: 4,194,304)")
         if self.tokens is not None:
             if not self.tokens > 0:
                 raise GpuplanError(f"training.tokens must be positive, got {self.tokens}")
