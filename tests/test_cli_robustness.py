@@ -196,3 +196,12 @@ def test_profile_passes_everything_after_double_dash_to_torchrun(tmp_path, monke
                      "--rdzv-endpoint", "h:29400"]) == 2
     assert seen["extra_args"] == ["--rdzv-endpoint", "h:29400"] and seen["nnodes"] == 2
     assert cli.main(["evaluate", "--example", "--", "x"]) == 2  # only profile takes torchrun options
+
+
+def test_a_power_cap_is_checked_against_the_listed_gpu_that_allows_most():
+    # 900 W caps a B200 (1000 W TDP); with H100 (700 W) beside it the plan must not be refused
+    out = run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm,b200", "--power-limit", "900", "--tokens", "1T",
+              "--max-gpus", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "above the 700 W TDP" in _error(run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm,a100-80gb-sxm",
+                                              "--power-limit", "900", "--tokens", "1T", "--max-gpus", "16"))

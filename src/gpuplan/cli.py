@@ -275,6 +275,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
     if len(names) > 1 or names == ["all"]:
         args.gpu = "h100-sxm" if names == ["all"] else names[0]
+        if getattr(args, "power_limit", None):  # checked against the scenario's GPU: take the one that allows most
+            from gpuplan.hardware import get_gpu, gpus
+
+            listed = gpus() if names == ["all"] else [get_gpu(n) for n in names]
+            args.gpu = max(listed, key=lambda g: g.tdp_w or 0).id
     scs, is_list = _parse_all(args)
     kwargs = {
         "gpu_types": names if (len(names) > 1 or names == ["all"]) else None,
