@@ -201,7 +201,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from gpuplan.estimate import evaluate
     from gpuplan.report import dumps, estimate_text
-    from gpuplan.scenario import Scenario
 
     max_gpus = _whole(args.max_gpus, "--max-gpus")
     gpu_names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
@@ -212,17 +211,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if len(gpu_names) > 1:
         args.gpu = None
     scs, is_list = _parse_all(args) if len(gpu_names) <= 1 else _per_gpu(args, gpu_names)
-    results = []
-    for sc in scs:
-        if not isinstance(sc, Scenario):
-            results.append({"error": str(sc)})
-            continue
-        try:
-            results.append(_fit_one(sc, max_gpus, evaluate))
-        except GpuplanError as err:  # one GPU type of several: say why, go on with the others
-            if len(scs) == 1:
-                raise
-            results.append({"error": str(err)})
+    # one GPU type of several that cannot be fitted says why; the others go on
+    results = _each(scs, lambda sc: _fit_one(sc, max_gpus, evaluate), keep_going=len(scs) > 1)
     if args.json:
         print(dumps(results if (is_list or len(results) > 1) else results[0]))
         return 0
@@ -239,6 +229,25 @@ def cmd_fit(args: argparse.Namespace) -> int:
             print(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
                   f"({r['tried']} layouts tried)\n{estimate_text(r['best'])}\n")
     return 0
+
+
+def _each(scs: list[Any], run: Any, keep_going: bool) -> list[dict]:
+    """``run`` on each scenario, in order. An item that did not parse is its error entry; one that
+    fails is too when ``keep_going`` (a list of scenarios, several GPU types), else the error stands."""
+    from gpuplan.scenario import Scenario
+
+    results: list[dict] = []
+    for sc in scs:
+        if not isinstance(sc, Scenario):
+            results.append({"error": str(sc)})
+            continue
+        try:
+            results.append(run(sc))
+        except GpuplanError as err:
+            if not keep_going:
+                raise
+            results.append({"error": str(err)})
+    return results
 
 
 def _per_gpu(args: argparse.Namespace, names: list[str]) -> tuple[list[Any], bool]:
@@ -267,7 +276,6 @@ def _fit_one(sc: Any, max_gpus: int, evaluate: Any) -> dict:
 def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.planner import plan
     from gpuplan.report import dumps, plan_text
-    from gpuplan.scenario import Scenario
     from gpuplan.units import parse_count, parse_duration, parse_money
 
     max_gpus, top_k = _whole(args.max_gpus, "--max-gpus"), _whole(args.top, "--top")
@@ -293,17 +301,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.progress import for_command
 
     kwargs["progress"] = bar = for_command("planning", args.json)
-    results = []
-    for sc in scs:
-        if not isinstance(sc, Scenario):
-            results.append({"error": str(sc)})
-            continue
-        try:
-            results.append(plan(sc, **kwargs))
-        except GpuplanError as err:
-            if not is_list:
-                raise
-            results.append({"error": str(err)})
+    results = _each(scs, lambda sc: plan(sc, **kwargs), keep_going=is_list)
     bar.close()
     _write_outputs(args, results, "plan")
     if args.json:
