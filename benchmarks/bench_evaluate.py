@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import time
 
-from gpuplan.estimate import evaluate
-from gpuplan.scenario import parse_scenario
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.model.estimate import evaluate
 
 MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-14b", "deepseek-v3"]
 GPUS = [("h100-sxm", 64), ("a100-80gb-sxm", 128), ("mi300x", 32), ("b200", 256)]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from gpuplan.planner import plan
-from gpuplan.scenario import parse_scenario
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.search.plan import plan
 
 TARGET_ALL_S = 2.0
 TARGET_ONE_S = 0.2

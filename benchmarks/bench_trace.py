@@ -23,7 +23,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=4096)
     a = ap.parse_args()
     t0 = time.perf_counter()
-    from gpuplan.scenario import parse_scenario
+    from gpuplan.io.scenario import parse_scenario
     from gpuplan.trace import trace_scenario
 
     sc = parse_scenario({"model": a.model, "hardware": {"gpu": "h100-sxm", "gpus": a.gpus},

@@ -17,24 +17,14 @@ import itertools
 import math
 import statistics
 
-from gpuplan.catalog import load_json
-from gpuplan.runtime import clear_caches
+from gpuplan.catalog.constants import override, table
 from gpuplan.validation import runtime_check
 
 
 def objective(values: dict) -> float:
-    consts = load_json("constants.json")
-    old = (dict(consts["gemm_efficiency"]["value"]), consts["comm_interference"]["value"])
-    consts["gemm_efficiency"]["value"].update({"ampere": values["ampere"], "hopper": values["hopper"]})
-    consts["comm_interference"]["value"] = values["kappa"]
-    clear_caches()
-    try:
+    gemm = dict(table("gemm_efficiency")) | {"ampere": values["ampere"], "hopper": values["hopper"]}
+    with override({"gemm_efficiency": gemm, "comm_interference": values["kappa"]}):
         rows = [r for r in runtime_check.score_runs()["rows"] if r["calibration"]]
-    finally:
-        consts["gemm_efficiency"]["value"].clear()
-        consts["gemm_efficiency"]["value"].update(old[0])
-        consts["comm_interference"]["value"] = old[1]
-        clear_caches()
     return statistics.mean(abs(math.log(1 + r["error"])) for r in rows)
 
 

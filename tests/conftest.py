@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from gpuplan.estimate import evaluate
-from gpuplan.scenario import parse_scenario
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.model.estimate import evaluate
 
 
 def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **sections: dict) -> Any:

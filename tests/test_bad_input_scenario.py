@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuplan.catalog.hardware import get_fabric, get_gpu
+from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
-from gpuplan.hardware import get_fabric, get_gpu
-from gpuplan.models import load_model
-from gpuplan.scenario import parse_scenario, read_file
+from gpuplan.io.scenario import parse_scenario, read_file
 from gpuplan.spec import LORA_TARGETS_ALL
 from gpuplan.units import fmt_count, parse_bytes, parse_count, parse_duration, parse_money
 

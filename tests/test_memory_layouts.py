@@ -3,8 +3,8 @@
 import pytest
 from conftest import make, mem
 
-from gpuplan.memory import chunk_sizes, rank_params, stage_memory
-from gpuplan.scenario import complete_layout
+from gpuplan.model.memory import chunk_sizes, rank_params, stage_memory
+from gpuplan.spec.scenario import complete_layout
 
 L31_8B = 8_030_261_248
 

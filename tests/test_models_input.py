@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuplan.catalog.models import CATALOG, load_model
 from gpuplan.errors import GpuplanError
-from gpuplan.models import CATALOG, load_model
 
 TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 256,
@@ -62,7 +62,7 @@ def test_name_override() -> None:
 
 
 def test_catalogue_is_loaded_lazily() -> None:
-    code = "import gpuplan.models as m; assert m._index.cache_info().currsize == 0; print('ok')"
+    code = "import gpuplan.catalog.models as m; assert m._index.cache_info().currsize == 0; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(Path(__file__).parents[1] / "src")})
     assert out.stdout.strip() == "ok", out.stderr

@@ -13,15 +13,16 @@ from functools import cache
 import pytest
 from conftest import make
 
+from gpuplan.catalog.hardware import get_gpu
 from gpuplan.cli import main
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.fit import divisors, fit
-from gpuplan.hardware import get_gpu
-from gpuplan.memory import memory
-from gpuplan.planner import plan
-from gpuplan.runtime import step_time
-from gpuplan.scenario import complete_layout
+from gpuplan.model.estimate import evaluate
+from gpuplan.model.memory import memory
+from gpuplan.model.runtime import step_time
+from gpuplan.search.fit import fit
+from gpuplan.search.plan import plan
+from gpuplan.spec.layout import divisors
+from gpuplan.spec.scenario import complete_layout
 from gpuplan.units import fmt_duration, fmt_usd
 
 REL = 1e-9

@@ -10,9 +10,9 @@ from conftest import make
 
 from gpuplan.cli import main
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.planner import plan
-from gpuplan.progress import ProgressBar, for_command
+from gpuplan.model.estimate import evaluate
+from gpuplan.report.progress import ProgressBar, for_command
+from gpuplan.search.plan import plan
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -32,7 +32,7 @@ def estimate() -> dict:
 @pytest.mark.parametrize("ext", [".png", ".svg", ".html"])
 def test_plot_files_have_the_right_format(kind: str, ext: str, planned: dict, estimate: dict, tmp_path) -> None:
     pytest.importorskip("matplotlib")
-    from gpuplan import plots
+    from gpuplan.report import plots
 
     paths = plots.write([planned if kind == "plan" else estimate], tmp_path / f"fig{ext}", kind)
     data = paths[0].read_bytes()
@@ -47,21 +47,21 @@ def test_plot_files_have_the_right_format(kind: str, ext: str, planned: dict, es
 
 def test_plot_several_results_numbered(planned: dict, tmp_path) -> None:
     pytest.importorskip("matplotlib")
-    from gpuplan import plots
+    from gpuplan.report import plots
 
     paths = plots.write([planned, {"error": "bad item"}, planned], tmp_path / "p.png", "plan")
     assert [p.name for p in paths] == ["p-1.png", "p-2.png"]
 
 
 def test_plot_bad_extension(planned: dict, tmp_path) -> None:
-    from gpuplan import plots
+    from gpuplan.report import plots
 
     with pytest.raises(GpuplanError, match=".png, .svg or .html"):
         plots.write([planned], tmp_path / "p.pdf", "plan")
 
 
 def test_plot_without_matplotlib_says_how_to_install(planned: dict, tmp_path, monkeypatch) -> None:
-    from gpuplan import plots
+    from gpuplan.report import plots
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if absent
     with pytest.raises(GpuplanError, match=r"gpuplan\[plot\]"):
@@ -70,7 +70,7 @@ def test_plot_without_matplotlib_says_how_to_install(planned: dict, tmp_path, mo
 
 @pytest.mark.parametrize("ext", [".md", ".html"])
 def test_plan_report_sections(ext: str, planned: dict, tmp_path) -> None:
-    from gpuplan import report_doc
+    from gpuplan.report import document as report_doc
 
     text = report_doc.write([planned], tmp_path / f"plan{ext}", "plan").read_text()
     for section in ("Inputs", "Recommendation", "Top alternatives", "Scaling curve", "Assumptions and their sources",
@@ -84,7 +84,7 @@ def test_plan_report_sections(ext: str, planned: dict, tmp_path) -> None:
 
 
 def test_evaluate_report(estimate: dict, tmp_path) -> None:
-    from gpuplan import report_doc
+    from gpuplan.report import document as report_doc
 
     text = report_doc.write([estimate, {"error": "no such model"}], tmp_path / "e.md", "evaluate").read_text()
     assert "Memory per GPU" in text and "tp=4 pp=4" in text and "error: no such model" in text

@@ -3,7 +3,7 @@
 import io
 import time
 
-from gpuplan.progress import ProgressBar, Ticker
+from gpuplan.report.progress import ProgressBar, Ticker
 
 
 class TTY(io.StringIO):

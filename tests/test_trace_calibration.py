@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.scenario import parse_scenario
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.model.estimate import evaluate
 
 
 def _sc(**training):
@@ -60,7 +60,8 @@ def test_missing_or_foreign_file_is_one_clear_error(tmp_path, content, needle):
 
 
 def test_plan_uses_it_without_importing_torch(stored):
-    code = ("import sys, json; from gpuplan.scenario import parse_scenario; from gpuplan.estimate import evaluate; "
+    code = ("import sys, json; from gpuplan.io.scenario import parse_scenario; "
+            "from gpuplan.model.estimate import evaluate; "
             f"sc = parse_scenario({{'model': 'llama-3.1-8b', 'hardware': {{'gpu': 'h100-sxm', 'gpus': 8}}, "
             f"'training': {{'trace_calibration': {str(stored)!r}}}}}); "
             "print(sc.training.activation_factor, 'torch' in sys.modules)")

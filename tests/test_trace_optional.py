@@ -7,7 +7,7 @@ import sys
 
 
 def test_planner_path_does_not_import_torch():
-    code = ("import sys, gpuplan.cli, gpuplan.trace, gpuplan.trace.text, gpuplan.estimate, gpuplan.planner; "
+    code = ("import sys, gpuplan.cli, gpuplan.trace, gpuplan.trace.text, gpuplan.model.estimate, gpuplan.search.plan; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

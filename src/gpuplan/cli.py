@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _raw_scenarios(args: argparse.Namespace) -> tuple[list[Any], Path | None, bool]:
     """The file's scenario(s) with the flags merged in; ``is_list`` says whether to print a list."""
-    from gpuplan.scenario import merge_flags, read_file
+    from gpuplan.io.scenario import merge_flags, read_file
 
     flags = {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()
              if not (dest == "steps" and args.command == "profile") and getattr(args, dest) is not None}
@@ -170,7 +170,7 @@ def _raw_scenarios(args: argparse.Namespace) -> tuple[list[Any], Path | None, bo
 
 
 def _parse_all(args: argparse.Namespace) -> tuple[list[Any], bool]:
-    from gpuplan.scenario import parse_scenario
+    from gpuplan.io.scenario import parse_scenario
 
     raws, base, is_list = _raw_scenarios(args)
     out: list[Any] = []
@@ -185,8 +185,8 @@ def _parse_all(args: argparse.Namespace) -> tuple[list[Any], bool]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from gpuplan.estimate import evaluate, evaluate_safely
-    from gpuplan.report import dumps, estimate_text
+    from gpuplan.model.estimate import evaluate, evaluate_safely
+    from gpuplan.report.text import dumps, estimate_text
 
     scs, is_list = _parse_all(args)
     results = [evaluate_safely(sc) for sc in scs] if is_list else [evaluate(scs[0])]
@@ -199,13 +199,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from gpuplan.estimate import evaluate
-    from gpuplan.report import dumps, estimate_text
+    from gpuplan.model.estimate import evaluate
+    from gpuplan.report.text import dumps, estimate_text
 
     max_gpus = _whole(args.max_gpus, "--max-gpus")
     gpu_names = [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
     if gpu_names == ["all"]:  # as in `plan --gpu all`: every catalogue type
-        from gpuplan.hardware import gpus
+        from gpuplan.catalog.hardware import gpus
 
         gpu_names = [g.id for g in gpus()]
     if len(gpu_names) > 1:
@@ -234,7 +234,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def _each(scs: list[Any], run: Any, keep_going: bool) -> list[dict]:
     """``run`` on each scenario, in order. An item that did not parse is its error entry; one that
     fails is too when ``keep_going`` (a list of scenarios, several GPU types), else the error stands."""
-    from gpuplan.scenario import Scenario
+    from gpuplan.spec.scenario import Scenario
 
     results: list[dict] = []
     for sc in scs:
@@ -260,7 +260,7 @@ def _per_gpu(args: argparse.Namespace, names: list[str]) -> tuple[list[Any], boo
 
 
 def _fit_one(sc: Any, max_gpus: int, evaluate: Any) -> dict:
-    from gpuplan.fit import fit
+    from gpuplan.search.fit import fit
 
     res = fit(sc, max_gpus=max_gpus)
     row: dict[str, Any] = {"gpu": sc.hardware.gpu.id, "min_gpus": res["min_gpus"], "tried": res["tried"]}
@@ -274,8 +274,8 @@ def _fit_one(sc: Any, max_gpus: int, evaluate: Any) -> dict:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from gpuplan.planner import plan
-    from gpuplan.report import dumps, plan_text
+    from gpuplan.report.text import dumps, plan_text
+    from gpuplan.search.plan import plan
     from gpuplan.units import parse_count, parse_duration, parse_money
 
     max_gpus, top_k = _whole(args.max_gpus, "--max-gpus"), _whole(args.top, "--top")
@@ -284,7 +284,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if len(names) > 1 or names == ["all"]:
         args.gpu = "h100-sxm" if names == ["all"] else names[0]
         if getattr(args, "power_limit", None):  # checked against the scenario's GPU: take the one that allows most
-            from gpuplan.hardware import get_gpu, gpus
+            from gpuplan.catalog.hardware import get_gpu, gpus
 
             listed = gpus() if names == ["all"] else [get_gpu(n) for n in names]
             args.gpu = max(listed, key=lambda g: g.tdp_w or 0).id
@@ -298,7 +298,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "top_k": top_k,
         "threshold": float(parse_count(args.threshold, "--threshold")),
     }
-    from gpuplan.progress import for_command
+    from gpuplan.report.progress import for_command
 
     kwargs["progress"] = bar = for_command("planning", args.json)
     results = _each(scs, lambda sc: plan(sc, **kwargs), keep_going=is_list)
@@ -314,7 +314,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     from gpuplan.profile.run import profile
     from gpuplan.profile.store import Store
-    from gpuplan.report import dumps, profile_text
+    from gpuplan.report.text import dumps, profile_text
     from gpuplan.units import parse_duration
 
     scs, is_list = _parse_all(args)
@@ -324,7 +324,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
          for k in ("nproc", "nnodes", "steps", "warmup")}
     timeout_s = _positive(parse_duration(args.timeout, "--timeout", bare="s"), "--timeout")  # help: seconds
     store = None if args.no_store else Store(args.store, create=True)  # made before the trial, not after
-    from gpuplan.progress import for_command
+    from gpuplan.report.progress import for_command
 
     with for_command("profiling", args.json) as bar:  # a TTY-only line while torchrun runs
         rep = profile(scs[0], device=args.device, nproc=n["nproc"], nnodes=n["nnodes"], steps=n["steps"],
@@ -342,7 +342,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from gpuplan.profile.calibrate import calibrate
     from gpuplan.profile.store import Store
-    from gpuplan.report import dumps
+    from gpuplan.report.text import dumps
 
     res = calibrate(Store(args.store))
     if args.json:
@@ -365,14 +365,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> None:
     """--plot and --report: files beside the printed result; a line on stderr names each."""
     if getattr(args, "plot", None):
-        from gpuplan import plots
+        from gpuplan.report import plots
 
         with _writing("--plot", args.plot):
             written = plots.write(results, args.plot, kind)
         for path in written:
             print(f"gpuplan: wrote {path}", file=sys.stderr)
     if getattr(args, "report", None):
-        from gpuplan import report_doc
+        from gpuplan.report import document as report_doc
 
         with _writing("--report", args.report):
             written = report_doc.write(results, args.report, kind)
@@ -390,7 +390,7 @@ def _writing(flag: str, path: str) -> Iterator[None]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from gpuplan.export import export_scenario
-    from gpuplan.report import dumps
+    from gpuplan.report.text import dumps
 
     max_gpus = _whole(args.max_gpus, "--max-gpus")
     scs, is_list = _parse_all(args)
@@ -416,7 +416,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from gpuplan.report import dumps
+    from gpuplan.report.text import dumps
     from gpuplan.trace.text import trace_all, trace_text
 
     bare = args.scenario is None and not args.example
@@ -437,8 +437,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from gpuplan.hardware import gpus
-    from gpuplan.report import dumps, gpus_text
+    from gpuplan.catalog.hardware import gpus
+    from gpuplan.report.text import dumps, gpus_text
 
     rows = gpus()
     if args.json:
@@ -449,8 +449,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from gpuplan.models import list_models
-    from gpuplan.report import dumps, models_text
+    from gpuplan.catalog.models import list_models
+    from gpuplan.report.text import dumps, models_text
 
     rows = list_models()
     if args.json:
@@ -461,7 +461,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from gpuplan.report import dumps, validate_text
+    from gpuplan.report.text import dumps, validate_text
     from gpuplan.validation.memory_check import score_memory_runs
     from gpuplan.validation.runtime_check import score_runs
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from gpuplan.activations import ActShape, korthikanti_layer_bytes, layer_bytes, layer_terms
-from gpuplan.models import load_model
+from gpuplan.catalog.models import load_model
+from gpuplan.model.activations import ActShape, korthikanti_layer_bytes, layer_bytes, layer_terms
 
 # GPT-3 175B shape: Brown et al. 2020, Table 2.1 (96 layers, h 12288, 96 heads, 4h MLP)
 GPT3 = {"model_type": "gpt2", "n_layer": 96, "n_embd": 12288, "n_head": 96, "n_positions": 2048,

@@ -3,7 +3,8 @@
 import pytest
 from conftest import make
 
-from gpuplan.comm import (
+from gpuplan.catalog.constants import constant
+from gpuplan.model.comm import (
     Topology,
     all_gather_s,
     all_reduce_s,
@@ -14,7 +15,6 @@ from gpuplan.comm import (
     send_recv_s,
     topology,
 )
-from gpuplan.states import constant
 
 # a hand-made two-tier topology: 8 GPUs per domain, 100 GB/s inside, 10 GB/s per GPU across
 TOPO = Topology(domain=8, bw_up=100e9, lat_up=1e-6, bw_out=10e9, lat_out=5e-6)

@@ -3,7 +3,7 @@
 import pytest
 from conftest import make, mem
 
-from gpuplan.fit import fit
+from gpuplan.search.fit import fit
 
 
 def test_7b_bf16_adamw_needs_16_bytes_per_param_112_gb():

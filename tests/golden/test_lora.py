@@ -3,7 +3,7 @@
 import pytest
 from conftest import make, mem
 
-from gpuplan.estimate import evaluate
+from gpuplan.model.estimate import evaluate
 
 
 def test_peft_llama2_7b_r8_q_v_trainable_params():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.models import list_models, load_model
+from gpuplan.catalog.models import list_models, load_model
 
 INDEX = json.loads((Path(__file__).parents[2] / "src/gpuplan/catalog/models/index.json").read_text())
 

@@ -3,7 +3,7 @@
 import pytest
 from conftest import make
 
-from gpuplan.estimate import evaluate
+from gpuplan.model.estimate import evaluate
 
 YEAR = 365 * 86400
 WEEK = 7 * 86400

@@ -4,10 +4,10 @@ gather styles that the DeepSpeed rows of Narayanan et al. 2021 Table 2 need."""
 import pytest
 from conftest import make
 
+from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.models import load_model
-from gpuplan.runtime import gather_calls
+from gpuplan.model.estimate import evaluate
+from gpuplan.model.runtime import gather_calls
 from gpuplan.validation.runtime_check import score_runs
 
 GPT3 = {"model_type": "gpt2", "n_layer": 96, "n_embd": 12288, "n_head": 96, "vocab_size": 51200,

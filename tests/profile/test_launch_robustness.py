@@ -115,7 +115,7 @@ def test_an_unsupported_model_is_refused_before_launching(model, kind, monkeypat
 
 def test_tp_that_does_not_split_the_heads_is_refused_before_launching(monkeypatch):
     pytest.importorskip("torch")
-    from gpuplan.models import load_model
+    from gpuplan.catalog.models import load_model
     from gpuplan.profile.model_check import check_model
 
     m = load_model("llama-3.2-1b")

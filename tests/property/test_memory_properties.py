@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from gpuplan.errors import GpuplanError
-from gpuplan.memory import memory
-from gpuplan.scenario import complete_layout
+from gpuplan.model.memory import memory
+from gpuplan.spec.scenario import complete_layout
 
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gpt2", "gemma-2-9b", "deepseek-v3", "falcon-7b"]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -111,7 +111,7 @@ def test_shards_sum_to_the_unsharded_total(model, nd):
 @given(model=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "gpt2"]), tp=st.sampled_from([2, 4]),
        pp=st.sampled_from([2, 4]))
 def test_tensor_and_pipeline_shards_cover_the_model(model, tp, pp):
-    from gpuplan.memory import rank_params
+    from gpuplan.model.memory import rank_params
 
     sc = make(model)
     total = sum(rank_params(sc.model, tp, 1, pp, 1, s, None, 16).dense for s in range(pp)) * tp

@@ -9,7 +9,7 @@ from conftest import make
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuplan.planner import plan
+from gpuplan.search.plan import plan
 
 MODELS = ["llama-3.2-1b", "qwen2.5-0.5b", "gpt2", "llama-3.1-8b", "mixtral-8x7b"]
 GPUS = ["h100-sxm", "a100-80gb", "mi300x", "l4"]

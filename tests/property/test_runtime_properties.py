@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
+from gpuplan.model.estimate import evaluate
 
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gpt2", "gemma-2-9b", "falcon-7b", "llama-3.2-1b"]
 NETWORKS = ["ib-ndr-400g", "roce-400g", "eth-100g", "eth-10g"]
@@ -164,7 +164,7 @@ def test_zero3_gathers_cost_more_on_a_larger_group_at_the_same_per_gpu_batch(mod
 @SETTINGS
 @given(nodes=st.sampled_from([1, 2, 16, 192]), calls=st.integers(1, 5000), gb=st.floats(1e-3, 1e3))
 def test_more_calls_for_the_same_bytes_never_cost_less(nodes, calls, gb):
-    from gpuplan.comm import all_gather_s, ring_latency_s, topology
+    from gpuplan.model.comm import all_gather_s, ring_latency_s, topology
 
     topo = topology(make(gpu="a100-80gb-sxm", gpus=8 * nodes, hardware={"scale_out": "ib-hdr-200g"}).hardware)
     n = 8 * nodes

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuplan.errors import GpuplanError  # noqa: E402
-from gpuplan.scenario import parse_scenario  # noqa: E402
+from gpuplan.io.scenario import parse_scenario  # noqa: E402
 from gpuplan.trace import trace_scenario  # noqa: E402
 
 # Catalogue families scaled down (same structure: GQA, SwiGLU, RoPE; Qwen2 q/k/v bias and tied head;
@@ -242,7 +242,7 @@ def test_no_real_memory_for_a_huge_model():
 
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from gpuplan.models import load_model
+    from gpuplan.catalog.models import load_model
     from gpuplan.trace.build import build_on_meta, materialize
     from gpuplan.trace.model import CausalLM
 

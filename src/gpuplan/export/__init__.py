@@ -64,13 +64,13 @@ def notes_text(ex: Export) -> str:
 def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int = 16384) -> tuple[Export, str]:
     """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
     else the best layout ``plan`` finds. Returns the export and a line saying which it was."""
-    from gpuplan.estimate import evaluate
+    from gpuplan.model.estimate import evaluate
 
     if "tp" in sc.layout and "pp" in sc.layout:
         est = evaluate(sc)
         how = f"exporting the scenario's layout on {sc.hardware.gpus} GPUs"
     else:
-        from gpuplan.planner import plan
+        from gpuplan.search.plan import plan
 
         res = plan(sc, max_gpus=max_gpus, objective=objective)
         est = res["best"]

@@ -62,7 +62,7 @@ def _shard_split(lay: dict) -> tuple[int, int] | None:
 
 
 def _header(est: dict, run: str | None) -> list[str]:
-    from gpuplan.report import layout_str
+    from gpuplan.report.text import layout_str
 
     sc = est["scenario"]
     hw = sc["hardware"]

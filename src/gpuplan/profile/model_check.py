@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuplan.errors import GpuplanError
-from gpuplan.modelspec import ModelSpec
+from gpuplan.spec.model import ModelSpec
 
 
 def check_model(m: ModelSpec, tp: int) -> None:

@@ -6,14 +6,14 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from gpuplan.catalog.hardware import get_gpu
+from gpuplan.catalog.hardware import gpus as catalogue_gpus
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.hardware import get_gpu
-from gpuplan.hardware import gpus as catalogue_gpus
+from gpuplan.model.estimate import evaluate
 from gpuplan.profile.launch import check_devices, run_trial
 from gpuplan.profile.model_check import check_model
-from gpuplan.progress import ProgressBar
-from gpuplan.scenario import Scenario, complete_layout, normalized
+from gpuplan.report.progress import ProgressBar
+from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 GiB = 2**30
 
@@ -84,7 +84,7 @@ def largest_micro_batch(sc: Scenario, start: int, scale: float, capacity: float)
 def cheapest_gpu(sc: Scenario, micro_batch: int, scale: float) -> tuple[Any, float] | None:
     """The catalogue GPU type with the lowest price per GPU-hour, cheaper than the current one,
     that holds the run (same GPU count and layout; scaled prediction) — with that prediction."""
-    from gpuplan.hardware import make_hardware
+    from gpuplan.catalog.hardware import make_hardware
 
     here = sc.hardware.gpu
     here_price = sc.hardware.price_per_gpu_hour or here.price_usd_per_gpu_hour
@@ -195,7 +195,7 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
     gpu_id = _gpu_of(results[0].get("device_name", "cpu"), sc.hardware.gpu.id) if device == "cuda" \
         else sc.hardware.gpu.id
     if gpu_id != sc.hardware.gpu.id:
-        from gpuplan.hardware import make_hardware
+        from gpuplan.catalog.hardware import make_hardware
 
         hw = make_hardware(gpu_id, gpus=world, gpus_per_node=nproc)
         sc = replace(sc, hardware=hw)

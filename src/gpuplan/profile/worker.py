@@ -22,9 +22,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from gpuplan.modelspec import ModelSpec
+from gpuplan.io.scenario import parse_scenario
 from gpuplan.profile.model_check import check_model
-from gpuplan.scenario import complete_layout, parse_scenario
+from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.scenario import complete_layout
 from gpuplan.trace.build import Checkpointed
 from gpuplan.trace.model import CausalLM, causal_lm_loss
 

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuplan.estimate import evaluate
-from gpuplan.memory import stage_activations
-from gpuplan.scenario import Scenario, complete_layout, normalized
-from gpuplan.states import constant
+from gpuplan.catalog.constants import constant
+from gpuplan.model.estimate import evaluate
+from gpuplan.model.memory import stage_activations
+from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 from gpuplan.trace.calibration import calibration_path
 from gpuplan.trace.run import TraceResult, run_trace
 
@@ -65,7 +65,7 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
     if predicted_from_params:  # --module without a model: predict from the traced parameter count
         import dataclasses
 
-        from gpuplan.models import load_model
+        from gpuplan.catalog.models import load_model
 
         sc = dataclasses.replace(sc, model=load_model({"params": r.params}))
     lay = complete_layout(sc)

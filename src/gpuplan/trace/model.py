@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpuplan.errors import GpuplanError
-from gpuplan.modelspec import ModelSpec
+from gpuplan.spec.model import ModelSpec
 
 TRACEABLE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 

@@ -21,8 +21,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuplan.errors import GpuplanError
-from gpuplan.scenario import Scenario, complete_layout
 from gpuplan.spec import Layout
+from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.trace.build import (
     DTYPES,
     MIXED,

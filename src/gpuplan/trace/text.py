@@ -14,7 +14,7 @@ def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_
               fidelity: str, calibrate: bool, predicted_from_params: bool, quiet: bool = True) -> list[dict]:
     """One result per scenario; in a list, a bad item becomes ``{"error": ...}``. Unless ``quiet``,
     a progress bar on a terminal shows which scenario is being traced and for how long."""
-    from gpuplan.progress import Ticker, for_command
+    from gpuplan.report.progress import Ticker, for_command
     from gpuplan.trace import trace_scenario
 
     bar = for_command("tracing", json_output=quiet)
@@ -52,7 +52,7 @@ def _fmt(component: str, v: float | None) -> str:
 
 
 def trace_text(res: dict) -> str:
-    from gpuplan.report import table
+    from gpuplan.report.text import table
 
     if "error" in res:
         return f"error: {res['error']}"

@@ -17,8 +17,8 @@ from typing import Any
 
 from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.scenario import parse_scenario
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.model.estimate import evaluate
 
 
 def _skip_reason(run: dict) -> str | None:

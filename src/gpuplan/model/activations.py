@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.modelspec import ModelSpec
+from gpuplan.spec.model import ModelSpec
 
 # Bytes per saved activation element for the precisions of spec.Precision.
 ACT_BYTES = {"bf16": 2, "fp16": 2, "bf16-pure": 2, "fp8": 2, "fp32": 4}

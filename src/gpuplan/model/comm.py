@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpuplan.catalog.constants import constant, table
 from gpuplan.spec import Hardware
-from gpuplan.states import constant
 
 PCIE5_BYTES_PER_S = 63e9  # PCIe 5.0 x16 per direction (PCI-SIG), for nodes whose NVLink domain is a pair
 
@@ -67,7 +67,7 @@ def _topology(hw: Hardware) -> Topology:
         bw_up, domain = PCIE5_BYTES_PER_S * eff_up, hw.gpus_per_node
     else:
         bw_up, domain = (up.bytes_per_s_per_gpu or hw.gpu.scale_up_bytes_per_s) * eff_up, domain_gpus
-    ring = constant("ring_latency_s")
+    ring = table("ring_latency_s")
     lat_up = up.latency_s or 1e-6
     out = hw.scale_out
     if out is None or not out.link_bytes_per_s:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.modelspec import LayerGroup, ModelSpec
+from gpuplan.spec.model import LayerGroup, ModelSpec
 
 MATMUL_GROUPS = ("attention", "mlp", "shared_expert")
 

@@ -25,12 +25,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplan.fit import divisors, ep_choices, tp_splits_heads
-from gpuplan.hardware import get_fabric
-from gpuplan.memory import memory, peak_stages, stage_peak
-from gpuplan.runtime import step_time
-from gpuplan.scenario import Scenario
+from gpuplan.catalog.hardware import get_fabric
+from gpuplan.model.memory import memory, peak_stages, stage_peak
+from gpuplan.model.runtime import step_time
 from gpuplan.spec import GPU, Hardware, Layout
+from gpuplan.spec.layout import divisors, ep_choices, tp_splits_heads
+from gpuplan.spec.scenario import Scenario
 
 GiB = 2**30
 MICRO_BATCHES = (1, 2, 4, 8, 16)

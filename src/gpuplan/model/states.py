@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuplan.catalog import load_json
-from gpuplan.modelspec import ModelSpec
-
-
-def constant(name: str) -> float:
-    return load_json("constants.json")[name]["value"]
+from gpuplan.catalog.constants import constant
+from gpuplan.spec.model import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.activations import (
+from gpuplan.catalog.constants import constant
+from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
     ActShape,
@@ -29,9 +30,9 @@ from gpuplan.activations import (
     logits_bytes,
     recompute_working_set,
 )
-from gpuplan.modelspec import ModelSpec, Weight
+from gpuplan.model.states import optimizer_step_temp_bytes, state_bytes
 from gpuplan.spec import Hardware, Layout, Training
-from gpuplan.states import constant, optimizer_step_temp_bytes, state_bytes
+from gpuplan.spec.model import ModelSpec, Weight
 
 TP_SPLIT = {"attention", "mlp", "expert", "shared_expert", "embedding", "head"}
 LORA_GROUPS = {"attention", "mlp", "expert", "shared_expert"}

@@ -8,14 +8,22 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpuplan.catalog.hardware import get_gpu
+from gpuplan.catalog.hardware import gpus as catalogue_gpus
 from gpuplan.errors import GpuplanError
-from gpuplan.estimate import evaluate
-from gpuplan.fit import check_fixed_layout
-from gpuplan.hardware import get_gpu
-from gpuplan.hardware import gpus as catalogue_gpus
-from gpuplan.runtime import unsupported_precision
-from gpuplan.scenario import Scenario, complete_layout
-from gpuplan.search import DEFAULT_BATCH_TOKENS, Candidate, Search, _hardware_for, choose, pareto, scaling_curve
+from gpuplan.model.estimate import evaluate
+from gpuplan.model.runtime import unsupported_precision
+from gpuplan.search.enumerate import (
+    DEFAULT_BATCH_TOKENS,
+    Candidate,
+    Search,
+    _hardware_for,
+    choose,
+    pareto,
+    scaling_curve,
+)
+from gpuplan.spec.layout import check_fixed_layout
+from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.units import fmt_duration, fmt_usd
 
 

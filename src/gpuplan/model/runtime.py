@@ -26,12 +26,12 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, send_recv_s, topology
-from gpuplan.flops import attention_flops
-from gpuplan.memory import micro_batches, rank_params
-from gpuplan.modelspec import LayerGroup, ModelSpec
+from gpuplan.catalog.constants import constant, table
+from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, send_recv_s, topology
+from gpuplan.model.flops import attention_flops
+from gpuplan.model.memory import micro_batches, rank_params
 from gpuplan.spec import GPU, Hardware, Layout, Training
-from gpuplan.states import constant
+from gpuplan.spec.model import LayerGroup, ModelSpec
 
 KERNELS_PER_LAYER = 25  # forward kernels of an unfused transformer block; backward launches twice as many
 
@@ -63,26 +63,14 @@ def unsupported_precision(g: GPU, precision: str) -> str | None:
 
 
 def device(hw: Hardware, training: Training) -> Device:
-    key = (hw.gpu.id, hw.power_limit_w, training.precision)
-    dev = _DEVICES.get(key)
-    if dev is None:
-        dev = _DEVICES[key] = _device(hw, training)
-    return dev
+    """The GPU's achievable rates for this precision and power cap (cached by value)."""
+    return _device(hw.gpu, hw.power_limit_w, training.precision)
 
 
-_DEVICES: dict[tuple, Device] = {}
-
-
-def clear_caches() -> None:
-    """Forget derived device constants (after the calibration changes catalog constants)."""
-    _DEVICES.clear()
-    _layer_time.cache_clear()
-
-
-def _device(hw: Hardware, training: Training) -> Device:
-    g = hw.gpu
-    e = constant("gemm_efficiency").get(g.architecture, 0.7)
-    prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(training.precision, training.precision)
+@lru_cache(maxsize=256)
+def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
+    e = table("gemm_efficiency").get(g.architecture, 0.7)
+    prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
     if prec == "fp8":
         e *= constant("fp8_gemm_efficiency_ratio")
     if prec == "tf32" and "tf32" not in g.peak_flops:
@@ -90,15 +78,15 @@ def _device(hw: Hardware, training: Training) -> Device:
     if prec not in g.peak_flops:
         prec = "fp16" if "fp16" in g.peak_flops else "fp32"
     peak = g.peak_flops.get(prec) or g.peak_flops.get("fp32") or 1.0
-    if hw.power_limit_w and g.tdp_w and hw.power_limit_w < g.tdp_w:
+    if power_limit_w and g.tdp_w and power_limit_w < g.tdp_w:
         # dynamic power ~ f·V² with V ~ f under DVFS, so f ~ P^(1/3) (estimate; clock-bound work only)
-        clock = (hw.power_limit_w / g.tdp_w) ** (1 / 3)
+        clock = (power_limit_w / g.tdp_w) ** (1 / 3)
         peak *= clock
     else:
         clock = 1.0
-    att_all = constant("attention_efficiency")
+    att_all = table("attention_efficiency")
     att = att_all.get(g.architecture, att_all["default"])
-    tiles = constant("gemm_tile")
+    tiles = table("gemm_tile")
     half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
     # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak
     scale = half / peak
@@ -167,7 +155,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         softmax_bytes = heads * seq * seq * 2 * (2 + (3 if dropout else 0))  # read+write (+ dropout)
         att_f = qk + pv + softmax_bytes / dev.bw
         att_b = 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
-    c = constant("elementwise_bytes_per_token_layer")
+    c = table("elementwise_bytes_per_token_layer")
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
     per_token = (c["per_h"] * m.hidden * (1 / tp if sp else 1.0)
                  + (c["per_f_gated"] if m.gated_mlp else c["per_f_plain"]) * f_local / tp

@@ -14,67 +14,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.memory import memory
-from gpuplan.modelspec import ModelSpec
-from gpuplan.runtime import step_time, unsupported_precision
-from gpuplan.scenario import Scenario, complete_layout
+from gpuplan.model.memory import memory
+from gpuplan.model.runtime import step_time, unsupported_precision
 from gpuplan.spec import Layout
-
-
-def divisors(n: int) -> list[int]:
-    """Ascending divisors of ``n`` in O(√n) (a global batch of 2^20 sequences is a million candidates)."""
-    small, large = [], []
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            small.append(i)
-            if i != n // i:
-                large.append(n // i)
-        i += 1
-    return small + large[::-1]
-
-
-def tp_splits_heads(model: ModelSpec, t: int) -> bool:
-    """tp divides the attention heads, and the KV heads divide tp or tp divides them (check_layout's rule)."""
-    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
-
-
-def ep_choices(model: ModelSpec, group: int) -> list[int]:
-    """Expert-parallel degrees over ``group`` = dp×cp ranks that divide the experts (1 for a dense model)."""
-    return [e for e in divisors(group) if model.n_experts % e == 0] if model.moe else [1]
-
-
-def check_fixed_layout(sc: Scenario) -> None:
-    """The model-dependent rules of ``check_layout`` for the fields a scenario fixes while the search
-    picks the rest (``plan``, ``fit``): a fixed field no layout can satisfy is named, not dropped."""
-    fixed, m = sc.layout, sc.model
-    name = m.name
-    tp, ep, cp = fixed.get("tp"), fixed.get("ep"), fixed.get("cp")
-    if tp is not None and not tp_splits_heads(m, tp):
-        raise GpuplanError(f"layout.tp={tp} does not split the {m.n_heads} attention heads ({m.n_kv_heads} "
-                           f"key/value heads) of {name}: use a tp that divides them")
-    if ep is not None and ep > 1 and not m.moe:
-        raise GpuplanError(f"layout.ep={ep} but {name} has no experts: set ep: 1")
-    if ep is not None and m.moe and m.n_experts % ep:
-        raise GpuplanError(f"layout.ep={ep} does not divide the {m.n_experts} experts of {name}: use a divisor")
-    if cp is not None and sc.training.seq_len % cp:
-        raise GpuplanError(f"layout.cp={cp} does not divide seq_len={sc.training.seq_len}")
-    pp, v = fixed.get("pp", 1), fixed.get("virtual_stages", 1)
-    if pp * v > m.n_layers:
-        raise GpuplanError(f"layout pp×virtual_stages = {pp * v} is more than the {m.n_layers} layers of {name}")
-    if v > 1 and fixed.get("pp_schedule", "interleaved") != "interleaved":
-        raise GpuplanError("layout.virtual_stages > 1 needs pp_schedule: interleaved")
-    zero = fixed.get("zero")
-    if zero is not None:
-        if fixed.get("zero_group") is not None and zero == 0:
-            raise GpuplanError("layout.zero_group (hybrid shard) needs zero 1, 2 or 3")
-        if fixed.get("offload") == "params" and zero != 3:
-            raise GpuplanError("layout.offload: params needs zero 3 (parameters are offloaded shard by shard)")
-    if tp == 1 and fixed.get("sequence_parallel"):
-        raise GpuplanError("layout.sequence_parallel needs tp > 1: set tp or drop sequence_parallel")
-    if fixed.get("tp_overlap") and (tp == 1 or fixed.get("sequence_parallel") is False):
-        raise GpuplanError("layout.tp_overlap (async tensor parallelism) needs tp > 1 with sequence_parallel: "
-                           "set both or drop tp_overlap")
+from gpuplan.spec.layout import check_fixed_layout, divisors, ep_choices, tp_splits_heads
+from gpuplan.spec.scenario import Scenario, complete_layout
 
 
 def candidate_counts(gpus_per_node: int, max_gpus: int) -> Iterator[int]:

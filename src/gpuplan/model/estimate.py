@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplan.catalog.constants import table
 from gpuplan.errors import GpuplanError
-from gpuplan.flops import flops_per_token
-from gpuplan.memory import memory, rank_params
-from gpuplan.runtime import step_time, unsupported_precision
-from gpuplan.scenario import Scenario, complete_layout, normalized
+from gpuplan.model.flops import flops_per_token
+from gpuplan.model.memory import memory, rank_params
+from gpuplan.model.runtime import step_time, unsupported_precision
 from gpuplan.spec import Layout
-from gpuplan.states import constant
+from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 TIME_KEYS = ("step_s", "compute_s", "comm_exposed_s", "bubble_s", "tokens_per_s", "tokens_per_s_per_gpu",
              "model_flops_per_token", "mfu", "hfu", "train_s", "gpu_hours")
@@ -123,7 +123,7 @@ def failure_overhead(gpus: int, train_s: float) -> float:
     H100s → λ per GPU-day. With checkpoints every τ = sqrt(2·C·MTBF) (Young 1974) the expected
     loss per unit time is C/τ (writing checkpoints) + τ/(2·MTBF) (lost work) + R/MTBF (restarts).
     """
-    f = constant("failure")
+    f = table("failure")
     mtbf = 86400 / (f["interruptions_per_gpu_day"] * gpus)
     c, r = f["checkpoint_write_s"], f["restart_s"]
     tau = (2 * c * mtbf) ** 0.5

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.modelspec import LayerGroup, ModelSpec, Weight
+from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
 
 _MISSING = object()
 # Upper bounds of a model description: far above any real model, low enough that a typo or a

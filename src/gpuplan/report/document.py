@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.report import layout_str
+from gpuplan.report.text import layout_str
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [items]) | ("table", headers, rows)
@@ -259,7 +259,7 @@ def write(results: list[dict], path: str | Path, kind: str) -> Path:
         return p
     svgs: list[str] = []
     try:
-        from gpuplan import plots
+        from gpuplan.report import plots
 
         good = [r for r in results if "error" not in r and (kind != "plan" or r.get("best"))]
         svgs = [plots.svg_text(plots.plan_figure(r) if kind == "plan" else plots.estimate_figure(r)) for r in good]

@@ -31,12 +31,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuplan.catalog.families import BUILDERS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB, Cfg
 from gpuplan.errors import GpuplanError
-from gpuplan.model_families import BUILDERS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB, Cfg
-from gpuplan.modelspec import ModelSpec
+from gpuplan.spec.model import ModelSpec
 from gpuplan.units import fmt_count
 
-CATALOG = Path(__file__).parent / "catalog" / "models"
+CATALOG = Path(__file__).parent / "models"
 SUPPORTED = tuple(t for t in BUILDERS if not t.startswith("RefinedWeb"))
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8,
                 "float8_e4m3fn": 1, "float8_e5m2": 1}

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError
-from gpuplan.hardware import MAX_GPUS, make_hardware
-from gpuplan.modelspec import ModelSpec
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
     Hardware,
     Layout,
     Training,
-    check_layout,
     check_layout_fields,
 )
+from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.scenario import Scenario
 from gpuplan.units import parse_bytes, parse_count, parse_money
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
@@ -41,21 +41,6 @@ MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = 2**30  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
 MAX_HOST_MEMORY = 2**50  # 1 PiB per node
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Scenario:
-    """A parsed scenario: the model, the hardware, the job, and the layout fields the user fixed."""
-
-    name: str | None
-    model: ModelSpec
-    hardware: Hardware
-    training: Training
-    layout: dict[str, Any] = field(default_factory=dict)  # partial: what the user fixed
-    model_ref: Any = None  # the model reference as given (resolved path, mapping or name)
-
-    def with_gpus(self, gpus: int) -> Scenario:
-        return replace(self, hardware=replace(self.hardware, gpus=gpus))
 
 
 def _check_keys(section: dict, allowed: tuple[str, ...], where: str) -> None:
@@ -195,7 +180,7 @@ def merge_flags(raw: dict, flags: dict[str, Any]) -> dict:
 
 def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     """One scenario mapping → Scenario (model loaded, hardware resolved, job validated)."""
-    from gpuplan.models import load_model
+    from gpuplan.catalog.models import load_model
 
     if not isinstance(raw, dict):
         raise GpuplanError("a scenario must be a mapping with keys model, hardware, training, layout")
@@ -355,7 +340,7 @@ def _batch_from_tokens(value: Any, seq_len: int) -> int:
 
 def _check_lora_rank(training: Training, model: ModelSpec) -> None:
     """A LoRA rank above a targeted matrix's smaller side adds more parameters than the matrix holds."""
-    from gpuplan.memory import _is_lora_target
+    from gpuplan.model.memory import _is_lora_target
 
     dims = [min(w.shape) for lg in model.layers for w in lg.weights if _is_lora_target(w, training.lora_targets)]
     smallest = min(dims) if dims else model.hidden
@@ -382,41 +367,3 @@ def _layout(lay_raw: dict) -> dict[str, Any]:
             layout[key] = _name_value(value, where)
     check_layout_fields(layout)
     return layout
-
-
-def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
-    """The user's layout fields, the search's choices (``overrides``) and documented defaults:
-    dp = gpus / (tp·pp·cp), zero 0, micro_batch 1, recompute none, sequence_parallel when tp > 1."""
-    fixed = {**sc.layout, **overrides}
-    tp, pp, cp = fixed.get("tp", 1), fixed.get("pp", 1), fixed.get("cp", 1)
-    gpus = sc.hardware.gpus
-    if "dp" not in fixed or fixed["dp"] is None:
-        if gpus % (tp * pp * cp):
-            raise GpuplanError(f"tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp} does not divide hardware.gpus = {gpus}: "
-                               "choose degrees whose product divides the GPU count")
-        fixed["dp"] = gpus // (tp * pp * cp)
-    fixed.setdefault("sequence_parallel", tp > 1)
-    if fixed.get("virtual_stages", 1) > 1:
-        fixed.setdefault("pp_schedule", "interleaved")
-    layout = Layout(**fixed)
-    check_layout(sc.model, sc.hardware, sc.training, layout)
-    return layout
-
-
-def normalized(sc: Scenario, layout: Layout) -> dict:
-    """The scenario as evaluated: every field explicit, in the file's own units."""
-    hw, tr = sc.hardware, sc.training
-    return {
-        "name": sc.name,
-        "model": sc.model.name,
-        "hardware": {"gpu": hw.gpu.id, "gpus": hw.gpus, "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
-                     "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
-                     "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w,
-                     "memory_factor": hw.memory_factor, "compute_factor": hw.compute_factor},
-        "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch, "tokens": tr.tokens,
-                     "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
-                     "optimizer_impl": tr.optimizer_impl,
-                     "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
-                     "attention": tr.attention, "dropout": tr.dropout},
-        "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
-    }

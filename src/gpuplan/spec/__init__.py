@@ -1,0 +1,42 @@
+"""The inputs of every prediction — model, hardware, training job, parallel layout — as small
+frozen values validated when they are built (Calculon's split of application / system /
+execution), and the one table of layout rules that construction, fit and the search share."""
+
+from gpuplan.spec.hardware import GPU, Fabric, Hardware
+from gpuplan.spec.job import (
+    ATTENTIONS,
+    LORA_TARGETS_ALL,
+    MAX_GLOBAL_BATCH,
+    MAX_LORA_RANK,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    MAX_TOKENS,
+    METHODS,
+    OFFLOADS,
+    OPTIMIZER_IMPLS,
+    OPTIMIZERS,
+    PP_SCHEDULES,
+    PRECISIONS,
+    RECOMPUTES,
+    ZERO3_GATHERS,
+    Training,
+)
+from gpuplan.spec.layout import (
+    Layout,
+    check_fixed_layout,
+    check_layout,
+    check_layout_fields,
+    divisors,
+    ep_choices,
+    tp_splits_heads,
+)
+from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
+from gpuplan.spec.scenario import Scenario, complete_layout, normalized
+
+__all__ = [
+    "ATTENTIONS", "GPU", "LORA_TARGETS_ALL", "MAX_GLOBAL_BATCH", "MAX_LORA_RANK", "MAX_SEQ_LEN", "MAX_STEPS",
+    "MAX_TOKENS", "METHODS", "OFFLOADS", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PP_SCHEDULES", "PRECISIONS",
+    "RECOMPUTES", "ZERO3_GATHERS", "Fabric", "Hardware", "LayerGroup", "Layout", "ModelSpec", "Scenario",
+    "Training", "Weight", "check_fixed_layout", "check_layout", "check_layout_fields", "complete_layout",
+    "divisors", "ep_choices", "normalized", "tp_splits_heads",
+]

@@ -1,0 +1,88 @@
+"""The hardware a run is planned on: a GPU type, fabrics, counts, price (SI units inside)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuplan.errors import GpuplanError
+from gpuplan.spec._checks import positive as _positive
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fabric:
+    """An interconnect from the catalogue (``catalog/fabrics.json``), in SI units."""
+
+    id: str
+    name: str
+    kind: Literal["scale_up", "scale_out"]
+    bytes_per_s_per_gpu: float | None = None  # scale-up: per GPU, per direction
+    domain_gpus: int | None = None            # scale-up: GPUs in one domain
+    link_bytes_per_s: float | None = None     # scale-out: one link, per direction
+    links_per_node: int | None = None         # scale-out: NICs per node
+    latency_s: float | None = None
+    efficiency: float | None = None           # achievable share of line rate (cited)
+    source: str = ""
+
+    def node_bytes_per_s(self) -> float:
+        """Scale-out bandwidth of one node, per direction."""
+        return (self.link_bytes_per_s or 0.0) * (self.links_per_node or 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GPU:
+    """A GPU type from the catalogue (``catalog/gpus.json``), in SI units."""
+
+    id: str
+    name: str
+    vendor: str
+    memory_bytes: int            # datasheet capacity (GiB on the datasheet → bytes)
+    usable_memory_bytes: int     # what the driver reports to the framework
+    memory_bw_bytes_per_s: float
+    peak_flops: dict[str, float]  # dense FLOP/s by precision: fp32, tf32, bf16, fp16, fp8, fp4
+    scale_up: str
+    scale_up_bytes_per_s: float
+    gpus_per_node: int
+    scale_up_domain: int
+    tdp_w: float
+    price_usd_per_gpu_hour: float | None
+    price_date: str | None
+    source: str
+    usable_memory_measured: bool = True
+    architecture: str = ""
+    sm_count: int = 108
+    aliases: tuple[str, ...] = field(default=())
+
+    def __hash__(self) -> int:  # peak_flops is a dict: equal GPUs share an id
+        return hash((self.id, self.memory_bytes, self.memory_bw_bytes_per_s))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hardware:
+    gpu: GPU
+    gpus: int
+    gpus_per_node: int
+    scale_up: Fabric
+    scale_out: Fabric | None
+    price_per_gpu_hour: float | None
+    power_limit_w: float | None = None  # a board power cap below TDP lowers the sustained clock
+    memory_factor: float = 1.0   # measured/predicted peak memory from `gpuplan calibrate` (1 = none)
+    compute_factor: float = 1.0  # measured/predicted throughput from `gpuplan calibrate` (1 = none)
+    host_memory_bytes: float | None = None  # CPU memory per node, for offload (unchecked when unknown)
+
+    def __post_init__(self) -> None:
+        _positive(self.gpus, "hardware.gpus")
+        if self.power_limit_w is not None and self.power_limit_w <= 0:
+            raise GpuplanError(f"hardware.power_limit_w must be positive, got {self.power_limit_w}")
+        _positive(self.gpus_per_node, "hardware.gpus_per_node")
+        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise GpuplanError(
+                f"hardware.gpus={self.gpus} is more than one node but not a multiple of "
+                f"gpus_per_node={self.gpus_per_node}: use {self.gpus // self.gpus_per_node * self.gpus_per_node} "
+                f"or {(self.gpus // self.gpus_per_node + 1) * self.gpus_per_node}")
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise GpuplanError(f"hardware.price_per_gpu_hour must be >= 0, got {self.price_per_gpu_hour}")
+
+    @property
+    def nodes(self) -> int:
+        return max(1, -(-self.gpus // self.gpus_per_node))

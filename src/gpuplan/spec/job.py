@@ -1,0 +1,94 @@
+"""The training job: sequence, batch, length, precision, optimizer, method (full / LoRA / QLoRA)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from gpuplan.errors import GpuplanError
+from gpuplan.spec._checks import at_most as _at_most
+from gpuplan.spec._checks import choice as _choice
+from gpuplan.spec._checks import positive as _positive
+
+Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
+Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
+Method = Literal["full", "lora", "qlora"]
+Recompute = Literal["none", "selective", "selective-op", "full"]
+PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
+Offload = Literal["none", "optimizer", "params"]
+Attention = Literal["flash", "eager"]
+OptimizerImpl = Literal["fused", "foreach"]
+Zero3Gather = Literal["layer", "module", "tensor-sync"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+METHODS: tuple[str, ...] = get_args(Method)
+RECOMPUTES: tuple[str, ...] = get_args(Recompute)
+PP_SCHEDULES: tuple[str, ...] = get_args(PPSchedule)
+OFFLOADS: tuple[str, ...] = get_args(Offload)
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
+OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
+ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
+LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+# Upper bounds of the training job: far above any published run, low enough that a typo
+# (1e15 for 1e5) or a missing unit is an error instead of a nonsense answer.
+MAX_SEQ_LEN = 2**24        # 16.7M tokens per sequence (the longest-context models: ~10M)
+MAX_GLOBAL_BATCH = 2**20   # 1M sequences per step (Llama 3 405B: 2,048; plan enumerates its divisors)
+MAX_TOKENS = 1e17          # 100 quadrillion tokens (frontier pretraining: ~4e13)
+MAX_STEPS = 10**9          # optimizer steps (long pretraining runs: ~1e6)
+MAX_LORA_RANK = 2**16      # and never above the smallest targeted matrix dimension (scenario.py)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Training:
+    """The training job. Hashed by identity (``eq=False``): the planner's caches key on it."""
+
+    seq_len: int = 4096
+    global_batch: int | None = None   # sequences per optimizer step; None: dp × micro_batch
+    tokens: float | None = None       # total tokens to train
+    steps: int | None = None
+    precision: Precision = "bf16"
+    optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "fused"  # fused (torchtitan, Megatron, HF adamw_torch_fused) | foreach
+    method: Method = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
+    attention: Attention = "flash"
+    dropout: float = 0.0
+    activation_factor: float = 1.0  # traced/predicted activations from `gpuplan trace --calibrate` (1 = none)
+
+    def __post_init__(self) -> None:
+        _positive(self.seq_len, "training.seq_len")
+        _at_most(self.seq_len, MAX_SEQ_LEN, "training.seq_len", "give the sequence length in tokens, e.g. 8192")
+        _positive(self.activation_factor, "training.activation_factor", integer=False)
+        if self.global_batch is not None:
+            _positive(self.global_batch, "training.global_batch")
+            _at_most(self.global_batch, MAX_GLOBAL_BATCH, "training.global_batch",
+                     "give sequences per optimizer step, e.g. 512 (or global_batch_tokens: 4,194,304)")
+        if self.tokens is not None:
+            if not self.tokens > 0:
+                raise GpuplanError(f"training.tokens must be positive, got {self.tokens}")
+            if self.tokens > MAX_TOKENS:
+                raise GpuplanError(f"training.tokens = {self.tokens:.3g} is more than the limit {MAX_TOKENS:.0e}: "
+                                   "give the tokens to train, e.g. 15T")
+        if self.steps is not None:
+            _positive(self.steps, "training.steps")
+            _at_most(self.steps, MAX_STEPS, "training.steps", "give optimizer steps, e.g. 100000")
+        _choice(self.precision, PRECISIONS, "training.precision")
+        _choice(self.optimizer, OPTIMIZERS, "training.optimizer")
+        _choice(self.optimizer_impl, OPTIMIZER_IMPLS, "training.optimizer_impl")
+        _choice(self.method, METHODS, "training.method")
+        _choice(self.attention, ATTENTIONS, "training.attention")
+        _positive(self.lora_rank, "training.lora_rank")
+        _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
+        if not self.lora_targets:
+            raise GpuplanError("training.lora_targets is empty: name at least one of "
+                               f"{', '.join(LORA_TARGETS_ALL)}, or 'all'")
+        for t in self.lora_targets:
+            _choice(t, LORA_TARGETS_ALL, "training.lora_targets")
+        if len(set(self.lora_targets)) != len(self.lora_targets):
+            dup = sorted({t for t in self.lora_targets if self.lora_targets.count(t) > 1})
+            raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")
+        if not 0.0 <= self.dropout < 1.0:
+            raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")

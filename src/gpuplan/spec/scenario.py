@@ -1,0 +1,66 @@
+"""A scenario as spec values: the model, the hardware, the job, the layout fields the user fixed;
+the one rule that completes a partial layout, and the normalized echo of an evaluated scenario."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.hardware import Hardware
+from gpuplan.spec.job import Training
+from gpuplan.spec.layout import Layout, check_layout
+from gpuplan.spec.model import ModelSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A parsed scenario: the model, the hardware, the job, and the layout fields the user fixed."""
+
+    name: str | None
+    model: ModelSpec
+    hardware: Hardware
+    training: Training
+    layout: dict[str, Any] = field(default_factory=dict)  # partial: what the user fixed
+    model_ref: Any = None  # the model reference as given (resolved path, mapping or name)
+
+    def with_gpus(self, gpus: int) -> Scenario:
+        return replace(self, hardware=replace(self.hardware, gpus=gpus))
+
+
+def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
+    """The user's layout fields, the search's choices (``overrides``) and documented defaults:
+    dp = gpus / (tp·pp·cp), zero 0, micro_batch 1, recompute none, sequence_parallel when tp > 1."""
+    fixed = {**sc.layout, **overrides}
+    tp, pp, cp = fixed.get("tp", 1), fixed.get("pp", 1), fixed.get("cp", 1)
+    gpus = sc.hardware.gpus
+    if "dp" not in fixed or fixed["dp"] is None:
+        if gpus % (tp * pp * cp):
+            raise GpuplanError(f"tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp} does not divide hardware.gpus = {gpus}: "
+                               "choose degrees whose product divides the GPU count")
+        fixed["dp"] = gpus // (tp * pp * cp)
+    fixed.setdefault("sequence_parallel", tp > 1)
+    if fixed.get("virtual_stages", 1) > 1:
+        fixed.setdefault("pp_schedule", "interleaved")
+    layout = Layout(**fixed)
+    check_layout(sc.model, sc.hardware, sc.training, layout)
+    return layout
+
+
+def normalized(sc: Scenario, layout: Layout) -> dict:
+    """The scenario as evaluated: every field explicit, in the file's own units."""
+    hw, tr = sc.hardware, sc.training
+    return {
+        "name": sc.name,
+        "model": sc.model.name,
+        "hardware": {"gpu": hw.gpu.id, "gpus": hw.gpus, "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
+                     "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
+                     "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w,
+                     "memory_factor": hw.memory_factor, "compute_factor": hw.compute_factor},
+        "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch, "tokens": tr.tokens,
+                     "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
+                     "optimizer_impl": tr.optimizer_impl,
+                     "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
+                     "attention": tr.attention, "dropout": tr.dropout},
+        "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
+    }
