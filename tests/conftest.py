@@ -15,7 +15,7 @@ def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **se
 
 
 def mem(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **sections: dict) -> dict:
-    return evaluate(make(model, gpu, gpus, **sections))["memory"]
+    return evaluate(make(model, gpu, gpus, **sections)).to_json()["memory"]
 
 
 @pytest.fixture

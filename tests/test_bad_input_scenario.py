@@ -430,8 +430,8 @@ def test_trace_calibration_folder_says_folder(tmp_path):
 def test_trace_calibration_true_means_the_default_file(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUPLAN_CACHE_DIR", str(tmp_path))
     (tmp_path / "calibration.json").write_text(json.dumps({"llama": {"n": 1, "activations": 1.125}}))
-    assert sc({"trace_calibration": True}).training.activation_factor == 1.125
-    assert sc({"trace_calibration": False}).training.activation_factor == 1.0
+    assert sc({"trace_calibration": True}).corrections.activations == 1.125
+    assert sc({"trace_calibration": False}).corrections.activations == 1.0
     error("training.trace_calibration must be default or the path", training={"trace_calibration": 5})
 
 

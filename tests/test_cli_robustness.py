@@ -131,9 +131,9 @@ def test_a_sequence_beyond_the_models_positions_is_noted():
 
     from gpuplan.model.estimate import evaluate
 
-    long = evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 65536}, layout={"zero": 3}))
+    long = evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 65536}, layout={"zero": 3})).to_json()
     assert long["notes"] and "beyond the 4,096 positions" in long["notes"][0]
-    assert evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 4096}, layout={"zero": 3}))["notes"] == []
+    assert evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 4096}, layout={"zero": 3})).to_json()["notes"] == []
 
 
 @pytest.mark.parametrize(("args", "check"), [
@@ -166,7 +166,7 @@ def test_fp32_on_v100_runs_at_the_fp32_peak_not_the_tensor_cores():
     from gpuplan.model.estimate import evaluate
 
     def t(precision):
-        return evaluate(make("llama-3.2-1b", "v100-32gb", 8, training={"precision": precision}))["time"]
+        return evaluate(make("llama-3.2-1b", "v100-32gb", 8, training={"precision": precision})).to_json()["time"]
 
     # V100: 125 TFLOPS fp16 tensor cores, 15.7 TFLOPS fp32 (no tf32): fp32 matmuls ~8x slower
     assert t("fp32")["compute_s"] > 5 * t("fp16")["compute_s"]

@@ -43,7 +43,7 @@ CASES = {
 def _case(name: str) -> tuple[dict, object]:
     c = dict(CASES[name])
     sc = make(c.pop("model"), c.pop("gpu", "h100-sxm"), c.pop("gpus"), **c)
-    return evaluate(sc), sc.model
+    return evaluate(sc).to_json(), sc.model
 
 
 @pytest.fixture(params=sorted(CASES))

@@ -3,7 +3,9 @@
 import pytest
 from conftest import make, mem
 
-from gpuplan.model.memory import chunk_sizes, rank_params, stage_memory
+from gpuplan.model.memory import stage_peak
+from gpuplan.model.params import rank_params
+from gpuplan.model.pipeline import chunk_sizes
 from gpuplan.spec.scenario import complete_layout
 
 L31_8B = 8_030_261_248
@@ -56,17 +58,17 @@ def test_uneven_pipeline_gives_first_and_last_stage_fewer_layers():
 def test_1f1b_first_stage_keeps_pp_microbatches_last_keeps_one():
     sc = make("llama-3.1-8b", gpus=4, training={"global_batch": 64})
     lay = complete_layout(sc, pp=4)
-    first = stage_memory(sc.model, sc.hardware, sc.training, lay, 0)
-    last = stage_memory(sc.model, sc.hardware, sc.training, lay, 3)
-    assert first["microbatches_in_flight"] == 4 and last["microbatches_in_flight"] == 1
+    first = stage_peak(sc.model, sc.training, lay, 0)
+    last = stage_peak(sc.model, sc.training, lay, 3)
+    assert first.microbatches_in_flight == 4 and last.microbatches_in_flight == 1
 
 
 def test_interleaved_first_stage_factor():
     # source: Korthikanti et al. 2022 Sec. 4.2.3: first stage holds L·(1 + (p−1)/(p·m)) layers' worth
     sc = make("llama-3.1-8b", gpus=4, training={"global_batch": 64})
     lay = complete_layout(sc, pp=4, virtual_stages=2)
-    first = stage_memory(sc.model, sc.hardware, sc.training, lay, 0)
-    assert first["microbatches_in_flight"] == pytest.approx(4 + 3 / 2)
+    first = stage_peak(sc.model, sc.training, lay, 0)
+    assert first.microbatches_in_flight == pytest.approx(4 + 3 / 2)
 
 
 def test_context_parallel_halves_the_linear_activations():

@@ -13,6 +13,7 @@ from functools import cache
 import pytest
 from conftest import make
 
+from gpuplan.api import plan_scenario as plan
 from gpuplan.catalog.hardware import get_gpu
 from gpuplan.cli import main
 from gpuplan.errors import GpuplanError
@@ -20,7 +21,6 @@ from gpuplan.model.estimate import evaluate
 from gpuplan.model.memory import memory
 from gpuplan.model.runtime import step_time
 from gpuplan.search.fit import fit
-from gpuplan.search.plan import plan
 from gpuplan.spec.layout import divisors
 from gpuplan.spec.scenario import complete_layout
 from gpuplan.units import fmt_duration, fmt_usd
@@ -77,9 +77,9 @@ def brute_force(model: str, gpu: str, max_gpus: int, global_batch: int, seq: int
                                                           virtual_stages=v)
                                 except GpuplanError:
                                     continue
-                                if not memory(m, hw, tr, lay)["fits"]:
+                                if not memory(m, hw, tr, lay).fits:
                                     continue
-                                tps = global_batch * seq / step_time(m, hw, tr, lay)["step_s"]
+                                tps = global_batch * seq / step_time(m, hw, tr, lay).step_s
                                 usd = n * tokens / tps / 3600 * hw.price_per_gpu_hour
                                 out.append((tps, usd, n, lay))
     return tuple(out)
@@ -98,7 +98,7 @@ def test_plan_finds_the_fastest_layout_brute_force_finds(model, gpu, max_gpus, g
     every = brute_force(model, gpu, max_gpus, gb, seq)
     assert len(every) > 100
     res = plan(make(model, gpu, 1, training={"seq_len": seq, "global_batch": gb, "tokens": 1e10}),
-               max_gpus=max_gpus)
+               max_gpus=max_gpus).to_json()
     # the same GPU counts are reachable ...
     assert [r["gpus"] for r in res["scaling"]] == sorted({n for _, _, n, _ in every})
     # ... and at each count the search's best is at least as fast as every fitting layout
@@ -114,7 +114,7 @@ def test_plan_finds_the_fastest_layout_brute_force_finds(model, gpu, max_gpus, g
 def test_plan_finds_the_cheapest_layout_brute_force_finds(model, gpu, max_gpus, gb, seq):
     every = brute_force(model, gpu, max_gpus, gb, seq)
     res = plan(make(model, gpu, 1, training={"seq_len": seq, "global_batch": gb, "tokens": 1e10}),
-               max_gpus=max_gpus, objective="cost")
+               max_gpus=max_gpus, objective="cost").to_json()
     cheapest = min(u for _, u, _, _ in every)
     assert res["best"]["cost"]["usd"] <= cheapest * (1 + REL)
     assert res["best"]["cost"]["usd"] == pytest.approx(cheapest, rel=1e-6)
@@ -123,8 +123,8 @@ def test_plan_finds_the_cheapest_layout_brute_force_finds(model, gpu, max_gpus, 
 def test_zero_1_beats_zero_0_so_the_search_skips_zero_0():
     """Why search.py never proposes ZeRO-0 with replicas: ZeRO-1 shards the optimizer step."""
     sc = make("llama-3.2-1b", "h100-sxm", 8, training={"seq_len": 2048, "global_batch": 32})
-    z0 = evaluate(sc, dp=8, zero=0, micro_batch=4)
-    z1 = evaluate(sc, dp=8, zero=1, micro_batch=4)
+    z0 = evaluate(sc, dp=8, zero=0, micro_batch=4).to_json()
+    z1 = evaluate(sc, dp=8, zero=1, micro_batch=4).to_json()
     assert z0["memory"]["fits"] and z1["memory"]["fits"]
     assert z1["time"]["optimizer_s"] == pytest.approx(z0["time"]["optimizer_s"] / 8, rel=1e-9)
     assert z1["time"]["step_s"] < z0["time"]["step_s"]
@@ -135,8 +135,8 @@ def test_zero_1_beats_zero_0_so_the_search_skips_zero_0():
 @pytest.mark.parametrize(("model", "expected"), [("llama-3.1-70b", 16), ("llama-3.1-8b", 2), ("mixtral-8x7b", 16)])
 def test_fit_and_plan_agree_on_the_smallest_count(model, expected):
     sc = make(model, "h100-sxm", 1)
-    res = plan(sc, max_gpus=64)
-    assert fit(sc, max_gpus=64)["min_gpus"] == expected
+    res = plan(sc, max_gpus=64).to_json()
+    assert fit(sc, max_gpus=64).min_gpus == expected
     assert res["min_gpus"] == {"h100-sxm": expected}
     assert res["scaling"][0]["gpus"] == expected
 
@@ -145,7 +145,7 @@ def test_fit_and_plan_agree_on_the_smallest_count(model, expected):
 
 @cache
 def _plan_8b(**kw) -> dict:
-    return plan(make("llama-3.1-8b", "h100-sxm", 1, training=TRAIN_8B), max_gpus=64, top_k=100, **kw)
+    return plan(make("llama-3.1-8b", "h100-sxm", 1, training=TRAIN_8B), max_gpus=64, top_k=100, **kw).to_json()
 
 
 def test_deadline_gives_the_cheapest_plan_that_finishes_in_time():
@@ -198,7 +198,7 @@ def test_impossible_budget_names_the_cheapest_option():
 @pytest.mark.parametrize(("model", "max_gpus"), [("llama-3.1-70b", 1), ("llama-3.1-405b", 4)])
 def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
     # (llama-3.1-70b on up to 4 L4s does fit: 2 GPUs with zero 3 + offload=params)
-    res = plan(make(model, "l4", 1), max_gpus=max_gpus)
+    res = plan(make(model, "l4", 1), max_gpus=max_gpus).to_json()
     assert res["best"] is None and res["candidates"] == [] and res["scaling"] == []
     assert res["min_gpus"] == {"l4": None}
     assert res["equilibrium"]["gpus"] is None
@@ -217,7 +217,7 @@ def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
 @cache
 def _eq_8b(scale_out: str, threshold: float = 0.8) -> dict:
     sc = make("llama-3.1-8b", "h100-sxm", 1, hardware={"scale_out": scale_out}, training=TRAIN_8B)
-    return plan(sc, max_gpus=64, threshold=threshold)
+    return plan(sc, max_gpus=64, threshold=threshold).to_json()
 
 
 def test_scaling_curve_arithmetic():
@@ -251,7 +251,7 @@ def test_slow_network_equilibrium_is_a_node_or_two_fast_network_goes_further():
 
 def test_a_ten_times_slower_network_slows_multi_node_plans():
     sc = make("llama-3.1-8b", "h100-sxm", 1, hardware={"scale_out": "eth-100g"}, training=TRAIN_8B)
-    eth100 = plan(sc, max_gpus=32)
+    eth100 = plan(sc, max_gpus=32).to_json()
     eth10 = _eq_8b("eth-10g")
     for n in (16, 32):
         a = {r["gpus"]: _tps(r["best"]) for r in eth10["scaling"]}[n]
@@ -260,7 +260,7 @@ def test_a_ten_times_slower_network_slows_multi_node_plans():
 
 
 def test_a_count_slower_than_a_smaller_one_does_not_end_the_scaling_curve():
-    res = plan(make("gpt2", "h100-sxm", 1, training={"seq_len": 2048, "tokens": 1e10}), max_gpus=64)
+    res = plan(make("gpt2", "h100-sxm", 1, training={"seq_len": 2048, "tokens": 1e10}), max_gpus=64).to_json()
     improving = [_tps(r["best"]) for r in res["scaling"] if r["improves"]]
     assert all(b > a for a, b in zip(improving, improving[1:], strict=False))
     assert any(not r["improves"] for r in res["scaling"])  # e.g. 3 GPUs (pp=3) is slower than 2
@@ -272,24 +272,24 @@ def test_a_count_slower_than_a_smaller_one_does_not_end_the_scaling_curve():
 @pytest.mark.parametrize("net", ["roce-100g", "eth-100g"])
 def test_fixed_tp8_on_two_nodes_is_told_of_a_faster_layout(net):
     sc = make("llama-3.1-8b", "h100-sxm", 16, hardware={"scale_out": net}, training=TRAIN_8B, layout={"tp": 8})
-    res = plan(sc, max_gpus=16)
+    res = plan(sc, max_gpus=16).to_json()
     assert all(c["scenario"]["layout"]["tp"] == 8 for c in res["candidates"])  # the fixed field is kept
     lines = [a for a in res["advice"] if "faster" in a or "within" in a]
     assert len(lines) == 1, res["advice"]
     got = re.search(r"is ([\d.]+)× faster than your layout on the same 16 GPUs", lines[0])
     assert got, lines[0]
-    free = plan(replace(sc, layout={}), max_gpus=16)
+    free = plan(replace(sc, layout={}), max_gpus=16).to_json()
     best16 = {r["gpus"]: _tps(r["best"]) for r in free["scaling"]}[16]
-    ratio = best16 / _tps(evaluate(sc))
+    ratio = best16 / _tps(evaluate(sc).to_json())
     assert ratio >= 1.15
     assert float(got.group(1)) == pytest.approx(ratio, abs=0.051)
 
 
 def test_user_layout_that_is_the_best_is_within_reach():
-    free = plan(make("llama-3.1-8b", "h100-sxm", 16, training=TRAIN_8B), max_gpus=16)
+    free = plan(make("llama-3.1-8b", "h100-sxm", 16, training=TRAIN_8B), max_gpus=16).to_json()
     lay = {r["gpus"]: r["best"] for r in free["scaling"]}[16]["scenario"]["layout"]
     mine = {k: lay[k] for k in ("tp", "pp", "zero", "micro_batch", "recompute")}
-    res = plan(make("llama-3.1-8b", "h100-sxm", 16, training=TRAIN_8B, layout=mine), max_gpus=16)
+    res = plan(make("llama-3.1-8b", "h100-sxm", 16, training=TRAIN_8B, layout=mine), max_gpus=16).to_json()
     assert any(a.startswith("your layout is within 0%") for a in res["advice"]), res["advice"]
     assert not any("faster" in a for a in res["advice"])
 

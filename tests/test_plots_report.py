@@ -8,24 +8,24 @@ import sys
 import pytest
 from conftest import make
 
+from gpuplan.api import plan_scenario as plan
 from gpuplan.cli import main
 from gpuplan.errors import GpuplanError
 from gpuplan.model.estimate import evaluate
 from gpuplan.report.progress import ProgressBar, for_command
-from gpuplan.search.plan import plan
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def planned() -> dict:
-    return plan(make("llama-3.1-8b", training={"tokens": 1e12, "seq_len": 4096}), max_gpus=256)
+    return plan(make("llama-3.1-8b", training={"tokens": 1e12, "seq_len": 4096}), max_gpus=256).to_json()
 
 
 @pytest.fixture(scope="module")
 def estimate() -> dict:
     return evaluate(make("llama-3.1-70b", gpus=64, training={"seq_len": 8192, "global_batch": 512, "tokens": 1.4e12},
-                         layout={"tp": 4, "pp": 4, "zero": 2, "recompute": "selective-op"}))
+                         layout={"tp": 4, "pp": 4, "zero": 2, "recompute": "selective-op"})).to_json()
 
 
 @pytest.mark.parametrize("kind", ["plan", "evaluate"])
@@ -136,5 +136,5 @@ def test_progress_bar_quiet_off_terminal_and_with_json() -> None:
 def test_plan_reports_progress_per_gpu_type() -> None:
     seen: list[tuple[float, str]] = []
     plan(make("llama-3.1-8b"), gpu_types=["h100-sxm", "a100-80gb-sxm"], max_gpus=8,
-         progress=lambda f, label: seen.append((f, label)))
+         progress=lambda f, label: seen.append((f, label))).to_json()
     assert seen == [(0.0, "h100-sxm"), (0.5, "a100-80gb-sxm")]

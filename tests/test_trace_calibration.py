@@ -1,5 +1,5 @@
 """training.trace_calibration: the activation ratio stored by `gpuplan trace --calibrate`, applied by
-evaluate and plan (torch-free: read in parse_scenario, carried on Training.activation_factor)."""
+evaluate and plan (torch-free: read in parse_scenario, carried on Scenario.corrections.activations)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def stored(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("ref", ["default", "path"])
 def test_stored_calibration_scales_the_activations_exactly(stored, ref):
-    base = evaluate(_sc())["memory"]
-    cal = evaluate(_sc(trace_calibration=str(stored) if ref == "path" else "default"))["memory"]
+    base = evaluate(_sc()).to_json()["memory"]
+    cal = evaluate(_sc(trace_calibration=str(stored) if ref == "path" else "default")).to_json()["memory"]
     assert cal["activations"] == pytest.approx(base["activations"] * 1.125, rel=1e-12)
     assert cal["activations_per_microbatch"] == pytest.approx(base["activations_per_microbatch"] * 1.125, rel=1e-12)
     for k in ("weights", "gradients", "optimizer"):
@@ -39,8 +39,8 @@ def test_stored_calibration_scales_the_activations_exactly(stored, ref):
 
 
 def test_without_the_key_nothing_changes(stored):
-    assert _sc().training.activation_factor == 1.0
-    assert evaluate(_sc())["memory"] == evaluate(_sc(trace_calibration=None))["memory"]
+    assert _sc().corrections.activations == 1.0
+    assert evaluate(_sc()).to_json()["memory"] == evaluate(_sc(trace_calibration=None)).to_json()["memory"]
 
 
 @pytest.mark.parametrize(("content", "needle"), [
@@ -64,7 +64,7 @@ def test_plan_uses_it_without_importing_torch(stored):
             "from gpuplan.model.estimate import evaluate; "
             f"sc = parse_scenario({{'model': 'llama-3.1-8b', 'hardware': {{'gpu': 'h100-sxm', 'gpus': 8}}, "
             f"'training': {{'trace_calibration': {str(stored)!r}}}}}); "
-            "print(sc.training.activation_factor, 'torch' in sys.modules)")
+            "print(sc.corrections.activations, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1.125", "False"]

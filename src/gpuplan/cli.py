@@ -11,27 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-
-# flag → scenario key (dotted); every scenario field can be given as a flag (DESIGN.md §2)
-FLAG_KEYS = {
-    "model": "model",
-    "gpu": "hardware.gpu", "gpus": "hardware.gpus", "gpus_per_node": "hardware.gpus_per_node",
-    "scale_up": "hardware.scale_up", "scale_out": "hardware.scale_out", "price": "hardware.price_per_gpu_hour",
-    "power_limit": "hardware.power_limit_w",
-    "calibration": "hardware.calibration",
-    "host_memory": "hardware.host_memory",
-    "seq_len": "training.seq_len", "global_batch": "training.global_batch",
-    "global_batch_tokens": "training.global_batch_tokens", "tokens": "training.tokens",
-    "steps": "training.steps", "precision": "training.precision", "optimizer": "training.optimizer",
-    "optimizer_impl": "training.optimizer_impl",
-    "method": "training.method", "lora_rank": "training.lora_rank", "lora_targets": "training.lora_targets",
-    "attention": "training.attention", "dropout": "training.dropout",
-    "dp": "layout.dp", "tp": "layout.tp", "pp": "layout.pp", "cp": "layout.cp", "ep": "layout.ep",
-    "zero": "layout.zero", "zero_group": "layout.zero_group", "micro_batch": "layout.micro_batch",
-    "recompute": "layout.recompute", "sequence_parallel": "layout.sequence_parallel",
-    "pp_schedule": "layout.pp_schedule", "virtual_stages": "layout.virtual_stages", "offload": "layout.offload",
-    "dp_overlap": "layout.dp_overlap", "zero3_gather": "layout.zero3_gather", "tp_overlap": "layout.tp_overlap",
-}
+from gpuplan.io.schema import FLAG_KEYS
 
 
 def _version() -> str:
@@ -185,11 +165,11 @@ def _parse_all(args: argparse.Namespace) -> tuple[list[Any], bool]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from gpuplan.model.estimate import evaluate, evaluate_safely
+    from gpuplan.api import evaluate
     from gpuplan.report.text import dumps, estimate_text
 
     scs, is_list = _parse_all(args)
-    results = [evaluate_safely(sc) for sc in scs] if is_list else [evaluate(scs[0])]
+    results = _each(scs, lambda sc: evaluate(sc).to_json(), keep_going=is_list)
     _write_outputs(args, results, "evaluate")
     if args.json:
         print(dumps(results if is_list else results[0]))
@@ -199,7 +179,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import fit
     from gpuplan.report.text import dumps, estimate_text
 
     max_gpus = _whole(args.max_gpus, "--max-gpus")
@@ -212,7 +192,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         args.gpu = None
     scs, is_list = _parse_all(args) if len(gpu_names) <= 1 else _per_gpu(args, gpu_names)
     # one GPU type of several that cannot be fitted says why; the others go on
-    results = _each(scs, lambda sc: _fit_one(sc, max_gpus, evaluate), keep_going=len(scs) > 1)
+    results = _each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
     if args.json:
         print(dumps(results if (is_list or len(results) > 1) else results[0]))
         return 0
@@ -234,7 +214,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def _each(scs: list[Any], run: Any, keep_going: bool) -> list[dict]:
     """``run`` on each scenario, in order. An item that did not parse is its error entry; one that
     fails is too when ``keep_going`` (a list of scenarios, several GPU types), else the error stands."""
-    from gpuplan.spec.scenario import Scenario
+    from gpuplan.spec import Scenario
 
     results: list[dict] = []
     for sc in scs:
@@ -259,23 +239,9 @@ def _per_gpu(args: argparse.Namespace, names: list[str]) -> tuple[list[Any], boo
     return out, True
 
 
-def _fit_one(sc: Any, max_gpus: int, evaluate: Any) -> dict:
-    from gpuplan.search.fit import fit
-
-    res = fit(sc, max_gpus=max_gpus)
-    row: dict[str, Any] = {"gpu": sc.hardware.gpu.id, "min_gpus": res["min_gpus"], "tried": res["tried"]}
-    if res["min_gpus"] is not None:
-        row["best"] = evaluate(res["scenario"], res["layout"])
-    else:
-        row["best"] = None
-        row["closest_total"] = res["memory"]["total"] if res["memory"] else None
-        row["capacity"] = sc.hardware.gpu.usable_memory_bytes
-    return row
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
+    from gpuplan.api import plan_scenario
     from gpuplan.report.text import dumps, plan_text
-    from gpuplan.search.plan import plan
     from gpuplan.units import parse_count, parse_duration, parse_money
 
     max_gpus, top_k = _whole(args.max_gpus, "--max-gpus"), _whole(args.top, "--top")
@@ -301,7 +267,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.report.progress import for_command
 
     kwargs["progress"] = bar = for_command("planning", args.json)
-    results = _each(scs, lambda sc: plan(sc, **kwargs), keep_going=is_list)
+    results = _each(scs, lambda sc: plan_scenario(sc, **kwargs).to_json(), keep_going=is_list)
     bar.close()
     _write_outputs(args, results, "plan")
     if args.json:

@@ -10,6 +10,9 @@ import re
 
 from gpuplan.errors import GpuplanError
 
+GiB = 2**30  # the only binary-prefix constants: bytes are printed as GiB, labelled GiB
+MiB = 2**20
+
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
 _BYTE_SUFFIX = {
     "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
@@ -98,7 +101,7 @@ def gib(n_bytes: float) -> float:
 
 
 def fmt_gib(n_bytes: float | None, digits: int = 1) -> str:
-    return "-" if n_bytes is None else f"{n_bytes / 2**30:,.{digits}f}"
+    return "-" if n_bytes is None else f"{n_bytes / GiB:,.{digits}f}"
 
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, ""))

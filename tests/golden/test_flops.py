@@ -27,7 +27,7 @@ def test_six_n_is_six_times_active_params():
 def test_guide_7b_times_1_4t_tokens_is_about_6e22_flops():
     # source: the guide (shared/GUIDE_EXAMPLES.md) — "7B parameters × 1.4T tokens ≈ 6·10²² FLOPs"
     # (6·7e9·1.4e12 = 5.88e22).
-    res = evaluate(make({"params": 7e9}, training={"tokens": 1.4e12}))["time"]
+    res = evaluate(make({"params": 7e9}, training={"tokens": 1.4e12})).to_json()["time"]
     assert res["six_n_flops_per_token"] * 1.4e12 == pytest.approx(5.88e22, rel=1e-12)
     total = res["total_flops"]
     # total_flops counts model FLOPs (PaLM): the derived Llama-like shape (6.74B of the 7B, 32 layers,

@@ -3,6 +3,7 @@
 import pytest
 from conftest import make, mem
 
+from gpuplan.api import Fit
 from gpuplan.search.fit import fit
 
 
@@ -57,11 +58,11 @@ def test_70b_does_not_fit_one_h100():
 
 def test_70b_needs_on_the_order_of_16_h100_with_fsdp():
     # source: the guide — "a minimum of 16 GPUs just to fit the model into memory".
-    res = fit(make("llama-3.1-70b"))
-    assert res["min_gpus"] == 16
-    assert res["memory"]["fits"]
+    res = Fit(fit(make("llama-3.1-70b")))
+    assert res.min_gpus == 16
+    assert res.best.memory.fits
     # whatever the split (FSDP over 16, or tp×pp = 16), the 16 B/param of model state is spread 16 ways
-    m = res["memory"]
+    m = res.best.memory.to_json()
     assert m["weights"] + m["gradients"] + m["optimizer"] == pytest.approx(16 * 70_553_706_496 / 16, rel=0.03)
 
 

@@ -11,7 +11,7 @@ def test_peft_llama2_7b_r8_q_v_trainable_params():
     # target_modules=["q_proj", "v_proj"]): "trainable params: 4,194,304" (PEFT docs/README example
     # output) = 8 × (4096 + 4096) × 2 matrices × 32 layers.
     est = evaluate(make("llama-2-7b", training={"method": "lora", "lora_rank": 8,
-                                                "lora_targets": ["q_proj", "v_proj"]}))
+                                                "lora_targets": ["q_proj", "v_proj"]})).to_json()
     assert est["model"]["params_trainable"] == 4_194_304
 
 
@@ -19,7 +19,7 @@ def test_lora_all_linear_rank_16_llama_3_8b():
     # r·(in + out) per adapted matrix: q 4096→4096, k/v 4096→1024, o 4096→4096, gate/up 4096→14336,
     # down 14336→4096; 32 layers.
     per_layer = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2 + (4096 + 14336) * 3)
-    est = evaluate(make("llama-3.1-8b", training={"method": "lora", "lora_rank": 16}))
+    est = evaluate(make("llama-3.1-8b", training={"method": "lora", "lora_rank": 16})).to_json()
     assert est["model"]["params_trainable"] == 32 * per_layer
 
 

@@ -50,7 +50,7 @@ def _zero3(gpus: int, mb: int, style: str) -> dict:
               training={"seq_len": 2048, "global_batch": 1536, "precision": "fp16", "attention": "eager",
                         "dropout": 0.1},
               layout={"zero": 3, "micro_batch": mb, "recompute": "full", "zero3_gather": style})
-    return evaluate(sc)["time"]
+    return evaluate(sc).to_json()["time"]
 
 
 def test_blocking_per_tensor_gathers_cost_more_than_prefetched_blocks():
@@ -74,7 +74,7 @@ def _tp8(**layout) -> dict:
     sc = make("llama-3.1-70b", "h100-sxm", 256, hardware={"scale_out": "roce-400g"},
               training={"seq_len": 8192, "global_batch": 512, "precision": "fp8"},
               layout={"tp": 8, "zero": 3, "micro_batch": 16, "recompute": "full", **layout})
-    return evaluate(sc)["time"]
+    return evaluate(sc).to_json()["time"]
 
 
 def test_async_tp_hides_all_but_the_first_of_tp_steps():

@@ -142,9 +142,9 @@ def test_calibration_is_applied_when_a_scenario_asks_for_it(tmp_path):
 
     store = Store(tmp_path / "runs.sqlite3")
     store.set_calibration("h100-sxm", 1.2, 0.8, 3)
-    plain = evaluate(make("llama-3.1-8b", gpus=8, layout={"zero": 3}))
+    plain = evaluate(make("llama-3.1-8b", gpus=8, layout={"zero": 3})).to_json()
     cal = evaluate(make("llama-3.1-8b", gpus=8, layout={"zero": 3},
-                        hardware={"calibration": str(tmp_path / "runs.sqlite3")}))
+                        hardware={"calibration": str(tmp_path / "runs.sqlite3")})).to_json()
     assert cal["memory"]["total"] == pytest.approx(1.2 * plain["memory"]["total"])
     assert cal["time"]["compute_s"] == pytest.approx(plain["time"]["compute_s"] / 0.8, rel=0.05)
 
@@ -213,7 +213,7 @@ def _advice_case(share: float):
 
     sc = make("llama-3.1-8b", gpu="h100-sxm", gpus=8, layout={"zero": 3, "micro_batch": 1, "recompute": "full"},
               training={"seq_len": 2048})
-    predicted = evaluate(sc)
+    predicted = evaluate(sc).to_json()
     cap = 80 * GiB
     measured = {"memory": {"capacity": cap, "reserved": share * cap, "total": share * cap}}
     return sc, measured, predicted
@@ -233,8 +233,8 @@ def test_advice_names_the_largest_micro_batch_and_a_cheaper_gpu_with_numbers():
     mb = _advised_mb(line)
     scale = 0.3 * 80 * GiB / predicted["memory"]["total"]
     # the named micro-batch fits (scaled prediction within 95% of the card) and the next one does not
-    assert evaluate(sc, micro_batch=mb)["memory"]["total"] * scale <= 0.95 * 80 * GiB
-    assert evaluate(sc, micro_batch=mb + 1)["memory"]["total"] * scale > 0.95 * 80 * GiB
+    assert evaluate(sc, micro_batch=mb).to_json()["memory"]["total"] * scale <= 0.95 * 80 * GiB
+    assert evaluate(sc, micro_batch=mb + 1).to_json()["memory"]["total"] * scale > 0.95 * 80 * GiB
     assert "holds it at $" in line and "/GPU-h" in line
     price = float(line.split("holds it at $")[1].split("/")[0])
     assert price < get_gpu("h100-sxm").price_usd_per_gpu_hour

@@ -19,7 +19,7 @@ def _mem(model, gpus, training=None, **layout):
         lay = complete_layout(sc, **layout)
     except GpuplanError:
         reject()  # e.g. tp does not divide this model's heads: not a case of the property
-    return memory(sc.model, sc.hardware, sc.training, lay)
+    return memory(sc.model, sc.hardware, sc.training, lay).to_json()
 
 
 def _state(m):
@@ -111,7 +111,7 @@ def test_shards_sum_to_the_unsharded_total(model, nd):
 @given(model=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "gpt2"]), tp=st.sampled_from([2, 4]),
        pp=st.sampled_from([2, 4]))
 def test_tensor_and_pipeline_shards_cover_the_model(model, tp, pp):
-    from gpuplan.model.memory import rank_params
+    from gpuplan.model.params import rank_params
 
     sc = make(model)
     total = sum(rank_params(sc.model, tp, 1, pp, 1, s, None, 16).dense for s in range(pp)) * tp

@@ -9,7 +9,7 @@ from conftest import make
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuplan.search.plan import plan
+from gpuplan.api import plan_scenario as plan
 
 MODELS = ["llama-3.2-1b", "qwen2.5-0.5b", "gpt2", "llama-3.1-8b", "mixtral-8x7b"]
 GPUS = ["h100-sxm", "a100-80gb", "mi300x", "l4"]
@@ -21,7 +21,7 @@ SETTINGS = settings(max_examples=15, deadline=None)
 def _plan(model: str, gpu: str, max_gpus: int, net: str, seq: int, threshold: float = 0.8,
           objective: str = "time") -> dict:
     sc = make(model, gpu, 1, hardware={"scale_out": net}, training={"seq_len": seq, "tokens": 1e10})
-    return plan(sc, max_gpus=max_gpus, top_k=100, threshold=threshold, objective=objective)
+    return plan(sc, max_gpus=max_gpus, top_k=100, threshold=threshold, objective=objective).to_json()
 
 
 case = st.tuples(st.sampled_from(MODELS), st.sampled_from(GPUS), st.sampled_from([16, 32, 64]),
@@ -110,12 +110,12 @@ def test_deadline_and_budget_pick_within_the_limit(c, cut):
     deadline = times[0] + cut * (times[-1] - times[0])
     budget = costs[0] + cut * (costs[-1] - costs[0])
     sc = make(model, gpu, 1, hardware={"scale_out": net}, training={"seq_len": seq, "tokens": 1e10})
-    by_deadline = plan(sc, max_gpus=max_gpus, top_k=100, deadline_s=deadline)
+    by_deadline = plan(sc, max_gpus=max_gpus, top_k=100, deadline_s=deadline).to_json()
     in_time = [e for e in every if e["time"]["train_s"] <= deadline]
     assert in_time  # the fastest always makes it
     assert all(e["time"]["train_s"] <= deadline for e in by_deadline["candidates"])
     assert by_deadline["best"]["cost"]["usd"] == min(e["cost"]["usd"] for e in in_time)
-    by_budget = plan(sc, max_gpus=max_gpus, top_k=100, budget=budget)
+    by_budget = plan(sc, max_gpus=max_gpus, top_k=100, budget=budget).to_json()
     within = [e for e in every if e["cost"]["usd"] <= budget]
     assert within  # the cheapest always makes it
     assert all(e["cost"]["usd"] <= budget for e in by_budget["candidates"])

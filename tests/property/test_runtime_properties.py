@@ -17,7 +17,7 @@ TIME_PARTS = ("step_s", "compute_s", "comm_exposed_s", "bubble_s", "optimizer_s"
 def _time(model, gpus, gpu="h100-sxm", hardware=None, training=None, **layout):
     try:
         sc = make(model, gpu=gpu, gpus=gpus, hardware=hardware or {}, training=training or {}, layout=layout)
-        return evaluate(sc)
+        return evaluate(sc).to_json()
     except GpuplanError:
         reject()  # tp does not divide the heads, batch not a multiple of dp × micro-batch, ...
 

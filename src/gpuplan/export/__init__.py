@@ -64,15 +64,13 @@ def notes_text(ex: Export) -> str:
 def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int = 16384) -> tuple[Export, str]:
     """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
     else the best layout ``plan`` finds. Returns the export and a line saying which it was."""
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import evaluate, plan_scenario
 
     if "tp" in sc.layout and "pp" in sc.layout:
-        est = evaluate(sc)
+        est = evaluate(sc).to_json()
         how = f"exporting the scenario's layout on {sc.hardware.gpus} GPUs"
     else:
-        from gpuplan.search.plan import plan
-
-        res = plan(sc, max_gpus=max_gpus, objective=objective)
+        res = plan_scenario(sc, max_gpus=max_gpus, objective=objective).to_json()
         est = res["best"]
         if est is None:
             raise GpuplanError("nothing to export: no layout fits (see `gpuplan plan --explain`)")

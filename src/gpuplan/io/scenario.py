@@ -9,31 +9,25 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError
+from gpuplan.io.schema import HARDWARE_KEYS, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
     Hardware,
-    Layout,
     Training,
     check_layout_fields,
 )
+from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.model import ModelSpec
 from gpuplan.spec.scenario import Scenario
 from gpuplan.units import parse_bytes, parse_count, parse_money
 
-TOP_KEYS = ("name", "model", "hardware", "training", "layout")
-HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
-                 "calibration", "host_memory")
-TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
-                 "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout",
-                 "trace_calibration")
-LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention")  # string-valued keys
@@ -200,12 +194,14 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         model_ref = str(base_dir / model_ref)
     model = load_model(model_ref)
 
-    hardware = _hardware(_section(raw, "hardware", HARDWARE_KEYS))
-    training = _training(_section(raw, "training", TRAINING_KEYS), model)
+    hw_raw, tr_raw = _section(raw, "hardware", HARDWARE_KEYS), _section(raw, "training", TRAINING_KEYS)
+    hardware = _hardware(hw_raw)
+    corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
+    training = _training(tr_raw, model)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = raw.get("name")
     return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
-                    training=training, layout=layout, model_ref=model_ref)
+                    training=training, layout=layout, model_ref=model_ref, corrections=corrections)
 
 
 def _hardware(hw_raw: dict) -> Hardware:
@@ -224,13 +220,25 @@ def _hardware(hw_raw: dict) -> Hardware:
     )
     if "host_memory" in hw_raw:
         hardware = replace(hardware, host_memory_bytes=_host_memory(hw_raw["host_memory"]))
-    if hw_raw.get("calibration") not in (None, "", False):  # factors `gpuplan calibrate` fitted on own runs
+    return hardware
+
+
+def _corrections(hw_raw: dict, tr_raw: dict, gpu: str, model_type: str) -> Corrections:
+    """The calibration a scenario asks for: ``hardware.calibration`` (factors `gpuplan calibrate`
+    fitted on the user's own runs of ``gpu``) and ``training.trace_calibration`` (the activation
+    ratio `gpuplan trace --calibrate` stored for the architecture)."""
+    memory = compute = activations = 1.0
+    if hw_raw.get("calibration") not in (None, "", False):
         from gpuplan.profile.store import calibration_factors
 
-        factors = calibration_factors(hw_raw["calibration"], hardware.gpu.id)
+        factors = calibration_factors(hw_raw["calibration"], gpu)
         if factors is not None:
-            hardware = replace(hardware, memory_factor=factors[0], compute_factor=factors[1])
-    return hardware
+            memory, compute = factors
+    if "trace_calibration" in tr_raw:
+        factor = _trace_calibration(tr_raw["trace_calibration"], model_type)
+        if factor is not None:
+            activations = factor
+    return Corrections(memory=memory, compute=compute, activations=activations, gpu=gpu)
 
 
 def _host_memory(value: Any) -> float:
@@ -298,10 +306,8 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
             kw[key] = float(parse_count(value, "training.dropout"))
         elif key == "lora_targets":
             kw[key] = _lora_targets(value)
-        elif key == "trace_calibration":  # activation ratio stored by `gpuplan trace --calibrate`
-            factor = _trace_calibration(value, model.model_type)
-            if factor is not None:
-                kw["activation_factor"] = factor
+        elif key == "trace_calibration":  # the activation ratio: see _corrections
+            continue
         elif key in TRAINING_NAMES:
             kw[key] = _name_value(value, f"training.{key}")
     if "tokens" in kw and "steps" in kw:
@@ -340,9 +346,9 @@ def _batch_from_tokens(value: Any, seq_len: int) -> int:
 
 def _check_lora_rank(training: Training, model: ModelSpec) -> None:
     """A LoRA rank above a targeted matrix's smaller side adds more parameters than the matrix holds."""
-    from gpuplan.model.memory import _is_lora_target
+    from gpuplan.spec.model import is_lora_target
 
-    dims = [min(w.shape) for lg in model.layers for w in lg.weights if _is_lora_target(w, training.lora_targets)]
+    dims = [min(w.shape) for lg in model.layers for w in lg.weights if is_lora_target(w, training.lora_targets)]
     smallest = min(dims) if dims else model.hidden
     if training.lora_rank > smallest:
         raise GpuplanError(f"training.lora_rank = {training.lora_rank} is more than {smallest}, the smallest "

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.spec import Hardware
+from gpuplan.spec import GPU, Fabric, Hardware
 
 PCIE5_BYTES_PER_S = 63e9  # PCIe 5.0 x16 per direction (PCI-SIG), for nodes whose NVLink domain is a pair
 
@@ -49,32 +50,25 @@ class Topology:
 
 
 def topology(hw: Hardware) -> Topology:
-    key = (hw.gpu.id, hw.gpus_per_node, hw.scale_up.id, hw.scale_out.id if hw.scale_out else None)
-    topo = _TOPOLOGIES.get(key)
-    if topo is None:
-        topo = _TOPOLOGIES[key] = _topology(hw)
-    return topo
+    """The GPU's scale-up domain and the node's network, as per-GPU rates (cached by value)."""
+    return _topology(hw.gpu, hw.gpus_per_node, hw.scale_up, hw.scale_out)
 
 
-_TOPOLOGIES: dict[tuple, Topology] = {}
-
-
-def _topology(hw: Hardware) -> Topology:
-    up = hw.scale_up
-    domain_gpus = up.domain_gpus or hw.gpus_per_node
+@lru_cache(maxsize=256)
+def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> Topology:
+    domain_gpus = up.domain_gpus or gpus_per_node
     eff_up = constant("scale_up_efficiency")
-    if domain_gpus < hw.gpus_per_node:  # e.g. H100 NVL bridge pairs: the node talks over PCIe
-        bw_up, domain = PCIE5_BYTES_PER_S * eff_up, hw.gpus_per_node
+    if domain_gpus < gpus_per_node:  # e.g. H100 NVL bridge pairs: the node talks over PCIe
+        bw_up, domain = PCIE5_BYTES_PER_S * eff_up, gpus_per_node
     else:
-        bw_up, domain = (up.bytes_per_s_per_gpu or hw.gpu.scale_up_bytes_per_s) * eff_up, domain_gpus
+        bw_up, domain = (up.bytes_per_s_per_gpu or gpu.scale_up_bytes_per_s) * eff_up, domain_gpus
     ring = table("ring_latency_s")
     lat_up = up.latency_s or 1e-6
-    out = hw.scale_out
     if out is None or not out.link_bytes_per_s:
         return Topology(domain, bw_up, lat_up, 0.0, 0.0, ring["base"], ring["scale_up_step"])
     eff_out = out.efficiency if out.efficiency is not None else constant("scale_out_efficiency")
-    nics = min(out.links_per_node or 1, hw.gpus_per_node)
-    bw_out = out.link_bytes_per_s * nics / hw.gpus_per_node * eff_out
+    nics = min(out.links_per_node or 1, gpus_per_node)
+    bw_out = out.link_bytes_per_s * nics / gpus_per_node * eff_out
     lat_out = out.latency_s or 5e-6
     return Topology(domain, bw_up, lat_up, bw_out, lat_out, ring["base"], ring["scale_up_step"], ring["scale_out_step"])
 

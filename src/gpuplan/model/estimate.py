@@ -1,119 +1,173 @@
-"""``evaluate()``: one scenario and a complete layout → an Estimate (DESIGN.md section 4).
+"""``evaluate()``: one scenario and a complete layout → an ``Estimate`` (DESIGN.md section 4).
 
-A pure function of its inputs: no file or network I/O beyond the cached catalogues.
+A pure function of its inputs (no I/O beyond the cached catalogues). ``Estimate.to_json()``
+is the contract's JSON object, keys in their documented order.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog.constants import table
 from gpuplan.errors import GpuplanError
-from gpuplan.model.flops import flops_per_token
-from gpuplan.model.memory import memory, rank_params
-from gpuplan.model.runtime import step_time, unsupported_precision
+from gpuplan.model.compute import unsupported_precision
+from gpuplan.model.flops import FlopsPerToken, flops_per_token
+from gpuplan.model.memory import MemoryBreakdown, memory
+from gpuplan.model.params import trainable_params
+from gpuplan.model.runtime import StepTime, step_time
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 TIME_KEYS = ("step_s", "compute_s", "comm_exposed_s", "bubble_s", "tokens_per_s", "tokens_per_s_per_gpu",
              "model_flops_per_token", "mfu", "hfu", "train_s", "gpu_hours")
-MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "other", "total", "capacity", "fits")
 
 
-def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> dict:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeEstimate:
+    """Step time and what follows from it: throughput, MFU/HFU, time to train, GPU-hours, energy."""
+
+    step: StepTime
+    flops: FlopsPerToken
+    tokens_per_step: int
+    total_tokens: float | None
+    tokens_per_s: float
+    gpus: int
+    peak_flops: float              # the 16-bit dense peak MFU and HFU are measured against
+    failure_overhead: float | None
+    energy_kwh: float | None
+
+    @property
+    def step_s(self) -> float:
+        return self.step.step_s
+
+    @property
+    def mfu(self) -> float:
+        return self.flops.model * self.tokens_per_s / (self.gpus * self.peak_flops)
+
+    @property
+    def hfu(self) -> float:
+        return self.flops.hardware * self.tokens_per_s / (self.gpus * self.peak_flops)
+
+    @property
+    def train_s(self) -> float | None:
+        return self.total_tokens / self.tokens_per_s if self.total_tokens else None
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return self.gpus * self.train_s / 3600 if self.train_s is not None else None
+
+    def to_json(self) -> dict:
+        st, fl, total, train_s = self.step, self.flops, self.total_tokens, self.train_s
+        fail = self.failure_overhead
+        return {
+            "step_s": st.step_s, "compute_s": st.compute_s, "comm_exposed_s": st.comm_exposed_s,
+            "bubble_s": st.bubble_s, "optimizer_s": st.optimizer_s, "recompute_s": st.recompute_s,
+            "comm_detail": dict(st.comm_detail), "microbatches": st.microbatches,
+            "tokens_per_step": self.tokens_per_step, "steps": total / self.tokens_per_step if total else None,
+            "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_gpu": self.tokens_per_s / self.gpus,
+            "model_flops_per_token": fl.model, "hardware_flops_per_token": fl.hardware,
+            "six_n_flops_per_token": fl.six_n, "total_flops": fl.model * total if total else None,
+            "mfu": self.mfu, "hfu": self.hfu, "train_s": train_s, "gpu_hours": self.gpu_hours,
+            "train_s_with_failures": train_s * (1 + fail) if fail is not None and train_s is not None else None,
+            "failure_overhead": fail, "energy_kwh": self.energy_kwh,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    usd: float | None
+    usd_per_gpu_hour: float | None
+    usd_with_failures: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimate:
+    """Memory, time and cost of one scenario on one complete layout."""
+
+    scenario: Scenario
+    layout: Layout
+    memory: MemoryBreakdown
+    time: TimeEstimate | None   # None when the GPU has no published compute peak (``time_note`` says so)
+    cost: Cost
+    notes: tuple[str, ...] = ()
+    time_note: str | None = None
+
+    def to_json(self) -> dict:
+        sc, model = self.scenario, self.scenario.model
+        tr = sc.training
+        out: dict[str, Any] = {
+            "scenario": normalized(sc, self.layout),
+            "model": {
+                "name": model.name, "params": model.params, "params_active": model.params_active,
+                "params_trainable": trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank),
+                "params_source": model.params_source, "params_by_group": model.params_by_group(),
+                "assumed": list(model.assumed),
+            },
+            "notes": list(self.notes),
+            "memory": self.memory.to_json(),
+        }
+        if self.time is None:
+            out["time"] = {k: None for k in TIME_KEYS} | {"note": self.time_note}
+            out["cost"] = {"usd": None, "usd_per_gpu_hour": self.cost.usd_per_gpu_hour, "note": self.time_note}
+        else:
+            out["time"] = self.time.to_json()
+            out["cost"] = {"usd": self.cost.usd, "usd_per_gpu_hour": self.cost.usd_per_gpu_hour,
+                           "usd_with_failures": self.cost.usd_with_failures}
+        return out
+
+
+def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
     """Estimate for ``sc`` with ``layout`` (or the scenario's layout completed with ``overrides``)."""
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
     if problem:
         raise GpuplanError(problem)
     lay = layout if layout is not None else complete_layout(sc, **overrides)
-    mem = memory(sc.model, sc.hardware, sc.training, lay)
-    model = sc.model
-    n_params = model.params
-    state = mem["weights"] + mem["gradients"] + mem["optimizer"]
-    tr = sc.training
-    if tr.method == "full":
-        trainable = n_params
-    else:
-        whole = rank_params(model, 1, 1, 1, 1, 0, tr.lora_targets, tr.lora_rank)
-        trainable = int(round(whole.adapters_dense + whole.adapters_expert))
-    return {
-        "scenario": normalized(sc, lay),
-        "model": {
-            "name": model.name, "params": n_params, "params_active": model.params_active,
-            "params_trainable": trainable,
-            "params_source": model.params_source, "params_by_group": model.params_by_group(),
-            "assumed": list(model.assumed),
-        },
-        "notes": _notes(sc),
-        "memory": {
-            **{k: mem[k] for k in MEMORY_KEYS},
-            "headroom": mem["headroom"],
-            "detail": mem["detail"],
-            "peak_phase": mem["peak_phase"],
-            "stage": mem["stage"],
-            "microbatches_in_flight": mem["microbatches_in_flight"],
-            "activations_per_microbatch": mem["activations_per_microbatch"],
-            "cpu_offload": mem["cpu_offload"],
-            "cpu_offload_per_node": mem["cpu_offload_per_node"],
-            "host_memory": mem["host_memory"],
-            "params_on_rank": mem["params_on_rank"],
-            "model_state_bytes_per_param": state / mem["params_on_rank"] if mem["params_on_rank"] else 0.0,
-        },
-        **time_and_cost(sc, lay),
-    }
-
-
-def _notes(sc: Scenario) -> list[str]:
-    """What the estimate does not check but the user should know."""
-    notes = []
-    m, seq = sc.model, sc.training.seq_len
-    if m.max_positions and seq > m.max_positions:
-        notes.append(f"seq_len {seq:,} is beyond the {m.max_positions:,} positions {m.name} was trained on: "
-                     "long-context training needs RoPE scaling or a longer-context model (memory and time are "
-                     "predicted all the same)")
-    return notes
-
-
-def time_and_cost(sc: Scenario, lay: Layout) -> dict:
-    """The ``time`` and ``cost`` blocks: step time (runtime.py), throughput, MFU/HFU, time to
-    train, GPU-hours, energy at TDP, cost; and the optional goodput loss to failures."""
-    hw, tr, model = sc.hardware, sc.training, sc.model
+    mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
+    hw = sc.hardware
     if not any(k in hw.gpu.peak_flops for k in ("bf16", "fp16", "fp32")):
         why = f"{hw.gpu.id} has no published compute peak in the catalogue: runtime and cost are not predicted"
-        return {"time": {k: None for k in TIME_KEYS} | {"note": why},
-                "cost": {"usd": None, "usd_per_gpu_hour": hw.price_per_gpu_hour, "note": why}}
-    st = step_time(model, hw, tr, lay)
-    fl = flops_per_token(model, tr.seq_len, lay.recompute)
+        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc), time_note=why,
+                        cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None))
+    time = time_estimate(sc, lay)
+    return Estimate(scenario=sc, layout=lay, memory=mem, time=time, cost=cost_of(time, hw.price_per_gpu_hour),
+                    notes=_notes(sc))
+
+
+def _notes(sc: Scenario) -> tuple[str, ...]:
+    """What the estimate does not check but the user should know."""
+    m, seq = sc.model, sc.training.seq_len
+    if m.max_positions and seq > m.max_positions:
+        return (f"seq_len {seq:,} is beyond the {m.max_positions:,} positions {m.name} was trained on: "
+                "long-context training needs RoPE scaling or a longer-context model (memory and time are "
+                "predicted all the same)",)
+    return ()
+
+
+def time_estimate(sc: Scenario, lay: Layout) -> TimeEstimate:
+    """Step time (runtime.py), throughput, MFU/HFU, time to train, energy at TDP, and the goodput
+    loss to failures."""
+    hw, tr, model = sc.hardware, sc.training, sc.model
+    st = step_time(model, hw, tr, lay, sc.corrections)
     seqs = tr.global_batch if tr.global_batch is not None else lay.dp * lay.micro_batch
     tokens_per_step = seqs * tr.seq_len
-    tps = tokens_per_step / st["step_s"]
+    tps = tokens_per_step / st.step_s
     peak16 = hw.gpu.peak_flops.get("bf16") or hw.gpu.peak_flops.get("fp16") or hw.gpu.peak_flops["fp32"]
     total_tokens = tr.tokens if tr.tokens is not None else (tr.steps * tokens_per_step if tr.steps else None)
     train_s = total_tokens / tps if total_tokens else None
-    gpu_hours = hw.gpus * train_s / 3600 if train_s is not None else None
-    price = hw.price_per_gpu_hour
-    fail = failure_overhead(hw.gpus, train_s) if train_s is not None else None
-    return {
-        "time": {
-            "step_s": st["step_s"], "compute_s": st["compute_s"], "comm_exposed_s": st["comm_exposed_s"],
-            "bubble_s": st["bubble_s"], "optimizer_s": st["optimizer_s"], "recompute_s": st["recompute_s"],
-            "comm_detail": st["comm_detail"], "microbatches": st["microbatches"],
-            "tokens_per_step": tokens_per_step, "steps": total_tokens / tokens_per_step if total_tokens else None,
-            "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / hw.gpus,
-            "model_flops_per_token": fl.model, "hardware_flops_per_token": fl.hardware,
-            "six_n_flops_per_token": fl.six_n,
-            "total_flops": fl.model * total_tokens if total_tokens else None,
-            "mfu": fl.model * tps / (hw.gpus * peak16), "hfu": fl.hardware * tps / (hw.gpus * peak16),
-            "train_s": train_s, "gpu_hours": gpu_hours,
-            "train_s_with_failures": train_s * (1 + fail) if fail is not None else None,
-            "failure_overhead": fail,
-            "energy_kwh": hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None,
-        },
-        "cost": {"usd": gpu_hours * price if gpu_hours is not None and price is not None else None,
-                 "usd_per_gpu_hour": price,
-                 "usd_with_failures": gpu_hours * price * (1 + fail)
-                 if gpu_hours is not None and price is not None and fail is not None else None},
-    }
+    return TimeEstimate(
+        step=st, flops=flops_per_token(model, tr.seq_len, lay.recompute), tokens_per_step=tokens_per_step,
+        total_tokens=total_tokens, tokens_per_s=tps, gpus=hw.gpus, peak_flops=peak16,
+        failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
+        energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None)
+
+
+def cost_of(time: TimeEstimate, price: float | None) -> Cost:
+    gpu_hours, fail = time.gpu_hours, time.failure_overhead
+    return Cost(usd=gpu_hours * price if gpu_hours is not None and price is not None else None,
+                usd_per_gpu_hour=price,
+                usd_with_failures=gpu_hours * price * (1 + fail)
+                if gpu_hours is not None and price is not None and fail is not None else None)
 
 
 def failure_overhead(gpus: int, train_s: float) -> float:
@@ -135,6 +189,6 @@ def evaluate_safely(sc_or_error: Scenario | GpuplanError, **overrides: Any) -> d
     if isinstance(sc_or_error, GpuplanError):
         return {"error": str(sc_or_error)}
     try:
-        return evaluate(sc_or_error, **overrides)
+        return evaluate(sc_or_error, **overrides).to_json()
     except GpuplanError as err:
         return {"error": str(err)}

@@ -62,7 +62,7 @@ def _scaled_total(sc: Scenario, scale: float, **overrides: Any) -> float | None:
     """The analytic peak of ``sc`` (with layout ``overrides``) times the measured/predicted ratio;
     None when that layout is not valid there (a micro-batch that does not divide the batch …)."""
     try:
-        return evaluate(sc, **overrides)["memory"]["total"] * scale
+        return evaluate(sc, **overrides).memory.total * scale
     except GpuplanError:
         return None
 
@@ -200,7 +200,7 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
         hw = make_hardware(gpu_id, gpus=world, gpus_per_node=nproc)
         sc = replace(sc, hardware=hw)
         trial = replace(trial, hardware=hw)
-    predicted = evaluate(trial)
+    predicted = evaluate(trial).to_json()
     report: dict[str, Any] = {"device": device, "gpu": gpu_id if device == "cuda" else "cpu", "world": world,
                               "predicted": {"memory": predicted["memory"], "time": predicted["time"]},
                               "scenario": predicted["scenario"], "oom": oom, "notes": notes}

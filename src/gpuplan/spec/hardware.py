@@ -66,8 +66,6 @@ class Hardware:
     scale_out: Fabric | None
     price_per_gpu_hour: float | None
     power_limit_w: float | None = None  # a board power cap below TDP lowers the sustained clock
-    memory_factor: float = 1.0   # measured/predicted peak memory from `gpuplan calibrate` (1 = none)
-    compute_factor: float = 1.0  # measured/predicted throughput from `gpuplan calibrate` (1 = none)
     host_memory_bytes: float | None = None  # CPU memory per node, for offload (unchecked when unknown)
 
     def __post_init__(self) -> None:

@@ -56,12 +56,10 @@ class Training:
     lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
     attention: Attention = "flash"
     dropout: float = 0.0
-    activation_factor: float = 1.0  # traced/predicted activations from `gpuplan trace --calibrate` (1 = none)
 
     def __post_init__(self) -> None:
         _positive(self.seq_len, "training.seq_len")
         _at_most(self.seq_len, MAX_SEQ_LEN, "training.seq_len", "give the sequence length in tokens, e.g. 8192")
-        _positive(self.activation_factor, "training.activation_factor", integer=False)
         if self.global_batch is not None:
             _positive(self.global_batch, "training.global_batch")
             _at_most(self.global_batch, MAX_GLOBAL_BATCH, "training.global_batch",

@@ -46,6 +46,18 @@ class Weight:
         return len(self.shape) == 2 and not self.bias
 
 
+LORA_GROUPS = {"attention", "mlp", "expert", "shared_expert"}  # the blocks' linear layers
+
+
+def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
+    """Whether PEFT puts an adapter on ``w`` for ``target_modules = targets`` (matched on the module's
+    leaf name; all seven projections = PEFT's "all-linear")."""
+    if not w.is_matrix or w.group not in LORA_GROUPS:
+        return False
+    leaf = w.name.rsplit(".", 1)[-1]
+    return len(targets) == 7 or leaf in targets
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class LayerGroup:
     """``count`` identical transformer blocks (e.g. DeepSeek-V3: 3 dense + 58 MoE)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.spec.corrections import NONE, Corrections
 from gpuplan.spec.hardware import Hardware
 from gpuplan.spec.job import Training
 from gpuplan.spec.layout import Layout, check_layout
@@ -22,6 +23,7 @@ class Scenario:
     hardware: Hardware
     training: Training
     layout: dict[str, Any] = field(default_factory=dict)  # partial: what the user fixed
+    corrections: Corrections = NONE  # calibration fitted on the user's own runs (spec/corrections.py)
     model_ref: Any = None  # the model reference as given (resolved path, mapping or name)
 
     def with_gpus(self, gpus: int) -> Scenario:
@@ -50,13 +52,14 @@ def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
 def normalized(sc: Scenario, layout: Layout) -> dict:
     """The scenario as evaluated: every field explicit, in the file's own units."""
     hw, tr = sc.hardware, sc.training
+    corr = sc.corrections.on(hw.gpu.id)
     return {
         "name": sc.name,
         "model": sc.model.name,
         "hardware": {"gpu": hw.gpu.id, "gpus": hw.gpus, "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
                      "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
                      "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w,
-                     "memory_factor": hw.memory_factor, "compute_factor": hw.compute_factor},
+                     "memory_factor": corr.memory, "compute_factor": corr.compute},
         "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch, "tokens": tr.tokens,
                      "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
                      "optimizer_impl": tr.optimizer_impl,

@@ -69,12 +69,12 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
 
         sc = dataclasses.replace(sc, model=load_model({"params": r.params}))
     lay = complete_layout(sc)
-    est = evaluate(sc, lay)
+    est = evaluate(sc, lay).to_json()
     pm = est["memory"]
     tr = sc.training
-    _per_mb, act_pred, _logits = stage_activations(
+    act_pred = stage_activations(
         sc.model, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp, lay.sequence_parallel,
-        lay.micro_batch, lay.recompute, 1.0)
+        lay.micro_batch, lay.recompute, 1.0, sc.corrections.activations).held
     mm = measured_memory(r, pm["detail"]["runtime"])
     mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay)
     pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]

@@ -45,7 +45,7 @@ def score_memory_runs() -> dict[str, Any]:
         raw = {"model": run["model"], "hardware": {"gpu": run.get("gpu") or "h100-sxm", "gpus": run["gpus"]},
                "training": tr, "layout": lay}
         try:
-            est = evaluate(parse_scenario(raw))
+            est = evaluate(parse_scenario(raw)).to_json()
         except GpuplanError as err:
             skipped.append({"id": run["id"], "why": str(err)})
             continue

@@ -71,7 +71,7 @@ def score_runs(only: str | None = None) -> dict[str, Any]:
         raw = {"model": run["model"], "hardware": hw, "training": tr, "layout": lay}
         try:
             sc = parse_scenario(raw)
-            est = evaluate(sc)
+            est = evaluate(sc).to_json()
         except GpuplanError as err:
             skipped.append({"id": run["id"], "why": str(err)})
             continue

@@ -1,0 +1,164 @@
+"""Compute on one GPU: the achievable rates of a device, roofline matmuls with wave quantization,
+and the time of one transformer layer's forward, backward and recomputation.
+
+* matmuls: roofline per weight matrix — max(2mnk / (peak · e_gemm), bytes / (HBM bw · e_bw))
+  with e_gemm the achievable share of the dense peak for the GPU's architecture; the
+  backward pass runs two matmuls (input and weight gradient) of the same shape;
+* attention core: FlashAttention — causal FLOPs at e_attn (forward) and 2.5× the forward
+  FLOPs at e_attn_bwd (Dao 2023: the backward runs five matmuls to the forward's two);
+  eager attention: full s² matmuls at e_gemm plus the softmax's memory traffic;
+* elementwise work (norms, residual adds, activation, RoPE, loss) at memory bandwidth;
+* kernel launches.
+Every constant is in catalog/constants.json, with its source.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuplan.catalog.constants import constant, table
+from gpuplan.model.flops import attention_flops
+from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
+
+# Forward kernels of an unfused transformer block (norms, q/k/v/o, RoPE, attention, residual adds,
+# MLP matmuls and activation: ~25 launches, counted in a PyTorch eager profile; estimate);
+# backward launches twice as many.
+KERNELS_PER_LAYER = 25
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    peak: float      # dense FLOP/s for the matmul precision
+    e_gemm: float
+    bw: float        # achievable HBM bytes/s
+    e_attn_f: float
+    e_attn_b: float
+    sms: int
+    tile: tuple[int, int]
+
+
+def unsupported_precision(g: GPU, precision: str) -> str | None:
+    """Why ``g`` cannot train in ``precision`` (its catalogue lists compute peaks, none for that
+    number format), or None. A GPU with no published peaks at all is left to the memory estimate."""
+    if not g.peak_flops:
+        return None
+    need = {"fp8": ("fp8",), "bf16": ("bf16",), "bf16-pure": ("bf16",), "fp16": ("fp16",),
+            "fp32": ("tf32", "fp32")}[precision]
+    if any(k in g.peak_flops for k in need):
+        return None
+    alt = "bf16" if precision == "fp8" and "bf16" in g.peak_flops else "fp16"
+    what = {"fp8": "fp8 tensor cores (Hopper, Ada L4/L40S, Blackwell, MI300)", "bf16": "bf16 tensor cores",
+            "bf16-pure": "bf16 tensor cores", "fp16": "fp16 tensor cores", "fp32": "an fp32/tf32 peak"}[precision]
+    return f"{g.id} has no {what} in the catalogue: set training.precision: {alt}"
+
+
+def device(hw: Hardware, training: Training) -> Device:
+    """The GPU's achievable rates for this precision and power cap (cached by value)."""
+    return _device(hw.gpu, hw.power_limit_w, training.precision)
+
+
+@lru_cache(maxsize=256)
+def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
+    e = table("gemm_efficiency").get(g.architecture, 0.7)
+    prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
+    if prec == "fp8":
+        e *= constant("fp8_gemm_efficiency_ratio")
+    if prec == "tf32" and "tf32" not in g.peak_flops:
+        prec = "fp32"  # no tf32 tensor cores (V100, MI250X): fp32 on the vector units
+    if prec not in g.peak_flops:
+        prec = "fp16" if "fp16" in g.peak_flops else "fp32"
+    peak = g.peak_flops.get(prec) or g.peak_flops.get("fp32") or 1.0
+    if power_limit_w and g.tdp_w and power_limit_w < g.tdp_w:
+        # dynamic power ~ f·V² with V ~ f under DVFS, so f ~ P^(1/3) (estimate; clock-bound work only)
+        clock = (power_limit_w / g.tdp_w) ** (1 / 3)
+        peak *= clock
+    else:
+        clock = 1.0
+    att_all = table("attention_efficiency")
+    att = att_all.get(g.architecture, att_all["default"])
+    tiles = table("gemm_tile")
+    half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
+    # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak
+    scale = half / peak
+    return Device(peak=peak, e_gemm=e, bw=g.memory_bw_bytes_per_s * constant("memory_bandwidth_efficiency"),
+                  e_attn_f=att["forward"] * scale, e_attn_b=att["backward"] * scale, sms=g.sm_count,
+                  tile=tuple(tiles.get(g.architecture, tiles["default"])))
+
+
+def wave_efficiency(m: float, n: float, dev: Device) -> float:
+    """Share of the SMs busy over a GEMM's waves of output tiles (wave quantization)."""
+    tiles = math.ceil(m / dev.tile[0]) * math.ceil(n / dev.tile[1])
+    return tiles / (math.ceil(tiles / dev.sms) * dev.sms)
+
+
+def matmul_s(m: float, n: float, k: float, dev: Device, elem: float = 2.0, batch: float = 1.0) -> float:
+    """Roofline time of ``batch`` (m×k)·(k×n) matmuls, with wave quantization."""
+    flops = 2 * m * n * k * batch
+    traffic = elem * (m * k + k * n + m * n) * batch
+    eff = dev.e_gemm * wave_efficiency(m * batch, n, dev)
+    return max(flops / (dev.peak * eff), traffic / dev.bw)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTime:
+    fwd: float
+    bwd: float
+    recompute: float
+    mm: float = 0.0  # the forward's weight matmuls (what async tensor parallelism hides its collectives behind)
+
+
+def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
+               dev: Device) -> LayerTime:
+    """One layer, one micro-batch of ``tokens`` local tokens, on one rank."""
+    return _layer_time(m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention,
+                       tr.dropout, tr.precision, tr.method, dev)
+
+
+@lru_cache(maxsize=65536)
+def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
+                recompute: str, attention: str, dropout: float, precision: str, method: str,
+                dev: Device) -> LayerTime:
+    mm_f = 0.0
+    every_other = 0.0
+    mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
+                                                                  "router")]
+    for i, w in enumerate(mats):  # noqa: B007
+        out_f, in_f = w.shape
+        if w.group == "expert":
+            per_expert_tokens = tokens * m.top_k * ep / m.n_experts
+            t = matmul_s(per_expert_tokens, out_f / tp, in_f, dev) * w.count / ep
+        elif w.group == "router":
+            t = matmul_s(tokens, out_f, in_f, dev)
+        else:
+            t = matmul_s(tokens, out_f / tp, in_f, dev) * w.count
+        mm_f += t
+        if i % 2 == 1:
+            every_other += t
+    att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
+    if attention == "flash":
+        att_f = att_flops / (dev.peak * dev.e_attn_f)
+        att_b = 2.5 * att_flops / (dev.peak * dev.e_attn_b)
+    else:  # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
+        heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
+        qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
+        pv = matmul_s(seq, m.v_head_dim, seq, dev, batch=heads)
+        softmax_bytes = heads * seq * seq * 2 * (2 + (3 if dropout else 0))  # read+write (+ dropout)
+        att_f = qk + pv + softmax_bytes / dev.bw
+        att_b = 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
+    c = table("elementwise_bytes_per_token_layer")
+    f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
+    per_token = (c["per_h"] * m.hidden * (1 / tp if sp else 1.0)
+                 + (c["per_f_gated"] if m.gated_mlp else c["per_f_plain"]) * f_local / tp
+                 + c["per_qk"] * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
+    if precision == "fp8":  # casts of each matmul input to fp8 (read 2 B, write 1 B)
+        per_token += 3 * (4 * m.hidden + f_local / tp)
+    elem_f = tokens * per_token / dev.bw
+    launch = KERNELS_PER_LAYER * constant("kernel_launch_s")
+    fwd = mm_f + att_f + elem_f + launch
+    # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
+    bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch
+    rec = {"none": 0.0, "selective": att_f if attention != "flash" else 0.0,
+           "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
+    return LayerTime(fwd, bwd, rec, mm_f)

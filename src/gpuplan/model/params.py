@@ -1,0 +1,118 @@
+"""Parameters one rank holds: the model's weights after tensor, expert and pipeline parallelism
+(before ZeRO sharding), split into the kinds memory and time treat differently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuplan.model.pipeline import layer_owners
+from gpuplan.spec import ModelSpec, Weight
+from gpuplan.spec.model import LORA_GROUPS, is_lora_target
+
+TP_SPLIT = {"attention", "mlp", "expert", "shared_expert", "embedding", "head"}
+
+
+def _local(w: Weight, model: ModelSpec, tp: int, ep: int) -> float:
+    """Elements of ``w`` on one rank after tensor and expert parallelism."""
+    n = w.numel
+    if w.group == "expert":
+        n /= ep
+    if w.group in TP_SPLIT:
+        leaf = w.name.rsplit(".", 1)[-1]
+        if leaf in ("k_proj", "v_proj") and model.n_kv_heads < tp:
+            n /= model.n_kv_heads  # one K/V head per rank, replicated tp/kv times
+        else:
+            n /= tp
+    return n
+
+
+@dataclass(frozen=True, slots=True)
+class RankParams:
+    """Parameters one rank of one pipeline stage holds (before ZeRO sharding)."""
+
+    dense: float          # non-expert parameters
+    expert: float         # routed-expert parameters
+    quantizable: float    # linear weights of the blocks (QLoRA stores these in NF4)
+    adapters_dense: float
+    adapters_expert: float
+    largest_layer: float  # the biggest layer on the rank (ZeRO-3 gathers one at a time)
+    largest_matrix: float
+    moe_layers: int
+    dense_layers: int
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+    @property
+    def layers(self) -> int:
+        return self.dense_layers + self.moe_layers
+
+
+class _Tally:
+    """Running sums of one rank's parameters, by kind."""
+
+    def __init__(self, model: ModelSpec, tp: int, ep: int, lora_targets: tuple[str, ...] | None,
+                 lora_rank: int) -> None:
+        self.model, self.tp, self.ep, self.targets, self.rank = model, tp, ep, lora_targets, lora_rank
+        self.dense = self.expert = self.quant = self.ad_d = self.ad_e = self.big_matrix = 0.0
+
+    def add(self, weights: tuple[Weight, ...], times: int, in_block: bool) -> float:
+        """Add ``times`` copies of a layer's ``weights``; returns one copy's local elements."""
+        layer_total = 0.0
+        for w in weights:
+            n = _local(w, self.model, self.tp, self.ep)
+            layer_total += n
+            if w.group == "expert":
+                self.expert += n * times
+            else:
+                self.dense += n * times
+            if in_block and w.is_matrix and w.group in LORA_GROUPS:
+                self.quant += n * times
+                self.big_matrix = max(self.big_matrix, n / w.count)
+            if self.targets is not None and is_lora_target(w, self.targets):
+                out_f, in_f = w.shape
+                adapters = self.rank * (out_f + in_f) * w.count / (self.ep if w.group == "expert" else 1) / self.tp
+                if w.group == "expert":
+                    self.ad_e += adapters * times
+                else:
+                    self.ad_d += adapters * times
+        return layer_total
+
+
+@lru_cache(maxsize=4096)
+def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage: int,
+                lora_targets: tuple[str, ...] | None, lora_rank: int) -> RankParams:
+    owner = layer_owners(model.n_layers, pp, vstages)
+    tally = _Tally(model, tp, ep, lora_targets, lora_rank)
+    largest = 0.0
+    moe_layers = dense_layers = 0
+    index = 0
+    for lg in model.layers:
+        mine = sum(1 for i in range(index, index + lg.count) if owner[i] == stage)
+        index += lg.count
+        if mine:
+            largest = max(largest, tally.add(lg.weights, mine, True))
+            if lg.moe:
+                moe_layers += mine
+            else:
+                dense_layers += mine
+    if stage == 0:
+        tally.add(tuple(w for w in model.embedding), 1, False)
+    if stage == pp - 1:
+        tally.add(model.head, 1, False)
+        if model.tied_embeddings and pp > 1:  # the last stage keeps its own copy of the tied matrix
+            tally.add(tuple(w for w in model.embedding if w.group == "embedding"), 1, False)
+    # An exact count from safetensors headers (or a given {params: N}) rescales the shapes' count.
+    k = model.params / model.params_formula if model.params_formula else 1.0
+    return RankParams(tally.dense * k, tally.expert * k, tally.quant * k, tally.ad_d, tally.ad_e, largest * k,
+                      tally.big_matrix * k, moe_layers, dense_layers)
+
+
+def trainable_params(model: ModelSpec, method: str, lora_targets: tuple[str, ...], lora_rank: int) -> int:
+    """Parameters the optimizer updates: all of them, or the LoRA adapters (PEFT's count)."""
+    if method == "full":
+        return model.params
+    whole = rank_params(model, 1, 1, 1, 1, 0, lora_targets, lora_rank)
+    return int(round(whole.adapters_dense + whole.adapters_expert))

@@ -1,0 +1,134 @@
+"""The architecture, enforced (DESIGN.md §5): who may import whom, how large a module or a
+function may grow, and what crosses a module boundary. An AST walk over src/gpuplan: it reads
+every import, including the ones inside functions, so a lazy import cannot slip past."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "gpuplan"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+# Data tables written as one function body (a literal mapping per case): none today.
+LONG_FUNCTION_ALLOWED: set[tuple[str, str]] = set()
+
+# package (first part under gpuplan/) -> the gpuplan packages it may import
+ALLOWED = {
+    "spec": {"spec", "errors", "units"},
+    "catalog": {"catalog", "spec", "errors", "units"},
+    "model": {"model", "spec", "catalog", "errors", "units"},
+    "search": {"search", "model", "spec", "catalog", "errors", "units"},
+    "io": {"io", "spec", "catalog", "errors", "units"},
+    # report turns answers into words, tables and pictures; it never computes a prediction
+    "report": {"report", "spec", "catalog", "errors", "units"},
+}
+FORBIDDEN_THIRD_PARTY = {
+    "spec": {"torch", "yaml", "sqlite3"},
+    "catalog": {"torch", "sqlite3"},
+    "model": {"torch", "yaml", "sqlite3"},
+    "search": {"torch", "yaml", "sqlite3"},
+    "report": {"torch", "sqlite3"},
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py"))
+
+
+def _package(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "gpuplan":
+                out += [f"gpuplan.{a.name}" for a in node.names]
+            else:
+                out.append(node.module)
+    return out
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in _modules():
+        pkg = _package(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for name in _imports(tree):
+            parts = name.split(".")
+            if parts[0] == "gpuplan" and len(parts) > 1 and pkg in ALLOWED:
+                if parts[1] not in ALLOWED[pkg]:
+                    bad.append(f"{path.relative_to(SRC)} imports {name} ({pkg}/ may import {sorted(ALLOWED[pkg])})")
+            elif parts[0] in FORBIDDEN_THIRD_PARTY.get(pkg, ()):
+                bad.append(f"{path.relative_to(SRC)} imports {name}")
+    return bad
+
+
+def test_layers_import_only_what_they_may():
+    assert _violations() == []
+
+
+def test_cli_holds_no_model_logic():
+    """cli.py parses flags and dispatches: it reaches the model only through the public API and the
+    io/report/search layers, never a formula module."""
+    tree = ast.parse((SRC / "cli.py").read_text(encoding="utf-8"))
+    direct = [n for n in _imports(tree) if n.startswith("gpuplan.model")]
+    assert direct == []
+
+
+def test_the_walk_sees_lazy_imports():
+    # an import inside a function counts: the check is not a formality
+    tree = ast.parse("def f():\n    from gpuplan.io.scenario import parse_scenario\n    import torch\n")
+    assert _imports(tree) == ["gpuplan.io.scenario", "torch"]
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_module_size(path: Path):
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_MODULE_LINES
+
+
+def _long_functions() -> list[str]:
+    out = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                key = (str(path.relative_to(SRC)), node.name)
+                if length > MAX_FUNCTION_LINES and key not in LONG_FUNCTION_ALLOWED:
+                    out.append(f"{key[0]}:{node.name} is {length} lines")
+    return out
+
+
+def test_function_size():
+    assert _long_functions() == []
+
+
+def _wide_tuples() -> list[str]:
+    """Public functions (the ones other modules call) that return a tuple of more than three values."""
+    out = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("_"):
+                continue
+            ann = node.returns
+            if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "tuple" \
+                    and isinstance(ann.slice, ast.Tuple) and len(ann.slice.elts) > 3 \
+                    and not any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in ann.slice.elts):
+                out.append(f"{path.relative_to(SRC)}:{node.name} -> {ast.unparse(ann)}")
+            for ret in ast.walk(node):
+                if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Tuple) and len(ret.value.elts) > 3:
+                    out.append(f"{path.relative_to(SRC)}:{node.name} returns {len(ret.value.elts)} values")
+    return out
+
+
+def test_no_wide_tuples_cross_modules():
+    assert _wide_tuples() == []
