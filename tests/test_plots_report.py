@@ -72,7 +72,9 @@ def test_plot_without_matplotlib_says_how_to_install(planned: dict, tmp_path, mo
 def test_plan_report_sections(ext: str, planned: dict, tmp_path) -> None:
     from gpuplan.report import document as report_doc
 
-    text = report_doc.write([planned], tmp_path / f"plan{ext}", "plan").read_text()
+    from gpuplan.validation import scores
+
+    text = report_doc.write([planned], tmp_path / f"plan{ext}", "plan", scores()).read_text()
     for section in ("Inputs", "Recommendation", "Top alternatives", "Scaling curve", "Assumptions and their sources",
                     "How accurate the model is"):
         assert section in text

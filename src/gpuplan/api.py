@@ -37,7 +37,8 @@ from gpuplan.search.plan import plan as _plan
 from gpuplan.search.rank import Equilibrium, ScalingPoint
 from gpuplan.spec import GPU, ModelSpec, Scenario
 
-__all__ = ["Fit", "Plan", "evaluate", "fit", "get_gpu", "load_model", "plan", "scenario"]
+__all__ = ["Fit", "Plan", "evaluate", "fit", "get_gpu", "load_model", "plan", "plan_scenario", "scenario",
+           "scenario_gpu"]
 
 ScenarioInput = str | Path | Mapping[str, Any] | Scenario | None
 
@@ -150,11 +151,23 @@ def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None,
     if len(names) == 1 and names[0] != "all":
         fields["gpu"] = names[0]
     elif names:
-        fields.setdefault("gpu", "h100-sxm" if names == ["all"] else names[0])
+        fields.setdefault("gpu", scenario_gpu(names, power_limited=fields.get("power_limit") is not None))
     sc = scenario(source, **fields)
     return plan_scenario(sc, gpu_types=names if len(names) > 1 or names == ["all"] else None, max_gpus=max_gpus,
                          objective=objective, deadline_s=deadline_s, budget=budget, top_k=top, threshold=threshold,
                          progress=progress)
+
+
+def scenario_gpu(names: list[str], power_limited: bool = False) -> str:
+    """The GPU type a scenario is read against when a plan compares several (``names``, or
+    ``["all"]``): the first named — or, under a power cap (checked against the GPU's TDP), the one
+    whose TDP allows most."""
+    if not power_limited:
+        return "h100-sxm" if names == ["all"] else names[0]
+    from gpuplan.catalog.hardware import gpus
+
+    listed = gpus() if names == ["all"] else [_get_gpu(n) for n in names]
+    return max(listed, key=lambda g: g.tdp_w or 0).id
 
 
 def plan_scenario(sc: Scenario, **kw: Any) -> Plan:

@@ -39,6 +39,18 @@ def table(name: str) -> Mapping[str, Any]:
     return MappingProxyType(value)
 
 
+def clear_caches() -> None:
+    """Forget every cached value of gpuplan's modules (they may derive from these constants)."""
+    import functools
+    import sys
+
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("gpuplan.") and mod is not None:
+            for obj in list(vars(mod).values()):
+                if isinstance(obj, functools._lru_cache_wrapper) and obj.__module__ == name:
+                    obj.cache_clear()
+
+
 def entries() -> dict[str, dict[str, Any]]:
     """Every constant's row (value, unit, source, status), for reports and ``validate --constants``."""
     rows = {k: dict(v) for k, v in _read("constants.json").items() if not k.startswith("_") and isinstance(v, dict)}
@@ -51,8 +63,6 @@ def entries() -> dict[str, dict[str, Any]]:
 @contextmanager
 def override(values: Mapping[str, Any]) -> Iterator[None]:
     """Evaluate with other values of some constants (tables replaced whole), then restore."""
-    from gpuplan.model import clear_caches
-
     saved = dict(_overrides)
     _overrides.update(values)
     clear_caches()

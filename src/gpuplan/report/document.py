@@ -73,9 +73,9 @@ def _why(est: dict) -> list[str]:
 
 
 def _assumptions(est: dict | None) -> list[Block]:
-    from gpuplan.catalog import load_json
+    from gpuplan.catalog.constants import entries
 
-    consts = {k: v for k, v in load_json("constants.json").items() if not k.startswith("_") and isinstance(v, dict)}
+    consts = entries()
     counts: dict[str, int] = {}
     rows = []
     for name, c in consts.items():
@@ -106,12 +106,12 @@ def _assumptions(est: dict | None) -> list[Block]:
     return out
 
 
-def _validation() -> list[Block]:
-    from gpuplan.validation.memory_check import score_memory_runs
-    from gpuplan.validation.runtime_check import score_runs
-
+def _validation(scores: dict | None) -> list[Block]:
+    """The model's error on published runs (``gpuplan validate``'s scores, computed by the caller)."""
+    if not scores:
+        return []
     rows = []
-    for what, res in (("throughput (tokens/s/GPU)", score_runs()), ("peak memory per GPU", score_memory_runs())):
+    for what, res in (("throughput (tokens/s/GPU)", scores["runtime"]), ("peak memory per GPU", scores["memory"])):
         for label, s in res["summary"].items():
             rows.append([what, label, str(s["n"]), f"{s['median_abs_error']:.1%}", f"{s['within_15pct']:.0%}",
                          f"{s['max_abs_error']:.0%}"])
@@ -123,7 +123,7 @@ def _validation() -> list[Block]:
             ("table", ["quantity", "rows", "n", "median |error|", "within ±15%", "max |error|"], rows)]
 
 
-def plan_blocks(res: dict) -> list[Block]:
+def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
     if "error" in res:
         return [("h", 1, "gpuplan plan"), ("p", f"error: {res['error']}")]
     best = res.get("best")
@@ -163,11 +163,11 @@ def plan_blocks(res: dict) -> list[Block]:
                    ("table", ["GPUs", "time to train", "cost"],
                     [[f"{p['gpus']}× {p['gpu']}", fmt_duration(p["train_s"]) if p["train_s"] else "-",
                       fmt_usd(p["usd"])] for p in res["pareto"]])]
-    blocks += _assumptions(best) + _validation()
+    blocks += _assumptions(best) + _validation(scores)
     return blocks
 
 
-def estimate_blocks(est: dict) -> list[Block]:
+def estimate_blocks(est: dict, scores: dict | None = None) -> list[Block]:
     if "error" in est:
         return [("h", 1, "gpuplan evaluate"), ("p", f"error: {est['error']}")]
     sc = est["scenario"]
@@ -181,7 +181,7 @@ def estimate_blocks(est: dict) -> list[Block]:
                ("table", ["part", "GiB"], [[k, fmt_gib(mem[k], 2)] for k in
                                            ("weights", "gradients", "optimizer", "activations", "other", "total",
                                             "capacity")])]
-    blocks += _assumptions(est) + _validation()
+    blocks += _assumptions(est) + _validation(scores)
     return blocks
 
 
@@ -243,8 +243,9 @@ def to_html(blocks: list[Block], svgs: list[str] | None = None) -> str:
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
 
 
-def write(results: list[dict], path: str | Path, kind: str) -> Path:
-    """Write the report of plan (``kind="plan"``) or evaluate results to ``path`` (.md or .html).
+def write(results: list[dict], path: str | Path, kind: str, scores: dict | None = None) -> Path:
+    """Write the report of plan (``kind="plan"``) or evaluate results to ``path`` (.md or .html),
+    with ``scores`` (``{"runtime": ..., "memory": ...}`` from validation/) as its accuracy section.
     The HTML page embeds the plots when matplotlib is installed."""
     p = Path(path)
     ext = p.suffix.lower()
@@ -253,7 +254,7 @@ def write(results: list[dict], path: str | Path, kind: str) -> Path:
     make = plan_blocks if kind == "plan" else estimate_blocks
     blocks: list[Block] = []
     for r in results:
-        blocks += make(r)
+        blocks += make(r, scores)
     if ext == ".md":
         p.write_text(to_markdown(blocks), encoding="utf-8")
         return p

@@ -275,3 +275,38 @@ def validate_text(run: dict, mem: dict) -> str:
              f"skipped {len(mem['skipped'])} rows whose source leaves a deciding setting open "
              f"({'; '.join(sorted({s['why'] for s in mem['skipped']}))})"]
     return "\n".join(lines)
+
+
+def fit_text(results: list[dict], max_gpus: int) -> str:
+    """``gpuplan fit`` for people: per GPU type the smallest count and its estimate, or why not."""
+    out = []
+    for r in results:
+        if "error" in r:
+            out.append(f"error: {r['error']}")
+        elif r["min_gpus"] is None and r["closest_total"] is None:
+            out.append(f"{r['gpu']}: no valid layout on up to {max_gpus} GPUs keeps the scenario's fixed layout "
+                       "fields: check them with `gpuplan evaluate`")
+        elif r["min_gpus"] is None:
+            out.append(f"{r['gpu']}: does not fit on up to {max_gpus} GPUs; closest layout needs "
+                       f"{fmt_gib(r['closest_total'])} GiB of {fmt_gib(r['capacity'])} GiB per GPU")
+        else:
+            out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
+                       f"({r['tried']} layouts tried)\n{estimate_text(r['best'])}\n")
+    return "\n".join(out)
+
+
+def calibrate_text(res: dict) -> str:
+    """``gpuplan calibrate`` for people: the factors per GPU type and the errors before and after."""
+    if not res["gpus"]:
+        return f"no GPU trial runs in {res['store']}: run `gpuplan profile --device cuda` first"
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    lines = [f"{gpu}: {r['runs']} runs; memory ×{r['memory_factor']:.3f} (error {pct(r['memory_error_before'])} → "
+             f"{pct(r['memory_error_after'])}), throughput ×{r['compute_factor']:.3f} (error "
+             f"{pct(r['throughput_error_before'])} → {pct(r['throughput_error_after'])}); published "
+             f"validation error {pct(r['validation_error_before'])} → {pct(r['validation_error_after'])}"
+             for gpu, r in res["gpus"].items()]
+    lines.append(f"applied when a scenario sets hardware.calibration: default (store {res['store']})")
+    return "\n".join(lines)

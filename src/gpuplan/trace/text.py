@@ -10,6 +10,18 @@ from gpuplan.errors import GpuplanError
 GIB = 2**30
 
 
+def trace_defaults(args: Any) -> bool:
+    """What a bare ``gpuplan trace`` leaves out: with ``--module`` and no model, the prediction is made
+    from the traced parameter count (True is returned); with no scenario, the GPU is an H100."""
+    bare = args.scenario is None and not args.example
+    from_params = bool(args.module) and bare and args.model is None
+    if from_params:
+        args.model = "{params: 1e9}"  # replaced by the traced parameter count
+    if bare and args.gpu is None:
+        args.gpu = "h100-sxm"
+    return from_params
+
+
 def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_factory: str | None,
               fidelity: str, calibrate: bool, predicted_from_params: bool, quiet: bool = True) -> list[dict]:
     """One result per scenario; in a list, a bad item becomes ``{"error": ...}``. Unless ``quiet``,

@@ -1,0 +1,139 @@
+"""The command line's grammar: every command and its flags. The scenario flags are generated
+from the scenario's key tables (io/schema.py), so a new scenario key is a new flag."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuplan.errors import GpuplanError
+from gpuplan.io.schema import FLAG_KEYS
+from gpuplan.units import parse_count
+
+MAX_COUNT = 2**20  # no count on the command line (GPUs, ranks, steps, candidates) is meaningful beyond this
+STORE_HELP = "SQLite store of runs (default $GPUPLAN_STORE or ~/.cache/gpuplan)"
+TARGETS = ["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuplan")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]  # one line, exit 2, no usage dump
+        raise GpuplanError(f"{message} (see `{self.prog} --help`)")
+
+
+def scenario_values(args: argparse.Namespace) -> dict[str, object]:
+    """The scenario fields given as flags, by dotted key (``hardware.gpu``)."""
+    skip = {"steps"} if args.command == "profile" else set()  # profile's --steps counts measured steps
+    return {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()
+            if dest not in skip and getattr(args, dest, None) is not None}
+
+
+def whole(value: str, flag: str, least: int = 1) -> int:
+    """A count given on the command line (``16384``, ``16k``, ``1e4``): a whole number ≥ ``least``."""
+    n = parse_count(value, flag)
+    if n != int(n) or n < least:
+        raise GpuplanError(f"{flag} must be a whole number of at least {least}, got {value!r}")
+    if n > MAX_COUNT:
+        raise GpuplanError(f"{flag} {value} is more than {MAX_COUNT:,}: give a smaller number")
+    return int(n)
+
+
+def positive(value: float, flag: str) -> float:
+    if value <= 0:
+        raise GpuplanError(f"{flag} must be positive, got {value:g}")
+    return value
+
+
+def _scenario_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON; a list gives a list of results)")
+    p.add_argument("--example", action="store_true", help="use the built-in example scenario")
+    p.add_argument("--json", action="store_true", help="print JSON (SI units: bytes, seconds, USD)")
+    g = p.add_argument_group("scenario fields (override the file)")
+    for dest, key in FLAG_KEYS.items():
+        if dest in skip:
+            continue
+        g.add_argument("--" + dest.replace("_", "-"), dest=dest, metavar=key.split(".")[-1].upper(),
+                       help=f"scenario {key}")
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plot", metavar="FILE", help="pictures: FILE.png, .svg or .html (needs gpuplan[plot])")
+    p.add_argument("--report", metavar="FILE", help="a report for a design doc: FILE.md or .html")
+
+
+def _planning(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser("evaluate", help="memory, step time and cost of one configuration")
+    _scenario_flags(ev)
+    _output_flags(ev)
+    ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
+    _scenario_flags(ft)
+    ft.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest count to try (default 16384)")
+    pl = sub.add_parser("plan", help="search GPU type × count × layout; rank by time or cost")
+    _scenario_flags(pl)
+    pl.add_argument("--objective", default="time", choices=["time", "cost"], help="rank by time or cost")
+    pl.add_argument("--deadline", help="cheapest plan that finishes within this time (e.g. 14d)")
+    pl.add_argument("--budget", help="fastest plan within this many USD (e.g. 50000)")
+    pl.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest GPU count (default 16384)")
+    pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
+    pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
+    pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
+    _output_flags(pl)
+
+
+def _measuring(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser("trace", help="the real training step on fake tensors: traced vs predicted memory, FLOPs")
+    _scenario_flags(tr)
+    tr.add_argument("--module", help="your model: package.module:factory returning an nn.Module")
+    tr.add_argument("--input-factory", dest="input_factory",
+                    help="package.module:function(batch, seq_len) returning forward()'s inputs")
+    tr.add_argument("--fidelity", default="cpu", choices=["cpu", "cuda"], help="fake device (cuda falls back)")
+    tr.add_argument("--calibrate", action="store_true", help="store traced/predicted ratios per architecture")
+    ex = sub.add_parser("export", help="the planned or given layout as a framework's launch config")
+    _scenario_flags(ex)
+    ex.add_argument("--to", required=True, choices=TARGETS, help="target framework")
+    ex.add_argument("-o", "--output", metavar="FILE", help="write the config to FILE (default: print it)")
+    ex.add_argument("--objective", default="time", choices=["time", "cost"],
+                    help="when the layout is open: plan, then export the best by time or cost")
+    ex.add_argument("--max-gpus", dest="max_gpus", default="16384", help="when planning: largest GPU count")
+    pr = sub.add_parser("profile", help="a short real trial run (torchrun + FSDP2): measured vs predicted")
+    _scenario_flags(pr, skip=("steps",))  # --steps here counts the trial's measured steps
+    pr.add_argument("--device", default="cuda", help="cuda (default) or cpu (gloo; runs anywhere)")
+    pr.add_argument("--nproc", default="1", help="processes (GPUs) per node")
+    pr.add_argument("--nnodes", default="1", help="nodes (pass torchrun's rendezvous options after --)")
+    pr.add_argument("--steps", default="5", help="measured steps (default 5)")
+    pr.add_argument("--warmup", default="2", help="warm-up steps (default 2)")
+    pr.add_argument("--timeout", default="600", help="seconds before the trial is stopped (default 600)")
+    pr.add_argument("--find-max-batch", dest="find_max_batch", action="store_true",
+                    help="bisect the largest micro-batch that fits (each try a fresh run)")
+    pr.add_argument("--store", help=STORE_HELP)
+    pr.add_argument("--no-store", dest="no_store", action="store_true", help="do not record this run")
+    pr.set_defaults(torchrun_args=[])  # everything after `--`: torchrun rendezvous options (see cli.main)
+
+
+def _catalogues(sub: argparse._SubParsersAction) -> None:
+    ca = sub.add_parser("calibrate", help="fit correction factors from the stored trial runs")
+    ca.add_argument("--store", help=STORE_HELP)
+    ca.add_argument("--json", action="store_true")
+    gp = sub.add_parser("gpus", help="the GPU catalogue")
+    gp.add_argument("--json", action="store_true")
+    md = sub.add_parser("models", help="the model catalogue")
+    md.add_argument("--json", action="store_true")
+    va = sub.add_parser("validate", help="prediction error against published, measured results")
+    va.add_argument("--json", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
+    p.add_argument("--version", action="version", version=f"gpuplan {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    _planning(sub)
+    _measuring(sub)
+    _catalogues(sub)
+    return p
