@@ -20,7 +20,7 @@ def _error(out) -> str:
 @pytest.mark.parametrize(("args", "needle"), [
     (("plan", "--model", "mixtral-8x7b", "--ep", "3"), "layout.ep=3 does not divide the 8 experts"),
     (("plan", "--model", "llama-3.1-8b", "--ep", "2"), "has no experts"),
-    (("plan", "--model", "llama-3.1-8b", "--tp", "3"), "layout.tp=3 does not split the 32 attention heads"),
+    (("plan", "--model", "llama-3.1-8b", "--tp", "3"), "layout.tp=3 does not divide the 32 attention heads"),
     (("fit", "--model", "llama-3.1-8b", "--tp", "3"), "layout.tp=3"),
     (("fit", "--model", "mixtral-8x7b", "--ep", "3"), "layout.ep=3"),
     (("plan", "--model", "llama-3.1-8b", "--virtual-stages", "2", "--pp-schedule", "1f1b"), "interleaved"),

@@ -21,7 +21,7 @@ from gpuplan.model.estimate import evaluate
 from gpuplan.model.memory import memory
 from gpuplan.model.runtime import step_time
 from gpuplan.search.fit import fit
-from gpuplan.spec.layout import divisors
+from gpuplan.spec import divisors
 from gpuplan.spec.scenario import complete_layout
 from gpuplan.units import fmt_duration, fmt_usd
 

@@ -21,22 +21,15 @@ from gpuplan.spec.job import (
     ZERO3_GATHERS,
     Training,
 )
-from gpuplan.spec.layout import (
-    Layout,
-    check_fixed_layout,
-    check_layout,
-    check_layout_fields,
-    divisors,
-    ep_choices,
-    tp_splits_heads,
-)
+from gpuplan.spec.layout import Layout, check_fixed_layout, check_layout, check_layout_fields
+from gpuplan.spec.rules import RULES, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 __all__ = [
     "ATTENTIONS", "GPU", "LORA_TARGETS_ALL", "MAX_GLOBAL_BATCH", "MAX_LORA_RANK", "MAX_SEQ_LEN", "MAX_STEPS",
     "MAX_TOKENS", "METHODS", "OFFLOADS", "OPTIMIZERS", "OPTIMIZER_IMPLS", "PP_SCHEDULES", "PRECISIONS",
-    "RECOMPUTES", "ZERO3_GATHERS", "Fabric", "Hardware", "LayerGroup", "Layout", "ModelSpec", "Scenario",
+    "RECOMPUTES", "RULES", "ZERO3_GATHERS", "Fabric", "Hardware", "LayerGroup", "Layout", "ModelSpec", "Scenario",
     "Training", "Weight", "check_fixed_layout", "check_layout", "check_layout_fields", "complete_layout",
     "divisors", "ep_choices", "normalized", "tp_splits_heads",
 ]

@@ -1,0 +1,173 @@
+"""ONE table of the rules a parallel layout obeys together (field-by-field checks are in
+``check_layout_fields``). Each rule names itself, says which fields it reads, and returns the
+one-line message with the fix when broken. The same table checks a ``Layout`` when it is built,
+a complete layout against the model and job (``evaluate``), the partial layout a scenario fixes
+before ``fit`` and ``plan`` search the rest, and gives the search its filters (``tp_splits_heads``,
+``ep_choices``): a layout the search builds is valid by construction of the same rules.
+
+A rule applies when every field it ``needs`` is known; the context fields ``model``, ``seq_len``,
+``gpus`` and ``global_batch`` are known when given (torchtitan's ``ParallelDims`` checks the
+same products on construction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a rule can see: the layout fields known so far, and the model and job when known."""
+
+    lay: Mapping[str, Any]
+    model: ModelSpec | None = None
+    seq_len: int | None = None
+    gpus: int | None = None
+    global_batch: int | None = None
+
+    def known(self, name: str) -> bool:
+        if name in ("model", "seq_len", "gpus", "global_batch"):
+            return getattr(self, name) is not None
+        return self.lay.get(name) is not None or (name == "zero_group" and "zero_group" in self.lay)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    needs: tuple[str, ...]
+    broken: Callable[[Context], str | None]
+
+
+def divisors(n: int) -> list[int]:
+    """Ascending divisors of ``n`` in O(√n) (a global batch of 2^20 sequences is a million candidates)."""
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i != n // i:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
+
+
+def tp_splits_heads(model: ModelSpec, t: int) -> bool:
+    """tp divides the attention heads, and the KV heads divide tp or tp divides them."""
+    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
+
+
+def ep_choices(model: ModelSpec, group: int) -> list[int]:
+    """Expert-parallel degrees over ``group`` = dp×cp ranks that divide the experts (1 for a dense model)."""
+    return [e for e in divisors(group) if model.n_experts % e == 0] if model.moe else [1]
+
+
+def _tp_heads(c: Context) -> str | None:
+    m, tp = c.model, c.lay["tp"]
+    assert m is not None
+    if m.n_heads % tp:
+        return (f"layout.tp={tp} does not divide the {m.n_heads} attention heads of {m.name}: "
+                f"use a tp that divides {m.n_heads}")
+    if not tp_splits_heads(m, tp):
+        return (f"layout.tp={tp} and the {m.n_kv_heads} key/value heads of {m.name} do not divide either way: "
+                f"use a tp that divides {m.n_kv_heads} or a multiple of it")
+    return None
+
+
+def _chunks(c: Context) -> str | None:
+    m = c.model
+    assert m is not None
+    stages = c.lay.get("pp", 1) * c.lay.get("virtual_stages", 1)
+    if stages > m.n_layers:
+        return (f"layout pp×virtual_stages = {stages} is more than the {m.n_layers} layers of {m.name}: "
+                f"use at most {m.n_layers} pipeline chunks")
+    return None
+
+
+def _world(c: Context) -> str | None:
+    lay = c.lay
+    world = lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"]
+    if world != c.gpus:
+        return (f"layout dp×tp×pp×cp = {lay['dp']}×{lay['tp']}×{lay['pp']}×{lay['cp']} = {world} but hardware.gpus "
+                f"= {c.gpus}: make the product equal the GPU count (or omit dp to derive it)")
+    return None
+
+
+def _zero_group_divides(c: Context) -> str | None:
+    zg, group = c.lay["zero_group"], c.lay["dp"] * c.lay["cp"]
+    if zg is not None and (group % zg or zg > group):
+        return f"layout.zero_group={zg} must divide dp×cp = {group}"
+    return None
+
+
+def _msg(cond: Callable[[Context], bool], text: Callable[[Context], str]) -> Callable[[Context], str | None]:
+    return lambda c: text(c) if cond(c) else None
+
+
+def _name(c: Context) -> str:
+    return c.model.name if c.model is not None else "the model"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("sequence parallel needs tp", ("sequence_parallel", "tp"), _msg(
+        lambda c: c.lay["sequence_parallel"] and c.lay["tp"] == 1,
+        lambda c: "layout.sequence_parallel needs tp > 1: set tp or drop sequence_parallel")),
+    Rule("async tp needs sequence parallel", ("tp_overlap",), _msg(
+        lambda c: c.lay["tp_overlap"] and (c.lay.get("tp") == 1 or c.lay.get("sequence_parallel") is False),
+        lambda c: "layout.tp_overlap (async tensor parallelism) needs tp > 1 with sequence_parallel: "
+                  "set both or drop tp_overlap")),
+    Rule("virtual stages need interleaving", ("virtual_stages",), _msg(
+        lambda c: c.lay["virtual_stages"] > 1 and c.lay.get("pp_schedule", "interleaved") != "interleaved",
+        lambda c: "layout.virtual_stages > 1 needs pp_schedule: interleaved")),
+    Rule("hybrid shard needs zero", ("zero_group", "zero"), _msg(
+        lambda c: c.lay["zero_group"] is not None and c.lay["zero"] == 0,
+        lambda c: "layout.zero_group (hybrid shard) needs zero 1, 2 or 3")),
+    Rule("parameter offload needs zero 3", ("offload", "zero"), _msg(
+        lambda c: c.lay["offload"] == "params" and c.lay["zero"] != 3,
+        lambda c: "layout.offload: params needs zero 3 (parameters are offloaded shard by shard)")),
+    Rule("degrees multiply to the GPU count", ("dp", "tp", "pp", "cp", "gpus"), _world),
+    Rule("tp splits the heads", ("tp", "model"), _tp_heads),
+    Rule("pipeline chunks within the layers", ("model",), _chunks),
+    Rule("ep needs experts", ("ep", "model"), _msg(
+        lambda c: c.lay["ep"] > 1 and not c.model.moe,  # type: ignore[union-attr]
+        lambda c: f"layout.ep={c.lay['ep']} but {_name(c)} has no experts: set ep: 1")),
+    Rule("ep divides the experts", ("ep", "model"), _msg(
+        lambda c: c.model.moe and c.model.n_experts % c.lay["ep"] != 0,  # type: ignore[union-attr]
+        lambda c: f"layout.ep={c.lay['ep']} does not divide the {c.model.n_experts} experts of "  # type: ignore
+                  f"{_name(c)}: use a divisor")),
+    Rule("ep divides dp×cp", ("ep", "dp", "cp"), _msg(
+        lambda c: (c.lay["dp"] * c.lay["cp"]) % c.lay["ep"] != 0,
+        lambda c: f"layout.ep={c.lay['ep']} must divide dp×cp = {c.lay['dp'] * c.lay['cp']} "
+                  "(experts are spread over data-parallel ranks)")),
+    Rule("cp divides the sequence", ("cp", "seq_len"), _msg(
+        lambda c: c.seq_len % c.lay["cp"] != 0,  # type: ignore[operator]
+        lambda c: f"layout.cp={c.lay['cp']} does not divide seq_len={c.seq_len}")),
+    Rule("sequence parallel divides the sequence", ("sequence_parallel", "tp", "seq_len"), _msg(
+        lambda c: c.lay["sequence_parallel"] and c.seq_len % c.lay["tp"] != 0,  # type: ignore[operator]
+        lambda c: f"sequence_parallel: tp={c.lay['tp']} does not divide seq_len={c.seq_len}")),
+    Rule("hybrid shard group divides dp×cp", ("zero_group", "dp", "cp"), _zero_group_divides),
+    Rule("global batch divides into micro-batches", ("global_batch", "dp", "micro_batch"), _msg(
+        lambda c: c.global_batch % (c.lay["dp"] * c.lay["micro_batch"]) != 0,  # type: ignore[operator]
+        lambda c: f"training.global_batch={c.global_batch} is not a multiple of dp×micro_batch = "
+                  f"{c.lay['dp']}×{c.lay['micro_batch']}: change global_batch or micro_batch")),
+)
+
+
+def violations(ctx: Context) -> Iterator[tuple[str, str]]:
+    """(rule name, message) of every rule that applies to ``ctx`` and is broken, in table order."""
+    for rule in RULES:
+        if all(ctx.known(n) for n in rule.needs):
+            msg = rule.broken(ctx)
+            if msg:
+                yield rule.name, msg
+
+
+def check(ctx: Context) -> None:
+    """Raise the first broken rule's message as a GpuplanError."""
+    broken = next(violations(ctx), None)
+    if broken is not None:
+        raise GpuplanError(broken[1])
