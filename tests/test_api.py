@@ -1,0 +1,86 @@
+"""The public Python API: keyword arguments are the scenario fields, the answers equal the CLI's
+JSON, bad input is the CLI's one-line GpuplanError, and the README's example runs as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpuplan
+from gpuplan.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _cli_json(capsys, *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_evaluate_equals_the_cli(capsys):
+    est = gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, zero=3, seq_len=8192, micro_batch=2)
+    cli = _cli_json(capsys, "evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--zero", "3",
+                    "--seq-len", "8192", "--micro-batch", "2")
+    assert est.to_json() == cli
+    assert est.memory.total == cli["memory"]["total"] and est.time is not None
+    assert est.time.step_s == cli["time"]["step_s"] and est.layout.dp == 8
+
+
+def test_fit_and_plan_agree_with_the_cli(capsys):
+    f = gpuplan.fit(model="llama-3.1-70b", gpu="h100-sxm")
+    # source: the guide — "a minimum of 16 GPUs just to fit the model into memory"
+    assert f.min_gpus == 16
+    assert f.to_json() == _cli_json(capsys, "fit", "--model", "llama-3.1-70b", "--gpu", "h100-sxm")
+    p = gpuplan.plan(model="llama-3.1-8b", gpu="h100-sxm", tokens="1T", max_gpus=64)
+    cli = _cli_json(capsys, "plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tokens", "1T",
+                    "--max-gpus", "64")
+    assert p.to_json() == cli
+    assert p.best is not None and p.best.scenario.hardware.gpus == cli["best"]["scenario"]["hardware"]["gpus"]
+    assert p.equilibrium.gpus == cli["equilibrium"]["gpus"]
+    assert [pt.gpus for pt in p.scaling] == [r["gpus"] for r in cli["scaling"]]
+
+
+def test_a_scenario_file_with_keyword_overrides(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama-3.2-1b\nhardware: {gpu: h100-sxm, gpus: 2}\n")
+    est = gpuplan.evaluate(str(f), gpus=4)
+    assert est.scenario.hardware.gpus == 4 and est.scenario.model.name == "Llama-3.2-1B"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "zero": 7}, "layout.zero must be 0, 1, 2 or 3, got 7"),
+    ({"model": "llama-3.1-8b", "gpu": "no-such-gpu"}, "unknown GPU 'no-such-gpu'"),
+    ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "colour": "red"}, "unknown scenario field 'colour'"),
+    ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 3, "tp": 3},
+     "layout.tp=3 does not divide the 32 attention heads"),
+])
+def test_bad_input_is_the_clis_one_line_error(kwargs, message):
+    with pytest.raises(gpuplan.GpuplanError) as err:
+        gpuplan.evaluate(**kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_catalogue_lookups():
+    assert gpuplan.get_gpu("H100").id == "h100-sxm"
+    # source: Llama 3.1 8B model card / safetensors index, 8,030,261,248 parameters
+    assert gpuplan.load_model("llama-3.1-8b").params == 8_030_261_248
+
+
+def test_readme_python_example_runs():
+    code = re.search(r"## Python API.*?```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S).group(1)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[2] == "16" and lines[3] == "layout.zero must be 0, 1, 2 or 3, got 7"
+
+
+def test_python_dash_m_gpuplan():
+    out = subprocess.run([sys.executable, "-m", "gpuplan", "evaluate", "--example", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["scenario"]["hardware"]["gpus"] == 64
