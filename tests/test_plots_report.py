@@ -71,7 +71,6 @@ def test_plot_without_matplotlib_says_how_to_install(planned: dict, tmp_path, mo
 @pytest.mark.parametrize("ext", [".md", ".html"])
 def test_plan_report_sections(ext: str, planned: dict, tmp_path) -> None:
     from gpuplan.report import document as report_doc
-
     from gpuplan.validation import scores
 
     text = report_doc.write([planned], tmp_path / f"plan{ext}", "plan", scores()).read_text()

@@ -51,6 +51,7 @@ def test_a_store_below_a_file_is_one_clear_error(tmp_path):
 def test_xdg_cache_home_on_a_file_is_named(tmp_path, monkeypatch):
     (tmp_path / "hostname").write_text("x")
     monkeypatch.delenv("GPUPLAN_STORE", raising=False)
+    monkeypatch.delenv("GPUPLAN_CACHE_DIR", raising=False)  # it comes before XDG_CACHE_HOME
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "hostname"))
     with pytest.raises(GpuplanError, match="XDG_CACHE_HOME.*hostname is a file"):
         Store()

@@ -8,9 +8,7 @@ from functools import cache
 from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import GPU, Fabric, Hardware
-
-GiB = 2**30
-MiB = 2**20
+from gpuplan.units import GiB, MiB
 
 
 def _key(name: str) -> str:

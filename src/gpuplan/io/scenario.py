@@ -16,6 +16,7 @@ from typing import Any
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError
 from gpuplan.io.schema import HARDWARE_KEYS, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
+from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
@@ -227,18 +228,13 @@ def _corrections(hw_raw: dict, tr_raw: dict, gpu: str, model_type: str) -> Corre
     """The calibration a scenario asks for: ``hardware.calibration`` (factors `gpuplan calibrate`
     fitted on the user's own runs of ``gpu``) and ``training.trace_calibration`` (the activation
     ratio `gpuplan trace --calibrate` stored for the architecture)."""
-    memory = compute = activations = 1.0
-    if hw_raw.get("calibration") not in (None, "", False):
-        from gpuplan.profile.store import calibration_factors
-
-        factors = calibration_factors(hw_raw["calibration"], gpu)
-        if factors is not None:
-            memory, compute = factors
-    if "trace_calibration" in tr_raw:
-        factor = _trace_calibration(tr_raw["trace_calibration"], model_type)
-        if factor is not None:
-            activations = factor
-    return Corrections(memory=memory, compute=compute, activations=activations, gpu=gpu)
+    memory = compute = 1.0
+    factors = calibration_factors(hw_raw.get("calibration"), gpu)
+    if factors is not None:
+        memory, compute = factors
+    activations = trace_activation_factor(tr_raw.get("trace_calibration"), model_type)
+    return Corrections(memory=memory, compute=compute, gpu=gpu,
+                       activations=1.0 if activations is None else activations)
 
 
 def _host_memory(value: Any) -> float:
@@ -274,25 +270,6 @@ def _lora_targets(value: Any) -> tuple[str, ...]:
             raise GpuplanError(f"{key} must list module names such as q_proj, v_proj; got {v!r} "
                                f"(known: {', '.join(LORA_TARGETS_ALL)})")
     return tuple(names)
-
-
-def _trace_calibration(value: Any, model_type: str) -> float | None:
-    """The activation ratio from ``training.trace_calibration`` (true/default: the stored file)."""
-    key = "training.trace_calibration"
-    if value is False:
-        return None
-    if value is True:
-        value = "default"
-    if not isinstance(value, str):
-        raise GpuplanError(f"{key} must be default or the path of a calibration.json, got {_describe(value)}")
-    if not value.strip():
-        return None
-    if value.strip().lower() not in ("default", "true", "yes") and Path(value).expanduser().is_dir():
-        raise GpuplanError(f"{key}: {value} is a folder: give the calibration.json written by "
-                           "`gpuplan trace --calibrate`, or default")
-    from gpuplan.trace.calibration import activation_factor
-
-    return activation_factor(value.strip(), model_type)
 
 
 def _training(tr_raw: dict, model: ModelSpec) -> Training:

@@ -82,9 +82,10 @@ class StagePeak:
 
     def largest_part(self) -> str:
         """What fills this stage most: the lever a user can pull (search rejections, advice)."""
-        sizes = {"model states": self.states.total, "activations": self.activations,
-                 "logits and buffers": self.logits + self.buffers}
-        return max(sizes, key=lambda k: sizes[k])
+        states, act, rest = self.states.total, self.activations, self.logits + self.buffers
+        if states >= act and states >= rest:  # ties go to the first, as max() over the three would
+            return "model states"
+        return "activations" if act >= rest else "logits and buffers"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +286,18 @@ def _one_gpu_backward(model: ModelSpec, training: Training, states: ModelStates,
     return 0.0, act.held, act.logits
 
 
+@lru_cache(maxsize=1)
+def _fragmentation_share() -> float:
+    return constant("allocator_fragmentation")
+
+
+@lru_cache(maxsize=8)
+def _runtime_bytes(communicators: int) -> float:
+    """CUDA context, cuBLAS workspace and one NCCL communicator's buffers per process group."""
+    return constant("cuda_context_bytes") + constant("cublas_workspace_bytes") \
+        + constant("nccl_bytes_per_communicator") * communicators
+
+
 def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
                corrections: Corrections = NONE) -> StagePeak:
     """Everything one stage's peak is made of (the planner's hot path: the pieces are cached)."""
@@ -307,10 +320,9 @@ def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
     train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers
     step_phase = states.total + opt_temp
     allocated = max(train_phase, step_phase)
-    fragmentation = constant("allocator_fragmentation") * allocated
+    fragmentation = _fragmentation_share() * allocated
     communicators = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)  # one NCCL communicator per group
-    fixed = constant("cuda_context_bytes") + constant("cublas_workspace_bytes") \
-        + constant("nccl_bytes_per_communicator") * communicators
+    fixed = _runtime_bytes(communicators)
     return StagePeak(stage=stage, total=allocated + fragmentation + fixed, states=states,
                      activations_per_microbatch=act.per_microbatch, activations=act_held, logits=logits_held,
                      buffers=states.buffers, optimizer_step=opt_temp, fragmentation=fragmentation, runtime=fixed,

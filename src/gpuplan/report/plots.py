@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.units import GiB
 
-GiB = 2**30
 DAY_S = 86400.0
 FORMATS = (".png", ".svg", ".html")
 MEMORY_PARTS = (("weights", "weights", "#4C72B0"), ("gradients", "gradients", "#55A868"),

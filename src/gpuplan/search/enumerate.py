@@ -184,12 +184,13 @@ class Search:
                                 zero3_gather=self.sc.layout.get("zero3_gather", "layer"),
                                 tp_overlap=self.sc.layout.get("tp_overlap", False) and sp)
 
-    def _peak(self, tr: Training, lay: Layout) -> StagePeak:
+    def _peak(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> StagePeak:
         """The most loaded stage's peak (the memory of a layout is the same on every GPU type)."""
-        key = (lay.tp, lay.ep, lay.pp, lay.virtual_stages, lay.cp, lay.dp, lay.sequence_parallel, lay.micro_batch,
-               lay.recompute, lay.zero, lay.zero_group, lay.offload, lay.pp_schedule)
+        key = (split["tp"], split["ep"], split["pp"], split["virtual_stages"], split["cp"], split["dp"], sp,
+               split["micro_batch"], rec, shard["zero"], shard["zero_group"], off, split["pp_schedule"])
         worst = self._peaks.get(key)
         if worst is None:
+            lay = self._layout(split, shard, rec, sp, off)
             worst = self._peaks[key] = worst_stage(self.sc.model, tr, lay, self.sc.corrections)
         return worst
 
@@ -207,10 +208,10 @@ class Search:
         if off == "params" and shard["zero"] != 3:
             return False
         self.searched += 1
-        lay = self._layout(split, shard, rec, sp, off)
-        peak = self._peak(tr, lay)
+        peak = self._peak(tr, split, shard, rec, sp, off)
         total = peak.total * self.sc.corrections.on(hw.gpu.id).memory
-        self.least_bytes[hw.gpus] = min(self.least_bytes.get(hw.gpus, math.inf), total)
+        if total < self.least_bytes.get(hw.gpus, math.inf):
+            self.least_bytes[hw.gpus] = total
         cap = hw.gpu.usable_memory_bytes
         host = hw.host_memory_bytes
         if host is not None and peak.states.cpu_offload * min(hw.gpus, hw.gpus_per_node) > host:
@@ -219,10 +220,11 @@ class Search:
         if total > cap:
             self.rejected["out of memory: " + peak.largest_part()] += 1
             if self.closest is None or total - cap < self.closest.over_bytes:
+                lay = self._layout(split, shard, rec, sp, off)
                 self.closest = Miss(total - cap, lay, hw, memory(self.sc.model, hw, tr, lay, self.sc.corrections))
             return False
         if keep:
-            self._consider(hw, tr, lay, total)
+            self._consider(hw, tr, self._layout(split, shard, rec, sp, off), total)
         return True
 
     def _ladder(self, hw: Hardware, tr: Training, split: dict, sp: bool, off: str, recs: list[str]) -> bool:

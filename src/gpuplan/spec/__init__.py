@@ -22,8 +22,8 @@ from gpuplan.spec.job import (
     Training,
 )
 from gpuplan.spec.layout import Layout, check_fixed_layout, check_layout, check_layout_fields
-from gpuplan.spec.rules import RULES, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
+from gpuplan.spec.rules import RULES, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 __all__ = [

@@ -57,8 +57,8 @@ class Layout:
     def unchecked(cls, **kw: Any) -> Layout:
         """A layout the planner built from valid parts: skips ``__post_init__`` (its hot path)."""
         obj = object.__new__(cls)
-        for name, default in _LAYOUT_DEFAULTS:
-            object.__setattr__(obj, name, kw.get(name, default))
+        for name, value in (_DEFAULTS | kw).items():
+            _SLOTS[name](obj, value)  # the slot's own setter: no frozen-dataclass __setattr__ per field
         return obj
 
     def values(self) -> dict[str, Any]:
@@ -76,6 +76,8 @@ class Layout:
 
 
 _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
+_DEFAULTS = dict(_LAYOUT_DEFAULTS)
+_SLOTS = {name: getattr(Layout, name).__set__ for name, _ in _LAYOUT_DEFAULTS}
 
 
 def check_layout_fields(values: dict[str, Any]) -> None:

@@ -8,8 +8,6 @@ context, cuBLAS workspace, NCCL buffers or fragmentation: those stay the analyti
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ from gpuplan.catalog.constants import constant
 from gpuplan.model.estimate import evaluate
 from gpuplan.model.memory import stage_activations
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
-from gpuplan.trace.calibration import calibration_path
+from gpuplan.trace.calibration import record_ratios
 from gpuplan.trace.run import TraceResult, run_trace
 
 MIB = 2**20
@@ -219,22 +217,6 @@ _COEXIST = ("the formula keeps every gradient beside the activations and loss bu
 # ---- calibration ---------------------------------------------------------------------------------
 def calibrate(result: dict, model_type: str) -> tuple[Path, dict]:
     """Fold this trace's measured/predicted ratios into the per-architecture running means."""
-    path = calibration_path()
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            data = {}
-    entry = data.get(model_type, {"n": 0})
-    n = entry["n"]
-    for key, comp in (("states", "states"), ("activations", "activations"), ("model_flops", "model FLOPs")):
-        ratio = _row(result["compare"], comp)["ratio"]
-        if ratio is not None:
-            entry[key] = (entry.get(key, ratio) * n + ratio) / (n + 1)
-    entry["n"] = n + 1
-    entry["updated"] = time.strftime("%Y-%m-%d")
-    data[model_type] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True))
-    return path, entry
+    ratios = {key: _row(result["compare"], comp)["ratio"]
+              for key, comp in (("states", "states"), ("activations", "activations"), ("model_flops", "model FLOPs"))}
+    return record_ratios(model_type, ratios)

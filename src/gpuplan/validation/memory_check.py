@@ -15,8 +15,7 @@ from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
 from gpuplan.model.estimate import evaluate
-
-GiB = 2**30
+from gpuplan.units import GiB
 
 
 def _skip_reason(run: dict) -> str | None:
