@@ -10,147 +10,31 @@ recorded in ``ModelSpec.assumed`` so nothing is assumed silently.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.catalog.builder_parts import (
+    MAX_CONFIG_INT,
+    MAX_HIDDEN,
+    MAX_LAYERS,
+    MAX_PARAMS,
+    MAX_VOCAB,
+    Cfg,
+    emb,
+    gated,
+    groups,
+    lin,
+    nrm,
+    spec,
+    tie,
+)
 from gpuplan.errors import GpuplanError
-from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
+from gpuplan.spec.model import ModelSpec, Weight
 
-_MISSING = object()
-# Upper bounds of a model description: far above any real model, low enough that a typo or a
-# runaway value (num_hidden_layers: 1e7, hidden_size: 2**40) is an error instead of a hang.
-MAX_PARAMS = 10**15     # parameters (the largest published models: ~2e12)
-MAX_LAYERS = 10_000     # blocks (the deepest trained transformers: DeepNet's 1,000)
-MAX_HIDDEN = 2**20      # hidden size (the widest: ~25k)
-MAX_VOCAB = 2**24       # vocabulary (the largest: ~262k)
-MAX_CONFIG_INT = 2**31 - 1  # any other size in a config.json
-_MAXIMA = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "n_layers": MAX_LAYERS,
-           "hidden_size": MAX_HIDDEN, "n_embd": MAX_HIDDEN, "n_embed": MAX_HIDDEN, "d_model": MAX_HIDDEN,
-           "vocab_size": MAX_VOCAB}
-
-
-class Cfg:
-    """Typed, validated reads from a config mapping; every error is one line naming the source."""
-
-    def __init__(self, data: Mapping[str, Any], source: str, model_type: str):
-        self.d, self.source, self.mt = data, source, model_type
-        self.assumed: list[str] = []
-
-    def raw(self, *keys: str, default: Any = None) -> Any:
-        for k in keys:
-            if self.d.get(k) is not None:
-                return self.d[k]
-        return default
-
-    def require(self, *specs: str | tuple[str, ...]) -> None:
-        missing = ["/".join(s) if isinstance(s, tuple) else s for s in specs
-                   if self.raw(*((s,) if isinstance(s, str) else s)) is None]
-        if missing:
-            raise GpuplanError(f"{self.source}: missing required key(s) {', '.join(missing)} for "
-                               f"model_type '{self.mt}': add them (see the model's config.json)")
-
-    def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1, note: bool = True) -> int:
-        v = self.raw(*keys)
-        if v is None:
-            if default is _MISSING:
-                self.require(keys)
-            if note and default is not None:
-                self.assumed.append(f"{keys[0]} not given: using the transformers default {default}")
-            return default
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or int(v) != v:
-            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} is not a whole number: give an integer")
-        if v < minimum:
-            raise GpuplanError(f"{self.source}: {keys[0]} = {v} must be at least {minimum}: fix the value")
-        key = next(k for k in keys if self.d.get(k) is not None)
-        limit = _MAXIMA.get(key, MAX_CONFIG_INT)
-        if v > limit:
-            raise GpuplanError(f"{self.source}: {key} = {v:,.0f} is more than the limit {limit:,} "
-                               f"(far above any real model): fix the value")
-        return int(v)
-
-    def flag(self, *keys: str, default: bool) -> bool:
-        v = self.raw(*keys)
-        if v is None:
-            return default
-        if not isinstance(v, bool):
-            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} must be true or false")
-        return v
-
-    def head_dim(self, hidden: int, heads: int, default: int | None = None) -> int:
-        if self.raw("head_dim") is not None:
-            return self.int("head_dim")
-        if default is not None:
-            self.assumed.append(f"head_dim not given: using the transformers default {default}")
-            return default
-        if hidden % heads:
-            raise GpuplanError(f"{self.source}: hidden size {hidden} is not divisible by {heads} attention "
-                               f"heads: fix the sizes or give head_dim explicitly")
-        return hidden // heads
-
-    def kv_heads(self, heads: int, *keys: str) -> int:
-        kv = self.int(*keys, default=heads, note=False)
-        if heads % kv:
-            raise GpuplanError(f"{self.source}: {heads} attention heads are not a multiple of {kv} "
-                               f"key/value heads: fix {keys[0]}")
-        return kv
-
-
-# ---- weight helpers ----------------------------------------------------------------------------
-def lin(name: str, out: int, inp: int, group: str, bias: bool = False, count: int = 1) -> list[Weight]:
-    ws = [Weight(name=name, shape=(out, inp), group=group, count=count)]  # type: ignore[arg-type]
-    if bias:
-        ws.append(Weight(name=name, shape=(out,), group=group,  # type: ignore[arg-type]
-                         count=count, bias=True))
-    return ws
-
-
-def nrm(name: str, size: int, bias: bool = False) -> list[Weight]:
-    ws = [Weight(name=name, shape=(size,), group="norm")]
-    if bias:
-        ws.append(Weight(name=name, shape=(size,), group="norm", bias=True))
-    return ws
-
-
-def emb(name: str, rows: int, dim: int, group: str = "embedding") -> list[Weight]:
-    return [Weight(name=name, shape=(rows, dim), group=group)]  # type: ignore[arg-type]
-
-
-def gated(prefix: str, h: int, ffn: int, group: str, bias: bool = False, count: int = 1,
-          names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> list[Weight]:
-    g, u, d = names
-    return (lin(f"{prefix}.{g}", ffn, h, group, bias, count)
-            + lin(f"{prefix}.{u}", ffn, h, group, bias, count)
-            + lin(f"{prefix}.{d}", h, ffn, group, bias, count))
-
-
-def groups(layers: list[tuple[list[Weight], bool]]) -> tuple[LayerGroup, ...]:
-    """Run-length encode consecutive identical blocks into LayerGroups (keeps layer order)."""
-    out: list[LayerGroup] = []
-    for ws, moe in layers:
-        t = tuple(ws)
-        if out and out[-1].weights == t and out[-1].moe == moe:
-            out[-1] = LayerGroup(count=out[-1].count + 1, weights=t, moe=moe)
-        else:
-            out.append(LayerGroup(count=1, weights=t, moe=moe))
-    return tuple(out)
-
-
-def tie(c: Cfg, default: bool) -> bool:
-    v = c.raw("tie_word_embeddings")
-    if v is None:
-        c.assumed.append(f"tie_word_embeddings not given: using the {c.mt} default {str(default).lower()}")
-        return default
-    return c.flag("tie_word_embeddings", default=default)
-
-
-def spec(c: Cfg, name: str, **kw: Any) -> ModelSpec:
-    kw.setdefault("v_head_dim", kw["head_dim"])
-    experts, top_k = kw.get("n_experts", 0), kw.get("top_k", 0)
-    if experts and top_k > experts:
-        raise GpuplanError(f"{c.source}: num_experts_per_tok = {top_k} is more than the {experts} experts "
-                           f"(a token is routed to at most all of them): give at most {experts}")
-    return ModelSpec(name=name, model_type=c.mt, assumed=tuple(c.assumed), **kw)
+__all__ = ["BUILDERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB", "Cfg",
+           "bloom", "deepseek", "emb", "falcon", "gated", "gpt2", "gpt_neox", "groups", "lin", "llama_like", "mpt",
+           "nrm", "opt", "spec", "tie"]
 
 
 # ---- Llama-like decoders (RMSNorm, RoPE, SwiGLU/GeGLU) -----------------------------------------
@@ -191,6 +75,29 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     o_b, mlp_b = _bias(c, f.get("o")), _bias(c, f.get("mlp"))
     tied = tie(c, f["tie"])
     ffn = c.int("intermediate_size", default=0, minimum=0 if moe == "qwen3_moe" else 1, note=False)
+    attn = _llama_attention(f, h, nh, nkv, d, qkv_b, o_b)
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    if f.get("norms", 2) == 4:
+        norms += nrm("pre_feedforward_layernorm", h) + nrm("post_feedforward_layernorm", h)
+    if f.get("fused"):
+        dense_mlp = lin("mlp.gate_up_proj", 2 * ffn, h, "mlp") + lin("mlp.down_proj", h, ffn, "mlp")
+    else:
+        dense_mlp = gated("mlp", h, ffn, "mlp", mlp_b)
+    m = _llama_moe(c, moe, h, L, ffn)
+    if not all(m.sparse) and ffn == 0:
+        c.require("intermediate_size")
+    layers = [(attn + norms + (m.mlp if s else dense_mlp), s) for s in m.sparse]
+    head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
+                ffn=0 if all(m.sparse) else ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
+                head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn, shared_ffn=m.shared)
+
+
+def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b: bool,
+                     o_b: bool) -> list[Weight]:
+    """Self-attention weights of one block: q/k/v (or fused qkv), o, and q/k norms where the family has them."""
     attn: list[Weight] = []
     if f.get("fused"):
         attn += lin("self_attn.qkv_proj", (nh + 2 * nkv) * d, h, "attention", qkv_b)
@@ -201,44 +108,43 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     attn += lin("self_attn.o_proj", h, nh * d, "attention", o_b)
     if f.get("qk"):
         attn += nrm("self_attn.q_norm", d) + nrm("self_attn.k_norm", d)
-    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
-    if f.get("norms", 2) == 4:
-        norms += nrm("pre_feedforward_layernorm", h) + nrm("post_feedforward_layernorm", h)
-    if f.get("fused"):
-        dense_mlp = lin("mlp.gate_up_proj", 2 * ffn, h, "mlp") + lin("mlp.down_proj", h, ffn, "mlp")
-    else:
-        dense_mlp = gated("mlp", h, ffn, "mlp", mlp_b)
-    E = k = moe_ffn = shared = 0
-    sparse = [False] * L
+    return attn
+
+
+@dataclass(frozen=True, slots=True)
+class _Moe:
+    """The mixture-of-experts part of a Llama-like model (all zero and no sparse layer when dense)."""
+    experts: int
+    top_k: int
+    ffn: int
+    shared: int
+    sparse: list[bool]      # per layer: does it use ``mlp`` (the MoE block) instead of the dense MLP
+    mlp: list[Weight]
+
+
+def _llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> _Moe:
+    """Experts, routing and the MoE MLP weights of Mixtral / Qwen2-MoE / Qwen3-MoE."""
     if moe == "mixtral":
-        E, moe_ffn = c.int("num_local_experts"), ffn
-        k = c.int("num_experts_per_tok", default=2)
-        sparse = [True] * L
-        moe_mlp = (lin("block_sparse_moe.gate", E, h, "router")
-                   + gated("block_sparse_moe.experts", h, moe_ffn, "expert", count=E,
-                           names=("w1", "w3", "w2")))
-    elif moe:
-        E, moe_ffn = c.int("num_experts"), c.int("moe_intermediate_size")
-        k = c.int("num_experts_per_tok")
-        step = c.int("decoder_sparse_step", default=1, note=False)
-        only = c.raw("mlp_only_layers", default=[])
-        if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
-            raise GpuplanError(f"{c.source}: mlp_only_layers must be a list of layer indices")
-        sparse = [i not in only and (i + 1) % step == 0 for i in range(L)]
-        moe_mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
-        if moe == "qwen2_moe":
-            shared = c.int("shared_expert_intermediate_size")
-            moe_mlp += gated("mlp.shared_expert", h, shared, "shared_expert")
-            moe_mlp += lin("mlp.shared_expert_gate", 1, h, "router")
-    if not all(sparse) and ffn == 0:
-        c.require("intermediate_size")
-    layers = [(attn + norms + (moe_mlp if s else dense_mlp), s) for s in sparse]
-    head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
-    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
-                ffn=0 if all(sparse) else ffn, vocab=V,
-                max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
-                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
-                head=tuple(head), n_experts=E, top_k=k, moe_ffn=moe_ffn, shared_ffn=shared)
+        E, k = c.int("num_local_experts"), c.int("num_experts_per_tok", default=2)
+        mlp = (lin("block_sparse_moe.gate", E, h, "router")
+               + gated("block_sparse_moe.experts", h, ffn, "expert", count=E, names=("w1", "w3", "w2")))
+        return _Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
+    if not moe:
+        return _Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
+    E, moe_ffn = c.int("num_experts"), c.int("moe_intermediate_size")
+    k = c.int("num_experts_per_tok")
+    step = c.int("decoder_sparse_step", default=1, note=False)
+    only = c.raw("mlp_only_layers", default=[])
+    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+        raise GpuplanError(f"{c.source}: mlp_only_layers must be a list of layer indices")
+    sparse = [i not in only and (i + 1) % step == 0 for i in range(L)]
+    mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
+    shared = 0
+    if moe == "qwen2_moe":
+        shared = c.int("shared_expert_intermediate_size")
+        mlp += gated("mlp.shared_expert", h, shared, "shared_expert")
+        mlp += lin("mlp.shared_expert_gate", 1, h, "router")
+    return _Moe(experts=E, top_k=k, ffn=moe_ffn, shared=shared, sparse=sparse, mlp=mlp)
 
 
 # ---- DeepSeek V2/V3: multi-head latent attention + fine-grained MoE ----------------------------

@@ -317,65 +317,73 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
         files = [folder / f for f in needed] if all((folder / f).exists() for f in needed) else []
     if not files and index is None:
         return spec
-    q = cfg.get("quantization_config")
     notes = list(spec.assumed)
-    if files:
-        entries: list[tuple[str, list[int], Path]] = []
-        for f in files:
-            for key, info in _header(f).items():
-                shape = info.get("shape") if isinstance(info, dict) else None
-                if key == "__metadata__":
-                    continue
-                if not (isinstance(shape, list)
-                        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
-                    raise GpuplanError(f"{f}: tensor {key} has no valid shape in the header ({shape!r}: "
-                                       f"dimensions are whole numbers ≥ 0): replace the file")
-                entries.append((key, shape, f))
-        if any(k.endswith(_PACKED) for k, _, _ in entries):
-            why = "the safetensors hold packed quantized weights: parameter count from the config formula"
-            return dataclasses.replace(spec, assumed=(*notes, why))
-        has_embed = any(re.search(r"embed|wte|word_embeddings", k) for k, _, _ in entries)
-        total = extra = skipped = 0
-        for key, shape, _ in entries:
-            n = math.prod(shape)
-            if (key.endswith(_NOT_PARAMS) or (key.endswith(".bias") and len(shape) == 4)
-                    or (spec.tied_embeddings and has_embed and key.endswith(_TIED_HEADS))):
-                skipped += n
-            elif _is_extra(key, spec):
-                extra += n
-            else:
-                total += n
-        notes.append(f"parameter count read from the headers of {len(files)} safetensors file(s)")
-        if skipped:
-            notes.append(f"{skipped:,} stored elements skipped (buffers, quantization scales "
-                         f"or a tied head copy)")
-        source = "safetensors"
-    else:
-        assert index is not None
-        size = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
-        bpe = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "")).replace("torch.", ""))
-        why = ("the checkpoint is quantized" if q else "torch_dtype is missing or unknown" if not bpe
-               else "metadata.total_size is missing" if not isinstance(size, int)
-               else "total_size is not a whole number of elements" if size % bpe else "")
-        if any(k.endswith(_NOT_PARAMS) or ".attn.bias" in k or "attention.bias" in k for k in wmap):
-            why = why or "the index lists non-parameter buffers"
-        if why:
-            note = f"{index_path.name} not used ({why}): parameter count from the config formula"
-            return dataclasses.replace(spec, assumed=(*notes, note))
-        if size < 0:
-            note = f"{index_path.name} not used (metadata.total_size is negative): parameter count from the formula"
-            return dataclasses.replace(spec, assumed=(*notes, note))
-        total, extra = size // bpe, 0
-        if any(_is_extra(k, spec) for k in wmap):
-            total, extra = total - spec.extra_params, spec.extra_params
-        if spec.tied_embeddings and any(k.endswith(_TIED_HEADS) for k in wmap):
-            total -= spec.vocab * spec.hidden
-        notes.append(f"parameter count = {index_path.name} total_size / {bpe} bytes "
-                     f"({cfg.get('torch_dtype')})")
-        source = "safetensors-index"
+    got = _count_headers(spec, files, notes) if files else _count_index(spec, index_path, index, cfg, notes)
+    if isinstance(got, str):  # the checkpoint cannot give the count: why
+        return dataclasses.replace(spec, assumed=(*notes, got))
+    total, extra, source = got
     _check_size(total, str(folder))
     if total != spec.params_formula:
         notes.append(f"checkpoint has {total:,} parameters, the config formula {spec.params_formula:,} "
                      f"({total - spec.params_formula:+,})")
     return dataclasses.replace(spec, params_override=total, params_source=source, extra_params=extra,
                                assumed=tuple(notes))
+
+
+def _count_headers(spec: ModelSpec, files: list[Path], notes: list[str]) -> tuple[int, int, str] | str:
+    """(parameters, extra parameters, source) from the safetensors headers, or why they cannot be used."""
+    entries: list[tuple[str, list[int], Path]] = []
+    for f in files:
+        for key, info in _header(f).items():
+            shape = info.get("shape") if isinstance(info, dict) else None
+            if key == "__metadata__":
+                continue
+            if not (isinstance(shape, list)
+                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
+                raise GpuplanError(f"{f}: tensor {key} has no valid shape in the header ({shape!r}: "
+                                   f"dimensions are whole numbers ≥ 0): replace the file")
+            entries.append((key, shape, f))
+    if any(k.endswith(_PACKED) for k, _, _ in entries):
+        return "the safetensors hold packed quantized weights: parameter count from the config formula"
+    has_embed = any(re.search(r"embed|wte|word_embeddings", k) for k, _, _ in entries)
+    total = extra = skipped = 0
+    for key, shape, _ in entries:
+        n = math.prod(shape)
+        if (key.endswith(_NOT_PARAMS) or (key.endswith(".bias") and len(shape) == 4)
+                or (spec.tied_embeddings and has_embed and key.endswith(_TIED_HEADS))):
+            skipped += n
+        elif _is_extra(key, spec):
+            extra += n
+        else:
+            total += n
+    notes.append(f"parameter count read from the headers of {len(files)} safetensors file(s)")
+    if skipped:
+        notes.append(f"{skipped:,} stored elements skipped (buffers, quantization scales "
+                     f"or a tied head copy)")
+    return total, extra, "safetensors"
+
+
+def _count_index(spec: ModelSpec, index_path: Path, index: Any, cfg: Mapping[str, Any],
+                 notes: list[str]) -> tuple[int, int, str] | str:
+    """(parameters, extra parameters, source) from the index's total_size, or why it cannot be used."""
+    wmap = index["weight_map"]
+    q = cfg.get("quantization_config")
+    size = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
+    bpe = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "")).replace("torch.", ""))
+    why = ("the checkpoint is quantized" if q else "torch_dtype is missing or unknown" if not bpe
+           else "metadata.total_size is missing" if not isinstance(size, int)
+           else "total_size is not a whole number of elements" if size % bpe else "")
+    if any(k.endswith(_NOT_PARAMS) or ".attn.bias" in k or "attention.bias" in k for k in wmap):
+        why = why or "the index lists non-parameter buffers"
+    if why:
+        return f"{index_path.name} not used ({why}): parameter count from the config formula"
+    if size < 0:
+        return f"{index_path.name} not used (metadata.total_size is negative): parameter count from the formula"
+    total, extra = size // bpe, 0
+    if any(_is_extra(k, spec) for k in wmap):
+        total, extra = total - spec.extra_params, spec.extra_params
+    if spec.tied_embeddings and any(k.endswith(_TIED_HEADS) for k in wmap):
+        total -= spec.vocab * spec.hidden
+    notes.append(f"parameter count = {index_path.name} total_size / {bpe} bytes "
+                 f"({cfg.get('torch_dtype')})")
+    return total, extra, "safetensors-index"

@@ -18,7 +18,22 @@ def deepspeed(est: dict) -> Export:
         "train_micro_batch_size_per_gpu": lay["micro_batch"],
         "gradient_accumulation_steps": accum,
     }
-    prec = tr["precision"]
+    _precision(cfg, tr["precision"], lay, notes)
+    cfg["zero_optimization"] = _zero_optimization(lay, notes)
+    _model_parallel(cfg, lay, notes)
+    if lay["recompute"] != "none":
+        notes.append(f"recompute={lay['recompute']}: activation checkpointing is switched on in the model "
+                     "code (model.gradient_checkpointing_enable() or deepspeed.checkpointing); "
+                     + ("DeepSpeed has no per-op selective policy" if lay["recompute"].startswith("selective")
+                        else "checkpoint every layer"))
+    cfg["gradient_clipping"] = 1.0
+    cfg["steps_per_print"] = 100
+    text = json.dumps(cfg, indent=2) + "\n"
+    return Export(target="deepspeed", config=cfg, text=text, filename="ds_config.json", notes=tuple(notes))
+
+
+def _precision(cfg: dict[str, Any], prec: str, lay: dict, notes: list[str]) -> None:
+    """The ``fp16`` / ``bf16`` sections (fp32 sets neither)."""
     if prec == "fp16":
         cfg["fp16"] = {"enabled": True}
     elif prec in ("bf16", "bf16-pure", "fp8"):
@@ -31,6 +46,10 @@ def deepspeed(est: dict) -> Export:
         elif prec == "bf16-pure":
             notes.append("bf16-pure: DeepSpeed's bf16 master weights and optimizer states need ZeRO ≥ 1; "
                          "with stage 0 it keeps fp32 master weights (more memory than planned)")
+
+
+def _zero_optimization(lay: dict, notes: list[str]) -> dict[str, Any]:
+    """The ``zero_optimization`` section: stage, overlap, CPU offload, hybrid-shard groups."""
     zero: dict[str, Any] = {"stage": lay["zero"]}
     if lay["zero"] > 0:
         zero["overlap_comm"] = bool(lay.get("dp_overlap", True))
@@ -53,7 +72,12 @@ def deepspeed(est: dict) -> Export:
         else:
             notes.append(f"hybrid shard (groups of {split[1]}) with ZeRO-{lay['zero']}: DeepSpeed shards "
                          "ZeRO-1/2 states over all data-parallel ranks; nothing to set")
-    cfg["zero_optimization"] = zero
+    return zero
+
+
+def _model_parallel(cfg: dict[str, Any], lay: dict, notes: list[str]) -> None:
+    """Tensor (AutoTP), pipeline, sequence (Ulysses) and expert parallelism: config keys where
+    DeepSpeed has them, notes on the model code where it does not."""
     if lay["tp"] > 1:
         cfg["tensor_parallel"] = {"autotp_size": lay["tp"]}
         notes.append(f"tp={lay['tp']}: DeepSpeed AutoTP training (tensor_parallel.autotp_size) works for "
@@ -73,13 +97,3 @@ def deepspeed(est: dict) -> Export:
                      "in the model code; gpuplan's cp model is ring attention, so communication differs")
     if lay["ep"] > 1:
         notes.append(f"ep={lay['ep']}: set in code, deepspeed.moe.layer.MoE(ep_size={lay['ep']})")
-    if lay["recompute"] != "none":
-        notes.append(f"recompute={lay['recompute']}: activation checkpointing is switched on in the model "
-                     "code (model.gradient_checkpointing_enable() or deepspeed.checkpointing); "
-                     + ("DeepSpeed has no per-op selective policy" if lay["recompute"].startswith("selective")
-                        else "checkpoint every layer"))
-    cfg["gradient_clipping"] = 1.0
-    cfg["steps_per_print"] = 100
-    text = json.dumps(cfg, indent=2) + "\n"
-    return Export(target="deepspeed", config=cfg, text=text, filename="ds_config.json", notes=tuple(notes))
-

@@ -13,6 +13,23 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
     hw, tr, lay = _parts(est)
     gb, _ = _batches(hw, tr, lay)
     notes: list[str] = []
+    a = _parallel_args(lay, model, notes)
+    a += _batch_args(tr, lay, gb, model)
+    a += _precision_args(tr["precision"], notes)
+    a += _zero_args(lay, notes)
+    a += _recompute_args(lay["recompute"], notes)
+    a += _optimizer_args(tr, lay, notes)
+    if model is not None:
+        a += _megatron_model(model, notes)
+    else:
+        notes.append("model architecture flags (--num-layers, --hidden-size, ...) left out: no model spec given")
+    if tr.get("method", "full") != "full":
+        notes.append(f"method={tr['method']}: Megatron-LM pretrains all weights; LoRA needs NeMo/Megatron-Bridge")
+    return a, notes
+
+
+def _parallel_args(lay: dict, model: Any, notes: list[str]) -> list[str]:
+    """Model-parallel degrees, the pipeline schedule and sequence parallelism."""
     a = ["--tensor-model-parallel-size", str(lay["tp"]), "--pipeline-model-parallel-size", str(lay["pp"]),
          "--context-parallel-size", str(lay["cp"])]
     if lay["ep"] > 1:
@@ -31,14 +48,24 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
         a.append("--sequence-parallel")
         if lay.get("tp_overlap"):
             a.append("--tp-comm-overlap")  # Transformer Engine's userbuffers overlap of the TP collectives
-    a += ["--micro-batch-size", str(lay["micro_batch"]), "--global-batch-size", str(gb),
-          "--seq-length", str(tr["seq_len"])]
+    return a
+
+
+def _batch_args(tr: dict, lay: dict, gb: int, model: Any) -> list[str]:
+    """Micro and global batch, sequence length, position embeddings, iterations."""
+    a = ["--micro-batch-size", str(lay["micro_batch"]), "--global-batch-size", str(gb),
+         "--seq-length", str(tr["seq_len"])]
     max_pos = max(tr["seq_len"], getattr(model, "max_positions", 0) or 0)
     a += ["--max-position-embeddings", str(max_pos)]
     steps = _steps(tr, gb)
     if steps:
         a += ["--train-iters", str(steps)]
-    prec = tr["precision"]
+    return a
+
+
+def _precision_args(prec: str, notes: list[str]) -> list[str]:
+    """--fp16 / --bf16 (+ FP8 hybrid format); fp32 sets none."""
+    a: list[str] = []
     if prec == "fp16":
         a.append("--fp16")
     elif prec in ("bf16", "bf16-pure", "fp8"):
@@ -48,6 +75,12 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
         if prec == "bf16-pure":
             notes.append("bf16-pure: Megatron keeps fp32 main weights; --use-precision-aware-optimizer with "
                          "bf16 optimizer dtypes comes closest")
+    return a
+
+
+def _zero_args(lay: dict, notes: list[str]) -> list[str]:
+    """ZeRO as Megatron's distributed optimizer (1/2) or torch FSDP2 (3), its instances, overlap."""
+    a: list[str] = []
     zero = lay["zero"]
     if zero in (1, 2):
         a.append("--use-distributed-optimizer")
@@ -68,7 +101,12 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
         notes.append(f"hybrid shard groups of {split[1]}: not expressible with --use-torch-fsdp2")
     if zero > 0 and lay.get("dp_overlap", True):
         a += ["--overlap-grad-reduce", "--overlap-param-gather"]
-    rec = lay["recompute"]
+    return a
+
+
+def _recompute_args(rec: str, notes: list[str]) -> list[str]:
+    """Activation recomputation: full (every layer, uniform) or selective."""
+    a: list[str] = []
     if rec == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif rec.startswith("selective"):
@@ -76,6 +114,12 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
         if rec == "selective-op":
             notes.append("recompute=selective-op (torchtitan per-op SAC) → Megatron selective (core attention "
                          "recomputed): similar memory, a little less recompute")
+    return a
+
+
+def _optimizer_args(tr: dict, lay: dict, notes: list[str]) -> list[str]:
+    """Optimizer CPU offload, then the optimizer (Megatron-LM offers adam and sgd)."""
+    a: list[str] = []
     if lay["offload"] == "optimizer":
         a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.0"]
     elif lay["offload"] == "params":
@@ -88,13 +132,7 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
         a += ["--optimizer", "adam"]
     else:
         notes.append(f"optimizer={tr['optimizer']}: Megatron-LM offers adam and sgd")
-    if model is not None:
-        a += _megatron_model(model, notes)
-    else:
-        notes.append("model architecture flags (--num-layers, --hidden-size, ...) left out: no model spec given")
-    if tr.get("method", "full") != "full":
-        notes.append(f"method={tr['method']}: Megatron-LM pretrains all weights; LoRA needs NeMo/Megatron-Bridge")
-    return a, notes
+    return a
 
 
 def _megatron_model(m: Any, notes: list[str]) -> list[str]:

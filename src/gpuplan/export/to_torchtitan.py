@@ -17,21 +17,56 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     hw, tr, lay = _parts(est)
     gb, accum = _batches(hw, tr, lay)
     notes: list[str] = []
-    mtype = getattr(model, "model_type", None)
-    flavor = _flavor(est["model"].get("name") or "", est["model"]["params"])
     cfg: dict[str, dict[str, Any]] = {
         "job": {"description": f"{est['model'].get('name', 'model')} — gpuplan export"},
-        "model": {"name": TITAN_MODELS.get(mtype or "", "llama3"), "flavor": flavor},
+        "model": _model_section(est, model, notes),
     }
+    training: dict[str, Any] = {"seq_len": tr["seq_len"], "global_batch_size": gb,
+                                "mixed_precision_param": "float32" if tr["precision"] == "fp32" else "bfloat16"}
+    par: dict[str, Any] = {"tensor_parallel_degree": lay["tp"], "pipeline_parallel_degree": lay["pp"],
+                           "context_parallel_degree": lay["cp"], "expert_parallel_degree": lay["ep"]}
+    _batch_and_pipeline(training, par, lay, (gb, accum), model, notes)
+    steps = _steps(tr, gb)
+    if steps:
+        training["steps"] = steps
+    if lay["offload"] != "none":
+        training["enable_cpu_offload"] = True
+        if lay["offload"] == "optimizer":
+            notes.append("offload=optimizer: torchtitan's FSDP CPU offload moves parameters, gradients and "
+                         "optimizer state together")
+    _data_parallel(par, lay, notes)
+    _tensor_parallel(par, lay, notes)
+    cfg["training"] = training
+    cfg["parallelism"] = par
+    cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes)
+    cfg["optimizer"] = _optimizer(tr, notes)
+    if tr["precision"] == "fp8":
+        cfg["model"]["converters"] = ["float8"]
+        cfg["float8"] = {"recipe_name": "rowwise"}
+    if tr.get("method", "full") != "full":
+        notes.append(f"method={tr['method']}: torchtitan trains all weights; LoRA needs your own model code")
+    text = "".join(f"# {line}\n" for line in _header(est, "torchrun ... -m torchtitan.train --job.config_file "
+                                                      "job.toml")) + "\n" + to_toml(cfg)
+    return Export(target="torchtitan", config=cfg, text=text, filename="job.toml", notes=tuple(notes))
+
+
+def _model_section(est: dict, model: Any, notes: list[str]) -> dict[str, Any]:
+    """[model]: torchtitan's model name for the model type, and a flavor guessed from the size."""
+    mtype = getattr(model, "model_type", None)
+    flavor = _flavor(est["model"].get("name") or "", est["model"]["params"])
     if mtype not in TITAN_MODELS:
         notes.append(f"model: torchtitan ships llama3/llama4/qwen3/deepseek_v3; check [model] name and flavor "
                      f"({mtype or 'unknown type'})")
     else:
         notes.append(f"model.flavor={flavor!r} guessed from the parameter count; use a flavor the model defines")
-    training: dict[str, Any] = {"seq_len": tr["seq_len"], "global_batch_size": gb,
-                                "mixed_precision_param": "float32" if tr["precision"] == "fp32" else "bfloat16"}
-    par: dict[str, Any] = {"tensor_parallel_degree": lay["tp"], "pipeline_parallel_degree": lay["pp"],
-                           "context_parallel_degree": lay["cp"], "expert_parallel_degree": lay["ep"]}
+    return {"name": TITAN_MODELS.get(mtype or "", "llama3"), "flavor": flavor}
+
+
+def _batch_and_pipeline(training: dict[str, Any], par: dict[str, Any], lay: dict, batches: tuple[int, int],
+                        model: Any, notes: list[str]) -> None:
+    """local_batch_size, and with pp > 1 the pipeline micro-batch, schedule and layers per stage.
+    ``batches`` is (global batch, gradient-accumulation steps)."""
+    gb, accum = batches
     if lay["pp"] > 1:
         # one pipeline step consumes the replica's whole share of the batch in micro-batches
         training["local_batch_size"] = gb // lay["dp"]
@@ -51,14 +86,10 @@ def torchtitan(est: dict, model: Any = None) -> Export:
         if accum > 1:
             notes.append(f"gradient accumulation: global_batch_size {gb} = local_batch_size {lay['micro_batch']} "
                          f"× dp {lay['dp']} × {accum} steps")
-    steps = _steps(tr, gb)
-    if steps:
-        training["steps"] = steps
-    if lay["offload"] != "none":
-        training["enable_cpu_offload"] = True
-        if lay["offload"] == "optimizer":
-            notes.append("offload=optimizer: torchtitan's FSDP CPU offload moves parameters, gradients and "
-                         "optimizer state together")
+
+
+def _data_parallel(par: dict[str, Any], lay: dict, notes: list[str]) -> None:
+    """dp as FSDP2 replicate × shard degrees, and ZeRO-1/2/3 as its reshard-after-forward policy."""
     split = _shard_split(lay)
     if lay["zero"] == 0:
         par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"] = lay["dp"], 1
@@ -73,35 +104,37 @@ def torchtitan(est: dict, model: Any = None) -> Export:
                      + ("; FSDP has no optimizer-only sharding" if lay["zero"] == 1 else ""))
     elif lay["zero"] == 3:
         par["fsdp_reshard_after_forward"] = "default"
+
+
+def _tensor_parallel(par: dict[str, Any], lay: dict, notes: list[str]) -> None:
+    """Sequence parallelism (always on with tp in torchtitan) and async tensor parallelism."""
     if lay["tp"] > 1 and not lay.get("sequence_parallel", True):
         notes.append("torchtitan always uses sequence parallelism with tensor parallelism")
     if lay["tp"] > 1 and lay.get("tp_overlap"):
         par["enable_async_tensor_parallel"] = True
         notes.append("async tensor parallelism needs torch.compile (compile.enable) in torchtitan")
-    rec = lay["recompute"]
+
+
+def _activation_checkpoint(rec: str, notes: list[str]) -> dict[str, Any]:
+    """[activation_checkpoint]: none, full, or per-op selective (torchtitan's only selective policy here)."""
     ac: dict[str, Any] = {"mode": {"none": "none", "full": "full"}.get(rec, "selective")}
     if rec.startswith("selective"):
         ac["selective_ac_option"] = "op"
         if rec == "selective":
             notes.append("recompute=selective (Megatron: attention core only) → torchtitan per-op SAC "
                          "(selective_ac_option op), its nearest policy")
-    cfg["training"] = training
-    cfg["parallelism"] = par
-    cfg["activation_checkpoint"] = ac
-    cfg["optimizer"] = {"name": "AdamW", "implementation": tr.get("optimizer_impl", "fused")}
+    return ac
+
+
+def _optimizer(tr: dict, notes: list[str]) -> dict[str, Any]:
+    """[optimizer]: AdamW unless the plan used another torch.optim optimizer."""
+    opt = {"name": "AdamW", "implementation": tr.get("optimizer_impl", "fused")}
     if tr["optimizer"] not in ("adamw", "adam"):
         notes.append(f"optimizer={tr['optimizer']}: torchtitan builds torch.optim optimizers by name; set "
                      "optimizer.name to the class you use")
-        cfg["optimizer"]["name"] = {"sgd": "SGD", "sgd-momentum": "SGD", "adafactor": "Adafactor"}.get(
+        opt["name"] = {"sgd": "SGD", "sgd-momentum": "SGD", "adafactor": "Adafactor"}.get(
             tr["optimizer"], "AdamW")
-    if tr["precision"] == "fp8":
-        cfg["model"]["converters"] = ["float8"]
-        cfg["float8"] = {"recipe_name": "rowwise"}
-    if tr.get("method", "full") != "full":
-        notes.append(f"method={tr['method']}: torchtitan trains all weights; LoRA needs your own model code")
-    text = "".join(f"# {line}\n" for line in _header(est, "torchrun ... -m torchtitan.train --job.config_file "
-                                                      "job.toml")) + "\n" + to_toml(cfg)
-    return Export(target="torchtitan", config=cfg, text=text, filename="job.toml", notes=tuple(notes))
+    return opt
 
 
 def _flavor(name: str, params: float) -> str:

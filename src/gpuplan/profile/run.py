@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.catalog.hardware import get_gpu
@@ -13,6 +13,7 @@ from gpuplan.model.estimate import evaluate
 from gpuplan.profile.launch import check_devices, run_trial
 from gpuplan.profile.model_check import check_model
 from gpuplan.report.progress import ProgressBar
+from gpuplan.spec.layout import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 GiB = 2**30
@@ -163,31 +164,10 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
     """``progress`` (optional) is redrawn while torchrun runs: steps done of warm-up + measured."""
     check_devices(device, nproc)
     world = nproc * nnodes
-    sc = replace(sc, hardware=replace(sc.hardware, gpus=world, gpus_per_node=max(nproc, 1)))
-    notes = []
-    if sc.layout.get("tp", 1) > 1 and "sequence_parallel" not in sc.layout:
-        # the trial's tensor parallelism keeps whole activations (no sequence parallelism): predict that
-        sc = replace(sc, layout={**sc.layout, "sequence_parallel": False})
-        notes.append("tensor parallel without sequence parallelism (norms and activations whole on each tp rank)")
-    lay = complete_layout(sc)
-    if lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
-        raise GpuplanError(f"trial runs use FSDP2 with tensor parallel (dp × tp): set pp, cp and ep to 1 "
-                           f"(got pp={lay.pp}, cp={lay.cp}, ep={lay.ep})")
-    if lay.sequence_parallel:
-        raise GpuplanError("trial runs apply tensor parallel without sequence parallelism: "
-                           "set sequence_parallel false")
-    if lay.recompute not in ("none", "full"):
-        raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
-    check_model(sc.model, lay.tp)  # before torchrun starts, not in every rank after it
-
-    def attempt(micro_batch: int) -> tuple[list[dict], Scenario]:
-        trial = replace(sc, layout={**sc.layout, "micro_batch": micro_batch})
-        if progress is not None:
-            progress.title = f"profiling (micro-batch {micro_batch})"
-        return run_trial(_raw(trial), device=device, nproc=nproc, steps=steps, warmup=warmup,
-                         timeout_s=timeout_s, extra_args=extra_args, progress=progress), trial
-
-    results, trial = attempt(lay.micro_batch)
+    sc, lay, notes = _trial_scenario(sc, nproc, world)
+    run = _TrialRun(device=device, nproc=nproc, steps=steps, warmup=warmup, timeout_s=timeout_s,
+                    extra_args=extra_args, progress=progress)
+    results, trial = run.attempt(sc, lay.micro_batch)
     oom = any(r.get("oom") for r in results)
     failed = [r for r in results if not r.get("ok") and not r.get("oom")]
     if failed:
@@ -207,22 +187,69 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
     if oom:
         report["advice"] = advise(sc, {}, predicted, True)
         return report
+    report.update(_measured_vs_predicted(sc, results, predicted, device, world))
+    if find_max_batch:
+        report["max_micro_batch"] = _bisect(lambda mb: run.attempt(sc, mb), lay.micro_batch, max_micro_batch)
+    return report
+
+
+def _trial_scenario(sc: Scenario, nproc: int, world: int) -> tuple[Scenario, Layout, list[str]]:
+    """The scenario on ``world`` ranks as the trial runs it, its complete layout and notes; refuses
+    layouts the trial cannot run before torchrun starts."""
+    sc = replace(sc, hardware=replace(sc.hardware, gpus=world, gpus_per_node=max(nproc, 1)))
+    notes = []
+    if sc.layout.get("tp", 1) > 1 and "sequence_parallel" not in sc.layout:
+        # the trial's tensor parallelism keeps whole activations (no sequence parallelism): predict that
+        sc = replace(sc, layout={**sc.layout, "sequence_parallel": False})
+        notes.append("tensor parallel without sequence parallelism (norms and activations whole on each tp rank)")
+    lay = complete_layout(sc)
+    if lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
+        raise GpuplanError(f"trial runs use FSDP2 with tensor parallel (dp × tp): set pp, cp and ep to 1 "
+                           f"(got pp={lay.pp}, cp={lay.cp}, ep={lay.ep})")
+    if lay.sequence_parallel:
+        raise GpuplanError("trial runs apply tensor parallel without sequence parallelism: "
+                           "set sequence_parallel false")
+    if lay.recompute not in ("none", "full"):
+        raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
+    check_model(sc.model, lay.tp)  # before torchrun starts, not in every rank after it
+    return sc, lay, notes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TrialRun:
+    """How every trial of one ``profile`` call runs (torchrun options, the progress line)."""
+    device: str
+    nproc: int
+    steps: int
+    warmup: int
+    timeout_s: float
+    extra_args: list[str] | None
+    progress: ProgressBar | None
+
+    def attempt(self, sc: Scenario, micro_batch: int) -> tuple[list[dict], Scenario]:
+        """One torchrun of ``sc`` at ``micro_batch``: every rank's result, and the scenario it ran."""
+        trial = replace(sc, layout={**sc.layout, "micro_batch": micro_batch})
+        if self.progress is not None:
+            self.progress.title = f"profiling (micro-batch {micro_batch})"
+        return run_trial(_raw(trial), device=self.device, nproc=self.nproc, steps=self.steps, warmup=self.warmup,
+                         timeout_s=self.timeout_s, extra_args=self.extra_args, progress=self.progress), trial
+
+
+def _measured_vs_predicted(sc: Scenario, results: list[dict], predicted: dict, device: str,
+                           world: int) -> dict[str, Any]:
+    """The report's ``measured``, ``ratio`` (measured / predicted) and ``advice`` of a run that fitted."""
     peak16 = sc.hardware.gpu.peak_flops.get("bf16") if device == "cuda" else None
     measured = measured_block(results, results[0]["tokens_per_step"], predicted["time"]["model_flops_per_token"],
                               peak16, world)
-    report["measured"] = measured
     pm, mm = predicted["memory"], measured["memory"]
     p_states = pm["weights"] + pm["gradients"] + pm["optimizer"]
-    report["ratio"] = {
+    ratio = {
         "model_states": mm["model_states"] / p_states if p_states else None,
         "total": mm["total"] / pm["total"] if mm["total"] else None,
         "tokens_per_s": measured["time"]["tokens_per_s"] / predicted["time"]["tokens_per_s"]
         if device == "cuda" else None,
     }
-    report["advice"] = advise(sc, measured, predicted, False)
-    if find_max_batch:
-        report["max_micro_batch"] = _bisect(attempt, lay.micro_batch, max_micro_batch)
-    return report
+    return {"measured": measured, "ratio": ratio, "advice": advise(sc, measured, predicted, False)}
 
 
 def _raw(sc: Scenario) -> dict:

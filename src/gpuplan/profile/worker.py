@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -119,58 +120,8 @@ def main(config_path: str, out_dir: str) -> int:
     out = Path(out_dir) / f"rank{rank}.json"
     result: dict = {"rank": rank, "world": world, "device": str(device)}
     try:
-        sc = parse_scenario(cfg["scenario"])
-        lay = complete_layout(sc)
-        tr, m = sc.training, sc.model
-        torch.manual_seed(0)  # the same initial weights on every rank
-        net, dp_rank = build(m, lay, tr.precision, device, world)
-        if tr.optimizer in ("adamw", "adam"):
-            opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=cuda, foreach=None if cuda else False)
-        else:
-            opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9 if tr.optimizer == "sgd-momentum" else 0)
-        b, s = lay.micro_batch, tr.seq_len
-        accum = (tr.global_batch // (lay.dp * b)) if tr.global_batch else 1
-        gen = torch.Generator(device="cpu").manual_seed(dp_rank)  # tp ranks of one replica: same tokens
-        total = cfg["warmup"] + cfg["steps"]
-        done = 0
-
-        def step() -> float:
-            t0 = time.perf_counter()
-            for _ in range(accum):
-                tokens = torch.randint(0, m.vocab, (b, s + 1), generator=gen).to(device)
-                logits = net(tokens[:, :-1])
-                loss = causal_lm_loss(logits, tokens[:, 1:]) / accum
-                del logits
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=False)
-            if cuda:
-                torch.cuda.synchronize()
-            elapsed = time.perf_counter() - t0
-            nonlocal done
-            done += 1
-            if rank == 0:  # read by the launcher's progress line; best effort
-                try:
-                    (Path(out_dir) / "progress").write_text(f"{done} {total}")
-                except OSError:
-                    pass
-            return elapsed
-
-        for _ in range(cfg["warmup"]):
-            step()
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
-        times = [step() for _ in range(cfg["steps"])]
-        result.update({
-            "ok": True, "step_s": times, "tokens_per_step": accum * b * s * lay.dp,
-            "param_bytes": _bytes(net.parameters()),
-            "grad_bytes": _bytes(p.grad for p in net.parameters()),
-            "optimizer_bytes": _state_bytes(opt),
-            "peak_allocated": torch.cuda.max_memory_allocated() if cuda else None,
-            "peak_reserved": torch.cuda.max_memory_reserved() if cuda else None,
-            "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "device_total_memory": torch.cuda.get_device_properties(device).total_memory if cuda else None,
-        })
+        # rank 0 writes the progress file the launcher's progress line reads
+        result.update(_trial(cfg, device, world, Path(out_dir) / "progress" if rank == 0 else None))
         code = 0
     except torch.OutOfMemoryError as err:
         result.update({"ok": False, "oom": True, "error": str(err).splitlines()[0]})
@@ -184,6 +135,79 @@ def main(config_path: str, out_dir: str) -> int:
     except Exception:
         pass
     return code
+
+
+def _trial(cfg: dict, device: torch.device, world: int, progress: Path | None) -> dict:
+    """Build the scenario's model, train the warm-up and measured steps, and return what was measured."""
+    cuda = device.type == "cuda"
+    sc = parse_scenario(cfg["scenario"])
+    lay = complete_layout(sc)
+    tr, m = sc.training, sc.model
+    torch.manual_seed(0)  # the same initial weights on every rank
+    net, dp_rank = build(m, lay, tr.precision, device, world)
+    if tr.optimizer in ("adamw", "adam"):
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=cuda, foreach=None if cuda else False)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9 if tr.optimizer == "sgd-momentum" else 0)
+    b, s = lay.micro_batch, tr.seq_len
+    accum = (tr.global_batch // (lay.dp * b)) if tr.global_batch else 1
+    gen = torch.Generator(device="cpu").manual_seed(dp_rank)  # tp ranks of one replica: same tokens
+    steps = _Steps(net=net, opt=opt, vocab=m.vocab, shape=(b, s), accum=accum, gen=gen, device=device,
+                   progress=progress, total=cfg["warmup"] + cfg["steps"])
+    for _ in range(cfg["warmup"]):
+        steps.step()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    times = [steps.step() for _ in range(cfg["steps"])]
+    return {
+        "ok": True, "step_s": times, "tokens_per_step": accum * b * s * lay.dp,
+        "param_bytes": _bytes(net.parameters()),
+        "grad_bytes": _bytes(p.grad for p in net.parameters()),
+        "optimizer_bytes": _state_bytes(opt),
+        "peak_allocated": torch.cuda.max_memory_allocated() if cuda else None,
+        "peak_reserved": torch.cuda.max_memory_reserved() if cuda else None,
+        "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "device_total_memory": torch.cuda.get_device_properties(device).total_memory if cuda else None,
+    }
+
+
+@dataclass(kw_only=True)
+class _Steps:
+    """Training steps on synthetic tokens: ``accum`` micro-batches of ``shape`` (batch, sequence),
+    then the optimizer step; counts the steps done into ``progress`` (when given) after each."""
+    net: torch.nn.Module
+    opt: torch.optim.Optimizer
+    vocab: int
+    shape: tuple[int, int]
+    accum: int
+    gen: torch.Generator
+    device: torch.device
+    progress: Path | None
+    total: int
+    done: int = 0
+
+    def step(self) -> float:
+        """One optimizer step; its wall time in seconds (after a device synchronize)."""
+        (b, s), accum = self.shape, self.accum
+        t0 = time.perf_counter()
+        for _ in range(accum):
+            tokens = torch.randint(0, self.vocab, (b, s + 1), generator=self.gen).to(self.device)
+            logits = self.net(tokens[:, :-1])
+            loss = causal_lm_loss(logits, tokens[:, 1:]) / accum
+            del logits
+            loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=False)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - t0
+        self.done += 1
+        if self.progress is not None:  # read by the launcher's progress line; best effort
+            try:
+                self.progress.write_text(f"{self.done} {self.total}")
+            except OSError:
+                pass
+        return elapsed
 
 
 if __name__ == "__main__":

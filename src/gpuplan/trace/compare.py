@@ -146,8 +146,21 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
                    + f"; FLOPs are rank 0's × {lay.tp} (a tp group shares each token's work)")
     off = [row for row in rows if row["ratio"] is not None and abs(row["ratio"] - 1) > 0.02]
     names = {row["component"] for row in off}
+    out += _states_notes(sc, r, rows, names)
+    act = _row(rows, "activations")
+    if act["ratio"] is not None and abs(act["ratio"] - 1) > 0.02:
+        out.append(_activations_note(sc, r, act))
+    out += _peak_and_flops_notes(r, rows, names, pm)
+    out.append("not seen by the trace (analytic terms added to the measured total): CUDA context + cuBLAS "
+               f"workspace + NCCL buffers {pm['detail']['runtime'] / MIB:.0f} MiB, fragmentation "
+               f"{constant('allocator_fragmentation'):.0%} of the allocated peak")
+    return out
+
+
+def _states_notes(sc: Scenario, r: TraceResult, rows: list[dict], names: set[str]) -> list[str]:
+    """Why weights, gradients and optimizer states (and their sum) differ."""
+    out: list[str] = []
     tr, m = sc.training, sc.model
-    s, b = tr.seq_len, r.layout.micro_batch
     if r.fsdp and names & set(STATE_KEYS):
         out.append("FSDP2 keeps the fp32 master copy as the sharded parameter and reduces gradients in fp32 "
                    "(4 + 4 + 8 B/param in weights/gradients/optimizer), where ZeRO's accounting counts 2 + 2 + 12; "
@@ -166,29 +179,39 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
         if r.layout.zero == 2:
             why = "zero 2 is traced as FSDP2 without resharding after forward: parameters stay sharded at rest"
         out.append(f"states differ by {diff / MIB:+.1f} MiB ({states['ratio'] - 1:+.2%}): {why}")
-    act = _row(rows, "activations")
-    if act["ratio"] is not None and abs(act["ratio"] - 1) > 0.02:
-        qk_norm = any(w.name.endswith("q_norm") for lg in m.layers for w in lg.weights)
-        tp = r.layout.tp  # heads are split over tp; the block norms' rows too with sequence parallelism
-        rows_per_token = ((2 * m.n_layers + 1) / (tp if r.layout.sequence_parallel else 1)
-                          + (m.n_layers * (m.n_heads + m.n_kv_heads) / tp if qk_norm else 0))
-        elem = 4 if tr.precision == "fp32" else 2
-        extras = {"fp32 1/rms kept by each RMSNorm (4 B per row)": 4 * s * b * rows_per_token,
-                  "RoPE cos/sin tables": 2 * elem * s * m.head_dim, "int64 token ids": 8 * s * b}
-        if qk_norm:
-            extras["inputs of the q/k RMSNorms"] = (elem * s * b * (m.n_heads + m.n_kv_heads) * m.head_dim
-                                                    * m.n_layers / tp)
-        sp_extra = sp_gathered_bytes(sc, r.layout)
-        if sp_extra:
-            extras["all-gathered inputs of the column-parallel linears and the LM head saved by PyTorch's "
-                   "sequence parallelism (Megatron-LM keeps the 1/tp shard)"] = sp_extra
-        known = sum(extras.values())
-        diff = act["measured"] - act["predicted"]
-        parts = ", ".join(f"{k} {v / MIB:.2f} MiB" for k, v in extras.items())
-        out.append(f"activations: trace − formula = {diff / MIB:+.1f} MiB ({act['ratio'] - 1:+.1%}); terms the formula "
-                   f"leaves out: {parts}; rest {(diff - known) / MIB:+.1f} MiB"
-                   + (" (eager attention / recompute working set differ from the formula's op-level count)"
-                      if abs(diff - known) > 0.02 * act["predicted"] else ""))
+    return out
+
+
+def _activations_note(sc: Scenario, r: TraceResult, act: dict) -> str:
+    """The activation difference, with the terms the formula leaves out sized and the rest."""
+    tr, m = sc.training, sc.model
+    s, b = tr.seq_len, r.layout.micro_batch
+    qk_norm = any(w.name.endswith("q_norm") for lg in m.layers for w in lg.weights)
+    tp = r.layout.tp  # heads are split over tp; the block norms' rows too with sequence parallelism
+    rows_per_token = ((2 * m.n_layers + 1) / (tp if r.layout.sequence_parallel else 1)
+                      + (m.n_layers * (m.n_heads + m.n_kv_heads) / tp if qk_norm else 0))
+    elem = 4 if tr.precision == "fp32" else 2
+    extras = {"fp32 1/rms kept by each RMSNorm (4 B per row)": 4 * s * b * rows_per_token,
+              "RoPE cos/sin tables": 2 * elem * s * m.head_dim, "int64 token ids": 8 * s * b}
+    if qk_norm:
+        extras["inputs of the q/k RMSNorms"] = (elem * s * b * (m.n_heads + m.n_kv_heads) * m.head_dim
+                                                * m.n_layers / tp)
+    sp_extra = sp_gathered_bytes(sc, r.layout)
+    if sp_extra:
+        extras["all-gathered inputs of the column-parallel linears and the LM head saved by PyTorch's "
+               "sequence parallelism (Megatron-LM keeps the 1/tp shard)"] = sp_extra
+    known = sum(extras.values())
+    diff = act["measured"] - act["predicted"]
+    parts = ", ".join(f"{k} {v / MIB:.2f} MiB" for k, v in extras.items())
+    return (f"activations: trace − formula = {diff / MIB:+.1f} MiB ({act['ratio'] - 1:+.1%}); terms the formula "
+            f"leaves out: {parts}; rest {(diff - known) / MIB:+.1f} MiB"
+            + (" (eager attention / recompute working set differ from the formula's op-level count)"
+               if abs(diff - known) > 0.02 * act["predicted"] else ""))
+
+
+def _peak_and_flops_notes(r: TraceResult, rows: list[dict], names: set[str], pm: dict) -> list[str]:
+    """Why the allocated peak and the FLOPs differ (peak phase, coexistence, uncounted ops, flash)."""
+    out: list[str] = []
     traced_phase = "optimizer step" if r.peak_phase in ("optimizer", "end") else "forward/backward"
     if traced_phase != pm["peak_phase"] and "allocated peak" in names:
         out.append(f"the traced peak is in the {r.peak_phase} phase; the formula's is in {pm['peak_phase']} "
@@ -202,9 +225,6 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
     if r.flops["flash_backward_recompute"]:
         out.append(f"flash attention's backward recomputes Q·Kᵀ: {r.flops['flash_backward_recompute'] / r.tokens:.3g} "
                    "FLOPs/token, in the hardware count only (PyTorch's FlopCounter convention)")
-    out.append("not seen by the trace (analytic terms added to the measured total): CUDA context + cuBLAS "
-               f"workspace + NCCL buffers {pm['detail']['runtime'] / MIB:.0f} MiB, fragmentation "
-               f"{constant('allocator_fragmentation'):.0%} of the allocated peak")
     return out
 
 

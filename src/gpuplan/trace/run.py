@@ -7,12 +7,14 @@ group as a fake process group of that many ranks, in this one process, for rank 
 parallelism (``parallelize_module``: column-parallel q/k/v/gate/up, row-parallel o/down,
 vocab-parallel embedding and LM head with a vocab-parallel loss, ``SequenceParallel`` norms when
 the layout has sequence parallelism) over the ``tp`` dimension of a 2-D (dp × tp) device mesh.
+The fake process group, the meshes and both parallelisms are set up in ``gpuplan.trace.parallel``.
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +29,6 @@ from gpuplan.trace.build import (
     DTYPES,
     MIXED,
     apply_recompute,
-    blocks_of,
     build_on_meta,
     load_factory,
     make_inputs,
@@ -35,6 +36,14 @@ from gpuplan.trace.build import (
     materialize,
 )
 from gpuplan.trace.model import CausalLM, causal_lm_loss
+from gpuplan.trace.parallel import (
+    check_tp_names,
+    init_fake_pg,
+    mesh_outside_fake,
+    shard_fsdp2,
+    tensor_parallel,
+    tied_head,
+)
 from gpuplan.trace.tracker import FLASH_BWD_MODEL_SHARE, StepTracker
 
 
@@ -170,60 +179,21 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     mixed = tr_cfg.precision in MIXED
     compute = DTYPES[tr_cfg.precision]
     param_dtype = torch.float32 if (mixed and fsdp) else compute
-    if module:
-        factory, source = load_factory(module, "--module"), f"--module {module}"
-    else:
-        eager = tr_cfg.attention == "eager"
-        factory, source = (lambda: CausalLM(sc.model, eager=eager)), f"model {sc.model.name}"
-    infac = load_factory(input_factory, "--input-factory") if input_factory else None
-    model = build_on_meta(factory, param_dtype, source)
-    tp = lay.tp
-    if tp > 1 and not module and sc.model.n_kv_heads % tp:
-        raise GpuplanError(f"trace shards K/V heads over tp; layout.tp={tp} does not divide the {sc.model.n_kv_heads} "
-                           "key/value heads (replicated K/V heads are not traced): use a tp that divides them")
-    tied = _tied_head(model) if tp > 1 else None
-    if tp > 1:
-        notes += _check_tp_names(model, tp)
-    notes += apply_recompute(model, lay.recompute)
+    model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes)
 
-    meshes = _init_fake_pg(nd, tp) if (fsdp or tp > 1) else None
+    meshes = init_fake_pg(nd, lay.tp) if (fsdp or lay.tp > 1) else None
     try:
         fm = FakeTensorMode()
-        with fm, _mesh_outside_fake() if meshes else nullcontext():
+        with fm, mesh_outside_fake() if meshes else nullcontext():
             materialize(model, device)
             loss_ctx: Any = nullcontext
-            if tp > 1:
-                loss_ctx = _tensor_parallel(model, meshes["tp"], lay.sequence_parallel, tied, notes)
+            if lay.tp > 1:
+                loss_ctx = tensor_parallel(model, meshes["tp"], lay.sequence_parallel, tied, notes)
             if fsdp:
-                _shard(model, meshes["dp"], lay.zero, compute if mixed else None, notes)
-            params = [p for p in model.parameters() if p.requires_grad]
-            n_params = sum(p.numel() for p in params)  # DTensor: the global count
-            opt = make_optimizer(params, tr_cfg.optimizer, tr_cfg.optimizer_impl, master_fp32=mixed and not fsdp)
-            vocab = sc.model.vocab if not module else None
-            with torch.device(device):
-                args, kwargs, labels = make_inputs(model, lay.micro_batch, tr_cfg.seq_len, infac, vocab)
-            with loss_ctx():
-                _step(model, opt, args, kwargs, labels, None, params)  # warm-up: lazy optimizer state, FSDP init
-            tracker = StepTracker()
-            handles = tracker.watch_modules(model)
-            if not fsdp:
-                for p in params:
-                    p.register_post_accumulate_grad_hook(
-                        lambda p: tracker.reclassify(getattr(p.grad, "_local_tensor", p.grad), "gradients",
-                                                     ("temporaries", "activations")))
-            from torch.utils.checkpoint import set_checkpoint_early_stop
-
-            with tracker.tracking(), set_checkpoint_early_stop(False), loss_ctx():
-                tracker.register(list(model.parameters()), "weights")
-                tracker.register(list(model.buffers()), "buffers")
-                tracker.register([v for st in opt.state.values() for v in st.values()], "optimizer")
-                tracker.register(_fsdp_unsharded(model), "fsdp_unsharded")
-                tracker.register([*args, *kwargs.values(), labels], "temporaries")
-                tracker.reset_peak()
-                tracker.mark("start")
-                note = _step(model, opt, args, kwargs, labels, tracker, params)
-            for h in handles:
-                h.remove()
+                shard_fsdp2(model, meshes["dp"], lay.zero, compute if mixed else None, notes)
+            step = _make_step(model, sc, lay, device, infac, vocab=sc.model.vocab if not module else None,
+                              master_fp32=mixed and not fsdp)
+            tracker, note = _tracked_step(step, fsdp, loss_ctx)
     finally:
         if meshes is not None:
             import torch.distributed as dist
@@ -231,140 +201,86 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
             dist.destroy_process_group()
     if note:
         notes.append(note)
-    res = _result(tracker, lay, fsdp, device, n_params, lay.micro_batch * tr_cfg.seq_len, notes,
+    res = _result(tracker, lay, fsdp, device, step.n_params, lay.micro_batch * tr_cfg.seq_len, notes,
                   time.perf_counter() - t0)
-    res.world = nd * tp
+    res.world = nd * lay.tp
     return res
 
 
-def _init_fake_pg(dp: int, tp: int) -> dict[str, Any]:
-    """A fake process group of dp × tp ranks (this process is rank 0) and its device meshes:
-    ``dp`` (the FSDP shard group) and ``tp``, sliced from one 2-D mesh before fake mode starts."""
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    dist.init_process_group(backend="fake", store=FakeStore(), rank=0, world_size=dp * tp)
-    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
-    return {"dp": mesh["dp"], "tp": mesh["tp"]}
-
-
-@contextmanager
-def _mesh_outside_fake() -> Any:
-    """DeviceMesh lays out its ranks with real integer tensors (``nonzero``, ``eq``), which
-    FakeTensorMode rejects when FSDP2 or DTensor touch a mesh inside the mode: run the mesh's
-    constructor and its ``mesh`` property outside fake mode while the trace runs."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    from torch.distributed.device_mesh import DeviceMesh
-
-    fget, init = DeviceMesh.mesh.fget, DeviceMesh.__init__
-
-    def mesh(self: Any) -> Any:
-        with unset_fake_temporarily():
-            return fget(self)
-
-    def init_real(self: Any, *a: Any, **k: Any) -> None:
-        with unset_fake_temporarily():
-            init(self, *a, **k)
-
-    DeviceMesh.mesh, DeviceMesh.__init__ = property(mesh), init_real  # type: ignore[method-assign, assignment]
-    try:
-        yield
-    finally:
-        DeviceMesh.mesh, DeviceMesh.__init__ = property(fget), init  # type: ignore[method-assign, assignment]
-
-
-COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
-ROWWISE = ("o_proj", "down_proj")
-
-
-def _tied_head(model: nn.Module) -> bool:
-    emb, head = getattr(model, "embed_tokens", None), getattr(model, "lm_head", None)
-    return emb is not None and head is not None and head.weight is emb.weight
-
-
-def _check_tp_names(model: nn.Module, tp: int) -> list[str]:
-    """Tensor parallelism shards the Linear layers by their Llama names; say what cannot be sharded."""
-    blocks = blocks_of(model)
-    found = {n.rsplit(".", 1)[-1] for b in blocks for n, m in b.named_modules() if isinstance(m, nn.Linear)}
-    if not found & set(COLWISE + ROWWISE):
-        raise GpuplanError(f"layout.tp={tp}: trace shards Linear layers named {', '.join(COLWISE + ROWWISE)} "
-                           "(Llama names) in the blocks; this model has none: set tp: 1")
-    for b in blocks:
-        for n, m in b.named_modules():
-            if isinstance(m, nn.Linear) and n.rsplit(".", 1)[-1] in COLWISE and m.out_features % tp:
-                raise GpuplanError(f"layout.tp={tp} does not divide {n}'s {m.out_features} outputs: "
-                                   "use a tp that divides it")
-    return []
-
-
-def _tensor_parallel(model: nn.Module, mesh: Any, sp: bool, tied: bool | None, notes: list[str]) -> Any:
-    """Megatron-style tensor parallelism with PyTorch's ``parallelize_module`` (torchtitan's plan).
-    Returns the context the step runs in (``loss_parallel`` when the LM head is vocab-parallel)."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        PrepareModuleInput,
-        RowwiseParallel,
-        SequenceParallel,
-        loss_parallel,
-        parallelize_module,
-    )
-
-    tp = mesh.size()
-    seq = Shard(1) if sp else Replicate()
-    top: dict[str, Any] = {}
-    emb, head, norm = (getattr(model, n, None) for n in ("embed_tokens", "lm_head", "norm"))
-    vocab_parallel = isinstance(emb, nn.Embedding) and emb.num_embeddings % tp == 0
-    if vocab_parallel:
-        top["embed_tokens"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
+def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | None, param_dtype: torch.dtype,
+           notes: list[str]) -> tuple[nn.Module, Callable | None, bool | None]:
+    """The model on the meta device with recompute applied, the input factory (if given), and
+    whether its LM head is tied to the embedding (None without tensor parallelism)."""
+    if module:
+        factory, source = load_factory(module, "--module"), f"--module {module}"
     else:
-        notes.append("tensor parallel: the embedding is replicated (no nn.Embedding named embed_tokens with a "
-                     "vocabulary divisible by tp); the formula counts it vocab-parallel")
-    head_parallel = isinstance(head, nn.Linear) and head.out_features % tp == 0
-    if head_parallel:
-        top["lm_head"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False)
-    else:
-        notes.append("tensor parallel: the LM head is replicated (no nn.Linear named lm_head with a vocabulary "
-                     "divisible by tp); the formula counts it and the logits vocab-parallel")
-    if sp and isinstance(norm, nn.Module):
-        top["norm"] = SequenceParallel()
-    if top:
-        parallelize_module(model, mesh, top)
-    if tied and vocab_parallel and head_parallel:  # both shard the vocabulary dimension: keep them one parameter
-        model.lm_head.weight = model.embed_tokens.weight
-    for block in blocks_of(model):
-        plan: dict[str, Any] = {}
-        for name, mod in block.named_modules():
-            leaf = name.rsplit(".", 1)[-1]
-            if isinstance(mod, nn.Linear) and leaf in COLWISE:
-                plan[name] = ColwiseParallel()
-            elif isinstance(mod, nn.Linear) and leaf in ROWWISE:
-                plan[name] = RowwiseParallel(output_layouts=seq)
-            elif sp and leaf in ("input_layernorm", "post_attention_layernorm"):
-                plan[name] = SequenceParallel()
-            elif sp and leaf in ("self_attn", "mlp"):  # gather the sequence before the column-parallel linears
-                n_in = 3 if leaf == "self_attn" else 1
-                plan[name] = PrepareModuleInput(input_layouts=(Shard(1),) + (None,) * (n_in - 1),
-                                                desired_input_layouts=(Replicate(),) + (None,) * (n_in - 1))
-        parallelize_module(block, mesh, plan)
-    return loss_parallel if head_parallel else nullcontext
+        eager = sc.training.attention == "eager"
+        factory, source = (lambda: CausalLM(sc.model, eager=eager)), f"model {sc.model.name}"
+    infac = load_factory(input_factory, "--input-factory") if input_factory else None
+    model = build_on_meta(factory, param_dtype, source)
+    tp = lay.tp
+    if tp > 1 and not module and sc.model.n_kv_heads % tp:
+        raise GpuplanError(f"trace shards K/V heads over tp; layout.tp={tp} does not divide the {sc.model.n_kv_heads} "
+                           "key/value heads (replicated K/V heads are not traced): use a tp that divides them")
+    tied = tied_head(model) if tp > 1 else None
+    if tp > 1:
+        notes += check_tp_names(model, tp)
+    notes += apply_recompute(model, lay.recompute)
+    return model, infac, tied
 
 
-def _shard(model: nn.Module, mesh: Any, zero: int, param_dtype: torch.dtype | None, notes: list[str]) -> None:
-    """FSDP2: ``fully_shard`` each block, then the root (torchtitan's order)."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+@dataclass(slots=True, kw_only=True)
+class _Step:
+    """What the traced step runs: the (parallelised, materialised) model, its trainable parameters
+    and optimizer, and one micro-batch of inputs."""
 
-    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32) if param_dtype else \
-        MixedPrecisionPolicy()
-    blocks = blocks_of(model)
-    if not blocks:
-        notes.append("no nn.ModuleList of blocks: FSDP wraps the whole model as one unit")
-    for b in blocks:
-        fully_shard(b, mesh=mesh, mp_policy=mp, reshard_after_forward=zero == 3)
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=zero == 3)
+    model: nn.Module
+    params: list[nn.Parameter]
+    n_params: int
+    opt: torch.optim.Optimizer
+    args: tuple
+    kwargs: dict
+    labels: torch.Tensor | None
+
+
+def _make_step(model: nn.Module, sc: Scenario, lay: Layout, device: torch.device, infac: Callable | None, *,
+               vocab: int | None, master_fp32: bool) -> _Step:
+    """The optimizer over the trainable parameters and the inputs of one micro-batch (in fake mode)."""
+    tr_cfg = sc.training
+    params = [p for p in model.parameters() if p.requires_grad]
+    n_params = sum(p.numel() for p in params)  # DTensor: the global count
+    opt = make_optimizer(params, tr_cfg.optimizer, tr_cfg.optimizer_impl, master_fp32=master_fp32)
+    with torch.device(device):
+        args, kwargs, labels = make_inputs(model, lay.micro_batch, tr_cfg.seq_len, infac, vocab)
+    return _Step(model=model, params=params, n_params=n_params, opt=opt, args=args, kwargs=kwargs, labels=labels)
+
+
+def _tracked_step(step: _Step, fsdp: bool, loss_ctx: Any) -> tuple[StepTracker, str | None]:
+    """A warm-up step, then the measured step under a StepTracker: the tracker and the loss note."""
+    model, opt, params, args, kwargs, labels = step.model, step.opt, step.params, step.args, step.kwargs, step.labels
+    with loss_ctx():
+        _step(model, opt, args, kwargs, labels, None, params)  # warm-up: lazy optimizer state, FSDP init
+    tracker = StepTracker()
+    handles = tracker.watch_modules(model)
+    if not fsdp:
+        for p in params:
+            p.register_post_accumulate_grad_hook(
+                lambda p: tracker.reclassify(getattr(p.grad, "_local_tensor", p.grad), "gradients",
+                                             ("temporaries", "activations")))
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    with tracker.tracking(), set_checkpoint_early_stop(False), loss_ctx():
+        tracker.register(list(model.parameters()), "weights")
+        tracker.register(list(model.buffers()), "buffers")
+        tracker.register([v for st in opt.state.values() for v in st.values()], "optimizer")
+        tracker.register(_fsdp_unsharded(model), "fsdp_unsharded")
+        tracker.register([*args, *kwargs.values(), labels], "temporaries")
+        tracker.reset_peak()
+        tracker.mark("start")
+        note = _step(model, opt, args, kwargs, labels, tracker, params)
+    for h in handles:
+        h.remove()
+    return tracker, note
 
 
 def _result(tr: StepTracker, lay: Layout, fsdp: bool, device: torch.device, n_params: int, tokens: int,

@@ -1,0 +1,151 @@
+"""What every family builder in ``families`` uses: typed, validated reads of a Hugging Face
+``config.json`` mapping (``Cfg``, with the size limits a model description must stay under), the
+weight-list helpers (``lin``, ``nrm``, ``emb``, ``gated``, ``groups``) and the ``tie``/``spec`` steps.
+
+Every default ``Cfg`` falls back to is recorded in ``assumed`` (→ ``ModelSpec.assumed``), so nothing is
+assumed silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
+
+_MISSING = object()
+# Upper bounds of a model description: far above any real model, low enough that a typo or a
+# runaway value (num_hidden_layers: 1e7, hidden_size: 2**40) is an error instead of a hang.
+MAX_PARAMS = 10**15     # parameters (the largest published models: ~2e12)
+MAX_LAYERS = 10_000     # blocks (the deepest trained transformers: DeepNet's 1,000)
+MAX_HIDDEN = 2**20      # hidden size (the widest: ~25k)
+MAX_VOCAB = 2**24       # vocabulary (the largest: ~262k)
+MAX_CONFIG_INT = 2**31 - 1  # any other size in a config.json
+_MAXIMA = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "n_layers": MAX_LAYERS,
+           "hidden_size": MAX_HIDDEN, "n_embd": MAX_HIDDEN, "n_embed": MAX_HIDDEN, "d_model": MAX_HIDDEN,
+           "vocab_size": MAX_VOCAB}
+
+
+class Cfg:
+    """Typed, validated reads from a config mapping; every error is one line naming the source."""
+
+    def __init__(self, data: Mapping[str, Any], source: str, model_type: str):
+        self.d, self.source, self.mt = data, source, model_type
+        self.assumed: list[str] = []
+
+    def raw(self, *keys: str, default: Any = None) -> Any:
+        for k in keys:
+            if self.d.get(k) is not None:
+                return self.d[k]
+        return default
+
+    def require(self, *specs: str | tuple[str, ...]) -> None:
+        missing = ["/".join(s) if isinstance(s, tuple) else s for s in specs
+                   if self.raw(*((s,) if isinstance(s, str) else s)) is None]
+        if missing:
+            raise GpuplanError(f"{self.source}: missing required key(s) {', '.join(missing)} for "
+                               f"model_type '{self.mt}': add them (see the model's config.json)")
+
+    def int(self, *keys: str, default: Any = _MISSING, minimum: int = 1, note: bool = True) -> int:
+        v = self.raw(*keys)
+        if v is None:
+            if default is _MISSING:
+                self.require(keys)
+            if note and default is not None:
+                self.assumed.append(f"{keys[0]} not given: using the transformers default {default}")
+            return default
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or int(v) != v:
+            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} is not a whole number: give an integer")
+        if v < minimum:
+            raise GpuplanError(f"{self.source}: {keys[0]} = {v} must be at least {minimum}: fix the value")
+        key = next(k for k in keys if self.d.get(k) is not None)
+        limit = _MAXIMA.get(key, MAX_CONFIG_INT)
+        if v > limit:
+            raise GpuplanError(f"{self.source}: {key} = {v:,.0f} is more than the limit {limit:,} "
+                               f"(far above any real model): fix the value")
+        return int(v)
+
+    def flag(self, *keys: str, default: bool) -> bool:
+        v = self.raw(*keys)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} must be true or false")
+        return v
+
+    def head_dim(self, hidden: int, heads: int, default: int | None = None) -> int:
+        if self.raw("head_dim") is not None:
+            return self.int("head_dim")
+        if default is not None:
+            self.assumed.append(f"head_dim not given: using the transformers default {default}")
+            return default
+        if hidden % heads:
+            raise GpuplanError(f"{self.source}: hidden size {hidden} is not divisible by {heads} attention "
+                               f"heads: fix the sizes or give head_dim explicitly")
+        return hidden // heads
+
+    def kv_heads(self, heads: int, *keys: str) -> int:
+        kv = self.int(*keys, default=heads, note=False)
+        if heads % kv:
+            raise GpuplanError(f"{self.source}: {heads} attention heads are not a multiple of {kv} "
+                               f"key/value heads: fix {keys[0]}")
+        return kv
+
+
+# ---- weight helpers ----------------------------------------------------------------------------
+def lin(name: str, out: int, inp: int, group: str, bias: bool = False, count: int = 1) -> list[Weight]:
+    ws = [Weight(name=name, shape=(out, inp), group=group, count=count)]  # type: ignore[arg-type]
+    if bias:
+        ws.append(Weight(name=name, shape=(out,), group=group,  # type: ignore[arg-type]
+                         count=count, bias=True))
+    return ws
+
+
+def nrm(name: str, size: int, bias: bool = False) -> list[Weight]:
+    ws = [Weight(name=name, shape=(size,), group="norm")]
+    if bias:
+        ws.append(Weight(name=name, shape=(size,), group="norm", bias=True))
+    return ws
+
+
+def emb(name: str, rows: int, dim: int, group: str = "embedding") -> list[Weight]:
+    return [Weight(name=name, shape=(rows, dim), group=group)]  # type: ignore[arg-type]
+
+
+def gated(prefix: str, h: int, ffn: int, group: str, bias: bool = False, count: int = 1,
+          names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> list[Weight]:
+    g, u, d = names
+    return (lin(f"{prefix}.{g}", ffn, h, group, bias, count)
+            + lin(f"{prefix}.{u}", ffn, h, group, bias, count)
+            + lin(f"{prefix}.{d}", h, ffn, group, bias, count))
+
+
+def groups(layers: list[tuple[list[Weight], bool]]) -> tuple[LayerGroup, ...]:
+    """Run-length encode consecutive identical blocks into LayerGroups (keeps layer order)."""
+    out: list[LayerGroup] = []
+    for ws, moe in layers:
+        t = tuple(ws)
+        if out and out[-1].weights == t and out[-1].moe == moe:
+            out[-1] = LayerGroup(count=out[-1].count + 1, weights=t, moe=moe)
+        else:
+            out.append(LayerGroup(count=1, weights=t, moe=moe))
+    return tuple(out)
+
+
+def tie(c: Cfg, default: bool) -> bool:
+    v = c.raw("tie_word_embeddings")
+    if v is None:
+        c.assumed.append(f"tie_word_embeddings not given: using the {c.mt} default {str(default).lower()}")
+        return default
+    return c.flag("tie_word_embeddings", default=default)
+
+
+def spec(c: Cfg, name: str, **kw: Any) -> ModelSpec:
+    kw.setdefault("v_head_dim", kw["head_dim"])
+    experts, top_k = kw.get("n_experts", 0), kw.get("top_k", 0)
+    if experts and top_k > experts:
+        raise GpuplanError(f"{c.source}: num_experts_per_tok = {top_k} is more than the {experts} experts "
+                           f"(a token is routed to at most all of them): give at most {experts}")
+    return ModelSpec(name=name, model_type=c.mt, assumed=tuple(c.assumed), **kw)
