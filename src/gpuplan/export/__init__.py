@@ -27,6 +27,7 @@ from gpuplan.export.to_deepspeed import deepspeed
 from gpuplan.export.to_megatron import megatron, megatron_args
 from gpuplan.export.to_torchrun import torchrun, torchrun_args
 from gpuplan.export.to_torchtitan import TITAN_MODELS, TITAN_SCHEDULES, to_toml, torchtitan
+from gpuplan.units import GiB
 
 __all__ = ["RDZV_PORT", "TARGETS", "TITAN_MODELS", "TITAN_SCHEDULES", "Export", "accelerate", "deepspeed",
            "export", "export_scenario", "megatron", "megatron_args", "notes_text", "to_toml", "torchrun",
@@ -44,9 +45,9 @@ def export(est: dict, target: str, model: Any = None) -> Export:
     ex = makers[target]()
     mem = est.get("memory") or {}
     if mem and not mem.get("fits", True):
-        over = (mem["total"] - mem["capacity"]) / 2**30
-        ex = replace(ex, notes=(f"this layout does NOT fit: it needs {mem['total'] / 2**30:.1f} GiB of "
-                                f"{mem['capacity'] / 2**30:.1f} GiB per GPU ({over:+.1f} GiB); see `gpuplan fit` "
+        over = (mem["total"] - mem["capacity"]) / GiB
+        ex = replace(ex, notes=(f"this layout does NOT fit: it needs {mem['total'] / GiB:.1f} GiB of "
+                                f"{mem['capacity'] / GiB:.1f} GiB per GPU ({over:+.1f} GiB); see `gpuplan fit` "
                                 "or `gpuplan plan`", *ex.notes))
     if ex.filename.endswith(".json") or not ex.notes:
         return ex

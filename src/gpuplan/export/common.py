@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.units import GiB
 
 TARGETS = ("torchtitan", "deepspeed", "accelerate", "megatron", "torchrun")
 RDZV_PORT = 29500  # torchrun's default master port (torch.distributed.run --master-port)
@@ -72,7 +73,7 @@ def _header(est: dict, run: str | None) -> list[str]:
     t = est.get("time") or {}
     if t.get("tokens_per_s_per_gpu"):
         lines.append(f"predicted: {t['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, MFU {t['mfu']:.0%}, "
-                     f"{est['memory']['total'] / 2**30:.1f} GiB per GPU")
+                     f"{est['memory']['total'] / GiB:.1f} GiB per GPU")
     if run:
         lines.append(f"run: {run}")
     return lines

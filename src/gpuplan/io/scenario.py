@@ -27,14 +27,14 @@ from gpuplan.spec import (
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.model import ModelSpec
 from gpuplan.spec.scenario import Scenario
-from gpuplan.units import parse_bytes, parse_count, parse_money
+from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
-MIN_HOST_MEMORY = 2**30  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
+MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
 MAX_HOST_MEMORY = 2**50  # 1 PiB per node
 
 

@@ -5,7 +5,8 @@ step time (model/runtime.py) both ask here, so they agree on the stages."""
 from __future__ import annotations
 
 from gpuplan.catalog.constants import constant
-from gpuplan.spec import Layout, ModelSpec, Training
+from gpuplan.model.comm import Topology, send_recv_s
+from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 
 
 def chunk_sizes(n_layers: int, chunks: int) -> list[int]:
@@ -76,3 +77,15 @@ def bubble_s(layout: Layout, per_microbatch_s: float) -> float:
     elif layout.pp_schedule == "zero-bubble":
         bubble *= constant("zero_bubble_factor")
     return bubble
+
+
+def pipeline_comm_s(m: ModelSpec, hw: Hardware, lay: Layout, tokens: float, topo: Topology) -> float:
+    """Pipeline send/recv seconds per micro-batch: the forward activation and the backward gradient,
+    once per model chunk — interleaving v chunks multiplies the traffic by v (Narayanan et al. 2021,
+    Sec. 2.2.2). Stages are the outermost rank dimension; once the job spans domains some stage
+    boundary crosses the network, and the pipeline moves at the pace of its slowest hop."""
+    if lay.pp == 1:
+        return 0.0
+    act_bytes = tokens * m.hidden * 2
+    crosses = hw.gpus > topo.domain
+    return 2 * lay.virtual_stages * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1), crosses, topo)

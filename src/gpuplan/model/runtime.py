@@ -29,7 +29,7 @@ from gpuplan.model.comm import (
 from gpuplan.model.compute import Device, LayerTime, device, layer_time, matmul_s
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.params import RankParams, rank_params
-from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages
+from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
 from gpuplan.spec import Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
 
@@ -152,18 +152,6 @@ def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: T
     return sc.params.moe_layers * calls * a2a
 
 
-def _pp_comm(m: ModelSpec, hw: Hardware, lay: Layout, tokens: float, topo: Topology) -> float:
-    """Pipeline send/recv seconds per micro-batch: the forward activation and the backward gradient,
-    once per model chunk — interleaving v chunks multiplies the traffic by v (Narayanan et al. 2021,
-    Sec. 2.2.2). Stages are the outermost rank dimension; once the job spans domains some stage
-    boundary crosses the network, and the pipeline moves at the pace of its slowest hop."""
-    if lay.pp == 1:
-        return 0.0
-    act_bytes = tokens * m.hidden * 2
-    crosses = hw.gpus > topo.domain
-    return 2 * lay.virtual_stages * send_recv_s(act_bytes / (lay.tp if lay.sequence_parallel else 1), crosses, topo)
-
-
 def gather_calls(lg: LayerGroup, style: str, ep: int = 1) -> int:
     """Parameter all-gathers per pass over one layer under ZeRO-3: one per block (FSDP wraps each
     transformer block as a unit), one per submodule holding parameters (DeepSpeed's module hooks:
@@ -272,7 +260,7 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s = _ep_comm(m, lay, sc, tokens, topo)
-    pp_s = _pp_comm(m, hw, lay, tokens, topo)
+    pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)
     per_mb_comm = tp_exposed + ep_s + cp_s + pp_s
     dp = _zero3_comm(m, tr, lay, sc, n_mb, topo) if lay.zero == 3 else _replica_comm(tr, lay, sc, topo)
     opt_s = _optimizer_s(tr, lay, sc.params, dev)

@@ -15,8 +15,7 @@ from gpuplan.profile.model_check import check_model
 from gpuplan.report.progress import ProgressBar
 from gpuplan.spec.layout import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
-
-GiB = 2**30
+from gpuplan.units import GiB
 
 
 def _gpu_of(device_name: str, fallback: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
+from gpuplan.units import GiB, fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -130,7 +130,7 @@ def _num(value: float | None, scale: float, digits: int = 0) -> str:
 def gpus_text(rows: list) -> str:
     return table(["id", "memory GiB", "HBM TB/s", "bf16 TFLOPS", "fp8 TFLOPS", "scale-up GB/s", "per node",
                   "TDP W", "USD/GPU-h"],
-                 [[g.id, _num(g.usable_memory_bytes, 2**30, 1), _num(g.memory_bw_bytes_per_s, 1e12, 2),
+                 [[g.id, _num(g.usable_memory_bytes, GiB, 1), _num(g.memory_bw_bytes_per_s, 1e12, 2),
                    _num(g.peak_flops.get("bf16"), 1e12), _num(g.peak_flops.get("fp8"), 1e12),
                    _num(g.scale_up_bytes_per_s, 1e9), g.gpus_per_node, _num(g.tdp_w, 1),
                    _num(g.price_usd_per_gpu_hour, 1, 2)] for g in rows])

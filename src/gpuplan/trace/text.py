@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-
-GIB = 2**30
+from gpuplan.units import GiB
 
 
 def trace_defaults(args: Any) -> bool:
@@ -60,7 +59,7 @@ def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_
 def _fmt(component: str, v: float | None) -> str:
     if v is None:
         return "-"
-    return f"{v / 1e9:.3f} GF" if "FLOPs" in component else f"{v / GIB:.3f}"
+    return f"{v / 1e9:.3f} GF" if "FLOPs" in component else f"{v / GiB:.3f}"
 
 
 def trace_text(res: dict) -> str:
@@ -78,7 +77,7 @@ def trace_text(res: dict) -> str:
              f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"] for r in res["compare"]]
     body = table(["component (GiB per GPU; FLOPs per token)", "predicted", "traced", "traced / predicted"], rows)
     tl = res["measured"]["memory"]["timeline"]
-    timeline = "timeline (GiB): " + ", ".join(f"{ev} {b / GIB:.2f}" for ev, b in tl)
+    timeline = "timeline (GiB): " + ", ".join(f"{ev} {b / GiB:.2f}" for ev, b in tl)
     why = "\n".join(f"- {line}" for line in res["explanations"] + res["trace"]["notes"])
     cal = ""
     if "calibration" in res:
