@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from gpuplan.catalog.constants import constant
 from gpuplan.model.activations import (
@@ -34,6 +35,7 @@ from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_bytes
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
+from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
 
 
@@ -162,6 +164,9 @@ class MemoryBreakdown:
             "model_state_bytes_per_param": p.states.total / p.states.params_on_rank if p.states.params_on_rank
             else 0.0,
         }
+
+
+_make_peak = maker(StagePeak)
 
 
 @lru_cache(maxsize=1024)
@@ -298,9 +303,9 @@ def _runtime_bytes(communicators: int) -> float:
         + constant("nccl_bytes_per_communicator") * communicators
 
 
-def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
-               corrections: Corrections = NONE) -> StagePeak:
-    """Everything one stage's peak is made of (the planner's hot path: the pieces are cached)."""
+def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: int,
+                 corrections: Corrections) -> dict[str, Any]:
+    """The pieces of one stage's peak (stage_peak's fields), by name."""
     lay = layout
     dp, cp, tp, pp, ep, zero = lay.dp, lay.cp, lay.tp, lay.pp, lay.ep, lay.zero
     nd = (lay.zero_group or dp * cp) if zero else 1
@@ -323,22 +328,29 @@ def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
     fragmentation = _fragmentation_share() * allocated
     communicators = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)  # one NCCL communicator per group
     fixed = _runtime_bytes(communicators)
-    return StagePeak(stage=stage, total=allocated + fragmentation + fixed, states=states,
-                     activations_per_microbatch=act.per_microbatch, activations=act_held, logits=logits_held,
-                     buffers=states.buffers, optimizer_step=opt_temp, fragmentation=fragmentation, runtime=fixed,
-                     train_phase_peak=train_phase >= step_phase, microbatches_in_flight=flight,
-                     gradients_held=grads_held)
+    return {"stage": stage, "total": allocated + fragmentation + fixed, "states": states,
+            "activations_per_microbatch": act.per_microbatch, "activations": act_held, "logits": logits_held,
+            "buffers": states.buffers, "optimizer_step": opt_temp, "fragmentation": fragmentation, "runtime": fixed,
+            "train_phase_peak": train_phase >= step_phase, "microbatches_in_flight": flight,
+            "gradients_held": grads_held}
+
+
+def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
+               corrections: Corrections = NONE) -> StagePeak:
+    """Everything one stage's peak is made of."""
+    return _make_peak(**_stage_parts(model, training, layout, stage, corrections))
 
 
 def worst_stage(model: ModelSpec, training: Training, layout: Layout, corrections: Corrections = NONE) -> StagePeak:
-    """The most loaded pipeline stage (model/pipeline.py says which can be)."""
-    worst: StagePeak | None = None
+    """The most loaded pipeline stage (model/pipeline.py says which can be). The planner's hot path:
+    the pieces are cached, and only the winner becomes a StagePeak."""
+    worst: dict[str, Any] | None = None
     for stage in peak_stages(model, layout.pp, layout.virtual_stages):
-        peak = stage_peak(model, training, layout, stage, corrections)
-        if worst is None or peak.total > worst.total:
-            worst = peak
+        parts = _stage_parts(model, training, layout, stage, corrections)
+        if worst is None or parts["total"] > worst["total"]:
+            worst = parts
     assert worst is not None
-    return worst
+    return _make_peak(**worst)
 
 
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,

@@ -148,6 +148,9 @@ class Search:
         self.closest: Miss | None = None
         self.least_bytes: dict[int, float] = {}
         self._peaks: dict[tuple, StagePeak] = {}
+        fixed = sc.layout  # the fields every layout of this scenario keeps
+        self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer")}
+        self._tp_overlap = fixed.get("tp_overlap", False)
 
     def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...],
                 counts: Callable[[int], bool] = lambda n: True) -> None:
@@ -179,10 +182,8 @@ class Search:
 
     def _layout(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> Layout:
         # every part was chosen by the enumeration's rules, so the layout is valid by construction
-        return Layout.unchecked(**split, **shard, recompute=rec, offload=off, sequence_parallel=sp,
-                                dp_overlap=self.sc.layout.get("dp_overlap", True),
-                                zero3_gather=self.sc.layout.get("zero3_gather", "layer"),
-                                tp_overlap=self.sc.layout.get("tp_overlap", False) and sp)
+        return Layout.unchecked(**split, **shard, **self._kept, recompute=rec, offload=off, sequence_parallel=sp,
+                                tp_overlap=self._tp_overlap and sp)
 
     def _peak(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> StagePeak:
         """The most loaded stage's peak (the memory of a layout is the same on every GPU type)."""

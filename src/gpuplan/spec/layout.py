@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.errors import GpuplanError
 from gpuplan.spec._checks import choice as _choice
 from gpuplan.spec._checks import positive as _positive
+from gpuplan.spec._fast import maker
 from gpuplan.spec.hardware import Hardware
 from gpuplan.spec.job import (
     OFFLOADS,
@@ -56,10 +57,7 @@ class Layout:
     @classmethod
     def unchecked(cls, **kw: Any) -> Layout:
         """A layout the planner built from valid parts: skips ``__post_init__`` (its hot path)."""
-        obj = object.__new__(cls)
-        for name, value in (_DEFAULTS | kw).items():
-            _SLOTS[name](obj, value)  # the slot's own setter: no frozen-dataclass __setattr__ per field
-        return obj
+        return _unchecked(**kw)
 
     def values(self) -> dict[str, Any]:
         """Every field by name (what the rules table reads)."""
@@ -76,8 +74,9 @@ class Layout:
 
 
 _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
-_DEFAULTS = dict(_LAYOUT_DEFAULTS)
-_SLOTS = {name: getattr(Layout, name).__set__ for name, _ in _LAYOUT_DEFAULTS}
+
+
+_unchecked = maker(Layout)
 
 
 def check_layout_fields(values: dict[str, Any]) -> None:
