@@ -84,3 +84,11 @@ def test_python_dash_m_gpuplan():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["scenario"]["hardware"]["gpus"] == 64
+
+
+def test_mypy_passes_on_the_public_api():
+    pytest.importorskip("mypy")
+    root = README.parent
+    out = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=root, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -59,6 +59,22 @@ class Layout:
         """A layout the planner built from valid parts: skips ``__post_init__`` (its hot path)."""
         return _unchecked(**kw)
 
+    @classmethod
+    def for_world(cls, gpus: int, **fields: Any) -> Layout:
+        """A layout of ``gpus`` GPUs: dp derived as gpus / (tp·pp·cp) when not given (torchtitan's
+        ``ParallelDims`` with dp = -1), sequence parallelism on when tp > 1 unless given, the
+        interleaved schedule when virtual stages are given; checked on construction."""
+        tp, pp, cp = fields.get("tp", 1), fields.get("pp", 1), fields.get("cp", 1)
+        if fields.get("dp") is None:
+            if gpus % (tp * pp * cp):
+                raise GpuplanError(f"tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp} does not divide hardware.gpus = "
+                                   f"{gpus}: choose degrees whose product divides the GPU count")
+            fields["dp"] = gpus // (tp * pp * cp)
+        fields.setdefault("sequence_parallel", tp > 1)
+        if fields.get("virtual_stages", 1) > 1:
+            fields.setdefault("pp_schedule", "interleaved")
+        return cls(**fields)
+
     def values(self) -> dict[str, Any]:
         """Every field by name (what the rules table reads)."""
         return {name: getattr(self, name) for name, _ in _LAYOUT_DEFAULTS}

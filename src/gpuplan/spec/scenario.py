@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from gpuplan.errors import GpuplanError
 from gpuplan.spec.corrections import NONE, Corrections
 from gpuplan.spec.hardware import Hardware
 from gpuplan.spec.job import Training
@@ -33,18 +32,7 @@ class Scenario:
 def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
     """The user's layout fields, the search's choices (``overrides``) and documented defaults:
     dp = gpus / (tp·pp·cp), zero 0, micro_batch 1, recompute none, sequence_parallel when tp > 1."""
-    fixed = {**sc.layout, **overrides}
-    tp, pp, cp = fixed.get("tp", 1), fixed.get("pp", 1), fixed.get("cp", 1)
-    gpus = sc.hardware.gpus
-    if "dp" not in fixed or fixed["dp"] is None:
-        if gpus % (tp * pp * cp):
-            raise GpuplanError(f"tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp} does not divide hardware.gpus = {gpus}: "
-                               "choose degrees whose product divides the GPU count")
-        fixed["dp"] = gpus // (tp * pp * cp)
-    fixed.setdefault("sequence_parallel", tp > 1)
-    if fixed.get("virtual_stages", 1) > 1:
-        fixed.setdefault("pp_schedule", "interleaved")
-    layout = Layout(**fixed)
+    layout = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides})
     check_layout(sc.model, sc.hardware, sc.training, layout)
     return layout
 
