@@ -31,7 +31,7 @@ from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages"}
-TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention")  # string-valued keys
+TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
@@ -285,6 +285,8 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
             kw[key] = _lora_targets(value)
         elif key == "trace_calibration":  # the activation ratio: see _corrections
             continue
+        elif key == "compile":
+            kw[key] = _bool(value, "training.compile")
         elif key in TRAINING_NAMES:
             kw[key] = _name_value(value, f"training.{key}")
     if "tokens" in kw and "steps" in kw:

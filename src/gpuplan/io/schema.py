@@ -12,7 +12,7 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
                  "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout",
-                 "trace_calibration")
+                 "trace_calibration", "framework", "compile")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 SECTIONS = (("hardware", HARDWARE_KEYS), ("training", TRAINING_KEYS), ("layout", LAYOUT_KEYS))
 # flags (and API keywords) that are shorter than their key; every other flag is the key itself

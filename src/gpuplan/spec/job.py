@@ -17,6 +17,8 @@ Recompute = Literal["none", "selective", "selective-op", "full"]
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
 Offload = Literal["none", "optimizer", "params"]
 Attention = Literal["flash", "eager"]
+# The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
+Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune"]
 OptimizerImpl = Literal["fused", "foreach"]
 Zero3Gather = Literal["layer", "module", "tensor-sync"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -26,6 +28,7 @@ RECOMPUTES: tuple[str, ...] = get_args(Recompute)
 PP_SCHEDULES: tuple[str, ...] = get_args(PPSchedule)
 OFFLOADS: tuple[str, ...] = get_args(Offload)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -55,6 +58,8 @@ class Training:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
     attention: Attention = "flash"
+    framework: Framework = "generic"
+    compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
@@ -78,6 +83,7 @@ class Training:
         _choice(self.optimizer_impl, OPTIMIZER_IMPLS, "training.optimizer_impl")
         _choice(self.method, METHODS, "training.method")
         _choice(self.attention, ATTENTIONS, "training.attention")
+        _choice(self.framework, FRAMEWORKS, "training.framework")
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:

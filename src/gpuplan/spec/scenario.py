@@ -52,6 +52,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
                      "optimizer_impl": tr.optimizer_impl,
                      "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
-                     "attention": tr.attention, "dropout": tr.dropout},
+                     "attention": tr.attention, "dropout": tr.dropout, "framework": tr.framework,
+                     "compile": tr.compile},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }
