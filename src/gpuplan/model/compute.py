@@ -54,9 +54,9 @@ def unsupported_precision(g: GPU, precision: str) -> str | None:
     return f"{g.id} has no {what} in the catalogue: set training.precision: {alt}"
 
 
-def device(hw: Hardware, training: Training) -> Device:
-    """The GPU's achievable rates for this precision and power cap (cached by value)."""
-    return _device(hw.gpu, hw.power_limit_w, training.precision)
+def device(hw: Hardware, training: Training, precision: str | None = None) -> Device:
+    """The GPU's achievable rates for this precision (or ``precision``) and power cap (cached by value)."""
+    return _device(hw.gpu, hw.power_limit_w, precision or training.precision)
 
 
 @lru_cache(maxsize=256)
@@ -110,21 +110,27 @@ class LayerTime:
 
 
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
-               dev: Device) -> LayerTime:
-    """One layer, one micro-batch of ``tokens`` local tokens, on one rank."""
-    return _layer_time(m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention,
-                       tr.dropout, tr.precision, tr.method, dev)
+               dev: Device, dev16: Device | None = None) -> LayerTime:
+    """One layer, one micro-batch of ``tokens`` local tokens, on one rank. Under fp8 (``dev16`` the
+    same GPU in bf16), each layer runs in fp8 only where that is faster than bf16 with the casts
+    it needs — a small layer whose casts cost more than the faster matmuls save stays in bf16, as
+    Transformer Engine users leave such layers out of ``fp8_autocast``."""
+    args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
+            tr.method)
+    t = _layer_time(*args, tr.precision == "fp8", dev)
+    if tr.precision == "fp8" and dev16 is not None:
+        t16 = _layer_time(*args, False, dev16)
+        if t16.fwd + t16.bwd + t16.recompute < t.fwd + t.bwd + t.recompute:
+            return t16
+    return t
 
 
-@lru_cache(maxsize=65536)
-def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
-                recompute: str, attention: str, dropout: float, precision: str, method: str,
-                dev: Device) -> LayerTime:
-    mm_f = 0.0
-    every_other = 0.0
+def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device) -> tuple[float, float]:
+    """(forward seconds of the layer's weight matmuls, of its 2nd, 4th … ones)."""
+    mm_f = every_other = 0.0
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
                                                                   "router")]
-    for i, w in enumerate(mats):  # noqa: B007
+    for i, w in enumerate(mats):
         out_f, in_f = w.shape
         if w.group == "expert":
             per_expert_tokens = tokens * m.top_k * ep / m.n_experts
@@ -136,29 +142,51 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         mm_f += t
         if i % 2 == 1:
             every_other += t
+    return mm_f, every_other
+
+
+def _attention(m: ModelSpec, tokens: float, seq: int, tp: int, attention: str, dropout: float,
+               dev: Device) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention core."""
     att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
     if attention == "flash":
-        att_f = att_flops / (dev.peak * dev.e_attn_f)
-        att_b = 2.5 * att_flops / (dev.peak * dev.e_attn_b)
-    else:  # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
-        heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
-        qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
-        pv = matmul_s(seq, m.v_head_dim, seq, dev, batch=heads)
-        softmax_bytes = heads * seq * seq * 2 * (2 + (3 if dropout else 0))  # read+write (+ dropout)
-        att_f = qk + pv + softmax_bytes / dev.bw
-        att_b = 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
+        return att_flops / (dev.peak * dev.e_attn_f), 2.5 * att_flops / (dev.peak * dev.e_attn_b)
+    # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
+    heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
+    qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
+    pv = matmul_s(seq, m.v_head_dim, seq, dev, batch=heads)
+    softmax_bytes = heads * seq * seq * 2 * (2 + (3 if dropout else 0))  # read+write (+ dropout)
+    return qk + pv + softmax_bytes / dev.bw, 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
+
+
+def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -> float:
+    """QLoRA: every pass over a frozen NF4 weight first dequantizes it to bf16 (bitsandbytes
+    ``dequantize_4bit`` before the matmul: read the 4-bit codes and their scales, write 2 B per
+    parameter — Dettmers et al. 2023, QLoRA, Sec. 3), at HBM bandwidth."""
+    params = sum(w.numel / (ep if w.group == "expert" else 1) for w in lg.weights
+                 if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert")) / tp
+    return params * (constant("nf4_bytes_per_param") + 2) / dev.bw
+
+
+@lru_cache(maxsize=65536)
+def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
+                recompute: str, attention: str, dropout: float, method: str, fp8: bool,
+                dev: Device) -> LayerTime:
+    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev)
+    att_f, att_b = _attention(m, tokens, seq, tp, attention, dropout, dev)
     c = table("elementwise_bytes_per_token_layer")
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
     per_token = (c["per_h"] * m.hidden * (1 / tp if sp else 1.0)
                  + (c["per_f_gated"] if m.gated_mlp else c["per_f_plain"]) * f_local / tp
                  + c["per_qk"] * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
-    if precision == "fp8":  # casts of each matmul input to fp8 (read 2 B, write 1 B)
+    if fp8:  # casts of each matmul input to fp8 (read 2 B, write 1 B)
         per_token += 3 * (4 * m.hidden + f_local / tp)
     elem_f = tokens * per_token / dev.bw
     launch = KERNELS_PER_LAYER * constant("kernel_launch_s")
-    fwd = mm_f + att_f + elem_f + launch
+    dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
+    fwd = mm_f + att_f + elem_f + launch + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
-    bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch
+    bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch + dq
     rec = {"none": 0.0, "selective": att_f if attention != "flash" else 0.0,
            "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f)

@@ -66,15 +66,23 @@ class FlopsPerToken:
 
 
 @lru_cache(maxsize=4096)
-def flops_per_token(m: ModelSpec, seq_len: int, recompute: str) -> FlopsPerToken:
+def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: bool = False,
+                    adapter_params: float = 0.0) -> FlopsPerToken:
+    """``frozen_base``: LoRA/QLoRA — the base weights get no weight gradient, so their matmuls cost
+    2 × forward (forward and input gradient), not 3 ×; the adapters' ``adapter_params`` cost 6 per
+    token like any trained weight (Hu et al. 2021, LoRA, Sec. 4.2: no gradients for the frozen
+    weights). The model FLOPs of a fine-tune are what it must compute, so its MFU is never above
+    what the GPU's matmuls reach."""
     # an exact count from safetensors headers or a given {params: N} rescales the shapes' FLOPs too
     k = m.params / m.params_formula if m.params_formula else 1.0
     layers = k * sum(lg.count * layer_matmul_flops(m, lg) for lg in m.layers)
     att_full = m.n_layers * attention_flops(m, seq_len, causal_saving=False)
     att_exec = att_full / 2
     head = k * head_flops(m)
-    model = 3 * (layers + att_full + head)
-    executed = 3 * (layers + att_exec + head)
+    passes = 2 if frozen_base else 3  # forward + input gradient (+ weight gradient when trained)
+    adapters = 6 * adapter_params
+    model = passes * (layers + head) + 3 * att_full + adapters
+    executed = passes * (layers + head) + 3 * att_exec + adapters
     extra = extra_exec = 0.0
     if recompute == "full":        # the forward pass of every layer runs twice
         extra, extra_exec = layers + att_full, layers + att_exec

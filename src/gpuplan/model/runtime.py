@@ -85,10 +85,10 @@ class StepTime:
     comm_detail: dict[str, float]  # tp, tp_exposed, cp, ep, pp, dp_total, dp_exposed (seconds per step)
 
 
-def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, tokens: float,
+def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
                    corrections: Corrections) -> StageCompute:
     """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch."""
-    times = {lg.moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev) for lg in m.layers}
+    times = {lg.moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16) for lg in m.layers}
     targets = tr.lora_targets if tr.method != "full" else None
     head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev)
     loss_bytes = tokens * m.vocab / lay.tp * 12 * 2  # fp32 upcast, log-softmax, grads (fwd + bwd)
@@ -100,9 +100,9 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, tokens:
             if n:
                 lt: LayerTime = times[moe]
                 f, b, r, mm = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute, mm + n * lt.mm
-        if stage == lay.pp - 1:
+        if stage == lay.pp - 1:  # the LM head (frozen under LoRA/QLoRA: no weight gradient)
             f += head_mm + loss_bytes / 2 / dev.bw
-            b += 2 * head_mm + loss_bytes / 2 / dev.bw
+            b += (2 if tr.method == "full" else 1) * head_mm + loss_bytes / 2 / dev.bw
         if best is None or f + b + r > best.total:
             best = StageCompute(fwd=f, bwd=b, recompute=r, mm_fwd=mm, params=rp)
     assert best is not None
@@ -256,7 +256,8 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     topo = topology(hw)
     tokens = lay.micro_batch * tr.seq_len / lay.cp  # local tokens of one micro-batch
     n_mb = micro_batches(tr, lay)
-    sc = _stage_compute(m, tr, lay, dev, tokens, corrections.on(hw.gpu.id))
+    dev16 = device(hw, tr, "bf16") if tr.precision == "fp8" else None
+    sc = _stage_compute(m, tr, lay, dev, dev16, tokens, corrections.on(hw.gpu.id))
     tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s = _ep_comm(m, lay, sc, tokens, topo)

@@ -1,0 +1,179 @@
+"""Score gpuplan on the open corpus of published runs (``corpus.json``, imported from the cited
+``published_runs.yaml`` by ``tools/import_corpus.py``).
+
+Each row states what its source states. A setting the source leaves open is taken from the
+framework's documented default (catalog/frameworks.json) or, when it has none, searched by the
+planner at the row's own GPU count (fixed means fixed) — the fastest layout that fits, as the
+people who ran it would have picked; never chosen to match the published figure. Throughput is
+compared as tokens/s per GPU: a published MFU, HFU or TFLOP/s figure is converted with
+gpuplan's own FLOP count in the convention the source used (model FLOPs: PaLM's 6N + 12·L·H·Q·T,
+as MosaicML, torchtitan, NeMo and Llama 3 report; hardware FLOPs add the recomputed forward,
+as Megatron 2021 and BLOOM report), so the error is the same as the error in MFU.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplan.catalog import load_json
+from gpuplan.errors import GpuplanError
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.model.estimate import Estimate, evaluate
+from gpuplan.search.enumerate import Search, default_global_batch, search_gpu
+from gpuplan.spec import Layout, Scenario
+from gpuplan.spec.scenario import complete_layout
+
+THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
+                      "step_s")
+
+
+def corpus_rows() -> list[dict[str, Any]]:
+    return list(load_json("../validation/corpus.json")["rows"])
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A row as gpuplan evaluates it: the scenario with every open setting filled, and how."""
+
+    scenario: Scenario
+    layout: Layout
+    how: str
+
+
+def _framework_defaults(sc: Scenario) -> dict[str, Any]:
+    """Layout fields the row's framework documents a default for (applied where the row is silent)."""
+    try:
+        from gpuplan.catalog.frameworks import get_framework
+    except ImportError:  # the framework catalogue is optional while it is being built
+        return {}
+    profile = get_framework(sc.training.framework)
+    defaults = getattr(profile, "layout_defaults", None) or {}
+    return {k: v for k, v in defaults.items() if k not in sc.layout}
+
+
+def resolve(row: dict[str, Any]) -> Resolved:
+    """Fill what the row leaves open: framework defaults, then the planner at the row's GPU count."""
+    sc = parse_scenario(row["scenario"])
+    defaults = _framework_defaults(sc)
+    if defaults:
+        sc = replace(sc, layout={**defaults, **sc.layout})
+    gpus_given = "gpus" in row["scenario"].get("hardware", {})
+    if not row.get("open") and gpus_given:
+        return Resolved(sc, complete_layout(sc), "as stated")
+    gb = default_global_batch(sc)
+    sc = replace(sc, training=replace(sc.training, global_batch=gb))
+    search = Search(sc)
+    if gpus_given:
+        n = sc.hardware.gpus
+        search_gpu(search, sc.hardware, n, gb, counts=lambda k: k == n)
+        best = search.best.get((sc.hardware.gpu.id, n))
+        if best is None:  # nothing fits: the stated fields at the framework's defaults, flagged
+            return Resolved(sc, complete_layout(sc), "open fields at defaults (predicted not to fit)")
+        return Resolved(sc, best.layout, "open fields searched at the stated GPU count")
+    search_gpu(search, replace(sc.hardware, price_per_gpu_hour=1.0), 16384, gb)
+    if not search.best:
+        raise GpuplanError("nothing fits on up to 16,384 GPUs")
+    best = min(search.best.values(), key=lambda c: c.gpus / c.tokens_per_s)  # fewest GPU-hours
+    return Resolved(sc.with_gpus(best.gpus), best.layout, "GPU count and open fields searched (fewest GPU-hours)")
+
+
+def _peak16(sc: Scenario) -> float:
+    g = sc.hardware.gpu.peak_flops
+    return g.get("bf16") or g.get("fp16") or g["fp32"]
+
+
+def published_value(row: dict[str, Any], est: Estimate) -> float:
+    """The published figure in gpuplan's comparison unit: tokens/s per GPU for throughput rows,
+    GPU-hours, or bytes."""
+    metric, value = row["published"]["metric"], row["published"]["value"]
+    t = est.time
+    if metric in ("gpu_hours", "peak_memory_bytes", "model_state_bytes", "tokens_per_s_per_gpu"):
+        return float(value)
+    assert t is not None
+    if metric == "mfu":
+        return value * _peak16(est.scenario) / t.flops.model
+    if metric == "hfu":
+        return value * _peak16(est.scenario) / t.flops.hardware
+    if metric == "model_tflops_per_gpu":
+        return value * 1e12 / t.flops.model
+    if metric == "hardware_tflops_per_gpu":
+        return value * 1e12 / t.flops.hardware
+    if metric == "step_s":
+        return t.tokens_per_step / value / est.scenario.hardware.gpus
+    raise GpuplanError(f"row {row['id']}: unknown metric {metric!r}")
+
+
+def predicted_value(row: dict[str, Any], est: Estimate) -> float:
+    metric = row["published"]["metric"]
+    if metric == "peak_memory_bytes":
+        return est.memory.total
+    if metric == "model_state_bytes":
+        return est.memory.weights + est.memory.gradients + est.memory.optimizer
+    assert est.time is not None
+    if metric == "gpu_hours":
+        hours = est.time.gpu_hours
+        if hours is None:
+            raise GpuplanError(f"row {row['id']}: no training length")
+        return hours
+    return est.time.tokens_per_s / est.scenario.hardware.gpus
+
+
+def score_row(row: dict[str, Any], res: Resolved) -> dict[str, Any]:
+    est = evaluate(res.scenario, res.layout)
+    pub, pred = published_value(row, est), predicted_value(row, est)
+    out = {"id": row["id"], "category": row["category"], "source_key": row["source_key"],
+           "metric": row["published"]["metric"], "published": pub, "predicted": pred, "error": pred / pub - 1,
+           "how": res.how, "gpu": res.scenario.hardware.gpu.id, "framework": res.scenario.training.framework}
+    if est.time is not None:
+        out["mfu_predicted"] = est.time.mfu
+    return out
+
+
+def score_corpus(rows: Iterable[dict[str, Any]] | None = None,
+                 resolved: dict[str, Resolved] | None = None) -> dict[str, Any]:
+    """Every expressible row scored; ``resolved`` caches the filled-in scenarios across calls (the
+    fitting script re-scores the same resolutions under other constants)."""
+    cache = resolved if resolved is not None else {}
+    scored, skipped = [], []
+    for row in (corpus_rows() if rows is None else rows):
+        if row.get("skip"):
+            skipped.append({"id": row["id"], "why": row["skip"]})
+            continue
+        try:
+            res = cache.get(row["id"]) or resolve(row)
+            cache[row["id"]] = res
+            scored.append(score_row(row, res))
+        except GpuplanError as err:
+            skipped.append({"id": row["id"], "why": str(err)})
+    return {"rows": scored, "skipped": skipped, "summary": summarize(scored)}
+
+
+def error_stats(errors: list[float]) -> dict[str, Any]:
+    """Median |error|, share within ±15 % and ±25 %, max |error|, median signed error."""
+    if not errors:
+        return {"n": 0, "median_abs_error": None, "within_15pct": None, "within_25pct": None,
+                "max_abs_error": None, "median_error": None}
+    a = [abs(e) for e in errors]
+    return {"n": len(a), "median_abs_error": statistics.median(a), "within_15pct": sum(x <= 0.15 for x in a) / len(a),
+            "within_25pct": sum(x <= 0.25 for x in a) / len(a), "max_abs_error": max(a),
+            "median_error": statistics.median(errors)}
+
+
+def summarize(rows: list[dict[str, Any]], key: str = "error") -> dict[str, Any]:
+    """By category, and by source within each category."""
+    out: dict[str, Any] = {}
+    for cat in sorted({r["category"] for r in rows}):
+        sub = [r for r in rows if r["category"] == cat]
+        by_source = {s: error_stats([r[key] for r in sub if r["source_key"] == s])
+                     for s in sorted({r["source_key"] for r in sub})}
+        out[cat] = {"all": error_stats([r[key] for r in sub]), "by_source": by_source}
+    return out
+
+
+def log_error(r: dict[str, Any]) -> float:
+    """|log(predicted / published)|: symmetric in over- and under-prediction (the fit's objective)."""
+    return abs(math.log(max(r["predicted"], 1e-30) / r["published"]))

@@ -1,0 +1,187 @@
+"""Fit gpuplan's free constants on the open corpus — the one script that sets them — and measure
+the leave-one-source-out cross-validated error.
+
+Free constants are the ones no datasheet or paper gives (``FREE`` below, each with bounds); every
+other constant in catalog/constants.json is cited and stays as it is. Objective: the mean over
+sources of the mean |log(predicted / published)| of that source's rows — each source counts once,
+so 139 llm-foundry rows do not outvote 3 Llama 3 rows. Throughput and GPU-hours rows fit the
+runtime constants, memory rows the memory constants.
+
+Protocol: every row's open settings are resolved once (framework default, else the planner at the
+row's GPU count, with the shipped constants: validation/corpus_check.py) and kept fixed while the
+constants move. Leave-one-source-out: for each source, fit on all the others, predict that
+source's rows; the CV error is over those held-out predictions only.
+
+    python tools/fit_constants.py            # fit, cross-validate, print
+    python tools/fit_constants.py --write    # also write the fitted values into constants.json
+                                             # and the CV predictions into validation/cv.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTANTS = ROOT / "src" / "gpuplan" / "catalog" / "constants.json"
+CV_FILE = ROOT / "src" / "gpuplan" / "validation" / "cv.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Free:
+    """A constant the fit sets: ``name`` in constants.json (``name.key`` for one entry of a table)."""
+
+    name: str
+    low: float
+    high: float
+    kind: str  # "runtime" (throughput, GPU-hours rows) or "memory" (memory rows)
+
+
+FREE = (
+    Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),
+    Free("memory_bandwidth_efficiency", 0.3, 1.0, "runtime"),
+    Free("kernel_launch_s", 1e-6, 4e-5, "runtime"),
+    Free("comm_interference", 0.0, 1.5, "runtime"),
+    Free("dp_overlap", 0.3, 1.0, "runtime"),
+    Free("allocator_fragmentation", 0.0, 0.2, "memory"),
+)
+
+
+def _category_kind(category: str) -> str:
+    return "memory" if category == "memory" else "runtime"
+
+
+def source_weighted_loss(rows: Sequence[dict[str, Any]]) -> float:
+    """Mean over sources of the mean |log error| of the source's rows."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        by.setdefault(r["source_key"], []).append(abs(math.log(max(r["predicted"], 1e-30) / r["published"])))
+    return statistics.mean(statistics.mean(v) for v in by.values()) if by else 0.0
+
+
+def golden(f: Callable[[float], float], low: float, high: float, iters: int = 18) -> float:
+    """Minimum of a unimodal ``f`` on [low, high] by golden-section search."""
+    g = (math.sqrt(5) - 1) / 2
+    a, b = low, high
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iters):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def coordinate_descent(loss: Callable[[dict[str, float]], float], start: dict[str, float],
+                       bounds: dict[str, tuple[float, float]], sweeps: int = 3) -> dict[str, float]:
+    """Minimise ``loss`` one constant at a time (golden section within its bounds), ``sweeps`` times."""
+    x = dict(start)
+    for _ in range(sweeps):
+        for name, (lo, hi) in bounds.items():
+            x[name] = golden(lambda v, n=name: loss({**x, n: v}), lo, hi)
+    return x
+
+
+def _scorer(rows: list[dict[str, Any]], cache: dict) -> Callable[[dict[str, float]], list[dict[str, Any]]]:
+    """A function of constant values → scored rows (resolutions cached, constants overridden)."""
+    from gpuplan.catalog.constants import override
+    from gpuplan.validation.corpus_check import score_corpus
+
+    def run(values: dict[str, float]) -> list[dict[str, Any]]:
+        with override(values):
+            return score_corpus(rows, cache)["rows"]
+
+    return run
+
+
+def fit(rows: list[dict[str, Any]], cache: dict, start: dict[str, float], sweeps: int = 2) -> dict[str, float]:
+    """Fitted values of the FREE constants on ``rows``."""
+    score = _scorer(rows, cache)
+    out = dict(start)
+    for kind in ("runtime", "memory"):
+        free = [f for f in FREE if f.kind == kind]
+        sub = [r for r in rows if _category_kind(r["category"]) == kind]
+        if not free or not sub:
+            continue
+        score_sub = _scorer(sub, cache)
+        out = coordinate_descent(lambda v: source_weighted_loss(score_sub(v)), out,
+                                 {f.name: (f.low, f.high) for f in free}, sweeps)
+    del score
+    return out
+
+
+def cross_validate(rows: list[dict[str, Any]], cache: dict, start: dict[str, float],
+                   sweeps: int = 2) -> list[dict[str, Any]]:
+    """Leave one source out: each source's rows predicted by constants fitted on the others."""
+    held: list[dict[str, Any]] = []
+    for source in sorted({r["source_key"] for r in rows}):
+        train = [r for r in rows if r["source_key"] != source]
+        test = [r for r in rows if r["source_key"] == source]
+        values = fit(train, cache, start, sweeps)
+        for r in _scorer(test, cache)(values):
+            held.append({**r, "fold": source})
+        print(f"  fold {source}: {len(test)} rows held out", file=sys.stderr)
+    return held
+
+
+def shipped() -> dict[str, float]:
+    from gpuplan.catalog.constants import constant
+
+    return {f.name: constant(f.name) for f in FREE}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--write", action="store_true", help="write fitted constants and CV predictions")
+    p.add_argument("--sweeps", type=int, default=2)
+    args = p.parse_args(argv)
+    from gpuplan.validation.corpus_check import corpus_rows, score_corpus, summarize
+
+    cache: dict = {}
+    base = score_corpus(None, cache)  # resolves every row once, with the shipped constants
+    rows = [r for r in corpus_rows() if not r.get("skip") and r["id"] in cache]
+    start = shipped()
+    fitted = fit(rows, cache, start, args.sweeps)
+    print("fitted:", json.dumps({k: round(v, 6) for k, v in fitted.items()}))
+    held = cross_validate(rows, cache, start, args.sweeps)
+    in_sample = _scorer(rows, cache)(fitted)
+    report = {"fitted": fitted, "in_sample": summarize(in_sample), "cross_validated": summarize(held),
+              "skipped": base["skipped"]}
+    print(json.dumps({k: report[k] for k in ("in_sample", "cross_validated")}, indent=1))
+    if args.write:
+        write_constants(fitted)
+        CV_FILE.write_text(json.dumps({"_comment": "written by tools/fit_constants.py: leave-one-source-out "
+                                                   "predictions (each row predicted by constants fitted on the "
+                                                   "other sources)",
+                                       "fitted": fitted,
+                                       "rows": [{k: r[k] for k in ("id", "category", "source_key", "metric",
+                                                                  "published", "predicted", "error", "fold")}
+                                                for r in held]}, indent=1) + "\n")
+    return 0
+
+
+def write_constants(values: dict[str, float]) -> None:
+    data = json.loads(CONSTANTS.read_text())
+    for name, v in values.items():
+        entry = data[name]
+        entry["value"] = float(f"{v:.4g}")
+        entry["status"] = "fitted"
+        entry["fitted_by"] = ("tools/fit_constants.py on validation/corpus.json (the open corpus), objective "
+                              "mean over sources of mean |log error|; leave-one-source-out CV in validation/cv.json")
+    CONSTANTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
