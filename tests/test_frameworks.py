@@ -1,0 +1,187 @@
+"""The framework profiles (catalog/frameworks.json): one per training.framework, every stated fact
+cited, and the cannot_run rules evaluated by ``refusals``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.catalog import load_json
+from gpuplan.catalog.frameworks import (
+    KERNELS,
+    SECTIONS,
+    Fact,
+    frameworks,
+    get_framework,
+    refusals,
+    refused_rules,
+)
+from gpuplan.errors import GpuplanError
+from gpuplan.spec import FRAMEWORKS, ZERO3_GATHERS, Layout, Training
+
+# a fully specified layout / training job, as the rest of gpuplan passes them around
+LAYOUT = Layout().values()
+TRAINING = {"precision": "bf16", "method": "full", "compile": False, "optimizer": "adamw"}
+
+
+def _layout(**kw):
+    return {**LAYOUT, **kw}
+
+
+def _training(**kw):
+    return {**TRAINING, **kw}
+
+
+def test_every_framework_has_a_profile():
+    assert [p.name for p in frameworks()] == list(FRAMEWORKS)
+    for name in FRAMEWORKS:
+        assert get_framework(name).name == name
+
+
+def test_file_names_only_known_frameworks():
+    assert set(load_json("frameworks.json")["frameworks"]) == set(FRAMEWORKS)
+
+
+def test_unknown_framework_is_refused_with_the_choices():
+    with pytest.raises(GpuplanError, match="torchtitan"):
+        get_framework("nemo-classic")
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_every_stated_fact_is_cited(name):
+    profile = get_framework(name)
+    for path, fact in profile.facts():
+        assert isinstance(fact, Fact), path
+        if fact.value is not None:
+            assert fact.source and fact.source.strip(), f"{name}.{path} has a value but no source"
+        else:
+            assert fact.note, f"{name}.{path} is null without a note saying why"
+    for rule in profile.cannot_run:
+        assert rule.source.strip() and rule.why.strip() and rule.rule.strip()
+        assert "\n" not in rule.why, "a refusal is one line"
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_every_profile_has_the_standard_keys(name):
+    profile = get_framework(name)
+    assert set(KERNELS) <= set(profile.fused_kernels)
+    for section, keys in SECTIONS.items():
+        assert set(keys) <= set(getattr(profile, section)), section
+    gather = profile.zero3_gather.value
+    assert gather is None or gather in ZERO3_GATHERS
+
+
+def test_profiles_are_read_only():
+    profile = get_framework("deepspeed")
+    with pytest.raises(TypeError):
+        profile.defaults["zero"] = None  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        profile.name = "other"  # type: ignore[misc]
+
+
+def test_generic_refuses_nothing():
+    generic = get_framework("generic")
+    assert generic.cannot_run == ()
+    worst = _layout(pp=8, zero=3, tp=8, cp=4, tp_overlap=True, offload="params", pp_schedule="zero-bubble")
+    assert refusals(generic, worst, _training(method="qlora", precision="fp16")) == []
+
+
+def test_deepspeed_pipeline_refuses_zero2_and_zero3_but_not_zero1():
+    ds = get_framework("deepspeed")
+    for zero in (2, 3):
+        reasons = refusals(ds, _layout(pp=2, zero=zero), TRAINING)
+        assert any("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in r for r in reasons)
+    assert refusals(ds, _layout(pp=2, zero=1), TRAINING) == []
+    assert refusals(ds, _layout(pp=1, zero=3), TRAINING) == []
+
+
+def test_deepspeed_offload_needs_the_right_zero_stage():
+    ds = get_framework("deepspeed")
+    assert [r.rule for r in refused_rules(ds, _layout(zero=2, offload="params"), TRAINING)] == [
+        "param-offload-needs-zero3"]
+    assert refusals(ds, _layout(zero=3, offload="params"), TRAINING) == []
+    assert refusals(ds, _layout(zero=1, offload="optimizer"), TRAINING) == []
+    assert refusals(ds, _layout(zero=0, offload="optimizer"), TRAINING)
+
+
+def test_qlora_with_tensor_parallelism_refused_where_sourced():
+    tune = get_framework("torchtune")
+    lay = _layout(tp=2, zero=3, dp=4)
+    pure = _training(precision="bf16-pure")
+    for method in ("lora", "qlora"):
+        assert any("Tensor parallelism is not supported" in r for r in refusals(tune, lay, {**pure, "method": method}))
+    assert refusals(tune, lay, pure) == []  # full fine-tuning has a TP plan
+    assert refusals(tune, _layout(tp=1, zero=3, dp=8), {**pure, "method": "qlora"}) == []
+
+
+def test_torchtune_is_pure_bf16_fsdp_without_pipelines():
+    tune = get_framework("torchtune")
+    ok = _layout(zero=3, dp=8)
+    assert refusals(tune, ok, _training(precision="bf16-pure")) == []
+    assert refusals(tune, ok, _training(precision="fp16"))
+    assert refusals(tune, ok, _training(precision="bf16"))
+    assert refusals(tune, _layout(zero=3, dp=4, pp=2), _training(precision="bf16-pure"))
+    assert refusals(tune, _layout(zero=0, dp=8), _training(precision="bf16-pure"))
+
+
+def test_accelerate_fsdp_has_no_pipeline_stages():
+    fsdp = get_framework("pytorch-fsdp")
+    assert any("pipeline" in r for r in refusals(fsdp, _layout(pp=2, zero=3), TRAINING))
+    assert refusals(fsdp, _layout(pp=1, zero=3, tp=2, dp=4), TRAINING) == []
+    assert refusals(fsdp, _layout(zero=0, dp=4, tp=2), TRAINING)  # TP on pure DDP
+    assert refusals(fsdp, _layout(zero=1), TRAINING)
+
+
+def test_torchtitan_rules():
+    titan = get_framework("torchtitan")
+    assert refusals(titan, _layout(zero=3, dp=2, tp=4, pp=2, cp=2), TRAINING) == []
+    assert refusals(titan, _layout(zero=3, tp=4, tp_overlap=True), _training(compile=True)) == []
+    assert refusals(titan, _layout(zero=3, tp=4, tp_overlap=True), _training(compile=False))
+    assert refusals(titan, _layout(zero=0, dp=8, tp=2), TRAINING)  # DDP is 1-D only
+    assert refusals(titan, _layout(zero=0, dp=8), TRAINING) == []
+    assert refusals(titan, _layout(zero=1), TRAINING)
+
+
+def test_megatron_rules():
+    old, core = get_framework("megatron-lm"), get_framework("megatron-core")
+    assert refusals(old, _layout(tp=8, pp=4, zero=0), _training(precision="fp16")) == []
+    assert refusals(old, _layout(cp=2), TRAINING)
+    assert refusals(old, _layout(pp=4, zero=2), TRAINING)
+    assert refusals(old, _layout(pp=4, pp_schedule="zero-bubble"), TRAINING)
+    assert refusals(core, _layout(tp=8, sequence_parallel=True, tp_overlap=True), TRAINING) == []
+    assert refusals(core, _layout(tp=8, sequence_parallel=False, tp_overlap=True), TRAINING)
+
+
+def test_absent_fields_never_meet_a_condition():
+    ds = get_framework("deepspeed")
+    assert refusals(ds, {"pp": 4}, {}) == []  # zero absent
+    assert refusals(ds, {"pp": 4, "zero": 3}, {}) != []
+    tune = get_framework("torchtune")
+    assert refusals(tune, {"tp": 2}, {}) == []  # method absent
+    assert refusals(tune, {"tp": 2}, {"method": "qlora"}) != []
+    assert refusals(get_framework("megatron-core"), {"tp_overlap": True, "sequence_parallel": None}, {}) == []
+
+
+def test_booleans_are_not_numbers():
+    titan = get_framework("torchtitan")
+    # zero=True is not zero 1; compile=0 is not compile False
+    assert refusals(titan, {"zero": True}, {}) == []
+    assert refusals(titan, {"tp_overlap": True}, {"compile": 0}) == []
+
+
+def test_training_dataclass_fields_feed_refusals():
+    tr = Training(framework="torchtune", method="qlora", precision="bf16-pure")
+    fields = {f: getattr(tr, f) for f in ("method", "precision", "compile", "framework")}
+    lay = Layout(dp=2, tp=2, zero=3, sequence_parallel=True).values()
+    assert refusals(get_framework(tr.framework), lay, fields)
+
+
+def test_documented_defaults_used_by_the_brief():
+    assert get_framework("megatron-core").defaults["recompute"].value == "none"
+    assert get_framework("torchtitan").defaults["recompute"].value == "selective-op"
+    assert get_framework("deepspeed").defaults["zero"].value == 0
+    assert get_framework("deepspeed").dp_overlap["reduce_bucket_elements"].value == 500_000_000
+    assert get_framework("torchtitan").fsdp_under_pp.value is False
+    assert get_framework("torchtitan").zero3_gather.value == "layer"
+    assert get_framework("deepspeed").zero3_gather.value == "module"
+    assert get_framework("megatron-core").fp8_recipe["default"].value == "delayed"
+    assert get_framework("torchtitan").fp8_recipe["default"].value == "tensorwise"

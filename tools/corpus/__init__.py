@@ -1,0 +1,1 @@
+"""Per-source conversion rules of ``tools/import_corpus.py`` (published_runs.yaml → corpus.json)."""
