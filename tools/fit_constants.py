@@ -46,11 +46,13 @@ class Free:
 
 FREE = (
     Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),
+    Free("attention_achieved_share", 0.3, 1.2, "runtime"),
     Free("memory_bandwidth_efficiency", 0.3, 1.0, "runtime"),
     Free("kernel_launch_s", 1e-6, 4e-5, "runtime"),
     Free("comm_interference", 0.0, 1.5, "runtime"),
     Free("dp_overlap", 0.3, 1.0, "runtime"),
     Free("allocator_fragmentation", 0.0, 0.2, "memory"),
+    Free("cuda_context_bytes", 1e8, 1.5e9, "memory"),
 )
 
 
@@ -108,17 +110,15 @@ def _scorer(rows: list[dict[str, Any]], cache: dict) -> Callable[[dict[str, floa
 
 def fit(rows: list[dict[str, Any]], cache: dict, start: dict[str, float], sweeps: int = 2) -> dict[str, float]:
     """Fitted values of the FREE constants on ``rows``."""
-    score = _scorer(rows, cache)
     out = dict(start)
     for kind in ("runtime", "memory"):
         free = [f for f in FREE if f.kind == kind]
         sub = [r for r in rows if _category_kind(r["category"]) == kind]
         if not free or not sub:
             continue
-        score_sub = _scorer(sub, cache)
-        out = coordinate_descent(lambda v: source_weighted_loss(score_sub(v)), out,
+        run = _scorer(sub, cache)
+        out = coordinate_descent(lambda v, run=run: source_weighted_loss(run(v)), out,
                                  {f.name: (f.low, f.high) for f in free}, sweeps)
-    del score
     return out
 
 
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--write", action="store_true", help="write fitted constants and CV predictions")
     p.add_argument("--sweeps", type=int, default=2)
+    p.add_argument("--report", help="also write the whole report (JSON) to this file")
     args = p.parse_args(argv)
     from gpuplan.validation.corpus_check import corpus_rows, score_corpus, summarize
 
@@ -159,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     in_sample = _scorer(rows, cache)(fitted)
     report = {"fitted": fitted, "in_sample": summarize(in_sample), "cross_validated": summarize(held),
               "skipped": base["skipped"]}
-    print(json.dumps({k: report[k] for k in ("in_sample", "cross_validated")}, indent=1))
+    print(summary_text(report))
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=1) + "\n")
     if args.write:
         write_constants(fitted)
         CV_FILE.write_text(json.dumps({"_comment": "written by tools/fit_constants.py: leave-one-source-out "
@@ -170,6 +173,21 @@ def main(argv: list[str] | None = None) -> int:
                                                                   "published", "predicted", "error", "fold")}
                                                 for r in held]}, indent=1) + "\n")
     return 0
+
+
+def summary_text(report: dict[str, Any]) -> str:
+    lines = []
+    for part in ("in_sample", "cross_validated"):
+        lines.append(f"== {part}")
+        for cat, v in report[part].items():
+            a = v["all"]
+            lines.append(f"{cat:11s} n {a['n']:3d}  median |e| {a['median_abs_error']:.3f}  within 15% "
+                         f"{a['within_15pct']:.2f}  within 25% {a['within_25pct']:.2f}  "
+                         f"signed {a['median_error']:+.3f}")
+            for s, b in v["by_source"].items():
+                lines.append(f"    {s:22s} n {b['n']:3d}  median |e| {b['median_abs_error']:.3f}  "
+                             f"signed {b['median_error']:+.3f}  within 25% {b['within_25pct']:.2f}")
+    return "\n".join(lines)
 
 
 def write_constants(values: dict[str, float]) -> None:

@@ -86,8 +86,10 @@ def test_scaling_curve_and_equilibrium(c, threshold):
         assert r["efficiency"] == pytest.approx(r["speedup"] * n0 / r["gpus"], rel=1e-12)
     eq = res["equilibrium"]["gpus"]
     assert eq in counts
-    # counts slower than a smaller count stay on the curve but are skipped by the equilibrium
-    better = [r for r in rows if r["improves"]]
+    # counts slower than a smaller count, or beaten by a larger one on efficiency too, stay on the
+    # curve but are skipped by the equilibrium
+    effs = [r["efficiency"] for r in rows]
+    better = [r for k, r in enumerate(rows) if r["improves"] and (k == 0 or max(effs[k + 1:], default=0) <= effs[k])]
     i = [r["gpus"] for r in better].index(eq)
     assert all(r["efficiency"] >= threshold for r in better[1:i + 1])
     if i + 1 < len(better):

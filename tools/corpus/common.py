@@ -17,7 +17,10 @@ MODELS_DIR = REPO / "src" / "gpuplan" / "catalog" / "models"
 
 # The corpus's GPU names → (catalogue id, hardware.power_limit_w or None, note). Exact strings, so a
 # new name in the YAML is an error here instead of a silent guess.
-GPUS: dict[str, tuple[str, float | None, str]] = {
+# a variant the catalogue does not list, as its source states it: the catalogue part with the stated figures
+GRAND_TETON_H100 = {"base": "h100-sxm", "id": "h100-96gb-hbm2e", "name": "H100 96GB HBM2e (Grand Teton)",
+                    "memory_gib": 96, "memory_bw_tb_per_s": 2.4}
+GPUS: dict[str, tuple[str | dict, float | None, str]] = {
     "A100-SXM4-80GB": ("a100-80gb-sxm", None, ""),
     "A100-SXM4-80GB (Selene)": ("a100-80gb-sxm", None, ""),
     "A100-80GB": ("a100-80gb-sxm", None, "GPU form factor not stated: A100-80GB read as the SXM part."),
@@ -26,8 +29,8 @@ GPUS: dict[str, tuple[str, float | None, str]] = {
     "H100-SXM5-80GB (DGX H100)": ("h100-sxm", None, ""),
     "H100-80GB HBM3, 700 W TDP (Grand Teton)": ("h100-sxm", None, "700 W is the h100-sxm TDP (no cap)."),
     "H100 (Meta Grand Teton variant: 96 GB HBM2e, 2.4 TB/s, run at 500 W power limit)": (
-        "h100-sxm", 500, "Grand Teton H100 has 96 GB HBM2e at 2.4 TB/s, not the catalogue part's 80 GB HBM3 "
-        "at 3.35 TB/s: scored as h100-sxm capped at the stated 500 W."),
+        GRAND_TETON_H100, 500, "Grand Teton H100: 96 GB HBM2e at 2.4 TB/s as stated (an inline variant of "
+        "h100-sxm), capped at the stated 500 W."),
     "H100 (HBM2e, lower-TDP SXM variant, 94-95 GB)": (
         "h100-sxm", None, "H100 HBM2e lower-TDP SXM variant (94-95 GB): the TDP is not stated, so no power cap "
         "is set; the catalogue h100-sxm is 80 GB HBM3 at 700 W."),

@@ -235,3 +235,18 @@ def refusals(profile: FrameworkProfile, layout_fields: Mapping[str, Any],
              training_fields: Mapping[str, Any]) -> list[str]:
     """The one-line reasons ``profile`` cannot run this layout and training job (empty: it can)."""
     return [r.why for r in refused_rules(profile, layout_fields, training_fields)]
+
+
+def training_fields(training: Any) -> dict[str, Any]:
+    """The training-job fields the ``cannot_run`` rules read, from a ``spec.Training``."""
+    return {"method": training.method, "precision": training.precision, "compile": training.compile,
+            "optimizer": training.optimizer, "attention": training.attention}
+
+
+def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> str | None:
+    """Why ``framework`` cannot run this layout for this job (its first cited reason), or None."""
+    profile = get_framework(framework)
+    if not profile.cannot_run:
+        return None
+    reasons = refusals(profile, layout_fields, training_fields(training))
+    return f"{framework} cannot run this: {reasons[0]}" if reasons else None

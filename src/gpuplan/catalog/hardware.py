@@ -141,7 +141,38 @@ MAX_PRICE_PER_GPU_HOUR = 1000  # USD (on-demand list prices: ~$1-15)
 MAX_POWER_W = 2000             # the cap when the GPU has no published TDP (GB300 boards: 1,400 W)
 
 
-def make_hardware(gpu: str, gpus: int = 1, gpus_per_node: int | None = None, scale_up: str | None = None,
+# keys a scenario may set on a GPU of its own (the catalogue's names and units, gpus.json)
+INLINE_GPU_KEYS = ("name", "memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_dense_tflops",
+                   "tf32_dense_tflops", "bf16_dense_tflops", "fp16_dense_tflops", "fp8_dense_tflops",
+                   "fp4_dense_tflops", "tdp_w", "price_usd_per_gpu_hour", "sm_count")
+
+
+def inline_gpu(spec: dict) -> GPU:
+    """A GPU given in the scenario: ``{base: <catalogue id>, <gpus.json keys>}`` — the base's row with
+    the given figures replaced (a variant the catalogue does not list, e.g. an H100 with 96 GB of
+    HBM2e at 2.4 TB/s)."""
+    unknown = sorted(set(spec) - {"base", "id", *INLINE_GPU_KEYS})
+    if unknown:
+        raise GpuplanError(f"hardware.gpu.{unknown[0]} is not a GPU field: give base and any of "
+                           f"{', '.join(INLINE_GPU_KEYS)}")
+    if "base" not in spec:
+        raise GpuplanError("hardware.gpu as a mapping needs base: the catalogue GPU it varies, e.g. {base: a10g, "
+                           "bf16_dense_tflops: 125}")
+    base = get_gpu(spec["base"], "hardware.gpu.base")
+    row = next(r for r in load_json("gpus.json")["gpus"] if r["id"] == base.id)
+    for key in INLINE_GPU_KEYS:
+        if key in spec:
+            value = spec[key]
+            if key != "name" and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
+                raise GpuplanError(f"hardware.gpu.{key} must be a positive number, got {value!r}")
+            row[key] = value
+    if "memory_gib" in spec and "usable_memory_mib" not in spec:
+        row.pop("usable_memory_mib", None)  # the base's measured usable memory is for its own capacity
+    row["id"] = str(spec.get("id") or f"{base.id}-custom")
+    return _gpu_from_row(row)
+
+
+def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = None, scale_up: str | None = None,
                   scale_out: str | None = None, price_per_gpu_hour: float | None = None,
                   power_limit_w: float | None = None) -> Hardware:
     """Resolve catalogue names into a ``Hardware``; defaults come from the GPU's row.
@@ -154,7 +185,7 @@ def make_hardware(gpu: str, gpus: int = 1, gpus_per_node: int | None = None, sca
     ``MAX_PRICE_PER_GPU_HOUR``; power_limit_w > 0 and at most the GPU's TDP (a cap above TDP
     changes nothing), or ``MAX_POWER_W`` when the TDP is not published.
     """
-    g = get_gpu(gpu)
+    g = inline_gpu(gpu) if isinstance(gpu, dict) else get_gpu(gpu)
     if not isinstance(gpus, bool) and isinstance(gpus, int) and gpus > MAX_GPUS:
         raise GpuplanError(f"hardware.gpus = {gpus:,} is more than the limit {MAX_GPUS:,}: "
                            "give the number of GPUs, e.g. 64")

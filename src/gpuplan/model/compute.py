@@ -19,13 +19,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
+from gpuplan.catalog.matmul import matmul_profile
 from gpuplan.model.flops import attention_flops
+from gpuplan.model.software import Software, software
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
-
-# Forward kernels of an unfused transformer block (norms, q/k/v/o, RoPE, attention, residual adds,
-# MLP matmuls and activation: ~25 launches, counted in a PyTorch eager profile; estimate);
-# backward launches twice as many.
-KERNELS_PER_LAYER = 25
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +58,8 @@ def device(hw: Hardware, training: Training, precision: str | None = None) -> De
 
 @lru_cache(maxsize=256)
 def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
-    e = table("gemm_efficiency").get(g.architecture, 0.7)
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
-    if prec == "fp8":
-        e *= constant("fp8_gemm_efficiency_ratio")
+    e = gemm_share(g.architecture, prec)
     if prec == "tf32" and "tf32" not in g.peak_flops:
         prec = "fp32"  # no tf32 tensor cores (V100, MI250X): fp32 on the vector units
     if prec not in g.peak_flops:
@@ -82,9 +77,31 @@ def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
     half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
     # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak
     scale = half / peak
+    # the FlashAttention-2 benchmarks' share of peak, times what of it a training step reaches (fitted)
+    scale *= constant("attention_achieved_share")
     return Device(peak=peak, e_gemm=e, bw=g.memory_bw_bytes_per_s * constant("memory_bandwidth_efficiency"),
                   e_attn_f=att["forward"] * scale, e_attn_b=att["backward"] * scale, sms=g.sm_count,
                   tile=tuple(tiles.get(g.architecture, tiles["default"])))
+
+
+FLASH1_SLOWDOWN = 2.0
+
+
+def gemm_share(architecture: str, precision: str) -> float:
+    """Achievable share of the dense peak for a training step's large GEMMs: the published maximum
+    achievable matmul FLOPS of the architecture and precision (catalog/matmul.json: the best shape
+    of a cuBLAS/hipBLASLt sweep, MAMF) times the share of it a training step sustains (clocks
+    under power limits, concurrent kernels; ``gemm_share_of_mamf``, fitted). An architecture with
+    no published sweep uses the ``gemm_efficiency`` estimate (fp16 and tf32 run at the bf16 share
+    of their own peak; fp8 without a sweep at ``fp8_gemm_efficiency_ratio`` of it)."""
+    lookup = "bf16" if precision in ("fp16", "tf32", "fp32") else precision
+    prof = matmul_profile(architecture, lookup)
+    if prof is not None:
+        return prof.mamf_share * constant("gemm_share_of_mamf")
+    base = matmul_profile(architecture, "bf16")
+    e = base.mamf_share * constant("gemm_share_of_mamf") if base is not None else \
+        table("gemm_efficiency").get(architecture, 0.7)
+    return e * constant("fp8_gemm_efficiency_ratio") if lookup == "fp8" else e
 
 
 def wave_efficiency(m: float, n: float, dev: Device) -> float:
@@ -115,8 +132,9 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     same GPU in bf16), each layer runs in fp8 only where that is faster than bf16 with the casts
     it needs — a small layer whose casts cost more than the faster matmuls save stays in bf16, as
     Transformer Engine users leave such layers out of ``fp8_autocast``."""
+    sw = software(tr.framework, tr.compile, m)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
-            tr.method)
+            tr.method, sw)
     t = _layer_time(*args, tr.precision == "fp8", dev)
     if tr.precision == "fp8" and dev16 is not None:
         t16 = _layer_time(*args, False, dev16)
@@ -149,8 +167,11 @@ def _attention(m: ModelSpec, tokens: float, seq: int, tp: int, attention: str, d
                dev: Device) -> tuple[float, float]:
     """(forward, backward) seconds of the attention core."""
     att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
-    if attention == "flash":
-        return att_flops / (dev.peak * dev.e_attn_f), 2.5 * att_flops / (dev.peak * dev.e_attn_b)
+    if attention in ("flash", "flash1"):
+        # FlashAttention v1 runs at about half of FlashAttention-2's throughput (Dao 2023,
+        # arXiv:2307.08691, abstract and Fig. 4-6: "around 2x faster than FlashAttention")
+        slow = FLASH1_SLOWDOWN if attention == "flash1" else 1.0
+        return (slow * att_flops / (dev.peak * dev.e_attn_f), slow * 2.5 * att_flops / (dev.peak * dev.e_attn_b))
     # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
     heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
     qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
@@ -170,23 +191,22 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 
 @lru_cache(maxsize=65536)
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
-                recompute: str, attention: str, dropout: float, method: str, fp8: bool,
+                recompute: str, attention: str, dropout: float, method: str, sw: Software, fp8: bool,
                 dev: Device) -> LayerTime:
     mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev)
     att_f, att_b = _attention(m, tokens, seq, tp, attention, dropout, dev)
-    c = table("elementwise_bytes_per_token_layer")
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
-    per_token = (c["per_h"] * m.hidden * (1 / tp if sp else 1.0)
-                 + (c["per_f_gated"] if m.gated_mlp else c["per_f_plain"]) * f_local / tp
-                 + c["per_qk"] * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
+    per_token = (sw.per_h * m.hidden * (1 / tp if sp else 1.0)
+                 + (sw.per_f_gated if m.gated_mlp else sw.per_f_plain) * f_local / tp
+                 + sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
     if fp8:  # casts of each matmul input to fp8 (read 2 B, write 1 B)
         per_token += 3 * (4 * m.hidden + f_local / tp)
     elem_f = tokens * per_token / dev.bw
-    launch = KERNELS_PER_LAYER * constant("kernel_launch_s")
+    launch = sw.kernels * constant("kernel_launch_s")
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
     fwd = mm_f + att_f + elem_f + launch + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
     bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch + dq
-    rec = {"none": 0.0, "selective": att_f if attention != "flash" else 0.0,
+    rec = {"none": 0.0, "selective": att_f if attention == "eager" else 0.0,
            "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog.constants import table
+from gpuplan.catalog.frameworks import why_not
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
@@ -123,6 +124,9 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if problem:
         raise GpuplanError(problem)
     lay = layout if layout is not None else complete_layout(sc, **overrides)
+    refused = why_not(sc.training.framework, lay.values(), sc.training)
+    if refused:
+        raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
     hw = sc.hardware
     if not any(k in hw.gpu.peak_flops for k in ("bf16", "fp16", "fp32")):

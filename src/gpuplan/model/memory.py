@@ -252,7 +252,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]
     x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
-                 flash=training.attention == "flash", elem=elem,
+                 flash=training.attention in ("flash", "flash1"), elem=elem,
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem)
     per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
               + rp.moe_layers * layer_bytes(model, True, x, recompute))

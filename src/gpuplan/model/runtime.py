@@ -30,6 +30,7 @@ from gpuplan.model.compute import Device, LayerTime, device, layer_time, matmul_
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
+from gpuplan.model.software import software
 from gpuplan.spec import Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
 
@@ -91,7 +92,7 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
     times = {lg.moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16) for lg in m.layers}
     targets = tr.lora_targets if tr.method != "full" else None
     head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev)
-    loss_bytes = tokens * m.vocab / lay.tp * 12 * 2  # fp32 upcast, log-softmax, grads (fwd + bwd)
+    loss_bytes = tokens * m.vocab / lay.tp * software(tr.framework, tr.compile, m).loss_per_logit  # fwd + bwd
     best: StageCompute | None = None
     for stage in peak_stages(m, lay.pp, lay.virtual_stages):
         rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank)

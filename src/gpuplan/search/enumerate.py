@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
 from gpuplan.model.runtime import step_time
@@ -103,11 +104,11 @@ def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
     fixed = sc.layout
     v = fixed.get("virtual_stages", 1)
     if v > 1:  # virtual stages mean the interleaved schedule, and a pipeline to interleave
-        return [("interleaved", v)] if pp > 1 and sc.model.n_layers % (pp * v) == 0 else []
+        return [("interleaved", v)] if pp > 1 and pp * v <= sc.model.n_layers else []
     if "pp_schedule" in fixed or pp == 1:
         return [(fixed.get("pp_schedule", "1f1b"), 1)]
     out = [("1f1b", 1)]
-    if sc.model.n_layers % (pp * 2) == 0:
+    if pp * 2 <= sc.model.n_layers:  # uneven chunks allowed (Llama 3: 126 layers on 16 stages)
         out.append(("interleaved", 2))
     return out
 
@@ -151,6 +152,8 @@ class Search:
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer")}
         self._tp_overlap = fixed.get("tp_overlap", False)
+        self._framework_rules = bool(get_framework(sc.training.framework).cannot_run)
+        self._refusals: dict[tuple, str | None] = {}
 
     def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...],
                 counts: Callable[[int], bool] = lambda n: True) -> None:
@@ -204,9 +207,25 @@ class Search:
             return False
         return self._try(hw, tr, frugal, shards[-1], recs[-1], sp, off, keep=False)
 
+    def _refused(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> str | None:
+        """Why the scenario's framework cannot run this layout (catalog/frameworks.json), or None."""
+        if not self._framework_rules:
+            return None
+        key = (split["tp"], split["pp"], split["cp"], split["dp"] > 1, split["ep"], split["pp_schedule"],
+               shard["zero"], rec, sp, off)
+        if key not in self._refusals:
+            fields = {**split, **shard, "recompute": rec, "sequence_parallel": sp, "offload": off, **self._kept,
+                      "tp_overlap": self._tp_overlap and sp}
+            self._refusals[key] = why_not(tr.framework, fields, tr)
+        return self._refusals[key]
+
     def _try(self, hw: Hardware, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str,
              keep: bool = True) -> bool:
         if off == "params" and shard["zero"] != 3:
+            return False
+        refused = self._refused(tr, split, shard, rec, sp, off)
+        if refused:
+            self.rejected[refused] += 1
             return False
         self.searched += 1
         peak = self._peak(tr, split, shard, rec, sp, off)

@@ -75,9 +75,10 @@ def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str,
                   threshold: float) -> tuple[tuple[ScalingPoint, ...], Equilibrium]:
     """Best throughput per count for one GPU type, speedup and parallel efficiency against the
     smallest count that fits, and the compute equilibrium. A count slower than some smaller
-    count stays on the curve (``improves: false``) but is skipped by the equilibrium: nobody
-    would rent it, and it must not hide that larger counts scale again (a 3-GPU pipeline between
-    2 and 4 GPUs, say)."""
+    count stays on the curve (``improves: false``) but is skipped by the equilibrium, and so is a
+    count that a larger one beats on both throughput and efficiency: nobody would rent either,
+    and they must not hide that larger counts scale again (a 3-GPU pipeline between 2 and 4 GPUs,
+    say)."""
     rows = sorted((c for (g, _), c in best.items() if g == gpu), key=lambda c: c.gpus)
     if not rows:
         return (), Equilibrium(gpu=gpu, gpus=None, threshold=threshold)
@@ -86,13 +87,15 @@ def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str,
     broken = False
     fastest = 0.0
     curve: list[ScalingPoint] = []
-    for c in rows:
+    effs = [c.tokens_per_s / base.tokens_per_s * base.gpus / c.gpus for c in rows]
+    better_later = [max(effs[i + 1:], default=0.0) > effs[i] for i in range(len(rows))]
+    for i, c in enumerate(rows):
         speedup = c.tokens_per_s / base.tokens_per_s
         eff = speedup * base.gpus / c.gpus
         improves = c.tokens_per_s > fastest
         fastest = max(fastest, c.tokens_per_s)
         curve.append(ScalingPoint(candidate=c, speedup=speedup, efficiency=eff, improves=improves))
-        if not improves or c is base:
+        if not improves or c is base or better_later[i]:
             continue
         if not broken and eff >= threshold:
             eq = c

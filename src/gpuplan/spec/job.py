@@ -16,7 +16,7 @@ Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
 Offload = Literal["none", "optimizer", "params"]
-Attention = Literal["flash", "eager"]
+Attention = Literal["flash", "flash1", "eager"]  # flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
 Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune"]
 OptimizerImpl = Literal["fused", "foreach"]

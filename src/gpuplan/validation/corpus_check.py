@@ -23,8 +23,9 @@ from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
 from gpuplan.model.estimate import Estimate, evaluate
-from gpuplan.search.enumerate import Search, default_global_batch, search_gpu
-from gpuplan.spec import Layout, Scenario
+from gpuplan.search.enumerate import Search, default_global_batch
+from gpuplan.search.rank import scaling_curve
+from gpuplan.spec import Layout, Scenario, check_layout_fields
 from gpuplan.spec.scenario import complete_layout
 
 THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
@@ -46,39 +47,62 @@ class Resolved:
 
 def _framework_defaults(sc: Scenario) -> dict[str, Any]:
     """Layout fields the row's framework documents a default for (applied where the row is silent)."""
-    try:
-        from gpuplan.catalog.frameworks import get_framework
-    except ImportError:  # the framework catalogue is optional while it is being built
-        return {}
-    profile = get_framework(sc.training.framework)
-    defaults = getattr(profile, "layout_defaults", None) or {}
-    return {k: v for k, v in defaults.items() if k not in sc.layout}
+    from gpuplan.catalog.frameworks import get_framework
+    from gpuplan.io.schema import LAYOUT_KEYS
+
+    out = {}
+    for k, fact in get_framework(sc.training.framework).defaults.items():
+        if k in LAYOUT_KEYS and fact.value is not None and k not in sc.layout:
+            try:
+                check_layout_fields({k: fact.value})
+            except GpuplanError:
+                continue  # a default that is no layout value ("micro-batch = train_batch_size")
+            out[k] = fact.value
+    return out
 
 
 def resolve(row: dict[str, Any]) -> Resolved:
-    """Fill what the row leaves open: framework defaults, then the planner at the row's GPU count."""
-    sc = parse_scenario(row["scenario"])
-    defaults = _framework_defaults(sc)
-    if defaults:
-        sc = replace(sc, layout={**defaults, **sc.layout})
+    """Fill what the row leaves open: the framework's documented defaults, then the planner at the
+    row's GPU count; when nothing fits at the defaults, the planner searches those fields too (the
+    run did fit, so its authors did not use the default there)."""
+    sc0 = parse_scenario(row["scenario"])
+    defaults = _framework_defaults(sc0)
     gpus_given = "gpus" in row["scenario"].get("hardware", {})
     if not row.get("open") and gpus_given:
+        sc = replace(sc0, layout={**defaults, **sc0.layout})
         return Resolved(sc, complete_layout(sc), "as stated")
+    # offloading is the last resort of a run that does not fit: published runs state it when they do
+    tries = [(defaults, ("none",), "framework defaults")] if defaults else []
+    tries += [({}, ("none",), "searched"), ({}, ("optimizer", "params"), "searched, with offload")]
+    for extra, offload, how in tries:
+        sc = replace(sc0, layout={**extra, **sc0.layout})
+        found = _search(sc, gpus_given, offload)
+        if found is not None:
+            return Resolved(found[0], found[1], f"open fields: {how}")
+    raise GpuplanError(f"no layout with the stated fields fits on {sc0.hardware.gpus} GPUs (model predicts OOM)")
+
+
+def _search(sc: Scenario, gpus_given: bool, offload: tuple[str, ...]) -> tuple[Scenario, Layout] | None:
+    """The planner's best layout for the open fields: at the stated GPU count, or — count open — the
+    count and layout with the fewest GPU-hours."""
     gb = default_global_batch(sc)
     sc = replace(sc, training=replace(sc.training, global_batch=gb))
     search = Search(sc)
+    if "offload" in sc.layout:
+        offload = (sc.layout["offload"],)
     if gpus_given:
         n = sc.hardware.gpus
-        search_gpu(search, sc.hardware, n, gb, counts=lambda k: k == n)
+        search.run_gpu(sc.hardware, n, gb, offload, counts=lambda k: k == n)
         best = search.best.get((sc.hardware.gpu.id, n))
-        if best is None:  # nothing fits: the stated fields at the framework's defaults, flagged
-            return Resolved(sc, complete_layout(sc), "open fields at defaults (predicted not to fit)")
-        return Resolved(sc, best.layout, "open fields searched at the stated GPU count")
-    search_gpu(search, replace(sc.hardware, price_per_gpu_hour=1.0), 16384, gb)
+        return (sc, best.layout) if best is not None else None
+    search.run_gpu(sc.hardware, 16384, gb, offload)
     if not search.best:
-        raise GpuplanError("nothing fits on up to 16,384 GPUs")
-    best = min(search.best.values(), key=lambda c: c.gpus / c.tokens_per_s)  # fewest GPU-hours
-    return Resolved(sc.with_gpus(best.gpus), best.layout, "GPU count and open fields searched (fewest GPU-hours)")
+        return None
+    # the count the planner recommends: its compute equilibrium (the last count at which each added GPU
+    # still buys >= 80 % of proportional speed-up)
+    curve, eq = scaling_curve(search.best, sc.hardware.gpu.id, 0.8)
+    best = next(p.candidate for p in curve if p.gpus == eq.gpus)
+    return sc.with_gpus(best.gpus), best.layout
 
 
 def _peak16(sc: Scenario) -> float:
@@ -114,11 +138,11 @@ def predicted_value(row: dict[str, Any], est: Estimate) -> float:
     if metric == "model_state_bytes":
         return est.memory.weights + est.memory.gradients + est.memory.optimizer
     assert est.time is not None
-    if metric == "gpu_hours":
-        hours = est.time.gpu_hours
+    if metric == "gpu_hours":  # published GPU-hours are what the run consumed: failures and restarts too
+        hours, fail = est.time.gpu_hours, est.time.failure_overhead
         if hours is None:
             raise GpuplanError(f"row {row['id']}: no training length")
-        return hours
+        return hours * (1 + (fail or 0.0))
     return est.time.tokens_per_s / est.scenario.hardware.gpus
 
 

@@ -1,0 +1,247 @@
+"""Achievable matmul throughput by GPU architecture and precision, from ``matmul.json``.
+
+Every number there is a published measurement with its source: the best-shape share of the
+dense datasheet peak (MAMF: boost burst; MSMF: sustained at the power limit), other published
+rows for the spread, shape anchors where a sweep is published, the (architecture, precision)
+pairs nobody has measured, cited shape rules, and the extra memory passes of fp8 scaling.
+
+``matmul_profile("hopper", "bf16")`` is the entry point; it returns ``None`` for a pair with no
+published measurement (``not_measured_reason`` says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gpuplan.catalog import load_json
+
+_FILE = "matmul.json"
+# spellings of a precision accepted besides the canonical bf16 / fp16 / fp8 / fp4 / tf32
+_PRECISION_ALIASES = {
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8", "float8_e4m3fn": "fp8",
+    "fp8_e4m3": "fp8", "e4m3": "fp8", "nvfp4": "fp4", "tensorfloat32": "tf32",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """Where a number was published: a URL and the section of that page that holds it."""
+
+    key: str
+    url: str
+    section: str
+
+    def __str__(self) -> str:
+        return f"{self.section} ({self.url})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    """One published best-shape matmul measurement on one GPU."""
+
+    gpu: str
+    gpu_id: str | None          # the gpus.json id when the GPU is in the catalogue
+    peak_tflops: float          # dense datasheet peak of that GPU at this precision
+    mamf_tflops: float          # max achievable (boost burst), best shape found
+    msmf_tflops: float | None   # max sustainable (at the power limit), when published
+    best_shape_mnk: str | None  # "MxNxK" of the MAMF, as published
+    msmf_shape_mnk: str | None
+    software: str
+    source: Source
+    note: str
+
+    @property
+    def mamf_share(self) -> float:
+        return self.mamf_tflops / self.peak_tflops
+
+    @property
+    def msmf_share(self) -> float | None:
+        return None if self.msmf_tflops is None else self.msmf_tflops / self.peak_tflops
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShapeAnchor:
+    """Published throughput of one matmul shape: (m x k) @ (k x n)."""
+
+    m: int
+    n: int
+    k: int
+    tflops: float
+    peak_tflops: float
+    gpu: str
+    source: Source
+    note: str
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def share(self) -> float:
+        return self.tflops / self.peak_tflops
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatmulProfile:
+    """Achievable matmul throughput of one architecture at one precision."""
+
+    architecture: str
+    precision: str
+    mamf_share: float            # measured.mamf_share: best shape, boost burst
+    msmf_share: float | None     # measured.msmf_share: best shape, sustained; None if unpublished
+    measured: Measurement        # the row to model with
+    alternates: tuple[Measurement, ...]
+    anchors: tuple[ShapeAnchor, ...]
+    anchors_note: str            # what shape data exists, or that none is published
+    notes: tuple[str, ...]
+    source: Source               # of ``measured``
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotMeasured:
+    architecture: str
+    precision: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CitedFact:
+    fact: str
+    source: Source
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fp8ScalingCost:
+    """Memory traffic that fp8 scaling adds for one tensor of a Linear (fwd + bwd), per element."""
+
+    recipe: str                  # tensorwise | rowwise | rowwise_with_gw_hp | mxfp8 | delayed
+    granularity: str
+    role: str                    # input_or_grad_output | weight | any
+    kernels: tuple[str, ...]
+    bytes_per_element: float
+    bytes_per_element_fused_with_prev: float | None  # first read fused into the producer; None: not modelled
+    source: Source
+    note: str
+
+
+def _canonical_precision(precision: str) -> str:
+    key = precision.strip().lower()
+    return _PRECISION_ALIASES.get(key, key)
+
+
+@cache
+def _doc() -> dict[str, Any]:
+    return load_json(_FILE)
+
+
+@cache
+def _sources() -> dict[str, Source]:
+    return {key: Source(key=key, url=row["url"], section=row["section"])
+            for key, row in _doc()["sources"].items()}
+
+
+def source(key: str) -> Source:
+    """A source of ``matmul.json`` by its key (KeyError if unknown)."""
+    return _sources()[key]
+
+
+def _measurement(row: dict[str, Any]) -> Measurement:
+    return Measurement(
+        gpu=row["gpu"], gpu_id=row.get("gpu_id"), peak_tflops=float(row["peak_tflops"]),
+        mamf_tflops=float(row["mamf_tflops"]),
+        msmf_tflops=float(row["msmf_tflops"]) if row.get("msmf_tflops") is not None else None,
+        best_shape_mnk=row.get("best_shape_mnk"), msmf_shape_mnk=row.get("msmf_shape_mnk"),
+        software=row["software"], source=source(row["source"]), note=row.get("note", ""),
+    )
+
+
+def _anchor(row: dict[str, Any]) -> ShapeAnchor:
+    return ShapeAnchor(m=int(row["m"]), n=int(row["n"]), k=int(row["k"]), tflops=float(row["tflops"]),
+                       peak_tflops=float(row["peak_tflops"]), gpu=row["gpu"], source=source(row["source"]),
+                       note=row.get("note", ""))
+
+
+def _profile(row: dict[str, Any]) -> MatmulProfile:
+    measured = _measurement(row["measured"])
+    return MatmulProfile(
+        architecture=row["architecture"], precision=row["precision"],
+        mamf_share=measured.mamf_share, msmf_share=measured.msmf_share, measured=measured,
+        alternates=tuple(_measurement(r) for r in row.get("alternates", ())),
+        anchors=tuple(_anchor(r) for r in row.get("anchors", ())),
+        anchors_note=row.get("anchors_note", ""), notes=tuple(row.get("notes", ())),
+        source=measured.source,
+    )
+
+
+@cache
+def _profile_index() -> dict[tuple[str, str], MatmulProfile]:
+    out: dict[tuple[str, str], MatmulProfile] = {}
+    for row in _doc()["profiles"]:
+        prof = _profile(row)
+        key = (prof.architecture, prof.precision)
+        if key in out:
+            raise ValueError(f"{_FILE}: two profiles for {key}")
+        out[key] = prof
+    return out
+
+
+def matmul_profile(architecture: str, precision: str) -> MatmulProfile | None:
+    """The published achievable-matmul profile of an architecture (as in gpus.json, e.g.
+    ``hopper``) at a precision (``bf16``, ``fp16``, ``fp8``, ``fp4``, ``tf32``); ``None`` if none
+    is published."""
+    return _profile_index().get((architecture.strip().lower(), _canonical_precision(precision)))
+
+
+def matmul_profiles() -> tuple[MatmulProfile, ...]:
+    return tuple(_profile_index().values())
+
+
+@cache
+def not_measured() -> tuple[NotMeasured, ...]:
+    """The (architecture, precision) pairs with no published measurement, each with the reason."""
+    return tuple(NotMeasured(architecture=r["architecture"], precision=r["precision"], reason=r["reason"])
+                 for r in _doc()["not_measured"])
+
+
+def not_measured_reason(architecture: str, precision: str) -> str | None:
+    arch, prec = architecture.strip().lower(), _canonical_precision(precision)
+    return next((n.reason for n in not_measured() if (n.architecture, n.precision) == (arch, prec)), None)
+
+
+def _facts(rows: list[dict[str, Any]]) -> tuple[CitedFact, ...]:
+    return tuple(CitedFact(fact=r["fact"], source=source(r["source"])) for r in rows)
+
+
+@cache
+def shape_facts() -> tuple[CitedFact, ...]:
+    """Cited rules of how matmul throughput depends on shape (alignment, tile and wave quantization,
+    K, power), valid across architectures."""
+    return _facts(_doc()["shape_dependence"]["rules"])
+
+
+@cache
+def fp8_scaling_facts() -> tuple[CitedFact, ...]:
+    return _facts(_doc()["fp8_scaling_overhead"]["facts"])
+
+
+@cache
+def _fp8_costs() -> tuple[Fp8ScalingCost, ...]:
+    out = []
+    for r in _doc()["fp8_scaling_overhead"]["recipes"]:
+        fused = r.get("bytes_per_element_fused_with_prev")
+        out.append(Fp8ScalingCost(
+            recipe=r["recipe"], granularity=r["granularity"], role=r["role"], kernels=tuple(r["kernels"]),
+            bytes_per_element=float(r["bytes_per_element"]),
+            bytes_per_element_fused_with_prev=None if fused is None else float(fused),
+            source=source(r["source"]), note=r.get("note", ""),
+        ))
+    return tuple(out)
+
+
+def fp8_scaling_costs(recipe: str | None = None) -> tuple[Fp8ScalingCost, ...]:
+    """Per-element bytes that fp8 scaling adds, for all recipes or one (``tensorwise``, ``rowwise``,
+    ``rowwise_with_gw_hp``, ``mxfp8``, ``delayed``); empty for an unknown recipe."""
+    costs = _fp8_costs()
+    return costs if recipe is None else tuple(c for c in costs if c.recipe == recipe.strip().lower())

@@ -1,0 +1,76 @@
+"""The non-matmul work of a transformer block as the training software runs it: bytes moved and
+kernels launched per token by norms, rotary embeddings, the MLP activation, residual adds and the
+loss — fused (one kernel that reads and writes each tensor once) or eager PyTorch (one kernel per
+op, RMSNorm and RoPE in fp32). Which ops a framework fuses is cited in catalog/frameworks.json;
+``torch.compile`` (training.compile) fuses every elementwise chain.
+
+Bytes per element, 16-bit tensors, forward pass (backward moves about twice as much):
+* norm, fused (Apex/Transformer Engine, flash-attn, inductor): read x, write y: 4 B, 1 kernel.
+  Eager RMSNorm (torchtitan and Hugging Face ``RMSNorm``: x.float(), pow(2), mean, rsqrt, mul,
+  type_as, mul weight): 2+4 + 4+4 + 4 + 4+4 + 4+2 + 2+2 ≈ 36 B, 7 kernels. Eager LayerNorm is one
+  native kernel (``F.layer_norm``): 4 B.
+* rotary embedding on q and k, fused: 4 B per element, 1 kernel per tensor; eager (torchtitan's
+  complex product in fp32: float(), complex mul with the frequencies, type_as): 2+4 + 4+4+4 + 4+2
+  = 24 B, 3 kernels per tensor.
+* activation, fused SwiGLU: read gate and up, write the product: 6 B per ffn element, 1 kernel;
+  eager silu then mul: 10 B, 2 kernels. GeLU: fused 4 B, eager (bias add + gelu) 8 B.
+* residual add: read two, write one: 6 B per hidden element, 1 kernel (fused or not).
+* cross-entropy over the logits (forward and backward): eager (fp32 upcast, log-softmax, the
+  gradient) 24 B per logit; fused or chunked (Megatron-Core, llm-foundry, torchtune) 6 B: read the
+  logits, write their gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuplan.catalog.frameworks import get_framework
+from gpuplan.spec import ModelSpec
+
+MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
+GENERIC_KERNELS_PER_BLOCK = 25  # forward kernels of a block when the software is not stated (estimate)
+
+
+@dataclass(frozen=True, slots=True)
+class Software:
+    """Per-token bytes and kernels of one block's forward non-matmul work, and of the loss."""
+
+    per_h: float         # bytes per hidden element (2 norms + 2 residual adds)
+    per_qk: float        # bytes per q/k element (rotary embedding)
+    per_f_gated: float   # bytes per ffn element, gated MLP
+    per_f_plain: float   # bytes per ffn element, plain MLP
+    kernels: int         # forward kernels per block
+    loss_per_logit: float  # bytes per logit, forward and backward
+
+
+def _fused(value: object) -> bool | None:
+    """A fact of catalog/frameworks.json: True/'chunked'/'dail' = fused, False = eager, None = unknown."""
+    if value is None:
+        return None
+    return value is not False
+
+
+@lru_cache(maxsize=64)
+def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
+    facts = get_framework(framework).fused_kernels
+
+    def fused(op: str) -> bool:
+        if compile_:
+            return True
+        fact = facts.get(op)
+        state = _fused(fact.value) if fact is not None else None
+        return state is not False  # unknown: fused (what the model assumed before frameworks were named)
+
+    rms_eager = model.norm == "rmsnorm" and not fused("norm")
+    norm_b, norm_k = (36.0, 7) if rms_eager else (4.0, 1)
+    rope = model.qk_rope_dim > 0 or model.model_type not in ("gpt2", "mpt", "bloom", "opt", "gpt_neox")
+    rope_b, rope_k = ((4.0, 2) if fused("rope") else (24.0, 6)) if rope else (0.0, 0)
+    act = fused("activation")
+    act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
+    ce = 6.0 if fused("cross_entropy") else 24.0
+    kernels = MATMULS_PER_BLOCK + 1 + 2 * norm_k + rope_k + act_k + 2
+    if not get_framework(framework).fused_kernels and not compile_:
+        kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
+    return Software(per_h=2 * norm_b + 2 * 6.0, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
+                    kernels=kernels, loss_per_logit=ce)
