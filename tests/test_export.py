@@ -301,3 +301,18 @@ def test_async_tensor_parallelism_reaches_both_frameworks():
     # without the overlap neither flag appears
     plain, _ = _case("tp4-pp4-zero2")
     assert not megatron_parser().parse_args(megatron_args(plain, model)[0]).tp_comm_overlap
+
+
+# ---- what the target's framework cannot run is refused, never written (catalog/frameworks.json) -------
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["--pp", "4", "--tp", "2", "--to", "accelerate"], "no pipeline stages"),
+    (["--pp", "2", "--tp", "1", "--zero", "2", "--to", "deepspeed"], "ZeRO stage < 2"),
+    (["--pp", "1", "--tp", "2", "--zero", "1", "--to", "torchtitan"], "torchtitan"),
+])
+def test_a_layout_the_target_cannot_run_is_refused(args, why, tmp_path, capsys):
+    from gpuplan.cli import main
+
+    out = tmp_path / "cfg"
+    rc = main(["export", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", *args, "-o", str(out)])
+    assert rc == 2 and why in capsys.readouterr().err and not out.exists()

@@ -77,7 +77,7 @@ def test_plan_report_sections(ext: str, planned: dict, tmp_path) -> None:
     for section in ("Inputs", "Recommendation", "Top alternatives", "Scaling curve", "Assumptions and their sources",
                     "How accurate the model is"):
         assert section in text
-    assert "held_out" in text and "cuda_context_bytes" in text and "estimate" in text
+    assert "in sample" in text and "cuda_context_bytes" in text and "estimate" in text
     if ext == ".md":
         assert text.startswith("# Training plan: Llama-3.1-8B") and "| GPUs |" in text
     else:

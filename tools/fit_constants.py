@@ -44,16 +44,18 @@ class Free:
     kind: str  # "runtime" (throughput, GPU-hours rows) or "memory" (memory rows)
 
 
-FREE = (
-    Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),
-    Free("attention_achieved_share", 0.3, 1.2, "runtime"),
-    Free("memory_bandwidth_efficiency", 0.3, 1.0, "runtime"),
-    Free("kernel_launch_s", 1e-6, 4e-5, "runtime"),
-    Free("comm_interference", 0.0, 1.5, "runtime"),
+FREE = (  # bounds: what the physics allows, so a fit cannot hide a missing term in an absurd value
+    Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),        # sustained / best-shape burst (MSMF/MAMF ~0.83-0.89)
+    Free("attention_achieved_share", 0.5, 1.1, "runtime"),  # of FlashAttention-2's benchmarked rate
+    Free("memory_bandwidth_efficiency", 0.5, 0.95, "runtime"),
+    Free("kernel_launch_s", 1e-6, 2e-5, "runtime"),
+    Free("comm_interference", 0.0, 1.0, "runtime"),
     Free("dp_overlap", 0.3, 1.0, "runtime"),
-    Free("allocator_fragmentation", 0.0, 0.2, "memory"),
-    Free("cuda_context_bytes", 1e8, 1.5e9, "memory"),
+    Free("scale_out_efficiency", 0.5, 0.95, "runtime"),
 )
+# Not fitted, though estimates: allocator_fragmentation and cuda_context_bytes. The corpus holds 20
+# measured peaks from two torchtitan documents (the ZeRO table is model states only, which neither
+# touches); fitted on them, both went to their bounds and one source's cross-validated error rose.
 
 
 def _category_kind(category: str) -> str:
@@ -198,7 +200,7 @@ def write_constants(values: dict[str, float]) -> None:
         entry["status"] = "fitted"
         entry["fitted_by"] = ("tools/fit_constants.py on validation/corpus.json (the open corpus), objective "
                               "mean over sources of mean |log error|; leave-one-source-out CV in validation/cv.json")
-    CONSTANTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    CONSTANTS.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

@@ -207,11 +207,19 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from gpuplan.report.text import dumps, validate_text
+    from gpuplan.report.text import constants_text, dumps, validate_text
+
+    if args.constants:
+        from gpuplan.catalog.constants import entries
+
+        rows = [{"name": k, "value": v.get("value"), "status": v.get("status", "?"), "source": v.get("source", ""),
+                 "fitted_by": v.get("fitted_by")} for k, v in entries().items()]
+        print(dumps(rows) if args.json else constants_text(rows))
+        return 0
     from gpuplan.validation import scores
 
     s = scores()
-    print(dumps(s) if args.json else validate_text(s["runtime"], s["memory"]))
+    print(dumps(s) if args.json else validate_text(s))
     return 0
 
 

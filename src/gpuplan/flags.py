@@ -125,8 +125,10 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
     gp.add_argument("--json", action="store_true")
     md = sub.add_parser("models", help="the model catalogue")
     md.add_argument("--json", action="store_true")
-    va = sub.add_parser("validate", help="prediction error against published, measured results")
+    va = sub.add_parser("validate", help="prediction error on the open corpus of published runs (cross-validated)")
     va.add_argument("--json", action="store_true")
+    va.add_argument("--constants", action="store_true",
+                    help="list every modelling constant: value, how it was set (cited, fitted, estimate), source")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -295,8 +295,8 @@ def test_calibrate_refuses_to_store_a_factor_out_of_range(tmp_path):
 
 
 def test_calibrate_still_stores_sane_factors(tmp_path):
-    path = _store_with_run(tmp_path / "runs.sqlite3", gpu="h200", mem=55e9, tps=0.9e5)
+    path = _store_with_run(tmp_path / "runs.sqlite3", gpu="b200", mem=55e9, tps=0.9e5)
     res = calibrate(Store(path))
-    assert res["gpus"]["h200"]["memory_factor"] == pytest.approx(1.1)
-    assert Store(path).calibration("h200") == pytest.approx((1.1, 0.9))
+    assert res["gpus"]["b200"]["memory_factor"] == pytest.approx(1.1)
+    assert Store(path).calibration("b200") == pytest.approx((1.1, 0.9))
     assert json.loads(json.dumps(res))  # plain JSON (no NaN, no objects)

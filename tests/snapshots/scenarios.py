@@ -74,7 +74,7 @@ _COMMANDS = {
     "export_torchtitan": "export --example --to torchtitan",
     "export_deepspeed": f"export {_8B} --gpus 64 --tp 1 --pp 1 --zero 3 --zero-group 8 --offload params "
                         "--recompute full --global-batch 512 --to deepspeed",
-    "export_accelerate": f"export {_70B} --gpus 64 --tp 4 --pp 4 --zero 2 --seq-len 8192 --global-batch 512 "
+    "export_accelerate": f"export {_70B} --gpus 64 --tp 4 --pp 1 --zero 3 --seq-len 8192 --global-batch 512 "
                          "--to accelerate",
     "export_megatron": "export --model mixtral-8x7b --gpu h100-sxm --gpus 32 --tp 2 --pp 2 --ep 8 --zero 1 "
                        "--global-batch 256 --recompute full --to megatron",

@@ -62,10 +62,29 @@ def notes_text(ex: Export) -> str:
     return "".join(f"# note: {n}\n" for n in ex.notes)
 
 
+# the training software each target runs (catalog/frameworks.json): its profile decides what can be exported
+TARGET_FRAMEWORK = {"torchtitan": "torchtitan", "deepspeed": "deepspeed", "accelerate": "pytorch-fsdp",
+                    "megatron": "megatron-core", "torchrun": "generic"}
+
+
 def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int = 16384) -> tuple[Export, str]:
     """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
-    else the best layout ``plan`` finds. Returns the export and a line saying which it was."""
+    else the best layout ``plan`` finds for the target's framework. A layout the target's framework
+    cannot run (catalog/frameworks.json) is refused with its reason, never written. Returns the
+    export and a line saying which it was."""
+    from dataclasses import replace
+
     from gpuplan.api import evaluate, plan_scenario
+    from gpuplan.catalog.frameworks import why_not
+
+    framework = TARGET_FRAMEWORK.get(target)
+    if framework is None:
+        raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
+    if sc.training.framework == "generic" and framework != "generic":  # plan and check as the target runs it
+        sc = replace(sc, training=replace(sc.training, framework=framework))
+    elif sc.training.framework not in (framework, "generic") and framework != "generic":
+        raise GpuplanError(f"the scenario's training.framework is {sc.training.framework}, but --to {target} "
+                           f"writes a {framework} config: drop training.framework or export to its own target")
 
     if "tp" in sc.layout and "pp" in sc.layout:
         est = evaluate(sc).to_json()
@@ -79,4 +98,12 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
         how = (f"layout open ({open_fields} not fixed): exporting the best of {res['searched']:,} planned "
                f"configurations by {objective}, {est['scenario']['hardware']['gpus']}× "
                f"{est['scenario']['hardware']['gpu']}")
+    from gpuplan.spec import Training
+
+    lay = est["scenario"]["layout"]
+    tr = est["scenario"]["training"]
+    training = replace(sc.training, method=tr["method"], precision=tr["precision"])
+    refused = why_not(framework, lay, training) if isinstance(training, Training) else None
+    if refused:
+        raise GpuplanError(f"cannot export to {target}: {refused}")
     return export(est, target, sc.model), how

@@ -77,10 +77,12 @@ def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
     half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
     # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak
     scale = half / peak
-    # the FlashAttention-2 benchmarks' share of peak, times what of it a training step reaches (fitted)
+    # the FlashAttention-2 benchmarks' share of peak, times what of it a training step reaches (fitted);
+    # never above the GEMM share: attention's matmuls are GEMMs with softmax work between them
     scale *= constant("attention_achieved_share")
     return Device(peak=peak, e_gemm=e, bw=g.memory_bw_bytes_per_s * constant("memory_bandwidth_efficiency"),
-                  e_attn_f=att["forward"] * scale, e_attn_b=att["backward"] * scale, sms=g.sm_count,
+                  e_attn_f=min(att["forward"] * scale, e), e_attn_b=min(att["backward"] * scale, e),
+                  sms=g.sm_count,
                   tile=tuple(tiles.get(g.architecture, tiles["default"])))
 
 

@@ -81,13 +81,17 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: boo
     head = k * head_flops(m)
     passes = 2 if frozen_base else 3  # forward + input gradient (+ weight gradient when trained)
     adapters = 6 * adapter_params
-    model = passes * (layers + head) + 3 * att_full + adapters
+    # a fine-tune's model FLOPs are what it computes: causal attention counted as executed (PaLM's
+    # full-attention count, kept for pre-training where published MFUs use it, would let a
+    # fine-tune's MFU pass the GPU's matmul share at long sequences)
+    att_model = att_exec if frozen_base else att_full
+    model = passes * (layers + head) + 3 * att_model + adapters
     executed = passes * (layers + head) + 3 * att_exec + adapters
     extra = extra_exec = 0.0
     if recompute == "full":        # the forward pass of every layer runs twice
-        extra, extra_exec = layers + att_full, layers + att_exec
+        extra, extra_exec = layers + att_model, layers + att_exec
     elif recompute == "selective":  # the attention core's forward runs twice (Korthikanti et al.)
-        extra, extra_exec = att_full, att_exec
+        extra, extra_exec = att_model, att_exec
     elif recompute == "selective-op":  # torchtitan op SAC: every other matmul runs twice
         extra = extra_exec = k * sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
     return FlopsPerToken(model=model, hardware=model + extra, executed=executed + extra_exec,

@@ -63,9 +63,9 @@ def _errors(rows: list[dict], mem_f: float, comp_f: float) -> tuple[float | None
 
 def _validation_error(gpu: str, comp_f: float) -> float | None:
     """Median |error| of the published throughput rows on this GPU type with the factor applied."""
-    from gpuplan.validation.runtime_check import score_runs
+    from gpuplan.validation.corpus_check import score_corpus
 
-    rows = [r for r in score_runs()["rows"] if r.get("gpu") == gpu]
+    rows = [r for r in score_corpus()["rows"] if r.get("gpu") == gpu and r["category"] == "throughput"]
     if not rows:
         return None
     return statistics.median(abs((1 + r["error"]) * comp_f - 1) for r in rows)

@@ -257,24 +257,46 @@ def _summary_lines(summary: dict) -> list[str]:
             for label, s in summary.items()]
 
 
-def validate_text(run: dict, mem: dict) -> str:
-    """``gpuplan validate``: predicted vs published throughput (``run``) and vs measured peak memory (``mem``)."""
-    lines = ["Training throughput: predicted vs published (src/gpuplan/validation/runs.json); "
-             "C = calibration row, others held out",
-             table(["run", "", "published as", "published tok/s/GPU", "predicted", "error", "predicted MFU"],
-                   [[r["id"], "C" if r["calibration"] else "", r["metric"], f"{r['published']:,.0f}",
-                     f"{r['predicted']:,.0f}", f"{r['error']:+.0%}", f"{r['mfu_predicted']:.0%}"]
-                    for r in run["rows"]]),
-             *_summary_lines(run["summary"]),
-             f"skipped {len(run['skipped'])} rows ({'; '.join(sorted({s['why'] for s in run['skipped']}))})\n",
-             "Per-GPU peak memory: predicted vs measured (src/gpuplan/validation/memory_runs.json)",
-             table(["run", "trust", "measured GiB", "predicted GiB", "error"],
-                   [[r["id"], r["trust"], f"{r['measured_gib']:.1f}", f"{r['predicted_gib']:.1f}",
-                     f"{r['error']:+.0%}"] for r in mem["rows"]]),
-             *_summary_lines(mem["summary"]),
-             f"skipped {len(mem['skipped'])} rows whose source leaves a deciding setting open "
-             f"({'; '.join(sorted({s['why'] for s in mem['skipped']}))})"]
+def _error_line(label: str, a: dict) -> str:
+    if not a or not a.get("n"):
+        return f"  {label:24s} -"
+    return (f"  {label:24s} n {a['n']:3d}   median |error| {a['median_abs_error']:6.1%}   within ±15% "
+            f"{a['within_15pct']:4.0%}   within ±25% {a['within_25pct']:4.0%}   median signed {a['median_error']:+.1%}")
+
+
+def validate_text(s: dict) -> str:
+    """``gpuplan validate``: error on the open corpus, cross-validated (leave one source out) and in-sample."""
+    lines = ["Prediction error on the open corpus of published training runs (src/gpuplan/validation/corpus.json,",
+             "imported from the cited published_runs.yaml). Cross-validated: each source's rows predicted by",
+             "constants fitted on the other sources only (tools/fit_constants.py, validation/cv.json).", ""]
+    for part, label in (("cross_validated", "leave-one-source-out (the honest figure)"),
+                        ("in_sample", "in-sample (shipped constants)")):
+        summary = s.get(part)
+        lines.append(f"{label}:")
+        if not summary:
+            lines.append("  not measured: run python tools/fit_constants.py --write")
+            continue
+        for cat, v in summary.items():
+            lines.append(_error_line(cat, v["all"]))
+            lines += [_error_line("  " + src, b) for src, b in v["by_source"].items()]
+        lines.append("")
+    lines.append(table(["row", "source", "published as", "published", "predicted", "error"],
+                       [[r["id"], r["source_key"], r["metric"], f"{r['published']:,.4g}", f"{r['predicted']:,.4g}",
+                         f"{r['error']:+.0%}"] for r in s["rows"]]))
+    lines.append(f"skipped {len(s['skipped'])} rows: " + "; ".join(f"{x['id']} ({x['why']})" for x in s["skipped"]))
     return "\n".join(lines)
+
+
+def constants_text(rows: list[dict]) -> str:
+    """``gpuplan validate --constants``: every modelling constant, its value, how it was set, its source."""
+    def show(v: object) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{k}={show(x)}" for k, x in v.items())
+        return f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    return table(["constant", "value", "status", "source"],
+                 [[r["name"], show(r["value"])[:60], r["status"], " ".join(str(r["source"]).split())[:110]]
+                  for r in rows])
 
 
 def fit_text(results: list[dict], max_gpus: int) -> str:

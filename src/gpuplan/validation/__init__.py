@@ -1,9 +1,33 @@
-"""Published results (cited data files) and the code that scores gpuplan's predictions on them."""
+"""Published results (the open corpus, ``corpus.json``) and the code that scores gpuplan on them.
+
+``scores()`` is what ``gpuplan validate`` prints: the in-sample error (every row scored with the
+shipped constants) beside the leave-one-source-out cross-validated error that
+``tools/fit_constants.py`` measured and wrote to ``cv.json`` (each source's rows predicted by
+constants fitted on the other sources only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 
-def scores() -> dict:
-    """Throughput and memory scores on the bundled published runs (``gpuplan validate``)."""
-    from gpuplan.validation.memory_check import score_memory_runs
-    from gpuplan.validation.runtime_check import score_runs
+def cross_validated() -> dict[str, Any] | None:
+    """The CV predictions the fitting script wrote (None before it has been run)."""
+    from gpuplan.catalog import load_json
+    from gpuplan.errors import GpuplanError
 
-    return {"runtime": score_runs(), "memory": score_memory_runs()}
+    try:
+        return load_json("../validation/cv.json")  # type: ignore[no-any-return]
+    except (FileNotFoundError, GpuplanError):
+        return None
+
+
+def scores() -> dict[str, Any]:
+    """In-sample and cross-validated error on the open corpus, by category and by source."""
+    from gpuplan.validation.corpus_check import score_corpus, summarize
+
+    live = score_corpus()
+    cv = cross_validated()
+    return {"in_sample": live["summary"], "rows": live["rows"], "skipped": live["skipped"],
+            "cross_validated": summarize(cv["rows"]) if cv else None,
+            "cv_rows": cv["rows"] if cv else None, "fitted": cv["fitted"] if cv else None}
