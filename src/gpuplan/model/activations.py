@@ -149,7 +149,7 @@ def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool
     return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
 
 
-def logits_bytes(m: ModelSpec, s: int, b: int, t: int) -> float:
+def logits_bytes(m: ModelSpec, s: int, b: int, t: int, per_logit: float = 12.0) -> float:
     """The LM head's output and the loss's buffers on the last stage.
 
     Eager PyTorch (Hugging Face, torchtitan) computes bf16 logits, upcasts them to fp32 and
@@ -158,6 +158,7 @@ def logits_bytes(m: ModelSpec, s: int, b: int, t: int) -> float:
     output (4 B), the fp32 gradient arriving from NLL (4 B) and the fp32 gradient it produces
     (4 B) — 12 bytes per logit, s·b·V/t logits per rank (vocab-parallel). (The forward's
     transient is 10 B: bf16 logits + fp32 copy + fp32 output.) Korthikanti et al. count
-    4·s·b·V/t (fused fp32 loss); chunked/fused losses (e.g. Liger) approach that.
+    4·s·b·V/t (fused fp32 loss); chunked/fused losses (e.g. Liger) approach that. ``per_logit``:
+    the loss as the framework runs it (model/software.py).
     """
-    return 12 * s * b * m.vocab / t
+    return per_logit * s * b * m.vocab / t

@@ -33,6 +33,7 @@ from gpuplan.model.activations import (
 )
 from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
+from gpuplan.model.software import software
 from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_bytes
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
@@ -263,7 +264,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     if stage == pp - 1:
         rep = 1 / x.t if x.sp else 1.0
         extra += 2 * elem * x.s * x.b * model.hidden * rep  # final norm input and LM-head input
-        logits = logits_bytes(model, x.s, x.b, x.t)
+        logits = logits_bytes(model, x.s, x.b, x.t, software(training.framework, training.compile, model).logits_memory)
     return per_mb, extra, logits
 
 

@@ -18,6 +18,11 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
 * cross-entropy over the logits (forward and backward): eager (fp32 upcast, log-softmax, the
   gradient) 24 B per logit; fused or chunked (Megatron-Core, llm-foundry, torchtune) 6 B: read the
   logits, write their gradient.
+* memory the loss holds at the start of backward, per logit: eager 12 B (fp32 log-softmax output,
+  incoming and outgoing fp32 gradients: activations.logits_bytes); fused (the gradient computed
+  in the forward into the logits' own bf16 buffer — Megatron-Core's vocab-parallel fused
+  cross-entropy, flash-attn's CE): 4 B; chunked (torchtune's CEWithChunkedOutputLoss, 8 chunks
+  upcast one at a time): the bf16 logits plus one fp32 chunk's 12 B / 8 ≈ 3.5 B.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class Software:
     per_f_plain: float   # bytes per ffn element, plain MLP
     kernels: int         # forward kernels per block
     loss_per_logit: float  # bytes per logit, forward and backward
+    logits_memory: float  # bytes per logit held by the loss at the start of backward
 
 
 def _fused(value: object) -> bool | None:
@@ -69,8 +75,10 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
     ce = 6.0 if fused("cross_entropy") else 24.0
+    fact = facts.get("cross_entropy")
+    held = 3.5 if fact is not None and fact.value == "chunked" else 4.0 if fact is not None and fact.value else 12.0
     kernels = MATMULS_PER_BLOCK + 1 + 2 * norm_k + rope_k + act_k + 2
     if not get_framework(framework).fused_kernels and not compile_:
         kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
     return Software(per_h=2 * norm_b + 2 * 6.0, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
-                    kernels=kernels, loss_per_logit=ce)
+                    kernels=kernels, loss_per_logit=ce, logits_memory=held)
