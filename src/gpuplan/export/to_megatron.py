@@ -48,6 +48,8 @@ def _parallel_args(lay: dict, model: Any, notes: list[str]) -> list[str]:
         a.append("--sequence-parallel")
         if lay.get("tp_overlap"):
             a.append("--tp-comm-overlap")  # Transformer Engine's userbuffers overlap of the TP collectives
+    if lay.get("ep_overlap") and lay.get("ep", 1) > 1:
+        a.append("--overlap-moe-expert-parallel-comm")  # Megatron-Core: expert all-to-all under the other batch
     return a
 
 

@@ -346,7 +346,7 @@ def _layout(lay_raw: dict) -> dict[str, Any]:
                 raise GpuplanError(f"{where} = {layout[key]:,} is more than the limit {limit:,}: "
                                    + ("give sequences per GPU per micro-step, e.g. 1" if key == "micro_batch"
                                       else "give a degree that divides the GPU count"))
-        elif key in ("sequence_parallel", "dp_overlap", "tp_overlap"):
+        elif key in ("sequence_parallel", "dp_overlap", "tp_overlap", "ep_overlap"):
             layout[key] = _bool(value, where)
         else:
             layout[key] = _name_value(value, where)

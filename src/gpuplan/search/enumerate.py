@@ -152,6 +152,7 @@ class Search:
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer")}
         self._tp_overlap = fixed.get("tp_overlap", False)
+        self._ep_overlap = fixed.get("ep_overlap", False)
         self._framework_rules = bool(get_framework(sc.training.framework).cannot_run)
         self._refusals: dict[tuple, str | None] = {}
 
@@ -186,7 +187,8 @@ class Search:
     def _layout(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> Layout:
         # every part was chosen by the enumeration's rules, so the layout is valid by construction
         return Layout.unchecked(**split, **shard, **self._kept, recompute=rec, offload=off, sequence_parallel=sp,
-                                tp_overlap=self._tp_overlap and sp)
+                                tp_overlap=self._tp_overlap and sp,
+                                ep_overlap=self._ep_overlap and split["ep"] > 1)
 
     def _peak(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> StagePeak:
         """The most loaded stage's peak (the memory of a layout is the same on every GPU type)."""
@@ -215,7 +217,7 @@ class Search:
                shard["zero"], rec, sp, off)
         if key not in self._refusals:
             fields = {**split, **shard, "recompute": rec, "sequence_parallel": sp, "offload": off, **self._kept,
-                      "tp_overlap": self._tp_overlap and sp}
+                      "tp_overlap": self._tp_overlap and sp, "ep_overlap": self._ep_overlap and split["ep"] > 1}
             self._refusals[key] = why_not(tr.framework, fields, tr)
         return self._refusals[key]
 

@@ -48,6 +48,9 @@ class Layout:
     # submodule, prefetched (DeepSpeed ZeRO-3) | one per tensor, blocking (DeepSpeed ZeRO-3 of 2021)
     zero3_gather: Zero3Gather = "layer"
     tp_overlap: bool = False  # async TP (torchtitan) / Megatron --tp-comm-overlap: TP collectives under matmuls
+    # expert all-to-all of one micro-batch under another's compute (Megatron-Core
+    # --overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe)
+    ep_overlap: bool = False
 
     def __post_init__(self) -> None:
         values = self.values()

@@ -120,6 +120,9 @@ RULES: tuple[Rule, ...] = (
         lambda c: c.lay["tp_overlap"] and (c.lay.get("tp") == 1 or c.lay.get("sequence_parallel") is False),
         lambda c: "layout.tp_overlap (async tensor parallelism) needs tp > 1 with sequence_parallel: "
                   "set both or drop tp_overlap")),
+    Rule("expert overlap needs expert parallelism", ("ep_overlap",), _msg(
+        lambda c: c.lay["ep_overlap"] and c.lay.get("ep") == 1,
+        lambda c: "layout.ep_overlap (expert all-to-all under compute) needs ep > 1: set ep or drop ep_overlap")),
     Rule("virtual stages need interleaving", ("virtual_stages",), _msg(
         lambda c: c.lay["virtual_stages"] > 1 and c.lay.get("pp_schedule", "interleaved") != "interleaved",
         lambda c: "layout.virtual_stages > 1 needs pp_schedule: interleaved")),
