@@ -92,3 +92,24 @@ def test_mypy_passes_on_the_public_api():
     out = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=root, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("gpu", "message"), [
+    ("{base: h100-sxm, memory_gib: .inf}", "hardware.gpu.memory_gib must be a positive number"),
+    ("{bf16_dense_tflops: 125}", "needs base"),
+    ("{base: a10g, colour: red}", "hardware.gpu.colour is not a GPU field"),
+    ("{oops", "looks like a mapping but does not parse"),
+    ("{base: [1]}", "hardware.gpu.base must be a name"),
+])
+def test_an_inline_gpu_is_checked(gpu, message, capsys):
+    assert main(["evaluate", "--model", "llama-3.1-8b", "--gpu", gpu]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_an_inline_gpu_supplies_a_missing_peak():
+    # source: NVIDIA A10 datasheet — 125 TFLOPS dense BF16 (the catalogue's a10g lists none)
+    est = gpuplan.evaluate(model="llama-3.1-8b", gpu={"base": "a10g", "bf16_dense_tflops": 125}, gpus=1,
+                           method="qlora")
+    assert est.time is not None and est.scenario.hardware.gpu.peak_flops["bf16"] == 125e12
+    assert est.scenario.hardware.gpu.memory_bytes == gpuplan.get_gpu("a10g").memory_bytes

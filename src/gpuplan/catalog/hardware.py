@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from functools import cache
 
 from gpuplan.catalog import load_json
@@ -96,7 +97,8 @@ def _name(name: object, what: str) -> str:
     if isinstance(name, bool) or not isinstance(name, str | int | float):
         kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(name), type(name).__name__)
         raise GpuplanError(f"{what} must be a name, got {kind}: write one name, e.g. "
-                           + ("gpu: h100-sxm" if what == "hardware.gpu" else f"{what.split('.')[-1]}: ib-ndr-400g"))
+                           + {"hardware.gpu": "gpu: h100-sxm", "hardware.gpu.base": "base: h100-sxm"}.get(
+                               what, f"{what.split('.')[-1]}: ib-ndr-400g"))
     text = str(name).strip()
     if not text:
         raise GpuplanError("hardware.gpu is empty: give a GPU name, e.g. h100-sxm; `gpuplan gpus` lists them"
@@ -141,6 +143,7 @@ MAX_PRICE_PER_GPU_HOUR = 1000  # USD (on-demand list prices: ~$1-15)
 MAX_POWER_W = 2000             # the cap when the GPU has no published TDP (GB300 boards: 1,400 W)
 
 
+MAX_INLINE_FIGURE = 1e7  # no GPU figure in the catalogue's units (GiB, TB/s, TFLOPS, W, USD, SMs) comes near
 # keys a scenario may set on a GPU of its own (the catalogue's names and units, gpus.json)
 INLINE_GPU_KEYS = ("name", "memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_dense_tflops",
                    "tf32_dense_tflops", "bf16_dense_tflops", "fp16_dense_tflops", "fp8_dense_tflops",
@@ -163,8 +166,13 @@ def inline_gpu(spec: dict) -> GPU:
     for key in INLINE_GPU_KEYS:
         if key in spec:
             value = spec[key]
-            if key != "name" and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
-                raise GpuplanError(f"hardware.gpu.{key} must be a positive number, got {value!r}")
+            if key == "name":
+                if not isinstance(value, str) or not value.strip() or len(value) > 200:
+                    raise GpuplanError("hardware.gpu.name must be a short text, e.g. name: A10")
+            elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or not 0 < value <= MAX_INLINE_FIGURE:
+                raise GpuplanError(f"hardware.gpu.{key} must be a positive number of at most {MAX_INLINE_FIGURE:.0e} "
+                                   f"in the catalogue's unit, got {str(value)[:40]!r}")
             row[key] = value
     if "memory_gib" in spec and "usable_memory_mib" not in spec:
         row.pop("usable_memory_mib", None)  # the base's measured usable memory is for its own capacity

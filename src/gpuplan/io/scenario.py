@@ -210,7 +210,7 @@ def _hardware(hw_raw: dict) -> Hardware:
         raise GpuplanError("scenario has no hardware.gpu: add `hardware: {gpu: h100-sxm}` (or --gpu NAME); "
                            "`gpuplan gpus` lists the catalogue")
     hardware = make_hardware(
-        hw_raw["gpu"],
+        _inline_mapping(hw_raw["gpu"], "hardware.gpu", "{base: a10g, bf16_dense_tflops: 125}"),
         gpus=_int(hw_raw.get("gpus", 1), "hardware.gpus"),
         gpus_per_node=_int(hw_raw["gpus_per_node"], "hardware.gpus_per_node") if "gpus_per_node" in hw_raw else None,
         scale_up=hw_raw.get("scale_up"), scale_out=hw_raw.get("scale_out"),
@@ -235,6 +235,21 @@ def _corrections(hw_raw: dict, tr_raw: dict, gpu: str, model_type: str) -> Corre
     activations = trace_activation_factor(tr_raw.get("trace_calibration"), model_type)
     return Corrections(memory=memory, compute=compute, gpu=gpu,
                        activations=1.0 if activations is None else activations)
+
+
+def _inline_mapping(value: Any, key: str, example: str) -> Any:
+    """A mapping given as flag text (``--gpu '{base: a10g, bf16_dense_tflops: 125}'``) → the mapping."""
+    if not (isinstance(value, str) and value.lstrip().startswith("{")):
+        return value
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise GpuplanError(f"{key} {value!r} looks like a mapping but does not parse: write it as {example}") from None
+    if not isinstance(parsed, dict):
+        raise GpuplanError(f"{key} {value!r} is not a mapping: write it as {example}")
+    return parsed
 
 
 def _host_memory(value: Any) -> float:
