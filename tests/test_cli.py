@@ -167,3 +167,14 @@ def test_fit_takes_all_gpu_types_like_plan():
     by_gpu = {r["gpu"]: r["min_gpus"] for r in rows if "gpu" in r}
     # the example's 70B (tp 4 × pp 4 fixed) needs 4x the 80 GB cards' count on 40 GB A100s
     assert by_gpu["a100-80gb-sxm"] == 32 and by_gpu["a100-40gb-sxm"] == 128
+
+
+def test_fabrics_lists_the_interconnect_catalogue(capsys):
+    from gpuplan.cli import main
+
+    assert main(["fabrics", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ids = {r["id"] for r in rows}
+    # the networks the README names as scale_out values are listed
+    assert {"ib-ndr-400g", "roce-400g", "eth-10g", "nvlink4"} <= ids
+    assert main(["fabrics"]) == 0 and "ib-ndr-400g" in capsys.readouterr().out

@@ -197,11 +197,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_catalogue(args: argparse.Namespace) -> int:
-    from gpuplan.catalog.hardware import gpus
+    from gpuplan.catalog.hardware import fabrics, gpus
     from gpuplan.catalog.models import list_models
-    from gpuplan.report.text import dumps, gpus_text, models_text
+    from gpuplan.report.text import dumps, fabrics_text, gpus_text, models_text
 
-    rows, text = (gpus(), gpus_text) if args.command == "gpus" else (list_models(), models_text)
+    rows, text = {"gpus": (gpus, gpus_text), "fabrics": (fabrics, fabrics_text),
+                  "models": (list_models, models_text)}[args.command]
+    rows = rows()
     print(dumps(rows) if args.json else text(rows))
     return 0
 
@@ -224,8 +226,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_catalogue,
-            "models": cmd_catalogue, "validate": cmd_validate, "export": cmd_export, "profile": cmd_profile,
-            "calibrate": cmd_calibrate, "trace": cmd_trace}
+            "models": cmd_catalogue, "fabrics": cmd_catalogue, "validate": cmd_validate, "export": cmd_export,
+            "profile": cmd_profile, "calibrate": cmd_calibrate, "trace": cmd_trace}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,6 +125,8 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
     gp.add_argument("--json", action="store_true")
     md = sub.add_parser("models", help="the model catalogue")
     md.add_argument("--json", action="store_true")
+    fb = sub.add_parser("fabrics", help="the interconnect catalogue (hardware.scale_up / scale_out)")
+    fb.add_argument("--json", action="store_true")
     va = sub.add_parser("validate", help="prediction error on the open corpus of published runs (cross-validated)")
     va.add_argument("--json", action="store_true")
     va.add_argument("--constants", action="store_true",

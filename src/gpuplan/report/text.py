@@ -136,6 +136,15 @@ def gpus_text(rows: list) -> str:
                    _num(g.price_usd_per_gpu_hour, 1, 2)] for g in rows])
 
 
+def fabrics_text(rows: list) -> str:
+    """``gpuplan fabrics``: the interconnects a scenario can name as scale_up / scale_out."""
+    return table(["id", "kind", "GB/s per GPU (scale-up)", "Gb/s per link", "links per node", "latency µs",
+                  "efficiency", "name"],
+                 [[f.id, f.kind.replace("_", "-"), _num(f.bytes_per_s_per_gpu, 1e9),
+                   _num(f.link_bytes_per_s * 8 if f.link_bytes_per_s else None, 1e9), f.links_per_node or "-",
+                   _num(f.latency_s, 1e-6, 1), _num(f.efficiency, 1, 2), f.name] for f in rows])
+
+
 def models_text(rows: list[dict]) -> str:
     return table(["id", "type", "params", "active"],
                  [[r["id"], r["model_type"], fmt_count(r["params"]), fmt_count(r["params_active"])] for r in rows])
