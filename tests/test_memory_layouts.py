@@ -114,3 +114,12 @@ def test_offload_is_checked_against_the_nodes_host_memory():
     big_host = mem("llama-3.1-70b", gpu="l4", gpus=2, hardware={"host_memory": "2TiB"},
                    layout={"zero": 3, "offload": "params", "recompute": "full"})
     assert big_host["fits"]
+
+
+def test_interleaved_without_virtual_stages_is_two_chunks_for_memory_and_time():
+    # one documented default (spec/layout.py INTERLEAVED_DEFAULT_CHUNKS): memory's in-flight count
+    # (Korthikanti et al. 2022 Sec. 4.2.3: p − stage + (p − 1)/v) and time's bubble ((p − 1)/v) use v = 2
+    sc = make("llama-3.1-8b", gpus=4, training={"global_batch": 64})
+    lay = complete_layout(sc, pp=4, pp_schedule="interleaved")
+    assert lay.virtual_stages == 2
+    assert stage_peak(sc.model, sc.training, lay, 0).microbatches_in_flight == pytest.approx(4 + 3 / 2)

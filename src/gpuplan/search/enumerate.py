@@ -30,6 +30,7 @@ from gpuplan.catalog.hardware import get_fabric
 from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
 from gpuplan.model.runtime import step_time
 from gpuplan.spec import GPU, Hardware, Layout, Training, divisors, ep_choices, tp_splits_heads
+from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
 from gpuplan.spec.scenario import Scenario
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -105,6 +106,9 @@ def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
     v = fixed.get("virtual_stages", 1)
     if v > 1:  # virtual stages mean the interleaved schedule, and a pipeline to interleave
         return [("interleaved", v)] if pp > 1 and pp * v <= sc.model.n_layers else []
+    if fixed.get("pp_schedule") == "interleaved" and pp > 1:  # the documented default: 2 chunks per stage
+        return [("interleaved", INTERLEAVED_DEFAULT_CHUNKS)] if pp * INTERLEAVED_DEFAULT_CHUNKS <= sc.model.n_layers \
+            else []
     if "pp_schedule" in fixed or pp == 1:
         return [(fixed.get("pp_schedule", "1f1b"), 1)]
     out = [("1f1b", 1)]

@@ -76,6 +76,10 @@ class Layout:
         fields.setdefault("sequence_parallel", tp > 1)
         if fields.get("virtual_stages", 1) > 1:
             fields.setdefault("pp_schedule", "interleaved")
+        if fields.get("pp_schedule") == "interleaved" and pp > 1:
+            # the documented default: two model chunks per stage (what the search tries, Megatron's
+            # --num-layers-per-virtual-pipeline-stage = layers / (2·pp)), for memory and time alike
+            fields.setdefault("virtual_stages", INTERLEAVED_DEFAULT_CHUNKS)
         return cls(**fields)
 
     def values(self) -> dict[str, Any]:
@@ -96,6 +100,7 @@ _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
 
 
 _unchecked = maker(Layout)
+INTERLEAVED_DEFAULT_CHUNKS = 2
 
 
 def check_layout_fields(values: dict[str, Any]) -> None:

@@ -123,6 +123,10 @@ RULES: tuple[Rule, ...] = (
     Rule("expert overlap needs expert parallelism", ("ep_overlap",), _msg(
         lambda c: c.lay["ep_overlap"] and c.lay.get("ep") == 1,
         lambda c: "layout.ep_overlap (expert all-to-all under compute) needs ep > 1: set ep or drop ep_overlap")),
+    Rule("interleaving needs virtual stages", ("pp_schedule", "virtual_stages", "pp"), _msg(
+        lambda c: c.lay["pp_schedule"] == "interleaved" and c.lay["pp"] > 1 and c.lay["virtual_stages"] == 1,
+        lambda c: "layout.pp_schedule interleaved needs virtual_stages ≥ 2 (model chunks per stage): give "
+                  "virtual_stages, or leave it out for the default 2")),
     Rule("virtual stages need interleaving", ("virtual_stages",), _msg(
         lambda c: c.lay["virtual_stages"] > 1 and c.lay.get("pp_schedule", "interleaved") != "interleaved",
         lambda c: "layout.virtual_stages > 1 needs pp_schedule: interleaved")),
