@@ -151,3 +151,7 @@ def test_golden_values(gpus):
     assert g["a100-80gb-sxm"]["memory_bw_tb_per_s"] == pytest.approx(2.039)
     # source: AMD Instinct MI300X datasheet / ROCm MI300 docs, 192 GB HBM3
     assert g["mi300x"]["memory_gib"] == 192
+    # source: NVIDIA L40 datasheet, BFLOAT16 Tensor Core 181.05 | 362.1* TFLOPS (* = with sparsity)
+    assert g["l40"]["bf16_dense_tflops"] == pytest.approx(181.05)
+    # source: NVIDIA A40 datasheet, memory bandwidth 696 GB/s
+    assert g["a40"]["memory_bw_tb_per_s"] == pytest.approx(0.696)
