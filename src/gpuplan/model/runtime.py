@@ -89,7 +89,8 @@ class StepTime:
 def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
                    corrections: Corrections) -> StageCompute:
     """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch."""
-    times = {lg.moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16) for lg in m.layers}
+    groups = {lg.moe: lg for lg in m.layers}  # one layer of each kind (dense, MoE) sets its time
+    times = {moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16) for moe, lg in groups.items()}
     targets = tr.lora_targets if tr.method != "full" else None
     head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev)
     loss_bytes = tokens * m.vocab / lay.tp * software(tr.framework, tr.compile, m).loss_per_logit  # fwd + bwd

@@ -75,10 +75,10 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
     ce = 6.0 if fused("cross_entropy") else 24.0
-    fact = facts.get("cross_entropy")
-    held = 3.5 if fact is not None and fact.value == "chunked" else 4.0 if fact is not None and fact.value else 12.0
+    loss = facts["cross_entropy"].value if "cross_entropy" in facts else None
+    held = 3.5 if loss == "chunked" else 4.0 if loss else 12.0
     kernels = MATMULS_PER_BLOCK + 1 + 2 * norm_k + rope_k + act_k + 2
-    if not get_framework(framework).fused_kernels and not compile_:
+    if not facts and not compile_:
         kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
     return Software(per_h=2 * norm_b + 2 * 6.0, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
                     kernels=kernels, loss_per_logit=ce, logits_memory=held)

@@ -80,15 +80,22 @@ def hardware_for(sc: Scenario, g: GPU) -> Hardware:
                    or hw.price_per_gpu_hour == hw.gpu.price_usd_per_gpu_hour else hw.price_per_gpu_hour)
 
 
+def degrees(sc: Scenario, per_node: int) -> tuple[list[int], list[int], list[int]]:
+    """The tp, pp and cp degrees the search tries (the scenario's own where it fixes them)."""
+    m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(per_node) if tp_splits_heads(m, t)]
+    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= MAX_PP]
+    cps = [fixed["cp"]] if "cp" in fixed else \
+        ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
+    return tps, pps, cps
+
+
 def _splits(sc: Scenario, hw: Hardware, counts: Callable[[int], bool], max_gpus: int,
             global_batch: int) -> Iterator[dict]:
     """Parallel splits (tp, pp, cp, dp, ep) for one GPU type; micro-batch and schedule come later."""
     m, fixed, per_node = sc.model, sc.layout, hw.gpus_per_node
-    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(per_node) if tp_splits_heads(m, t)]
-    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= MAX_PP]
     seq = sc.training.seq_len
-    cps = [fixed["cp"]] if "cp" in fixed else \
-        ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
+    tps, pps, cps = degrees(sc, per_node)
     for tp in tps:
         for pp in pps:
             for cp in cps:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch
-from gpuplan.spec import Layout, check_fixed_layout, divisors, tp_splits_heads
+from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, degrees
+from gpuplan.spec import Layout, check_fixed_layout, divisors
 from gpuplan.spec.scenario import Scenario
 
 
@@ -44,11 +44,8 @@ def candidate_counts(gpus_per_node: int, max_gpus: int) -> Iterator[int]:
 
 def _worlds(sc: Scenario, global_batch: int) -> set[int]:
     """GPU counts dp·tp·pp·cp that the enumerator can build (dp divides the global batch)."""
-    fixed, m = sc.layout, sc.model
-    dps = [fixed["dp"]] if "dp" in fixed else divisors(global_batch)
-    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(sc.hardware.gpus_per_node) if tp_splits_heads(m, t)]
-    pps = [fixed["pp"]] if "pp" in fixed else divisors(m.n_layers)
-    cps = [fixed["cp"]] if "cp" in fixed else [1, 2, 4, 8, 16]
+    dps = [sc.layout["dp"]] if "dp" in sc.layout else divisors(global_batch)
+    tps, pps, cps = degrees(sc, sc.hardware.gpus_per_node)
     return {d * t * p * c for d in dps for t in tps for p in pps for c in cps}
 
 
