@@ -32,7 +32,7 @@ from gpuplan.report.advice import plan_json
 from gpuplan.search.enumerate import Candidate
 from gpuplan.search.fit import FitResult
 from gpuplan.search.fit import fit as _fit
-from gpuplan.search.plan import PlanResult
+from gpuplan.search.plan import PlanResult, candidate_estimate
 from gpuplan.search.plan import plan as _plan
 from gpuplan.search.rank import Equilibrium, ScalingPoint
 from gpuplan.spec import GPU, ModelSpec, Scenario
@@ -87,12 +87,7 @@ class Fit:
     def best(self) -> Estimate | None:
         """The fastest layout at ``min_gpus``, as a full estimate."""
         r = self.result
-        if r.best is None:
-            return None
-        from dataclasses import replace
-
-        tr = replace(r.scenario.training, global_batch=r.global_batch)
-        return _evaluate(replace(r.scenario, training=tr), r.best.layout)
+        return candidate_estimate(r.scenario, r.best, r.global_batch) if r.best is not None else None
 
     def to_json(self) -> dict[str, Any]:
         r = self.result

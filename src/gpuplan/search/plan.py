@@ -66,7 +66,7 @@ class PlanResult:
         return self.estimates[(c.gpu, c.gpus)]
 
 
-def _estimate(sc: Scenario, c: Candidate, global_batch: int) -> Estimate:
+def candidate_estimate(sc: Scenario, c: Candidate, global_batch: int) -> Estimate:
     """A candidate's full estimate, with the global batch it was searched at."""
     accum = global_batch // (c.layout.dp * c.layout.micro_batch)
     tr = replace(sc.training, global_batch=c.layout.dp * c.layout.micro_batch * accum)
@@ -144,7 +144,7 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         rejected=dict(search.rejected), closest=search.closest, main_gpu=main_gpu,
         scaling={g: c[0] for g, c in curves.items()}, equilibrium={g: c[1] for g, c in curves.items()},
         user_layout=_user_layout(sc, gb) if fixed and ranked else None,
-        estimates={(c.gpu, c.gpus): _estimate(sc, c, gb) for c in shown})
+        estimates={(c.gpu, c.gpus): candidate_estimate(sc, c, gb) for c in shown})
 
 
 def _user_layout(sc: Scenario, gb: int) -> UserLayout:

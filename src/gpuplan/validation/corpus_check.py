@@ -83,8 +83,8 @@ def resolve(row: dict[str, Any]) -> Resolved:
 
 
 def _search(sc: Scenario, gpus_given: bool, offload: tuple[str, ...]) -> tuple[Scenario, Layout] | None:
-    """The planner's best layout for the open fields: at the stated GPU count, or — count open — the
-    count and layout with the fewest GPU-hours."""
+    """The planner's best layout for the open fields: at the stated GPU count, or — count open — at
+    the planner's compute equilibrium."""
     gb = default_global_batch(sc)
     sc = replace(sc, training=replace(sc.training, global_batch=gb))
     search = Search(sc)
@@ -105,11 +105,6 @@ def _search(sc: Scenario, gpus_given: bool, offload: tuple[str, ...]) -> tuple[S
     return sc.with_gpus(best.gpus), best.layout
 
 
-def _peak16(sc: Scenario) -> float:
-    g = sc.hardware.gpu.peak_flops
-    return g.get("bf16") or g.get("fp16") or g["fp32"]
-
-
 def published_value(row: dict[str, Any], est: Estimate) -> float:
     """The published figure in gpuplan's comparison unit: tokens/s per GPU for throughput rows,
     GPU-hours, or bytes."""
@@ -119,9 +114,9 @@ def published_value(row: dict[str, Any], est: Estimate) -> float:
         return float(value)
     assert t is not None
     if metric == "mfu":
-        return value * _peak16(est.scenario) / t.flops.model
+        return value * t.peak_flops / t.flops.model
     if metric == "hfu":
-        return value * _peak16(est.scenario) / t.flops.hardware
+        return value * t.peak_flops / t.flops.hardware
     if metric == "model_tflops_per_gpu":
         return value * 1e12 / t.flops.model
     if metric == "hardware_tflops_per_gpu":
