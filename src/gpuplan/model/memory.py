@@ -18,7 +18,7 @@ the expert-data-parallel group dp×cp/ep (Megatron-Core MoE).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -304,6 +304,15 @@ def _runtime_bytes(communicators: int) -> float:
         + constant("nccl_bytes_per_communicator") * communicators
 
 
+def _mirrored(states: ModelStates) -> ModelStates:
+    """DualPipe: each rank holds its stage and the mirrored one (stage pp−1−i), "2× parameters"
+    (DeepSeek-V3, arXiv:2412.19437, Table 2) — weights, gradients and optimizer states of both."""
+    return replace(states, weights=2 * states.weights, gradients=2 * states.gradients,
+                   optimizer=2 * states.optimizer, cpu_offload=2 * states.cpu_offload,
+                   optimizer_params=2 * states.optimizer_params, params_on_rank=2 * states.params_on_rank,
+                   trainable_on_rank=2 * states.trainable_on_rank)
+
+
 def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: int,
                  corrections: Corrections) -> dict[str, Any]:
     """The pieces of one stage's peak (stage_peak's fields), by name."""
@@ -313,6 +322,8 @@ def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: in
     nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
     states = model_states(model, training, tp, ep, pp, lay.virtual_stages, stage, zero, nd, nd_e, lay.offload,
                           dp * cp)
+    if lay.pp_schedule == "dualpipe":
+        states = _mirrored(states)
     n_mb = micro_batch_count(training.global_batch, dp, lay.micro_batch, pp)
     flight = flight_of(pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, tp, ep, pp, lay.virtual_stages, stage, cp, lay.sequence_parallel,

@@ -14,7 +14,7 @@ Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
 Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
-PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
+PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe"]
 Offload = Literal["none", "optimizer", "params"]
 Attention = Literal["flash", "flash1", "eager"]  # flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
