@@ -91,7 +91,8 @@ class Fit:
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
-        row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried}
+        row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried,
+                               "max_gpus": r.max_gpus}
         best = self.best
         row["best"] = best.to_json() if best is not None else None
         if best is None:
@@ -100,7 +101,7 @@ class Fit:
         return row
 
 
-def fit(source: ScenarioInput = None, /, *, max_gpus: int = 16384, **fields: Any) -> Fit:
+def fit(source: ScenarioInput = None, /, *, max_gpus: int | None = None, **fields: Any) -> Fit:
     """The smallest count of the scenario's GPU type on which the run fits, and the fastest layout there."""
     return Fit(_fit(scenario(source, **fields), max_gpus=max_gpus))
 
@@ -137,7 +138,7 @@ class Plan:
         return plan_json(self.result)
 
 
-def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int = 16384,
+def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int | None = None,
          objective: str = "time", deadline_s: float | None = None, budget: float | None = None, top: int = 5,
          threshold: float = 0.8, progress: Callable[[float, str], None] | None = None, **fields: Any) -> Plan:
     """Search GPU type × count × layout for what the scenario leaves open; rank by time or cost.

@@ -102,6 +102,7 @@ class MemoryBreakdown:
     cpu_offload_per_node: float
     host_memory: float | None
     fits: bool
+    headroom_share: float = 0.0  # training.headroom: the share of capacity kept free
 
     @property
     def weights(self) -> float:
@@ -156,7 +157,9 @@ class MemoryBreakdown:
         return {
             "weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
             "activations": self.activations, "other": self.other, "total": self.total,
-            "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom, "detail": self.detail(),
+            "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom,
+            "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
+            "tight": not self.fits and self.total <= self.capacity, "detail": self.detail(),
             "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
             "stage": p.stage, "microbatches_in_flight": p.microbatches_in_flight,
             "activations_per_microbatch": p.activations_per_microbatch, "cpu_offload": p.states.cpu_offload,
@@ -381,4 +384,5 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
     host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
     return MemoryBreakdown(peak=worst, total=total, capacity=capacity, calibration=extra,
                            cpu_offload_per_node=per_node, host_memory=hw.host_memory_bytes,
-                           fits=total <= capacity and host_ok)
+                           fits=total <= capacity * (1 - training.headroom) and host_ok,
+                           headroom_share=training.headroom)

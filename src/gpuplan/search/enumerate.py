@@ -30,6 +30,7 @@ from gpuplan.catalog.hardware import get_fabric
 from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
 from gpuplan.model.runtime import step_time
 from gpuplan.spec import GPU, Hardware, Layout, Training, divisors, ep_choices, tp_splits_heads
+from gpuplan.spec.defaults import default_global_batch as _default_batch
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
 from gpuplan.spec.scenario import Scenario
 
@@ -37,12 +38,11 @@ MICRO_BATCHES = (1, 2, 4, 8, 16)
 MAX_PP = 64  # pipeline stages the search proposes (published runs: ≤ 16; Llama 3 405B used 16)
 LONG_SEQUENCE = 32768  # from this sequence length on, context parallelism is searched
 CP_DEGREES = (1, 2, 4, 8, 16)
-DEFAULT_BATCH_TOKENS = 4 * 2**20  # Llama 2 and 3 pre-trained with ~4M-token batches (Touvron et al. 2023)
 
 
 def default_global_batch(sc: Scenario) -> int:
-    """The global batch (sequences) when the scenario gives none: ~4M tokens, at least one sequence."""
-    return sc.training.global_batch or max(1, DEFAULT_BATCH_TOKENS // sc.training.seq_len)
+    """The global batch (sequences) the search uses: as given, else spec/defaults.py's rule."""
+    return _default_batch(sc.training)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +270,7 @@ class Search:
         total = peak.total * self.sc.corrections.on(hw.gpu.id).memory
         if total < self.least_bytes.get(hw.gpus, math.inf):
             self.least_bytes[hw.gpus] = total
-        cap = hw.gpu.usable_memory_bytes
+        cap = hw.gpu.usable_memory_bytes * (1 - tr.headroom)
         host = hw.host_memory_bytes
         if host is not None and peak.states.cpu_offload * min(hw.gpus, hw.gpus_per_node) > host:
             self.rejected["out of host memory: offloaded state"] += 1
