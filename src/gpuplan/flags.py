@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuplan.catalog.user import ENV as CATALOG_ENV
 from gpuplan.errors import GpuplanError
 from gpuplan.io.schema import FLAG_KEYS, field_help
 from gpuplan.units import parse_count
@@ -55,12 +56,18 @@ def _scenario_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> N
     p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON; a list gives a list of results)")
     p.add_argument("--example", action="store_true", help="use the built-in example scenario")
     p.add_argument("--json", action="store_true", help="print JSON (SI units: bytes, seconds, USD)")
+    _catalog_flag(p)
     g = p.add_argument_group("scenario fields (override the file)")
     for dest, key in FLAG_KEYS.items():
         if dest in skip:
             continue
         g.add_argument("--" + dest.replace("_", "-"), dest=dest, metavar=key.split(".")[-1].upper(),
                        help=field_help(key).replace("%", "%%"))
+
+
+def _catalog_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--catalog", metavar="FILE", help="your own GPUs, fabrics and models, added to the built-in "
+                   f"catalogue (YAML or JSON, gpus.json/fabrics.json keys); default: ${CATALOG_ENV}, else none")
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
@@ -135,10 +142,13 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
     ca.add_argument("--json", action="store_true")
     gp = sub.add_parser("gpus", help="the GPU catalogue")
     gp.add_argument("--json", action="store_true")
+    _catalog_flag(gp)
     md = sub.add_parser("models", help="the model catalogue")
     md.add_argument("--json", action="store_true")
+    _catalog_flag(md)
     fb = sub.add_parser("fabrics", help="the interconnect catalogue (hardware.scale_up / scale_out)")
     fb.add_argument("--json", action="store_true")
+    _catalog_flag(fb)
     va = sub.add_parser("validate", help="prediction error on the open corpus of published runs (cross-validated)")
     va.add_argument("--json", action="store_true")
     va.add_argument("--constants", action="store_true",

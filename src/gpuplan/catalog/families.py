@@ -32,9 +32,9 @@ from gpuplan.catalog.builder_parts import (
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["BUILDERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB", "Cfg",
-           "bloom", "deepseek", "emb", "falcon", "gated", "gpt2", "gpt_neox", "groups", "lin", "llama_like", "mpt",
-           "nrm", "opt", "spec", "tie"]
+__all__ = ["BUILDERS", "GENERIC_DECODERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB",
+           "Cfg", "bloom", "deepseek", "emb", "falcon", "gated", "gpt2", "gpt_neox", "groups", "lin", "llama_like",
+           "mpt", "nrm", "opt", "spec", "tie"]
 
 
 # ---- Llama-like decoders (RMSNorm, RoPE, SwiGLU/GeGLU) -----------------------------------------
@@ -53,7 +53,27 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "gemma3_text": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256,
                         norms=4, qk=True),
     "phi3": dict(tie=False, fused=True),
+    # The generic decoder mapping: Hugging Face families that are plain Llama-shaped decoders (RMSNorm, RoPE,
+    # SwiGLU MLP, q/k/v/o projections, the Llama config keys) are read as Llama; ``generic`` is the note
+    # printed with every answer (ModelSpec.assumed) saying what the mapping leaves out.
+    "olmo2": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
+                  generic="its q/k RMSNorm weights (h + kv_heads·head_dim per block, < 0.01% of the parameters) are "
+                  "not counted; its norms follow attention and MLP (post-norm), which memory and time do not see"),
+    "olmo3": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
+                  generic="as OLMo 2 (q/k norms not counted, post-norm); its sliding-window layers are costed as "
+                  "full attention"),
+    "olmo": dict(tie=False, qkv="attention_bias", o="attention_bias",
+                 generic="OLMo's LayerNorm has no weights: the 2·h norm weights per block counted here are not in "
+                 "the model (< 0.01%)"),
+    "granite": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                    generic="Granite's embedding, residual, attention and logits multipliers change no shape or "
+                    "FLOP count"),
+    "smollm3": dict(tie=True, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                    generic="SmolLM3's RoPE-free layers (no_rope_layers) cost the same as the others"),
+    "helium": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                   generic="Helium is read as Llama"),
 }
+GENERIC_DECODERS = tuple(mt for mt, f in _LLAMA_LIKE.items() if "generic" in f)
 
 
 def _bias(c: Cfg, key: Any, default: bool = False) -> bool:
@@ -62,6 +82,9 @@ def _bias(c: Cfg, key: Any, default: bool = False) -> bool:
 
 def llama_like(c: Cfg, name: str) -> ModelSpec:
     f = _LLAMA_LIKE[c.mt]
+    if "generic" in f:
+        c.assumed.append(f"model_type {c.mt} read through the generic Llama-shaped decoder mapping (RMSNorm, RoPE, "
+                         f"SwiGLU, the Llama config keys): {f['generic']}")
     moe = f.get("moe")
     c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
               *(("num_local_experts",) if moe == "mixtral" else ()),
@@ -94,7 +117,7 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
                 max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
                 tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
                 head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn, shared_ffn=m.shared,
-                activation=f.get("act", "silu"), post_norms=f.get("norms", 2) == 4)
+                activation=f.get("act", "silu"), post_norms=f.get("norms", 2) == 4 or f.get("post", False))
 
 
 def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b: bool,
