@@ -1,7 +1,7 @@
 """Help that teaches (issue 13, item 8): every flag's help shows its allowed values, default and unit,
 generated from the scenario schema (io/schema.py FIELD_DOCS + the spec types); the equilibrium sentence
-states the marginal gain it measures and the equilibrium computes exactly that; efficiency above 100%
-is explained where it is shown."""
+says what the equilibrium computes (parallel efficiency against the smallest count that fits) and
+states the marginal gain of its last step; efficiency above 100% is explained where it is shown."""
 
 from __future__ import annotations
 
@@ -84,15 +84,19 @@ def test_marginal_efficiency_is_the_share_the_added_gpus_bring():
     assert marginal_efficiency(_C(8, 8.0), _C(12, 12.0)) == pytest.approx(1.0)  # type: ignore[arg-type]
 
 
-def test_equilibrium_stops_at_the_first_step_below_the_threshold():
-    # overall efficiency at 32 GPUs is 26/8 × 8/32 = 81% (≥ 80%), but the step 16 → 32 brings only
-    # (26/15 − 1) / 1 = 73%: the equilibrium is 16, not 32
+def test_equilibrium_states_what_it_measures_and_the_marginal_gain():
+    # overall efficiency vs 8 GPUs: 16 → 15/16 = 94%, 32 → 26/32 = 81%, 64 → 30/64 = 47%; threshold 80%:
+    # the equilibrium is 32. The step 16 → 32 gives the 16 added GPUs (26/15 − 1)/1 = 73% of what they
+    # would have at 16's per-GPU rate; the next, 32 → 64, (30/26 − 1)/1 = 15%
     curve, eq = _curve([(8, 8.0), (16, 15.0), (32, 26.0), (64, 30.0)])
-    assert eq.gpus == 16 and eq.from_gpus == 8 and eq.marginal == pytest.approx(0.875)
-    assert eq.next_gpus == 32 and eq.next_marginal == pytest.approx(11 / 15)
-    assert curve[2].efficiency == pytest.approx(0.8125) and curve[2].marginal == pytest.approx(11 / 15)
+    assert eq.gpus == 32 and eq.from_gpus == 16 and eq.marginal == pytest.approx(11 / 15)
+    assert eq.next_gpus == 64 and eq.next_efficiency == pytest.approx(30 / 64) and eq.next_marginal == \
+        pytest.approx(4 / 26)
+    assert curve[1].marginal == pytest.approx(0.875) and curve[2].efficiency == pytest.approx(0.8125)
     why = equilibrium_json(eq)["why"]
-    assert "marginal efficiency ≥80%" in why and "8→16: 88%" in why and "to 32, brings 73%" in why
+    assert "parallel efficiency (throughput per GPU against the smallest count that fits, 8 GPUs) stays ≥80%" in why
+    assert "81% at 32" in why and "16→32, gives the GPUs it adds 73%" in why and "at 64 it falls to 47% (15% " \
+        "marginal)" in why
     assert "each added GPU still buys" not in why
 
 

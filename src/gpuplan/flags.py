@@ -95,9 +95,8 @@ def _planning(sub: argparse._SubParsersAction) -> None:
                     help="largest GPU count to search (an open count only); default: 16384; unit: GPUs")
     pl.add_argument("--top", default="5", help="how many candidates to show; default: 5")
     pl.add_argument("--threshold", default="0.8",
-                    help="compute equilibrium: the least marginal efficiency — the throughput the GPUs added by "
-                    "one step of the scaling curve bring, as a share of what they would bring at the previous "
-                    "count's per-GPU rate; values: (0, 1]; default: 0.8")
+                    help="compute equilibrium: the least parallel efficiency (throughput per GPU against the "
+                    "smallest count that fits) the equilibrium keeps; values: (0, 1]; default: 0.8")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
     _output_flags(pl)
 

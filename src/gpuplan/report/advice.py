@@ -15,24 +15,25 @@ if TYPE_CHECKING:  # the result types only: report never runs the search
 
 
 def equilibrium_json(eq: Equilibrium) -> dict[str, Any]:
-    """The equilibrium and the sentence that says what it measures: the marginal efficiency of each step
-    up the scaling curve (search/rank.py: marginal_efficiency), with the overall efficiency beside it."""
+    """The equilibrium and the sentence that says what it measures: the parallel efficiency (throughput per
+    GPU against the smallest count that fits) at every count up to it, and the marginal efficiency of the
+    last step there and of the next (search/rank.py: marginal_efficiency)."""
     if eq.gpus is None:
         return {"gpus": None, "why": f"nothing fits on {eq.gpu}"}
     base = eq.base_gpus or 1
-    measure = (f"a marginal efficiency ≥{eq.threshold:.0%} (the GPUs a step adds bring at least that share of "
-               "the throughput they would at the previous count's per-GPU rate)")
+    measure = (f"the parallel efficiency (throughput per GPU against the smallest count that fits, {base} "
+               f"GPU{'s' if base > 1 else ''}) stays ≥{eq.threshold:.0%}")
     if eq.marginal is None:
-        why = f"{eq.gpus} {eq.gpu} GPUs, the smallest count that fits: no step up the scaling curve keeps {measure}"
+        why = f"{eq.gpus} {eq.gpu} GPUs, the smallest count that fits: at no larger count {measure}"
     else:
-        why = (f"up to {eq.gpus} {eq.gpu} GPUs every step up the scaling curve keeps {measure}; "
-               f"{eq.from_gpus}→{eq.gpus}: {eq.marginal:.0%}")
-    if eq.next_gpus is not None and eq.next_marginal is not None:
-        why += f"; the next step, to {eq.next_gpus}, brings {eq.next_marginal:.0%}"
-    why += (f"; overall parallel efficiency {eq.efficiency:.0%} vs {base} GPU{'s' if base > 1 else ''}, "
-            f"{eq.last_efficiency:.0%} at {eq.last_gpus}")
-    return {"gpus": eq.gpus, "why": why, "threshold": eq.threshold, "marginal_efficiency": eq.marginal,
-            "next_gpus": eq.next_gpus, "next_marginal_efficiency": eq.next_marginal}
+        why = (f"up to {eq.gpus} {eq.gpu} GPUs {measure}: {eq.efficiency:.0%} at {eq.gpus}; the last step, "
+               f"{eq.from_gpus}→{eq.gpus}, gives the GPUs it adds {eq.marginal:.0%} of the throughput they would "
+               "have at the previous count's per-GPU rate (marginal efficiency)")
+    if eq.next_gpus is not None and eq.next_efficiency is not None and eq.next_marginal is not None:
+        why += f"; at {eq.next_gpus} it falls to {eq.next_efficiency:.0%} ({eq.next_marginal:.0%} marginal)"
+    return {"gpus": eq.gpus, "why": why, "threshold": eq.threshold, "efficiency": eq.efficiency,
+            "marginal_efficiency": eq.marginal, "next_gpus": eq.next_gpus,
+            "next_efficiency": eq.next_efficiency, "next_marginal_efficiency": eq.next_marginal}
 
 
 # layout fields whose change lets a larger count do less work per token than the smallest one

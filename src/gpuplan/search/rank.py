@@ -68,8 +68,10 @@ def marginal_efficiency(prev: Candidate, c: Candidate) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Equilibrium:
-    """The compute equilibrium of one GPU type: the largest count up to which every step up the scaling
-    curve keeps a marginal efficiency of at least ``threshold``; None when nothing fits."""
+    """The compute equilibrium of one GPU type: the largest count up to which the parallel efficiency
+    (throughput per GPU against the smallest count that fits) stays at least ``threshold`` at every
+    count the curve weighs; None when nothing fits. Beside it, the marginal efficiency of the step that
+    reached it and of the next step (``marginal_efficiency``), which the sentence states too."""
 
     gpu: str
     gpus: int | None
@@ -80,7 +82,8 @@ class Equilibrium:
     last_efficiency: float | None = None
     marginal: float | None = None         # of the step that reached the equilibrium (None: it is the base)
     from_gpus: int | None = None          # where that step started
-    next_gpus: int | None = None          # the first step that falls below the threshold, if any
+    next_gpus: int | None = None          # the first weighed count below the threshold, if any
+    next_efficiency: float | None = None
     next_marginal: float | None = None
 
 
@@ -100,24 +103,25 @@ def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str,
     better_later = [max(effs[i + 1:], default=0.0) > effs[i] for i in range(len(rows))]
     curve: list[ScalingPoint] = []
     eq, prev, fastest = base, base, 0.0
-    step: tuple[int, float] | None = None   # (from count, marginal) of the step that reached eq
-    failed: tuple[int, float] | None = None  # (count, marginal) of the first step below the threshold
+    step: tuple[int, float] | None = None          # (from count, marginal) of the step that reached eq
+    failed: tuple[int, float, float] | None = None  # (count, efficiency, marginal) of the first below
     for i, c in enumerate(rows):
         improves = c.tokens_per_s > fastest
         fastest = max(fastest, c.tokens_per_s)
         marginal = marginal_efficiency(prev, c) if c is not base else None
         curve.append(ScalingPoint(candidate=c, speedup=c.tokens_per_s / base.tokens_per_s, efficiency=effs[i],
                                   improves=improves, marginal=marginal))
-        if not improves or c is base or better_later[i]:
+        if not improves or c is base or better_later[i] or marginal is None:
             continue
-        if failed is None and marginal is not None and marginal >= threshold:
+        if failed is None and effs[i] >= threshold:
             eq, step = c, (prev.gpus, marginal)
-        elif failed is None and marginal is not None:
-            failed = (c.gpus, marginal)
+        elif failed is None:
+            failed = (c.gpus, effs[i], marginal)
         prev = c
     return tuple(curve), Equilibrium(
         gpu=gpu, gpus=eq.gpus, threshold=threshold, base_gpus=base.gpus,
         efficiency=eq.tokens_per_s / base.tokens_per_s * base.gpus / eq.gpus,
         last_gpus=curve[-1].gpus, last_efficiency=curve[-1].efficiency,
         marginal=step[1] if step else None, from_gpus=step[0] if step else None,
-        next_gpus=failed[0] if failed else None, next_marginal=failed[1] if failed else None)
+        next_gpus=failed[0] if failed else None, next_efficiency=failed[1] if failed else None,
+        next_marginal=failed[2] if failed else None)
