@@ -24,7 +24,7 @@ def torchtitan_config() -> Any:
     spec = importlib.util.find_spec("torchtitan")
     if spec is None or not spec.submodule_search_locations:
         return None
-    if importlib.util.find_spec("tyro") is None:
+    if importlib.util.find_spec("tyro") is None or importlib.util.find_spec("torch") is None:
         return None
     pkg = types.ModuleType("torchtitan")
     pkg.__path__ = list(spec.submodule_search_locations)

@@ -165,7 +165,7 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
     if mt not in BUILDERS:
         raise GpuplanError(f"{source}: model_type '{mt}' is not supported "
                            f"(supported: {', '.join(SUPPORTED)}); a plain Llama-shaped decoder (RMSNorm, RoPE, "
-                           f"SwiGLU) reads as model_type: llama; else describe it as {{params: 7e9}}")
+                           f"SwiGLU) reads as model_type: llama; else give {{params: N}}, e.g. {{params: 7e9}}")
     c = Cfg(cfg, source, str(mt))
     c.assumed.extend(assumed)
     spec = BUILDERS[mt](c, name)
