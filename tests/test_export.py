@@ -120,7 +120,10 @@ def test_accelerate_yaml_loads_with_accelerate(case: tuple[dict, object], tmp_pa
 
 
 # ---- Megatron-LM: a faithful copy of its argument names --------------------------------------
-# Names, types and choices copied from NVIDIA/Megatron-LM megatron/training/arguments.py
+# Megatron-LM's own parser (megatron/training/arguments.py) is not on PyPI: the megatron-core wheel
+# (0.16.1) ships megatron/core only, and megatron-bridge (0.3.1) an args→config converter, not the parser.
+# Names, types and choices copied from NVIDIA/Megatron-LM megatron/training/arguments.py (stored copy at
+# commit 000c4ac2)
 # (_add_distributed_args, _add_training_args, _add_mixed_precision_args, _add_network_size_args,
 # _add_moe_args; Megatron-Core 0.1x) and the MCore optimizer-offload docs (--optimizer-cpu-offload,
 # --optimizer-offload-fraction). Only flags gpuplan writes are listed; the parser rejects others.
@@ -132,12 +135,18 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--global-batch-size", "--seq-length", "--max-position-embeddings", "--train-iters",
                  "--num-distributed-optimizer-instances", "--recompute-num-layers", "--num-layers", "--hidden-size",
                  "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--kv-channels",
-                 "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size"):
+                 "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
+                 # _add_network_size_args: RoPE base (type=int), linear RoPE scaling, vocabulary padding
+                 "--rotary-base", "--rotary-seq-len-interpolation-factor", "--make-vocab-size-divisible-by"):
         p.add_argument(name, type=int)
+    for name in ("--rope-scaling-factor", "--rotary-percent", "--norm-epsilon"):  # type=float there
+        p.add_argument(name, type=float)
     for name in ("--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--overlap-grad-reduce",
                  "--overlap-param-gather", "--bf16", "--fp16", "--optimizer-cpu-offload", "--group-query-attention",
                  "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-                 "--tp-comm-overlap"):  # megatron/training/arguments.py, _add_training_args
+                 "--tp-comm-overlap", "--use-rope-scaling", "--add-qkv-bias", "--qk-layernorm",
+                 "--overlap-moe-expert-parallel-comm"):
+        # megatron/training/arguments.py, _add_training_args / _add_network_size_args / _add_moe_args
         p.add_argument(name, action="store_true")
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
@@ -193,8 +202,7 @@ TORCHTITAN_JOB_CONFIG = {
                     "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size", "context_parallel_degree",
                     "context_parallel_rotate_method", "expert_parallel_degree"},
     "activation_checkpoint": {"mode", "selective_ac_option", "per_op_sac_force_recompute_mm_shapes_by_fqns"},
-    "float8": {"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp",
-               "force_recompute_fp8_weight_in_bwd", "recipe_name", "filter_fqns", "emulate", "moe_fqns_prototype"},
+    "quantize": {"linear", "grouped_mm"},  # torchtitan 0.2: [quantize.linear.float8]
 }
 TORCHTITAN_LITERALS = {("activation_checkpoint", "mode"): {"selective", "full", "none"},
                        ("parallelism", "fsdp_reshard_after_forward"): {"default", "always", "never"},

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gpuplan.catalog.user import use_catalog
+from gpuplan.catalog.user_models import check_active
 from gpuplan.errors import GpuplanError
 from gpuplan.flags import build_parser, positive, scenario_values, whole
 from gpuplan.io.inputs import each, gather, parse_all
@@ -249,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             args.torchrun_args = tail
         if extra:  # name the command whose help lists the options, not the top level
             raise GpuplanError(f"unrecognized arguments: {' '.join(extra)} (see `gpuplan {args.command} --help`)")
+        use_catalog(getattr(args, "catalog", None))  # --catalog FILE, for this command only
+        check_active()
         return HANDLERS[args.command](args)
     except GpuplanError as err:
         print(f"gpuplan: error: {err}", file=sys.stderr)
@@ -257,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        use_catalog(None)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from gpuplan.catalog.user import ENV as CATALOG_ENV
 from gpuplan.errors import GpuplanError
-from gpuplan.io.schema import FLAG_KEYS
+from gpuplan.io.schema import FLAG_KEYS, field_help
 from gpuplan.units import parse_count
 
 MAX_COUNT = 2**20  # no count on the command line (GPUs, ranks, steps, candidates) is meaningful beyond this
-STORE_HELP = "SQLite store of runs (default $GPUPLAN_STORE or ~/.cache/gpuplan)"
+STORE_HELP = "SQLite store of runs; default: $GPUPLAN_STORE or ~/.cache/gpuplan"
 TARGETS = ["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"]
 
 
@@ -55,17 +56,24 @@ def _scenario_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> N
     p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON; a list gives a list of results)")
     p.add_argument("--example", action="store_true", help="use the built-in example scenario")
     p.add_argument("--json", action="store_true", help="print JSON (SI units: bytes, seconds, USD)")
+    _catalog_flag(p)
     g = p.add_argument_group("scenario fields (override the file)")
     for dest, key in FLAG_KEYS.items():
         if dest in skip:
             continue
         g.add_argument("--" + dest.replace("_", "-"), dest=dest, metavar=key.split(".")[-1].upper(),
-                       help=f"scenario {key}")
+                       help=field_help(key).replace("%", "%%"))
+
+
+def _catalog_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--catalog", metavar="FILE", help="your own GPUs, fabrics and models, added to the built-in "
+                   f"catalogue (YAML or JSON, gpus.json/fabrics.json keys); default: ${CATALOG_ENV}, else none")
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plot", metavar="FILE", help="pictures: FILE.png, .svg or .html (needs gpuplan[plot])")
-    p.add_argument("--report", metavar="FILE", help="a report for a design doc: FILE.md or .html")
+    p.add_argument("--plot", metavar="FILE",
+                   help="pictures: FILE.png, .svg or .html (needs gpuplan[plot]); default: none")
+    p.add_argument("--report", metavar="FILE", help="a report for a design doc: FILE.md or .html; default: none")
 
 
 def _planning(sub: argparse._SubParsersAction) -> None:
@@ -75,17 +83,21 @@ def _planning(sub: argparse._SubParsersAction) -> None:
     ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
     _scenario_flags(ft)
     ft.add_argument("--max-gpus", dest="max_gpus", default=None,
-                    help="largest count to try when hardware.gpus is open (default 16384)")
+                    help="largest count to try when hardware.gpus is open (a given --gpus is the answer's count); "
+                         "default: 16384; unit: GPUs")
     pl = sub.add_parser("plan", help="search GPU type × count × layout; rank by time or cost")
     _scenario_flags(pl)
-    pl.add_argument("--objective", default="time", choices=["time", "cost"], help="rank by time or cost")
-    pl.add_argument("--deadline", help="cheapest plan that finishes within this time (e.g. 14d)")
-    pl.add_argument("--budget", help="fastest plan within this many USD (e.g. 50000)")
+    pl.add_argument("--objective", default="time", choices=["time", "cost"],
+                    help="rank by time to train or by cost; default: time")
+    pl.add_argument("--deadline", help="cheapest plan that finishes within this time; default: none; "
+                    "unit: a duration (14d, 36h, 90m)")
+    pl.add_argument("--budget", help="fastest plan within this cost; default: none; unit: USD (e.g. 50000, 1.2M)")
     pl.add_argument("--max-gpus", dest="max_gpus", default=None,
-                    help="largest GPU count when hardware.gpus is open (default 16384); a given --gpus "
-                         "is the answer's count")
-    pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
-    pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
+                    help="largest GPU count to search (an open count only); default: 16384; unit: GPUs")
+    pl.add_argument("--top", default="5", help="how many candidates to show; default: 5")
+    pl.add_argument("--threshold", default="0.8",
+                    help="compute equilibrium: the least parallel efficiency (throughput per GPU against the "
+                    "smallest count that fits) the equilibrium keeps; values: (0, 1]; default: 0.8")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
     _output_flags(pl)
 
@@ -93,27 +105,30 @@ def _planning(sub: argparse._SubParsersAction) -> None:
 def _measuring(sub: argparse._SubParsersAction) -> None:
     tr = sub.add_parser("trace", help="the real training step on fake tensors: traced vs predicted memory, FLOPs")
     _scenario_flags(tr)
-    tr.add_argument("--module", help="your model: package.module:factory returning an nn.Module")
+    tr.add_argument("--module", help="your model: package.module:factory returning an nn.Module; "
+                    "default: the scenario's model")
     tr.add_argument("--input-factory", dest="input_factory",
-                    help="package.module:function(batch, seq_len) returning forward()'s inputs")
-    tr.add_argument("--fidelity", default="cpu", choices=["cpu", "cuda"], help="fake device (cuda falls back)")
+                    help="package.module:function(batch, seq_len) returning forward()'s inputs; "
+                    "default: input ids of the scenario's batch and sequence length")
+    tr.add_argument("--fidelity", default="cpu", choices=["cpu", "cuda"],
+                    help="fake device (cuda falls back to cpu); default: cpu")
     tr.add_argument("--calibrate", action="store_true", help="store traced/predicted ratios per architecture")
     ex = sub.add_parser("export", help="the planned or given layout as a framework's launch config")
     _scenario_flags(ex)
-    ex.add_argument("--to", required=True, choices=TARGETS, help="target framework")
+    ex.add_argument("--to", required=True, choices=TARGETS, help="target framework; required")
     ex.add_argument("-o", "--output", metavar="FILE", help="write the config to FILE (default: print it)")
     ex.add_argument("--objective", default="time", choices=["time", "cost"],
-                    help="when the layout is open: plan, then export the best by time or cost")
+                    help="when the layout is open: plan, then export the best by time or cost; default: time")
     ex.add_argument("--max-gpus", dest="max_gpus", default=None,
-                    help="when planning with hardware.gpus open: largest GPU count (default 16384)")
+                    help="when planning an open count: the largest; default: 16384; unit: GPUs")
     pr = sub.add_parser("profile", help="a short real trial run (torchrun + FSDP2): measured vs predicted")
     _scenario_flags(pr, skip=("steps",))  # --steps here counts the trial's measured steps
-    pr.add_argument("--device", default="cuda", help="cuda (default) or cpu (gloo; runs anywhere)")
-    pr.add_argument("--nproc", default="1", help="processes (GPUs) per node")
-    pr.add_argument("--nnodes", default="1", help="nodes (pass torchrun's rendezvous options after --)")
-    pr.add_argument("--steps", default="5", help="measured steps (default 5)")
-    pr.add_argument("--warmup", default="2", help="warm-up steps (default 2)")
-    pr.add_argument("--timeout", default="600", help="seconds before the trial is stopped (default 600)")
+    pr.add_argument("--device", default="cuda", help="values: cuda | cpu (gloo; runs anywhere); default: cuda")
+    pr.add_argument("--nproc", default="1", help="processes (GPUs) per node; default: 1")
+    pr.add_argument("--nnodes", default="1", help="nodes (pass torchrun's rendezvous options after --); default: 1")
+    pr.add_argument("--steps", default="5", help="measured steps; default: 5")
+    pr.add_argument("--warmup", default="2", help="warm-up steps; default: 2")
+    pr.add_argument("--timeout", default="600", help="time before the trial is stopped; default: 600; unit: s")
     pr.add_argument("--find-max-batch", dest="find_max_batch", action="store_true",
                     help="bisect the largest micro-batch that fits (each try a fresh run)")
     pr.add_argument("--store", help=STORE_HELP)
@@ -127,10 +142,13 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
     ca.add_argument("--json", action="store_true")
     gp = sub.add_parser("gpus", help="the GPU catalogue")
     gp.add_argument("--json", action="store_true")
+    _catalog_flag(gp)
     md = sub.add_parser("models", help="the model catalogue")
     md.add_argument("--json", action="store_true")
+    _catalog_flag(md)
     fb = sub.add_parser("fabrics", help="the interconnect catalogue (hardware.scale_up / scale_out)")
     fb.add_argument("--json", action="store_true")
+    _catalog_flag(fb)
     va = sub.add_parser("validate", help="prediction error on the open corpus of published runs (cross-validated)")
     va.add_argument("--json", action="store_true")
     va.add_argument("--constants", action="store_true",

@@ -94,6 +94,15 @@ def test_scaling_curve_and_equilibrium(c, threshold):
     assert all(r["efficiency"] >= threshold for r in better[1:i + 1])
     if i + 1 < len(better):
         assert better[i + 1]["efficiency"] < threshold
+        assert res["equilibrium"]["next_gpus"] == better[i + 1]["gpus"]
+    # each weighed step's marginal efficiency: what the added GPUs bring, as a share of what they would
+    # at the previous weighed count's per-GPU rate
+    tps = [r["best"]["time"]["tokens_per_s"] for r in better]
+    for k in range(1, len(better)):
+        m = (tps[k] / tps[k - 1] - 1) / (better[k]["gpus"] / better[k - 1]["gpus"] - 1)
+        assert better[k]["marginal_efficiency"] == pytest.approx(m, rel=1e-9)
+    if i > 0:
+        assert res["equilibrium"]["marginal_efficiency"] == pytest.approx(better[i]["marginal_efficiency"])
     fastest = 0.0
     for r in rows:
         assert r["improves"] == (r["best"]["time"]["tokens_per_s"] > fastest)

@@ -75,6 +75,15 @@ class Cfg:
             raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} must be true or false")
         return v
 
+    def number(self, *keys: str, default: float | None) -> float | None:
+        """A positive finite number (RoPE base, norm epsilon, rotary share), or ``default`` when absent."""
+        v = self.raw(*keys)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} must be a positive number: fix the value")
+        return float(v)
+
     def head_dim(self, hidden: int, heads: int, default: int | None = None) -> int:
         if self.raw("head_dim") is not None:
             return self.int("head_dim")
@@ -142,8 +151,39 @@ def tie(c: Cfg, default: bool) -> bool:
     return c.flag("tie_word_embeddings", default=default)
 
 
+_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
+_ACT_KEYS = ("hidden_act", "hidden_activation", "activation_function")
+
+
+def _rope_scaling(c: Cfg) -> tuple[tuple[str, Any], ...]:
+    """The config's ``rope_scaling`` mapping as sorted (key, value) pairs (lists as tuples); () when absent."""
+    rs = c.raw("rope_scaling")
+    if rs is None:
+        return ()
+    if not isinstance(rs, Mapping):
+        raise GpuplanError(f"{c.source}: rope_scaling must be a mapping (e.g. {{rope_type: llama3, factor: 8}}) "
+                           f"or null, got {rs!r}")
+    return tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in rs.items()))
+
+
+def _architecture(c: Cfg, kw: dict[str, Any]) -> None:
+    """What the config says beyond the shapes (ModelSpec.position ... norm_eps): read once for every family;
+    a family passes what its config class fixes (position, parallel_block, its default activation)."""
+    if kw.get("position", "rope") == "rope":
+        kw["rope_theta"] = c.number("rope_theta", "rotary_emb_base", default=10000.0)
+        kw["rope_scaling"] = _rope_scaling(c)
+        kw["rotary_percent"] = c.number("partial_rotary_factor", "rotary_pct", default=kw.get("rotary_percent", 1.0))
+    act = c.raw(*_ACT_KEYS)
+    if act is not None:
+        if not isinstance(act, str):
+            raise GpuplanError(f"{c.source}: {_ACT_KEYS[0]} = {act!r} must be an activation name such as silu")
+        kw["activation"] = act
+    kw["norm_eps"] = c.number(*_EPS_KEYS, default=None)
+
+
 def spec(c: Cfg, name: str, **kw: Any) -> ModelSpec:
     kw.setdefault("v_head_dim", kw["head_dim"])
+    _architecture(c, kw)
     experts, top_k = kw.get("n_experts", 0), kw.get("top_k", 0)
     if experts and top_k > experts:
         raise GpuplanError(f"{c.source}: num_experts_per_tok = {top_k} is more than the {experts} experts "

@@ -32,9 +32,9 @@ from gpuplan.catalog.builder_parts import (
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["BUILDERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB", "Cfg",
-           "bloom", "deepseek", "emb", "falcon", "gated", "gpt2", "gpt_neox", "groups", "lin", "llama_like", "mpt",
-           "nrm", "opt", "spec", "tie"]
+__all__ = ["BUILDERS", "GENERIC_DECODERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB",
+           "Cfg", "bloom", "deepseek", "emb", "falcon", "gated", "gpt2", "gpt_neox", "groups", "lin", "llama_like",
+           "mpt", "nrm", "opt", "spec", "tie"]
 
 
 # ---- Llama-like decoders (RMSNorm, RoPE, SwiGLU/GeGLU) -----------------------------------------
@@ -48,11 +48,32 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "qwen2_moe": dict(tie=False, qkv="qkv_bias", qkv_default=True, moe="qwen2_moe"),
     "qwen3": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128),
     "qwen3_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, moe="qwen3_moe"),
-    "gemma": dict(tie=True, qkv="attention_bias", o="attention_bias", hd=256),
-    "gemma2": dict(tie=True, qkv="attention_bias", o="attention_bias", hd=256, norms=4),
-    "gemma3_text": dict(tie=True, qkv="attention_bias", o="attention_bias", hd=256, norms=4, qk=True),
+    "gemma": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256),
+    "gemma2": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256, norms=4),
+    "gemma3_text": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256,
+                        norms=4, qk=True),
     "phi3": dict(tie=False, fused=True),
+    # The generic decoder mapping: Hugging Face families that are plain Llama-shaped decoders (RMSNorm, RoPE,
+    # SwiGLU MLP, q/k/v/o projections, the Llama config keys) are read as Llama; ``generic`` is the note
+    # printed with every answer (ModelSpec.assumed) saying what the mapping leaves out.
+    "olmo2": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
+                  generic="its q/k RMSNorm weights (h + kv_heads·head_dim per block, < 0.01% of the parameters) are "
+                  "not counted; its norms follow attention and MLP (post-norm), which memory and time do not see"),
+    "olmo3": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
+                  generic="as OLMo 2 (q/k norms not counted, post-norm); its sliding-window layers are costed as "
+                  "full attention"),
+    "olmo": dict(tie=False, qkv="attention_bias", o="attention_bias",
+                 generic="OLMo's LayerNorm has no weights: the 2·h norm weights per block counted here are not in "
+                 "the model (< 0.01%)"),
+    "granite": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                    generic="Granite's embedding, residual, attention and logits multipliers change no shape or "
+                    "FLOP count"),
+    "smollm3": dict(tie=True, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                    generic="SmolLM3's RoPE-free layers (no_rope_layers) cost the same as the others"),
+    "helium": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                   generic="Helium is read as Llama"),
 }
+GENERIC_DECODERS = tuple(mt for mt, f in _LLAMA_LIKE.items() if "generic" in f)
 
 
 def _bias(c: Cfg, key: Any, default: bool = False) -> bool:
@@ -61,6 +82,9 @@ def _bias(c: Cfg, key: Any, default: bool = False) -> bool:
 
 def llama_like(c: Cfg, name: str) -> ModelSpec:
     f = _LLAMA_LIKE[c.mt]
+    if "generic" in f:
+        c.assumed.append(f"model_type {c.mt} read through the generic Llama-shaped decoder mapping (RMSNorm, RoPE, "
+                         f"SwiGLU, the Llama config keys): {f['generic']}")
     moe = f.get("moe")
     c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
               *(("num_local_experts",) if moe == "mixtral" else ()),
@@ -92,7 +116,8 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
                 ffn=0 if all(m.sparse) else ffn, vocab=V,
                 max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
                 tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
-                head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn, shared_ffn=m.shared)
+                head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn, shared_ffn=m.shared,
+                activation=f.get("act", "silu"), post_norms=f.get("norms", 2) == 4 or f.get("post", False))
 
 
 def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b: bool,
@@ -204,11 +229,12 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
 # ---- GPT-style decoders (LayerNorm with bias, GeLU/ReLU MLP) ------------------------------------
 def _plain(c: Cfg, name: str, *, L: int, h: int, nh: int, nkv: int, ffn: int, V: int, max_pos: int,
            tied: bool, embedding: list[Weight], block: list[Weight], final: list[Weight],
-           head_name: str = "lm_head", head_in: int | None = None) -> ModelSpec:
+           head_name: str = "lm_head", head_in: int | None = None, **arch: Any) -> ModelSpec:
     head = final + ([] if tied else emb(head_name, V, head_in or h, "head"))
+    arch.setdefault("position", "learned" if any(w.group == "position" for w in embedding) else "rope")
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=h // nh, ffn=ffn, vocab=V,
                 max_positions=max_pos, gated_mlp=False, norm="layernorm", tied_embeddings=tied,
-                embedding=tuple(embedding), layers=groups([(block, False)] * L), head=tuple(head))
+                embedding=tuple(embedding), layers=groups([(block, False)] * L), head=tuple(head), **arch)
 
 
 def gpt2(c: Cfg, name: str) -> ModelSpec:
@@ -223,7 +249,7 @@ def gpt2(c: Cfg, name: str) -> ModelSpec:
              + lin("mlp.c_fc", ffn, h, "mlp", True) + lin("mlp.c_proj", h, ffn, "mlp", True))
     return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
                   embedding=emb("wte", V, h) + emb("wpe", P, h, "position"), block=block,
-                  final=nrm("ln_f", h, True))
+                  final=nrm("ln_f", h, True), activation="gelu_new")
 
 
 def bloom(c: Cfg, name: str) -> ModelSpec:
@@ -240,7 +266,7 @@ def bloom(c: Cfg, name: str) -> ModelSpec:
     return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=4 * h, V=V, max_pos=c.int("seq_length", default=2048),
                   tied=tie(c, True),
                   embedding=emb("word_embeddings", V, h) + nrm("word_embeddings_layernorm", h, True),
-                  block=block, final=nrm("ln_f", h, True))
+                  block=block, final=nrm("ln_f", h, True), position="alibi", activation="gelu")
 
 
 def opt(c: Cfg, name: str) -> ModelSpec:
@@ -264,7 +290,7 @@ def opt(c: Cfg, name: str) -> ModelSpec:
     if pd != h:
         final += lin("project_out", pd, h, "head")
     return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
-                  embedding=embedding, block=block, final=final, head_in=pd)
+                  embedding=embedding, block=block, final=final, head_in=pd, activation="relu")
 
 
 def falcon(c: Cfg, name: str) -> ModelSpec:
@@ -293,7 +319,9 @@ def falcon(c: Cfg, name: str) -> ModelSpec:
              + lin("mlp.dense_h_to_4h", ffn, h, "mlp", b) + lin("mlp.dense_4h_to_h", h, ffn, "mlp", b))
     return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V,
                   max_pos=c.int("max_position_embeddings", default=2048), tied=tie(c, True),
-                  embedding=emb("word_embeddings", V, h), block=block, final=nrm("ln_f", h, True))
+                  embedding=emb("word_embeddings", V, h), block=block, final=nrm("ln_f", h, True),
+                  position="alibi" if c.flag("alibi", default=False) else "rope", parallel_block=parallel,
+                  activation="gelu")
 
 
 def mpt(c: Cfg, name: str) -> ModelSpec:
@@ -322,7 +350,9 @@ def mpt(c: Cfg, name: str) -> ModelSpec:
         embedding += emb("wpe", P, h, "position")
     return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P,
                   tied=c.flag("tie_word_embeddings", default=True), embedding=embedding, block=block,
-                  final=nrm("norm_f", h, b))
+                  final=nrm("norm_f", h, b), activation="gelu",
+                  position="alibi" if attn_cfg.get("alibi") else "rope" if attn_cfg.get("rope") else
+                  "learned" if len(embedding) > 1 else "none")
 
 
 def gpt_neox(c: Cfg, name: str) -> ModelSpec:
@@ -338,7 +368,8 @@ def gpt_neox(c: Cfg, name: str) -> ModelSpec:
     return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V,
                   max_pos=c.int("max_position_embeddings", default=2048), tied=tie(c, False),
                   embedding=emb("embed_in", V, h), block=block, final=nrm("final_layer_norm", h, True),
-                  head_name="embed_out")
+                  head_name="embed_out", rotary_percent=0.25, activation="gelu",
+                  parallel_block=c.flag("use_parallel_residual", default=True))
 
 
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {

@@ -7,6 +7,7 @@ import math
 from functools import cache
 
 from gpuplan.catalog import load_json
+from gpuplan.catalog.user import catalog_path, load_user
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import GPU, Fabric, Hardware
 from gpuplan.units import GiB, MiB
@@ -33,7 +34,7 @@ def _gpu_from_row(row: dict) -> GPU:
         peak_flops=peaks,
         scale_up=row["scale_up"], scale_up_bytes_per_s=row["scale_up_gb_per_s"] * 1e9,
         gpus_per_node=row["gpus_per_node"], scale_up_domain=row["scale_up_domain"],
-        tdp_w=row["tdp_w"], price_usd_per_gpu_hour=row.get("price_usd_per_gpu_hour"),
+        tdp_w=row.get("tdp_w"), price_usd_per_gpu_hour=row.get("price_usd_per_gpu_hour"),
         price_date=row.get("price_date"), source=row["source"], aliases=tuple(row.get("aliases", ())),
         architecture=row.get("architecture", ""), sm_count=row.get("sm_count") or 108,
     )
@@ -54,9 +55,22 @@ def _fabric_from_row(row: dict) -> Fabric:
     )
 
 
-@cache
 def _gpu_index() -> tuple[dict[str, GPU], dict[str, str]]:
-    gpus = {row["id"]: _gpu_from_row(row) for row in load_json("gpus.json")["gpus"]}
+    """The GPU catalogue: the built-in rows and the user catalogue's (catalog/user.py), by id and name."""
+    return _gpu_table(catalog_path())
+
+
+def _fabric_index() -> tuple[dict[str, Fabric], dict[str, str]]:
+    return _fabric_table(catalog_path())
+
+
+def _user_rows(path: str | None, section: str) -> list[dict]:
+    return list(getattr(load_user(path), section)) if path else []
+
+
+@cache
+def _gpu_table(path: str | None) -> tuple[dict[str, GPU], dict[str, str]]:
+    gpus = {row["id"]: _gpu_from_row(row) for row in load_json("gpus.json")["gpus"] + _user_rows(path, "gpus")}
     names = {}
     for g in gpus.values():
         for n in (g.id, *g.aliases):
@@ -64,9 +78,15 @@ def _gpu_index() -> tuple[dict[str, GPU], dict[str, str]]:
     return gpus, names
 
 
+def gpu_row(gid: str) -> dict:
+    """The catalogue row (gpus.json keys) of a GPU id, built-in or the user's."""
+    rows = load_json("gpus.json")["gpus"] + _user_rows(catalog_path(), "gpus")
+    return dict(next(r for r in rows if r["id"] == gid))
+
+
 @cache
-def _fabric_index() -> tuple[dict[str, Fabric], dict[str, str]]:
-    rows = load_json("fabrics.json")["fabrics"]
+def _fabric_table(path: str | None) -> tuple[dict[str, Fabric], dict[str, str]]:
+    rows = load_json("fabrics.json")["fabrics"] + _user_rows(path, "fabrics")
     fabrics = {row["id"]: _fabric_from_row(row) for row in rows}
     names = {}
     for row in rows:
@@ -162,7 +182,7 @@ def inline_gpu(spec: dict) -> GPU:
         raise GpuplanError("hardware.gpu as a mapping needs base: the catalogue GPU it varies, e.g. {base: a10g, "
                            "bf16_dense_tflops: 125}")
     base = get_gpu(spec["base"], "hardware.gpu.base")
-    row = next(r for r in load_json("gpus.json")["gpus"] if r["id"] == base.id)
+    row = gpu_row(base.id)
     for key in INLINE_GPU_KEYS:
         if key in spec:
             value = spec[key]

@@ -101,7 +101,9 @@ def list_models() -> list[dict[str, Any]]:
         rows.append({"id": mid, "name": row.get("name", mid), "model_type": s.model_type, "params": s.params,
                      "params_active": s.params_active, "published_params": row.get("published_params"),
                      "hf_repo": row.get("hf_repo")})
-    return rows
+    from gpuplan.catalog.user_models import user_model_rows  # the user catalogue's (catalog/user.py)
+
+    return rows + user_model_rows()
 
 
 def _unknown(ref: str) -> GpuplanError:
@@ -127,8 +129,12 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
                                "or {params: N}")
         mid = (_lookup().get(s.lower()) or _lookup().get(_loose(s))) if isinstance(ref, str) else None
         p = Path(s).expanduser()
+        from gpuplan.catalog.user_models import user_model
+
         if mid:
             spec = _from_catalog(mid)
+        elif isinstance(ref, str) and (user := user_model(s)) is not None:
+            spec = user
         elif p.exists():
             spec = _from_path(p)
         elif not isinstance(ref, str) or s.endswith(".json") or s.startswith(("/", ".", "~")) or (
@@ -158,8 +164,8 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
                            f"give one of {', '.join(SUPPORTED)}")
     if mt not in BUILDERS:
         raise GpuplanError(f"{source}: model_type '{mt}' is not supported "
-                           f"(supported: {', '.join(SUPPORTED)}); "
-                           f"describe the model as {{params: N}} instead, e.g. model: {{params: 7e9}}")
+                           f"(supported: {', '.join(SUPPORTED)}); a plain Llama-shaped decoder (RMSNorm, RoPE, "
+                           f"SwiGLU) reads as model_type: llama; else give {{params: N}}, e.g. {{params: 7e9}}")
     c = Cfg(cfg, source, str(mt))
     c.assumed.extend(assumed)
     spec = BUILDERS[mt](c, name)

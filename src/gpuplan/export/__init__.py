@@ -10,8 +10,10 @@ Key and argument names, and the versions they were read from:
               runtime/tensor_parallel/config.py); validated in tests by DeepSpeedConfig itself.
   accelerate  ``accelerate config`` YAML (accelerate 1.15: commands/config/config_args.py
               ClusterConfig, fsdp_config/parallelism_config keys of commands/launch.py).
-  torchtitan  job-config TOML (torchtitan/config/job_config.py, JobConfig sections).
-  Megatron-LM arguments of megatron/training/arguments.py (Megatron-Core 0.1x era).
+  torchtitan  job-config TOML (torchtitan 0.2.2: config/job_config.py, JobConfig sections; 0.3 dropped TOML
+              for Python config registries); validated in tests by torchtitan's own ConfigManager.
+  Megatron-LM arguments of megatron/training/arguments.py (Megatron-Core 0.1x era; the parser is not on
+              PyPI — megatron-core ships megatron/core only — so tests check its documented names).
   torchrun    torch.distributed.run (torch 2.13) flags.
 """
 
@@ -94,7 +96,10 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time",
         res = plan_scenario(sc, max_gpus=max_gpus, objective=objective).to_json()
         est = res["best"]
         if est is None:
-            raise GpuplanError("nothing to export: no layout fits (see `gpuplan plan --explain`)")
+            top = max(res["rejected"].items(), key=lambda kv: kv[1], default=None)
+            why = f"; most were rejected because: {top[0]} ({top[1]:,})" if top else ""
+            raise GpuplanError(f"nothing to export: no layout that {framework} can run fits{why} "
+                               "(see `gpuplan plan --explain`)")
         open_fields = "/".join(k for k in ("tp", "pp") if k not in sc.layout)
         how = (f"layout open ({open_fields} not fixed): exporting the best of {res['searched']:,} planned "
                f"configurations by {objective}, {est['scenario']['hardware']['gpus']}× "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from gpuplan.errors import GpuplanError
 from gpuplan.export.common import Export, _batches, _header, _parts, _shard_split, _steps
 from gpuplan.export.to_torchrun import torchrun_args
 
@@ -20,7 +21,7 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
     a += _recompute_args(lay["recompute"], notes)
     a += _optimizer_args(tr, lay, notes)
     if model is not None:
-        a += _megatron_model(model, notes)
+        a += _megatron_model(model, lay["tp"], notes)
     else:
         notes.append("model architecture flags (--num-layers, --hidden-size, ...) left out: no model spec given")
     if tr.get("method", "full") != "full":
@@ -137,7 +138,13 @@ def _optimizer_args(tr: dict, lay: dict, notes: list[str]) -> list[str]:
     return a
 
 
-def _megatron_model(m: Any, notes: list[str]) -> list[str]:
+def _megatron_model(m: Any, tp: int, notes: list[str]) -> list[str]:
+    """The architecture flags of pretrain_gpt.py (megatron/training/arguments.py, _add_network_size_args);
+    a network those flags cannot state is refused (``_unexpressible``), never written as another model."""
+    why = _unexpressible(m)
+    if why:
+        raise GpuplanError(f"cannot export to megatron: {m.name} {why}; Megatron-LM's pretrain_gpt.py arguments "
+                           "cannot state it (export to torchtitan, deepspeed or accelerate instead)")
     a = ["--num-layers", str(m.n_layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.n_heads)]
     if m.ffn:
         a += ["--ffn-hidden-size", str(m.ffn)]
@@ -147,12 +154,15 @@ def _megatron_model(m: Any, notes: list[str]) -> list[str]:
         a += ["--kv-channels", str(m.head_dim)]
     if m.gated_mlp:
         a.append("--swiglu")
-    layer_weights = [w for lg in m.layers for w in lg.weights]
-    if not any(w.bias and w.group in ("attention", "mlp", "expert", "shared_expert") for w in layer_weights):
-        a.append("--disable-bias-linear")
-    learned = any(w.group == "position" for w in m.embedding)
-    a += ["--position-embedding-type", "learned_absolute" if learned else "rope"]
+    a += _bias_args(m)
+    if any(w.name.endswith(("q_norm", "k_norm")) for lg in m.layers for w in lg.weights):
+        a.append("--qk-layernorm")
+    a += _position_args(m, notes)
     a += ["--normalization", "RMSNorm" if m.norm == "rmsnorm" else "LayerNorm"]
+    if m.norm_eps is not None:
+        a += ["--norm-epsilon", repr(m.norm_eps)]
+    else:
+        notes.append("the model's config gives no norm epsilon: Megatron's default 1e-5 is used")
     if not m.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
     if m.moe:
@@ -161,8 +171,94 @@ def _megatron_model(m: Any, notes: list[str]) -> list[str]:
             a += ["--moe-ffn-hidden-size", str(m.moe_ffn)]
     if m.kv_lora_rank:
         notes.append("multi-head latent attention: add --multi-latent-attention and its ranks")
-    notes.append(f"--vocab-size is taken from the tokenizer in Megatron-LM (model has {m.vocab})")
+    a += _vocab_args(m.vocab, tp, notes)
     return a
+
+
+def _unexpressible(m: Any) -> str | None:
+    """What in the model pretrain_gpt.py's flags cannot build (GPTModel: pre-norm blocks, attention then MLP,
+    SwiGLU or GeLU, RoPE or learned positions)."""
+    if m.position == "alibi":
+        return "uses ALiBi positions"
+    if m.parallel_block:
+        return "computes attention and MLP in parallel (one shared input)"
+    if m.post_norms:
+        return "has extra norms after attention and MLP"
+    if m.gated_mlp and m.activation not in ("silu", "swish"):
+        return f"uses a gated {m.activation} MLP (GeGLU), not SwiGLU"
+    if not m.gated_mlp and not m.activation.startswith("gelu"):
+        return f"uses a {m.activation} MLP"
+    scaling = dict(m.rope_scaling)
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if m.position == "rope" and scaling and not m.kv_lora_rank and kind not in ("llama3", "linear", "default"):
+        return f"scales RoPE by {kind}"
+    if kind == "llama3" and (scaling.get("low_freq_factor"), scaling.get("high_freq_factor"),
+                             scaling.get("original_max_position_embeddings")) != LLAMA3_ROPE_FIXED:
+        return (f"scales RoPE (llama3) with low/high frequency factors and original length other than Megatron's "
+                f"fixed {LLAMA3_ROPE_FIXED}")
+    return None
+
+
+# megatron/core/models/common/embeddings/rotary_pos_embedding.py, RotaryEmbedding._apply_scaling: Llama 3
+# scaling with low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192 fixed
+LLAMA3_ROPE_FIXED = (1, 4, 8192)
+
+
+def _bias_args(m: Any) -> list[str]:
+    """Biases: none (--disable-bias-linear), only on q/k/v (--add-qkv-bias, Qwen2), or everywhere (default)."""
+    biased = {w.name.rsplit(".", 1)[-1] for lg in m.layers for w in lg.weights
+              if w.bias and w.group in ("attention", "mlp", "expert", "shared_expert")}
+    if not biased:
+        return ["--disable-bias-linear"]
+    if biased <= {"q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "c_attn", "Wqkv"}:
+        return ["--disable-bias-linear", "--add-qkv-bias"]
+    return []
+
+
+def _position_args(m: Any, notes: list[str]) -> list[str]:
+    """Position embedding: learned, none, or RoPE with its base, rotated share and scaling."""
+    if m.position != "rope":
+        return ["--position-embedding-type", "learned_absolute" if m.position == "learned" else "none"]
+    a = ["--position-embedding-type", "rope"]
+    if m.rope_theta != int(m.rope_theta):
+        notes.append(f"RoPE base {m.rope_theta:g} rounded to {int(m.rope_theta)}: --rotary-base takes an integer")
+    a += ["--rotary-base", str(int(m.rope_theta))]
+    if m.rotary_percent != 1.0:
+        a += ["--rotary-percent", repr(m.rotary_percent)]
+    scaling = dict(m.rope_scaling)
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "llama3":
+        a += ["--use-rope-scaling", "--rope-scaling-factor", repr(float(scaling["factor"]))]
+    elif kind == "linear":
+        factor = float(scaling["factor"])
+        a += ["--rotary-seq-len-interpolation-factor", str(round(factor))]
+        if factor != round(factor):
+            notes.append(f"linear RoPE scaling {factor:g} rounded to {round(factor)} (Megatron takes an integer)")
+    elif kind and kind != "default":
+        notes.append(f"RoPE scaling {kind}: set Megatron's multi-latent-attention rope options by hand")
+    return a
+
+
+def vocab_divisor(vocab: int, tp: int) -> int:
+    """--make-vocab-size-divisible-by so Megatron's padded vocabulary (rounded up to a multiple of
+    divisor × tp, megatron/training/tokenizer: _vocab_size_with_padding) equals the model's: the largest
+    power of two ≤ 128 (Megatron's default) that keeps it whole; 1 when the vocabulary is not a multiple
+    of tp (then Megatron pads)."""
+    d = 128
+    while d > 1 and vocab % (d * tp):
+        d //= 2
+    return d
+
+
+def _vocab_args(vocab: int, tp: int, notes: list[str]) -> list[str]:
+    d = vocab_divisor(vocab, tp)
+    padded = -(-vocab // (d * tp)) * d * tp
+    if padded != vocab:
+        notes.append(f"the vocabulary ({vocab:,}) is not a multiple of tp={tp}: Megatron pads it to {padded:,} rows "
+                     "(a checkpoint converted from Hugging Face needs the same padding)")
+    notes.append(f"the vocabulary comes from the tokenizer (--tokenizer-type HuggingFaceTokenizer --tokenizer-model "
+                 f"<the model's repo>); {vocab:,} tokens stay unpadded with --make-vocab-size-divisible-by {d}")
+    return ["--make-vocab-size-divisible-by", str(d)]
 
 
 def megatron(est: dict, model: Any = None) -> Export:

@@ -1,4 +1,5 @@
-"""torchtitan job-config TOML (torchtitan/config/job_config.py, JobConfig sections)."""
+"""torchtitan job-config TOML (torchtitan 0.2.2, the last release read from TOML: torchtitan/config/job_config.py,
+JobConfig sections; checked in tests by its own ConfigManager)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     cfg["parallelism"] = par
     cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes)
     cfg["optimizer"] = _optimizer(tr, notes)
-    if tr["precision"] == "fp8":
-        cfg["model"]["converters"] = ["float8"]
-        cfg["float8"] = {"recipe_name": "rowwise"}
+    if tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
+        cfg["model"]["converters"] = ["quantize.linear.float8"]
+        cfg["quantize"] = {"linear": {"float8": {"recipe_name": "rowwise"}}}
     if tr.get("method", "full") != "full":
         notes.append(f"method={tr['method']}: torchtitan trains all weights; LoRA needs your own model code")
     text = "".join(f"# {line}\n" for line in _header(est, "torchrun ... -m torchtitan.train --job.config_file "
@@ -150,14 +151,22 @@ def _flavor(name: str, params: float) -> str:
 
 
 def to_toml(cfg: dict[str, dict[str, Any]]) -> str:
-    """Sections of scalars and lists of scalars (all torchtitan needs), as TOML."""
-    out = []
+    """Sections of scalars, lists of scalars and nested sections (``[quantize.linear.float8]``), as TOML."""
+    out: list[str] = []
     for section, keys in cfg.items():
-        out.append(f"[{section}]")
-        for k, v in keys.items():
-            out.append(f"{k} = {_toml_value(v)}")
-        out.append("")
+        _toml_table(section, keys, out)
     return "\n".join(out)
+
+
+def _toml_table(name: str, keys: dict[str, Any], out: list[str]) -> None:
+    scalars = {k: v for k, v in keys.items() if not isinstance(v, dict)}
+    if scalars or not keys:
+        out.append(f"[{name}]")
+        out += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
+        out.append("")
+    for k, v in keys.items():
+        if isinstance(v, dict):
+            _toml_table(f"{name}.{k}", v, out)
 
 
 def _toml_value(v: Any) -> str:

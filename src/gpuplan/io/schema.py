@@ -3,9 +3,10 @@ keyword arguments are all generated from these tables (DESIGN.md §3)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from gpuplan.spec import Layout
+from gpuplan.spec import Layout, Training
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
 HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
@@ -32,3 +33,118 @@ def flag_keys() -> dict[str, str]:
 
 
 FLAG_KEYS = flag_keys()
+
+
+# ---- what each key means: the flags' --help and the docs are generated from this table ----------------
+@dataclass(frozen=True, slots=True)
+class FieldDoc:
+    """One scenario key, for its help line. Allowed values and the default come from the spec types
+    (``Training``/``Layout`` Literal annotations and field defaults) unless given here: ``values`` for keys
+    that name a catalogue entry or take a free form, ``default`` for a default that is a rule, not a value."""
+
+    what: str
+    unit: str = ""
+    values: str = ""
+    default: str = ""
+
+
+RULE = "the default rule (the answer lists it under `assumed`)"
+FIELD_DOCS: dict[str, FieldDoc] = {
+    "model": FieldDoc("the model", values="a catalogue id (`gpuplan models`), a config.json path or {params: 7e9}",
+                      default="none: required"),
+    "hardware.gpu": FieldDoc("GPU type", values="a catalogue id or alias (`gpuplan gpus`), several comma-separated "
+                             "for plan/fit, or inline {base: a10g, bf16_dense_tflops: 125}", default="none: required"),
+    "hardware.gpus": FieldDoc("total GPU count", "GPUs", default="1 (plan and fit search it when not given)"),
+    "hardware.gpus_per_node": FieldDoc("GPUs in one host (server/tray)", "GPUs", default="the GPU's usual node"),
+    "hardware.scale_up": FieldDoc("fabric inside the scale-up domain (NVLink, Infinity Fabric)",
+                                  values="a fabric id (`gpuplan fabrics`)", default="the GPU's own"),
+    "hardware.scale_out": FieldDoc("network between nodes", values="a fabric id (`gpuplan fabrics`): ib-400g, "
+                                   "roce-400g, eth-100g, ...", default=RULE),
+    "hardware.price_per_gpu_hour": FieldDoc("rental price", "USD per GPU-hour", default="the catalogue's (dated)"),
+    "hardware.power_limit_w": FieldDoc("board power cap", "W", default="the GPU's TDP"),
+    "hardware.calibration": FieldDoc("correction factors fitted by `gpuplan calibrate`",
+                                     values="true (the default store), false, or a store path", default="false"),
+    "hardware.host_memory": FieldDoc("CPU memory per node, for offload", "bytes (e.g. 2TiB)", default="unchecked"),
+    "training.seq_len": FieldDoc("sequence length", "tokens"),
+    "training.global_batch": FieldDoc("sequences per optimizer step", "sequences", default=RULE),
+    "training.global_batch_tokens": FieldDoc("tokens per optimizer step (instead of global_batch)", "tokens",
+                                             default="none"),
+    "training.tokens": FieldDoc("tokens to train (or steps)", "tokens (e.g. 1.4T)", default="none: no time to train"),
+    "training.steps": FieldDoc("optimizer steps to train (or tokens)", "steps", default="none"),
+    "training.precision": FieldDoc("number format; bf16 = mixed precision with fp32 master weights"),
+    "training.optimizer": FieldDoc("optimizer (its states per parameter)"),
+    "training.optimizer_impl": FieldDoc("optimizer kernel"),
+    "training.method": FieldDoc("what is trained: all weights or LoRA/QLoRA adapters"),
+    "training.lora_rank": FieldDoc("LoRA adapter rank", "rank"),
+    "training.lora_targets": FieldDoc("modules that get adapters", values="comma-separated leaf names, or all",
+                                      default="all seven projections"),
+    "training.attention": FieldDoc("attention kernel (flash: FlashAttention-2)"),
+    "training.dropout": FieldDoc("dropout probability (masks add activation memory)", "probability 0-1"),
+    "training.trace_calibration": FieldDoc("activation factor from `gpuplan trace --calibrate`",
+                                           values="true, false, or a file path", default="false"),
+    "training.framework": FieldDoc("training software: what runs and how fast depends on it"),
+    "training.compile": FieldDoc("torch.compile of the model (torchtitan, pytorch-fsdp)"),
+    "training.headroom": FieldDoc("share of GPU memory kept free: `fits` means fits with this margin",
+                                  "fraction of capacity (0-1)"),
+    "layout.dp": FieldDoc("data-parallel degree", "ranks", default="derived: gpus / (tp·pp·cp)"),
+    "layout.tp": FieldDoc("tensor-parallel degree", "ranks", default="1 (plan searches it)"),
+    "layout.pp": FieldDoc("pipeline-parallel stages", "ranks", default="1 (plan searches it)"),
+    "layout.cp": FieldDoc("context-parallel degree", "ranks", default="1 (plan searches it)"),
+    "layout.ep": FieldDoc("expert-parallel degree (MoE)", "ranks", default="1 (plan searches it)"),
+    "layout.zero": FieldDoc("ZeRO stage; 3 = FSDP full shard", values="0, 1, 2, 3"),
+    "layout.zero_group": FieldDoc("hybrid shard: ranks sharing one copy of the state", "ranks",
+                                  default="none: all dp×cp ranks"),
+    "layout.micro_batch": FieldDoc("sequences per GPU per forward/backward", "sequences", default=RULE),
+    "layout.recompute": FieldDoc("activation recomputation", default=RULE),
+    "layout.sequence_parallel": FieldDoc("Megatron sequence parallelism", default="true when tp > 1"),
+    "layout.pp_schedule": FieldDoc("pipeline schedule"),
+    "layout.virtual_stages": FieldDoc("model chunks per pipeline stage (interleaved)", "chunks",
+                                      default="2 with the interleaved schedule, else 1"),
+    "layout.offload": FieldDoc("CPU offload"),
+    "layout.dp_overlap": FieldDoc("gradient reduction overlapped with backward"),
+    "layout.zero3_gather": FieldDoc("ZeRO-3 parameter gathers: per block (FSDP), per submodule (DeepSpeed), per "
+                                    "tensor, blocking"),
+    "layout.tp_overlap": FieldDoc("tensor-parallel collectives overlapped with matmuls (async TP)"),
+    "layout.ep_overlap": FieldDoc("expert all-to-all overlapped with another micro-batch's compute"),
+}
+
+
+def _spec_field(key: str) -> tuple[Any, Any]:
+    """(annotation, default) of the spec dataclass field behind ``training.X`` / ``layout.X``; (None, MISSING)
+    for any other key."""
+    section, _, name = key.partition(".")
+    cls = {"training": Training, "layout": Layout}.get(section)
+    if cls is None:
+        return None, MISSING
+    for f in fields(cls):
+        if f.name == name:
+            return get_type_hints(cls)[name], f.default
+    return None, MISSING
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return "none"
+    return ",".join(v) if isinstance(v, tuple) else str(v)
+
+
+def field_help(key: str) -> str:
+    """The help line of a scenario key: what it is, its allowed values, its default and its unit."""
+    doc = FIELD_DOCS[key]
+    hint, default = _spec_field(key)
+    values = doc.values
+    if not values and get_origin(hint) is Literal:
+        values = " | ".join(get_args(hint))
+    elif not values and hint is bool:
+        values = "true | false"
+    shown = doc.default or (_show(default) if default is not MISSING else "")
+    parts = [doc.what]
+    if values:
+        parts.append(f"values: {values}")
+    if shown:
+        parts.append(f"default: {shown}")
+    if doc.unit:
+        parts.append(f"unit: {doc.unit}")
+    return "; ".join(parts) + f" [{key}]"

@@ -17,13 +17,49 @@ if TYPE_CHECKING:  # the result types only: report never runs the search
 
 
 def equilibrium_json(eq: Equilibrium) -> dict[str, Any]:
+    """The equilibrium and the sentence that says what it measures: the parallel efficiency (throughput per
+    GPU against the smallest count that fits) at every count up to it, and the marginal efficiency of the
+    last step there and of the next (search/rank.py: marginal_efficiency)."""
     if eq.gpus is None:
         return {"gpus": None, "why": f"nothing fits on {eq.gpu}"}
     base = eq.base_gpus or 1
-    why = (f"up to {eq.gpus} {eq.gpu} GPUs each added GPU still buys ≥{eq.threshold:.0%} of proportional speed-up "
-           f"(parallel efficiency {eq.efficiency:.0%} vs {base} GPU{'s' if base > 1 else ''}); "
-           f"at {eq.last_gpus} it is {eq.last_efficiency:.0%}")
-    return {"gpus": eq.gpus, "why": why, "threshold": eq.threshold}
+    measure = (f"the parallel efficiency (throughput per GPU against the smallest count that fits, {base} "
+               f"GPU{'s' if base > 1 else ''}) stays ≥{eq.threshold:.0%}")
+    if eq.marginal is None:
+        why = f"{eq.gpus} {eq.gpu} GPUs, the smallest count that fits: at no larger count {measure}"
+    else:
+        why = (f"up to {eq.gpus} {eq.gpu} GPUs {measure}: {eq.efficiency:.0%} at {eq.gpus}; the last step, "
+               f"{eq.from_gpus}→{eq.gpus}, gives the GPUs it adds {eq.marginal:.0%} of the throughput they would "
+               "have at the previous count's per-GPU rate (marginal efficiency)")
+    if eq.next_gpus is not None and eq.next_efficiency is not None and eq.next_marginal is not None:
+        why += f"; at {eq.next_gpus} it falls to {eq.next_efficiency:.0%} ({eq.next_marginal:.0%} marginal)"
+    return {"gpus": eq.gpus, "why": why, "threshold": eq.threshold, "efficiency": eq.efficiency,
+            "marginal_efficiency": eq.marginal, "next_gpus": eq.next_gpus,
+            "next_efficiency": eq.next_efficiency, "next_marginal_efficiency": eq.next_marginal}
+
+
+# layout fields whose change lets a larger count do less work per token than the smallest one
+_CHEAPER = ("recompute", "micro_batch", "offload", "zero", "pp", "tp", "cp", "pp_schedule")
+
+
+def efficiency_note(rows: list[dict[str, Any]]) -> str | None:
+    """Why parallel efficiency exceeds 100% where it does (the scaling rows of ``plan_json``): the larger
+    count holds the model states on more GPUs, so its best layout can skip work the smallest count must do
+    (recompute, offload, pipeline bubbles, small micro-batches); it is the layouts that differ, not a
+    measurement. None when no row is above 100%."""
+    over = [r for r in rows if r["efficiency"] > 1.0005]
+    if not rows or not over:
+        return None
+    base = rows[0]["best"]["scenario"]["layout"]
+    top = max(over, key=lambda r: r["efficiency"])
+    lay = top["best"]["scenario"]["layout"]
+    changed = ", ".join(f"{k} {base[k]}→{lay[k]}" for k in _CHEAPER if base.get(k) != lay.get(k))
+    counts = ", ".join(str(r["gpus"]) for r in over)
+    return (f"parallel efficiency above 100% (at {counts} GPUs) is superlinear scaling: the larger count "
+            f"spreads the model states over more GPUs, so its best layout avoids costs the {rows[0]['gpus']}-GPU "
+            "layout must pay (tensor-parallel communication, recomputation, offload, pipeline bubbles, small "
+            "micro-batches)" + (f" — at {top['gpus']}: {changed}" if changed else "") + "; the layout changes, "
+            "the GPUs do not get faster")
 
 
 def layout_summary(c: Candidate) -> dict[str, Any]:
@@ -38,15 +74,17 @@ def layout_summary(c: Candidate) -> dict[str, Any]:
 def plan_json(r: PlanResult) -> dict[str, Any]:
     """The contract's plan object: best, candidates, rejections, min GPUs, scaling, equilibrium, advice."""
     eqs = {g: equilibrium_json(e) for g, e in r.equilibrium.items()}
+    scaling = [{"gpus": p.gpus, "gpu": r.main_gpu, "best": r.estimate(p.candidate).to_json(),
+                "speedup": p.speedup, "efficiency": p.efficiency, "marginal_efficiency": p.marginal,
+                "improves": p.improves} for p in r.scaling[r.main_gpu]]
     return {
         "best": r.estimate(r.ranked[0]).to_json() if r.ranked else None,
         "candidates": [r.estimate(c).to_json() for c in r.ranked[:r.top_k]],
         "searched": r.searched,
         "rejected": dict(r.rejected),
         "min_gpus": r.min_gpus(),
-        "scaling": [{"gpus": p.gpus, "gpu": r.main_gpu, "best": r.estimate(p.candidate).to_json(),
-                     "speedup": p.speedup, "efficiency": p.efficiency, "improves": p.improves}
-                    for p in r.scaling[r.main_gpu]],
+        "scaling": scaling,
+        "scaling_note": efficiency_note(scaling),
         "equilibrium": eqs[r.main_gpu] | {"gpu": r.main_gpu},
         "equilibrium_by_gpu": eqs,
         "pareto": [layout_summary(c) for c in r.pareto()],

@@ -156,6 +156,8 @@ def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
         blocks += [("h", 2, f"Scaling curve on {eq['gpu']}"),
                    ("table", ["GPUs", "best layout", "speed-up", "parallel eff.", "time to train", "cost", ""], rows),
                    ("p", f"Compute equilibrium: {eq['why']}.")]
+        if res.get("scaling_note"):
+            blocks.append(("p", f"Note: {res['scaling_note']}."))
     mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
     blocks.append(("p", f"Smallest GPU count that fits — {mins}."))
     if res.get("pareto"):

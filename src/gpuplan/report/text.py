@@ -216,6 +216,8 @@ def plan_text(res: dict, explain: bool = False) -> str:
         lines.append(f"\nscaling on {eq['gpu']}")
         lines.append(table(["GPUs", "type", "speed-up", "parallel eff.", "time to train", "cost", ""], rows))
         lines.append(f"compute equilibrium: {eq['why']}")
+        if res.get("scaling_note"):
+            lines.append(f"note: {res['scaling_note']}")
     if res.get("pareto"):
         lines.append("\ntime/cost Pareto frontier: " + "; ".join(
             f"{p['gpus']}× {p['gpu']} ({fmt_duration(p['train_s'])}, {fmt_usd(p['usd'])})" for p in res["pareto"][:8]))

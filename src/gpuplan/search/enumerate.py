@@ -80,10 +80,17 @@ def hardware_for(sc: Scenario, g: GPU) -> Hardware:
                    or hw.price_per_gpu_hour == hw.gpu.price_usd_per_gpu_hour else hw.price_per_gpu_hour)
 
 
-def degrees(sc: Scenario, per_node: int) -> tuple[list[int], list[int], list[int]]:
-    """The tp, pp and cp degrees the search tries (the scenario's own where it fixes them)."""
+def tp_domain(hw: Hardware) -> int:
+    """GPUs a tensor-parallel group may span: the scale-up (NVLink) domain — 72 on a GB200/GB300 NVL72
+    rack of 4-GPU trays — or the node where the domain is smaller (NVLink bridge pairs talk over PCIe)."""
+    return max(hw.gpus_per_node, hw.scale_up.domain_gpus or 0)
+
+
+def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]:
+    """The tp, pp and cp degrees the search tries (the scenario's own where it fixes them); tp within
+    ``domain`` GPUs (``tp_domain``)."""
     m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
-    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(per_node) if tp_splits_heads(m, t)]
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= MAX_PP]
     cps = [fixed["cp"]] if "cp" in fixed else \
         ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
@@ -95,7 +102,7 @@ def _splits(sc: Scenario, hw: Hardware, counts: Callable[[int], bool], max_gpus:
     """Parallel splits (tp, pp, cp, dp, ep) for one GPU type; micro-batch and schedule come later."""
     m, fixed, per_node = sc.model, sc.layout, hw.gpus_per_node
     seq = sc.training.seq_len
-    tps, pps, cps = degrees(sc, per_node)
+    tps, pps, cps = degrees(sc, tp_domain(hw))
     for tp in tps:
         for pp in pps:
             for cp in cps:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, degrees
+from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, degrees, tp_domain
 from gpuplan.spec import Layout, check_fixed_layout, divisors
 from gpuplan.spec.defaults import gpu_limit
 from gpuplan.spec.scenario import Scenario
@@ -47,7 +47,7 @@ def candidate_counts(gpus_per_node: int, max_gpus: int) -> Iterator[int]:
 def _worlds(sc: Scenario, global_batch: int) -> set[int]:
     """GPU counts dp·tp·pp·cp that the enumerator can build (dp divides the global batch)."""
     dps = [sc.layout["dp"]] if "dp" in sc.layout else divisors(global_batch)
-    tps, pps, cps = degrees(sc, sc.hardware.gpus_per_node)
+    tps, pps, cps = degrees(sc, tp_domain(sc.hardware))
     return {d * t * p * c for d in dps for t in tps for p in pps for c in cps}
 
 

@@ -66,60 +66,79 @@ def pareto(cands: list[Candidate]) -> list[Candidate]:
 class ScalingPoint:
     candidate: Candidate
     speedup: float      # tokens/s against the smallest count that fits
-    efficiency: float   # speedup × smallest count / count
+    efficiency: float   # speedup × smallest count / count (overall, against the smallest count)
     improves: bool      # faster than every smaller count
+    marginal: float | None = None  # marginal efficiency of the step from the previous count the equilibrium
+    #                                weighs (``marginal_efficiency``); None at the smallest count
 
     @property
     def gpus(self) -> int:
         return self.candidate.gpus
 
 
+def marginal_efficiency(prev: Candidate, c: Candidate) -> float:
+    """What the GPUs one step adds bring, as a share of what they would bring at ``prev``'s per-GPU rate:
+    (ΔT / T_prev) / (Δn / n_prev) for throughput T on n GPUs. 1 = the added GPUs are as productive as
+    the ones before; 0.5 = each added GPU buys half of its proportional speed-up."""
+    return (c.tokens_per_s / prev.tokens_per_s - 1.0) / (c.gpus / prev.gpus - 1.0)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Equilibrium:
-    """The compute equilibrium of one GPU type: the largest count up to which every step keeps at
-    least ``threshold`` of proportional speed-up; None when nothing fits."""
+    """The compute equilibrium of one GPU type: the largest count up to which the parallel efficiency
+    (throughput per GPU against the smallest count that fits) stays at least ``threshold`` at every
+    count the curve weighs; None when nothing fits. Beside it, the marginal efficiency of the step that
+    reached it and of the next step (``marginal_efficiency``), which the sentence states too."""
 
     gpu: str
     gpus: int | None
     threshold: float
     base_gpus: int | None = None
-    efficiency: float | None = None       # at the equilibrium, against the base
+    efficiency: float | None = None       # at the equilibrium, overall against the base
     last_gpus: int | None = None
     last_efficiency: float | None = None
+    marginal: float | None = None         # of the step that reached the equilibrium (None: it is the base)
+    from_gpus: int | None = None          # where that step started
+    next_gpus: int | None = None          # the first weighed count below the threshold, if any
+    next_efficiency: float | None = None
+    next_marginal: float | None = None
 
 
 def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str,
                   threshold: float) -> tuple[tuple[ScalingPoint, ...], Equilibrium]:
-    """Best throughput per count for one GPU type, speedup and parallel efficiency against the
-    smallest count that fits, and the compute equilibrium. A count slower than some smaller
-    count stays on the curve (``improves: false``) but is skipped by the equilibrium, and so is a
-    count that a larger one beats on both throughput and efficiency: nobody would rent either,
-    and they must not hide that larger counts scale again (a 3-GPU pipeline between 2 and 4 GPUs,
-    say)."""
+    """Best throughput per count for one GPU type, speedup and overall parallel efficiency against the
+    smallest count that fits, the marginal efficiency of each step, and the compute equilibrium. A count
+    slower than some smaller count stays on the curve (``improves: false``) but is skipped by the
+    equilibrium, and so is a count that a larger one beats on both throughput and efficiency: nobody
+    would rent either, and they must not hide that larger counts scale again (a 3-GPU pipeline between
+    2 and 4 GPUs, say). Each step's marginal efficiency is taken from the previous count not skipped."""
     rows = sorted((c for (g, _), c in best.items() if g == gpu), key=lambda c: c.gpus)
     if not rows:
         return (), Equilibrium(gpu=gpu, gpus=None, threshold=threshold)
     base = rows[0]
-    eq = base
-    broken = False
-    fastest = 0.0
-    curve: list[ScalingPoint] = []
     effs = [c.tokens_per_s / base.tokens_per_s * base.gpus / c.gpus for c in rows]
     better_later = [max(effs[i + 1:], default=0.0) > effs[i] for i in range(len(rows))]
+    curve: list[ScalingPoint] = []
+    eq, prev, fastest = base, base, 0.0
+    step: tuple[int, float] | None = None          # (from count, marginal) of the step that reached eq
+    failed: tuple[int, float, float] | None = None  # (count, efficiency, marginal) of the first below
     for i, c in enumerate(rows):
-        speedup = c.tokens_per_s / base.tokens_per_s
-        eff = speedup * base.gpus / c.gpus
         improves = c.tokens_per_s > fastest
         fastest = max(fastest, c.tokens_per_s)
-        curve.append(ScalingPoint(candidate=c, speedup=speedup, efficiency=eff, improves=improves))
-        if not improves or c is base or better_later[i]:
+        marginal = marginal_efficiency(prev, c) if c is not base else None
+        curve.append(ScalingPoint(candidate=c, speedup=c.tokens_per_s / base.tokens_per_s, efficiency=effs[i],
+                                  improves=improves, marginal=marginal))
+        if not improves or c is base or better_later[i] or marginal is None:
             continue
-        if not broken and eff >= threshold:
-            eq = c
-        else:
-            broken = True
-    last = curve[-1]
+        if failed is None and effs[i] >= threshold:
+            eq, step = c, (prev.gpus, marginal)
+        elif failed is None:
+            failed = (c.gpus, effs[i], marginal)
+        prev = c
     return tuple(curve), Equilibrium(
         gpu=gpu, gpus=eq.gpus, threshold=threshold, base_gpus=base.gpus,
         efficiency=eq.tokens_per_s / base.tokens_per_s * base.gpus / eq.gpus,
-        last_gpus=last.gpus, last_efficiency=last.efficiency)
+        last_gpus=curve[-1].gpus, last_efficiency=curve[-1].efficiency,
+        marginal=step[1] if step else None, from_gpus=step[0] if step else None,
+        next_gpus=failed[0] if failed else None, next_efficiency=failed[1] if failed else None,
+        next_marginal=failed[2] if failed else None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 WeightGroup = Literal[
     "embedding",      # token embedding (vocab-parallel under TP)
@@ -104,6 +104,20 @@ class ModelSpec:
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_rope_dim: int = 0
+    # What a framework's launch config must state to build the same network (export/); shapes are above.
+    # position: rope | learned | alibi | none; rope_theta: the RoPE base; rope_scaling: the config's
+    # rope_scaling mapping as sorted (key, value) pairs, () when absent; rotary_percent: share of the head
+    # dimension rotated (GPT-NeoX 0.25); activation: the MLP's (gated: SwiGLU = silu, GeGLU = gelu*);
+    # parallel_block: attention and MLP read the same input (GPT-J/NeoX, Falcon); post_norms: extra
+    # norms after attention and MLP (Gemma 2/3, OLMo 2); norm_eps: None when the config does not say
+    position: Literal["rope", "learned", "alibi", "none"] = "rope"
+    rope_theta: float = 10000.0
+    rope_scaling: tuple[tuple[str, Any], ...] = ()
+    rotary_percent: float = 1.0
+    activation: str = "silu"
+    parallel_block: bool = False
+    post_norms: bool = False
+    norm_eps: float | None = None
     # Extra modules not used in the main training step (DeepSeek-V3's multi-token-prediction layer)
     extra_params: int = 0
     # Where the exact count came from: "formula" | "safetensors" | "safetensors-index" | "given"

@@ -1,0 +1,265 @@
+"""The user's own catalogue: a YAML or JSON file (``$GPUPLAN_CATALOG`` or ``--catalog FILE``) that adds
+GPUs, fabrics and models to the built-in ones, checked by the same rules (``check_gpu_row``,
+``check_fabric_row``; models are built like any config.json). Every error names the file and the entry.
+
+    gpus:                      # the keys and units of gpus.json; or base: + the figures that differ
+      - {id: a10, base: a10g, name: NVIDIA A10, bf16_dense_tflops: 125, source: "NVIDIA A10 datasheet"}
+      - {id: my-gpu, name: ..., vendor: nvidia, memory_gib: 48, memory_bw_tb_per_s: 0.96,
+         bf16_dense_tflops: 181, scale_up: pcie4, scale_up_gb_per_s: 31.5, gpus_per_node: 8,
+         scale_up_domain: 8, tdp_w: 300, source: "..."}
+    fabrics:                   # the keys and units of fabrics.json
+      - {id: roce-200g-x4, name: ..., kind: scale_out, link_gbit_per_s: 200, links_per_node: 4, source: "..."}
+    models:                    # id → Hugging Face config keys (with model_type), or {params: N}
+      my-7b: {model_type: llama, hidden_size: 4096, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuplan.catalog import load_json
+from gpuplan.errors import GpuplanError
+
+ENV = "GPUPLAN_CATALOG"
+_chosen: list[str | None] = [None]  # --catalog FILE, for this process (the CLI sets and clears it)
+
+GPU_KEYS = ("id", "name", "aliases", "vendor", "architecture", "memory_gib", "usable_memory_mib",
+            "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops", "bf16_dense_tflops",
+            "fp16_dense_tflops", "fp8_dense_tflops", "fp4_dense_tflops", "scale_up", "scale_up_gb_per_s",
+            "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "price_date",
+            "price_source", "source", "notes", "sm_count")
+GPU_REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bw_tb_per_s", "scale_up", "scale_up_gb_per_s",
+                "gpus_per_node", "scale_up_domain", "source")
+GPU_NUMBERS = ("memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops",
+               "bf16_dense_tflops", "fp16_dense_tflops", "fp8_dense_tflops", "fp4_dense_tflops",
+               "scale_up_gb_per_s", "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "sm_count")
+GPU_WHOLE = ("gpus_per_node", "scale_up_domain", "sm_count")
+VENDORS = ("nvidia", "amd", "intel", "other")
+FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus"),
+               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency")}
+FABRIC_COMMON = ("id", "name", "aliases", "kind", "latency_us", "source", "notes")
+MAX_FIGURE = 1e7  # no figure in the catalogue's units (GiB, TB/s, TFLOPS, W, USD, Gb/s) comes near
+
+
+def use_catalog(path: str | None) -> None:
+    """Use ``path`` as the user catalogue for this process (None: back to ``$GPUPLAN_CATALOG``)."""
+    if path is not None and not str(path).strip():
+        raise GpuplanError("--catalog is empty: give the path of a YAML or JSON catalogue file")
+    _chosen[0] = path
+
+
+def catalog_path() -> str | None:
+    """The user catalogue in use: ``--catalog FILE``, else ``$GPUPLAN_CATALOG``, else none."""
+    return _chosen[0] or os.environ.get(ENV) or None
+
+
+# ---- the rules every row obeys, built-in or the user's ----------------------------------------------
+def _bad(where: str, key: str, why: str) -> GpuplanError:
+    return GpuplanError(f"{where}: {key} {why}")
+
+
+def _number(row: Mapping[str, Any], key: str, where: str, whole: bool = False) -> None:
+    v = row.get(key)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 < v <= MAX_FIGURE:
+        raise _bad(where, key, f"must be a positive number in the catalogue's unit, got {str(v)[:40]!r}")
+    if whole and v != int(v):
+        raise _bad(where, key, f"must be a whole number, got {v!r}")
+
+
+def _text(row: Mapping[str, Any], key: str, where: str) -> None:
+    v = row.get(key)
+    if not isinstance(v, str) or not v.strip() or len(v) > 2000:
+        raise _bad(where, key, "must be a non-empty text" + (" (cite the datasheet)" if key == "source" else ""))
+
+
+def check_gpu_row(row: Mapping[str, Any], where: str, scale_up_fabrics: Mapping[str, str]) -> None:
+    """The rules of a gpus.json row (``scale_up_fabrics``: fabric id → kind)."""
+    unknown = sorted(set(row) - set(GPU_KEYS))
+    if unknown:
+        raise _bad(where, unknown[0], f"is not a GPU key: use the keys of gpus.json ({', '.join(GPU_REQUIRED)}, ...)")
+    missing = [k for k in GPU_REQUIRED if row.get(k) is None]
+    if missing:
+        raise GpuplanError(f"{where}: missing {', '.join(missing)} (or give base: a catalogue GPU to start from)")
+    for key in ("id", "name", "source"):
+        _text(row, key, where)
+    if row["vendor"] not in VENDORS:
+        raise _bad(where, "vendor", f"must be one of {', '.join(VENDORS)}, got {row['vendor']!r}")
+    for key in GPU_NUMBERS:
+        _number(row, key, where, key in GPU_WHOLE)
+    bf16, fp16, fp8 = row.get("bf16_dense_tflops"), row.get("fp16_dense_tflops"), row.get("fp8_dense_tflops")
+    if bf16 and fp8 and not bf16 < fp8:
+        raise GpuplanError(f"{where}: fp8_dense_tflops {fp8} must be above bf16_dense_tflops {bf16}")
+    if bf16 and fp16 and fp16 < bf16:
+        raise GpuplanError(f"{where}: fp16_dense_tflops {fp16} must be at least bf16_dense_tflops {bf16}")
+    if scale_up_fabrics.get(row["scale_up"]) != "scale_up":
+        known = ", ".join(sorted(k for k, v in scale_up_fabrics.items() if v == "scale_up"))
+        raise _bad(where, "scale_up", f"{row['scale_up']!r} is not a scale-up fabric: one of {known}")
+    if row.get("price_usd_per_gpu_hour") is not None and not row.get("price_date"):
+        raise _bad(where, "price_date", "must date the price (e.g. 2026-05): prices change")
+    aliases = row.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise _bad(where, "aliases", "must be a list of names")
+
+
+def check_fabric_row(row: Mapping[str, Any], where: str) -> None:
+    """The rules of a fabrics.json row."""
+    kind = row.get("kind")
+    if kind not in FABRIC_KEYS:
+        raise _bad(where, "kind", f"must be scale_up or scale_out, got {kind!r}")
+    unknown = sorted(set(row) - set(FABRIC_COMMON) - set(FABRIC_KEYS[kind]))
+    if unknown:
+        raise _bad(where, unknown[0], f"is not a {kind} fabric key ({', '.join(FABRIC_KEYS[kind])}, latency_us)")
+    for key in ("id", "name", "source"):
+        _text(row, key, where)
+    need = ("gb_per_s_per_gpu", "domain_gpus") if kind == "scale_up" else ("link_gbit_per_s",)
+    missing = [k for k in need if row.get(k) is None]
+    if missing:
+        raise GpuplanError(f"{where}: missing {', '.join(missing)} for a {kind} fabric")
+    for key in (*FABRIC_KEYS[kind], "latency_us"):
+        _number(row, key, where, key in ("domain_gpus", "links_per_node"))
+    if row.get("efficiency") is not None and row["efficiency"] > 1:
+        raise _bad(where, "efficiency", f"is a share of line rate (≤ 1), got {row['efficiency']}")
+
+
+# ---- the file ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class UserCatalog:
+    path: str
+    gpus: tuple[dict, ...]
+    fabrics: tuple[dict, ...]
+    models: tuple[tuple[str, dict, Any], ...]  # (id, row: name/aliases, config mapping)
+
+
+def _read(path: str) -> Any:
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GpuplanError(f"catalogue file not found: {p} (from --catalog or ${ENV}): check the path") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise GpuplanError(f"cannot read the catalogue file {p} ({e})") from None
+    try:
+        return json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise GpuplanError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'} ({str(e).splitlines()[0]})"
+                           ": fix the file") from None
+
+
+def _entries(doc: Mapping[str, Any], section: str, path: str) -> list[Any]:
+    v = doc.get(section) or []
+    if section == "models" and isinstance(v, Mapping):
+        return [{"id": k, **(c if isinstance(c, Mapping) else {"config": c})} for k, c in v.items()]
+    if not isinstance(v, list):
+        raise GpuplanError(f"{path}: {section} must be a list of entries")
+    return v
+
+
+@cache
+def load_user(path: str) -> UserCatalog:
+    """Read and check the user catalogue at ``path`` (once per path)."""
+    doc = _read(path)
+    if not isinstance(doc, Mapping):
+        raise GpuplanError(f"{path}: a catalogue is a mapping with gpus, fabrics and/or models")
+    unknown = sorted(set(doc) - {"gpus", "fabrics", "models", "_comment"})
+    if unknown:
+        raise GpuplanError(f"{path}: {unknown[0]!r} is not a catalogue section (gpus, fabrics, models)")
+    fabrics = _user_fabrics(_entries(doc, "fabrics", path), path)
+    kinds = {r["id"]: r["kind"] for r in load_json("fabrics.json")["fabrics"]} | {r["id"]: r["kind"] for r in fabrics}
+    gpus = _user_gpus(_entries(doc, "gpus", path), path, kinds)
+    models = tuple(_user_model(e, i, path) for i, e in enumerate(_entries(doc, "models", path)))
+    return UserCatalog(path=path, gpus=tuple(gpus), fabrics=tuple(fabrics), models=models)
+
+
+def _where(path: str, section: str, i: int, entry: Any) -> str:
+    name = entry.get("id") if isinstance(entry, Mapping) else None
+    return f"{path}: {section}[{i}]" + (f" ({name})" if name else "")
+
+
+def _taken(names: set[str], row: Mapping[str, Any], where: str, what: str) -> None:
+    for n in (row["id"], *row.get("aliases", [])):
+        key = str(n).strip().lower().replace("_", "-").replace(" ", "-")
+        if key in names:
+            raise GpuplanError(f"{where}: the {what} name {n!r} is already taken (built-in or earlier entry): "
+                               "choose another id")
+        names.add(key)
+
+
+def _names(rows: list[dict]) -> set[str]:
+    return {str(n).strip().lower().replace("_", "-").replace(" ", "-")
+            for r in rows for n in (r["id"], *r.get("aliases", []))}
+
+
+def _user_fabrics(entries: list[Any], path: str) -> list[dict]:
+    out: list[dict] = []
+    names = _names(load_json("fabrics.json")["fabrics"])
+    for i, e in enumerate(entries):
+        where = _where(path, "fabrics", i, e)
+        if not isinstance(e, Mapping):
+            raise GpuplanError(f"{where}: an entry is a mapping of fabrics.json keys")
+        row = {"aliases": [], **e}
+        check_fabric_row(row, where)
+        _taken(names, row, where, "fabric")
+        out.append(row)
+    return out
+
+
+def _user_gpus(entries: list[Any], path: str, kinds: Mapping[str, str]) -> list[dict]:
+    out: list[dict] = []
+    builtin = load_json("gpus.json")["gpus"]
+    names = _names(builtin)
+    for i, e in enumerate(entries):
+        where = _where(path, "gpus", i, e)
+        if not isinstance(e, Mapping):
+            raise GpuplanError(f"{where}: an entry is a mapping of gpus.json keys")
+        row = {"aliases": [], **_based(e, builtin + out, where)}
+        check_gpu_row(row, where, kinds)
+        _taken(names, row, where, "GPU")
+        out.append(row)
+    return out
+
+
+def _based(e: Mapping[str, Any], rows: list[dict], where: str) -> dict:
+    """An entry with ``base:``: the base row (built-in or an earlier entry) with the given figures; a
+    changed capacity drops the base's measured usable memory, a new id its aliases, prices and notes."""
+    if "base" not in e:
+        return dict(e)
+    base = e["base"]
+    key = str(base).strip().lower()
+    row = next((dict(r) for r in rows if key in (r["id"].lower(), *(a.lower() for a in r.get("aliases", [])))),
+               None)
+    if row is None:
+        raise _bad(where, "base", f"{base!r} is not a catalogue GPU (`gpuplan gpus` lists them)")
+    for drop in ("aliases", "notes", "price_usd_per_gpu_hour", "price_date", "price_source"):
+        row.pop(drop, None)
+    if "memory_gib" in e:
+        row.pop("usable_memory_mib", None)
+    row["source"] = f"{row['source']} (base of a user entry)"
+    return row | {k: v for k, v in e.items() if k != "base"}
+
+
+def _user_model(e: Any, i: int, path: str) -> tuple[str, dict, Any]:
+    where = _where(path, "models", i, e)
+    if not isinstance(e, Mapping) or not isinstance(e.get("id"), str) or not e["id"].strip():
+        raise GpuplanError(f"{where}: a model entry needs an id and Hugging Face config keys (or params)")
+    row = {"name": e.get("name") or e["id"], "aliases": list(e.get("aliases") or [])}
+    config = e.get("config", {k: v for k, v in e.items() if k not in ("id", "name", "aliases")})
+    if not isinstance(config, Mapping):
+        raise GpuplanError(f"{where}: the model's config must be a mapping of Hugging Face keys (or params)")
+    return e["id"], row, config
+
+
+def active() -> UserCatalog | None:
+    """The user catalogue in use, read and checked; None without one."""
+    path = catalog_path()
+    return load_user(path) if path else None
