@@ -142,8 +142,10 @@ def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None,
          objective: str = "time", deadline_s: float | None = None, budget: float | None = None, top: int = 5,
          threshold: float = 0.8, progress: Callable[[float, str], None] | None = None, **fields: Any) -> Plan:
     """Search GPU type × count × layout for what the scenario leaves open; rank by time or cost.
-    ``gpu`` may name several types (a list, or ``"all"``)."""
+    ``gpu`` may name several types (a list, or ``"all"``); with no GPU anywhere, the whole catalogue."""
     names = [gpu] if isinstance(gpu, str) else list(gpu or [])
+    if not names and "gpu" not in fields and not _names_gpu(source):
+        names = ["all"]
     if len(names) == 1 and names[0] != "all":
         fields["gpu"] = names[0]
     elif names:
@@ -152,6 +154,14 @@ def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None,
     return plan_scenario(sc, gpu_types=names if len(names) > 1 or names == ["all"] else None, max_gpus=max_gpus,
                          objective=objective, deadline_s=deadline_s, budget=budget, top_k=top, threshold=threshold,
                          progress=progress)
+
+
+def _names_gpu(source: ScenarioInput) -> bool:
+    """Whether a scenario source states hardware.gpu (a plan without one searches every type)."""
+    if isinstance(source, Scenario):
+        return True
+    raw: Any = read_file(source) if isinstance(source, str | Path) else source
+    return isinstance(raw, Mapping) and isinstance(raw.get("hardware"), Mapping) and "gpu" in raw["hardware"]
 
 
 def scenario_gpu(names: list[str], power_limited: bool = False) -> str:

@@ -27,6 +27,12 @@ def _scenarios(args: argparse.Namespace, gpu: str | None = None) -> tuple[list[A
     return parse_all(inputs, gpu), inputs.is_list
 
 
+def _states_gpu(args: argparse.Namespace) -> bool:
+    """Whether the scenario (file or flags) names its GPU type."""
+    inputs = gather(args.scenario, args.example, scenario_values(args))
+    return any(not isinstance(r, dict) or "gpu" in (r.get("hardware") or {}) for r in inputs.raws)
+
+
 def _gpu_names(args: argparse.Namespace) -> list[str]:
     """``--gpu a,b`` or ``--gpu all``: the GPU types a fit or plan compares."""
     return [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
@@ -78,6 +84,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
     top_k = whole(args.top, "--top")
     names = _gpu_names(args)
+    if not names and not _states_gpu(args):  # no GPU anywhere: search the whole catalogue
+        names = ["all"]
     several = len(names) > 1 or names == ["all"]
     if several:  # the scenario is read against one of them (the one whose TDP allows most under a power cap)
         args.gpu = scenario_gpu(names, power_limited=bool(getattr(args, "power_limit", None)))

@@ -64,6 +64,20 @@ def memory_table(mem: dict) -> str:
     return table(["memory per GPU", "GiB"], rows)
 
 
+def assumed_line(items: list[dict]) -> str:
+    """The values an answer filled in (spec/defaults.py), on one line; layout defaults are shown by
+    the layout line itself."""
+    shown = [f"{a['field'].split('.', 1)[1]}={_assumed_value(a['value'])}" for a in items
+             if not a["field"].startswith("layout.")]
+    return f"assumed (not given): {', '.join(shown)}" if shown else ""
+
+
+def _assumed_value(value: Any) -> str:
+    if isinstance(value, float) and value < 1:
+        return f"{value:.0%}"
+    return str(value)
+
+
 def estimate_text(est: dict) -> str:
     if "error" in est:
         return f"error: {est['error']}"
@@ -94,6 +108,8 @@ def estimate_text(est: dict) -> str:
                    f"({fmt_gib(-mem['headroom'])} GiB over)")
     stage = f" (pipeline stage {mem['stage']}, the most loaded)" if sc["layout"]["pp"] > 1 else ""
     notes = "".join(f"\nassumed: {a}" for a in model.get("assumed", []))
+    if est.get("assumed"):
+        notes += "\n" + assumed_line(est["assumed"])
     notes += "".join(f"\nnote: {n}" for n in est.get("notes", []))
     return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{notes}"
 
@@ -184,6 +200,8 @@ def plan_text(res: dict, explain: bool = False) -> str:
     lines: list[str] = []
     best = res["best"]
     lines.append(f"searched {res['searched']:,} layouts; global batch {res['global_batch']} sequences")
+    if res.get("assumed"):
+        lines.append(assumed_line(res["assumed"]))
     if best is None:
         lines.append("no layout meets the deadline or budget." if res.get("pareto") else "no layout fits.")
     else:
