@@ -67,14 +67,16 @@ def memory_table(mem: dict) -> str:
 def assumed_line(items: list[dict]) -> str:
     """The values an answer filled in (spec/defaults.py), on one line; layout defaults are shown by
     the layout line itself."""
-    shown = [f"{a['field'].split('.', 1)[1]}={_assumed_value(a['value'])}" for a in items
+    shown = [f"{a['field'].split('.', 1)[1]}={_assumed_value(a['field'], a['value'])}" for a in items
              if not a["field"].startswith("layout.")]
     return f"assumed (not given): {', '.join(shown)}" if shown else ""
 
 
-def _assumed_value(value: Any) -> str:
-    if isinstance(value, float) and value < 1:
+def _assumed_value(field: str, value: Any) -> str:
+    if field == "training.headroom":
         return f"{value:.0%}"
+    if field == "hardware.price_per_gpu_hour":
+        return f"${value:.2f}/GPU-h"
     return str(value)
 
 
