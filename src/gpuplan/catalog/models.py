@@ -100,8 +100,18 @@ def list_models() -> list[dict[str, Any]]:
         s = _from_catalog(mid)
         rows.append({"id": mid, "name": row.get("name", mid), "model_type": s.model_type, "params": s.params,
                      "params_active": s.params_active, "published_params": row.get("published_params"),
-                     "hf_repo": row.get("hf_repo")})
+                     "hf_repo": row.get("hf_repo"), "aliases": list(row.get("aliases", ()))})
     return rows
+
+
+def catalogue_id(ref: str) -> str:
+    """The catalogue id that ``ref`` names (id, name, Hugging Face repo or alias), looked up in the
+    catalogue only — never on disk; else the unknown-model error ``load_model`` gives."""
+    s = ref.strip()
+    mid = _lookup().get(s.lower()) or _lookup().get(_loose(s))
+    if mid is None:
+        raise _unknown(s)
+    return mid
 
 
 def _unknown(ref: str) -> GpuplanError:
