@@ -98,3 +98,45 @@ def cli(*argv: str) -> tuple[int, str, str]:
 def flags(body: dict[str, Any]) -> list[str]:
     """A flat request body as the command line's flags."""
     return [a for k, v in body.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+ARTIFACTS = Path(os.environ.get("GPUPLAN_ARTIFACTS", ROOT / "artifacts")) / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium (Debian's chromium + chromium-driver, driven by Selenium) for the session."""
+    import shutil
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not (chromium and driver):
+        message = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # .ci/run installs them: missing there is a broken CI, not a skip
+        pytest.skip(message)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                "--disable-extensions", "--no-first-run", "--lang=en-US"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(driver), options=opts)
+    d.set_page_load_timeout(60)
+    yield d
+    d.quit()
+
+
+def screenshot(d: Any, name: str) -> Path:
+    """The whole page as a PNG under artifacts/screenshots (``$GPUPLAN_ARTIFACTS`` to move it)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = d.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
+    d.set_window_size(1400, min(max(int(height) + 120, 900), 4000))
+    d.execute_script("window.scrollTo(0, 0)")
+    path = ARTIFACTS / f"{name}.png"
+    d.save_screenshot(str(path))
+    d.set_window_size(1400, 1000)
+    return path

@@ -49,10 +49,13 @@ def serve(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, workers: int | N
     except ImportError:
         raise GpuplanError(INSTALL) from None
     sock = bind(host, port)
-    app = build_app(workers=workers or default_workers(), limit_s=limit_s, allow_paths=allow_paths)
     shown = f"[{host}]" if ":" in host else host
-    print(f"gpuplan: serving http://{shown}:{sock.getsockname()[1]}/ (API at /api, described at /docs; "
-          "Ctrl-C stops)", file=sys.stderr, flush=True)
+
+    def ready() -> None:  # said once the workers run: a client that waits for this line is answered at once
+        print(f"gpuplan: serving http://{shown}:{sock.getsockname()[1]}/ (API at /api, described at /docs; "
+              "Ctrl-C stops)", file=sys.stderr, flush=True)
+
+    app = build_app(workers=workers or default_workers(), limit_s=limit_s, allow_paths=allow_paths, ready=ready)
     config = uvicorn.Config(app, log_level="warning" if quiet else "info", access_log=not quiet,
                             timeout_graceful_shutdown=2)
     uvicorn.Server(config).run(sockets=[sock])

@@ -11,7 +11,7 @@ import html
 import json
 import sys
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ SCRIPTS = ("format.js", "charts.js", "form.js", "size.js", "plan.js", "compare.j
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 SEARCHES = ("fit", "plan", "export", "report")
+WARM_UP = b'{"model": "llama-3.1-8b", "gpu": "h100-sxm"}'
 
 
 def _reply(r: Reply, filename: str | None = None) -> Response:
@@ -88,9 +89,9 @@ def _choices() -> dict[str, list[Any]]:
 
 @cache
 def _version() -> str:
-    from gpuplan import __version__
+    import gpuplan
 
-    return __version__
+    return gpuplan.__version__
 
 
 @cache
@@ -104,15 +105,20 @@ def _catalogue(name: str) -> bytes:
     return dumps(rows).encode()
 
 
-def build_app(*, workers: int = 2, limit_s: float = 60.0, allow_paths: bool = False) -> Starlette:
+def build_app(*, workers: int = 2, limit_s: float = 60.0, allow_paths: bool = False,
+              ready: Callable[[], None] | None = None) -> Starlette:
     """The ASGI application. ``workers`` processes search (fit, plan, export, report), each request
-    under ``limit_s`` seconds; ``allow_paths`` lets requests name files (model configs, calibration)."""
+    under ``limit_s`` seconds; ``allow_paths`` lets requests name files (model configs, calibration);
+    ``ready`` is called once the workers have started and the first answer is warm."""
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         state["pool"] = pool = Pool(workers, limit_s, allow_paths)
         await pool.warm()
+        compute("evaluate", WARM_UP, allow_paths, limit_s)  # modules and catalogues read before the first visitor
+        if ready is not None:
+            ready()
         try:
             yield
         finally:

@@ -63,6 +63,7 @@ function logTicks(lo, hi) {
   for (let p = Math.floor(Math.log10(lo)); 10 ** p <= hi; p++) {
     for (const m of [1, 2, 5]) { const v = m * 10 ** p; if (v >= lo && v <= hi) out.push(v); }
   }
+  if (out.length < 3) return niceTicks(lo, hi, 4).filter(t => t > 0);  // a narrow range: linear steps
   return out.length > 7 ? out.filter(v => String(v).startsWith("1")) : out;
 }
 

@@ -169,7 +169,11 @@ function saveUrl(forms) {
 
 function debounce(fn, ms) {
   let t = null;
-  return () => { clearTimeout(t); t = setTimeout(fn, ms); };
+  return () => {
+    if (t === null) window.gpuplanBusy++;
+    else clearTimeout(t);
+    t = setTimeout(() => { t = null; try { fn(); } finally { window.gpuplanBusy--; } }, ms);
+  };
 }
 
 function errorBox(message) {

@@ -78,7 +78,15 @@ function download(filename, text, type) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
+// requests in flight and changes waiting for their debounce (tests wait for 0: the page has settled)
+window.gpuplanBusy = 0;
+
 async function api(path, body) {
+  window.gpuplanBusy++;
+  try { return await request(path, body); } finally { window.gpuplanBusy--; }
+}
+
+async function request(path, body) {
   const opts = body === undefined ? {} : {method: "POST", headers: {"Content-Type": "application/json"},
                                           body: JSON.stringify(body)};
   const r = await fetch(path, opts);
