@@ -88,8 +88,8 @@ _COMMANDS = {
 SCENARIOS: dict[str, list[str]] = {name: [*shlex.split(cmd), "--json"] for name, cmd in _COMMANDS.items()}
 
 # subcommands whose --help text is pinned (plus the top-level `gpuplan --help`)
-HELP_COMMANDS = ["evaluate", "fit", "plan", "trace", "export", "profile", "calibrate", "gpus", "models", "fabrics", "serve",
-                 "validate"]
+HELP_COMMANDS = ["evaluate", "fit", "plan", "trace", "export", "profile", "calibrate", "gpus", "models", "fabrics",
+                 "serve", "validate"]
 
 TEXTS: dict[str, list[str]] = {
     "help_gpuplan": ["--help"],
