@@ -138,7 +138,7 @@ def _serving(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes it)")
     sv.add_argument("--port", default="8000", help="port (default 8000; 0: any free one)")
-    sv.add_argument("--workers", help="processes that run searches (default: cores - 1, at most 4)")
+    sv.add_argument("--workers", help="processes that run searches (default: one per core, at most 4)")
     sv.add_argument("--time-limit", dest="time_limit", default="60s",
                     help="longest a fit, plan or export may run (default 60s)")
     sv.add_argument("--allow-paths", dest="allow_paths", action="store_true",
