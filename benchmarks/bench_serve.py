@@ -30,7 +30,7 @@ MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-14b"]
 GPUS = ["h100-sxm", "a100-80gb-sxm", "h200"]
 PLAN_MODELS = ["llama-3.1-8b", "mistral-7b", "llama-3.2-3b"]
 PLAN_GPUS = ["h100-sxm", "a100-80gb-sxm", "l40s"]
-BIG_PLAN = {"model": "llama-3.1-405b", "gpu": "all", "tokens": "1T", "global_batch": 2048}
+BIG_PLAN = {"model": "llama-3.1-405b", "gpu": "all", "global_batch": 2048}
 
 
 def evaluate_body(rng: random.Random) -> dict:
@@ -40,8 +40,10 @@ def evaluate_body(rng: random.Random) -> dict:
 
 
 def plan_body(rng: random.Random) -> dict:
+    """One of 108 distinct plans (the server keeps its 64 most recent answers: many are searched anew)."""
     return {"model": rng.choice(PLAN_MODELS), "gpu": rng.choice(PLAN_GPUS), "max_gpus": rng.choice([64, 256, 1024]),
-            "tokens": "1T", "global_batch": 1024, "top": 3}
+            "tokens": "1T", "global_batch": rng.choice([512, 1024]), "objective": rng.choice(["time", "cost"]),
+            "top": 3}
 
 
 class Connection:
@@ -52,7 +54,20 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def post(self, path: str, body: dict) -> tuple[int, bytes]:
+    async def post(self, path: str, body: dict) -> tuple[int, bytes, bool]:
+        """One request; a kept-alive connection the server has closed meanwhile is opened anew once,
+        as a browser does (nothing of the request was answered on it)."""
+        fresh = self.writer is None
+        try:
+            return await self._post(path, body)
+        except (ConnectionError, asyncio.IncompleteReadError) as err:
+            if fresh or (isinstance(err, asyncio.IncompleteReadError) and err.partial):
+                raise
+            self.close()
+            self.writer = None
+            return await self._post(path, body)
+
+    async def _post(self, path: str, body: dict) -> tuple[int, bytes, bool]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
@@ -62,9 +77,9 @@ class Connection:
         await self.writer.drain()
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))
-        return status, await self.reader.readexactly(length)
+        lines = head.lower().split(b"\r\n")
+        length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length:"))
+        return status, await self.reader.readexactly(length), b"x-gpuplan-cache: hit" in lines
 
     def close(self) -> None:
         if self.writer is not None:
@@ -75,12 +90,13 @@ class Connection:
 class Record:
     latencies: dict[str, list[float]] = field(default_factory=lambda: {"evaluate": [], "plan": [], "big": []})
     errors: list[str] = field(default_factory=list)
+    cache_hits: int = 0
 
 
 async def timed(conn: Connection, path: str, body: dict, kind: str, rec: Record) -> None:
     t0 = time.perf_counter()
     try:
-        status, data = await conn.post(path, body)
+        status, data, hit = await conn.post(path, body)
     except (OSError, asyncio.IncompleteReadError, ValueError) as err:
         rec.errors.append(f"{kind}: {type(err).__name__}: {err}")
         conn.close()
@@ -89,9 +105,11 @@ async def timed(conn: Connection, path: str, body: dict, kind: str, rec: Record)
     if status != 200:
         rec.errors.append(f"{kind}: HTTP {status}: {data[:200]!r}")
     rec.latencies[kind].append(time.perf_counter() - t0)
+    rec.cache_hits += hit and kind != "big"
 
 
-async def client(host: str, port: int, seed: int, end: float, rec: Record, think_s: float, plan_every: int) -> None:
+async def client(host: str, port: int, seed: int, end: float, rec: Record, think_s: float, plan_every: int,
+                 plan_think_s: float) -> None:
     rng = random.Random(seed)
     conn = Connection(host, port)
     await asyncio.sleep(rng.uniform(0, think_s))  # people do not all arrive at once
@@ -99,28 +117,32 @@ async def client(host: str, port: int, seed: int, end: float, rec: Record, think
         while time.perf_counter() < end:
             if plan_every and rng.randrange(plan_every) == 0:
                 await timed(conn, "/api/plan", plan_body(rng), "plan", rec)
+                await asyncio.sleep(rng.uniform(0, 2 * plan_think_s))  # a plan is read before the next change
             else:
                 await timed(conn, "/api/evaluate", evaluate_body(rng), "evaluate", rec)
-            await asyncio.sleep(rng.uniform(0, 2 * think_s))
+                await asyncio.sleep(rng.uniform(0, 2 * think_s))
     finally:
         conn.close()
 
 
 async def big_plans(host: str, port: int, end: float, rec: Record) -> None:
-    """The 405B plan over every GPU type, again and again, so that one is always in flight."""
+    """The 405B plan over every GPU type, again and again, so that one is always in flight (each asks
+    for a different token count: a fresh search, never a remembered answer)."""
     conn = Connection(host, port)
+    n = 0
     try:
         while time.perf_counter() < end:
-            await timed(conn, "/api/plan", BIG_PLAN, "big", rec)
+            n += 1
+            await timed(conn, "/api/plan", BIG_PLAN | {"tokens": f"{1000 + n}B"}, "big", rec)
     finally:
         conn.close()
 
 
 async def load(host: str, port: int, *, clients: int, seconds: float, think_s: float, plan_every: int,
-               big: bool) -> Record:
+               big: bool, plan_think_s: float = 3.0, seed: int = 0) -> Record:
     rec = Record()
     end = time.perf_counter() + seconds
-    tasks = [client(host, port, i, end, rec, think_s, plan_every) for i in range(clients)]
+    tasks = [client(host, port, seed + i, end, rec, think_s, plan_every, plan_think_s) for i in range(clients)]
     if big:
         tasks.append(big_plans(host, port, end, rec))
     await asyncio.gather(*tasks)
@@ -174,12 +196,14 @@ def summary(name: str, rec: Record, seconds: float) -> dict:
     row = {"phase": name, "evaluate_n": len(ev), "evaluate_per_s": len(ev) / seconds if seconds else None,
            "evaluate_p50_ms": pct(ev, 0.5) * 1e3, "evaluate_p95_ms": pct(ev, 0.95) * 1e3,
            "evaluate_p99_ms": pct(ev, 0.99) * 1e3, "plans": len(rec.latencies["plan"]),
-           "plan_p95_s": pct(rec.latencies["plan"], 0.95), "big_plans": len(rec.latencies["big"]),
+           "plan_p95_s": pct(rec.latencies["plan"], 0.95), "plan_cache_hits": rec.cache_hits,
+           "big_plans": len(rec.latencies["big"]),
            "big_plan_mean_s": sum(rec.latencies["big"]) / len(rec.latencies["big"]) if rec.latencies["big"] else None,
            "errors": len(rec.errors)}
     print(f"{name:28s} evaluate n={row['evaluate_n']:6d} p50 {row['evaluate_p50_ms']:7.1f} ms  p95 "
           f"{row['evaluate_p95_ms']:7.1f} ms  p99 {row['evaluate_p99_ms']:7.1f} ms | plans {row['plans']:4d} "
-          f"p95 {row['plan_p95_s']:.2f} s | 405B plans {row['big_plans']} | errors {row['errors']}", flush=True)
+          f"p95 {row['plan_p95_s']:.2f} s ({rec.cache_hits} cached) | 405B plans {row['big_plans']} | "
+          f"errors {row['errors']}", flush=True)
     for e in rec.errors[:5]:
         print(f"    {e}")
     return row
@@ -191,6 +215,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--think", type=float, default=0.25, help="mean pause between a client's requests (s)")
     ap.add_argument("--plan-every", type=int, default=25, help="one request in N is a plan")
+    ap.add_argument("--plan-think", type=float, default=3.0, help="mean pause after a plan (s): it is read")
     ap.add_argument("--workers", type=int, default=None, help="server's search processes (default: its own)")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
@@ -198,11 +223,12 @@ def main() -> int:
     try:
         asyncio.run(idle(host, port, 50))  # warm
         rows = [summary("idle (1 client)", asyncio.run(idle(host, port, 300)), 0)]
-        kw = {"clients": args.clients, "seconds": args.seconds, "think_s": args.think, "plan_every": args.plan_every}
+        kw = {"clients": args.clients, "seconds": args.seconds, "think_s": args.think,
+              "plan_every": args.plan_every, "plan_think_s": args.plan_think}
         rows.append(summary(f"{args.clients} clients, mixed", asyncio.run(load(host, port, big=False, **kw)),
                             args.seconds))
-        rows.append(summary(f"{args.clients} clients + 405B plan", asyncio.run(load(host, port, big=True, **kw)),
-                            args.seconds))
+        rows.append(summary(f"{args.clients} clients + 405B plan",
+                            asyncio.run(load(host, port, big=True, seed=1000, **kw)), args.seconds))
     finally:
         stop(proc)
     base = rows[0]["evaluate_p95_ms"]

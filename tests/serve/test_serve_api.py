@@ -244,3 +244,13 @@ def test_random_bodies_never_500(served):
             assert "\n" not in r.json()["error"]
 
     check()
+
+
+def test_a_search_asked_again_is_answered_from_the_recent_answers(served):
+    body = {"model": "llama-3.2-1b", "gpu": "l4", "tokens": "1B", "max_gpus": 8, "top": 1}
+    first = ask(served, "/api/plan", body)
+    again = ask(served, "/api/plan", json.dumps(dict(reversed(list(body.items()))), indent=3))
+    assert first.status == again.status == 200 and first.text == again.text
+    assert first.headers.get("X-Gpuplan-Cache") is None and again.headers["X-Gpuplan-Cache"] == "hit"
+    # evaluate is never cached: it is computed each time (under a millisecond)
+    assert ask(served, "/api/evaluate", EVAL).headers.get("X-Gpuplan-Cache") is None

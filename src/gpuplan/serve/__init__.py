@@ -15,6 +15,7 @@ import sys
 from gpuplan.errors import GpuplanError
 
 DEFAULT_PORT = 8000
+KEEP_ALIVE_S = 30  # an idle page's connection stays open this long (uvicorn's default, 5 s, is shorter than a read)
 INSTALL = 'gpuplan serve needs the web server: pip install "gpuplan[serve]" (starlette, uvicorn)'
 
 
@@ -57,5 +58,5 @@ def serve(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, workers: int | N
 
     app = build_app(workers=workers or default_workers(), limit_s=limit_s, allow_paths=allow_paths, ready=ready)
     config = uvicorn.Config(app, log_level="warning" if quiet else "info", access_log=not quiet,
-                            timeout_graceful_shutdown=2)
+                            timeout_graceful_shutdown=2, timeout_keep_alive=KEEP_ALIVE_S)
     uvicorn.Server(config).run(sockets=[sock])

@@ -39,7 +39,9 @@ WARM_UP = b'{"model": "llama-3.1-8b", "gpu": "h100-sxm"}'
 
 
 def _reply(r: Reply, filename: str | None = None) -> Response:
-    headers = {"Content-Disposition": f'attachment; filename="{filename}"'} if filename and r.status == 200 else None
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'} if filename and r.status == 200 else {}
+    if r.cached:
+        headers["X-Gpuplan-Cache"] = "hit"  # a search asked again: answered from the recent answers
     return Response(r.body, status_code=r.status, media_type=r.media_type, headers=headers)
 
 

@@ -13,9 +13,10 @@ import os
 import sys
 import time
 import traceback
+from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuplan.errors import GpuplanError
 from gpuplan.serve.answers import ANSWERS, REPORT_FORMATS, read_body
@@ -24,6 +25,7 @@ JSON = "application/json"
 WORKER_NICE = 10      # workers yield the CPU to the event loop (evaluate, pages) when both want it
 HARD_GRACE_S = 5.0    # past the limit, a job that never reached a check is stopped by ending its worker
 QUEUE_PER_WORKER = 16 # searches waiting beyond this are refused (503) rather than piled up
+CACHE_ENTRIES = 64    # recent search answers kept: a page reload, a report download or a shared link asks again
 INTERNAL = "internal error: gpuplan failed on this request (a bug; the server's console has the details)"
 
 
@@ -32,6 +34,7 @@ class Reply:
     status: int
     body: bytes
     media_type: str = JSON
+    cached: bool = False
 
 
 def error(status: int, message: str) -> Reply:
@@ -87,6 +90,16 @@ def _ready() -> int:
     return os.getpid()
 
 
+def _cache_key(kind: str, data: bytes) -> tuple[str, str] | None:
+    """The same question however its JSON is spaced or ordered; none for what reads a local file
+    (calibration), which may change while the server runs."""
+    try:
+        text = json.dumps(json.loads(data), sort_keys=True)
+    except (ValueError, RecursionError):
+        return None
+    return None if "calibration" in text else (kind, text)
+
+
 class Pool:
     """Worker processes for the searches, each job under ``limit_s``."""
 
@@ -94,6 +107,7 @@ class Pool:
         self.workers, self.limit_s, self.allow_paths = workers, limit_s, allow_paths
         self.waiting = 0
         self.grace_s = HARD_GRACE_S
+        self._cache: OrderedDict[tuple[str, str], Reply] = OrderedDict()
         self._free = asyncio.Semaphore(workers)  # a job is handed over only when a worker is free,
         self._ex = self._new()                    # so its time limit counts from its start
 
@@ -107,6 +121,18 @@ class Pool:
         await asyncio.gather(*(loop.run_in_executor(self._ex, _ready) for _ in range(self.workers)))
 
     async def run(self, kind: str, data: bytes) -> Reply:
+        key = _cache_key(kind, data)
+        if key is not None and key in self._cache:
+            self._cache.move_to_end(key)
+            return replace(self._cache[key], cached=True)
+        reply = await self._queue(kind, data)
+        if key is not None and reply.status == 200:
+            self._cache[key] = reply
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return reply
+
+    async def _queue(self, kind: str, data: bytes) -> Reply:
         if self.waiting >= self.workers * QUEUE_PER_WORKER:
             return error(503, f"the server is busy: {self.waiting} searches are running or waiting; try again")
         self.waiting += 1

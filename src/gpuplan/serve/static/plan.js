@@ -99,6 +99,7 @@ function planView(res) {
 
 function initPlan(main) {
   const form = new ScenarioForm({gpuText: true, layoutTitle: "Layout (blank: searched)"});
+  form.inputs.gpus.placeholder = "searched";
   const opts = new OptionsForm("Search", PLAN_OPTIONS);
   const out = h("div", {class: "results", "aria-live": "polite"});
   const status = h("div", {class: "status"});
