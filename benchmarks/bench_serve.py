@@ -91,6 +91,7 @@ class Record:
     latencies: dict[str, list[float]] = field(default_factory=lambda: {"evaluate": [], "plan": [], "big": []})
     errors: list[str] = field(default_factory=list)
     cache_hits: int = 0
+    big_sent: int = 0
 
 
 async def timed(conn: Connection, path: str, body: dict, kind: str, rec: Record) -> None:
@@ -133,6 +134,7 @@ async def big_plans(host: str, port: int, end: float, rec: Record) -> None:
     try:
         while time.perf_counter() < end:
             n += 1
+            rec.big_sent += 1
             await timed(conn, "/api/plan", BIG_PLAN | {"tokens": f"{1000 + n}B"}, "big", rec)
     finally:
         conn.close()
@@ -143,9 +145,11 @@ async def load(host: str, port: int, *, clients: int, seconds: float, think_s: f
     rec = Record()
     end = time.perf_counter() + seconds
     tasks = [client(host, port, seed + i, end, rec, think_s, plan_every, plan_think_s) for i in range(clients)]
-    if big:
-        tasks.append(big_plans(host, port, end, rec))
+    big_task = asyncio.ensure_future(big_plans(host, port, end, rec)) if big else None
     await asyncio.gather(*tasks)
+    if big_task is not None:  # the clients are done: the 405B plan still in flight is not waited for
+        big_task.cancel()
+        await asyncio.gather(big_task, return_exceptions=True)
     return rec
 
 
