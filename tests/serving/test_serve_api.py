@@ -7,7 +7,8 @@ import json
 import string
 
 import pytest
-from conftest import ask, cli, flags
+
+from .conftest import ask, cli, flags
 
 pytest.importorskip("starlette")
 

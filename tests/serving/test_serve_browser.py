@@ -9,7 +9,8 @@ import time
 from urllib.parse import parse_qsl, urlparse
 
 import pytest
-from conftest import cli, flags, screenshot
+
+from .conftest import cli, flags, screenshot
 
 pytest.importorskip("starlette")
 pytest.importorskip("selenium")

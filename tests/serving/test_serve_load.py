@@ -9,7 +9,8 @@ import asyncio
 import sys
 
 import pytest
-from conftest import ROOT
+
+from .conftest import ROOT
 
 pytest.importorskip("starlette")
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from conftest import cli, start, stop
+
+from .conftest import cli, start, stop
 
 pytest.importorskip("starlette")
 
