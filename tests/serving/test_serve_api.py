@@ -255,3 +255,10 @@ def test_a_search_asked_again_is_answered_from_the_recent_answers(served):
     assert first.headers.get("X-Gpuplan-Cache") is None and again.headers["X-Gpuplan-Cache"] == "hit"
     # evaluate is never cached: it is computed each time (under a millisecond)
     assert ask(served, "/api/evaluate", EVAL).headers.get("X-Gpuplan-Cache") is None
+
+
+def test_a_request_to_another_name_is_refused(served):
+    # a page elsewhere that points its own name at 127.0.0.1 (DNS rebinding) gets nothing
+    r = ask(served, "/api/evaluate", EVAL, headers={"Host": "attacker.example:8000"})
+    assert r.status == 421 and "not 'attacker.example'" in r.json()["error"]
+    assert ask(served, "/api/gpus", headers={"Host": f"localhost:{served.port}"}).status == 200

@@ -56,7 +56,12 @@ def serve(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, workers: int | N
         print(f"gpuplan: serving http://{shown}:{sock.getsockname()[1]}/ (API at /api, described at /docs; "
               "Ctrl-C stops)", file=sys.stderr, flush=True)
 
-    app = build_app(workers=workers or default_workers(), limit_s=limit_s, allow_paths=allow_paths, ready=ready)
+    from gpuplan.serve.app import LOCAL_NAMES
+
+    # on a loopback address only this machine's names are answered; `--host` exposing it answers any name
+    hosts = LOCAL_NAMES if host in ("127.0.0.1", "localhost", "::1") else None
+    app = build_app(workers=workers or default_workers(), limit_s=limit_s, allow_paths=allow_paths, ready=ready,
+                    hosts=hosts)
     config = uvicorn.Config(app, log_level="warning" if quiet else "info", access_log=not quiet,
                             timeout_graceful_shutdown=2, timeout_keep_alive=KEEP_ALIVE_S)
     uvicorn.Server(config).run(sockets=[sock])

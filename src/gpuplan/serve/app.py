@@ -107,11 +107,33 @@ def _catalogue(name: str) -> bytes:
     return dumps(rows).encode()
 
 
+LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+class HostCheck:
+    """Answer only requests addressed to this server's own names (``hosts``; None: any). A page on
+    another site that points a name of its own at 127.0.0.1 (DNS rebinding) is refused with 421."""
+
+    def __init__(self, app: Any, hosts: frozenset[str] | None) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.hosts is not None and scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
+            name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
+            if name not in self.hosts:
+                message = f"this server answers requests to {', '.join(sorted(self.hosts))}, not {name!r}"
+                await _reply(error(421, message))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def build_app(*, workers: int = 2, limit_s: float = 60.0, allow_paths: bool = False,
-              ready: Callable[[], None] | None = None) -> Starlette:
+              ready: Callable[[], None] | None = None, hosts: frozenset[str] | None = LOCAL_NAMES) -> Starlette:
     """The ASGI application. ``workers`` processes search (fit, plan, export, report), each request
     under ``limit_s`` seconds; ``allow_paths`` lets requests name files (model configs, calibration);
-    ``ready`` is called once the workers have started and the first answer is warm."""
+    ``ready`` is called once the workers have started and the first answer is warm; ``hosts``: the
+    names requests may be addressed to (None: any, for a server exposed with ``--host``)."""
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -153,7 +175,9 @@ def build_app(*, workers: int = 2, limit_s: float = 60.0, allow_paths: bool = Fa
                Route("/docs", lambda _r: HTMLResponse(docs_page(_version()), headers={"Content-Security-Policy": CSP})),
                Mount("/static", StaticFiles(directory=STATIC), name="static")]
     handlers = {HTTPException: _http_error, Exception: _bug}
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
+    app.add_middleware(HostCheck, hosts=hosts)
+    return app
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -4,6 +4,7 @@
 const EXPORT_OPTIONS = [
   {k: "to", label: "Target", choices: ["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"]},
   {k: "objective", label: "When the layout is open, best by", choices: ["time", "cost"]},
+  {k: "max_gpus", label: "Largest GPU count planned", ph: "16384"},
 ];
 
 function initExport(main) {
@@ -41,7 +42,8 @@ function initExport(main) {
   form.onchange(debounce(run, 400));
   opts.onchange(run);
   const params = new URLSearchParams(location.search);
-  if (!form.fromParams(params)) form.set({model: "llama-3.1-8b", gpu: "h100-sxm", gpus: "16"}, {quiet: true});
+  if (!form.fromParams(params)) form.set({model: "llama-3.1-8b", gpu: "h100-sxm", gpus: "16", tp: "1", pp: "1", zero: "3"},
+                                          {quiet: true});
   opts.fromParams(params);
   main.append(h("div", {class: "layout2"}, h("aside", {}, opts.el, form.el, status), out));
   run();
