@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 from gpuplan.serve.answers import MAX_BODY_BYTES, MAX_ITEMS, MAX_TOP, MAX_WEB_GPUS
@@ -39,6 +40,9 @@ ENDPOINTS: list[tuple[str, str, str, str, dict[str, Any]]] = [
 ]
 ERRORS = {"413": f"body over {MAX_BODY_BYTES:,} bytes", "422": "bad input: the CLI's one-line message",
           "503": "busy: too many searches waiting; try again"}
+OTHER_ERRORS = {"404": "no such page or endpoint", "405": "wrong method", "421": "addressed to a name that is not "
+                "this machine's (a server on 127.0.0.1 answers 127.0.0.1, localhost and [::1] only)",
+                "500": "a bug in gpuplan (its traceback goes to the server's console, never to the client)"}
 
 
 def _operation(method: str, path: str, cli: str, text: str, example: dict[str, Any]) -> dict[str, Any]:
@@ -66,18 +70,23 @@ def openapi(version: str) -> dict[str, Any]:
                                                  "properties": {"error": {"type": "string"}}}}}}
 
 
+def _text(s: str) -> str:
+    """Escaped text with its `code` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(s, quote=False))
+
+
 def docs_page(version: str) -> str:
     rows = "".join(
         f"<section><h2><code>{m.upper()} {html.escape(p)}</code></h2><p>= <code>{html.escape(c)}</code>. "
-        f"{html.escape(t)}</p>"
+        f"{_text(t)}</p>"
         + (f"<pre>curl -s localhost:8000{p} -d '{html.escape(json.dumps(ex))}'</pre>" if m == "post" else "")
         + "</section>" for m, p, c, t, ex in ENDPOINTS)
-    errs = "".join(f"<li><b>{c}</b>: {html.escape(d)}</li>" for c, d in ERRORS.items())
+    errs = "".join(f"<li><b>{c}</b>: {_text(d)}</li>" for c, d in (ERRORS | OTHER_ERRORS).items())
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gpuplan API</title>'
             f'<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/app.css"></head>'
             f'<body class="docs"><header><a class="brand" href="/">gpuplan</a><nav><a href="/">Size a run</a>'
             f'<a href="/plan">Plan</a><a href="/compare">Compare</a><a href="/export">Export</a>'
             f'<a href="/docs" aria-current=page>API</a></nav></header><main><h1>gpuplan {html.escape(version)} API</h1>'
-            f'<p>{html.escape(BODY)}</p><p>Errors are <code>{{"error": "one line"}}</code>:</p><ul>{errs}</ul>'
+            f'<p>{_text(BODY)}</p><p>Errors are <code>{{"error": "one line"}}</code>:</p><ul>{errs}</ul>'
             f'{rows}<p>Machine-readable: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).</p></main>'
             f'</body></html>')
