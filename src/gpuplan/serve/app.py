@@ -167,7 +167,7 @@ def build_app(*, workers: int = 2, limit_s: float = 60.0, allow_paths: bool = Fa
             return Response(_catalogue(name), media_type="application/json")
         return endpoint
 
-    routes = [Route(path, _page) for path in PAGES]
+    routes: list[Route | Mount] = [Route(path, _page) for path in PAGES]
     routes += [Route("/api/evaluate", evaluate, methods=["POST"])]
     routes += [Route(f"/api/{kind}", search(kind), methods=["POST"]) for kind in SEARCHES]
     routes += [Route(f"/api/{name}", catalogue(name)) for name in ("gpus", "models", "fabrics")]
