@@ -193,3 +193,15 @@ def test_report_download_is_the_cli_report(served, browser, tmp_path):
     want = tmp_path / "cli.md"
     cli("evaluate", *flags(q), "--report", str(want))
     assert got.read_text() == want.read_text()
+
+
+def test_what_was_assumed_is_shown(served, browser):
+    d = browser
+    visit(d, served.url + "/?model=%7Bparams%3A%207e9%7D&gpu=h100-sxm&gpus=8&zero=3")
+    wait(d, lambda drv: css(drv, ".assumed li"))
+    body = url_body(d)
+    assert body["model"] == "{params: 7e9}"
+    est = json.loads(cli("evaluate", *flags(body), "--json")[1])
+    shown = [li.text for li in css(d, ".assumed li")]
+    assert set(est["model"]["assumed"]) <= set(shown)  # with any other "assumed" the answer carries
+    assert any(x.startswith("shape derived from params=7,000,000,000") for x in shown)
