@@ -29,10 +29,10 @@ function stackBar({segments, capacity, keep, format, title}) {
     s.append(h("line", {x1: cx, x2: cx, y1: top - 8, y2: top + barH + 8, class: "cap"}));
     s.append(h("text", {x: cx, y: top - 11, class: "caplabel", "text-anchor": cx > W - 120 ? "end" : "middle"},
                `capacity ${format(capacity)}`));
-    if (keep) {
+    if (keep) {  // the share of capacity kept free: a shaded band before the capacity line
       const kx = sx(capacity * (1 - keep));
-      s.append(h("line", {x1: kx, x2: kx, y1: top, y2: top + barH, class: "keep"},
-                 h("title", {}, `headroom kept free: ${(keep * 100).toFixed(0)}%`)));
+      s.append(h("rect", {x: kx, y: top - 4, width: Math.max(1, cx - kx), height: barH + 8, class: "keep"},
+                 h("title", {}, `headroom kept free: ${+(keep * 100).toFixed(1)}% of capacity`)));
     }
   }
   let lx = L, ly = top + barH + 14;

@@ -8,19 +8,34 @@ const TIME_PARTS = [["compute_s", "compute", "#3b6fb6"], ["comm_exposed_s", "exp
   ["bubble_s", "pipeline bubble", "#8172b2"], ["optimizer_s", "optimizer step", "#e08a2c"]];
 
 function assumedList(est) {
-  // every "assumed" the answer carries (top level, model, ...), and its notes; shown as given
+  // every "assumed" the answer carries (top level, model, ...), as given: text, or records (field, value, rule)
   const out = [];
-  const walk = (obj, where) => {
+  const walk = obj => {
     if (!obj || typeof obj !== "object") return;
     for (const [k, v] of Object.entries(obj)) {
       if (k === "assumed") {
-        if (Array.isArray(v)) v.forEach(x => out.push(typeof x === "string" ? x : JSON.stringify(x)));
-        else if (v && typeof v === "object") Object.entries(v).forEach(([a, b]) => out.push(`${a}: ${typeof b === "string" ? b : JSON.stringify(b)}`));
-      } else if (k !== "scenario" && v && typeof v === "object" && !Array.isArray(v)) walk(v, k);
+        if (Array.isArray(v)) out.push(...v);
+        else if (v && typeof v === "object") Object.entries(v).forEach(([a, b]) => out.push({field: a, value: b}));
+      } else if (k !== "scenario" && v && typeof v === "object" && !Array.isArray(v)) walk(v);
     }
   };
-  walk(est, "");
+  walk(est);
   return {assumed: out, notes: est.notes || []};
+}
+
+function cell(v) {
+  return v === null ? "null" : typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+function assumedView(items) {
+  const texts = items.filter(x => typeof x !== "object" || x === null).map(cell);
+  const records = items.filter(x => x && typeof x === "object");
+  const cols = [...new Set(records.flatMap(r => Object.keys(r)))];
+  return h("details", {class: "assumed", open: true},
+    h("summary", {}, `assumed (${items.length}): what the input left open, and the rule that filled it`),
+    texts.length ? h("ul", {}, texts.map(t => h("li", {}, t))) : null,
+    records.length ? h("table", {class: "assumed-table"}, h("tr", {}, cols.map(c => h("th", {}, c))),
+      records.map(r => h("tr", {}, cols.map(c => h("td", {}, c in r ? cell(r[c]) : ""))))) : null);
 }
 
 function memoryView(est) {
@@ -75,7 +90,7 @@ function scenarioView(est) {
       h("dt", {}, "training"), h("dd", {}, `${tr.method}, ${tr.precision}, ${tr.optimizer}, seq ${tr.seq_len}` +
         (tr.global_batch ? `, batch ${tr.global_batch}` : "") + (tr.tokens ? `, ${fmt.count(tr.tokens)} tokens` : "")),
       h("dt", {}, "layout"), h("dd", {"data-key": "layout"}, layoutText(sc.layout))),
-    assumed.length ? h("div", {class: "assumed"}, h("h3", {}, "assumed"), h("ul", {}, assumed.map(a => h("li", {}, a)))) : null,
+    assumed.length ? assumedView(assumed) : null,
     notes.length ? h("div", {class: "notes"}, h("h3", {}, "notes"), h("ul", {}, notes.map(a => h("li", {}, a)))) : null);
 }
 
