@@ -239,9 +239,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from gpuplan.serve import serve
+    from gpuplan.units import parse_duration
+
+    port = whole(args.port, "--port", least=0)
+    if port > 65535:
+        raise GpuplanError(f"--port {args.port}: a port is at most 65535")
+    workers = whole(args.workers, "--workers") if args.workers is not None else None
+    if workers is not None and workers > 64:
+        raise GpuplanError(f"--workers {args.workers}: at most 64")
+    limit_s = positive(parse_duration(args.time_limit, "--time-limit", bare="s"), "--time-limit")
+    serve(host=args.host, port=port, workers=workers, limit_s=limit_s, allow_paths=args.allow_paths,
+          quiet=args.quiet)
+    return 0
+
+
 HANDLERS = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_catalogue,
             "models": cmd_catalogue, "fabrics": cmd_catalogue, "validate": cmd_validate, "export": cmd_export,
-            "profile": cmd_profile, "calibrate": cmd_calibrate, "trace": cmd_trace}
+            "profile": cmd_profile, "calibrate": cmd_calibrate, "trace": cmd_trace,
+            "serve": cmd_serve}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,6 +155,19 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
                     help="list every modelling constant: value, how it was set (cited, fitted, estimate), source")
 
 
+def _serving(sub: argparse._SubParsersAction) -> None:
+    sv = sub.add_parser("serve", help="the planner as a local web page and JSON API (needs gpuplan[serve])")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes it)")
+    sv.add_argument("--port", default="8000", help="port (default 8000; 0: any free one)")
+    sv.add_argument("--workers", help="processes that run searches (default: one per core, at most 4)")
+    sv.add_argument("--time-limit", dest="time_limit", default="60s",
+                    help="longest a fit, plan or export may run (default 60s)")
+    sv.add_argument("--allow-paths", dest="allow_paths", action="store_true",
+                    help="let requests name files on this machine (model config.json, calibration)")
+    sv.add_argument("--quiet", action="store_true", help="no access log")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="gpuplan", description="How many GPUs for a training run: memory, layout, fit.")
     p.add_argument("--version", action="version", version=f"gpuplan {_version()}")
@@ -162,4 +175,5 @@ def build_parser() -> argparse.ArgumentParser:
     _planning(sub)
     _measuring(sub)
     _catalogues(sub)
+    _serving(sub)
     return p

@@ -164,4 +164,5 @@ def test_list_models_rows() -> None:
     assert {r["id"] for r in rows} == set(INDEX)
     row = next(r for r in rows if r["id"] == "mixtral-8x7b")
     assert row["params"] == 46_702_792_704 and row["params_active"] < row["params"]
-    assert set(row) == {"id", "name", "model_type", "params", "params_active", "published_params", "hf_repo"}
+    assert set(row) == {"id", "name", "model_type", "params", "params_active", "published_params", "hf_repo", "aliases"}
+    assert row["aliases"] == INDEX["mixtral-8x7b"].get("aliases", [])  # the web page's model search takes them

@@ -89,7 +89,7 @@ SCENARIOS: dict[str, list[str]] = {name: [*shlex.split(cmd), "--json"] for name,
 
 # subcommands whose --help text is pinned (plus the top-level `gpuplan --help`)
 HELP_COMMANDS = ["evaluate", "fit", "plan", "trace", "export", "profile", "calibrate", "gpus", "models", "fabrics",
-                 "validate"]
+                 "serve", "validate"]
 
 TEXTS: dict[str, list[str]] = {
     "help_gpuplan": ["--help"],

@@ -100,7 +100,7 @@ def list_models() -> list[dict[str, Any]]:
         s = _from_catalog(mid)
         rows.append({"id": mid, "name": row.get("name", mid), "model_type": s.model_type, "params": s.params,
                      "params_active": s.params_active, "published_params": row.get("published_params"),
-                     "hf_repo": row.get("hf_repo")})
+                     "hf_repo": row.get("hf_repo"), "aliases": list(row.get("aliases", ()))})
     from gpuplan.catalog.user_models import user_model_rows  # the user catalogue's (catalog/user.py)
 
     return rows + user_model_rows()

@@ -54,7 +54,8 @@ def user_model_rows() -> list[dict[str, Any]]:
     for row, s in _table().values():
         seen.setdefault(row["id"], {"id": row["id"], "name": row["name"], "model_type": s.model_type,
                                     "params": s.params, "params_active": s.params_active, "published_params": None,
-                                    "hf_repo": None, "source": cat.path if cat else None})
+                                    "hf_repo": None, "source": cat.path if cat else None,
+                                    "aliases": list(row.get("aliases", ()))})
     return list(seen.values())
 
 
@@ -62,3 +63,17 @@ def check_active() -> None:
     """Read and check the whole user catalogue in use (GPUs, fabrics and models), so a bad entry is
     reported when the catalogue is chosen, not when that entry is first asked for."""
     _table()
+
+
+def catalogue_id(ref: str) -> str:
+    """The catalogue id that ``ref`` names (id, name, Hugging Face repo or alias), looked up in the
+    catalogue only — never on disk; else the unknown-model error ``load_model`` gives."""
+    from gpuplan.catalog.models import _lookup, _loose, _unknown
+
+    s = ref.strip()
+    mid = _lookup().get(s.lower()) or _lookup().get(_loose(s))
+    if mid is None:
+        if user_model(s) is not None:  # the user catalogue's (--catalog / $GPUPLAN_CATALOG)
+            return s
+        raise _unknown(s)
+    return mid

@@ -253,13 +253,18 @@ def write(results: list[dict], path: str | Path, kind: str, scores: dict | None 
     ext = p.suffix.lower()
     if ext not in (".md", ".html", ".htm"):
         raise GpuplanError(f"--report {str(p)!r}: use a .md or .html file name")
+    p.write_text(render(results, "md" if ext == ".md" else "html", kind, scores), encoding="utf-8")
+    return p
+
+
+def render(results: list[dict], fmt: str, kind: str, scores: dict | None = None) -> str:
+    """The report's text: Markdown (``fmt="md"``) or a self-contained HTML page (``"html"``)."""
     make = plan_blocks if kind == "plan" else estimate_blocks
     blocks: list[Block] = []
     for r in results:
         blocks += make(r, scores)
-    if ext == ".md":
-        p.write_text(to_markdown(blocks), encoding="utf-8")
-        return p
+    if fmt == "md":
+        return to_markdown(blocks)
     svgs: list[str] = []
     try:
         from gpuplan.report import plots
@@ -268,5 +273,4 @@ def write(results: list[dict], path: str | Path, kind: str, scores: dict | None 
         svgs = [plots.svg_text(plots.plan_figure(r) if kind == "plan" else plots.estimate_figure(r)) for r in good]
     except GpuplanError:
         svgs = []  # no matplotlib: the report without pictures
-    p.write_text(to_html(blocks, svgs), encoding="utf-8")
-    return p
+    return to_html(blocks, svgs)
