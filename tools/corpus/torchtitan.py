@@ -3,14 +3,18 @@ submission and the 2024 docs/performance.md tables (A100 Llama 2/3, H100 Llama 3
 
 from __future__ import annotations
 
-from corpus.common import entry, gib, hardware, llama_model, pct, published, reported, skipped
+from corpus.common import entry, gib, hardware, llama_model, pct, published, reported
 
 # torchtitan's activation-checkpointing modes as the rows name them → layout.recompute. 'selective'
 # in the llama3 train configs of these dates is selective_ac_option = 'op' (per-op SAC); 'selective
-# layer' (every k-th block recomputed whole) has no gpuplan equivalent (None → row skipped).
+# layer' recomputes every k-th block whole, k not stated: torchtitan's documented default
+# selective_ac_option '2' ("2 = checkpoint every other layer", torchtitan/config_manager.py, 2024).
 RECOMPUTE = {"selective AC": "selective-op", "per-op SAC": "selective-op", "selective op": "selective-op",
              "llama3_8b.toml default (selective)": "selective-op", "full AC": "full", "full": "full",
-             "none": "none", "selective layer": None}
+             "none": "none", "selective layer": "full"}
+RECOMPUTE_EVERY = {"selective layer": 2}
+NOTE_LAYER_AC = ("'selective layer' AC with k not stated: torchtitan's default selective_ac_option '2' "
+                 "(config_manager.py: '2 = checkpoint every other layer') → recompute full, recompute_every 2.")
 PP_SCHEDULE = {"1F1B": "1f1b", "Interleaved 1F1B": "interleaved"}
 NOTE_FSDP = "FSDP2 full shard: zero 3 over the FSDP degree (dp); the local batch is per FSDP rank."
 NOTE_TP = ("tp > 1: sequence_parallel true (torchtitan's TP always shards norms and block inputs over the "
@@ -39,6 +43,9 @@ def _titan(row: dict, fp8: bool, compile_: bool | None, tp_overlap: bool) -> tup
     else:
         layout["micro_batch"] = p["local_batch"]
     layout["recompute"] = RECOMPUTE[p["recompute"]]
+    if p["recompute"] in RECOMPUTE_EVERY:
+        layout["recompute_every"] = RECOMPUTE_EVERY[p["recompute"]]
+        notes.append(NOTE_LAYER_AC)
     if p.get("tp", 1) > 1:
         layout["sequence_parallel"] = True
         layout["tp_overlap"] = tp_overlap
@@ -106,10 +113,6 @@ def torchtitan_perf_md(row: dict) -> list[dict]:
     """docs/performance.md tables of 2024 (A100 Llama 3 and Llama 2, April; H100 Llama 3.1 405B, August):
     WPS per GPU and MFU; torch.compile not stated (left at the default)."""
     p = row["parallelism"]
-    if RECOMPUTE[p["recompute"]] is None:
-        return [skipped(row, "torchtitan-perf-md",
-                        "recompute 'selective layer' (every k-th block recomputed whole) has no gpuplan "
-                        "equivalent (none / selective / selective-op / full)")]
     optimizations = p.get("optimizations", "")
     scenario, open_, notes = _titan(row, fp8="float8" in p["precision"], compile_=None,
                                     tp_overlap="Async TP" in optimizations)

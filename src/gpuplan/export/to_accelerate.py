@@ -85,9 +85,10 @@ def _fsdp_config(lay: dict, notes: list[str]) -> dict[str, Any]:
         "fsdp_cpu_ram_efficient_loading": True,
         "fsdp_activation_checkpointing": lay["recompute"] != "none",
     }
-    if lay["recompute"].startswith("selective"):
+    if lay["recompute"].startswith("selective") or lay.get("recompute_every", 1) > 1:
         notes.append(f"recompute={lay['recompute']}: accelerate's switch is all-or-nothing per layer; "
-                     "fsdp_activation_checkpointing (full) written — selective recompute needs model code")
+                     "fsdp_activation_checkpointing (every layer) written — selective or every-k-th recompute "
+                     "needs model code")
     return fsdp
 
 

@@ -25,7 +25,8 @@ def deepspeed(est: dict) -> Export:
         notes.append(f"recompute={lay['recompute']}: activation checkpointing is switched on in the model "
                      "code (model.gradient_checkpointing_enable() or deepspeed.checkpointing); "
                      + ("DeepSpeed has no per-op selective policy" if lay["recompute"].startswith("selective")
-                        else "checkpoint every layer"))
+                        else f"checkpoint every {lay.get('recompute_every', 1)}-th layer" if
+                        lay.get("recompute_every", 1) > 1 else "checkpoint every layer"))
     cfg["gradient_clipping"] = 1.0
     cfg["steps_per_print"] = 100
     text = json.dumps(cfg, indent=2) + "\n"

@@ -18,7 +18,7 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
     a += _batch_args(tr, lay, gb, model)
     a += _precision_args(tr["precision"], notes)
     a += _zero_args(lay, notes)
-    a += _recompute_args(lay["recompute"], notes)
+    a += _recompute_args(lay["recompute"], notes, lay.get("recompute_every", 1), lay, model)
     a += _optimizer_args(tr, lay, notes)
     if model is not None:
         a += _megatron_model(model, lay["tp"], notes)
@@ -107,10 +107,21 @@ def _zero_args(lay: dict, notes: list[str]) -> list[str]:
     return a
 
 
-def _recompute_args(rec: str, notes: list[str]) -> list[str]:
-    """Activation recomputation: full (every layer, uniform) or selective."""
+def _recompute_args(rec: str, notes: list[str], every: int = 1, lay: dict | None = None,
+                    model: Any = None) -> list[str]:
+    """Activation recomputation: full (every layer, uniform; every k-th: the block method over the
+    same share of each stage's layers) or selective."""
     a: list[str] = []
-    if rec == "full":
+    if rec == "full" and every > 1:
+        # Megatron's block method recomputes the first N layers of each pipeline stage (model chunk)
+        layers = getattr(model, "n_layers", None)
+        chunks = (lay or {}).get("pp", 1) * (lay or {}).get("virtual_stages", 1)
+        per_chunk = layers // chunks if layers else None
+        n = max(1, round(per_chunk / every)) if per_chunk else 1
+        a += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", str(n)]
+        notes.append(f"recompute_every={every}: Megatron's block method recomputes the first {n} layers of each "
+                     "stage instead of every k-th one (the same share)")
+    elif rec == "full":
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif rec.startswith("selective"):
         a += ["--recompute-granularity", "selective"]

@@ -39,7 +39,7 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     _tensor_parallel(par, lay, notes)
     cfg["training"] = training
     cfg["parallelism"] = par
-    cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes)
+    cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes, lay.get("recompute_every", 1))
     cfg["optimizer"] = _optimizer(tr, notes)
     if tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
         cfg["model"]["converters"] = ["quantize.linear.float8"]
@@ -116,8 +116,11 @@ def _tensor_parallel(par: dict[str, Any], lay: dict, notes: list[str]) -> None:
         notes.append("async tensor parallelism needs torch.compile (compile.enable) in torchtitan")
 
 
-def _activation_checkpoint(rec: str, notes: list[str]) -> dict[str, Any]:
-    """[activation_checkpoint]: none, full, or per-op selective (torchtitan's only selective policy here)."""
+def _activation_checkpoint(rec: str, notes: list[str], every: int = 1) -> dict[str, Any]:
+    """[activation_checkpoint]: none, full, per-op selective, or every k-th block (selective layer AC,
+    ``selective_ac_option = "k"``)."""
+    if rec == "full" and every > 1:
+        return {"mode": "selective", "selective_ac_option": str(every)}
     ac: dict[str, Any] = {"mode": {"none": "none", "full": "full"}.get(rec, "selective")}
     if rec.startswith("selective"):
         ac["selective_ac_option"] = "op"

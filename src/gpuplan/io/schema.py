@@ -96,6 +96,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
                                   default="none: all dp×cp ranks"),
     "layout.micro_batch": FieldDoc("sequences per GPU per forward/backward", "sequences", default=RULE),
     "layout.recompute": FieldDoc("activation recomputation", default=RULE),
+    "layout.recompute_every": FieldDoc("with recompute full: recompute every k-th block only (torchtitan selective "
+                                       "layer AC; Megatron's block method)", "blocks", default="1 (every block)"),
     "layout.sequence_parallel": FieldDoc("Megatron sequence parallelism", default="true when tp > 1"),
     "layout.pp_schedule": FieldDoc("pipeline schedule"),
     "layout.virtual_stages": FieldDoc("model chunks per pipeline stage (interleaved)", "chunks",

@@ -191,7 +191,8 @@ def time_estimate(sc: Scenario, lay: Layout) -> TimeEstimate:
         step=st, tokens_per_step=tokens_per_step,
         flops=flops_per_token(model, tr.seq_len, lay.recompute, tr.method != "full",
                               0.0 if tr.method == "full" else
-                              float(trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank))),
+                              float(trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank)),
+                              full_share=1.0 / lay.recompute_every),
         total_tokens=total_tokens, tokens_per_s=tps, gpus=hw.gpus, peak_flops=peak16,
         failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
         energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None)

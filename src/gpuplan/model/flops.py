@@ -67,7 +67,7 @@ class FlopsPerToken:
 
 @lru_cache(maxsize=4096)
 def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: bool = False,
-                    adapter_params: float = 0.0) -> FlopsPerToken:
+                    adapter_params: float = 0.0, full_share: float = 1.0) -> FlopsPerToken:
     """``frozen_base``: LoRA/QLoRA — the base weights get no weight gradient, so their matmuls cost
     2 × forward (forward and input gradient), not 3 ×; the adapters' ``adapter_params`` cost 6 per
     token like any trained weight (Hu et al. 2021, LoRA, Sec. 4.2: no gradients for the frozen
@@ -88,8 +88,8 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: boo
     model = passes * (layers + head) + 3 * att_model + adapters
     executed = passes * (layers + head) + 3 * att_exec + adapters
     extra = extra_exec = 0.0
-    if recompute == "full":        # the forward pass of every layer runs twice
-        extra, extra_exec = layers + att_model, layers + att_exec
+    if recompute == "full":        # the forward pass of every (k-th: ``full_share``) layer runs twice
+        extra, extra_exec = full_share * (layers + att_model), full_share * (layers + att_exec)
     elif recompute == "selective":  # the attention core's forward runs twice (Korthikanti et al.)
         extra, extra_exec = att_model, att_exec
     elif recompute == "selective-op":  # torchtitan op SAC: every other matmul runs twice

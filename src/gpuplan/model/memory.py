@@ -239,9 +239,13 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
 
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                       cp: int, sp: bool, mb: int, recompute: str, flight: float,
-                      factor: float = 1.0) -> StageActivations:
-    """One rank's activations; ``factor`` is a correction fitted by `gpuplan trace --calibrate`."""
+                      factor: float = 1.0, *, every: int = 1) -> StageActivations:
+    """One rank's activations; ``factor`` is a correction fitted by `gpuplan trace --calibrate`;
+    ``every`` > 1 with full recompute: only every k-th block is recomputed."""
     per_mb, extra, logits = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, recompute)
+    if recompute == "full" and every > 1:  # the other blocks keep what they would without recompute
+        kept, _, _ = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, "none")
+        per_mb = per_mb / every + kept * (1 - 1 / every)
     if factor != 1.0:
         per_mb, extra = per_mb * factor, extra * factor
     return StageActivations(per_mb, per_mb * flight + extra, logits)
@@ -330,7 +334,8 @@ def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: in
     n_mb = micro_batch_count(training.global_batch, dp, lay.micro_batch, pp)
     flight = flight_of(pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, tp, ep, pp, lay.virtual_stages, stage, cp, lay.sequence_parallel,
-                            lay.micro_batch, lay.recompute, flight, corrections.activations)
+                            lay.micro_batch, lay.recompute, flight, corrections.activations,
+                            every=lay.recompute_every)
     opt_temp = 0.0 if lay.offload != "none" else \
         states.optimizer_params * optimizer_step_temp_bytes(training.optimizer, training.precision,
                                                             training.optimizer_impl)

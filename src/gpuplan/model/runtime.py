@@ -95,13 +95,14 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
     head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev)
     loss_bytes = tokens * m.vocab / lay.tp * software(tr.framework, tr.compile, m).loss_per_logit  # fwd + bwd
     best: StageCompute | None = None
+    share = 1.0 / lay.recompute_every  # recompute full of every k-th block only
     for stage in peak_stages(m, lay.pp, lay.virtual_stages):
         rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank)
         f = b = r = mm = 0.0
         for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)):
             if n:
                 lt: LayerTime = times[moe]
-                f, b, r, mm = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute, mm + n * lt.mm
+                f, b, r, mm = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute * share, mm + n * lt.mm
         if stage == lay.pp - 1:  # the LM head (frozen under LoRA/QLoRA: no weight gradient)
             f += head_mm + loss_bytes / 2 / dev.bw
             b += (2 if tr.method == "full" else 1) * head_mm + loss_bytes / 2 / dev.bw
@@ -121,7 +122,7 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
     if lay.tp == 1:
         return 0.0, 0.0
     act_bytes = tokens * m.hidden * 2
-    passes = 3 if lay.recompute == "full" else 2  # forward, backward (+ recomputed forward)
+    passes = 2 + lay.recompute_share  # forward, backward (+ recomputed forward)
     tp_s = sc.params.layers * passes * 2 * all_reduce_s(act_bytes, lay.tp, 1, topo)
     if not lay.tp_overlap or not tp_s:
         return tp_s, tp_s
@@ -130,7 +131,7 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
     # et al. 2023, 'Overlap Communication with Dependent Computation via Decomposition',
     # ASPLOS): the first step of each stays exposed, the rest hides behind the weight matmuls
     # of forward, backward (twice the forward's) and a recomputed forward
-    window = sc.mm_fwd * (1 + (2 if tr.method == "full" else 1) + (1 if lay.recompute == "full" else 0))
+    window = sc.mm_fwd * (1 + (2 if tr.method == "full" else 1) + lay.recompute_share)
     return tp_s, tp_s / lay.tp + max(0.0, tp_s * (lay.tp - 1) / lay.tp - window)
 
 
@@ -158,7 +159,7 @@ def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: T
     if lay.ep == 1 or not sc.params.moe_layers:
         return 0.0, 0.0
     a2a = all_to_all_s(tokens * m.top_k * m.hidden * 2 / lay.tp, lay.ep, lay.tp * lay.cp, topo)
-    calls = A2A_PER_MOE_LAYER + (A2A_PER_RECOMPUTED_MOE_LAYER if lay.recompute == "full" else 0)
+    calls = A2A_PER_MOE_LAYER + A2A_PER_RECOMPUTED_MOE_LAYER * lay.recompute_share
     total = sc.params.moe_layers * calls * a2a
     if not _ep_hidden(lay):
         return total, total
@@ -212,7 +213,7 @@ def _zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb:
                 for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)) if n) or 1
     # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
     # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
-    gathers = 3 if style != "layer" and lay.recompute == "full" else 2
+    gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
     gather = all_gather_s(w_bytes, shard, lay.tp, topo, calls)
     if style == "tensor-sync":
         # DeepSpeed ZeRO-3 of 2021: every gather blocks the compute stream (issue #1069, PR

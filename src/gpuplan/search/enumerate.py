@@ -170,7 +170,8 @@ class Search:
         self.least_bytes: dict[int, float] = {}
         self._peaks: dict[tuple, StagePeak] = {}
         fixed = sc.layout  # the fields every layout of this scenario keeps
-        self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer")}
+        self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
+                      "recompute_every": fixed.get("recompute_every", 1)}
         self._tp_overlap = fixed.get("tp_overlap", False)
         # expert all-to-all overlap: as given, else on wherever the framework offers it and its rules allow
         self._ep_overlap: bool | None = fixed.get("ep_overlap")

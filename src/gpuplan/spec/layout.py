@@ -51,6 +51,10 @@ class Layout:
     # expert all-to-all of one micro-batch under another's compute (Megatron-Core
     # --overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe)
     ep_overlap: bool = False
+    # with recompute full: recompute every k-th block only, the others keep their activations
+    # (torchtitan's 'selective layer' AC, selective_ac_option = k; Megatron's block method
+    # recomputes the first N layers of a stage, the same share for N = layers / k)
+    recompute_every: int = 1
 
     def __post_init__(self) -> None:
         values = self.values()
@@ -87,6 +91,11 @@ class Layout:
         return {name: getattr(self, name) for name, _ in _LAYOUT_DEFAULTS}
 
     @property
+    def recompute_share(self) -> float:
+        """The share of blocks whose forward runs again under ``recompute: full`` (1 = all)."""
+        return 1.0 / self.recompute_every if self.recompute == "full" else 0.0
+
+    @property
     def world(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
@@ -106,7 +115,7 @@ INTERLEAVED_DEFAULT_CHUNKS = 2
 def check_layout_fields(values: dict[str, Any]) -> None:
     """The rules each layout field obeys on its own, for the fields present in ``values`` — so a
     partial layout (what the user fixed; ``plan`` searches the rest) is checked when it is read."""
-    for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
+    for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "recompute_every"):
         if key in values:
             _positive(values[key], f"layout.{key}")
     if "zero" in values and (values["zero"] not in (0, 1, 2, 3) or isinstance(values["zero"], bool)):

@@ -141,6 +141,10 @@ RULES: tuple[Rule, ...] = (
         and (c.global_batch // (c.lay["dp"] * c.lay["micro_batch"])) % 2 != 0,  # type: ignore[operator]
         lambda c: "layout.pp_schedule dualpipe feeds half the micro-batches from each end of the pipeline: "
                   "global_batch / (dp×micro_batch) must be even")),
+    Rule("recompute every k-th block needs full recompute", ("recompute_every", "recompute"), _msg(
+        lambda c: c.lay["recompute_every"] > 1 and c.lay.get("recompute", "none") != "full",
+        lambda c: f"layout.recompute_every={c.lay['recompute_every']} recomputes every k-th block in full: "
+                  "set recompute: full, or drop recompute_every")),
     Rule("hybrid shard needs zero", ("zero_group", "zero"), _msg(
         lambda c: c.lay["zero_group"] is not None and c.lay["zero"] == 0,
         lambda c: "layout.zero_group (hybrid shard) needs zero 1, 2 or 3")),
