@@ -29,10 +29,13 @@ def _gpu_names(args: argparse.Namespace) -> list[str]:
     return [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
 
 
-def _print(args: argparse.Namespace, results: list[dict], as_list: bool, text: Any) -> None:
+def _print(args: argparse.Namespace, results: list[dict], as_list: bool, text: Any) -> int:
+    """Print the answers; the exit status: 3 when an item failed of a bug (it says so), else 0."""
+    from gpuplan.io.inputs import INTERNAL_EXIT
     from gpuplan.report.text import dumps
 
     print(dumps(results if as_list else results[0]) if args.json else text(results))
+    return INTERNAL_EXIT if any(r.get("internal") for r in results) else 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -42,8 +45,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     scs, is_list = _scenarios(args)
     results = each(scs, lambda sc: evaluate(sc).to_json(), keep_going=is_list)
     _write_outputs(args, results, "evaluate")
-    _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
-    return 0
+    return _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -62,8 +64,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         scs, is_list = _scenarios(args)
     # one GPU type of several that cannot be fitted says why; the others go on
     results = each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
-    _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
-    return 0
+    return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -88,8 +89,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     results = each(scs, lambda sc: plan_scenario(sc, **kwargs).to_json(), keep_going=is_list)
     bar.close()
     _write_outputs(args, results, "plan")
-    _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
-    return 0
+    return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -192,8 +192,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     results = trace_all(scs, is_list, module=args.module, input_factory=args.input_factory,
                         fidelity=args.fidelity, calibrate=args.calibrate, predicted_from_params=from_params,
                         quiet=args.json)
-    _print(args, results, is_list, lambda rs: "\n\n".join(trace_text(r) for r in rs))
-    return 0
+    return _print(args, results, is_list, lambda rs: "\n\n".join(trace_text(r) for r in rs))
 
 
 def cmd_catalogue(args: argparse.Namespace) -> int:
@@ -253,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:  # a bug, not bad input: one line that says so, never a traceback
+        from gpuplan.io.inputs import INTERNAL_EXIT, internal_message
+
+        print(f"gpuplan: error: {internal_message(err)}", file=sys.stderr)
+        return INTERNAL_EXIT
 
 
 if __name__ == "__main__":
