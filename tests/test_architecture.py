@@ -19,13 +19,14 @@ LONG_FUNCTION_ALLOWED: set[tuple[str, str]] = set()
 ALLOWED = {
     # the validated boundary (values, documents, files from outside): below everything that reads input
     "bounds": {"bounds", "errors"},
+    "outfiles": {"outfiles", "errors"},
     "spec": {"spec", "errors", "units"},
     "catalog": {"catalog", "spec", "errors", "units", "bounds"},
     "model": {"model", "spec", "catalog", "errors", "units"},
     "search": {"search", "model", "spec", "catalog", "errors", "units"},
     "io": {"io", "spec", "catalog", "errors", "units", "bounds"},
     # report turns answers into words, tables and pictures; it never computes a prediction
-    "report": {"report", "spec", "catalog", "errors", "units"},
+    "report": {"report", "spec", "catalog", "errors", "units", "outfiles"},
 }
 FORBIDDEN_THIRD_PARTY = {
     "bounds": {"torch", "sqlite3"},

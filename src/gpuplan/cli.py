@@ -10,10 +10,9 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, shown
 from gpuplan.flags import build_parser, positive, scenario_values, whole
 from gpuplan.io.inputs import each, gather, parse_all
 
@@ -42,6 +41,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from gpuplan.api import evaluate
     from gpuplan.report.text import estimate_text
 
+    _check_outputs(args, {"--plot": args.plot, "--report": args.report})
     scs, is_list = _scenarios(args)
     results = each(scs, lambda sc: evaluate(sc).to_json(), keep_going=is_list)
     _write_outputs(args, results, "evaluate")
@@ -73,6 +73,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.report.text import plan_text
     from gpuplan.units import parse_count, parse_duration, parse_money
 
+    _check_outputs(args, {"--plot": args.plot, "--report": args.report})
     max_gpus, top_k = whole(args.max_gpus, "--max-gpus"), whole(args.top, "--top")
     names = _gpu_names(args)
     several = len(names) > 1 or names == ["all"]
@@ -135,7 +136,7 @@ def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> 
         from gpuplan.report import plots
 
         with _writing("--plot", args.plot):
-            written = plots.write(results, args.plot, kind)
+            written = plots.write(results, args.plot, kind, force=args.force)
         for path in written:
             print(f"gpuplan: wrote {path}", file=sys.stderr)
     if getattr(args, "report", None):
@@ -143,7 +144,7 @@ def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> 
         from gpuplan.validation import scores
 
         with _writing("--report", args.report):
-            out = document.write(results, args.report, kind, scores())
+            out = document.write(results, args.report, kind, scores(), force=args.force)
         print(f"gpuplan: wrote {out}", file=sys.stderr)
 
 
@@ -153,21 +154,32 @@ def _writing(flag: str, path: str) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        raise GpuplanError(f"{flag} {path!r}: cannot write it ({err.strerror or err})") from None
+        raise GpuplanError(f"{flag} {shown(path)}: cannot write it ({err.strerror or 'error'})") from None
+
+
+def _check_outputs(args: argparse.Namespace, targets: dict[str, str | None]) -> None:
+    """Before any work: each output file may be written (see gpuplan.outfiles), none is an input
+    of this command (the scenario file, a model, calibration or store path given as a flag)."""
+    from gpuplan.outfiles import check_targets
+
+    inputs = [getattr(args, "scenario", None), *(v for v in scenario_values(args).values() if isinstance(v, str))]
+    check_targets(targets, inputs, force=args.force)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from gpuplan.export import export_scenario
     from gpuplan.report.text import dumps
 
+    _check_outputs(args, {"--output": args.output})
     max_gpus = whole(args.max_gpus, "--max-gpus")
     scs, is_list = _scenarios(args)
     if is_list:
         raise GpuplanError("export takes one scenario: give a file with a single scenario")
     ex, how = export_scenario(scs[0], args.to, objective=args.objective, max_gpus=max_gpus)
     if args.output:  # written first: a bad path is the one error line, before anything else is said
-        with _writing("--output", args.output):
-            Path(args.output).write_text(ex.text, encoding="utf-8")
+        from gpuplan.outfiles import write_atomic
+
+        write_atomic("--output", args.output, ex.text, args.force)
     if args.json:
         print(dumps({"target": ex.target, "filename": ex.filename, "config": ex.config, "text": ex.text,
                      "notes": list(ex.notes), "layout_from": how, "written_to": args.output or None}))

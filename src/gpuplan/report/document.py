@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.outfiles import write_atomic
 from gpuplan.report.text import layout_str
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
@@ -243,7 +244,7 @@ def to_html(blocks: list[Block], svgs: list[str] | None = None) -> str:
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
 
 
-def write(results: list[dict], path: str | Path, kind: str, scores: dict | None = None) -> Path:
+def write(results: list[dict], path: str | Path, kind: str, scores: dict | None = None, force: bool = False) -> Path:
     """Write the report of plan (``kind="plan"``) or evaluate results to ``path`` (.md or .html),
     with ``scores`` (``{"runtime": ..., "memory": ...}`` from validation/) as its accuracy section.
     The HTML page embeds the plots when matplotlib is installed."""
@@ -256,7 +257,7 @@ def write(results: list[dict], path: str | Path, kind: str, scores: dict | None 
     for r in results:
         blocks += make(r, scores)
     if ext == ".md":
-        p.write_text(to_markdown(blocks), encoding="utf-8")
+        write_atomic("--report", p, to_markdown(blocks), force)
         return p
     svgs: list[str] = []
     try:
@@ -266,5 +267,5 @@ def write(results: list[dict], path: str | Path, kind: str, scores: dict | None 
         svgs = [plots.svg_text(plots.plan_figure(r) if kind == "plan" else plots.estimate_figure(r)) for r in good]
     except GpuplanError:
         svgs = []  # no matplotlib: the report without pictures
-    p.write_text(to_html(blocks, svgs), encoding="utf-8")
+    write_atomic("--report", p, to_html(blocks, svgs), force)
     return p
