@@ -89,6 +89,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     kwargs["progress"] = bar = for_command("planning", args.json)
     results = each(scs, lambda sc: plan_scenario(sc, **kwargs).to_json(), keep_going=is_list)
     bar.close()
+    from gpuplan.search.enumerate import WORK_LIMIT
+
+    if any(WORK_LIMIT in (r.get("rejected") or {}) for r in results):
+        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
     _write_outputs(args, results, "plan")
     return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
 
