@@ -136,6 +136,8 @@ COMMAND_FLAGS = {
                 "--steps": ["1", "0", "1e9"], "--warmup": ["0", "-1"], "--timeout": ["60", "0", "1e309", "nan"],
                 "--device": ["cpu", "cuda", "tpu", "\n"], "--no-store": None},
 }
+TINY = ("{model_type: llama, num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 2, "
+        "num_key_value_heads: 2, intermediate_size: 128, vocab_size: 256}")
 COMMANDS = ["evaluate"] * 30 + ["fit"] * 18 + ["plan"] * 12 + ["export"] * 10 + ["trace"] * 2 + ["profile"] * 4
 
 
@@ -180,7 +182,8 @@ def _tensor_headers(r: random.Random) -> bytes:
         safetensors({}), safetensors({"__metadata__": {"format": "pt"}}), safetensors(good),
         safetensors({"w": {"dtype": "BF16", "shape": shape}}) if not isinstance(shape, list) or len(shape) < 5000
         else safetensors(None, b'{"w": {"shape": [' + b",".join([b"1"] * 100000) + b"]}}"),
-        safetensors(None, b"[" * 100000 + b"]" * 100000), safetensors(None, b'{"w": {"shape": [1' + b"0" * 5000 + b']}}'),
+        safetensors(None, b"[" * 100000 + b"]" * 100000),
+        safetensors(None, b'{"w": {"shape": [1' + b"0" * 5000 + b']}}'),
         safetensors(None, b'{"w": {"shape": [1e400, 1]}}'), safetensors(None, b"\xff\xfe garbage"),
         struct.pack("<Q", 2**63) + b"{}", struct.pack("<Q", 0), b"", b"\x01",
         safetensors({"w" * 300: {"shape": [2, 2]}, "__metadata__": [1, 2]}),
@@ -201,7 +204,8 @@ def _index(r: random.Random) -> bytes:
         json.dumps({"metadata": {"total_size": 2000000}, "weight_map": {"a": "/etc/passwd"}}),
         json.dumps({"metadata": {"total_size": 2000000}, "weight_map": {"a": "fifo.safetensors"}}),
         json.dumps({"metadata": {"total_size": 2000000}, "weight_map": {f"k{i}": "n.safetensors" for i in range(20)}}),
-        json.dumps({"weight_map": []}), json.dumps([]), "[" * 100000, '{"metadata": {"total_size": 1' + "0" * 5000 + "}}",
+        json.dumps({"weight_map": []}), json.dumps([]), "[" * 100000,
+        '{"metadata": {"total_size": 1' + "0" * 5000 + "}}",
         json.dumps({"metadata": {"total_size": 3000000}, "weight_map": {"model.layers.99.x": "m.safetensors"}}),
     ]).encode()
 
@@ -238,7 +242,8 @@ def model_folder(r: random.Random, files: dict[str, Any], name: str = "m") -> st
     elif pick < 0.7:
         files[f"{name}/config.json"] = ("fifo",)
     elif pick < 0.8:
-        files[f"{name}/config.json"] = ("symlink", r.choice(["/dev/zero", "/dev/urandom", "/etc/shadow", "/proc/self/mem"]))
+        files[f"{name}/config.json"] = ("symlink", r.choice(["/dev/zero", "/dev/urandom", "/etc/shadow",
+                                                             "/proc/self/mem"]))
     elif pick < 0.9:
         files[f"{name}/model.safetensors"] = r.choice([("fifo",), ("symlink", "/dev/zero")])
         files[f"{name}/fifo.safetensors"] = ("fifo",)
@@ -374,6 +379,8 @@ def make_case(r: random.Random) -> Case:
     with_file = r.random() < 0.55
     scenario = _scenario_file(r, c) if with_file else None
     c.argv = [cmd] + ([scenario] if scenario else []) + _flags(r, c, with_file)
+    if cmd == "trace":  # a real trace of a full-size model takes a minute: the tiny one, then the hostile flags
+        c.argv[1 + bool(scenario):1 + bool(scenario)] = ["--model", TINY, "--gpus", "1"]
     for flag, values in COMMAND_FLAGS.get(cmd, {}).items():
         if r.random() < (0.9 if flag == "--to" else 0.3):
             c.argv += [flag] if values is None else [flag, r.choice(values)]
@@ -477,7 +484,7 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
     if tmp.exists() and any(tmp.iterdir()):
         return "leak", ", ".join(x.name for x in tmp.iterdir())
     if rc == 0:
-        if case.wants_json() and case.argv[0] not in ("export",) or (case.argv[0] == "export" and "--json" in case.argv):
+        if case.wants_json():
             try:
                 json.loads(out)
             except ValueError:
@@ -492,6 +499,12 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
 
 def run_cases(cases: list[Case], *, jobs: int = 2, limit_s: float = 10.0, rss_limit: int = 2**30,
               on_done: Any = None) -> list[Outcome]:
+    if any(c.argv and c.argv[0] == "trace" for c in cases):
+        try:
+            import torch  # noqa: F401 - imported once here, not in every forked child (seconds each)
+        except ImportError:
+            pass
+    import gpuplan.cli  # noqa: F401 - likewise
     work = Path(tempfile.mkdtemp(prefix="gpuplan-fuzz-"))
     env_tmp = work / "tmp"
     results: list[Outcome | None] = [None] * len(cases)
@@ -589,7 +602,9 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = run_cases(generate(a.seed, a.n), jobs=a.jobs, limit_s=a.limit)
     bad = [o for o in outcomes if o.verdict not in ("answer", "error")]
     for o in bad[: a.show]:
-        print(f"--- {o.verdict} ({o.wall_s:.1f} s) {o.case.kind}: {[x[:80] for x in o.case.argv]}\n{o.detail[-1500:]}")
+        files = {k: (v[:60] if isinstance(v, bytes) else v) for k, v in o.case.files.items()}
+        last = (o.detail.strip().splitlines() or [""])[-1][:300]
+        print(f"--- {o.verdict} ({o.wall_s:.1f} s) {o.case.kind}: {[x[:60] for x in o.case.argv]} {files}\n    {last}")
     print(json.dumps({**summary(outcomes), "seed": a.seed, "wall_s": round(time.monotonic() - t0, 1)}))
     return 1 if bad else 0
 
