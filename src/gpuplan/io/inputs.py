@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuplan.errors import GpuplanError, shown
+from gpuplan.errors import GpuplanError, plain, shown
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.spec import Scenario
 
@@ -78,7 +78,7 @@ INTERNAL_EXIT = 3  # exit status when an item failed of a bug, not of its input 
 def internal_message(err: BaseException, index: int | None = None, name: object = None) -> str:
     """One line for an unexpected exception: it is a bug, which item, the exception's kind."""
     where = "" if index is None else f" in item {index + 1}" + (f" ({shown(name, 60)})" if name else "")
-    return (f"internal error{where}: {type(err).__name__}: {shown(str(err), 160)} — a bug in gpuplan, "
+    return (f"internal error{where}: {type(err).__name__}: {plain(str(err), 160)} — a bug in gpuplan, "
             "please report it with the input")
 
 
