@@ -326,10 +326,11 @@ def _scenario_file(r: random.Random, c: Case) -> str:
     return name
 
 
-def _flags(r: random.Random, c: Case, with_file: bool) -> list[str]:
+def _flags(r: random.Random, c: Case, with_file: bool, cmd: str) -> list[str]:
     args: list[str] = []
     if not with_file or r.random() < 0.2:
-        model = r.choice(["llama-3.1-8b", "gpt2", "{params: 7e9}", "qwen2.5-0.5b"])
+        # a real trace of a full-size model takes a minute: trace gets the tiny model or a folder
+        model = TINY if cmd == "trace" else r.choice(["llama-3.1-8b", "gpt2", "{params: 7e9}", "qwen2.5-0.5b"])
         if r.random() < 0.25:
             model = model_folder(r, c.files)
         args += ["--model", model, "--gpu", r.choice(GPUS)]
@@ -370,6 +371,8 @@ def make_case(r: random.Random) -> Case:
     if r.random() < 0.03:
         cmd = r.choice(["gpus", "models", "fabrics", "calibrate", "validate"])
         c.argv = [cmd, "--json"] if r.random() < 0.5 else [cmd]
+        if cmd == "validate":  # its input is the bundled corpus (a cross-validated fit: seconds), not the user's
+            c.argv.append("--constants")
         if cmd == "calibrate":
             c.files["store"] = r.choice([b"not sqlite", ("fifo",), ("symlink", "/dev/zero"), ("dir",)])
             c.argv += ["--store", r.choice(["store", "x" * 300, "/dev/zero", "store\nEVIL"])]
@@ -378,8 +381,8 @@ def make_case(r: random.Random) -> Case:
     cmd = r.choice(COMMANDS)
     with_file = r.random() < 0.55
     scenario = _scenario_file(r, c) if with_file else None
-    c.argv = [cmd] + ([scenario] if scenario else []) + _flags(r, c, with_file)
-    if cmd == "trace":  # a real trace of a full-size model takes a minute: the tiny one, then the hostile flags
+    c.argv = [cmd] + ([scenario] if scenario else []) + _flags(r, c, with_file, cmd)
+    if cmd == "trace":  # the tiny model first (the hostile flags may still override it)
         c.argv[1 + bool(scenario):1 + bool(scenario)] = ["--model", TINY, "--gpus", "1"]
     for flag, values in COMMAND_FLAGS.get(cmd, {}).items():
         if r.random() < (0.9 if flag == "--to" else 0.3):
@@ -431,6 +434,9 @@ def _child(case: Case, root: Path, out: Path, err: Path) -> None:
     fd_out, fd_err = os.open(out, os.O_WRONLY | os.O_CREAT), os.open(err, os.O_WRONLY | os.O_CREAT)
     os.dup2(fd_out, 1)
     os.dup2(fd_err, 2)
+    # the streams on the new descriptors (under pytest sys.stdout/err are capture objects, not fds 1/2)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     rc = 1
     try:
         os.chdir(root)
@@ -449,7 +455,8 @@ def _child(case: Case, root: Path, out: Path, err: Path) -> None:
         prun.run_trial = launched  # type: ignore[attr-defined]
         try:
             rc = main(list(case.argv))
-        except _Launched:
+        except _Launched:  # profile got as far as starting the trial: an answer, in JSON when asked
+            print(json.dumps({"launched": True}))
             rc = 0
     except BaseException:  # noqa: B036 - what the user would see: a traceback, exit 1
         import traceback
@@ -474,6 +481,10 @@ class Outcome:
     detail: str = ""
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) -> tuple[str, str]:
     if "Traceback (most recent call last)" in err or rc == 1:
         return "traceback", err[-2000:]
@@ -486,9 +497,9 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
     if rc == 0:
         if case.wants_json():
             try:
-                json.loads(out)
-            except ValueError:
-                return "bad-output", "invalid JSON: " + out[:300]
+                json.loads(out, parse_constant=_not_json)
+            except ValueError as err:
+                return "bad-output", f"invalid JSON ({err}): {out[:300]}"
         return "answer", ""
     lines = err.splitlines()
     errs = [ln for ln in lines if ln.startswith("gpuplan: error:")]
