@@ -8,13 +8,15 @@ from gpuplan.io.scenario import parse_scenario
 from gpuplan.model.estimate import evaluate
 
 
-def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **sections: dict) -> Any:
-    raw = {"model": model, "hardware": {"gpu": gpu, "gpus": gpus, **sections.get("hardware", {})},
+def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int | None = None, **sections: dict) -> Any:
+    """A parsed scenario; ``gpus`` left out unless given (a given count is fixed for plan and fit)."""
+    count = {} if gpus is None else {"gpus": gpus}
+    raw = {"model": model, "hardware": {"gpu": gpu, **count, **sections.get("hardware", {})},
            "training": sections.get("training", {}), "layout": sections.get("layout", {})}
     return parse_scenario(raw)
 
 
-def mem(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int = 1, **sections: dict) -> dict:
+def mem(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int | None = None, **sections: dict) -> dict:
     return evaluate(make(model, gpu, gpus, **sections)).to_json()["memory"]
 
 

@@ -168,8 +168,11 @@ def test_fit_takes_all_gpu_types_like_plan():
         f"{g} has no bf16 tensor cores in the catalogue: set training.precision: fp16" for g in no_bf16)
     assert {r["gpu"] for r in rows if "gpu" in r} == ids - no_bf16
     by_gpu = {r["gpu"]: r["min_gpus"] for r in rows if "gpu" in r}
-    # the example's 70B (tp 4 × pp 4 fixed) needs 4x the 80 GB cards' count on 40 GB A100s
-    assert by_gpu["a100-80gb-sxm"] == 32 and by_gpu["a100-40gb-sxm"] == 128
+    # the example fixes hardware.gpus: 64, so fit answers there (DESIGN §2: a given field is never
+    # searched): the 70B (tp 4 × pp 4 fixed) fits 64 A100 80 GB as it is, 64 A100 40 GB only offloaded
+    assert by_gpu["a100-80gb-sxm"] == 64 and by_gpu["a100-40gb-sxm"] == 64
+    offload = {r["gpu"]: r["best"]["scenario"]["layout"]["offload"] for r in rows if r.get("best")}
+    assert offload["a100-80gb-sxm"] == "none" and offload["a100-40gb-sxm"] != "none"
 
 
 def test_fabrics_lists_the_interconnect_catalogue(capsys):

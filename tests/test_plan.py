@@ -43,7 +43,7 @@ def _gpus(est: dict) -> int:
 def brute_force(model: str, gpu: str, max_gpus: int, global_batch: int, seq: int, tokens: float = 1e10) -> tuple:
     """Every layout of the search space DESIGN.md describes, evaluated without any pruning:
     (tokens/s, usd, gpus, layout) of each one that fits."""
-    base = make(model, gpu, 1, training={"seq_len": seq, "global_batch": global_batch, "tokens": tokens})
+    base = make(model, gpu, None, training={"seq_len": seq, "global_batch": global_batch, "tokens": tokens})
     m, per_node = base.model, base.hardware.gpus_per_node
     out = []
     for n in range(1, max_gpus + 1):
@@ -97,7 +97,7 @@ BRUTE_CASES = [
 def test_plan_finds_the_fastest_layout_brute_force_finds(model, gpu, max_gpus, gb, seq):
     every = brute_force(model, gpu, max_gpus, gb, seq)
     assert len(every) > 100
-    res = plan(make(model, gpu, 1, training={"seq_len": seq, "global_batch": gb, "tokens": 1e10}),
+    res = plan(make(model, gpu, None, training={"seq_len": seq, "global_batch": gb, "tokens": 1e10}),
                max_gpus=max_gpus).to_json()
     # the same GPU counts are reachable ...
     assert [r["gpus"] for r in res["scaling"]] == sorted({n for _, _, n, _ in every})
@@ -113,7 +113,7 @@ def test_plan_finds_the_fastest_layout_brute_force_finds(model, gpu, max_gpus, g
     ("llama-3.2-1b", "l4", 8, 32, 2048)])
 def test_plan_finds_the_cheapest_layout_brute_force_finds(model, gpu, max_gpus, gb, seq):
     every = brute_force(model, gpu, max_gpus, gb, seq)
-    res = plan(make(model, gpu, 1, training={"seq_len": seq, "global_batch": gb, "tokens": 1e10}),
+    res = plan(make(model, gpu, None, training={"seq_len": seq, "global_batch": gb, "tokens": 1e10}),
                max_gpus=max_gpus, objective="cost").to_json()
     cheapest = min(u for _, u, _, _ in every)
     assert res["best"]["cost"]["usd"] <= cheapest * (1 + REL)
@@ -134,7 +134,7 @@ def test_zero_1_beats_zero_0_so_the_search_skips_zero_0():
 
 @pytest.mark.parametrize(("model", "expected"), [("llama-3.1-70b", 16), ("llama-3.1-8b", 2), ("mixtral-8x7b", 16)])
 def test_fit_and_plan_agree_on_the_smallest_count(model, expected):
-    sc = make(model, "h100-sxm", 1)
+    sc = make(model, "h100-sxm", None)
     res = plan(sc, max_gpus=64).to_json()
     assert fit(sc, max_gpus=64).min_gpus == expected
     assert res["min_gpus"] == {"h100-sxm": expected}
@@ -145,7 +145,7 @@ def test_fit_and_plan_agree_on_the_smallest_count(model, expected):
 
 @cache
 def _plan_8b(**kw) -> dict:
-    return plan(make("llama-3.1-8b", "h100-sxm", 1, training=TRAIN_8B), max_gpus=64, top_k=100, **kw).to_json()
+    return plan(make("llama-3.1-8b", "h100-sxm", None, training=TRAIN_8B), max_gpus=64, top_k=100, **kw).to_json()
 
 
 def test_deadline_gives_the_cheapest_plan_that_finishes_in_time():
@@ -198,7 +198,7 @@ def test_impossible_budget_names_the_cheapest_option():
 @pytest.mark.parametrize(("model", "max_gpus"), [("llama-3.1-70b", 1), ("llama-3.1-405b", 4)])
 def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
     # (llama-3.1-70b on up to 4 L4s does fit: 2 GPUs with zero 3 + offload=params)
-    res = plan(make(model, "l4", 1), max_gpus=max_gpus).to_json()
+    res = plan(make(model, "l4", None), max_gpus=max_gpus).to_json()
     assert res["best"] is None and res["candidates"] == [] and res["scaling"] == []
     assert res["min_gpus"] == {"l4": None}
     assert res["equilibrium"]["gpus"] is None
@@ -216,7 +216,7 @@ def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
 
 @cache
 def _eq_8b(scale_out: str, threshold: float = 0.8) -> dict:
-    sc = make("llama-3.1-8b", "h100-sxm", 1, hardware={"scale_out": scale_out}, training=TRAIN_8B)
+    sc = make("llama-3.1-8b", "h100-sxm", None, hardware={"scale_out": scale_out}, training=TRAIN_8B)
     return plan(sc, max_gpus=64, threshold=threshold).to_json()
 
 
@@ -250,7 +250,7 @@ def test_slow_network_equilibrium_is_a_node_or_two_fast_network_goes_further():
 
 
 def test_a_ten_times_slower_network_slows_multi_node_plans():
-    sc = make("llama-3.1-8b", "h100-sxm", 1, hardware={"scale_out": "eth-100g"}, training=TRAIN_8B)
+    sc = make("llama-3.1-8b", "h100-sxm", None, hardware={"scale_out": "eth-100g"}, training=TRAIN_8B)
     eth100 = plan(sc, max_gpus=32).to_json()
     eth10 = _eq_8b("eth-10g")
     for n in (16, 32):
@@ -260,7 +260,7 @@ def test_a_ten_times_slower_network_slows_multi_node_plans():
 
 
 def test_a_count_slower_than_a_smaller_one_does_not_end_the_scaling_curve():
-    res = plan(make("gpt2", "h100-sxm", 1, training={"seq_len": 2048, "tokens": 1e10}), max_gpus=64).to_json()
+    res = plan(make("gpt2", "h100-sxm", None, training={"seq_len": 2048, "tokens": 1e10}), max_gpus=64).to_json()
     improving = [_tps(r["best"]) for r in res["scaling"] if r["improves"]]
     assert all(b > a for a, b in zip(improving, improving[1:], strict=False))
     assert any(not r["improves"] for r in res["scaling"])  # e.g. 3 GPUs (pp=3) is slower than 2

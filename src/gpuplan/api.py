@@ -92,7 +92,8 @@ class Fit:
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
-        row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried}
+        row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried,
+                               "max_gpus": r.max_gpus}
         best = self.best
         row["best"] = best.to_json() if best is not None else None
         if best is None:
@@ -101,16 +102,19 @@ class Fit:
         return row
 
 
-def fit(source: ScenarioInput = None, /, *, max_gpus: int = 16384, **fields: Any) -> Fit:
+def fit(source: ScenarioInput = None, /, *, max_gpus: int | None = None, **fields: Any) -> Fit:
     """The smallest count of the scenario's GPU type on which the run fits, and the fastest layout there."""
-    return Fit(_fit(scenario(source, **fields), max_gpus=_count(max_gpus, "max_gpus")))
+    return Fit(_fit(scenario(source, **fields), max_gpus=_count(max_gpus, "max_gpus", open_ok=True)))
 
 
 MAX_COUNT = 2**20  # as on the command line (flags.MAX_COUNT): GPUs searched, candidates shown
 
 
-def _count(value: Any, name: str) -> int:
-    """A whole number from 1 to MAX_COUNT given to the API (``max_gpus``, ``top``)."""
+def _count(value: Any, name: str, open_ok: bool = False) -> Any:
+    """A whole number from 1 to MAX_COUNT given to the API (``max_gpus``, ``top``); None when
+    ``open_ok`` and not given (the search's own bound)."""
+    if value is None and open_ok:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise GpuplanError(f"{name} must be a whole number, got {shown(value)}")
     n = parse_count(value, name)
@@ -160,7 +164,7 @@ class Plan:
         return plan_json(self.result)
 
 
-def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int = 16384,
+def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int | None = None,
          objective: str = "time", deadline_s: float | None = None, budget: float | None = None, top: int = 5,
          threshold: float = 0.8, progress: Callable[[float, str], None] | None = None, **fields: Any) -> Plan:
     """Search GPU type × count × layout for what the scenario leaves open; rank by time or cost.
@@ -176,7 +180,7 @@ def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None,
         raise GpuplanError("gpu must be a GPU type, a list of at most 64 of them, or 'all'")
     sc = scenario(source, **fields)
     return plan_scenario(sc, gpu_types=names if len(names) > 1 or names == ["all"] else None,
-                         max_gpus=_count(max_gpus, "max_gpus"), objective=objective,
+                         max_gpus=_count(max_gpus, "max_gpus", open_ok=True), objective=objective,
                          deadline_s=_positive(deadline_s, "deadline_s"), budget=_positive(budget, "budget"),
                          top_k=_count(top, "top"), threshold=float(parse_count(threshold, "threshold")),
                          progress=progress)

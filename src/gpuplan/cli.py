@@ -7,6 +7,7 @@ The grammar is flags.py; scenarios come from io/inputs.py; answers from the publ
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,7 +54,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from gpuplan.catalog.hardware import gpus
     from gpuplan.report.text import fit_text
 
-    max_gpus = whole(args.max_gpus, "--max-gpus")
+    max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
     names = _gpu_names(args)
     if names == ["all"]:  # as in `plan --gpu all`: every catalogue type
         names = [g.id for g in gpus()]
@@ -74,7 +75,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.units import parse_count, parse_duration, parse_money
 
     _check_outputs(args, {"--plot": args.plot, "--report": args.report})
-    max_gpus, top_k = whole(args.max_gpus, "--max-gpus"), whole(args.top, "--top")
+    max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
+    top_k = whole(args.top, "--top")
     names = _gpu_names(args)
     several = len(names) > 1 or names == ["all"]
     if several:  # the scenario is read against one of them (the one whose TDP allows most under a power cap)
@@ -116,7 +118,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
                       warmup=n["warmup"], timeout_s=timeout_s,
                       find_max_batch=args.find_max_batch, extra_args=args.torchrun_args or None, progress=bar)
     if store is not None and not rep["oom"]:
-        rep["stored"] = store.add_run(kind="profile", gpu=rep["gpu"], model=rep["scenario"]["model"],
+        model = rep["scenario"]["model"]  # a name, a path or an inline mapping (the scenario as given)
+        rep["stored"] = store.add_run(kind="profile", gpu=rep["gpu"],
+                                      model=model if isinstance(model, str) else json.dumps(model, sort_keys=True),
                                       layout=rep["scenario"]["layout"], scenario=rep["scenario"],
                                       measured=rep["measured"], predicted=rep["predicted"])
         rep["store"] = str(store.path)
@@ -175,7 +179,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from gpuplan.report.text import dumps
 
     _check_outputs(args, {"--output": args.output})
-    max_gpus = whole(args.max_gpus, "--max-gpus")
+    max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
     scs, is_list = _scenarios(args)
     if is_list:
         raise GpuplanError("export takes one scenario: give a file with a single scenario")

@@ -80,13 +80,16 @@ def _planning(sub: argparse._SubParsersAction) -> None:
     _output_flags(ev)
     ft = sub.add_parser("fit", help="smallest GPU count on which the run fits, and its layout")
     _scenario_flags(ft)
-    ft.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest count to try (default 16384)")
+    ft.add_argument("--max-gpus", dest="max_gpus", default=None,
+                    help="largest count to try when hardware.gpus is open (default 16384)")
     pl = sub.add_parser("plan", help="search GPU type × count × layout; rank by time or cost")
     _scenario_flags(pl)
     pl.add_argument("--objective", default="time", choices=["time", "cost"], help="rank by time or cost")
     pl.add_argument("--deadline", help="cheapest plan that finishes within this time (e.g. 14d)")
     pl.add_argument("--budget", help="fastest plan within this many USD (e.g. 50000)")
-    pl.add_argument("--max-gpus", dest="max_gpus", default="16384", help="largest GPU count (default 16384)")
+    pl.add_argument("--max-gpus", dest="max_gpus", default=None,
+                    help="largest GPU count when hardware.gpus is open (default 16384); a given --gpus "
+                         "is the answer's count")
     pl.add_argument("--top", default="5", help="how many candidates to show (default 5)")
     pl.add_argument("--threshold", default="0.8", help="equilibrium: least share of proportional speed-up")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
@@ -108,7 +111,8 @@ def _measuring(sub: argparse._SubParsersAction) -> None:
     _force_flag(ex)
     ex.add_argument("--objective", default="time", choices=["time", "cost"],
                     help="when the layout is open: plan, then export the best by time or cost")
-    ex.add_argument("--max-gpus", dest="max_gpus", default="16384", help="when planning: largest GPU count")
+    ex.add_argument("--max-gpus", dest="max_gpus", default=None,
+                    help="when planning with hardware.gpus open: largest GPU count (default 16384)")
     pr = sub.add_parser("profile", help="a short real trial run (torchrun + FSDP2): measured vs predicted")
     _scenario_flags(pr, skip=("steps",))  # --steps here counts the trial's measured steps
     pr.add_argument("--device", default="cuda", help="cuda (default) or cpu (gloo; runs anywhere)")

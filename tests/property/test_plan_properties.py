@@ -20,7 +20,7 @@ SETTINGS = settings(max_examples=15, deadline=None)
 @cache
 def _plan(model: str, gpu: str, max_gpus: int, net: str, seq: int, threshold: float = 0.8,
           objective: str = "time") -> dict:
-    sc = make(model, gpu, 1, hardware={"scale_out": net}, training={"seq_len": seq, "tokens": 1e10})
+    sc = make(model, gpu, None, hardware={"scale_out": net}, training={"seq_len": seq, "tokens": 1e10})
     return plan(sc, max_gpus=max_gpus, top_k=100, threshold=threshold, objective=objective).to_json()
 
 
@@ -111,7 +111,7 @@ def test_deadline_and_budget_pick_within_the_limit(c, cut):
     costs = sorted(e["cost"]["usd"] for e in every)
     deadline = times[0] + cut * (times[-1] - times[0])
     budget = costs[0] + cut * (costs[-1] - costs[0])
-    sc = make(model, gpu, 1, hardware={"scale_out": net}, training={"seq_len": seq, "tokens": 1e10})
+    sc = make(model, gpu, None, hardware={"scale_out": net}, training={"seq_len": seq, "tokens": 1e10})
     by_deadline = plan(sc, max_gpus=max_gpus, top_k=100, deadline_s=deadline).to_json()
     in_time = [e for e in every if e["time"]["train_s"] <= deadline]
     assert in_time  # the fastest always makes it

@@ -67,7 +67,8 @@ TARGET_FRAMEWORK = {"torchtitan": "torchtitan", "deepspeed": "deepspeed", "accel
                     "megatron": "megatron-core", "torchrun": "generic"}
 
 
-def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int = 16384) -> tuple[Export, str]:
+def export_scenario(sc: Any, target: str, *, objective: str = "time",
+                    max_gpus: int | None = None) -> tuple[Export, str]:
     """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
     else the best layout ``plan`` finds for the target's framework. A layout the target's framework
     cannot run (catalog/frameworks.json) is refused with its reason, never written. Returns the

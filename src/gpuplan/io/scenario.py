@@ -15,7 +15,9 @@ from typing import Any
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError, shown
-from gpuplan.io.schema import HARDWARE_KEYS, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
+from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
+from gpuplan.io.shares import check_nodes as _check_nodes
+from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
@@ -174,14 +176,22 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         model_ref = str(base_dir / model_ref)
     model = load_model(model_ref)
 
-    hw_raw, tr_raw = _section(raw, "hardware", HARDWARE_KEYS), _section(raw, "training", TRAINING_KEYS)
+    hw_raw = _section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS)
+    tr_raw = _section(raw, "training", TRAINING_KEYS)
     hardware = _hardware(hw_raw)
+    _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
     training = _training(tr_raw, model)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = raw.get("name")
+    given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
+                      if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
+    if "training.global_batch_tokens" in given:
+        given |= {"training.global_batch"}
+    gpu_ref = hw_raw["gpu"] if isinstance(hw_raw["gpu"], dict) else _inline_mapping(hw_raw["gpu"], "hardware.gpu", "")
     return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
-                    training=training, layout=layout, model_ref=model_ref, corrections=corrections)
+                    training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,
+                    gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None)
 
 
 def _hardware(hw_raw: dict) -> Hardware:
@@ -207,7 +217,12 @@ def _corrections(hw_raw: dict, tr_raw: dict, gpu: str, model_type: str) -> Corre
     """The calibration a scenario asks for: ``hardware.calibration`` (factors `gpuplan calibrate`
     fitted on the user's own runs of ``gpu``) and ``training.trace_calibration`` (the activation
     ratio `gpuplan trace --calibrate` stored for the architecture)."""
-    memory = compute = 1.0
+    memory = float(parse_count(hw_raw.get("memory_factor", 1.0), "hardware.memory_factor"))
+    compute = float(parse_count(hw_raw.get("compute_factor", 1.0), "hardware.compute_factor"))
+    for key, value in (("memory_factor", memory), ("compute_factor", compute)):
+        if not 0.1 <= value <= 10:
+            raise GpuplanError(f"hardware.{key} = {value} is a calibration factor (1 = none): give a value "
+                               "between 0.1 and 10, or use hardware.calibration")
     factors = calibration_factors(hw_raw.get("calibration"), gpu)
     if factors is not None:
         memory, compute = factors
@@ -273,6 +288,8 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
             kw[key] = parse_count(value, "training.tokens")
         elif key == "dropout":
             kw[key] = float(parse_count(value, "training.dropout"))
+        elif key == "headroom":
+            kw[key] = _share(value, "training.headroom")
         elif key == "lora_targets":
             kw[key] = _lora_targets(value)
         elif key == "trace_calibration":  # the activation ratio: see _corrections

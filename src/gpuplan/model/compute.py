@@ -145,16 +145,30 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     return t
 
 
+def expert_imbalance(tokens: float, top_k: int, ep: int) -> float:
+    """The busiest expert-parallel rank's load over the mean, for a router balanced in expectation:
+    each rank receives a Binomial(ep·tokens·top_k, 1/ep) share of the routed tokens (mean
+    μ = tokens·top_k, variance μ(1 − 1/ep)) and the largest of ep such shares exceeds the mean by
+    about √(2 ln ep) standard deviations (the Gaussian extreme-value bound). A floor: a router's
+    systematic preferences add to it and are not modelled."""
+    mean = tokens * top_k
+    if ep <= 1 or mean <= 0:
+        return 1.0
+    return 1.0 + math.sqrt(2 * math.log(ep) * (1 - 1 / ep) / mean)
+
+
 def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device) -> tuple[float, float]:
-    """(forward seconds of the layer's weight matmuls, of its 2nd, 4th … ones)."""
+    """(forward seconds of the layer's weight matmuls, of its 2nd, 4th … ones). Expert matmuls run
+    at the busiest expert-parallel rank's pace (``expert_imbalance``)."""
     mm_f = every_other = 0.0
+    busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
                                                                   "router")]
     for i, w in enumerate(mats):
         out_f, in_f = w.shape
         if w.group == "expert":
             per_expert_tokens = tokens * m.top_k * ep / m.n_experts
-            t = matmul_s(per_expert_tokens, out_f / tp, in_f, dev) * w.count / ep
+            t = matmul_s(per_expert_tokens * busiest, out_f / tp, in_f, dev) * w.count / ep
         elif w.group == "router":
             t = matmul_s(tokens, out_f, in_f, dev)
         else:
@@ -203,8 +217,17 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
                  + sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
     if fp8:  # casts of each matmul input to fp8 (read 2 B, write 1 B)
         per_token += 3 * (4 * m.hidden + f_local / tp)
+    kernels = sw.kernels
+    if lg.moe:
+        # the token dispatcher's permute and unpermute (Megatron-Core moe_utils.permute/unpermute):
+        # each copies the hidden state of every routed token — read h, write top_k·h, and back
+        per_token += 2 * 2 * m.hidden * (1 + m.top_k)
+        kernels += 4  # router softmax/top-k, permute, unpermute, probability scaling
+        if not sw.grouped_experts:  # SequentialMLP: one GEMM per local expert and matrix
+            expert_mats = sum(1 for w in lg.weights if w.is_matrix and w.group == "expert")
+            kernels += expert_mats * max(0, m.n_experts // ep - 1)
     elem_f = tokens * per_token / dev.bw
-    launch = sw.kernels * constant("kernel_launch_s")
+    launch = kernels * constant("kernel_launch_s")
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
     fwd = mm_f + att_f + elem_f + launch + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's

@@ -6,7 +6,7 @@ is the contract's JSON object, keys in their documented order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.catalog.constants import table
@@ -18,6 +18,7 @@ from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.runtime import StepTime, step_time
 from gpuplan.spec import Layout
+from gpuplan.spec.defaults import assumed, default_global_batch
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
 TIME_KEYS = ("step_s", "compute_s", "comm_exposed_s", "bubble_s", "tokens_per_s", "tokens_per_s_per_gpu",
@@ -93,6 +94,7 @@ class Estimate:
     cost: Cost
     notes: tuple[str, ...] = ()
     time_note: str | None = None
+    searched: bool = False  # the layout was chosen by plan/fit's search, not completed with defaults
 
     def to_json(self) -> dict:
         sc, model = self.scenario, self.scenario.model
@@ -106,6 +108,7 @@ class Estimate:
                 "assumed": list(model.assumed),
             },
             "notes": list(self.notes),
+            "assumed": assumed(sc, tr, self.layout, self.searched),
             "memory": self.memory.to_json(),
         }
         if self.time is None:
@@ -119,11 +122,16 @@ class Estimate:
 
 
 def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
-    """Estimate for ``sc`` with ``layout`` (or the scenario's layout completed with ``overrides``)."""
+    """Estimate for ``sc`` with ``layout`` (a search's choice) or the scenario's layout completed
+    with ``overrides`` and the defaults; an open global batch follows spec/defaults.py."""
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
     if problem:
         raise GpuplanError(problem)
     lay = layout if layout is not None else complete_layout(sc, **overrides)
+    if sc.training.global_batch is None:
+        sc = replace(sc, training=replace(sc.training, global_batch=default_global_batch(
+            sc.training, lay.dp * lay.micro_batch)))
+    searched = layout is not None
     refused = why_not(sc.training.framework, lay.values(), sc.training)
     if refused:
         raise GpuplanError(refused)
@@ -132,10 +140,11 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if not any(k in hw.gpu.peak_flops for k in ("bf16", "fp16", "fp32")):
         why = f"{hw.gpu.id} has no published compute peak in the catalogue: runtime and cost are not predicted"
         return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc), time_note=why,
-                        cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None))
+                        cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
+                        searched=searched)
     time = time_estimate(sc, lay)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=time, cost=cost_of(time, hw.price_per_gpu_hour),
-                    notes=_notes(sc))
+                    notes=_notes(sc), searched=searched)
 
 
 def _notes(sc: Scenario) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ the expert-data-parallel group dp×cp/ep (Megatron-Core MoE).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -102,6 +102,7 @@ class MemoryBreakdown:
     cpu_offload_per_node: float
     host_memory: float | None
     fits: bool
+    headroom_share: float = 0.0  # training.headroom: the share of capacity kept free
 
     @property
     def weights(self) -> float:
@@ -156,7 +157,9 @@ class MemoryBreakdown:
         return {
             "weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
             "activations": self.activations, "other": self.other, "total": self.total,
-            "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom, "detail": self.detail(),
+            "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom,
+            "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
+            "tight": not self.fits and self.total <= self.capacity, "detail": self.detail(),
             "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
             "stage": p.stage, "microbatches_in_flight": p.microbatches_in_flight,
             "activations_per_microbatch": p.activations_per_microbatch, "cpu_offload": p.states.cpu_offload,
@@ -304,6 +307,15 @@ def _runtime_bytes(communicators: int) -> float:
         + constant("nccl_bytes_per_communicator") * communicators
 
 
+def _mirrored(states: ModelStates) -> ModelStates:
+    """DualPipe: each rank holds its stage and the mirrored one (stage pp−1−i), "2× parameters"
+    (DeepSeek-V3, arXiv:2412.19437, Table 2) — weights, gradients and optimizer states of both."""
+    return replace(states, weights=2 * states.weights, gradients=2 * states.gradients,
+                   optimizer=2 * states.optimizer, cpu_offload=2 * states.cpu_offload,
+                   optimizer_params=2 * states.optimizer_params, params_on_rank=2 * states.params_on_rank,
+                   trainable_on_rank=2 * states.trainable_on_rank)
+
+
 def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: int,
                  corrections: Corrections) -> dict[str, Any]:
     """The pieces of one stage's peak (stage_peak's fields), by name."""
@@ -313,6 +325,8 @@ def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: in
     nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
     states = model_states(model, training, tp, ep, pp, lay.virtual_stages, stage, zero, nd, nd_e, lay.offload,
                           dp * cp)
+    if lay.pp_schedule == "dualpipe":
+        states = _mirrored(states)
     n_mb = micro_batch_count(training.global_batch, dp, lay.micro_batch, pp)
     flight = flight_of(pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, tp, ep, pp, lay.virtual_stages, stage, cp, lay.sequence_parallel,
@@ -370,4 +384,5 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
     host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
     return MemoryBreakdown(peak=worst, total=total, capacity=capacity, calibration=extra,
                            cpu_offload_per_node=per_node, host_memory=hw.host_memory_bytes,
-                           fits=total <= capacity and host_ok)
+                           fits=total <= capacity * (1 - training.headroom) and host_ok,
+                           headroom_share=training.headroom)

@@ -4,6 +4,8 @@ step time (model/runtime.py) both ask here, so they agree on the stages."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gpuplan.catalog.constants import constant
 from gpuplan.model.comm import Topology, send_recv_s
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
@@ -42,11 +44,14 @@ def micro_batch_count(global_batch: int | None, dp: int, mb: int, pp: int) -> in
 def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     """Micro-batches whose activations stage ``stage`` of ``p`` holds at its peak (``m`` per step).
     1F1B (Narayanan et al. 2021, PipeDream-flush) and zero-bubble ZB-H1 (Qi et al. 2023,
-    arXiv:2401.10241, same peak as 1F1B): min(p − stage, m). Interleaved with v chunks
+    arXiv:2401.10241, same peak as 1F1B): min(p − stage, m). DualPipe: p + 1 on every rank.
+    Interleaved with v chunks
     (Korthikanti et al. 2022, Sec. 4.2.3: first stage holds L·(1 + (p−1)/(p·v)) layers'
     worth): p − stage + (p − 1)/v. GPipe: all m."""
     if p == 1:
         return 1
+    if schedule == "dualpipe":  # DeepSeek-V3, arXiv:2412.19437, Table 2: activation PP + 1
+        return min(p + 1, m)
     if schedule == "gpipe":
         return m
     if schedule == "interleaved":
@@ -61,19 +66,49 @@ def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
     dense-then-MoE) need the neighbours too."""
     if len(model.layers) == 1 and model.n_layers % (pp * vstages) == 0:
         return sorted({0, pp - 1})
-    return list(range(pp)) if pp <= 4 else sorted({0, 1, pp - 2, pp - 1})
+    if pp <= 4:
+        return list(range(pp))
+    return _mixed_peak_stages(model, pp, vstages) if len(model.layers) > 1 else sorted({0, 1, pp - 2, pp - 1})
+
+
+@lru_cache(maxsize=1024)
+def _mixed_peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
+    """Mixed layer kinds: besides the ends, the first stage of each mix of layers (e.g. 2 dense +
+    2 MoE, 4 MoE) — the first holds the most micro-batches in flight among stages like it."""
+    kinds = [lg.moe for lg in model.layers for _ in range(lg.count)]
+    mix: dict[tuple[int, int], int] = {}
+    for stage, layers in enumerate(_stage_layers(model.n_layers, pp, vstages)):
+        key = (sum(1 for i in layers if not kinds[i]), sum(1 for i in layers if kinds[i]))
+        mix.setdefault(key, stage)
+    return sorted({0, 1, pp - 2, pp - 1, *mix.values()})
+
+
+def _stage_layers(n_layers: int, pp: int, vstages: int) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in range(pp)]
+    for i, owner in enumerate(layer_owners(n_layers, pp, vstages)):
+        out[owner].append(i)
+    return out
+
+
+# DualPipe's bubble (DeepSeek-V3, arXiv:2412.19437, Table 2): (PP/2 − 1)(F&B + B − 3W) against
+# 1F1B's (PP − 1)(F + B), B the whole backward. With the backward twice the forward and its
+# weight half W = F (Qi et al. 2023, arXiv:2401.10241, Sec. 2), and no credit for the overlap
+# inside a paired F&B chunk (F&B = F + B = 3F): (3F + 2F − 3F) / (F + B) = 2/3 of a micro-batch slot.
+DUALPIPE_BUBBLE_SHARE = 2 / 3
 
 
 def bubble_s(layout: Layout, per_microbatch_s: float) -> float:
     """Idle time of the pipeline per step (Narayanan et al. 2021, Sec. 2.2): (p − 1) micro-batch
     slots of the slowest stage; divided by v for the interleaved schedule; ZB-H1 (Qi et al. 2023)
-    leaves a share ``zero_bubble_factor`` of it."""
+    leaves a share ``zero_bubble_factor`` of it; DualPipe (p/2 − 1) × ``DUALPIPE_BUBBLE_SHARE``."""
     p = layout.pp
     if p == 1:
         return 0.0
     bubble = (p - 1) * per_microbatch_s
     if layout.pp_schedule == "interleaved":
         bubble /= layout.virtual_stages
+    elif layout.pp_schedule == "dualpipe":
+        bubble = (p / 2 - 1) * per_microbatch_s * DUALPIPE_BUBBLE_SHARE
     elif layout.pp_schedule == "zero-bubble":
         bubble *= constant("zero_bubble_factor")
     return bubble

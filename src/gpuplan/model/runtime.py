@@ -145,6 +145,10 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
     return sc.params.layers * (max(0.0, ring - att) + max(0.0, 2 * ring - 2.5 * att))
 
 
+def _ep_hidden(lay: Layout) -> bool:
+    return lay.ep_overlap or lay.pp_schedule == "dualpipe"
+
+
 def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: Topology) -> tuple[float, float]:
     """(all, exposed) expert all-to-all seconds per micro-batch. Exposed, unless ``ep_overlap``: then
     one micro-batch's dispatch and combine run under another's compute (DeepSeek-V3's DualPipe,
@@ -156,7 +160,7 @@ def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: T
     a2a = all_to_all_s(tokens * m.top_k * m.hidden * 2 / lay.tp, lay.ep, lay.tp * lay.cp, topo)
     calls = A2A_PER_MOE_LAYER + (A2A_PER_RECOMPUTED_MOE_LAYER if lay.recompute == "full" else 0)
     total = sc.params.moe_layers * calls * a2a
-    if not lay.ep_overlap:
+    if not _ep_hidden(lay):
         return total, total
     return total, max(0.0, total - sc.total)
 
@@ -271,13 +275,16 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s, ep_exposed = _ep_comm(m, lay, sc, tokens, topo)
     pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)
-    per_mb_comm = tp_exposed + ep_exposed + cp_s + pp_s
+    # DualPipe hides the send/recv under the paired forward/backward chunk (arXiv:2412.19437, Sec. 3.2.1)
+    pp_exposed = 0.0 if lay.pp_schedule == "dualpipe" else pp_s
+    per_mb_comm = tp_exposed + ep_exposed + cp_s + pp_exposed
     dp = _zero3_comm(m, tr, lay, sc, n_mb, topo) if lay.zero == 3 else _replica_comm(tr, lay, sc, topo)
     opt_s = _optimizer_s(tr, lay, sc.params, dev)
-    bubble = bubble_s(lay, sc.total + per_mb_comm - pp_s)  # the send/recv is counted once, below
+    bubble = bubble_s(lay, sc.total + per_mb_comm - pp_exposed)  # the send/recv is counted once, below
     # Overlapped collectives are not free: NCCL kernels take SMs and HBM bandwidth from the
     # compute they hide behind (interference, see constants.json "comm_interference").
-    interference = constant("comm_interference") * (dp.hidden + n_mb * (tp_s - tp_exposed + ep_s - ep_exposed))
+    interference = constant("comm_interference") * (dp.hidden + n_mb * (tp_s - tp_exposed + ep_s - ep_exposed
+                                                                        + pp_s - pp_exposed))
     compute_s = n_mb * sc.total + interference
     comm_exposed = n_mb * per_mb_comm + dp.exposed
     return StepTime(
@@ -285,5 +292,5 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
         bubble_s=bubble, optimizer_s=opt_s, microbatches=n_mb, recompute_s=n_mb * sc.recompute,
         interference_s=interference,
         comm_detail={"tp": n_mb * tp_s, "tp_exposed": n_mb * tp_exposed, "cp": n_mb * cp_s, "ep": n_mb * ep_s,
-                     **({"ep_exposed": n_mb * ep_exposed} if lay.ep_overlap else {}),
+                     **({"ep_exposed": n_mb * ep_exposed} if _ep_hidden(lay) else {}),
                      "pp": n_mb * pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed})

@@ -48,6 +48,7 @@ class Software:
     kernels: int         # forward kernels per block
     loss_per_logit: float  # bytes per logit, forward and backward
     logits_memory: float  # bytes per logit held by the loss at the start of backward
+    grouped_experts: bool = True  # one grouped GEMM for a rank's experts (False: a loop, one GEMM each)
 
 
 def _fused(value: object) -> bool | None:
@@ -59,7 +60,9 @@ def _fused(value: object) -> bool | None:
 
 @lru_cache(maxsize=64)
 def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
-    facts = get_framework(framework).fused_kernels
+    profile = get_framework(framework)
+    facts = profile.fused_kernels
+    grouped = profile.moe.get("grouped_gemm")
 
     def fused(op: str) -> bool:
         if compile_:
@@ -81,4 +84,5 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
     if not facts and not compile_:
         kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
     return Software(per_h=2 * norm_b + 2 * 6.0, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
-                    kernels=kernels, loss_per_logit=ce, logits_memory=held)
+                    kernels=kernels, loss_per_logit=ce, logits_memory=held,
+                    grouped_experts=grouped is None or grouped.value is not False)

@@ -4,8 +4,10 @@ or budget, and how the user's own layout compares with the best on the same GPUs
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.spec.defaults import assumed, searched_fields
 from gpuplan.units import GiB, fmt_duration, fmt_usd
 
 if TYPE_CHECKING:  # the result types only: report never runs the search
@@ -48,7 +50,10 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
         "equilibrium": eqs[r.main_gpu] | {"gpu": r.main_gpu},
         "equilibrium_by_gpu": eqs,
         "pareto": [layout_summary(c) for c in r.pareto()],
+        "horizon_s": r.horizon_s,
         "global_batch": r.global_batch,
+        "assumed": assumed(r.scenario, replace(r.scenario.training, global_batch=r.global_batch), None, True),
+        "searched_fields": searched_fields(r.scenario),
         "advice": advice(r),
         "closest_miss": closest_miss_json(r),
     }
@@ -118,6 +123,17 @@ def advice(r: PlanResult) -> list[str]:
     out: list[str] = []
     if (r.deadline_s is not None or r.budget is not None) and not r.ranked:
         out.extend(_missed_targets(r))
+    if r.horizon_s is not None and r.ranked:
+        best = r.ranked[0]
+        if r.horizon_met:
+            out.append(f"--objective cost without a deadline: the cheapest run that finishes within the default "
+                       f"horizon of {fmt_duration(r.horizon_s)} ({best.gpus}× {best.gpu}, "
+                       f"{fmt_duration(best.train_s)}); give --deadline for another horizon — the pareto list "
+                       "shows every time/cost trade-off")
+        else:
+            out.append(f"--objective cost without a deadline: no run finishes within the default horizon of "
+                       f"{fmt_duration(r.horizon_s)}, so the fastest is shown ({best.gpus}× {best.gpu}, "
+                       f"{fmt_duration(best.train_s)}); give --deadline to choose another horizon")
     if r.user_layout is not None:
         out.extend(_compare_user_layout(r, r.user_layout))
     return out

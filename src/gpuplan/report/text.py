@@ -76,9 +76,15 @@ def estimate_text(est: dict) -> str:
             f"layout: {layout_str(sc['layout'])}; seq {sc['training']['seq_len']}, "
             f"{sc['training']['precision']} {sc['training']['optimizer']} {sc['training']['method']}")
     host = mem.get("host_memory")
+    share = mem.get("headroom_share", 0.0)
+    kept = f", {share:.0%} headroom kept" if share else ""
     if mem["fits"]:
         verdict = (f"FITS: {fmt_gib(mem['total'])} of {fmt_gib(mem['capacity'])} GiB "
-                   f"({fmt_gib(mem['headroom'])} GiB free), peak in the {mem['peak_phase']}")
+                   f"({fmt_gib(mem['headroom'])} GiB free{kept}), peak in the {mem['peak_phase']}")
+    elif mem.get("tight") and (host is None or mem["cpu_offload_per_node"] <= host):
+        verdict = (f"TIGHT, DOES NOT FIT with the headroom: needs {fmt_gib(mem['total'])} of "
+                   f"{fmt_gib(mem['capacity'])} GiB, inside the {share:.0%} kept free (training.headroom); "
+                   f"it would run only at the edge of memory — use less, or set --headroom 0 to accept it")
     elif mem["total"] <= mem["capacity"] and host is not None:  # the GPU holds it; the host does not
         verdict = (f"DOES NOT FIT in host memory: {fmt_gib(mem['cpu_offload_per_node'])} GiB offloaded per node "
                    f"but hardware.host_memory is {fmt_gib(host)} GiB (GPU: {fmt_gib(mem['total'])} of "
@@ -308,17 +314,18 @@ def constants_text(rows: list[dict]) -> str:
                   for r in rows])
 
 
-def fit_text(results: list[dict], max_gpus: int) -> str:
+def fit_text(results: list[dict], max_gpus: int | None) -> str:
     """``gpuplan fit`` for people: per GPU type the smallest count and its estimate, or why not."""
     out = []
     for r in results:
+        limit = r.get("max_gpus", max_gpus)
         if "error" in r:
             out.append(f"error: {r['error']}")
         elif r["min_gpus"] is None and r["closest_total"] is None:
-            out.append(f"{r['gpu']}: no valid layout on up to {max_gpus} GPUs keeps the scenario's fixed layout "
+            out.append(f"{r['gpu']}: no valid layout on up to {limit} GPUs keeps the scenario's fixed layout "
                        "fields: check them with `gpuplan evaluate`")
         elif r["min_gpus"] is None:
-            out.append(f"{r['gpu']}: does not fit on up to {max_gpus} GPUs; closest layout needs "
+            out.append(f"{r['gpu']}: does not fit on up to {limit} GPUs; closest layout needs "
                        f"{fmt_gib(r['closest_total'])} GiB of {fmt_gib(r['capacity'])} GiB per GPU")
         else:
             out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "

@@ -30,6 +30,7 @@ from gpuplan.catalog.hardware import get_fabric
 from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
 from gpuplan.model.runtime import step_time
 from gpuplan.spec import GPU, Hardware, Layout, Training, divisors, ep_choices, tp_splits_heads
+from gpuplan.spec.defaults import default_global_batch as _default_batch
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
 from gpuplan.spec.scenario import Scenario
 
@@ -37,7 +38,6 @@ MICRO_BATCHES = (1, 2, 4, 8, 16)
 MAX_PP = 64  # pipeline stages the search proposes (published runs: ≤ 16; Llama 3 405B used 16)
 LONG_SEQUENCE = 32768  # from this sequence length on, context parallelism is searched
 CP_DEGREES = (1, 2, 4, 8, 16)
-DEFAULT_BATCH_TOKENS = 4 * 2**20  # Llama 2 and 3 pre-trained with ~4M-token batches (Touvron et al. 2023)
 # layouts one fit or plan evaluates at most (~10 s): Llama-3.1-405B over every catalogue GPU up to 2^20 GPUs
 # takes 278k, so no real search reaches it; a 1T model of 5,040 layers over it takes 520k (cut here, and said so)
 MAX_TRIES = 300_000
@@ -46,8 +46,8 @@ WORK_LIMIT = (f"not searched: the work limit of {MAX_TRIES:,} layouts was reache
 
 
 def default_global_batch(sc: Scenario) -> int:
-    """The global batch (sequences) when the scenario gives none: ~4M tokens, at least one sequence."""
-    return sc.training.global_batch or max(1, DEFAULT_BATCH_TOKENS // sc.training.seq_len)
+    """The global batch (sequences) the search uses: as given, else spec/defaults.py's rule."""
+    return _default_batch(sc.training)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,8 @@ def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
     out = [("1f1b", 1)]
     if pp * 2 <= sc.model.n_layers:  # uneven chunks allowed (Llama 3: 126 layers on 16 stages)
         out.append(("interleaved", 2))
+    if sc.model.moe and pp % 2 == 0:  # DualPipe: built for MoE's all-to-all (DeepSeek-V3, Sec. 3.2.1)
+        out.append(("dualpipe", 1))
     return out
 
 
@@ -168,8 +170,11 @@ class Search:
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer")}
         self._tp_overlap = fixed.get("tp_overlap", False)
-        self._ep_overlap = fixed.get("ep_overlap", False)
-        self._framework_rules = bool(get_framework(sc.training.framework).cannot_run)
+        # expert all-to-all overlap: as given, else on wherever the framework offers it and its rules allow
+        self._ep_overlap: bool | None = fixed.get("ep_overlap")
+        profile = get_framework(sc.training.framework)
+        self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
+        self._framework_rules = bool(profile.cannot_run)
         self._refusals: dict[tuple, str | None] = {}
 
     def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...],
@@ -191,7 +196,8 @@ class Search:
                 any_fit = False
                 for sched, v in _schedules(sc, split["pp"]):
                     for mb in mbs:
-                        if global_batch % (split["dp"] * mb):
+                        if global_batch % (split["dp"] * mb) or \
+                                (sched == "dualpipe" and global_batch // (split["dp"] * mb) % 2):
                             continue
                         if not self._ladder(hw, tr, {**split, "micro_batch": mb, "pp_schedule": sched,
                                                      "virtual_stages": v}, sp, off, recs):
@@ -204,7 +210,26 @@ class Search:
         # every part was chosen by the enumeration's rules, so the layout is valid by construction
         return Layout.unchecked(**split, **shard, **self._kept, recompute=rec, offload=off, sequence_parallel=sp,
                                 tp_overlap=self._tp_overlap and sp,
-                                ep_overlap=self._ep_overlap and split["ep"] > 1)
+                                ep_overlap=self._ep_for(split, shard, rec, sp, off))
+
+    def _ep_for(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> bool:
+        """Whether this layout overlaps the expert all-to-all: as the scenario says; else yes where
+        the framework offers it (``moe.a2a_overlap``) and none of its rules refuses it here."""
+        if split["ep"] == 1:
+            return False
+        if self._ep_overlap is not None:
+            return self._ep_overlap
+        if not self._ep_offered:
+            return False
+        if not self._framework_rules:
+            return True
+        key = ("ep_overlap", split["tp"], split["pp"], split["cp"], split["dp"] > 1, split["ep"],
+               split["pp_schedule"], shard["zero"], rec, sp, off)
+        if key not in self._refusals:
+            fields = {**split, **shard, "recompute": rec, "sequence_parallel": sp, "offload": off, **self._kept,
+                      "tp_overlap": self._tp_overlap and sp, "ep_overlap": True}
+            self._refusals[key] = why_not(self.sc.training.framework, fields, self.sc.training)
+        return self._refusals[key] is None
 
     def _peak(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> StagePeak:
         """The most loaded stage's peak (the memory of a layout is the same on every GPU type)."""
@@ -233,7 +258,7 @@ class Search:
                shard["zero"], rec, sp, off)
         if key not in self._refusals:
             fields = {**split, **shard, "recompute": rec, "sequence_parallel": sp, "offload": off, **self._kept,
-                      "tp_overlap": self._tp_overlap and sp, "ep_overlap": self._ep_overlap and split["ep"] > 1}
+                      "tp_overlap": self._tp_overlap and sp, "ep_overlap": self._ep_for(split, shard, rec, sp, off)}
             self._refusals[key] = why_not(tr.framework, fields, tr)
         return self._refusals[key]
 
@@ -254,7 +279,7 @@ class Search:
         total = peak.total * self.sc.corrections.on(hw.gpu.id).memory
         if total < self.least_bytes.get(hw.gpus, math.inf):
             self.least_bytes[hw.gpus] = total
-        cap = hw.gpu.usable_memory_bytes
+        cap = hw.gpu.usable_memory_bytes * (1 - tr.headroom)
         host = hw.host_memory_bytes
         if host is not None and peak.states.cpu_offload * min(hw.gpus, hw.gpus_per_node) > host:
             self.rejected["out of host memory: offloaded state"] += 1

@@ -14,6 +14,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, degrees
 from gpuplan.spec import Layout, check_fixed_layout, divisors
+from gpuplan.spec.defaults import gpu_limit
 from gpuplan.spec.scenario import Scenario
 
 
@@ -27,6 +28,7 @@ class FitResult:
     closest: Miss | None
     tried: int
     global_batch: int
+    max_gpus: int = 0  # the largest count tried (the fixed hardware.gpus when given)
 
     @property
     def layout(self) -> Layout | None:
@@ -49,10 +51,12 @@ def _worlds(sc: Scenario, global_batch: int) -> set[int]:
     return {d * t * p * c for d in dps for t in tps for p in pps for c in cps}
 
 
-def fit(sc: Scenario, max_gpus: int = 16384) -> FitResult:
-    """The smallest count of ``sc``'s GPU type that fits, searching what the scenario leaves open.
-    Offloading is searched only when nothing fits without it (as ``plan`` does)."""
+def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
+    """The smallest count of ``sc``'s GPU type that fits, searching what the scenario leaves open
+    (a given ``hardware.gpus``: whether it fits there). Offloading is searched only when nothing
+    fits without it (as ``plan`` does)."""
     check_fixed_layout(sc)
+    max_gpus, fixed_n = gpu_limit(sc, max_gpus)
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
     if problem:
         raise GpuplanError(problem)
@@ -60,14 +64,14 @@ def fit(sc: Scenario, max_gpus: int = 16384) -> FitResult:
     gb = default_global_batch(sc)
     tries = [(sc.layout["offload"],)] if "offload" in sc.layout else [("none",), ("optimizer", "params")]
     for offload in tries:
-        n = _smallest(search, gb, max_gpus, offload)
+        n = _smallest(search, gb, max_gpus, offload, fixed_n)
         if n is not None:
             return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], search.closest,
-                             search.searched, gb)
-    return FitResult(sc, None, None, search.closest, search.searched, gb)
+                             search.searched, gb, max_gpus)
+    return FitResult(sc, None, None, search.closest, search.searched, gb, max_gpus)
 
 
-def _smallest(search: Search, gb: int, max_gpus: int, offload: tuple[str, ...]) -> int | None:
+def _smallest(search: Search, gb: int, max_gpus: int, offload: tuple[str, ...], only: int | None) -> int | None:
     """The first count on the ladder where a layout fits, or None."""
     sc = search.sc
     worlds = _worlds(sc, gb)
@@ -75,7 +79,7 @@ def _smallest(search: Search, gb: int, max_gpus: int, offload: tuple[str, ...]) 
     # past every tp×pp split, more GPUs only add data parallelism: once doubling the count no
     # longer lowers the least memory any layout needs, no larger count will fit
     settled = 2 * sc.hardware.gpus_per_node * sc.model.n_layers
-    for n in candidate_counts(sc.hardware.gpus_per_node, max_gpus):
+    for n in ([only] if only is not None else candidate_counts(sc.hardware.gpus_per_node, max_gpus)):
         if n > largest:
             break  # past dp = global batch with every tp and pp: no layout of more GPUs exists
         if n not in worlds:

@@ -13,8 +13,9 @@ from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, evaluate
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, hardware_for, search_gpu
-from gpuplan.search.rank import Equilibrium, ScalingPoint, choose, pareto, scaling_curve
+from gpuplan.search.rank import Equilibrium, ScalingPoint, choose, cost_horizon, pareto, scaling_curve
 from gpuplan.spec import GPU, check_fixed_layout
+from gpuplan.spec.defaults import gpu_limit
 from gpuplan.spec.scenario import Scenario, complete_layout
 
 
@@ -46,6 +47,10 @@ class PlanResult:
     equilibrium: dict[str, Equilibrium]
     user_layout: UserLayout | None
     estimates: dict[tuple[str, int], Estimate]  # full estimates of the candidates the answer shows
+    # --objective cost with no deadline or budget: the horizon the cheapest run must finish within,
+    # and whether any did (else ``ranked`` is fastest-first)
+    horizon_s: float | None = None
+    horizon_met: bool = True
 
     @property
     def best(self) -> Candidate | None:
@@ -117,12 +122,14 @@ def types_to_search(sc: Scenario, names: list[str] | None) -> list[GPU]:
     return [get_gpu(g) for g in names] if names else [sc.hardware.gpu]
 
 
-def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16384, objective: str = "time",
+def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int | None = None, objective: str = "time",
          deadline_s: float | None = None, budget: float | None = None, top_k: int = 5,
          threshold: float = 0.8, progress: Callable[[float, str], None] | None = None) -> PlanResult:
-    """``progress(fraction, label)``, when given, is called once per GPU type searched."""
+    """``progress(fraction, label)``, when given, is called once per GPU type searched. A given
+    ``hardware.gpus`` is the answer's count; smaller counts are searched as context (the curve)."""
     types = types_to_search(sc, gpu_types)
     gb = _check(sc, types, objective, deadline_s, budget, threshold)
+    limit, fixed_n = gpu_limit(sc, max_gpus)
     search = Search(sc)
     for i, g in enumerate(types):
         if progress is not None:
@@ -131,9 +138,14 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         if why:
             search.rejected[why] += 1
             continue
-        search_gpu(search, hardware_for(sc, g), max_gpus, gb)
+        search_gpu(search, hardware_for(sc, g), limit, gb)
     cands = list(search.best.values())
-    ranked = choose(cands, objective, deadline_s, budget)
+    pool = [c for c in cands if fixed_n is None or c.gpus == fixed_n]
+    horizon_s, met = None, True
+    if objective == "cost" and deadline_s is None and budget is None:
+        ranked, horizon_s, met = cost_horizon(pool)
+    else:
+        ranked = choose(pool, objective, deadline_s, budget)
     curves = {g.id: scaling_curve(search.best, g.id, threshold) for g in types}
     fixed = {"tp", "pp", "dp", "cp", "zero", "recompute", "micro_batch"} & set(sc.layout)
     main_gpu = ranked[0].gpu if ranked else types[0].id
@@ -144,7 +156,8 @@ def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int = 16
         rejected=dict(search.rejected), closest=search.closest, main_gpu=main_gpu,
         scaling={g: c[0] for g, c in curves.items()}, equilibrium={g: c[1] for g, c in curves.items()},
         user_layout=_user_layout(sc, gb) if fixed and ranked else None,
-        estimates={(c.gpu, c.gpus): candidate_estimate(sc, c, gb) for c in shown})
+        estimates={(c.gpu, c.gpus): candidate_estimate(sc, c, gb) for c in shown},
+        horizon_s=horizon_s, horizon_met=met)
 
 
 def _user_layout(sc: Scenario, gb: int) -> UserLayout:

@@ -32,6 +32,23 @@ def choose(cands: list[Candidate], objective: str, deadline_s: float | None, bud
     return sorted(pool, key=cost_key if objective == "cost" else (lambda c: -c.tokens_per_s))
 
 
+# ``--objective cost`` without a deadline: the cheapest run that finishes within this horizon. A
+# quarter — the span of a typical GPU reservation; cost always falls with fewer GPUs run longer,
+# so without a horizon the cheapest plan is a multi-year run on a handful of GPUs.
+DEFAULT_COST_HORIZON_S = 90 * 86400.0
+
+
+def cost_horizon(cands: list[Candidate]) -> tuple[list[Candidate], float | None, bool]:
+    """(ranked, horizon used, met): the cheapest that finish within ``DEFAULT_COST_HORIZON_S``;
+    when none does, the fastest first (``met`` False). Runs of unknown length are ranked by $/token."""
+    if not any(c.train_s is not None for c in cands):
+        return choose(cands, "cost", None, None), None, True
+    within = choose(cands, "cost", DEFAULT_COST_HORIZON_S, None)
+    if within:
+        return within, DEFAULT_COST_HORIZON_S, True
+    return choose(cands, "time", None, None), DEFAULT_COST_HORIZON_S, False
+
+
 def pareto(cands: list[Candidate]) -> list[Candidate]:
     """Candidates no other beats on both time (tokens/s) and cost ($ per token)."""
     priced = [c for c in cands if c.hw.price_per_gpu_hour]

@@ -14,7 +14,7 @@ Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
 Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
-PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe"]
+PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe"]
 Offload = Literal["none", "optimizer", "params"]
 Attention = Literal["flash", "flash1", "eager"]  # flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
@@ -41,6 +41,10 @@ MAX_GLOBAL_BATCH = 2**20   # 1M sequences per step (Llama 3 405B: 2,048; plan en
 MAX_TOKENS = 1e17          # 100 quadrillion tokens (frontier pretraining: ~4e13)
 MAX_STEPS = 10**9          # optimizer steps (long pretraining runs: ~1e6)
 MAX_LORA_RANK = 2**16      # and never above the smallest targeted matrix dimension (scenario.py)
+# Share of a GPU's memory kept free when deciding what fits (training.headroom). A planning margin,
+# not physics: the prediction's own spread (allocator fragmentation, library workspaces, a longer
+# batch in the data) is a few percent of the peak; nobody launches at 99.9 %. 0 allowed.
+DEFAULT_HEADROOM = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -61,6 +65,7 @@ class Training:
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
     dropout: float = 0.0
+    headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free: fits means fits with this margin
 
     def __post_init__(self) -> None:
         _positive(self.seq_len, "training.seq_len")
@@ -94,5 +99,8 @@ class Training:
         if len(set(self.lora_targets)) != len(self.lora_targets):
             dup = sorted({t for t in self.lora_targets if self.lora_targets.count(t) > 1})
             raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")
+        if not 0.0 <= self.headroom < 0.5:
+            raise GpuplanError(f"training.headroom is the share of GPU memory kept free, in [0, 0.5): "
+                               f"got {self.headroom} (write 0.05 or 5%)")
         if not 0.0 <= self.dropout < 1.0:
             raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")

@@ -130,6 +130,17 @@ RULES: tuple[Rule, ...] = (
     Rule("virtual stages need interleaving", ("virtual_stages",), _msg(
         lambda c: c.lay["virtual_stages"] > 1 and c.lay.get("pp_schedule", "interleaved") != "interleaved",
         lambda c: "layout.virtual_stages > 1 needs pp_schedule: interleaved")),
+    # DeepSeek-V3 (Liu et al. 2024, arXiv:2412.19437, Sec. 3.2.1): "DualPipe only requires that
+    # the pipeline stages and micro-batches be divisible by 2"
+    Rule("dualpipe needs an even pipeline", ("pp_schedule", "pp"), _msg(
+        lambda c: c.lay["pp_schedule"] == "dualpipe" and (c.lay["pp"] < 2 or c.lay["pp"] % 2),
+        lambda c: f"layout.pp_schedule dualpipe needs an even pp ≥ 2 (got pp={c.lay['pp']}): "
+                  "each rank holds the mirrored stages i and pp−1−i")),
+    Rule("dualpipe needs an even micro-batch count", ("pp_schedule", "global_batch", "dp", "micro_batch"), _msg(
+        lambda c: c.lay["pp_schedule"] == "dualpipe"
+        and (c.global_batch // (c.lay["dp"] * c.lay["micro_batch"])) % 2 != 0,  # type: ignore[operator]
+        lambda c: "layout.pp_schedule dualpipe feeds half the micro-batches from each end of the pipeline: "
+                  "global_batch / (dp×micro_batch) must be even")),
     Rule("hybrid shard needs zero", ("zero_group", "zero"), _msg(
         lambda c: c.lay["zero_group"] is not None and c.lay["zero"] == 0,
         lambda c: "layout.zero_group (hybrid shard) needs zero 1, 2 or 3")),

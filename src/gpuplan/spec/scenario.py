@@ -24,6 +24,10 @@ class Scenario:
     layout: dict[str, Any] = field(default_factory=dict)  # partial: what the user fixed
     corrections: Corrections = NONE  # calibration fitted on the user's own runs (spec/corrections.py)
     model_ref: Any = None  # the model reference as given (resolved path, mapping or name)
+    # the fields the input stated ("hardware.gpus", "training.global_batch", ...): never searched,
+    # never listed as assumed (spec.defaults)
+    given: frozenset[str] = frozenset()
+    gpu_ref: Any = None  # an inline GPU mapping as given ({base: a10g, ...}); None for a catalogue id
 
     def with_gpus(self, gpus: int) -> Scenario:
         return replace(self, hardware=replace(self.hardware, gpus=gpus))
@@ -43,8 +47,9 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
     corr = sc.corrections.on(hw.gpu.id)
     return {
         "name": sc.name,
-        "model": sc.model.name,
-        "hardware": {"gpu": hw.gpu.id, "gpus": hw.gpus, "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
+        "model": sc.model_ref if isinstance(sc.model_ref, str | dict) else sc.model.name,
+        "hardware": {"gpu": sc.gpu_ref if sc.gpu_ref is not None else hw.gpu.id, "gpus": hw.gpus,
+                     "gpus_per_node": hw.gpus_per_node, "nodes": hw.nodes,
                      "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
                      "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w,
                      "memory_factor": corr.memory, "compute_factor": corr.compute},
@@ -53,6 +58,6 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "optimizer_impl": tr.optimizer_impl,
                      "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
                      "attention": tr.attention, "dropout": tr.dropout, "framework": tr.framework,
-                     "compile": tr.compile},
+                     "compile": tr.compile, "headroom": tr.headroom},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }

@@ -65,7 +65,11 @@ def resolve(row: dict[str, Any]) -> Resolved:
     """Fill what the row leaves open: the framework's documented defaults, then the planner at the
     row's GPU count; when nothing fits at the defaults, the planner searches those fields too (the
     run did fit, so its authors did not use the default there)."""
-    sc0 = parse_scenario(row["scenario"])
+    raw = row["scenario"]
+    # the run ran, so it fit: no planning margin (training.headroom 0) unless the row states one
+    if "headroom" not in (raw.get("training") or {}):
+        raw = {**raw, "training": {**(raw.get("training") or {}), "headroom": 0}}
+    sc0 = parse_scenario(raw)
     defaults = _framework_defaults(sc0)
     gpus_given = "gpus" in row["scenario"].get("hardware", {})
     if not row.get("open") and gpus_given:

@@ -1,0 +1,98 @@
+"""The one rule for what a scenario leaves open, the same in every command and in the Python API,
+and the list of what it filled in (the answers' ``"assumed"``).
+
+- training.global_batch: ~4M tokens per step (``DEFAULT_BATCH_TOKENS``), in whole sequences, a
+  multiple of dp × micro_batch (at least one sequence per data-parallel rank);
+- training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py);
+- hardware.gpus_per_node, scale_up, scale_out, price: the GPU's catalogue entry (catalog/gpus.json);
+- layout fields: ``evaluate`` completes them with Layout's defaults (dp derived, micro_batch 1,
+  recompute none, zero 0, sequence parallel when tp > 1, interleaving with 2 chunks); ``plan``,
+  ``fit`` and ``export`` search them instead (listed as ``"searched"``, not assumed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from gpuplan.spec.job import Training
+from gpuplan.spec.layout import Layout
+
+if TYPE_CHECKING:
+    from gpuplan.spec.scenario import Scenario
+
+# Llama 2 and Llama 3 pre-trained with ~4M-token batches (Touvron et al. 2023, Table 1; Dubey et
+# al. 2024, Sec. 3.4.1: 4M tokens at first); GPT-3 175B used 3.2M (Brown et al. 2020, Table 2.1).
+DEFAULT_BATCH_TOKENS = 4 * 2**20
+
+_TRAINING_RULES = {
+    "seq_len": "the default sequence length",
+    "precision": "bf16 mixed precision: bf16 compute, fp32 master weights and optimizer states",
+    "optimizer": "AdamW",
+    "framework": "no framework assumed (gpuplan's own fields decide)",
+    "headroom": "share of GPU memory kept free when deciding what fits",
+}
+_HARDWARE_RULES = {
+    "gpus_per_node": "the GPU's usual node (catalogue)",
+    "scale_up": "the GPU's own fabric inside a node (catalogue)",
+    "scale_out": "the GPU's usual cluster network (catalogue)",
+    "price_per_gpu_hour": "the catalogue's dated price",
+}
+
+
+MAX_GPUS = 16384  # the largest count an open search tries unless --max-gpus says otherwise
+
+
+def gpu_limit(sc: Scenario, max_gpus: int | None) -> tuple[int, int | None]:
+    """(largest count to search, the fixed count or None). A given ``hardware.gpus`` is the answer's
+    count (the search below it is context); ``max_gpus`` bounds only an open count, and one below a
+    fixed count contradicts it."""
+    from gpuplan.errors import GpuplanError
+
+    if "hardware.gpus" in sc.given:
+        n = sc.hardware.gpus
+        if max_gpus is not None and max_gpus < n:
+            raise GpuplanError(f"--max-gpus {max_gpus} is below the fixed hardware.gpus = {n}: --max-gpus bounds "
+                               "only an open count; drop one of the two")
+        return n, n
+    return (MAX_GPUS if max_gpus is None else max_gpus), None
+
+
+def default_global_batch(training: Training, replicas: int = 1) -> int:
+    """Sequences per optimizer step: as given, else ~4M tokens rounded down to a multiple of
+    ``replicas`` (dp × micro_batch), and at least one sequence per replica."""
+    if training.global_batch is not None:
+        return training.global_batch
+    seqs = max(1, DEFAULT_BATCH_TOKENS // training.seq_len)
+    return max(replicas, seqs // replicas * replicas)
+
+
+def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: bool) -> list[dict[str, Any]]:
+    """``{"field", "value", "rule"}`` for every value the answer used that the input did not give.
+    ``searched``: the layout was chosen by a search (then its fields are not assumptions)."""
+    given, hw = sc.given, sc.hardware
+    out: list[dict[str, Any]] = []
+    if "training.global_batch" not in given and training.global_batch is not None:
+        out.append({"field": "training.global_batch", "value": training.global_batch,
+                    "rule": f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "
+                            f"{training.seq_len} tokens), a multiple of dp × micro_batch"})
+    for key, rule in _TRAINING_RULES.items():
+        if f"training.{key}" not in given:
+            out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
+    values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
+              "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
+              "price_per_gpu_hour": hw.price_per_gpu_hour}
+    for key, rule in _HARDWARE_RULES.items():
+        if f"hardware.{key}" not in given and values[key] is not None:
+            out.append({"field": f"hardware.{key}", "value": values[key], "rule": rule})
+    if layout is not None and not searched:
+        for f in fields(Layout):
+            if f.name not in sc.layout:
+                out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name),
+                            "rule": "derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default"})
+    return out
+
+
+def searched_fields(sc: Scenario) -> list[str]:
+    """The layout fields a search chose (everything the scenario's layout does not fix)."""
+    return [f"layout.{f.name}" for f in fields(Layout) if f.name not in sc.layout]

@@ -1,0 +1,110 @@
+"""Mixture-of-experts physics: DualPipe, expert all-to-all overlap where the framework offers it,
+the busiest expert rank's load, and grouped vs looped expert GEMMs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import make
+
+from gpuplan.errors import GpuplanError
+from gpuplan.model.compute import expert_imbalance
+from gpuplan.model.memory import stage_peak
+from gpuplan.model.pipeline import DUALPIPE_BUBBLE_SHARE, bubble_s
+from gpuplan.model.runtime import step_time
+from gpuplan.search.plan import plan
+from gpuplan.spec.scenario import complete_layout
+
+MOE = "mixtral-8x7b"
+
+
+def _sc(framework: str = "generic", **layout):
+    return make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": framework},
+                layout=layout)
+
+
+def test_dualpipe_holds_two_stages_of_states_and_pp_plus_one_microbatches():
+    # source: DeepSeek-V3 (arXiv:2412.19437) Table 2: DualPipe parameters 2×, activation PP + 1
+    sc = _sc()
+    one = complete_layout(sc, tp=2, pp=4, ep=4, zero=1)
+    dual = complete_layout(sc, tp=2, pp=4, ep=4, zero=1, pp_schedule="dualpipe")
+    a, b = stage_peak(sc.model, sc.training, one, 1), stage_peak(sc.model, sc.training, dual, 1)
+    assert b.states.weights == pytest.approx(2 * a.states.weights)
+    assert b.states.gradients == pytest.approx(2 * a.states.gradients)
+    assert a.microbatches_in_flight == 3 and b.microbatches_in_flight == 5
+
+
+def test_dualpipe_bubble_is_two_thirds_of_a_slot_per_half_pipeline():
+    # source: arXiv:2412.19437 Table 2, (PP/2 − 1)(F&B + B − 3W) with B = 2F, W = F, F&B = F + B
+    sc = _sc()
+    lay = complete_layout(sc, tp=2, pp=4, ep=4, zero=1, pp_schedule="dualpipe")
+    assert DUALPIPE_BUBBLE_SHARE == pytest.approx(2 / 3)
+    assert bubble_s(lay, 3.0) == pytest.approx((4 / 2 - 1) * 3.0 * 2 / 3)
+    one = complete_layout(sc, tp=2, pp=4, ep=4, zero=1)
+    assert bubble_s(one, 3.0) == pytest.approx(3 * 3.0)
+
+
+def test_dualpipe_needs_an_even_pipeline_and_megatron_refuses_it():
+    with pytest.raises(GpuplanError, match="even pp"):
+        complete_layout(_sc(), tp=1, pp=1, ep=4, zero=1, dp=32, pp_schedule="dualpipe")
+    from gpuplan.model.estimate import evaluate
+    sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": "megatron-core"},
+              layout={"tp": 2, "pp": 4, "ep": 4, "zero": 1, "pp_schedule": "dualpipe"})
+    with pytest.raises(GpuplanError, match="DualPipe"):
+        evaluate(sc)
+
+
+def test_dualpipe_and_ep_overlap_hide_the_all_to_all():
+    sc = _sc()
+    plain = complete_layout(sc, tp=2, pp=4, ep=4, zero=1)
+    hidden = complete_layout(sc, tp=2, pp=4, ep=4, zero=1, ep_overlap=True, pp_schedule="interleaved")
+    dual = complete_layout(sc, tp=2, pp=4, ep=4, zero=1, pp_schedule="dualpipe")
+    st = {k: step_time(sc.model, sc.hardware, sc.training, lay) for k, lay in
+          (("plain", plain), ("hidden", hidden), ("dual", dual))}
+    assert "ep_exposed" not in st["plain"].comm_detail
+    assert st["hidden"].comm_detail["ep_exposed"] < st["plain"].comm_detail["ep"]
+    assert st["dual"].comm_detail["ep_exposed"] < st["dual"].comm_detail["ep"]
+
+
+def test_plan_overlaps_the_all_to_all_only_where_the_framework_offers_it():
+    for framework, want in (("generic", True), ("megatron-core", None), ("deepspeed", False)):
+        sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": framework},
+                  layout={"ep": 8, "pp": 1})
+        best = plan(sc, max_gpus=32).best
+        assert best is not None and best.layout.ep == 8
+        if want is not None:
+            assert best.layout.ep_overlap is want, framework
+    # Megatron-Core: only with virtual stages when pp > 1 (its cannot_run rule), so never under 1F1B
+    sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": "megatron-core"},
+              layout={"ep": 8, "pp": 2, "pp_schedule": "1f1b"})
+    best = plan(sc, max_gpus=32).best
+    assert best is not None and best.layout.ep_overlap is False
+
+
+def test_expert_imbalance_is_the_gaussian_extreme_of_a_binomial_share():
+    assert expert_imbalance(4096, 8, 1) == 1.0
+    assert expert_imbalance(4096, 8, 64) == pytest.approx(1 + math.sqrt(2 * math.log(64) * (63 / 64) / 32768))
+    # fewer tokens per rank: a larger relative spread
+    assert expert_imbalance(256, 2, 8) > expert_imbalance(4096, 2, 8) > 1.0
+
+
+def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
+    # Megatron-Core's default is SequentialMLP (moe_grouped_gemm False); torchtitan groups them
+    from dataclasses import replace
+
+    from gpuplan.catalog.constants import constant
+    from gpuplan.model.compute import _layer_time
+    from gpuplan.model.runtime import device
+    from gpuplan.model.software import software
+    core = _sc("megatron-core")
+    sw = software("megatron-core", False, core.model)
+    assert not sw.grouped_experts and software("torchtitan", False, core.model).grouped_experts
+    moe = next(lg for lg in core.model.layers if lg.moe)
+    mats = sum(1 for w in moe.weights if w.is_matrix and w.group == "expert")
+    dev = device(core.hardware, core.training)
+    args = (core.model, moe, 4096.0, 4096, 1, 1, False, "none", "flash", 0.0, "full")
+    looped = _layer_time(*args, sw, False, dev)
+    grouped = _layer_time(*args, replace(sw, grouped_experts=True), False, dev)
+    # ep=1: all 8 experts local, one GEMM each instead of one grouped GEMM per matrix
+    assert looped.fwd - grouped.fwd == pytest.approx(mats * 7 * constant("kernel_launch_s"))
