@@ -116,7 +116,8 @@ FIELDS = {  # scenario key → flag
     "training.method": "--method", "training.lora_rank": "--lora-rank", "training.lora_targets": "--lora-targets",
     "training.attention": "--attention", "training.dropout": "--dropout",
     "training.trace_calibration": "--trace-calibration", "training.framework": "--framework",
-    "training.compile": "--compile",
+    "training.compile": "--compile", "training.headroom": "--headroom",
+    "hardware.nodes": None, "hardware.memory_factor": None, "hardware.compute_factor": None,
     "layout.dp": "--dp", "layout.tp": "--tp", "layout.pp": "--pp", "layout.cp": "--cp", "layout.ep": "--ep",
     "layout.zero": "--zero", "layout.zero_group": "--zero-group", "layout.micro_batch": "--micro-batch",
     "layout.recompute": "--recompute", "layout.sequence_parallel": "--sequence-parallel",
@@ -492,8 +493,10 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
         p = root / rel
         if spec == b"precious" and (not p.is_file() or p.read_bytes() != b"precious"):
             return "clobbered", rel
-    if tmp.exists() and any(tmp.iterdir()):
-        return "leak", ", ".join(x.name for x in tmp.iterdir())
+    # left behind in TMPDIR: a leak (torch's own compile cache, shared by every run, is not)
+    left = [x.name for x in tmp.iterdir() if not x.name.startswith("torchinductor_")] if tmp.exists() else []
+    if left:
+        return "leak", ", ".join(left)
     if rc == 0:
         if case.wants_json():
             try:
