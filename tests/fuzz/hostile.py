@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -511,9 +512,19 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
     return "bad-output", f"rc={rc} {len(lines)} line(s): {err[:600]!r}"
 
 
-def run_cases(cases: list[Case], *, jobs: int = 2, limit_s: float = 10.0, rss_limit: int = 2**30,
+def _rss_bytes() -> int:
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rss_limit: int = 2**30,
               on_done: Any = None) -> list[Outcome]:
-    if any(c.argv and c.argv[0] == "trace" for c in cases):
+    """Each case in a forked child, ``jobs`` at a time. ``cases`` may be a generator: the parent holds
+    only the cases running. ``rss_bytes`` is the child's peak resident memory, the pages it shares
+    with the parent (gpuplan and torch imported: ~0.4 GiB) included, held against ``rss_limit``."""
+    if not isinstance(cases, list) or any(c.argv and c.argv[0] == "trace" for c in cases):
         try:
             import torch  # noqa: F401 - imported once here, not in every forked child (seconds each)
         except ImportError:
@@ -521,55 +532,74 @@ def run_cases(cases: list[Case], *, jobs: int = 2, limit_s: float = 10.0, rss_li
     import gpuplan.cli  # noqa: F401 - likewise
     work = Path(tempfile.mkdtemp(prefix="gpuplan-fuzz-"))
     env_tmp = work / "tmp"
-    results: list[Outcome | None] = [None] * len(cases)
-    running: dict[int, tuple[int, float]] = {}
-    todo = list(range(len(cases)))[::-1]
+    results: dict[int, Outcome] = {}
+    running: dict[int, tuple[int, float, Case, int]] = {}
+    todo = enumerate(cases)
+    left = True
     os.environ["GPUPLAN_STORE"] = str(work / "store.sqlite")
     try:
-        while todo or running:
-            while todo and len(running) < jobs:
-                i = todo.pop()
+        while left or running:
+            while left and len(running) < jobs:
+                nxt = next(todo, None)
+                if nxt is None:
+                    left = False
+                    break
+                i, case = nxt
                 root, tmp = work / f"c{i}", env_tmp / f"c{i}"
                 root.mkdir()
                 tmp.mkdir(parents=True)
+                base = _rss_bytes()
                 pid = os.fork()
                 if pid == 0:
                     os.environ["TMPDIR"] = str(tmp)
                     tempfile.tempdir = str(tmp)
-                    _child(cases[i], root, work / f"c{i}.out", work / f"c{i}.err")
-                running[pid] = (i, time.monotonic())
+                    _child(case, root, work / f"c{i}.out", work / f"c{i}.err")
+                running[pid] = (i, time.monotonic(), case, base)
             pid, status, usage = os.wait4(-1, os.WNOHANG)
             if pid == 0:
                 now = time.monotonic()
-                for p, (i, t0) in list(running.items()):
+                for p, (i, t0, case, _) in list(running.items()):
                     if now - t0 > limit_s:
                         with _quiet():
                             os.killpg(p, signal.SIGKILL)
                         os.waitpid(p, 0)
                         del running[p]
-                        results[i] = Outcome(cases[i], "hang", -9, now - t0, 0)
+                        results[i] = Outcome(_light(case), "hang", -9, now - t0, 0)
                         _cleanup(work, i, on_done, results[i])
                 time.sleep(0.002)
                 continue
             if pid not in running:
                 continue
-            i, t0 = running.pop(pid)
+            i, t0, case, base = running.pop(pid)
             wall = time.monotonic() - t0
             rc = os.waitstatus_to_exitcode(status)
             out = (work / f"c{i}.out").read_text(errors="replace")
             err = (work / f"c{i}.err").read_text(errors="replace")
-            verdict, detail = _classify(cases[i], rc, out, err, work / f"c{i}", env_tmp / f"c{i}")
-            rss = usage.ru_maxrss * 1024
+            verdict, detail = _classify(case, rc, out, err, work / f"c{i}", env_tmp / f"c{i}")
+            rss = usage.ru_maxrss * 1024  # the child's peak, the parent's pages it started with included
             if verdict in ("answer", "error") and rss > rss_limit:
-                verdict, detail = "memory", f"{rss / 2**20:.0f} MiB"
-            results[i] = Outcome(cases[i], verdict, rc, wall, rss, detail)
+                verdict, detail = "memory", f"peak {rss / 2**20:.0f} MiB (the parent's image: {base / 2**20:.0f} MiB)"
+            results[i] = Outcome(_light(case), verdict, rc, wall, rss, detail)
             _cleanup(work, i, on_done, results[i])
     finally:
         for p in running:
             with _quiet():
                 os.killpg(p, signal.SIGKILL)
         shutil.rmtree(work, ignore_errors=True)
-    return [r for r in results if r is not None]
+    return [results[i] for i in sorted(results)]
+
+
+def _light(case: Case) -> Case:
+    """The case as kept in the results: its file contents cut to their first 100 bytes."""
+    return Case([a[:2000] for a in case.argv], {k: v[:100] if isinstance(v, bytes) else v
+                                               for k, v in case.files.items()}, case.kind)
+
+
+def iter_cases(seed: int, n: int) -> Iterator[Case]:
+    """``generate(seed, n)``, one case at a time (the same cases, in the same order)."""
+    r = random.Random(seed)
+    for _ in range(n):
+        yield make_case(r)
 
 
 class _quiet:
@@ -613,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=30, help="print this many failures")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
-    outcomes = run_cases(generate(a.seed, a.n), jobs=a.jobs, limit_s=a.limit)
+    outcomes = run_cases(iter_cases(a.seed, a.n), jobs=a.jobs, limit_s=a.limit)
     bad = [o for o in outcomes if o.verdict not in ("answer", "error")]
     for o in bad[: a.show]:
         files = {k: (v[:60] if isinstance(v, bytes) else v) for k, v in o.case.files.items()}

@@ -24,6 +24,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from gpuplan.bounds import load_json
 from gpuplan.errors import GpuplanError
 from gpuplan.io.stores.policy import DEFAULT, choose, store_origin, store_path
 
@@ -277,9 +278,11 @@ class Store:
         for r in rows:
             d = dict(zip(RUN_COLUMNS, r, strict=True))
             for k in ("layout", "scenario", "measured", "predicted"):
-                try:
-                    d[k] = json.loads(d[k])
-                except (TypeError, ValueError):
+                try:  # through the boundary: a store is a file from outside too
+                    d[k] = load_json(d[k], f"run {d['id']} {k}") if isinstance(d[k], str | bytes) else None
+                    if d[k] is None:
+                        raise ValueError
+                except (TypeError, ValueError):  # GpuplanError is a ValueError
                     shown = "NULL" if d[k] is None else "not JSON"
                     raise GpuplanError(f"store {self.path}: run {d['id']} is malformed ({k} is {shown}): "
                                        f"{self.delete_hint('runs', 'id', d['id'])}") from None
