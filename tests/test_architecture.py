@@ -17,18 +17,22 @@ LONG_FUNCTION_ALLOWED: set[tuple[str, str]] = set()
 
 # package (first part under gpuplan/) -> the gpuplan packages it may import
 ALLOWED = {
+    # the validated boundary (values, documents, files from outside): below everything that reads input
+    "bounds": {"bounds", "errors"},
+    "outfiles": {"outfiles", "errors"},
     "spec": {"spec", "errors", "units"},
-    "catalog": {"catalog", "spec", "errors", "units"},
+    "catalog": {"catalog", "spec", "errors", "units", "bounds"},
     "model": {"model", "spec", "catalog", "errors", "units"},
     "search": {"search", "model", "spec", "catalog", "errors", "units"},
-    "io": {"io", "spec", "catalog", "errors", "units"},
+    "io": {"io", "spec", "catalog", "errors", "units", "bounds"},
     # report turns answers into words, tables and pictures; it never computes a prediction
-    "report": {"report", "spec", "catalog", "errors", "units"},
+    "report": {"report", "spec", "catalog", "errors", "units", "outfiles"},
     # the web page and JSON API: the public API and the CLI's own readers, words and exports; no model logic
     "serve": {"serve", "api", "io", "report", "search", "spec", "catalog", "errors", "units", "flags", "export",
-              "validation"},
+              "validation", "bounds"},
 }
 FORBIDDEN_THIRD_PARTY = {
+    "bounds": {"torch", "sqlite3"},
     "spec": {"torch", "yaml", "sqlite3"},
     "catalog": {"torch", "sqlite3"},
     "model": {"torch", "yaml", "sqlite3"},

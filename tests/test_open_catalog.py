@@ -92,7 +92,7 @@ def test_catalog_flag_and_environment(tmp_path, capsys, monkeypatch):
     ("models:\n  m1: {model_type: llama, hidden_size: 64}\n", "models[0] (m1): "),
     ("models:\n  llama-3.1-8b: {params: 8e9}\n", "models[0] (llama-3.1-8b): the model name"),
     ("racks: []\n", "'racks' is not a catalogue section"),
-    ("gpus: [\n", "not valid YAML"),
+    ("gpus: [\n", "malformed YAML"),
 ])
 def test_errors_name_the_file_and_the_entry(tmp_path, monkeypatch, capsys, text, message):
     path = tmp_path / "bad.yaml"

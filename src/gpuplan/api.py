@@ -23,7 +23,7 @@ from typing import Any
 
 from gpuplan.catalog.hardware import get_gpu as _get_gpu
 from gpuplan.catalog.models import load_model as _load_model
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.io.schema import FLAG_KEYS
 from gpuplan.model.estimate import Estimate
@@ -36,6 +36,7 @@ from gpuplan.search.plan import PlanResult, candidate_estimate
 from gpuplan.search.plan import plan as _plan
 from gpuplan.search.rank import Equilibrium, ScalingPoint
 from gpuplan.spec import GPU, ModelSpec, Scenario
+from gpuplan.units import parse_count
 
 __all__ = ["Fit", "Plan", "evaluate", "fit", "get_gpu", "load_model", "plan", "plan_scenario", "scenario",
            "scenario_gpu"]
@@ -103,7 +104,32 @@ class Fit:
 
 def fit(source: ScenarioInput = None, /, *, max_gpus: int | None = None, **fields: Any) -> Fit:
     """The smallest count of the scenario's GPU type on which the run fits, and the fastest layout there."""
-    return Fit(_fit(scenario(source, **fields), max_gpus=max_gpus))
+    return Fit(_fit(scenario(source, **fields), max_gpus=_count(max_gpus, "max_gpus", open_ok=True)))
+
+
+MAX_COUNT = 2**20  # as on the command line (flags.MAX_COUNT): GPUs searched, candidates shown
+
+
+def _count(value: Any, name: str, open_ok: bool = False) -> Any:
+    """A whole number from 1 to MAX_COUNT given to the API (``max_gpus``, ``top``); None when
+    ``open_ok`` and not given (the search's own bound)."""
+    if value is None and open_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise GpuplanError(f"{name} must be a whole number, got {shown(value)}")
+    n = parse_count(value, name)
+    if n != int(n) or not 1 <= n <= MAX_COUNT:
+        raise GpuplanError(f"{name} must be a whole number from 1 to {MAX_COUNT:,}, got {shown(value)}")
+    return int(n)
+
+
+def _positive(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    n = parse_count(value, name)
+    if not n > 0:
+        raise GpuplanError(f"{name} must be positive, got {shown(value)}")
+    return n
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +176,15 @@ def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None,
         fields["gpu"] = names[0]
     elif names:
         fields.setdefault("gpu", scenario_gpu(names, power_limited=fields.get("power_limit") is not None))
+    if objective not in ("time", "cost"):
+        raise GpuplanError(f"objective must be time or cost, got {shown(objective)}")
+    if len(names) > 64 or not all(isinstance(n, str) for n in names):
+        raise GpuplanError("gpu must be a GPU type, a list of at most 64 of them, or 'all'")
     sc = scenario(source, **fields)
-    return plan_scenario(sc, gpu_types=names if len(names) > 1 or names == ["all"] else None, max_gpus=max_gpus,
-                         objective=objective, deadline_s=deadline_s, budget=budget, top_k=top, threshold=threshold,
+    return plan_scenario(sc, gpu_types=names if len(names) > 1 or names == ["all"] else None,
+                         max_gpus=_count(max_gpus, "max_gpus", open_ok=True), objective=objective,
+                         deadline_s=_positive(deadline_s, "deadline_s"), budget=_positive(budget, "budget"),
+                         top_k=_count(top, "top"), threshold=float(parse_count(threshold, "threshold")),
                          progress=progress)
 
 

@@ -11,12 +11,11 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog.user import use_catalog
 from gpuplan.catalog.user_models import check_active
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, shown
 from gpuplan.flags import build_parser, positive, scenario_values, whole
 from gpuplan.io.inputs import each, gather, parse_all
 
@@ -38,21 +37,24 @@ def _gpu_names(args: argparse.Namespace) -> list[str]:
     return [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
 
 
-def _print(args: argparse.Namespace, results: list[dict], as_list: bool, text: Any) -> None:
+def _print(args: argparse.Namespace, results: list[dict], as_list: bool, text: Any) -> int:
+    """Print the answers; the exit status: 3 when an item failed of a bug (it says so), else 0."""
+    from gpuplan.io.inputs import INTERNAL_EXIT
     from gpuplan.report.text import dumps
 
     print(dumps(results if as_list else results[0]) if args.json else text(results))
+    return INTERNAL_EXIT if any(r.get("internal") for r in results) else 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from gpuplan.api import evaluate
     from gpuplan.report.text import estimate_text
 
+    _check_outputs(args, {"--plot": args.plot, "--report": args.report})
     scs, is_list = _scenarios(args)
     results = each(scs, lambda sc: evaluate(sc).to_json(), keep_going=is_list)
     _write_outputs(args, results, "evaluate")
-    _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
-    return 0
+    return _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -71,8 +73,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         scs, is_list = _scenarios(args)
     # one GPU type of several that cannot be fitted says why; the others go on
     results = each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
-    _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
-    return 0
+    return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -81,6 +82,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from gpuplan.report.text import plan_text
     from gpuplan.units import parse_count, parse_duration, parse_money
 
+    _check_outputs(args, {"--plot": args.plot, "--report": args.report})
     max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
     top_k = whole(args.top, "--top")
     names = _gpu_names(args)
@@ -99,9 +101,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     kwargs["progress"] = bar = for_command("planning", args.json)
     results = each(scs, lambda sc: plan_scenario(sc, **kwargs).to_json(), keep_going=is_list)
     bar.close()
+    from gpuplan.search.enumerate import WORK_LIMIT
+
+    if any(WORK_LIMIT in (r.get("rejected") or {}) for r in results):
+        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
     _write_outputs(args, results, "plan")
-    _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
-    return 0
+    return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -149,7 +154,7 @@ def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> 
         from gpuplan.report import plots
 
         with _writing("--plot", args.plot):
-            written = plots.write(results, args.plot, kind)
+            written = plots.write(results, args.plot, kind, force=args.force)
         for path in written:
             print(f"gpuplan: wrote {path}", file=sys.stderr)
     if getattr(args, "report", None):
@@ -157,7 +162,7 @@ def _write_outputs(args: argparse.Namespace, results: list[dict], kind: str) -> 
         from gpuplan.validation import scores
 
         with _writing("--report", args.report):
-            out = document.write(results, args.report, kind, scores())
+            out = document.write(results, args.report, kind, scores(), force=args.force)
         print(f"gpuplan: wrote {out}", file=sys.stderr)
 
 
@@ -167,21 +172,32 @@ def _writing(flag: str, path: str) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        raise GpuplanError(f"{flag} {path!r}: cannot write it ({err.strerror or err})") from None
+        raise GpuplanError(f"{flag} {shown(path)}: cannot write it ({err.strerror or 'error'})") from None
+
+
+def _check_outputs(args: argparse.Namespace, targets: dict[str, str | None]) -> None:
+    """Before any work: each output file may be written (see gpuplan.outfiles), none is an input
+    of this command (the scenario file, a model, calibration or store path given as a flag)."""
+    from gpuplan.outfiles import check_targets
+
+    inputs = [getattr(args, "scenario", None), *(v for v in scenario_values(args).values() if isinstance(v, str))]
+    check_targets(targets, inputs, force=args.force)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from gpuplan.export import export_scenario
     from gpuplan.report.text import dumps
 
+    _check_outputs(args, {"--output": args.output})
     max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
     scs, is_list = _scenarios(args)
     if is_list:
         raise GpuplanError("export takes one scenario: give a file with a single scenario")
     ex, how = export_scenario(scs[0], args.to, objective=args.objective, max_gpus=max_gpus)
     if args.output:  # written first: a bad path is the one error line, before anything else is said
-        with _writing("--output", args.output):
-            Path(args.output).write_text(ex.text, encoding="utf-8")
+        from gpuplan.outfiles import write_atomic
+
+        write_atomic("--output", args.output, ex.text, args.force)
     if args.json:
         print(dumps({"target": ex.target, "filename": ex.filename, "config": ex.config, "text": ex.text,
                      "notes": list(ex.notes), "layout_from": how, "written_to": args.output or None}))
@@ -206,8 +222,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     results = trace_all(scs, is_list, module=args.module, input_factory=args.input_factory,
                         fidelity=args.fidelity, calibrate=args.calibrate, predicted_from_params=from_params,
                         quiet=args.json)
-    _print(args, results, is_list, lambda rs: "\n\n".join(trace_text(r) for r in rs))
-    return 0
+    return _print(args, results, is_list, lambda rs: "\n\n".join(trace_text(r) for r in rs))
 
 
 def cmd_catalogue(args: argparse.Namespace) -> int:
@@ -286,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:  # a bug, not bad input: one line that says so, never a traceback
+        from gpuplan.io.inputs import INTERNAL_EXIT, internal_message
+
+        print(f"gpuplan: error: {internal_message(err)}", file=sys.stderr)
+        return INTERNAL_EXIT
     finally:
         use_catalog(None)
 

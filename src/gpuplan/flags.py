@@ -74,6 +74,13 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE",
                    help="pictures: FILE.png, .svg or .html (needs gpuplan[plot]); default: none")
     p.add_argument("--report", metavar="FILE", help="a report for a design doc: FILE.md or .html; default: none")
+    _force_flag(p)
+
+
+def _force_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing output file (a symlink: the link itself, never its target); "
+                        "default: off")
 
 
 def _planning(sub: argparse._SubParsersAction) -> None:
@@ -117,6 +124,7 @@ def _measuring(sub: argparse._SubParsersAction) -> None:
     _scenario_flags(ex)
     ex.add_argument("--to", required=True, choices=TARGETS, help="target framework; required")
     ex.add_argument("-o", "--output", metavar="FILE", help="write the config to FILE (default: print it)")
+    _force_flag(ex)
     ex.add_argument("--objective", default="time", choices=["time", "cost"],
                     help="when the layout is open: plan, then export the best by time or cost; default: time")
     ex.add_argument("--max-gpus", dest="max_gpus", default=None,

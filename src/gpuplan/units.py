@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, shown
 
 GiB = 2**30  # the only binary-prefix constants: bytes are printed as GiB, labelled GiB
 MiB = 2**20
@@ -26,35 +26,51 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _GROUPED = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?![\d,])")
 
 
+MAX_NUMBER_TEXT = 64  # characters of a number written out ("1,000,000,000,000 tokens" is 17)
+
+
 def _split(text: str, what: str) -> tuple[float, str]:
+    if len(text) > MAX_NUMBER_TEXT:  # before any regex: every parse is then linear (and short)
+        raise GpuplanError(f"cannot read {what} {shown(text, 40)}: {len(text):,} characters is not a number; "
+                           "write a number with an optional unit, e.g. 1.4T, 80GiB, 30d")
     if "," in text:
         if not _GROUPED.match(text):  # 2,5 or 1,5T: a decimal comma, not thousands
-            raise GpuplanError(f"cannot read {what} {text!r}: a comma only groups thousands (1,000,000); "
+            raise GpuplanError(f"cannot read {what} {shown(text)}: a comma only groups thousands (1,000,000); "
                                f"write decimals with a point, e.g. {text.strip().replace(',', '.', 1)}")
         text = text.replace(",", "")
     m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip().replace("_", ""))
     if not m:
-        raise GpuplanError(f"cannot read {what} {text!r}: write a number with an optional unit, e.g. 1.4T, 80GiB, 30d")
+        raise GpuplanError(f"cannot read {what} {shown(text)}: write a number with an optional unit, "
+                           "e.g. 1.4T, 80GiB, 30d")
     return _finite(float(m.group(1)), text, what), m.group(2).lower()
 
 
 def _finite(num: float, value: object, what: str) -> float:
     if not math.isfinite(num):  # 1e400 overflows to inf; YAML has .inf and .nan
-        raise GpuplanError(f"{what} must be a finite number, got {value!r}")
+        raise GpuplanError(f"{what} must be a finite number, got {shown(value)}")
     return num
+
+
+def _float(value: int | float, what: str) -> float:
+    """A number as a float: an integer too large for one (≥ 1e308) is an error, not an OverflowError."""
+    try:
+        return _finite(float(value), value, what)
+    except OverflowError:
+        raise GpuplanError(f"{what} is a number too large to use (about {value.bit_length() * 0.30103:,.0f} "
+                           "digits): give a realistic value") from None
 
 
 def parse_count(value: object, what: str = "number") -> float:
     """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through."""
     if isinstance(value, bool):
-        raise GpuplanError(f"{what} must be a number, got {value!r}")
+        raise GpuplanError(f"{what} must be a number, got {shown(value)}")
     if isinstance(value, int | float):
-        return _finite(float(value), value, what)
+        return _float(value, what)
     if not isinstance(value, str):
-        raise GpuplanError(f"{what} must be a number, got {value!r}")
+        raise GpuplanError(f"{what} must be a number, got {shown(value)}")
     num, suffix = _split(value, what)
     if suffix not in _COUNT_SUFFIX:
-        raise GpuplanError(f"{what} {value!r}: unknown suffix {suffix!r}; use one of k, M, B, T (decimal)")
+        raise GpuplanError(f"{what} {shown(value)}: unknown suffix {suffix!r}; use one of k, M, B, T (decimal)")
     return num * _COUNT_SUFFIX[suffix]
 
 
@@ -63,17 +79,17 @@ def _parse_unit(value: object, what: str, table: dict[str, float], like: str, un
     """A number with a unit from ``table``. A bare number is in unit ``bare``; with ``bare`` None it
     is an error (``--deadline 14`` is 14 what?), naming ``like`` as the fix."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise GpuplanError(f"{what} must be a {like}, got {value!r}")
+        raise GpuplanError(f"{what} must be a {like}, got {shown(value)}")
     if isinstance(value, str):
         num, suffix = _split(value, what)
     else:
-        num, suffix = _finite(float(value), value, what), ""
+        num, suffix = _float(value, what), ""
     if suffix == "":
         if bare is None:
-            raise GpuplanError(f"{what} {value!r} has no unit: write a {like} ({units})")
+            raise GpuplanError(f"{what} {shown(value)} has no unit: write a {like} ({units})")
         suffix = bare
     if suffix not in table:
-        raise GpuplanError(f"{what} {value!r}: unknown unit {suffix!r}; use {units}")
+        raise GpuplanError(f"{what} {shown(value)}: unknown unit {suffix!r}; use {units}")
     return num * table[suffix]
 
 

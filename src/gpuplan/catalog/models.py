@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import json
 import math
 import os
 import re
@@ -31,8 +30,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuplan.bounds import check_text, check_tree, is_path, load_json, read_regular
 from gpuplan.catalog.families import BUILDERS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB, Cfg
-from gpuplan.errors import GpuplanError
+from gpuplan.catalog.safetensors_files import MAX_DIM, MAX_DIMS, header, shard_names
+from gpuplan.errors import GpuplanError, plain, shown
 from gpuplan.spec.model import ModelSpec
 from gpuplan.units import fmt_count
 
@@ -50,17 +51,8 @@ _TIED_HEADS = ("lm_head.weight", "embed_out.weight")
 
 # ---- catalogue -------------------------------------------------------------------------------
 def _read_json(path: Path, what: str = "file") -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GpuplanError(f"{what} not found: {path}: check the path") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise GpuplanError(f"cannot read {path} ({e}): check the file") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise GpuplanError(f"malformed JSON in {path} at line {e.lineno}, column {e.colno} ({e.msg}): "
-                           f"fix the file") from None
+    """A JSON file through the boundary (a regular file, bounded size, depth and numbers)."""
+    return load_json(read_regular(path, what), f"{what} {path}")
 
 
 @functools.cache
@@ -111,7 +103,7 @@ def _unknown(ref: str) -> GpuplanError:
     close = difflib.get_close_matches(ref.lower(), list(table), n=12, cutoff=0.5)
     ids = list(dict.fromkeys(table[k] for k in close))[:3]
     hint = f"did you mean {', '.join(ids)}? " if ids else ""
-    return GpuplanError(f"unknown model '{ref}': not a catalogue id, alias or existing path; {hint}"
+    return GpuplanError(f"unknown model {shown(ref)}: not a catalogue id, alias or existing path; {hint}"
                         f"`gpuplan models` lists the catalogue; or give a config.json path or {{params: N}}")
 
 
@@ -121,9 +113,10 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
     if isinstance(ref, ModelSpec):
         spec = ref
     elif isinstance(ref, Mapping):
+        check_tree(ref, "model", max_depth=16)
         spec = _from_mapping(ref)
     elif isinstance(ref, str | os.PathLike):
-        s = os.fspath(ref).strip()
+        s = check_text(os.fspath(ref), "model").strip()
         if not s:
             raise GpuplanError("empty model reference: give a catalogue id (e.g. llama-3.1-8b), a path "
                                "or {params: N}")
@@ -135,11 +128,11 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
             spec = _from_catalog(mid)
         elif isinstance(ref, str) and (user := user_model(s)) is not None:
             spec = user
-        elif p.exists():
+        elif is_path(s):
             spec = _from_path(p)
         elif not isinstance(ref, str) or s.endswith(".json") or s.startswith(("/", ".", "~")) or (
                 os.sep in s and not re.fullmatch(r"[\w.-]+/[\w.-]+", s)):
-            raise GpuplanError(f"model file not found: {p}: check the path (or use a catalogue id)")
+            raise GpuplanError(f"model file not found: {shown(str(p))}: check the path (or use a catalogue id)")
         else:
             raise _unknown(s)
     else:
@@ -286,24 +279,6 @@ def _from_path(p: Path) -> ModelSpec:
     return _with_checkpoint(spec, folder, cfg)
 
 
-def _header(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            raw = f.read(8)
-            n = int.from_bytes(raw, "little") if len(raw) == 8 else -1
-            if n <= 0 or n > min(100 << 20, path.stat().st_size - 8):
-                raise GpuplanError(f"{path} is not a safetensors file (bad header length): "
-                                   f"remove or replace it")
-            hdr = json.loads(f.read(n))
-    except OSError as e:
-        raise GpuplanError(f"cannot read {path} ({e}): check the file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise GpuplanError(f"{path} has a malformed safetensors header: remove or replace it") from None
-    if not isinstance(hdr, dict):
-        raise GpuplanError(f"{path} has a malformed safetensors header: remove or replace it")
-    return hdr
-
-
 def _is_extra(key: str, spec: ModelSpec) -> bool:
     mm = _LAYER_RE.search(key)
     return bool(mm and int(mm[1]) >= spec.n_layers)
@@ -319,8 +294,8 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
         wmap = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(wmap, dict):
             raise GpuplanError(f"{index_path} has no weight_map: fix or remove the file")
-        needed = sorted(set(wmap.values()))
-        files = [folder / f for f in needed] if all((folder / f).exists() for f in needed) else []
+        needed = sorted(set(shard_names(wmap, index_path)))
+        files = [folder / f for f in needed] if all((folder / f).is_file() for f in needed) else []
     if not files and index is None:
         return spec
     notes = list(spec.assumed)
@@ -329,6 +304,9 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
         return dataclasses.replace(spec, assumed=(*notes, got))
     total, extra, source = got
     _check_size(total, str(folder))
+    if total <= 0:  # no tensors, or an index total_size that leaves nothing after the tied head
+        raise GpuplanError(f"{folder}: the checkpoint gives {total:,} parameters ({source}): a model has some; "
+                           "fix or remove the safetensors files, or describe the model as {params: N}")
     if total != spec.params_formula:
         notes.append(f"checkpoint has {total:,} parameters, the config formula {spec.params_formula:,} "
                      f"({total - spec.params_formula:+,})")
@@ -340,14 +318,15 @@ def _count_headers(spec: ModelSpec, files: list[Path], notes: list[str]) -> tupl
     """(parameters, extra parameters, source) from the safetensors headers, or why they cannot be used."""
     entries: list[tuple[str, list[int], Path]] = []
     for f in files:
-        for key, info in _header(f).items():
+        for key, info in header(f).items():
             shape = info.get("shape") if isinstance(info, dict) else None
             if key == "__metadata__":
                 continue
-            if not (isinstance(shape, list)
-                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
-                raise GpuplanError(f"{f}: tensor {key} has no valid shape in the header ({shape!r}: "
-                                   f"dimensions are whole numbers ≥ 0): replace the file")
+            if not (isinstance(shape, list) and len(shape) <= MAX_DIMS
+                    and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_DIM for x in shape)):
+                raise GpuplanError(f"{f}: tensor {plain(key)} has no valid shape in the header ({shown(shape)}: "
+                                   f"at most {MAX_DIMS} dimensions, whole numbers from 0 to {MAX_DIM:,}): "
+                                   "replace the file")
             entries.append((key, shape, f))
     if any(k.endswith(_PACKED) for k, _, _ in entries):
         return "the safetensors hold packed quantized weights: parameter count from the config formula"
@@ -374,10 +353,11 @@ def _count_index(spec: ModelSpec, index_path: Path, index: Any, cfg: Mapping[str
     """(parameters, extra parameters, source) from the index's total_size, or why it cannot be used."""
     wmap = index["weight_map"]
     q = cfg.get("quantization_config")
-    size = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
+    meta = index.get("metadata") if isinstance(index, dict) else None
+    size = meta.get("total_size") if isinstance(meta, dict) else None
     bpe = _DTYPE_BYTES.get(str(cfg.get("torch_dtype", "")).replace("torch.", ""))
     why = ("the checkpoint is quantized" if q else "torch_dtype is missing or unknown" if not bpe
-           else "metadata.total_size is missing" if not isinstance(size, int)
+           else "metadata.total_size is missing" if not isinstance(size, int) or isinstance(size, bool)
            else "total_size is not a whole number of elements" if size % bpe else "")
     if any(k.endswith(_NOT_PARAMS) or ".attn.bias" in k or "attention.bias" in k for k in wmap):
         why = why or "the index lists non-parameter buffers"

@@ -15,7 +15,6 @@ GPUs, fabrics and models to the built-in ones, checked by the same rules (``chec
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -24,8 +23,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpuplan.bounds import load_json as bounded_json
+from gpuplan.bounds import load_yaml, read_regular
 from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
 
@@ -142,18 +141,19 @@ class UserCatalog:
 
 
 def _read(path: str) -> Any:
+    """The catalogue file through the boundary: a regular file of bounded size, JSON or YAML of bounded
+    depth, size and numbers (gpuplan/bounds.py)."""
     p = Path(path).expanduser()
+    if not p.exists():
+        raise GpuplanError(f"catalogue file not found: {p} (from --catalog or ${ENV}): check the path")
+    data = read_regular(p, "catalogue file")
+    if p.suffix == ".json":
+        return bounded_json(data, f"catalogue file {p}")
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GpuplanError(f"catalogue file not found: {p} (from --catalog or ${ENV}): check the path") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise GpuplanError(f"cannot read the catalogue file {p} ({e})") from None
-    try:
-        return json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise GpuplanError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'} ({str(e).splitlines()[0]})"
-                           ": fix the file") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise GpuplanError(f"cannot read the catalogue file {p}: it is not UTF-8 text") from None
+    return load_yaml(text, f"catalogue file {p}")
 
 
 def _entries(doc: Mapping[str, Any], section: str, path: str) -> list[Any]:

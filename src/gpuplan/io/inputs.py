@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, plain, shown
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.spec import Scenario
 
@@ -52,7 +52,7 @@ def parse_all(inputs: Inputs, gpu: str | None = None) -> list[Scenario | Gpuplan
     """Each raw scenario parsed (with ``hardware.gpu`` set to ``gpu`` when given); in a list a bad
     item becomes its error, a single scenario's error is raised."""
     out: list[Scenario | GpuplanError] = []
-    for raw in inputs.raws:
+    for i, raw in enumerate(inputs.raws):
         try:
             if gpu is not None and isinstance(raw, dict):
                 raw = merge_flags(raw, {"hardware.gpu": gpu})
@@ -61,16 +61,34 @@ def parse_all(inputs: Inputs, gpu: str | None = None) -> list[Scenario | Gpuplan
             if not inputs.is_list:
                 raise
             out.append(err)
+        except Exception as err:  # a bug: this item says so, the others are still answered
+            if not inputs.is_list:
+                raise
+            out.append(InternalError(internal_message(err, i, raw.get("name") if isinstance(raw, dict) else None)))
     return out
+
+
+class InternalError(GpuplanError):
+    """An unexpected exception in one item of a batch, as that item's error (the run exits 3)."""
+
+
+INTERNAL_EXIT = 3  # exit status when an item failed of a bug, not of its input (bad input: 2)
+
+
+def internal_message(err: BaseException, index: int | None = None, name: object = None) -> str:
+    """One line for an unexpected exception: it is a bug, which item, the exception's kind."""
+    where = "" if index is None else f" in item {index + 1}" + (f" ({shown(name, 60)})" if name else "")
+    return (f"internal error{where}: {type(err).__name__}: {plain(str(err), 160)} — a bug in gpuplan, "
+            "please report it with the input")
 
 
 def each(items: list[Scenario | GpuplanError], run: Any, keep_going: bool) -> list[dict]:
     """``run`` on each scenario, in order. An item that did not parse is its error entry; one that
     fails is too when ``keep_going`` (a list of scenarios, several GPU types), else the error stands."""
     results: list[dict] = []
-    for sc in items:
+    for i, sc in enumerate(items):
         if not isinstance(sc, Scenario):
-            results.append({"error": str(sc)})
+            results.append({"error": str(sc), **({"internal": True} if isinstance(sc, InternalError) else {})})
             continue
         try:
             results.append(run(sc))
@@ -78,4 +96,8 @@ def each(items: list[Scenario | GpuplanError], run: Any, keep_going: bool) -> li
             if not keep_going:
                 raise
             results.append({"error": str(err)})
+        except Exception as err:  # a bug: this item says so (exit status 3), the others are answered
+            if not keep_going:
+                raise
+            results.append({"error": internal_message(err, i, sc.name), "internal": True})
     return results

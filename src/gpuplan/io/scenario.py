@@ -7,14 +7,14 @@ key left out (a layout field left open, a training or hardware field at its defa
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
 from gpuplan.io.shares import check_nodes as _check_nodes
 from gpuplan.io.shares import share as _share
@@ -38,6 +38,8 @@ MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
 MAX_HOST_MEMORY = 2**50  # 1 PiB per node
+# a scenario (or a list of 1,000) is small: its bounds are tighter than those of a config.json
+SCENARIO_BOUNDS = {"max_depth": 16, "max_nodes": 200_000, "max_text": MAX_TEXT}
 
 
 def _check_keys(section: dict, allowed: tuple[str, ...], where: str) -> None:
@@ -98,10 +100,6 @@ def _bool(value: Any, key: str) -> bool:
     raise GpuplanError(f"{key} must be true or false, got {value!r}")
 
 
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
 def _decode(p: Path, data: bytes) -> str:
     """The file's text: UTF-8 (a UTF-8 byte-order mark is dropped), else one clear error."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16/32 byte-order marks
@@ -119,37 +117,19 @@ def _decode(p: Path, data: bytes) -> str:
 
 def read_file(path: str | Path) -> Any:
     p = Path(path)
-    if p.is_dir():
-        raise GpuplanError(f"scenario file {str(p)!r} is a folder: give the path to a .yaml or .json file")
-    if not p.is_file():
-        raise GpuplanError(f"scenario file {str(p)!r} not found: give the path to a .yaml or .json file")
-    try:
-        data = p.read_bytes()
-    except OSError as err:
-        raise GpuplanError(f"cannot read scenario file {str(p)!r} ({err.strerror or err}): check the file") from None
-    text = _decode(p, data)
+    if is_path(str(p)) and p.is_dir():
+        raise GpuplanError(f"scenario file {shown(str(p))} is a folder: give the path to a .yaml or .json file")
+    if not is_path(str(p)):
+        raise GpuplanError(f"scenario file {shown(str(p))} not found: give the path to a .yaml or .json file")
+    text = _decode(p, read_regular(p, "scenario file"))
     is_json = p.suffix.lower() == ".json"
-    kind = "JSON" if is_json else "YAML"
-    try:
-        if is_json:
-            raw = json.loads(text)
-        else:
-            import yaml
-
-            raw = yaml.safe_load(text)
-    except json.JSONDecodeError as err:
-        raise GpuplanError(f"{p}: malformed JSON at line {err.lineno}: {_one_line(err.msg)}") from None
-    except RecursionError:
-        raise GpuplanError(f"{p}: malformed {kind}: nested too deeply to read: "
-                           "a scenario is a mapping of four sections") from None
-    except Exception as err:  # yaml.YAMLError and friends
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise GpuplanError(f"{p}: malformed {kind}{where}: {_one_line(getattr(err, 'problem', None) or err)}") \
-            from None
+    raw = load_json(text, str(p), **SCENARIO_BOUNDS) if is_json else load_yaml(text, str(p), **SCENARIO_BOUNDS)
     if isinstance(raw, list) and not raw:
-        raise GpuplanError(f"scenario file {str(p)!r} holds no scenarios (an empty list): "
+        raise GpuplanError(f"scenario file {shown(str(p))} holds no scenarios (an empty list): "
                            "give a scenario mapping, or a list of them")
+    if isinstance(raw, dict) and raw and not set(raw) & set(TOP_KEYS):  # not a scenario: its contents unquoted
+        raise GpuplanError(f"scenario file {shown(str(p))} is not a gpuplan scenario (none of its keys is "
+                           f"{', '.join(TOP_KEYS)}): give a scenario file")
     return raw
 
 
@@ -181,19 +161,18 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
 
     if not isinstance(raw, dict):
         raise GpuplanError("a scenario must be a mapping with keys model, hardware, training, layout")
+    check_tree(raw, "scenario", **SCENARIO_BOUNDS)  # the boundary: files, flags and the API all pass here
     _check_keys(raw, TOP_KEYS, "scenario")
     if raw.get("model") is None:
         raise GpuplanError("scenario has no model: add `model: llama-3.1-8b` (or --model NAME)")
     model_ref = raw["model"]
     if isinstance(model_ref, str) and model_ref.lstrip().startswith("{"):  # inline mapping given as a flag
-        import yaml
-
         try:
-            model_ref = yaml.safe_load(model_ref)
-        except yaml.YAMLError:
-            raise GpuplanError(f"model {model_ref!r} looks like a mapping but does not parse: "
-                               "write it as {params: 7e9} or {model_type: llama, ...}") from None
-    if isinstance(model_ref, str) and base_dir is not None and (base_dir / model_ref).exists():
+            model_ref = load_yaml(model_ref, "model", **SCENARIO_BOUNDS)
+        except GpuplanError as err:
+            raise GpuplanError(f"model looks like a mapping but does not parse ({err}): write it as "
+                               "{params: 7e9} or {model_type: llama, ...}") from None
+    if isinstance(model_ref, str) and base_dir is not None and is_path(str(base_dir / model_ref)):
         model_ref = str(base_dir / model_ref)
     model = load_model(model_ref)
 
@@ -256,14 +235,12 @@ def _inline_mapping(value: Any, key: str, example: str) -> Any:
     """A mapping given as flag text (``--gpu '{base: a10g, bf16_dense_tflops: 125}'``) → the mapping."""
     if not (isinstance(value, str) and value.lstrip().startswith("{")):
         return value
-    import yaml
-
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
-        raise GpuplanError(f"{key} {value!r} looks like a mapping but does not parse: write it as {example}") from None
+        parsed = load_yaml(value, key, **SCENARIO_BOUNDS)
+    except GpuplanError as err:
+        raise GpuplanError(f"{key} looks like a mapping but does not parse ({err}): write it as {example}") from None
     if not isinstance(parsed, dict):
-        raise GpuplanError(f"{key} {value!r} is not a mapping: write it as {example}")
+        raise GpuplanError(f"{key} {shown(value)} is not a mapping: write it as {example}")
     return parsed
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.profile.trial_files import TMP_PREFIX, _claim, first_failure, sweep_stale
 
 POLL_S = 0.25
 KILL_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
@@ -68,9 +69,12 @@ def check_devices(device: str, nproc: int) -> None:
 
 
 def torchrun_command(cfg: Path, out_dir: Path, nproc: int, extra_args: list[str] | None) -> list[str]:
-    rdzv = extra_args if extra_args else ["--standalone", "--nnodes", "1"]
-    return [sys.executable, "-m", "torch.distributed.run", *rdzv, "--nproc-per-node", str(nproc),
-            "-m", "gpuplan.profile.worker", str(cfg), str(out_dir)]
+    """One node: gpuplan's own launcher (a file rendezvous, nothing listens on the network); several
+    nodes: torchrun with the user's rendezvous options. ``-P``: the current folder is never on sys.path."""
+    if not extra_args:
+        return [sys.executable, "-P", "-m", "gpuplan.profile.local_launch", str(nproc), str(cfg), str(out_dir)]
+    return [sys.executable, "-P", "-m", "torch.distributed.run", *extra_args, "--nproc-per-node", str(nproc),
+            "--no-python", sys.executable, "-P", "-u", "-m", "gpuplan.profile.worker", str(cfg), str(out_dir)]
 
 
 def run_trial(scenario: dict, *, device: str, nproc: int, steps: int, warmup: int, timeout_s: float,
@@ -80,8 +84,10 @@ def run_trial(scenario: dict, *, device: str, nproc: int, steps: int, warmup: in
     waiting with the steps rank 0 has finished; it never extends the wait past ``timeout_s``."""
     try:
         with _stop_on_signals():  # a second signal during the clean-up below cannot cut it short
+            sweep_stale(Path(tempfile.gettempdir()))  # folders of trials whose gpuplan was killed (SIGKILL)
             try:
-                tmp = Path(tempfile.mkdtemp(prefix="gpuplan-profile-"))
+                tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX))
+                _claim(tmp)
             except OSError as err:
                 raise GpuplanError(f"cannot make a temporary folder for the trial run ({err.strerror or err}): "
                                    "set TMPDIR to a writable folder") from None
@@ -100,7 +106,8 @@ def _run(tmp: Path, scenario: dict, *, device: str, nproc: int, steps: int, warm
     cfg = tmp / "config.json"
     cfg.write_text(json.dumps({"scenario": scenario, "device": device, "steps": steps, "warmup": warmup}))
     cmd = torchrun_command(cfg, tmp, nproc, extra_args)
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1",
+           "PYTHONSAFEPATH": "1"}
     log_path = tmp / "torchrun.log"
     proc = None
     try:
@@ -125,10 +132,9 @@ def _run(tmp: Path, scenario: dict, *, device: str, nproc: int, steps: int, warm
             except (OSError, ValueError):
                 continue  # a rank killed while writing: reported as missing below
     if len(results) < nproc:
-        tail = " | ".join(line for line in (log or "").splitlines()[-6:] if line.strip())
         missing = sorted(set(range(nproc)) - {r.get("rank") for r in results})
-        raise GpuplanError(f"rank(s) {missing} died without a result (torchrun exit {proc.returncode}): "
-                           f"{tail[-400:] or 'no output'}")
+        raise GpuplanError(f"rank(s) {missing} died without a result (launcher exit {proc.returncode}): "
+                           f"{first_failure(tmp, log)}")
     return results
 
 

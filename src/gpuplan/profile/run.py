@@ -162,6 +162,7 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
             progress: ProgressBar | None = None) -> dict[str, Any]:
     """``progress`` (optional) is redrawn while torchrun runs: steps done of warm-up + measured."""
     check_devices(device, nproc)
+    extra_args = _rendezvous(nnodes, extra_args)
     world = nproc * nnodes
     sc, lay, notes = _trial_scenario(sc, nproc, world)
     run = _TrialRun(device=device, nproc=nproc, steps=steps, warmup=warmup, timeout_s=timeout_s,
@@ -190,6 +191,16 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
     if find_max_batch:
         report["max_micro_batch"] = _bisect(lambda mb: run.attempt(sc, mb), lay.micro_batch, max_micro_batch)
     return report
+
+
+def _rendezvous(nnodes: int, extra_args: list[str] | None) -> list[str] | None:
+    """Several nodes need torchrun's rendezvous options (after ``--``), with the node count in them."""
+    if nnodes > 1 and not extra_args:
+        raise GpuplanError(f"--nnodes {nnodes} needs torchrun's rendezvous options after `--` on every node, e.g. "
+                           "`-- --node-rank 0 --rdzv-backend c10d --rdzv-endpoint HOST:29400`; one node needs none")
+    if extra_args and not any(a == "--nnodes" or a.startswith("--nnodes=") for a in extra_args):
+        return ["--nnodes", str(nnodes), *extra_args]
+    return extra_args
 
 
 def _trial_scenario(sc: Scenario, nproc: int, world: int) -> tuple[Scenario, Layout, list[str]]:

@@ -114,7 +114,12 @@ def main(config_path: str, out_dir: str) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if cuda:
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if cuda else "gloo")
+    init = os.environ.get("GPUPLAN_INIT_FILE")  # the single-node launcher: a file rendezvous, no TCP port
+    if init:
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{init}",
+                                rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     out = Path(out_dir) / f"rank{rank}.json"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.outfiles import write_atomic
 from gpuplan.report.text import layout_str
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
@@ -245,7 +246,7 @@ def to_html(blocks: list[Block], svgs: list[str] | None = None) -> str:
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
 
 
-def write(results: list[dict], path: str | Path, kind: str, scores: dict | None = None) -> Path:
+def write(results: list[dict], path: str | Path, kind: str, scores: dict | None = None, force: bool = False) -> Path:
     """Write the report of plan (``kind="plan"``) or evaluate results to ``path`` (.md or .html),
     with ``scores`` (``{"runtime": ..., "memory": ...}`` from validation/) as its accuracy section.
     The HTML page embeds the plots when matplotlib is installed."""
@@ -253,7 +254,7 @@ def write(results: list[dict], path: str | Path, kind: str, scores: dict | None 
     ext = p.suffix.lower()
     if ext not in (".md", ".html", ".htm"):
         raise GpuplanError(f"--report {str(p)!r}: use a .md or .html file name")
-    p.write_text(render(results, "md" if ext == ".md" else "html", kind, scores), encoding="utf-8")
+    write_atomic("--report", p, render(results, "md" if ext == ".md" else "html", kind, scores), force)
     return p
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.outfiles import write_atomic
 from gpuplan.units import GiB
 
 DAY_S = 86400.0
@@ -234,7 +235,7 @@ def html_page(title: str, svgs: list[str], caption: str = "") -> str:
             f"<h1>{html.escape(title)}</h1><p>{html.escape(caption)}</p>\n{body}\n</body></html>\n")
 
 
-def write(results: list[dict], path: str | Path, kind: str) -> list[Path]:
+def write(results: list[dict], path: str | Path, kind: str, force: bool = False) -> list[Path]:
     """Save the plan (``kind="plan"``) or evaluate results as ``path`` (.png, .svg or .html).
     Several results: one page for .html, numbered files (name-1.png, ...) otherwise."""
     p = Path(path)
@@ -246,15 +247,12 @@ def write(results: list[dict], path: str | Path, kind: str) -> list[Path]:
         raise GpuplanError("--plot: nothing to draw (every item failed or nothing fits)")
     figs = [plan_figure(r) if kind == "plan" else estimate_figure(r) for r in good]
     if ext == ".html":
-        p.write_text(html_page(f"gpuplan {kind}", [svg_text(f) for f in figs]), encoding="utf-8")
+        write_atomic("--plot", p, html_page(f"gpuplan {kind}", [svg_text(f) for f in figs]), force)
         return [p]
     out = []
     for i, fig in enumerate(figs):
         target = p if len(figs) == 1 else p.with_name(f"{p.stem}-{i + 1}{p.suffix}")
-        if ext == ".png":
-            target.write_bytes(png_bytes(fig))
-        else:
-            target.write_text(svg_text(fig), encoding="utf-8")
+        write_atomic("--plot", target, png_bytes(fig) if ext == ".png" else svg_text(fig), force)
         out.append(target)
     return out
 

@@ -38,6 +38,11 @@ MICRO_BATCHES = (1, 2, 4, 8, 16)
 MAX_PP = 64  # pipeline stages the search proposes (published runs: ≤ 16; Llama 3 405B used 16)
 LONG_SEQUENCE = 32768  # from this sequence length on, context parallelism is searched
 CP_DEGREES = (1, 2, 4, 8, 16)
+# layouts one fit or plan evaluates at most (~10 s): Llama-3.1-405B over every catalogue GPU up to 2^20 GPUs
+# takes 278k, so no real search reaches it; a 1T model of 5,040 layers over it takes 520k (cut here, and said so)
+MAX_TRIES = 300_000
+WORK_LIMIT = (f"not searched: the work limit of {MAX_TRIES:,} layouts was reached; narrow the search (fewer --gpu "
+              "types, a lower --max-gpus, or fix layout.tp / layout.pp)")
 
 
 def default_global_batch(sc: Scenario) -> int:
@@ -163,7 +168,7 @@ class Search:
 
     def __init__(self, sc: Scenario) -> None:
         self.sc = sc
-        self.searched = 0
+        self.searched = self.tries = 0
         self.rejected: Counter[str] = Counter()
         self.best: dict[tuple[str, int], Candidate] = {}
         self.closest: Miss | None = None
@@ -269,6 +274,10 @@ class Search:
              keep: bool = True) -> bool:
         if off == "params" and shard["zero"] != 3:
             return False
+        if self.tries >= MAX_TRIES:  # bounded work: the rest is counted as not searched, and said so
+            self.rejected[WORK_LIMIT] += 1
+            return False
+        self.tries += 1
         refused = self._refused(tr, split, shard, rec, sp, off)
         if refused:
             self.rejected[refused] += 1

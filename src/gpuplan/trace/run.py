@@ -86,7 +86,15 @@ def check_layout_traceable(lay: Layout) -> int:
                            "only) is not traced: use zero 0, 2 or 3")
     if lay.zero_group is not None and lay.zero_group != lay.dp * lay.cp:
         raise GpuplanError("trace does not simulate hybrid sharding (zero_group): drop layout.zero_group")
-    return nd if lay.zero >= 2 else 1
+    nd = nd if lay.zero >= 2 else 1
+    if nd * lay.tp > MAX_TRACE_WORLD:  # every simulated rank costs time in the one process (1,024: minutes)
+        raise GpuplanError(f"trace simulates at most {MAX_TRACE_WORLD} ranks in one process; this layout has "
+                           f"{nd * lay.tp:,} (shard group {nd} × tp {lay.tp}): trace a smaller count (e.g. --gpus "
+                           f"{MAX_TRACE_WORLD}; sharded states per GPU scale as 1/shard group)")
+    return nd
+
+
+MAX_TRACE_WORLD = 128  # ranks one trace simulates: 64 took ~1.3× the time of 1, 1,024 took 6×
 
 
 def choose_device(fidelity: str) -> tuple[torch.device, list[str]]:

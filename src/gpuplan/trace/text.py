@@ -34,7 +34,7 @@ def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_
     out: list[dict] = []
     for sc in scenarios:
         if isinstance(sc, GpuplanError):
-            out.append({"error": str(sc)})
+            out.append({"error": str(sc), **({"internal": True} if type(sc).__name__ == "InternalError" else {})})
             continue
         try:
             with Ticker(bar, f"{len(out) + 1}/{len(scenarios)} {module or sc.model.name}",
@@ -51,6 +51,12 @@ def trace_all(scenarios: list[Any], is_list: bool, *, module: str | None, input_
             if not is_list:
                 raise
             res = {"error": str(err)}
+        except Exception as err:  # a bug (or the user's module's): this item says so, the others go on
+            if not is_list:
+                raise
+            from gpuplan.io.inputs import internal_message
+
+            res = {"error": internal_message(err, len(out), sc.name), "internal": True}
         out.append(res)
     bar.close()
     return out

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuplan.bounds import check_text, is_path, load_json, read_regular
 from gpuplan.errors import GpuplanError
 from gpuplan.io.stores.policy import CACHE_ENV, cache_origin, choose, is_default_word, trace_calibration_path
 
@@ -36,11 +37,11 @@ def trace_activation_factor(value: Any, model_type: str) -> float | None:
 def activation_factor(ref: str, model_type: str) -> float:
     """The stored traced/predicted activation ratio for ``model_type`` in the file ``ref`` names
     (a default word: the default file), or one GpuplanError line."""
-    path = trace_calibration_path() if is_default_word(ref) else Path(ref).expanduser()
-    if path.is_dir():
+    path = trace_calibration_path() if is_default_word(ref) else Path(check_text(ref, KEY)).expanduser()
+    if is_path(str(path)) and path.is_dir():
         raise GpuplanError(f"{KEY}: {path} is a folder: give the calibration.json written by "
                            "`gpuplan trace --calibrate`, or default")
-    if not path.is_file():
+    if not is_path(str(path)):
         raise GpuplanError(f"{KEY}: {path} not found: run `gpuplan trace --calibrate` on a model of this "
                            "architecture first, or give the path of its calibration.json")
     entries = _read(path)
@@ -85,8 +86,8 @@ def _number(value: Any) -> bool:
 def _read(path: Path) -> dict[str, Any]:
     """The file's mapping; {} when it cannot be read or is not a JSON mapping."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        data = load_json(read_regular(path, "calibration file"), str(path))
+    except GpuplanError:
         return {}
     return data if isinstance(data, dict) else {}
 

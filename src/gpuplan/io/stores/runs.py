@@ -12,16 +12,19 @@ out: finite numbers from ``MIN_FACTOR`` to ``MAX_FACTOR``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sqlite3
 import stat
+import tempfile
 import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from gpuplan.bounds import load_json
 from gpuplan.errors import GpuplanError
 from gpuplan.io.stores.policy import DEFAULT, choose, store_origin, store_path
 
@@ -31,6 +34,7 @@ MIN_FACTOR, MAX_FACTOR = 0.1, 10.0  # a correction beyond 10× either way is a b
 RUN_COLUMNS = ("id", "created", "kind", "gpu", "model", "layout", "scenario", "measured", "predicted")
 CALIBRATION_COLUMNS = ("gpu", "memory_factor", "compute_factor", "n", "created")
 KEY = "hardware.calibration"
+LOCK_WAIT_S = 60.0  # another gpuplan writing the store (a profile recording its run) holds it for milliseconds
 WANTS = "default, false or the path of a store written by `gpuplan calibrate`"
 
 
@@ -41,6 +45,10 @@ def check_factor(value: Any, name: str, where: str) -> float:
     if not ok:
         raise GpuplanError(f"{where}: {name} = {value!r} is not a number from {MIN_FACTOR:g} to {MAX_FACTOR:g}")
     return float(value)
+
+
+def _locked(err: sqlite3.OperationalError) -> bool:
+    return "locked" in str(err) or "busy" in str(err)
 
 
 class Store:
@@ -128,16 +136,17 @@ class Store:
         if not existed:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                existed = self._create()
             except OSError as err:
                 reason = self._cannot_create() or err.strerror or str(err)
                 raise GpuplanError(f"cannot make the store {self.path}{self.origin} ({reason}): choose another "
                                    "--store path (or set GPUPLAN_STORE)") from None
         try:
             if write:
-                con = sqlite3.connect(self.path)
+                con = sqlite3.connect(self.path, timeout=LOCK_WAIT_S)
             else:
                 uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
-                con = sqlite3.connect(uri, uri=True)
+                con = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT_S)
             try:
                 self._check(con, existed)
                 if write:
@@ -145,6 +154,12 @@ class Store:
             except BaseException:
                 con.close()
                 raise
+        except sqlite3.OperationalError as err:
+            if _locked(err):
+                raise GpuplanError(f"store {self.path}{self.origin} is locked by another process (waited "
+                                   f"{LOCK_WAIT_S:.0f} s): try again when it has finished") from None
+            raise GpuplanError(f"{self.path}{self.origin} is corrupt or not a gpuplan store ({err}): "
+                               "move it away or choose another --store path") from None
         except sqlite3.DatabaseError as err:
             if write and not existed:
                 raise GpuplanError(f"cannot make the store {self.path}{self.origin} ({err}): choose another "
@@ -179,6 +194,30 @@ class Store:
                 raise GpuplanError(f"{self.path} is not a usable gpuplan store: its {table} table has no "
                                    f"{', '.join(missing)} column(s): move it away or choose another --store path")
 
+    def _create(self) -> bool:
+        """Make the store whole in a temporary file beside it, then link it into place: a store is
+        never seen half-made, and of several first uses at once one makes it and the others open it.
+        True: the store exists now."""
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".new", dir=self.path.parent)
+        os.close(fd)
+        try:
+            con = sqlite3.connect(tmp)
+            try:
+                self._init_schema(con)
+            finally:
+                con.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            except OSError:  # a file system without hard links: rename, unless it appeared meanwhile
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        return True
+
     @staticmethod
     def _init_schema(con: sqlite3.Connection) -> None:
         with con:
@@ -198,6 +237,12 @@ class Store:
         """Run ``fn`` and turn SQLite's errors into one line naming the store."""
         try:
             return fn()
+        except sqlite3.OperationalError as err:
+            if _locked(err):
+                raise GpuplanError(f"store {self.path}{self.origin}: cannot {what}: it is locked by another "
+                                   f"process (waited {LOCK_WAIT_S:.0f} s): try again when it has finished") from None
+            raise GpuplanError(f"store {self.path}{self.origin}: cannot {what} ({err}): check the file or "
+                               "choose another --store path") from None
         except sqlite3.DatabaseError as err:
             raise GpuplanError(f"store {self.path}{self.origin}: cannot {what} ({err}): check the file or "
                                "choose another --store path") from None
@@ -233,9 +278,11 @@ class Store:
         for r in rows:
             d = dict(zip(RUN_COLUMNS, r, strict=True))
             for k in ("layout", "scenario", "measured", "predicted"):
-                try:
-                    d[k] = json.loads(d[k])
-                except (TypeError, ValueError):
+                try:  # through the boundary: a store is a file from outside too
+                    d[k] = load_json(d[k], f"run {d['id']} {k}") if isinstance(d[k], str | bytes) else None
+                    if d[k] is None:
+                        raise ValueError
+                except (TypeError, ValueError):  # GpuplanError is a ValueError
                     shown = "NULL" if d[k] is None else "not JSON"
                     raise GpuplanError(f"store {self.path}: run {d['id']} is malformed ({k} is {shown}): "
                                        f"{self.delete_hint('runs', 'id', d['id'])}") from None
