@@ -555,17 +555,17 @@ def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rs
                     tempfile.tempdir = str(tmp)
                     _child(case, root, work / f"c{i}.out", work / f"c{i}.err")
                 running[pid] = (i, time.monotonic(), case, base)
-            pid, status, usage = os.wait4(-1, os.WNOHANG)
+            now = time.monotonic()  # every turn, not only when no child ended: a slow one is caught
+            for p, (i, t0, case, _) in list(running.items()):
+                if now - t0 > limit_s:
+                    with _quiet():
+                        os.killpg(p, signal.SIGKILL)
+                    os.waitpid(p, 0)
+                    del running[p]
+                    results[i] = Outcome(_light(case), "hang", -9, now - t0, 0)
+                    _cleanup(work, i, on_done, results[i])
+            pid, status, usage = os.wait4(-1, os.WNOHANG) if running else (0, 0, None)
             if pid == 0:
-                now = time.monotonic()
-                for p, (i, t0, case, _) in list(running.items()):
-                    if now - t0 > limit_s:
-                        with _quiet():
-                            os.killpg(p, signal.SIGKILL)
-                        os.waitpid(p, 0)
-                        del running[p]
-                        results[i] = Outcome(_light(case), "hang", -9, now - t0, 0)
-                        _cleanup(work, i, on_done, results[i])
                 time.sleep(0.002)
                 continue
             if pid not in running:
@@ -576,6 +576,8 @@ def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rs
             out = (work / f"c{i}.out").read_text(errors="replace")
             err = (work / f"c{i}.err").read_text(errors="replace")
             verdict, detail = _classify(case, rc, out, err, work / f"c{i}", env_tmp / f"c{i}")
+            if wall > limit_s:  # ended between two looks, past the limit
+                verdict, detail = "hang", f"{wall:.1f} s"
             rss = usage.ru_maxrss * 1024  # the child's peak, the parent's pages it started with included
             if verdict in ("answer", "error") and rss > rss_limit:
                 verdict, detail = "memory", f"peak {rss / 2**20:.0f} MiB (the parent's image: {base / 2**20:.0f} MiB)"
@@ -649,6 +651,8 @@ def main(argv: list[str] | None = None) -> int:
         files = {k: (v[:60] if isinstance(v, bytes) else v) for k, v in o.case.files.items()}
         last = (o.detail.strip().splitlines() or [""])[-1][:300]
         print(f"--- {o.verdict} ({o.wall_s:.1f} s) {o.case.kind}: {[x[:60] for x in o.case.argv]} {files}\n    {last}")
+    for o in sorted(outcomes, key=lambda o: -o.wall_s)[:3]:
+        print(f"slowest: {o.wall_s:.1f} s {o.verdict} {[x[:60] for x in o.case.argv]}")
     print(json.dumps({**summary(outcomes), "seed": a.seed, "wall_s": round(time.monotonic() - t0, 1)}))
     return 1 if bad else 0
 
