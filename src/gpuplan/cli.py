@@ -17,7 +17,7 @@ from gpuplan.catalog.user import use_catalog
 from gpuplan.catalog.user_models import check_active
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.flags import build_parser, positive, scenario_values, whole
-from gpuplan.io.inputs import each, gather, parse_all
+from gpuplan.io.inputs import Inputs, each, gather, parse_all
 
 
 def _scenarios(args: argparse.Namespace, gpu: str | None = None) -> tuple[list[Any], bool]:
@@ -26,9 +26,8 @@ def _scenarios(args: argparse.Namespace, gpu: str | None = None) -> tuple[list[A
     return parse_all(inputs, gpu), inputs.is_list
 
 
-def _states_gpu(args: argparse.Namespace) -> bool:
+def _states_gpu(inputs: Inputs) -> bool:
     """Whether the scenario (file or flags) names its GPU type."""
-    inputs = gather(args.scenario, args.example, scenario_values(args))
     return any(not isinstance(r, dict) or "gpu" in (r.get("hardware") or {}) for r in inputs.raws)
 
 
@@ -86,12 +85,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
     top_k = whole(args.top, "--top")
     names = _gpu_names(args)
-    if not names and not _states_gpu(args):  # no GPU anywhere: search the whole catalogue
+    inputs = gather(args.scenario, args.example, scenario_values(args))  # the file is read once
+    if not names and not _states_gpu(inputs):  # no GPU anywhere: search the whole catalogue
         names = ["all"]
     several = len(names) > 1 or names == ["all"]
-    if several:  # the scenario is read against one of them (the one whose TDP allows most under a power cap)
-        args.gpu = scenario_gpu(names, power_limited=bool(getattr(args, "power_limit", None)))
-    scs, is_list = _scenarios(args)
+    # several types: the scenario is read against one of them (the one whose TDP allows most under a power cap)
+    gpu = scenario_gpu(names, power_limited=bool(getattr(args, "power_limit", None))) if several else None
+    scs, is_list = parse_all(inputs, gpu), inputs.is_list
     kwargs = {
         "gpu_types": names if several else None, "max_gpus": max_gpus, "objective": args.objective,
         "deadline_s": positive(parse_duration(args.deadline, "--deadline"), "--deadline") if args.deadline else None,

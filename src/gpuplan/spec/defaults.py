@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.errors import GpuplanError
 from gpuplan.spec.job import Training
 from gpuplan.spec.layout import Layout
 
@@ -47,8 +48,6 @@ def gpu_limit(sc: Scenario, max_gpus: int | None) -> tuple[int, int | None]:
     """(largest count to search, the fixed count or None). A given ``hardware.gpus`` is the answer's
     count (the search below it is context); ``max_gpus`` bounds only an open count, and one below a
     fixed count contradicts it."""
-    from gpuplan.errors import GpuplanError
-
     if "hardware.gpus" in sc.given:
         n = sc.hardware.gpus
         if max_gpus is not None and max_gpus < n:

@@ -156,8 +156,7 @@ class Store:
                 raise
         except sqlite3.OperationalError as err:
             if _locked(err):
-                raise GpuplanError(f"store {self.path}{self.origin} is locked by another process (waited "
-                                   f"{LOCK_WAIT_S:.0f} s): try again when it has finished") from None
+                raise self._locked_error() from None
             raise GpuplanError(f"{self.path}{self.origin} is corrupt or not a gpuplan store ({err}): "
                                "move it away or choose another --store path") from None
         except sqlite3.DatabaseError as err:
@@ -233,17 +232,19 @@ class Store:
         return con.execute("select 1 from sqlite_master where type='table' and name=?", (table,)).fetchone() \
             is not None
 
+    def _locked_error(self, what: str | None = None) -> GpuplanError:
+        """Another process held the store past the lock wait (``what``: the operation that waited)."""
+        where = f"store {self.path}{self.origin}" + (f": cannot {what}: it is" if what else " is")
+        return GpuplanError(f"{where} locked by another process (waited {LOCK_WAIT_S:.0f} s): try again when it "
+                            "has finished")
+
     def _sql(self, what: str, fn: Any) -> Any:
         """Run ``fn`` and turn SQLite's errors into one line naming the store."""
         try:
             return fn()
-        except sqlite3.OperationalError as err:
-            if _locked(err):
-                raise GpuplanError(f"store {self.path}{self.origin}: cannot {what}: it is locked by another "
-                                   f"process (waited {LOCK_WAIT_S:.0f} s): try again when it has finished") from None
-            raise GpuplanError(f"store {self.path}{self.origin}: cannot {what} ({err}): check the file or "
-                               "choose another --store path") from None
-        except sqlite3.DatabaseError as err:
+        except sqlite3.DatabaseError as err:  # OperationalError included
+            if isinstance(err, sqlite3.OperationalError) and _locked(err):
+                raise self._locked_error(what) from None
             raise GpuplanError(f"store {self.path}{self.origin}: cannot {what} ({err}): check the file or "
                                "choose another --store path") from None
 
