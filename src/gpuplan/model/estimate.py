@@ -157,7 +157,6 @@ NOT_MODELLED_SAVERS = (
     "levels recompute other sets)",
     "per-stage memory tuning of the pipeline: freeing stage inputs/outputs early, fewer contiguous "
     "micro-batches in flight (Llama 3, arXiv:2407.21783 Sec. 3.3.2)",
-    "recomputing every k-th block only (Megatron --recompute-method block, torchtitan 'selective layer')",
     "activation offload to host memory",
 )
 
