@@ -47,6 +47,7 @@ class Free:
 FREE = (  # bounds: what the physics allows, so a fit cannot hide a missing term in an absurd value
     Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),        # sustained / best-shape burst (MSMF/MAMF ~0.83-0.89)
     Free("attention_achieved_share", 0.5, 1.1, "runtime"),  # of FlashAttention-2's benchmarked rate
+    Free("attention_row_block_cost", 0.0, 8.0, "runtime"),     # blocks' worth per 128-row block (~4.6 causal)
     Free("memory_bandwidth_efficiency", 0.5, 0.95, "runtime"),
     Free("kernel_launch_s", 1e-6, 2e-5, "runtime"),
     Free("comm_interference", 0.0, 1.0, "runtime"),

@@ -1,8 +1,10 @@
 """Hostile inputs for every command, and a runner that executes each one in a forked child.
 
 A case is a command line plus the files it needs (scenario files, model folders with config.json,
-safetensors headers and index files, FIFOs, symlinks, existing output files). ``generate(seed, n)``
-draws ``n`` cases from a fixed seed; ``run_cases`` runs each through ``gpuplan.cli.main`` in a
+safetensors headers and index files, FIFOs, symlinks, existing output files). ``make_case`` builds
+one from a source of choices: in ``strategies.py`` every choice is a hypothesis draw and the values
+come from hypothesis' generators as well as the hand-picked breakers below, so a failure shrinks;
+``generate(seed, n)`` draws ``n`` cases from a fixed seed; ``run_cases`` runs each through ``gpuplan.cli.main`` in a
 fresh fork (so a hang can be killed and memory measured) and classifies the outcome:
 
 - ``answer``: exit 0 (with ``--json``, stdout must be valid JSON),
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import shutil
 import signal
@@ -30,7 +31,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+
+class Source(Protocol):
+    """Where a case's choices come from (strategies.Draws: hypothesis draws)."""
+
+    def choice(self, seq: Any) -> Any: ...
+    def random(self) -> float: ...
+    def randint(self, low: int, high: int) -> int: ...
+    def value(self) -> Any: ...
+    def shape(self) -> list[Any]: ...
+
 
 # ---- hostile values ------------------------------------------------------------------------------
 BOMB = ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
@@ -61,7 +73,7 @@ def _deep(depth: int, kind: str = "list") -> Any:
     return out
 
 
-def hostile_string(r: random.Random) -> str:
+def hostile_string(r: Source) -> str:
     return r.choice([
         "x" * 300, "llama-" * 60, "a" * 20_000_000 if r.random() < 0.05 else "a" * 200_000,
         "llama\nEVIL: injected line", "h100\r\nEVIL", "\x1b[31mred\x1b[0m", "\x00nul", "\x07bell",
@@ -75,8 +87,10 @@ def hostile_string(r: random.Random) -> str:
     ])
 
 
-def hostile_value(r: random.Random) -> Any:
+def hostile_value(r: Source) -> Any:
     pick = r.random()
+    if pick < 0.25:  # hypothesis' own: any integer to 10^400, any float, any text, nested values
+        return r.value()
     if pick < 0.45:
         return r.choice(HOSTILE_NUMBERS)
     if pick < 0.85:
@@ -140,10 +154,12 @@ COMMAND_FLAGS = {
 }
 TINY = ("{model_type: llama, num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 2, "
         "num_key_value_heads: 2, intermediate_size: 128, vocab_size: 256}")
-COMMANDS = ["evaluate"] * 30 + ["fit"] * 18 + ["plan"] * 12 + ["export"] * 10 + ["trace"] * 2 + ["profile"] * 4
+COMMAND_WEIGHTS = {"evaluate": 30, "fit": 18, "plan": 12, "export": 10, "trace": 2, "profile": 4}
+# round-robin, not one block per command: nearby draws (hypothesis makes many) still reach each one
+COMMANDS = [k for j in range(max(COMMAND_WEIGHTS.values())) for k, w in COMMAND_WEIGHTS.items() if j < w]
 
 
-def base_scenario(r: random.Random) -> dict:
+def base_scenario(r: Source) -> dict:
     sc: dict[str, Any] = {"model": r.choice(MODELS), "hardware": {"gpu": r.choice(GPUS), "gpus": r.choice([1, 8, 64])},
                           "training": {"seq_len": r.choice([1024, 4096]), "tokens": r.choice(["1T", 1e9])}}
     if r.random() < 0.5:
@@ -175,11 +191,12 @@ def safetensors(header: Any, raw: bytes | None = None) -> bytes:
     return struct.pack("<Q", len(body)) + body
 
 
-def _tensor_headers(r: random.Random) -> bytes:
+def _tensor_headers(r: Source) -> bytes:
     good = {"model.embed_tokens.weight": {"dtype": "BF16", "shape": [1000, 256], "data_offsets": [0, 0]},
             "model.layers.0.mlp.up_proj.weight": {"dtype": "BF16", "shape": [512, 256], "data_offsets": [0, 0]}}
-    shape = r.choice([[1e200, 1e200], [10**30, 10**30], [10**400], [-1, 5], ["a"], [2**63, 2**63, 2**63],
-                      _deep(3000), [1] * 100000, [True], None, [1.5], [0]])
+    known = [[1e200, 1e200], [10**30, 10**30], [10**400], [-1, 5], ["a"], [2**63, 2**63, 2**63],
+             _deep(3000), [1] * 100000, [True], None, [1.5], [0]]
+    shape = r.shape() if r.random() < 0.4 else r.choice(known)
     return r.choice([
         safetensors({}), safetensors({"__metadata__": {"format": "pt"}}), safetensors(good),
         safetensors({"w": {"dtype": "BF16", "shape": shape}}) if not isinstance(shape, list) or len(shape) < 5000
@@ -193,7 +210,7 @@ def _tensor_headers(r: random.Random) -> bytes:
     ])
 
 
-def _index(r: random.Random) -> bytes:
+def _index(r: Source) -> bytes:
     return r.choice([
         json.dumps({"metadata": {"total_size": 0}, "weight_map": {"lm_head.weight": "model.safetensors"}}),
         json.dumps({"metadata": {"total_size": -5}, "weight_map": {"a": "model.safetensors"}}),
@@ -212,7 +229,7 @@ def _index(r: random.Random) -> bytes:
     ]).encode()
 
 
-def _config(r: random.Random) -> bytes:
+def _config(r: Source) -> bytes:
     pick = r.random()
     if pick < 0.55:
         cfg = dict(SMALL_CONFIG)
@@ -232,7 +249,7 @@ def _config(r: random.Random) -> bytes:
     ])
 
 
-def model_folder(r: random.Random, files: dict[str, Any], name: str = "m") -> str:
+def model_folder(r: Source, files: dict[str, Any], name: str = "m") -> str:
     files[f"{name}/config.json"] = _config(r) if r.random() < 0.6 else json.dumps(SMALL_CONFIG).encode()
     pick = r.random()
     if pick < 0.35:
@@ -271,7 +288,7 @@ class Case:
         return "--json" in self.argv
 
 
-def _mutated(r: random.Random, n: int) -> dict:
+def _mutated(r: Source, n: int) -> dict:
     sc = base_scenario(r)
     for _ in range(n):
         key = r.choice(list(FIELDS))
@@ -279,7 +296,7 @@ def _mutated(r: random.Random, n: int) -> dict:
     return sc
 
 
-def _dump(r: random.Random, obj: Any, as_json: bool) -> bytes:
+def _dump(r: Source, obj: Any, as_json: bool) -> bytes:
     import yaml
 
     try:
@@ -290,7 +307,7 @@ def _dump(r: random.Random, obj: Any, as_json: bool) -> bytes:
         return b"model: llama-3.1-8b\nhardware: {gpu: h100-sxm}\n"
 
 
-def _raw_yaml(r: random.Random) -> bytes:
+def _raw_yaml(r: Source) -> bytes:
     key = r.choice([k for k in FIELDS if k != "name"] + ["name"])
     lit = r.choice(RAW_YAML) if r.random() < 0.85 else BOMB.replace("\n", "\n  ")
     sec, _, sub = key.partition(".")
@@ -302,7 +319,7 @@ def _raw_yaml(r: random.Random) -> bytes:
     return text.encode()
 
 
-def _scenario_file(r: random.Random, c: Case) -> str:
+def _scenario_file(r: Source, c: Case) -> str:
     pick = r.random()
     name = "sc.json" if r.random() < 0.35 else "sc.yaml"
     if pick < 0.45:
@@ -328,7 +345,7 @@ def _scenario_file(r: random.Random, c: Case) -> str:
     return name
 
 
-def _flags(r: random.Random, c: Case, with_file: bool, cmd: str) -> list[str]:
+def _flags(r: Source, c: Case, with_file: bool, cmd: str) -> list[str]:
     args: list[str] = []
     if not with_file or r.random() < 0.2:
         # a real trace of a full-size model takes a minute: trace gets the tiny model or a folder
@@ -344,7 +361,7 @@ def _flags(r: random.Random, c: Case, with_file: bool, cmd: str) -> list[str]:
     return args
 
 
-def _outputs(r: random.Random, c: Case, cmd: str, scenario: str | None) -> list[str]:
+def _outputs(r: Source, c: Case, cmd: str, scenario: str | None) -> list[str]:
     flags = {"evaluate": ["--plot", "--report"], "plan": ["--plot", "--report"], "export": ["-o"]}.get(cmd)
     if not flags or r.random() < 0.85:
         return []
@@ -368,7 +385,7 @@ def _outputs(r: random.Random, c: Case, cmd: str, scenario: str | None) -> list[
     return out
 
 
-def make_case(r: random.Random) -> Case:
+def make_case(r: Source) -> Case:
     c = Case([])
     if r.random() < 0.03:
         cmd = r.choice(["gpus", "models", "fabrics", "calibrate", "validate"])
@@ -401,8 +418,7 @@ def make_case(r: random.Random) -> Case:
 
 
 def generate(seed: int, n: int) -> list[Case]:
-    r = random.Random(seed)
-    return [make_case(r) for _ in range(n)]
+    return list(iter_cases(seed, n))
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -431,7 +447,8 @@ def _vm_bytes() -> int:
     return 0
 
 
-def _child(case: Case, root: Path, out: Path, err: Path) -> None:
+def _child(case: Case, root: Path, out: Path, err: Path, clock: Path) -> None:
+    t0 = time.monotonic()
     os.setpgid(0, 0)
     fd_out, fd_err = os.open(out, os.O_WRONLY | os.O_CREAT), os.open(err, os.O_WRONLY | os.O_CREAT)
     os.dup2(fd_out, 1)
@@ -469,6 +486,8 @@ def _child(case: Case, root: Path, out: Path, err: Path) -> None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
+            # the child's own wall time: the parent may look late (drawing the next chunk of cases)
+            clock.write_text(f"{time.monotonic() - t0:.6f}")
         finally:
             os._exit(rc if isinstance(rc, int) else 1)
 
@@ -553,11 +572,11 @@ def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rs
                 if pid == 0:
                     os.environ["TMPDIR"] = str(tmp)
                     tempfile.tempdir = str(tmp)
-                    _child(case, root, work / f"c{i}.out", work / f"c{i}.err")
+                    _child(case, root, work / f"c{i}.out", work / f"c{i}.err", work / f"c{i}.clock")
                 running[pid] = (i, time.monotonic(), case, base)
             now = time.monotonic()  # every turn, not only when no child ended: a slow one is caught
             for p, (i, t0, case, _) in list(running.items()):
-                if now - t0 > limit_s:
+                if now - t0 > limit_s and not (work / f"c{i}.clock").exists():  # not one that ended unseen
                     with _quiet():
                         os.killpg(p, signal.SIGKILL)
                     os.waitpid(p, 0)
@@ -571,7 +590,10 @@ def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rs
             if pid not in running:
                 continue
             i, t0, case, base = running.pop(pid)
-            wall = time.monotonic() - t0
+            try:
+                wall = float((work / f"c{i}.clock").read_text())
+            except (OSError, ValueError):
+                wall = time.monotonic() - t0
             rc = os.waitstatus_to_exitcode(status)
             out = (work / f"c{i}.out").read_text(errors="replace")
             err = (work / f"c{i}.err").read_text(errors="replace")
@@ -598,10 +620,11 @@ def _light(case: Case) -> Case:
 
 
 def iter_cases(seed: int, n: int) -> Iterator[Case]:
-    """``generate(seed, n)``, one case at a time (the same cases, in the same order)."""
-    r = random.Random(seed)
-    for _ in range(n):
-        yield make_case(r)
+    """``generate(seed, n)``, a chunk at a time (the same cases, in the same order): hypothesis
+    draws from ``strategies.cases()`` under a fixed seed."""
+    from strategies import draw_cases
+
+    yield from draw_cases(seed, n)
 
 
 class _quiet:
@@ -617,7 +640,7 @@ def _cleanup(work: Path, i: int, on_done: Any, outcome: Outcome) -> None:
         with _quiet():
             _chmod_all(p)
         shutil.rmtree(p, ignore_errors=True)
-    for suffix in (".out", ".err"):
+    for suffix in (".out", ".err", ".clock"):
         (work / f"c{i}{suffix}").unlink(missing_ok=True)
     if on_done is not None:
         on_done(outcome)

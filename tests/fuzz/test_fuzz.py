@@ -1,5 +1,6 @@
-"""Hostile inputs across every command (hostile.py): a seeded sample in every CI run, the full
-10,000 behind ``-m fuzz``. Each input must end in an answer (exit 0; valid JSON with ``--json``)
+"""Hostile inputs across every command (cases drawn by the hypothesis strategies of strategies.py,
+built by hostile.py): a seeded sample in every CI run, a shrinking property test, the full 10,000
+behind ``-m fuzz``. Each input must end in an answer (exit 0; valid JSON with ``--json``)
 or one error line (exit 2), within 10 s and 1 GiB, without clobbering a file or leaving one behind."""
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ import os
 
 import hostile
 import pytest
+import strategies
+from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the runner forks one child per input")
-CI_CASES = 200  # ~50 s on two shared cores; the full run: README, "Hostile inputs"
+CI_CASES = 200  # ~60 s on two shared cores; the full run: README, "Hostile inputs"
 
 
 def _check(outcomes: list[hostile.Outcome]) -> None:
@@ -24,6 +27,15 @@ def test_a_seeded_sample_of_hostile_inputs():
     outcomes = hostile.run_cases(hostile.iter_cases(seed=14, n=CI_CASES), jobs=2, limit_s=10.0)
     assert len(outcomes) == CI_CASES
     _check(outcomes)
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.cases())
+def test_any_drawn_case_answers_or_fails_in_one_line(case):
+    # one case at a time, so that a failure shrinks to the smallest case that shows it
+    (outcome,) = hostile.run_cases([case], jobs=1, limit_s=10.0)
+    assert outcome.verdict in ("answer", "error"), f"{outcome.verdict}: {case.argv[:8]} {outcome.detail[-300:]}"
 
 
 def test_the_generator_covers_every_command_and_input_kind():

@@ -87,6 +87,20 @@ def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
 
 
 FLASH1_SLOWDOWN = 2.0
+FLASH_BLOCK = 128  # FlashAttention-2's query/key block on A100/H100 for head dims <= 128 (Dao 2023, Sec. 3.3)
+
+
+def attention_short_sequence_factor(seq: int) -> float:
+    """How much longer a causal FlashAttention pass takes than its ideal FLOPs at the long-sequence
+    rate: each of the n = ceil(s/128) query-row blocks carries a fixed cost (load Q, write O and its
+    log-sum-exp, rescale) plus one fully computed diagonal block of which half is masked, and the
+    rows' unequal work leaves the last wave part-idle — together ``k`` blocks' worth per row of
+    n(n+1)/2 computed ones, so time ∝ 1 + k/n. Published sweeps show the shape: causal
+    FlashAttention throughput rises with sequence length at fixed tokens and its causal/non-causal
+    ratio goes as ~1/(1 + k/n) (cuDNN/FA4 on B200, flash-attention PR #2605: 0.64, 0.77, 0.87, 0.93,
+    0.96 at 1k-16k); ``attention_row_block_cost`` (k) is fitted."""
+    blocks = math.ceil(seq / FLASH_BLOCK)
+    return 1 + constant("attention_row_block_cost") / blocks
 
 
 def gemm_share(architecture: str, precision: str) -> float:
@@ -184,6 +198,7 @@ def _attention(m: ModelSpec, tokens: float, seq: int, tp: int, attention: str, d
     """(forward, backward) seconds of the attention core."""
     att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
     if attention in ("flash", "flash1"):
+        att_flops *= attention_short_sequence_factor(seq)
         # FlashAttention v1 runs at about half of FlashAttention-2's throughput (Dao 2023,
         # arXiv:2307.08691, abstract and Fig. 4-6: "around 2x faster than FlashAttention")
         slow = FLASH1_SLOWDOWN if attention == "flash1" else 1.0

@@ -1,0 +1,107 @@
+"""Hypothesis strategies for hostile inputs: every choice the case builders of ``hostile.py`` make
+(command, scenario field, file kind, flag, value) is a hypothesis draw, and the values themselves
+come from hypothesis' own generators mixed with the hand-picked list of known breakers — huge and
+non-decimal integers, NaN and infinities, arbitrary Unicode text with control characters and
+newlines, number-like strings with any suffix, nested lists and mappings, safetensors shapes.
+
+So a failing case shrinks to a minimal one (hypothesis minimises the draws), and a fixed seed gives
+the same cases on every machine. ``cases()`` is the strategy; ``draw_cases(seed, n)`` draws ``n``
+cases in chunks (a case may carry a 20 MB value: the parent holds one chunk at a time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import hostile
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+HUGE_INT = st.integers(min_value=-(10**400), max_value=10**400)
+NUMBER_TEXT = st.from_regex(r"[-+]?[0-9_]{0,60}(\.[0-9]{0,20})?(e[-+]?[0-9]{1,6})?"
+                            r"(k|K|M|B|T|P|G|GiB|GB|TB|d|h|s|%|x)?", fullmatch=True)
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)  # control chars, RTL marks, newlines
+SCALAR = st.one_of(st.none(), st.booleans(), HUGE_INT, st.floats(allow_nan=True, allow_infinity=True),
+                   NUMBER_TEXT, TEXT)
+NESTED = st.recursive(SCALAR, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.text(max_size=12), inner, max_size=4), max_leaves=25)
+SHAPE = st.lists(st.one_of(HUGE_INT, st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
+                           st.none()), max_size=5)
+HOSTILE = st.one_of(SCALAR, NESTED)
+# a uniform number in [0, 1) from three drawn bytes: hypothesis' float draws lean hard on 0, 1/3,
+# 1/2 and tiny values (a quarter of them are 0.0 inside a composite), its bytes are near uniform
+# and still shrink toward 0 — so branches keep their weights and a failure shrinks to first choices
+UNIT = st.binary(min_size=3, max_size=3).map(lambda b: int.from_bytes(b, "big") / 2**24)
+
+
+class Draws:
+    """The source of choices that ``hostile.make_case`` takes (``choice``, ``random``, ``randint``),
+    each one a hypothesis draw, plus ``value()`` and ``shape()``: a fresh hostile value or
+    safetensors shape from the strategies above."""
+
+    def __init__(self, draw: Callable[[st.SearchStrategy[Any]], Any]) -> None:
+        self._draw = draw
+
+    def choice(self, seq: Sequence[Any]) -> Any:
+        # an index from a uniform draw (a sampled_from index leans on the first items); shrinking
+        # moves toward the first item
+        return seq[min(int(self.random() * len(seq)), len(seq) - 1)]
+
+    def random(self) -> float:
+        return self._draw(UNIT)
+
+    def randint(self, low: int, high: int) -> int:
+        return self._draw(st.integers(min_value=low, max_value=high))
+
+    def value(self) -> Any:
+        return self._draw(HOSTILE)
+
+    def shape(self) -> list[Any]:
+        return self._draw(SHAPE)
+
+
+@st.composite
+def cases(draw: Callable[[st.SearchStrategy[Any]], Any]) -> hostile.Case:
+    """One hostile case: a command line and the files it reads (see ``hostile.make_case``)."""
+    return hostile.make_case(Draws(draw))
+
+
+CHUNK = 250
+
+
+def _key(case: hostile.Case) -> str:
+    files = sorted((k, hashlib.sha1(v).hexdigest() if isinstance(v, bytes) else repr(v))
+                   for k, v in case.files.items())
+    return hashlib.sha1(repr((case.argv, files)).encode("utf-8", "backslashreplace")).hexdigest()
+
+
+def draw_cases(seed_value: int, n: int) -> Iterator[hostile.Case]:
+    """``n`` distinct cases from ``cases()``, deterministic for ``seed_value``, drawn ``CHUNK`` at
+    a time (hypothesis repeats some examples, its simplest above all: a repeat is skipped)."""
+    seen: set[str] = set()
+    left, chunk = n, 0
+    while left > 0 and chunk < 10 * (n // CHUNK + 1):
+        got: list[hostile.Case] = []
+        _collect(got, seen, seed_value * 100_003 + chunk)
+        got = got[:left]
+        yield from got
+        left -= len(got)
+        chunk += 1
+
+
+def _collect(got: list[hostile.Case], seen: set[str], seed_value: int) -> None:
+    """Append to ``got`` the new cases among ``CHUNK`` drawn under ``seed_value``."""
+
+    @settings(max_examples=CHUNK, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(seed_value)
+    @given(cases())
+    def collect(case: hostile.Case) -> None:
+        key = _key(case)
+        if key not in seen:
+            seen.add(key)
+            got.append(case)
+
+    collect()
