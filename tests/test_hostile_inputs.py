@@ -199,6 +199,48 @@ def test_a_file_that_is_not_a_scenario_is_not_quoted(tmp_path, capsys):
     assert "is not a gpuplan scenario" in msg and "$6$" not in msg and "daemon" not in msg
 
 
+SECRET = "TOPSECRET-7f3a"
+
+
+def _secret_folder(tmp_path: Path, cfg: dict, files: dict[str, bytes] | None = None) -> str:
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    for name, data in (files or {}).items():
+        (tmp_path / name).write_bytes(data)
+    return str(tmp_path)
+
+
+def _header(header: dict) -> bytes:
+    body = json.dumps(header).encode()
+    return struct.pack("<Q", len(body)) + body
+
+
+@pytest.mark.parametrize("cfg, files, says", [
+    ({**CFG, "hidden_size": SECRET}, None, "hidden_size = text of 14 characters is not a whole number"),
+    ({**CFG, "hidden_size": SECRET + "\nEVIL: line"}, None, "hidden_size holds control characters"),
+    ({**CFG, "tie_word_embeddings": SECRET}, None, "tie_word_embeddings = text of 14 characters must be true"),
+    ({**CFG, "rope_scaling": SECRET}, None, "rope_scaling must be a mapping"),
+    ({**CFG, "hidden_act": [SECRET]}, None, "hidden_act = a list must be an activation name"),
+    ({**CFG, "model_type": SECRET + " x"}, None, "model_type (text of 16 characters) is not supported"),
+    ({**CFG, "model_type": [SECRET]}, None, "model_type must be a name such as llama, got a list"),
+    (CFG, {"model.safetensors": _header({SECRET + " !": {"dtype": "BF16", "shape": [SECRET]}})},
+     "tensor (text of 16 characters) has no valid shape in the header (a list"),
+    (CFG, {"model.safetensors.index.json": json.dumps({"weight_map": {"w": SECRET}}).encode()},
+     "weight_map values must be file names such as model-00001-of-00002.safetensors in the same folder, got text"),
+])
+def test_a_model_folder_s_text_is_never_quoted(tmp_path, capsys, cfg, files, says):
+    # the folder may be any folder: a message names the key and the kind of value, never the text
+    msg = one_line(capsys, ["evaluate", "--model", _secret_folder(tmp_path, cfg, files), *BASE])
+    assert SECRET not in msg and "EVIL" not in msg, msg
+    assert says in msg, msg
+
+
+def test_a_typed_value_is_still_quoted(capsys):
+    # what the user typed is theirs: shown (shortened and escaped) so the fix is obvious
+    msg = one_line(capsys, ["evaluate", "--model", "{model_type: llama, hidden_size: abc, num_hidden_layers: 2, "
+                            "num_attention_heads: 4, vocab_size: 100, intermediate_size: 64}", *BASE])
+    assert "hidden_size = 'abc' is not a whole number" in msg
+
+
 # ---- batches: one item's failure of any kind -------------------------------------------------------------
 def test_a_crashing_item_between_good_ones_is_that_items_internal_error(tmp_path, capsys, monkeypatch):
     import gpuplan.api as real

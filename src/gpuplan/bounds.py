@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from gpuplan.errors import GpuplanError, shown
+from gpuplan.errors import GpuplanError, described, shown
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_NUMBER_DIGITS", "MAX_TEXT", "check_text", "check_tree",
            "load_json", "load_yaml", "open_regular", "read_regular", "shown"]
@@ -96,14 +96,16 @@ def is_path(text: str) -> bool:
 
 
 # ---- values -------------------------------------------------------------------------------------
-def check_text(value: str, where: str, limit: int = MAX_TEXT) -> str:
-    """Text of at most ``limit`` characters, with no control characters (newlines included)."""
+def check_text(value: str, where: str, limit: int = MAX_TEXT, quote: bool = True) -> str:
+    """Text of at most ``limit`` characters, with no control characters (newlines included). With
+    ``quote`` False (a file's contents) the message names the place, never the text."""
     if len(value) > limit:
+        start = f" (it starts {shown(value, 40)})" if quote else ""
         raise GpuplanError(f"{where} is {len(value):,} characters long, more than {limit:,}: "
-                           f"give a shorter value (it starts {shown(value, 40)})")
+                           f"give a shorter value{start}")
     if not value.isprintable() and any(_is_control(ch) for ch in value):
-        raise GpuplanError(f"{where} = {shown(value)} holds control characters (a newline, tab or escape): "
-                           "remove them")
+        at = f"{where} = {shown(value)}" if quote else where
+        raise GpuplanError(f"{at} holds control characters (a newline, tab or escape): remove them")
     return value
 
 
@@ -126,7 +128,7 @@ _LEAVES = (str, int, float, bool, type(None))
 
 
 def check_tree(obj: Any, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES,
-               max_text: int = MAX_TEXT) -> None:
+               max_text: int = MAX_TEXT, quote: bool = True) -> None:
     """A document of JSON kinds only, within the depth, count, integer and text bounds. Iterative:
     a nesting far past Python's recursion limit is refused, not a RecursionError."""
     stack: list[tuple[Any, str, int]] = [(obj, where, 0)]
@@ -139,19 +141,20 @@ def check_tree(obj: Any, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: i
         if depth > max_depth:
             raise GpuplanError(f"{at} is nested more than {max_depth} levels deep: give a flat value")
         if isinstance(node, str):
-            check_text(node, at, max_text)
+            check_text(node, at, max_text, quote)
         elif isinstance(node, int | float):
             check_number(node, at)
         elif isinstance(node, Mapping):
             for k, v in node.items():
                 if not isinstance(k, str):
-                    raise GpuplanError(f"{at} has a key that is not text ({shown(k)}): keys are names")
-                check_text(k, f"a key in {at}", 256)
+                    raise GpuplanError(f"{at} has a key that is not text ({shown(k) if quote else described(k)}): "
+                                       "keys are names")
+                check_text(k, f"a key in {at}", 256, quote)
                 stack.append((v, f"{at}.{k}" if len(at) < 200 else at, depth + 1))
         elif isinstance(node, list | tuple):
             stack.extend((v, at, depth + 1) for v in node)
         elif not isinstance(node, _LEAVES) and not _is_spec(node):
-            raise GpuplanError(f"{at} = {shown(node)} is a {type(node).__name__}: give a number, text, "
+            raise GpuplanError(f"{at} is a {type(node).__name__}: give a number, text, "
                                "true/false, a list or a mapping")
 
 

@@ -17,6 +17,19 @@ def shown(value: object, limit: int = MAX_QUOTED) -> str:
     return _shorten(_escape(text), limit)
 
 
+def described(value: object) -> str:
+    """What a file holds at a key, without quoting its text: a number as it is, anything else by its
+    kind (a message never carries a piece of a file the user pointed at, which may be any file)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int | float) or (isinstance(value, list) and len(value) <= 8 and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in value)):
+        return shown(value)  # numbers carry nothing of the file's text
+    if isinstance(value, str):
+        return f"text of {len(value):,} character{'s' if len(value) != 1 else ''}"
+    return {dict: "a mapping", list: "a list"}.get(type(value), f"a {type(value).__name__}")
+
+
 def plain(value: object, limit: int = MAX_QUOTED) -> str:
     """Like ``shown`` but a short printable text goes in as it is, without quotes."""
     if isinstance(value, str) and len(value) <= limit and value.isprintable():

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, described, shown
 from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
 
 _MISSING = object()
@@ -31,9 +31,13 @@ _MAXIMA = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "n_layers": M
 class Cfg:
     """Typed, validated reads from a config mapping; every error is one line naming the source."""
 
-    def __init__(self, data: Mapping[str, Any], source: str, model_type: str):
-        self.d, self.source, self.mt = data, source, model_type
+    def __init__(self, data: Mapping[str, Any], source: str, model_type: str, quote: bool = True):
+        self.d, self.source, self.mt, self.quote = data, source, model_type, quote
         self.assumed: list[str] = []
+
+    def shown(self, v: Any) -> str:
+        """A value for a message: quoted when the user typed it, described when a file holds it."""
+        return shown(v) if self.quote else described(v)
 
     def raw(self, *keys: str, default: Any = None) -> Any:
         for k in keys:
@@ -57,7 +61,7 @@ class Cfg:
                 self.assumed.append(f"{keys[0]} not given: using the transformers default {default}")
             return default
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or int(v) != v:
-            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} is not a whole number: give an integer")
+            raise GpuplanError(f"{self.source}: {keys[0]} = {self.shown(v)} is not a whole number: give an integer")
         if v < minimum:
             raise GpuplanError(f"{self.source}: {keys[0]} = {v} must be at least {minimum}: fix the value")
         key = next(k for k in keys if self.d.get(k) is not None)
@@ -72,7 +76,7 @@ class Cfg:
         if v is None:
             return default
         if not isinstance(v, bool):
-            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} must be true or false")
+            raise GpuplanError(f"{self.source}: {keys[0]} = {self.shown(v)} must be true or false")
         return v
 
     def number(self, *keys: str, default: float | None) -> float | None:
@@ -81,7 +85,7 @@ class Cfg:
         if v is None:
             return default
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-            raise GpuplanError(f"{self.source}: {keys[0]} = {v!r} must be a positive number: fix the value")
+            raise GpuplanError(f"{self.source}: {keys[0]} = {self.shown(v)} must be a positive number: fix the value")
         return float(v)
 
     def head_dim(self, hidden: int, heads: int, default: int | None = None) -> int:
@@ -162,7 +166,7 @@ def _rope_scaling(c: Cfg) -> tuple[tuple[str, Any], ...]:
         return ()
     if not isinstance(rs, Mapping):
         raise GpuplanError(f"{c.source}: rope_scaling must be a mapping (e.g. {{rope_type: llama3, factor: 8}}) "
-                           f"or null, got {rs!r}")
+                           f"or null, got {c.shown(rs)}")
     return tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in rs.items()))
 
 
@@ -176,7 +180,7 @@ def _architecture(c: Cfg, kw: dict[str, Any]) -> None:
     act = c.raw(*_ACT_KEYS)
     if act is not None:
         if not isinstance(act, str):
-            raise GpuplanError(f"{c.source}: {_ACT_KEYS[0]} = {act!r} must be an activation name such as silu")
+            raise GpuplanError(f"{c.source}: {_ACT_KEYS[0]} = {c.shown(act)} must be an activation name such as silu")
         kw["activation"] = act
     kw["norm_eps"] = c.number(*_EPS_KEYS, default=None)
 

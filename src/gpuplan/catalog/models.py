@@ -33,7 +33,7 @@ from typing import Any
 from gpuplan.bounds import check_text, check_tree, is_path, load_json, read_regular
 from gpuplan.catalog.families import BUILDERS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB, Cfg
 from gpuplan.catalog.safetensors_files import MAX_DIM, MAX_DIMS, header, shard_names
-from gpuplan.errors import GpuplanError, plain, shown
+from gpuplan.errors import GpuplanError, described, shown
 from gpuplan.spec.model import ModelSpec
 from gpuplan.units import fmt_count
 
@@ -50,9 +50,10 @@ _TIED_HEADS = ("lm_head.weight", "embed_out.weight")
 
 
 # ---- catalogue -------------------------------------------------------------------------------
-def _read_json(path: Path, what: str = "file") -> Any:
-    """A JSON file through the boundary (a regular file, bounded size, depth and numbers)."""
-    return load_json(read_regular(path, what), f"{what} {path}")
+def _read_json(path: Path, what: str = "file", quote: bool = True) -> Any:
+    """A JSON file through the boundary (a regular file, bounded size, depth and numbers); with
+    ``quote`` False (a file the user pointed at) its messages never quote the file's text."""
+    return load_json(read_regular(path, what), f"{what} {path}", quote=quote)
 
 
 @functools.cache
@@ -143,8 +144,8 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
     return spec
 
 
-def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = (), check_size: bool = True
-                 ) -> ModelSpec:
+def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = (), check_size: bool = True,
+                 quote: bool = True) -> ModelSpec:
     if not isinstance(cfg, Mapping):
         raise GpuplanError(f"{source}: a model config must be a JSON object of Hugging Face config keys")
     mt = cfg.get("model_type")
@@ -153,13 +154,15 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
                            f"(one of {', '.join(SUPPORTED)})")
     if not isinstance(mt, str):
         kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(mt), type(mt).__name__)
-        raise GpuplanError(f"{source}: model_type must be a name such as llama, got {kind} {mt!r}: "
+        got = f"{kind} {mt!r}" if quote or isinstance(mt, int | float) else kind
+        raise GpuplanError(f"{source}: model_type must be a name such as llama, got {got}: "
                            f"give one of {', '.join(SUPPORTED)}")
     if mt not in BUILDERS:
-        raise GpuplanError(f"{source}: model_type '{mt}' is not supported "
+        named = f"'{mt}'" if quote or re.fullmatch(r"[A-Za-z0-9_.\-]{1,40}", mt) else f"({described(mt)})"
+        raise GpuplanError(f"{source}: model_type {named} is not supported "
                            f"(supported: {', '.join(SUPPORTED)}); a plain Llama-shaped decoder (RMSNorm, RoPE, "
                            f"SwiGLU) reads as model_type: llama; else give {{params: N}}, e.g. {{params: 7e9}}")
-    c = Cfg(cfg, source, str(mt))
+    c = Cfg(cfg, source, str(mt), quote)
     c.assumed.extend(assumed)
     spec = BUILDERS[mt](c, name)
     if check_size:
@@ -274,8 +277,9 @@ def _from_path(p: Path) -> ModelSpec:
         raise GpuplanError(f"no config.json in folder {p}: point at a Hugging Face model folder "
                            f"or a config.json")
     folder = cfg_path.parent
-    cfg = _read_json(cfg_path, "config file")
-    spec = _from_config(cfg, str(cfg_path), folder.name if cfg_path.name == "config.json" else cfg_path.stem)
+    cfg = _read_json(cfg_path, "config file", quote=False)
+    spec = _from_config(cfg, str(cfg_path), folder.name if cfg_path.name == "config.json" else cfg_path.stem,
+                        quote=False)
     return _with_checkpoint(spec, folder, cfg)
 
 
@@ -289,7 +293,7 @@ def _with_checkpoint(spec: ModelSpec, folder: Path, cfg: Mapping[str, Any]) -> M
     files = sorted(folder.glob("*.safetensors"))
     if len(files) > 1:  # Mistral repos ship consolidated.safetensors next to the HF shards
         files = [f for f in files if not f.name.startswith("consolidated")]
-    index = _read_json(index_path, "safetensors index") if index_path.exists() else None
+    index = _read_json(index_path, "safetensors index", quote=False) if index_path.exists() else None
     if index is not None:
         wmap = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(wmap, dict):
@@ -324,7 +328,8 @@ def _count_headers(spec: ModelSpec, files: list[Path], notes: list[str]) -> tupl
                 continue
             if not (isinstance(shape, list) and len(shape) <= MAX_DIMS
                     and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_DIM for x in shape)):
-                raise GpuplanError(f"{f}: tensor {plain(key)} has no valid shape in the header ({shown(shape)}: "
+                name = key if re.fullmatch(r"[\w.\-]{1,200}", key) else f"({described(key)})"
+                raise GpuplanError(f"{f}: tensor {name} has no valid shape in the header ({described(shape)}: "
                                    f"at most {MAX_DIMS} dimensions, whole numbers from 0 to {MAX_DIM:,}): "
                                    "replace the file")
             entries.append((key, shape, f))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.bounds import load_json, open_regular
-from gpuplan.errors import GpuplanError, shown
+from gpuplan.errors import GpuplanError, described
 
 MAX_HEADER_BYTES = 100 << 20  # a safetensors header (the format's own limit)
 MAX_DIMS, MAX_DIM = 8, 2**40  # a tensor's rank and one dimension: far above any weight's
@@ -27,7 +27,7 @@ def header(path: Path) -> dict[str, Any]:
         except OSError as e:
             raise GpuplanError(f"cannot read {path} ({e.strerror or 'error'}): check the file") from None
     try:
-        hdr = load_json(data, f"safetensors header of {path}", max_depth=8)
+        hdr = load_json(data, f"safetensors header of {path}", max_depth=8, quote=False)
     except GpuplanError as err:
         raise GpuplanError(f"{err}: {path} has a malformed safetensors header: remove or replace it") from None
     if not isinstance(hdr, dict):
@@ -42,6 +42,6 @@ def shard_names(wmap: Mapping[str, Any], index_path: Path) -> list[str]:
         if not isinstance(name, str) or not name.endswith(".safetensors") or "/" in name or "\\" in name \
                 or name.startswith("."):
             raise GpuplanError(f"{index_path}: weight_map values must be file names such as "
-                               f"model-00001-of-00002.safetensors in the same folder, got {shown(name)}: "
+                               f"model-00001-of-00002.safetensors in the same folder, got {described(name)}: "
                                "fix or remove the index")
     return names
