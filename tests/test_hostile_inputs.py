@@ -342,6 +342,20 @@ def test_a_plan_past_the_work_limit_says_so(capsys, monkeypatch):
     assert "gpuplan: note: not searched: the work limit" in captured.err
 
 
+def test_a_fit_cut_by_the_work_limit_does_not_claim_nothing_fits(capsys, monkeypatch):
+    from gpuplan.search import enumerate as en
+
+    # 405B does not fit on 8 H100s; with 3 layouts allowed the search stops long before it knows
+    monkeypatch.setattr(en, "MAX_TRIES", 3)
+    assert main(["fit", "--model", "llama-3.1-405b", "--gpu", "h100-sxm", "--max-gpus", "8", "--json"]) == 0
+    captured = capsys.readouterr()
+    res = json.loads(captured.out)
+    assert res["min_gpus"] is None and res["not_searched"] > 0
+    assert "gpuplan: note: not searched: the work limit" in captured.err
+    assert main(["fit", "--model", "llama-3.1-405b", "--gpu", "h100-sxm", "--max-gpus", "8"]) == 0
+    assert "past the work limit were not" in capsys.readouterr().out
+
+
 def test_trace_of_16384_ranks_is_refused_in_one_line(capsys):
     pytest.importorskip("torch")
     msg = one_line(capsys, ["trace", "--model", "qwen2.5-0.5b", "--gpu", "h100-sxm", "--gpus", "16384", "--zero", "3"],

@@ -96,6 +96,8 @@ class Fit:
                                "max_gpus": r.max_gpus}
         best = self.best
         row["best"] = best.to_json() if best is not None else None
+        if r.not_searched:  # the work limit cut the search: "nothing fits" would not be known
+            row["not_searched"] = r.not_searched
         if best is None:
             row["closest_total"] = r.closest.memory.total if r.closest else None
             row["capacity"] = r.scenario.hardware.gpu.usable_memory_bytes

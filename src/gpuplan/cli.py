@@ -72,6 +72,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         scs, is_list = _scenarios(args)
     # one GPU type of several that cannot be fitted says why; the others go on
     results = each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
+    from gpuplan.search.enumerate import WORK_LIMIT
+
+    if any(r.get("not_searched") for r in results):
+        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
     return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
 
 

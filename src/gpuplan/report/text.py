@@ -347,7 +347,9 @@ def fit_text(results: list[dict], max_gpus: int | None) -> str:
             out.append(f"{r['gpu']}: no valid layout on up to {limit} GPUs keeps the scenario's fixed layout "
                        "fields: check them with `gpuplan evaluate`")
         elif r["min_gpus"] is None:
-            out.append(f"{r['gpu']}: does not fit on up to {limit} GPUs; closest layout needs "
+            cut = (f" of the layouts searched ({r['not_searched']:,} past the work limit were not: a lower "
+                   "--max-gpus or a fixed layout.tp / layout.pp searches them)") if r.get("not_searched") else ""
+            out.append(f"{r['gpu']}: does not fit on up to {limit} GPUs{cut}; closest layout needs "
                        f"{fmt_gib(r['closest_total'])} GiB of {fmt_gib(r['capacity'])} GiB per GPU")
         else:
             out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "

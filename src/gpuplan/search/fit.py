@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, degrees, tp_domain
+from gpuplan.search.enumerate import WORK_LIMIT, Candidate, Miss, Search, default_global_batch, degrees, tp_domain
 from gpuplan.spec import Layout, check_fixed_layout, divisors
 from gpuplan.spec.defaults import gpu_limit
 from gpuplan.spec.scenario import Scenario
@@ -29,6 +29,7 @@ class FitResult:
     tried: int
     global_batch: int
     max_gpus: int = 0  # the largest count tried (the fixed hardware.gpus when given)
+    not_searched: int = 0  # layouts past the work limit (enumerate.MAX_TRIES): counted, not evaluated
 
     @property
     def layout(self) -> Layout | None:
@@ -67,8 +68,8 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
         n = _smallest(search, gb, max_gpus, offload, fixed_n)
         if n is not None:
             return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], search.closest,
-                             search.searched, gb, max_gpus)
-    return FitResult(sc, None, None, search.closest, search.searched, gb, max_gpus)
+                             search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
+    return FitResult(sc, None, None, search.closest, search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
 
 
 def _smallest(search: Search, gb: int, max_gpus: int, offload: tuple[str, ...], only: int | None) -> int | None:
