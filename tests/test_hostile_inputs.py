@@ -356,6 +356,23 @@ def test_a_fit_cut_by_the_work_limit_does_not_claim_nothing_fits(capsys, monkeyp
     assert "past the work limit were not" in capsys.readouterr().out
 
 
+def test_trace_of_a_1720_layer_model_is_refused_in_one_line(capsys):
+    pytest.importorskip("torch")
+    # {params: 1e15} derives 1,720 layers: the trace ran them op by op for minutes (the fuzz's 2 hangs)
+    msg = one_line(capsys, ["trace", "--model", "{params: 1e15}", "--gpu", "h100-sxm", "--gpus", "64"], limit_s=10)
+    assert "this model has 1,720, more than 200" in msg
+
+
+def test_the_traced_optimizer_runs_two_chunks_of_a_fake_tensor_and_all_of_a_real_one():
+    pytest.importorskip("torch")
+    from gpuplan.trace.optim import CHUNK, _chunk_starts
+
+    assert list(_chunk_starts(10 * CHUNK + 5, fake=False)) == [i * CHUNK for i in range(11)]
+    assert _chunk_starts(10 * CHUNK + 5, fake=True) == [0, 10 * CHUNK]
+    assert _chunk_starts(10 * CHUNK, fake=True) == [0, 9 * CHUNK]
+    assert _chunk_starts(CHUNK, fake=True) == [0]
+
+
 def test_trace_of_16384_ranks_is_refused_in_one_line(capsys):
     pytest.importorskip("torch")
     msg = one_line(capsys, ["trace", "--model", "qwen2.5-0.5b", "--gpu", "h100-sxm", "--gpus", "16384", "--zero", "3"],

@@ -16,6 +16,10 @@ RECOMPUTE_EVERY = {"selective layer": 2}
 NOTE_LAYER_AC = ("'selective layer' AC with k not stated: torchtitan's default selective_ac_option '2' "
                  "(config_manager.py: '2 = checkpoint every other layer') → recompute full, recompute_every 2.")
 PP_SCHEDULE = {"1F1B": "1f1b", "Interleaved 1F1B": "interleaved"}
+NOTE_PP_MICROBATCHES = ("Pipeline micro-batch count not stated: torchtitan's documented default of that date, "
+                        "--experimental.pipeline_parallel_microbatches None = 'the number of pipeline stages' "
+                        "(torchtitan/config_manager.py, 2024) → {pp} micro-batches of the local batch {local}: "
+                        "micro_batch {mb}.")
 NOTE_FSDP = "FSDP2 full shard: zero 3 over the FSDP degree (dp); the local batch is per FSDP rank."
 NOTE_TP = ("tp > 1: sequence_parallel true (torchtitan's TP always shards norms and block inputs over the "
            "sequence, apply_tp in parallelize_llama.py); tp_overlap = AsyncTP as stated.")
@@ -35,11 +39,16 @@ def _titan(row: dict, fp8: bool, compile_: bool | None, tp_overlap: bool) -> tup
             layout[key] = p[key]
     open_: list[str] = []
     if p.get("pp", 1) > 1:  # the local batch is split into pipeline micro-batches: their count not stated
-        open_.append("micro_batch")
         layout["pp_schedule"] = PP_SCHEDULE[p["pp_schedule"]]
         if layout["pp_schedule"] == "interleaved":
             open_.append("virtual_stages")
-        notes.append("Pipeline micro-batch count (so micro_batch) not stated.")
+        local = p.get("local_batch") or (p["global_batch"] // p["fsdp"] if p.get("global_batch") else None)
+        if row["source"].get("year") == 2024 and local and local % p["pp"] == 0:
+            layout["micro_batch"] = local // p["pp"]
+            notes.append(NOTE_PP_MICROBATCHES.format(pp=p["pp"], local=local, mb=local // p["pp"]))
+        else:
+            open_.append("micro_batch")
+            notes.append("Pipeline micro-batch count (so micro_batch) not stated.")
     else:
         layout["micro_batch"] = p["local_batch"]
     layout["recompute"] = RECOMPUTE[p["recompute"]]

@@ -250,3 +250,12 @@ def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> 
         return None
     reasons = refusals(profile, layout_fields, training_fields(training))
     return f"{framework} cannot run this: {reasons[0]}" if reasons else None
+
+
+@cache
+def keeps_unsharded_under_pp(framework: str) -> bool:
+    """Whether the framework's FSDP keeps a pipeline stage's parameters gathered and its gradients
+    unsharded between micro-batches (catalog/frameworks.json ``fsdp_under_pp`` False: torchtitan sets
+    reshard_after_forward = not pp_enabled, and torch.distributed.pipelining's
+    backward_maybe_with_nosync calls set_requires_gradient_sync(last_backward) on FSDP modules)."""
+    return get_framework(framework).fsdp_under_pp.value is False

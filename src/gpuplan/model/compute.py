@@ -53,11 +53,28 @@ def unsupported_precision(g: GPU, precision: str) -> str | None:
 
 def device(hw: Hardware, training: Training, precision: str | None = None) -> Device:
     """The GPU's achievable rates for this precision (or ``precision``) and power cap (cached by value)."""
-    return _device(hw.gpu, hw.power_limit_w, precision or training.precision)
+    return _device(hw.gpu, hw.power_limit_w, precision or training.precision,
+                   attention_kernel(training.framework, hw.gpu.architecture))
+
+
+TE_FUSED_ATTENTION_ARCHS = ("hopper", "blackwell")
+
+
+def attention_kernel(framework: str, architecture: str) -> str:
+    """Which FlashAttention-class kernel runs the attention core: ``cudnn`` where the framework
+    attends through Transformer Engine ('te-auto' in catalog/frameworks.json) on Hopper or later —
+    TE's get_attention_backend disables FlashAttention 'to give FusedAttention preference on
+    Hopper+ for performance reasons' (transformer_engine/pytorch/attention/dot_product_attention/
+    utils.py), i.e. cuDNN's fused attention — else ``flash2`` (FlashAttention-2, PyTorch SDPA's
+    flash backend)."""
+    from gpuplan.catalog.frameworks import get_framework
+
+    te = get_framework(framework).attention_kernel.value == "te-auto"
+    return "cudnn" if te and architecture in TE_FUSED_ATTENTION_ARCHS else "flash2"
 
 
 @lru_cache(maxsize=256)
-def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
+def _device(g: GPU, power_limit_w: float | None, precision: str, kernel: str = "flash2") -> Device:
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
     e = gemm_share(g.architecture, prec)
     if prec == "tf32" and "tf32" not in g.peak_flops:
@@ -73,6 +90,8 @@ def _device(g: GPU, power_limit_w: float | None, precision: str) -> Device:
         clock = 1.0
     att_all = table("attention_efficiency")
     att = att_all.get(g.architecture, att_all["default"])
+    if kernel == "cudnn":
+        att = table("fused_attention_efficiency").get(g.architecture, att)
     tiles = table("gemm_tile")
     half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
     # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak

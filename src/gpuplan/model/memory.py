@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from gpuplan.catalog.constants import constant
+from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
@@ -191,9 +192,12 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         return dense / nd + expert / nd_e if on else dense + expert
 
     z = zero
+    kept = z >= 3 and pp > 1 and keeps_unsharded_under_pp(training.framework)
     if method == "full":
-        weights = shard(rp.dense, rp.expert, z >= 3) * sb.weight
-        grads = shard(rp.dense, rp.expert, z >= 2) * sb.grad
+        # kept: the stage's parameters stay gathered and its gradients accumulate unsharded over
+        # the micro-batches, reduce-scattered at the last backward (ZeRO-1-like for both)
+        weights = shard(rp.dense, rp.expert, z >= 3 and not kept) * sb.weight
+        grads = shard(rp.dense, rp.expert, z >= 2 and not kept) * sb.grad
         opt_local = shard(rp.dense, rp.expert, z >= 1)
         optimizer = opt_local * sb.optimizer
     else:
@@ -208,9 +212,9 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         mixed = training.precision in ("bf16", "fp16", "fp8")
         ad_w = 4 if mixed else sb.weight
         ad_g = 4 if mixed else sb.grad
-        base_share = base_bytes / (nd if z >= 3 else 1)
-        weights = base_share + shard(rp.adapters_dense, rp.adapters_expert, z >= 3) * ad_w
-        grads = shard(rp.adapters_dense, rp.adapters_expert, z >= 2) * ad_g
+        base_share = base_bytes / (nd if z >= 3 and not kept else 1)
+        weights = base_share + shard(rp.adapters_dense, rp.adapters_expert, z >= 3 and not kept) * ad_w
+        grads = shard(rp.adapters_dense, rp.adapters_expert, z >= 2 and not kept) * ad_g
         opt_local = shard(rp.adapters_dense, rp.adapters_expert, z >= 1)
         optimizer = opt_local * sb.states
 
@@ -225,7 +229,7 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     # ---- transient buffers ------------------------------------------------------------------
     w_elem = 4 if training.precision == "fp32" else 2
     buffers = 0.0
-    if z >= 3 or offload == "params":
+    if (z >= 3 and not kept) or offload == "params":
         # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
         # unsharded gradient of one layer before its reduce-scatter.
         buffers += rp.largest_layer * (2 * w_elem + (sb.grad if method == "full" else 0))

@@ -95,6 +95,7 @@ def check_layout_traceable(lay: Layout) -> int:
 
 
 MAX_TRACE_WORLD = 128  # ranks one trace simulates: 64 took ~1.3× the time of 1, 1,024 took 6×
+MAX_TRACE_LAYERS = 200  # layers one trace runs (~0.25 s each on fake tensors: 405B's 126 take ~30 s)
 
 
 def choose_device(fidelity: str) -> tuple[torch.device, list[str]]:
@@ -176,6 +177,10 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     t0 = time.perf_counter()
     lay = complete_layout(sc)
     nd = check_layout_traceable(lay)
+    if module is None and sc.model.n_layers > MAX_TRACE_LAYERS:  # every layer is run, op by op
+        raise GpuplanError(f"trace runs every layer of the model in one process (Llama-3.1-405B's 126 take ~30 s); "
+                           f"this model has {sc.model.n_layers:,}, more than {MAX_TRACE_LAYERS}: trace a model of "
+                           f"that class (the per-layer terms are the same) or use evaluate")
     tr_cfg = sc.training
     if tr_cfg.precision not in DTYPES:
         raise GpuplanError(f"trace runs bf16, fp16, bf16-pure and fp32; precision {tr_cfg.precision} needs "
