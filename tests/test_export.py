@@ -152,6 +152,7 @@ def megatron_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute-method", choices=["uniform", "block"])
     p.add_argument("--optimizer-offload-fraction", type=float)
     p.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
+    p.add_argument("--fp8-recipe", choices=["tensorwise", "delayed", "mxfp8", "blockwise"])
     p.add_argument("--optimizer", choices=["adam", "sgd"])
     p.add_argument("--normalization", choices=["LayerNorm", "RMSNorm"])
     p.add_argument("--position-embedding-type", choices=["learned_absolute", "rope", "relative", "none"])

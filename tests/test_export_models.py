@@ -120,12 +120,15 @@ def test_torchtitan_refuses_an_unknown_key(tmp_path):
         pytest.skip("torchtitan (the export extra) is not installed")
 
 
-def test_torchtitan_fp8_uses_its_converter(tmp_path):
-    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"global_batch": 64, "precision": "fp8"},
+@pytest.mark.parametrize("given, recipe", [({}, "tensorwise"), ({"fp8_recipe": "rowwise"}, "rowwise")])
+def test_torchtitan_fp8_uses_its_converter(tmp_path, given, recipe):
+    # the scenario's recipe, else torchtitan's documented default (tensorwise dynamic scaling)
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"global_batch": 64, "precision": "fp8",
+                                                       "framework": "torchtitan", **given},
               layout={"tp": 1, "pp": 1, "zero": 3})
     ex = export(evaluate(sc).to_json(), "torchtitan", sc.model)
     assert ex.config["model"]["converters"] == ["quantize.linear.float8"]
-    assert "[quantize.linear.float8]" in ex.text
+    assert "[quantize.linear.float8]" in ex.text and f'recipe_name = "{recipe}"' in ex.text
     job = load_torchtitan(ex.text, tmp_path)
     if job is not None:
-        assert job.quantize.linear.float8.recipe_name == "rowwise"
+        assert job.quantize.linear.float8.recipe_name == recipe

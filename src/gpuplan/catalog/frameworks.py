@@ -240,7 +240,8 @@ def refusals(profile: FrameworkProfile, layout_fields: Mapping[str, Any],
 def training_fields(training: Any) -> dict[str, Any]:
     """The training-job fields the ``cannot_run`` rules read, from a ``spec.Training``."""
     return {"method": training.method, "precision": training.precision, "compile": training.compile,
-            "optimizer": training.optimizer, "attention": training.attention}
+            "optimizer": training.optimizer, "attention": training.attention,
+            "fp8_recipe": fp8_recipe_of(training) if training.precision == "fp8" else None}
 
 
 def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> str | None:
@@ -259,3 +260,18 @@ def keeps_unsharded_under_pp(framework: str) -> bool:
     reshard_after_forward = not pp_enabled, and torch.distributed.pipelining's
     backward_maybe_with_nosync calls set_requires_gradient_sync(last_backward) on FSDP modules)."""
     return get_framework(framework).fsdp_under_pp.value is False
+
+
+FP8_RECIPE_FALLBACK = "tensorwise"  # dynamic per-tensor scaling: torchao's default Float8Linear recipe
+
+
+def fp8_recipe_of(training: Any) -> str:
+    """The fp8 recipe a run uses: as given, else its framework's documented default (frameworks.json
+    ``fp8_recipe.default``: torchtitan tensorwise, Megatron-Core delayed), else tensorwise."""
+    from gpuplan.spec import FP8_RECIPES
+
+    if training.fp8_recipe is not None:
+        return training.fp8_recipe
+    default = get_framework(training.framework).fp8_recipe.get("default")
+    value = default.value if default is not None else None
+    return value if value in FP8_RECIPES else FP8_RECIPE_FALLBACK

@@ -16,7 +16,7 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
     notes: list[str] = []
     a = _parallel_args(lay, model, notes)
     a += _batch_args(tr, lay, gb, model)
-    a += _precision_args(tr["precision"], notes)
+    a += _precision_args(tr["precision"], notes, tr.get("fp8_recipe"))
     a += _zero_args(lay, notes)
     a += _recompute_args(lay["recompute"], notes, lay.get("recompute_every", 1), lay, model)
     a += _optimizer_args(tr, lay, notes)
@@ -66,15 +66,15 @@ def _batch_args(tr: dict, lay: dict, gb: int, model: Any) -> list[str]:
     return a
 
 
-def _precision_args(prec: str, notes: list[str]) -> list[str]:
+def _precision_args(prec: str, notes: list[str], recipe: str | None = None) -> list[str]:
     """--fp16 / --bf16 (+ FP8 hybrid format); fp32 sets none."""
     a: list[str] = []
     if prec == "fp16":
         a.append("--fp16")
     elif prec in ("bf16", "bf16-pure", "fp8"):
         a.append("--bf16")
-        if prec == "fp8":
-            a += ["--fp8-format", "hybrid"]
+        if prec == "fp8":  # --fp8-recipe: tensorwise, delayed (the default), mxfp8, blockwise
+            a += ["--fp8-format", "hybrid", "--fp8-recipe", recipe or "delayed"]
         if prec == "bf16-pure":
             notes.append("bf16-pure: Megatron keeps fp32 main weights; --use-precision-aware-optimizer with "
                          "bf16 optimizer dtypes comes closest")

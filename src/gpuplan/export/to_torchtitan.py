@@ -43,7 +43,8 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     cfg["optimizer"] = _optimizer(tr, notes)
     if tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
         cfg["model"]["converters"] = ["quantize.linear.float8"]
-        cfg["quantize"] = {"linear": {"float8": {"recipe_name": "rowwise"}}}
+        # torchao's recipe names (Float8LinearRecipeName): tensorwise, rowwise, rowwise_with_gw_hp
+        cfg["quantize"] = {"linear": {"float8": {"recipe_name": tr.get("fp8_recipe") or "tensorwise"}}}
     if tr.get("method", "full") != "full":
         notes.append(f"method={tr['method']}: torchtitan trains all weights; LoRA needs your own model code")
     text = "".join(f"# {line}\n" for line in _header(est, "torchrun ... -m torchtitan.train --job.config_file "

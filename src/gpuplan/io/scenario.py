@@ -33,7 +33,8 @@ from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
-TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework")  # string-valued keys
+TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
+                  "fp8_recipe")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
@@ -308,6 +309,10 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
             raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
         kw["global_batch"] = _batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
     training = Training(**kw)
+    if training.precision == "fp8" and training.fp8_recipe is None:  # the framework's documented default
+        from gpuplan.catalog.frameworks import fp8_recipe_of
+
+        training = replace(training, fp8_recipe=fp8_recipe_of(training))
     if training.method != "full":
         _check_lora_rank(training, model)
     return training

@@ -13,7 +13,7 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
                  "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout", "headroom",
-                 "trace_calibration", "framework", "compile")
+                 "trace_calibration", "framework", "compile", "fp8_recipe")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -84,6 +84,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
                                            values="true, false, or a file path", default="false"),
     "training.framework": FieldDoc("training software: what runs and how fast depends on it"),
     "training.compile": FieldDoc("torch.compile of the model (torchtitan, pytorch-fsdp)"),
+    "training.fp8_recipe": FieldDoc("fp8 scaling recipe (precision fp8): checked against the framework, exported",
+                                    default=RULE),
     "training.headroom": FieldDoc("share of GPU memory kept free: `fits` means fits with this margin",
                                   "fraction of capacity (0-1)"),
     "layout.dp": FieldDoc("data-parallel degree", "ranks", default="derived: gpus / (tp·pp·cp)"),
@@ -137,8 +139,11 @@ def field_help(key: str) -> str:
     doc = FIELD_DOCS[key]
     hint, default = _spec_field(key)
     values = doc.values
-    if not values and get_origin(hint) is Literal:
-        values = " | ".join(get_args(hint))
+    literal = next((a for a in get_args(hint) if get_origin(a) is Literal), None)  # Literal[...] | None
+    if get_origin(hint) is Literal:
+        literal = hint
+    if not values and literal is not None:
+        values = " | ".join(get_args(literal))
     elif not values and hint is bool:
         values = "true | false"
     shown = doc.default or (_show(default) if default is not MISSING else "")

@@ -4,6 +4,7 @@ and the list of what it filled in (the answers' ``"assumed"``).
 - training.global_batch: ~4M tokens per step (``DEFAULT_BATCH_TOKENS``), in whole sequences, a
   multiple of dp × micro_batch (at least one sequence per data-parallel rank);
 - training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py);
+- training.fp8_recipe (precision fp8): the framework's documented default, else tensorwise;
 - hardware.gpus_per_node, scale_up, scale_out, price: the GPU's catalogue entry (catalog/gpus.json);
 - layout fields: ``evaluate`` completes them with Layout's defaults (dp derived, micro_batch 1,
   recompute none, zero 0, sequence parallel when tp > 1, interleaving with 2 chunks); ``plan``,
@@ -78,6 +79,9 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     for key, rule in _TRAINING_RULES.items():
         if f"training.{key}" not in given:
             out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
+    if training.precision == "fp8" and "training.fp8_recipe" not in given:
+        out.append({"field": "training.fp8_recipe", "value": training.fp8_recipe,
+                    "rule": "the framework's documented default (frameworks.json fp8_recipe), else tensorwise"})
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
               "price_per_gpu_hour": hw.price_per_gpu_hour}

@@ -20,6 +20,10 @@ Attention = Literal["flash", "flash1", "eager"]  # flash: FlashAttention-2 (SDPA
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
 Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune"]
 OptimizerImpl = Literal["fused", "foreach"]
+# How fp8 GEMM inputs are scaled (catalog/matmul.json fp8_scaling_overhead cites each one's casts):
+# tensorwise / rowwise / rowwise_with_gw_hp dynamic scaling (torchao, torchtitan), delayed scaling
+# (Transformer Engine's DelayedScaling, Megatron-Core's default), mxfp8 (Blackwell block scales)
+Fp8Recipe = Literal["tensorwise", "rowwise", "rowwise_with_gw_hp", "delayed", "mxfp8"]
 Zero3Gather = Literal["layer", "module", "tensor-sync"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
@@ -30,6 +34,7 @@ OFFLOADS: tuple[str, ...] = get_args(Offload)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
+FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -64,6 +69,7 @@ class Training:
     attention: Attention = "flash"
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
+    fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     dropout: float = 0.0
     headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free: fits means fits with this margin
 
@@ -89,6 +95,11 @@ class Training:
         _choice(self.method, METHODS, "training.method")
         _choice(self.attention, ATTENTIONS, "training.attention")
         _choice(self.framework, FRAMEWORKS, "training.framework")
+        if self.fp8_recipe is not None:
+            _choice(self.fp8_recipe, FP8_RECIPES, "training.fp8_recipe")
+            if self.precision != "fp8":
+                raise GpuplanError(f"training.fp8_recipe ({self.fp8_recipe}) scales fp8 matmuls, but precision is "
+                                   f"{self.precision}: set precision: fp8 or drop fp8_recipe")
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:

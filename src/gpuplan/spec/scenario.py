@@ -58,6 +58,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "optimizer_impl": tr.optimizer_impl,
                      "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
                      "attention": tr.attention, "dropout": tr.dropout, "framework": tr.framework,
-                     "compile": tr.compile, "headroom": tr.headroom},
+                     "compile": tr.compile, "headroom": tr.headroom,
+                     **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }
