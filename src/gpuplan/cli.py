@@ -56,6 +56,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
 
 
+def _note_work_limit(hit: bool) -> None:
+    """One stderr note when a search stopped at its work limit (fit and plan)."""
+    if hit:
+        from gpuplan.search.enumerate import WORK_LIMIT
+
+        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     from gpuplan.api import fit
     from gpuplan.catalog.hardware import gpus
@@ -72,10 +80,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         scs, is_list = _scenarios(args)
     # one GPU type of several that cannot be fitted says why; the others go on
     results = each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
-    from gpuplan.search.enumerate import WORK_LIMIT
-
-    if any(r.get("not_searched") for r in results):
-        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
+    _note_work_limit(any(r.get("not_searched") for r in results))
     return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
 
 
@@ -107,8 +112,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     bar.close()
     from gpuplan.search.enumerate import WORK_LIMIT
 
-    if any(WORK_LIMIT in (r.get("rejected") or {}) for r in results):
-        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
+    _note_work_limit(any(WORK_LIMIT in (r.get("rejected") or {}) for r in results))
     _write_outputs(args, results, "plan")
     return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
 

@@ -4,6 +4,8 @@ shortened (a 20 MB value is not echoed)."""
 
 from __future__ import annotations
 
+import re
+
 MAX_MESSAGE = 1000  # characters of one error line
 MAX_QUOTED = 80     # characters of one quoted value
 
@@ -28,6 +30,12 @@ def described(value: object) -> str:
     if isinstance(value, str):
         return f"text of {len(value):,} character{'s' if len(value) != 1 else ''}"
     return {dict: "a mapping", list: "a list"}.get(type(value), f"a {type(value).__name__}")
+
+
+def named(value: str, limit: int) -> str:
+    """A name a file holds (a model_type, a tensor's key) for a message: as it is when it is a plain
+    name of at most ``limit`` ASCII letters, digits, ``_ . -``; else only its kind (``described``)."""
+    return value if re.fullmatch(rf"[A-Za-z0-9_.\-]{{1,{limit}}}", value) else f"({described(value)})"
 
 
 def plain(value: object, limit: int = MAX_QUOTED) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
-from gpuplan.spec import FRAMEWORKS, ZERO3_GATHERS
+from gpuplan.spec import FP8_RECIPES, FRAMEWORKS, ZERO3_GATHERS
 
 # Sections of facts and the keys every profile has (absent in the file = a null fact).
 KERNELS = ("norm", "rope", "activation", "cross_entropy", "adam", "bias_dropout_add")
@@ -268,8 +268,6 @@ FP8_RECIPE_FALLBACK = "tensorwise"  # dynamic per-tensor scaling: torchao's defa
 def fp8_recipe_of(training: Any) -> str:
     """The fp8 recipe a run uses: as given, else its framework's documented default (frameworks.json
     ``fp8_recipe.default``: torchtitan tensorwise, Megatron-Core delayed), else tensorwise."""
-    from gpuplan.spec import FP8_RECIPES
-
     if training.fp8_recipe is not None:
         return training.fp8_recipe
     default = get_framework(training.framework).fp8_recipe.get("default")

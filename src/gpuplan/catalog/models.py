@@ -33,7 +33,7 @@ from typing import Any
 from gpuplan.bounds import check_text, check_tree, is_path, load_json, read_regular
 from gpuplan.catalog.families import BUILDERS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB, Cfg
 from gpuplan.catalog.safetensors_files import MAX_DIM, MAX_DIMS, header, shard_names
-from gpuplan.errors import GpuplanError, described, shown
+from gpuplan.errors import GpuplanError, described, named, shown
 from gpuplan.spec.model import ModelSpec
 from gpuplan.units import fmt_count
 
@@ -158,8 +158,9 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
         raise GpuplanError(f"{source}: model_type must be a name such as llama, got {got}: "
                            f"give one of {', '.join(SUPPORTED)}")
     if mt not in BUILDERS:
-        named = f"'{mt}'" if quote or re.fullmatch(r"[A-Za-z0-9_.\-]{1,40}", mt) else f"({described(mt)})"
-        raise GpuplanError(f"{source}: model_type {named} is not supported "
+        name = named(mt, 40)
+        shown_mt = f"'{mt}'" if quote or name == mt else name
+        raise GpuplanError(f"{source}: model_type {shown_mt} is not supported "
                            f"(supported: {', '.join(SUPPORTED)}); a plain Llama-shaped decoder (RMSNorm, RoPE, "
                            f"SwiGLU) reads as model_type: llama; else give {{params: N}}, e.g. {{params: 7e9}}")
     c = Cfg(cfg, source, str(mt), quote)
@@ -328,8 +329,8 @@ def _count_headers(spec: ModelSpec, files: list[Path], notes: list[str]) -> tupl
                 continue
             if not (isinstance(shape, list) and len(shape) <= MAX_DIMS
                     and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_DIM for x in shape)):
-                name = key if re.fullmatch(r"[\w.\-]{1,200}", key) else f"({described(key)})"
-                raise GpuplanError(f"{f}: tensor {name} has no valid shape in the header ({described(shape)}: "
+                raise GpuplanError(f"{f}: tensor {named(key, 200)} has no valid shape in the header "
+                                   f"({described(shape)}: "
                                    f"at most {MAX_DIMS} dimensions, whole numbers from 0 to {MAX_DIM:,}): "
                                    "replace the file")
             entries.append((key, shape, f))

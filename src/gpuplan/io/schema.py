@@ -139,9 +139,8 @@ def field_help(key: str) -> str:
     doc = FIELD_DOCS[key]
     hint, default = _spec_field(key)
     values = doc.values
-    literal = next((a for a in get_args(hint) if get_origin(a) is Literal), None)  # Literal[...] | None
-    if get_origin(hint) is Literal:
-        literal = hint
+    literal = hint if get_origin(hint) is Literal else \
+        next((a for a in get_args(hint) if get_origin(a) is Literal), None)  # Literal[...] | None
     if not values and literal is not None:
         values = " | ".join(get_args(literal))
     elif not values and hint is bool:

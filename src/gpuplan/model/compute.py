@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
+from gpuplan.catalog.frameworks import get_framework
 from gpuplan.catalog.matmul import matmul_profile
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.software import Software, software
@@ -60,6 +61,7 @@ def device(hw: Hardware, training: Training, precision: str | None = None) -> De
 TE_FUSED_ATTENTION_ARCHS = ("hopper", "blackwell")
 
 
+@lru_cache(maxsize=64)
 def attention_kernel(framework: str, architecture: str) -> str:
     """Which FlashAttention-class kernel runs the attention core: ``cudnn`` where the framework
     attends through Transformer Engine ('te-auto' in catalog/frameworks.json) on Hopper or later —
@@ -67,8 +69,6 @@ def attention_kernel(framework: str, architecture: str) -> str:
     Hopper+ for performance reasons' (transformer_engine/pytorch/attention/dot_product_attention/
     utils.py), i.e. cuDNN's fused attention — else ``flash2`` (FlashAttention-2, PyTorch SDPA's
     flash backend)."""
-    from gpuplan.catalog.frameworks import get_framework
-
     te = get_framework(framework).attention_kernel.value == "te-auto"
     return "cudnn" if te and architecture in TE_FUSED_ATTENTION_ARCHS else "flash2"
 

@@ -13,7 +13,9 @@ The peak is the larger of the forward/backward phase and the optimizer-step phas
 Sharding (ZeRO, Rajbhandari et al. 2020): stage 1 shards optimizer state (incl. fp32
 master weights), 2 also gradients, 3 also weights (= FSDP FULL_SHARD); the shard group
 is dp×cp, or ``zero_group`` for hybrid shard (HSDP). Expert weights are sharded over
-the expert-data-parallel group dp×cp/ep (Megatron-Core MoE).
+the expert-data-parallel group dp×cp/ep (Megatron-Core MoE). Under a pipeline, a framework
+whose FSDP keeps the stage gathered between micro-batches (torchtitan) holds stage 3's weights
+and gradients whole, as stage 1 does (catalog.frameworks.keeps_unsharded_under_pp).
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def _zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb:
     g_bytes = _grad_reduce_bytes(tr) * (t_dense + t_expert)
     style = lay.zero3_gather
     if lay.pp > 1 and keeps_unsharded_under_pp(tr.framework):
-        return _zero3_kept_comm(tr, lay, sc, topo, w_bytes, g_bytes, overlap)
+        return _zero3_kept_comm(lay, sc, topo, w_bytes, g_bytes, overlap, shard)
     groups = {lg.moe: lg for lg in m.layers}
     calls = sum(n * gather_calls(groups[moe], style, lay.ep)
                 for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)) if n) or 1
@@ -235,24 +235,30 @@ def _zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb:
         first_gather = all_gather_s(w_bytes / calls, shard, lay.tp, topo)  # nothing to hide it behind
         exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
         overlapped = n_mb * min(per_mb, hidden)
-    if lay.zero_group and dp_n > lay.zero_group:  # hybrid shard: all-reduce the shards across replicas
-        exposed += all_reduce_s(g_bytes / shard, dp_n // lay.zero_group, lay.tp * shard, topo)
+    exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
     return Overlapped(n_mb * per_mb, exposed, overlapped)
 
 
-def _zero3_kept_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, w_bytes: float, g_bytes: float,
-                     overlap: float) -> Overlapped:
-    """FSDP under a pipeline that keeps the stage gathered (memory.keeps_unsharded_under_pp): one
-    all-gather per step, prefetched block by block under the first micro-batch's forward (the first
-    block's exposed), and one reduce-scatter at the last micro-batch's backward."""
-    shard = lay.zero_group or lay.dp * lay.cp
-    rp = sc.params
-    gather = all_gather_s(w_bytes, shard, lay.tp, topo, max(rp.layers, 1))
-    first = all_gather_s(w_bytes / max(rp.layers, 1), shard, lay.tp, topo)
-    rs = reduce_scatter_s(g_bytes, shard, lay.tp, topo, max(rp.layers, 1))
+def _hybrid_shard_s(lay: Layout, g_bytes: float, shard: int, topo: Topology) -> float:
+    """Hybrid shard (``zero_group`` < dp×cp): the all-reduce of the gradient shards across the
+    replicas, once per step (0 without hybrid sharding)."""
+    dp_n = lay.dp * lay.cp
+    if not lay.zero_group or dp_n <= lay.zero_group:
+        return 0.0
+    return all_reduce_s(g_bytes / shard, dp_n // lay.zero_group, lay.tp * shard, topo)
+
+
+def _zero3_kept_comm(lay: Layout, sc: StageCompute, topo: Topology, w_bytes: float, g_bytes: float,
+                     overlap: float, shard: int) -> Overlapped:
+    """FSDP under a pipeline that keeps the stage gathered (catalog.frameworks.keeps_unsharded_under_pp):
+    one all-gather per step, prefetched block by block under the first micro-batch's forward (the
+    first block's exposed), and one reduce-scatter at the last micro-batch's backward."""
+    blocks = max(sc.params.layers, 1)
+    gather = all_gather_s(w_bytes, shard, lay.tp, topo, blocks)
+    first = all_gather_s(w_bytes / blocks, shard, lay.tp, topo)
+    rs = reduce_scatter_s(g_bytes, shard, lay.tp, topo, blocks)
     exposed = first + max(0.0, gather - overlap * sc.fwd) + max(0.0, rs - overlap * sc.bwd)
-    if lay.zero_group and lay.dp * lay.cp > lay.zero_group:  # hybrid shard: across the replicas too
-        exposed += all_reduce_s(g_bytes / shard, lay.dp * lay.cp // lay.zero_group, lay.tp * shard, topo)
+    exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
     total = gather + rs
     return Overlapped(total, exposed, min(total, max(0.0, total - exposed)))
 

@@ -46,14 +46,11 @@ class MasterOptimizer(torch.optim.Optimizer):
         return st
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: C901 - one loop, as the real per-tensor update runs it
+    def step(self, closure=None):  # noqa: ANN001, ANN201
         """The update, chunk by chunk (each chunk's temporaries are freed before the next). On fake
         tensors nothing is computed and every full chunk allocates the same temporaries, so the
         first full chunk and the tail stand for all of them: the memory peak is the same and a
         405B model's 25,000 chunks do not take minutes."""
-        return self._step()
-
-    def _step(self):  # noqa: ANN001, ANN201
         for group in self.param_groups:
             lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
             for p in group["params"]:
