@@ -104,7 +104,7 @@ def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
     mats = sum(1 for w in moe.weights if w.is_matrix and w.group == "expert")
     dev = device(core.hardware, core.training)
     args = (core.model, moe, 4096.0, 4096, 1, 1, False, "none", "flash", 0.0, "full")
-    looped = _layer_time(*args, sw, False, dev)
-    grouped = _layer_time(*args, replace(sw, grouped_experts=True), False, dev)
+    looped = _layer_time(*args, sw, None, dev, None)
+    grouped = _layer_time(*args, replace(sw, grouped_experts=True), None, dev, None)
     # ep=1: all 8 experts local, one GEMM each instead of one grouped GEMM per matrix
     assert looped.fwd - grouped.fwd == pytest.approx(mats * 7 * constant("kernel_launch_s"))

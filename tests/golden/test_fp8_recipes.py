@@ -1,15 +1,28 @@
 """fp8 scaling recipes: which one a run uses (as given, else the framework's documented default),
-what a framework refuses, and what exports write. Their cost is not modelled yet (README)."""
+what a framework refuses, and what each costs: the cast bytes of torchao's roofline per recipe,
+rowwise's rescale kernels, rowwise_with_gw_hp's bf16 weight-gradient GEMM, and fp8 all-gathers
+under tensor parallelism where the framework casts before gathering."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import make
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuplan.catalog.frameworks import fp8_recipe_of
+from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
+from gpuplan.model.compute import fp8_cast_bytes, fp8_scheme
 from gpuplan.model.estimate import evaluate
 from gpuplan.spec import Training
+
+LLAMA8B = load_model("llama-3.1-8b")
+BLOCK = LLAMA8B.layers[0]
+# Llama-3.1-8B block, per token at tp 1: matmul inputs 6 x 4096 (q, k, v, o, gate, up) + 14336 (down)
+# = 38,912 elements; output gradients 4096 + 1024 + 1024 + 4096 + 2 x 14336 + 4096 = 43,008;
+# weights 2 x 4096^2 + 2 x 1024 x 4096 + 3 x 14336 x 4096 = 218,103,808 elements
+X_EL, DY_EL, W_EL = 38_912, 43_008, 218_103_808
 
 
 @pytest.mark.parametrize("framework, recipe", [
@@ -39,3 +52,78 @@ def test_a_framework_refuses_the_recipes_it_does_not_offer(framework, recipe, re
     sc = make(training={"precision": "fp8", "framework": framework, "fp8_recipe": recipe}, gpus=8)
     with pytest.raises(GpuplanError, match=refused):
         evaluate(sc)
+
+
+def test_tensorwise_casts_move_torchao_s_roofline_bytes():
+    # torchao roofline_utils (catalog/matmul.json fp8_scaling_overhead), torch.compile fusing the
+    # first read: 4 B per input / output-gradient element, 8 B per weight element (half per pass)
+    s = fp8_scheme("tensorwise", "torchtitan", True, 1)
+    assert (s.act, s.weight, s.rescale, s.grad_weight_hp, s.shard_cast) == (4.0, 8.0, False, False, False)
+    fwd, bwd = fp8_cast_bytes(LLAMA8B, BLOCK, 8192, 1, 1, s)
+    assert fwd == 8192 * X_EL * 4 + W_EL * 4 == 2**31
+    assert bwd == 8192 * DY_EL * 4 + W_EL * 4 == 2_281_701_376
+    eager = fp8_scheme("tensorwise", "torchtitan", False, 1)  # no compile: the amax read is its own kernel
+    assert eager.act == 6.0
+
+
+def test_rowwise_adds_its_transposes_and_the_backward_rescales():
+    # rowwise: 6 B per activation element compiled, 10 B per weight element; the two backward GEMMs'
+    # outputs (grad_input: tokens x in, grad_weight: weight-sized) read and written once more, 4 B
+    s = fp8_scheme("rowwise", "torchtitan", True, 1)
+    fwd, bwd = fp8_cast_bytes(LLAMA8B, BLOCK, 8192, 1, 1, s)
+    assert fwd == 8192 * X_EL * 6 + W_EL * 5
+    assert bwd == 8192 * DY_EL * 6 + W_EL * 5 + 4 * (8192 * X_EL + W_EL)
+    hp = fp8_scheme("rowwise_with_gw_hp", "torchtitan", True, 1)
+    assert (hp.act, hp.weight, hp.grad_weight_hp, hp.rescale) == (1.0, 6.0, True, False)
+
+
+def test_tensorwise_tensor_parallelism_casts_the_sequence_shard():
+    # torchtitan Float8ColwiseParallel: a column-parallel input (q, k, v, gate, up: 5 x 4096 per token)
+    # and a row-parallel output gradient (o, down: 2 x 4096) are cast on their 1/tp sequence shard
+    # (4 B per shard element), gathered in fp8, then transposed whole for the weight-gradient GEMM
+    # (_scaled_mm's second operand is column-major): 1 B read + 1 B written per gathered element
+    s = fp8_scheme("tensorwise", "torchtitan", True, 8)
+    assert s.shard_cast and not fp8_scheme("rowwise", "torchtitan", True, 8).shard_cast
+    fwd, bwd = fp8_cast_bytes(LLAMA8B, BLOCK, 8192, 8, 1, s)
+    assert fwd == pytest.approx(8192 * (5 * 4096 * (4 / 8 + 2) + (4096 + 14336) / 8 * 4) + W_EL / 8 * 4, rel=1e-12)
+    assert bwd == pytest.approx(8192 * ((4096 + 1024 + 1024 + 2 * 14336) / 8 * 4 + 2 * 4096 * (4 / 8 + 2))
+                                + W_EL / 8 * 4, rel=1e-12)
+
+
+def _step(recipe: str | None, tp: int, precision: str = "fp8", framework: str = "torchtitan", gpu: str = "h100-sxm",
+          model: str = "llama-3.1-8b", mb: int = 2):
+    tr = {"seq_len": 8192, "global_batch": 8 // tp * mb * 2, "precision": precision, "framework": framework,
+          "compile": framework == "torchtitan"}
+    if recipe:
+        tr["fp8_recipe"] = recipe
+    lay = {"tp": tp, "zero": 3 if tp < 8 else 0, "micro_batch": mb, "recompute": "selective-op",
+           "sequence_parallel": tp > 1}
+    return evaluate(make(model, gpu=gpu, gpus=8, training=tr, layout=lay)).time
+
+
+def test_tp_all_gathers_carry_fp8_only_where_the_framework_casts_first():
+    # torchtitan: tensorwise all-gathers fp8 (half the bytes), rowwise bf16; reduce-scatters bf16 in both:
+    # per pass 2 x (AG + RS), so tensorwise's TP time is 3/4 of rowwise's, give or take latency
+    tw, rw, bf = (_step(r, 8, p).step.comm_detail["tp"] for r, p in (("tensorwise", "fp8"), ("rowwise", "fp8"),
+                                                                  (None, "bf16")))
+    assert rw == pytest.approx(bf, rel=1e-9)
+    assert 0.74 < tw / rw < 0.80
+
+
+@settings(max_examples=20, deadline=None)
+@given(model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "llama-3.2-1b"]),
+       tp=st.sampled_from([1, 2, 8]), mb=st.sampled_from([1, 2, 4]), gpu=st.sampled_from(["h100-sxm", "b200"]))
+def test_rowwise_is_never_faster_than_tensorwise(model, tp, mb, gpu):
+    """Rowwise moves more bytes per cast, rescales its backward GEMMs' outputs and gathers in bf16:
+    on the same layout it is never faster than tensorwise (torchao docs: 'tensorwise (fastest)')."""
+    try:
+        tw, rw = _step("tensorwise", tp, model=model, mb=mb, gpu=gpu), _step("rowwise", tp, model=model, mb=mb, gpu=gpu)
+    except GpuplanError:
+        return  # the layout does not fit this model on this GPU
+    assert tw.step_s <= rw.step_s
+
+
+def test_mxfp8_needs_block_scaled_tensor_cores():
+    with pytest.raises(GpuplanError, match="h100-sxm .hopper. has no MX block-scaled tensor cores"):
+        _step("mxfp8", 1, gpu="h100-sxm")
+    assert _step("mxfp8", 1, gpu="b200").step_s > 0

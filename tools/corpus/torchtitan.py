@@ -109,8 +109,8 @@ def torchtitan_asynctp(row: dict) -> list[dict]:
         recipe = row["parallelism"]["precision"].split()[-1] if fp8 else None  # 'float8 rowwise' → rowwise
         scenario, open_, notes = _titan(row, fp8=fp8, compile_=True, tp_overlap=overlap, fp8_recipe=recipe)
         notes += [NOTE_NET, "Column 'tokens/sec' is torchtitan's per-GPU TPS (magnitudes match the Dec-2024 "
-                  "benchmark)." + (" The fp8 recipe is stated; its cost is not modelled (every recipe pays "
-                                   "the same casts)." if fp8 else "")]
+                  "benchmark)." + (" The fp8 recipe is stated: its casts, rowwise's backward rescales and "
+                                   "torchtitan's fp8 TP all-gather (tensorwise only) follow from it." if fp8 else "")]
         pub = published("tokens_per_s_per_gpu", reported(row, name))
         out.append(entry(row, "torchtitan-asynctp", "throughput", scenario, pub, open_, notes, suffix=suffix))
     return out

@@ -31,7 +31,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "tp_comm_overlap": ("supported", "default", "requires"),
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
-    "fp8_recipe": ("default", "high_precision"),
+    "fp8_recipe": ("default", "high_precision", "tp_all_gather"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
@@ -260,6 +260,23 @@ def keeps_unsharded_under_pp(framework: str) -> bool:
     reshard_after_forward = not pp_enabled, and torch.distributed.pipelining's
     backward_maybe_with_nosync calls set_requires_gradient_sync(last_backward) on FSDP modules)."""
     return get_framework(framework).fsdp_under_pp.value is False
+
+
+@cache
+def converts_every_block_linear(framework: str) -> bool:
+    """Whether the framework documents which layers it keeps in high precision under fp8
+    (frameworks.json ``fp8_recipe.high_precision``: torchtitan's Float8 converter and Megatron-Core's
+    TE layers convert every linear of the transformer blocks) — then every such layer runs fp8."""
+    fact = get_framework(framework).fp8_recipe.get("high_precision")
+    return fact is not None and fact.value is not None
+
+
+@cache
+def fp8_gathers_tp(framework: str, recipe: str) -> bool:
+    """Whether the framework's sequence-parallel all-gathers carry fp8 under ``recipe`` (cast on the
+    shard, then gathered; frameworks.json ``fp8_recipe.tp_all_gather``: the recipes that do)."""
+    fact = get_framework(framework).fp8_recipe.get("tp_all_gather")
+    return fact is not None and isinstance(fact.value, list) and recipe in fact.value
 
 
 FP8_RECIPE_FALLBACK = "tensorwise"  # dynamic per-tensor scaling: torchao's default Float8Linear recipe

@@ -8,6 +8,8 @@ and the time of one transformer layer's forward, backward and recomputation.
   FLOPs at e_attn_bwd (Dao 2023: the backward runs five matmuls to the forward's two);
   eager attention: full s² matmuls at e_gemm plus the softmax's memory traffic;
 * elementwise work (norms, residual adds, activation, RoPE, loss) at memory bandwidth;
+* under fp8, the linear layers' matmuls at the fp8 rate plus their recipe's casts, transposes and
+  rescales at memory bandwidth (``Fp8Scheme``); the LM head and attention stay 16-bit;
 * kernel launches.
 Every constant is in catalog/constants.json, with its source.
 """
@@ -19,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.catalog.frameworks import get_framework
-from gpuplan.catalog.matmul import matmul_profile
+from gpuplan.catalog.frameworks import fp8_gathers_tp, fp8_recipe_of, get_framework
+from gpuplan.catalog.matmul import fp8_scaling_costs, matmul_profile
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.software import Software, software
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
@@ -37,9 +39,19 @@ class Device:
     tile: tuple[int, int]
 
 
-def unsupported_precision(g: GPU, precision: str) -> str | None:
+# Tensor cores that scale fp8 in 32-element blocks (OCP MX): NVIDIA Blackwell (5th-generation tensor
+# cores, "Blackwell Architecture Technical Brief": MXFP8/MXFP6/MXFP4) and AMD CDNA4 (MI350 series,
+# "AMD CDNA 4 Architecture" white paper: MXFP8, MXFP6, MXFP4). Hopper and CDNA3 have none.
+MX_ARCHITECTURES = ("blackwell", "cdna4")
+
+
+def unsupported_precision(g: GPU, precision: str, fp8_recipe: str | None = None) -> str | None:
     """Why ``g`` cannot train in ``precision`` (its catalogue lists compute peaks, none for that
-    number format), or None. A GPU with no published peaks at all is left to the memory estimate."""
+    number format) or with ``fp8_recipe`` (mxfp8 needs block-scaled tensor cores), or None. A GPU
+    with no published peaks at all is left to the memory estimate."""
+    if precision == "fp8" and fp8_recipe == "mxfp8" and g.architecture not in MX_ARCHITECTURES:
+        return (f"{g.id} ({g.architecture}) has no MX block-scaled tensor cores for fp8_recipe mxfp8 (Blackwell, "
+                f"CDNA4): choose fp8_recipe tensorwise or rowwise, or a Blackwell GPU")
     if not g.peak_flops:
         return None
     need = {"fp8": ("fp8",), "bf16": ("bf16",), "bf16-pure": ("bf16",), "fp16": ("fp16",),
@@ -164,18 +176,100 @@ class LayerTime:
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
                dev: Device, dev16: Device | None = None) -> LayerTime:
     """One layer, one micro-batch of ``tokens`` local tokens, on one rank. Under fp8 (``dev16`` the
-    same GPU in bf16), each layer runs in fp8 only where that is faster than bf16 with the casts
-    it needs — a small layer whose casts cost more than the faster matmuls save stays in bf16, as
-    Transformer Engine users leave such layers out of ``fp8_autocast``."""
+    same GPU in bf16) the block's linear layers run the run's fp8 recipe (``fp8_scheme``); without
+    ``dev16`` the layer runs at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
     sw = software(tr.framework, tr.compile, m)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
             tr.method, sw)
-    t = _layer_time(*args, tr.precision == "fp8", dev)
-    if tr.precision == "fp8" and dev16 is not None:
-        t16 = _layer_time(*args, False, dev16)
-        if t16.fwd + t16.bwd + t16.recompute < t.fwd + t.bwd + t.recompute:
-            return t16
-    return t
+    if tr.precision != "fp8" or dev16 is None:
+        return _layer_time(*args, None, dev, None)
+    return _layer_time(*args, fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp), dev, dev16)
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8Scheme:
+    """What one fp8 recipe costs around each linear layer, beyond its matmuls at the fp8 rate.
+
+    * ``act`` / ``weight``: bytes read and written per element of a matmul input or output
+      gradient / of a weight (both fwd+bwd) by the amax, cast and transpose kernels — torchao's
+      roofline of its own kernels per recipe and tensor role (catalog/matmul.json
+      ``fp8_scaling_overhead``; the input's first read fused into the producing op under
+      torch.compile), Transformer Engine's one read + one write for delayed scaling;
+    * ``rescale``: rowwise scaling runs the two backward GEMMs (slow accumulation) as cuBLAS
+      tensorwise GEMMs and applies the row and column scales to their output in a separate kernel
+      — read and write the bf16 output, 4 B per element (torchao float8_ops.addmm_float8_unwrapped:
+      "the rowwise CUTLASS-based kernel is so slow without fast-accum", pytorch/ao PR #1325; the
+      extra kernel per GEMM, pytorch/ao issue #2184, 2025);
+    * ``grad_weight_hp``: rowwise_with_gw_hp keeps the weight-gradient GEMM in bf16 (torchao
+      roofline_utils.get_gemm_time_sympy);
+    * ``shard_cast``: where the framework's sequence-parallel all-gathers carry fp8
+      (frameworks.json ``fp8_recipe.tp_all_gather``: torchtitan's Float8ColwiseParallel /
+      Float8RowwiseParallel for tensorwise only, Transformer Engine's per-tensor and MXFP8
+      quantizers), a gathered operand is cast on its 1/tp shard, gathered in fp8 and transposed
+      whole for the weight-gradient GEMM; otherwise it is gathered in bf16 and cast whole."""
+
+    recipe: str
+    act: float
+    weight: float
+    rescale: bool = False
+    grad_weight_hp: bool = False
+    shard_cast: bool = False
+
+
+# Megatron's RowParallelLinear layers (Shoeybi et al. 2019, Sec. 3: the attention output projection
+# and the MLP's second linear), by their checkpoint names across the catalogue's model families
+ROW_PARALLEL = frozenset({"o_proj", "down_proj", "c_proj", "dense", "dense_4h_to_h", "out_proj", "w2", "fc2"})
+RESCALE_BYTES = 4.0  # read and write one bf16 output element
+TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
+
+
+@lru_cache(maxsize=64)
+def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int) -> Fp8Scheme:
+    costs = {c.role: c for c in fp8_scaling_costs(recipe)}
+    if not costs:
+        costs = {c.role: c for c in fp8_scaling_costs("tensorwise")}
+    act_cost = costs.get("input_or_grad_output") or costs["any"]
+    w_cost = costs.get("weight") or costs["any"]
+    fused = act_cost.bytes_per_element_fused_with_prev
+    act = fused if compile_ and fused is not None else act_cost.bytes_per_element
+    return Fp8Scheme(recipe=recipe, act=act, weight=w_cost.bytes_per_element,
+                     rescale=recipe == "rowwise", grad_weight_hp=recipe == "rowwise_with_gw_hp",
+                     shard_cast=fp8_gathers_tp(framework, recipe) and tp > 1)
+
+
+def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int,
+                    s: Fp8Scheme) -> tuple[float, float]:
+    """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
+    on one rank. The attention output and second MLP projections are row-parallel under tensor
+    parallelism (``ROW_PARALLEL``): input sharded, output gradient whole (gathered); the others are
+    column-parallel: input whole (gathered), output gradient sharded. Expert matrices see the
+    rank's routed tokens (tokens · top_k); the router stays in high precision."""
+    fwd = bwd = 0.0
+    for w in lg.weights:
+        if not w.is_matrix or w.group not in ("attention", "mlp", "shared_expert", "expert"):
+            continue
+        out_f, in_f = w.shape
+        row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
+        if w.group == "expert":
+            tok, mats = tokens * m.top_k, w.count / ep
+        else:
+            tok, mats = tokens * w.count, w.count
+        x_el, dy_el = tok * (in_f / tp if row else in_f), tok * (out_f if row else out_f / tp)
+        w_el = mats * out_f * in_f / tp
+        fwd += x_el * s.act + w_el * s.weight / 2
+        bwd += dy_el * s.act + w_el * s.weight / 2
+        if s.shard_cast:  # the gathered operand (column-parallel input, row-parallel output gradient) is
+            # cast on its 1/tp shard, gathered in fp8 and transposed once whole for the weight-gradient
+            # GEMM (_scaled_mm takes its second operand column-major): read 1 B + write 1 B
+            gathered = dy_el if row else x_el
+            saved = gathered * (1 - 1 / tp) * s.act - TRANSPOSE_BYTES * gathered
+            if row:
+                bwd -= saved
+            else:
+                fwd -= saved
+        if s.rescale:  # the grad_input (tokens x in) and grad_weight (weight-sized) outputs
+            bwd += RESCALE_BYTES * (tok * (in_f / tp if row else in_f) + w_el)
+    return fwd, bwd
 
 
 def expert_imbalance(tokens: float, top_k: int, ep: int) -> float:
@@ -241,18 +335,16 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 
 @lru_cache(maxsize=65536)
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
-                recompute: str, attention: str, dropout: float, method: str, sw: Software, fp8: bool,
-                dev: Device) -> LayerTime:
+                recompute: str, attention: str, dropout: float, method: str, sw: Software, fp8: Fp8Scheme | None,
+                dev: Device, dev16: Device | None) -> LayerTime:
     mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev)
+    # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
+    mm_w = _matmuls(m, lg, tokens, tp, ep, dev16)[0] if fp8 and fp8.grad_weight_hp and dev16 else mm_f
     att_f, att_b = _attention(m, tokens, seq, tp, attention, dropout, dev)
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
     per_token = (sw.per_h * m.hidden * (1 / tp if sp else 1.0)
                  + (sw.per_f_gated if m.gated_mlp else sw.per_f_plain) * f_local / tp
                  + sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
-    if fp8:  # casts of each matmul input to fp8 (read 2 B, write 1 B); the same for every recipe: the
-        # cited per-recipe bytes (catalog/matmul.json) made fp8 runs faster still, while the corpus's
-        # fp8 runs are already slower than modelled — the scaled GEMMs' own rate is what is missing
-        per_token += 3 * (4 * m.hidden + f_local / tp)
     kernels = sw.kernels
     if lg.moe:
         # the token dispatcher's permute and unpermute (Megatron-Core moe_utils.permute/unpermute):
@@ -263,11 +355,13 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
             expert_mats = sum(1 for w in lg.weights if w.is_matrix and w.group == "expert")
             kernels += expert_mats * max(0, m.n_experts // ep - 1)
     elem_f = tokens * per_token / dev.bw
+    cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8) if fp8 else (0.0, 0.0)
+    cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
     launch = kernels * constant("kernel_launch_s")
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
-    fwd = mm_f + att_f + elem_f + launch + dq
+    fwd = mm_f + att_f + elem_f + cast_f + launch + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
-    bwd = (2 if method == "full" else 1) * mm_f + att_b + 2 * elem_f + 2 * launch + dq
+    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + 2 * launch + dq
     rec = {"none": 0.0, "selective": att_f if attention == "eager" else 0.0,
            "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f)

@@ -124,7 +124,7 @@ class Estimate:
 def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
     """Estimate for ``sc`` with ``layout`` (a search's choice) or the scenario's layout completed
     with ``overrides`` and the defaults; an open global batch follows spec/defaults.py."""
-    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
+    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
     lay = layout if layout is not None else complete_layout(sc, **overrides)

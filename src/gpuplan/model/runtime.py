@@ -17,7 +17,12 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
+from gpuplan.catalog.frameworks import (
+    converts_every_block_linear,
+    fp8_gathers_tp,
+    fp8_recipe_of,
+    keeps_unsharded_under_pp,
+)
 from gpuplan.model.comm import (
     Topology,
     all_gather_s,
@@ -93,7 +98,9 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
     groups = {lg.moe: lg for lg in m.layers}  # one layer of each kind (dense, MoE) sets its time
     times = {moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16) for moe, lg in groups.items()}
     targets = tr.lora_targets if tr.method != "full" else None
-    head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev)
+    # the LM head stays in bf16 under fp8 (frameworks.json fp8_recipe.high_precision: torchtitan's
+    # filter_fqns 'output', Megatron-Core's fp8 only inside the transformer blocks)
+    head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev16 or dev)
     loss_bytes = tokens * m.vocab / lay.tp * software(tr.framework, tr.compile, m).loss_per_logit  # fwd + bwd
     best: StageCompute | None = None
     share = 1.0 / lay.recompute_every  # recompute full of every k-th block only
@@ -118,13 +125,19 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
 
 
 def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: float,
-             topo: Topology) -> tuple[float, float]:
+             topo: Topology, fp8_layers: bool) -> tuple[float, float]:
     """(all, exposed) tensor-parallel collective seconds per micro-batch."""
     if lay.tp == 1:
         return 0.0, 0.0
     act_bytes = tokens * m.hidden * 2
     passes = 2 + lay.recompute_share  # forward, backward (+ recomputed forward)
-    tp_s = sc.params.layers * passes * 2 * all_reduce_s(act_bytes, lay.tp, 1, topo)
+    if lay.sequence_parallel and fp8_layers and fp8_gathers_tp(tr.framework, fp8_recipe_of(tr)):
+        # the all-gathers (block inputs forward, output gradients backward) carry fp8, 1 B per
+        # element; the reduce-scatters stay bf16 (frameworks.json fp8_recipe.tp_all_gather)
+        per_pass = all_gather_s(act_bytes / 2, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
+    else:  # an all-reduce, or its reduce-scatter + all-gather under sequence parallelism
+        per_pass = all_reduce_s(act_bytes, lay.tp, 1, topo)
+    tp_s = sc.params.layers * passes * 2 * per_pass
     if not lay.tp_overlap or not tp_s:
         return tp_s, tp_s
     # async TP (PyTorch, torchtitan) / Megatron --tp-comm-overlap: each all-gather / reduce-
@@ -291,14 +304,28 @@ def _optimizer_s(tr: Training, lay: Layout, rp: RankParams, dev: Device) -> floa
 
 
 def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections = NONE) -> StepTime:
-    """Seconds per optimizer step and its breakdown, for the slowest pipeline stage."""
-    dev = device(hw, tr)
+    """Seconds per optimizer step and its breakdown, for the slowest pipeline stage. Under fp8 the
+    blocks' linear layers run the fp8 recipe; a framework that documents converting every one of
+    them (frameworks.json ``fp8_recipe.high_precision``: torchtitan, Megatron-Core) does so even
+    where that is slower, otherwise the step runs them in bf16 where fp8 does not pay (as Transformer
+    Engine users leave layers out of ``fp8_autocast``), so fp8 is never slower than bf16 there."""
+    st = _step_time(m, hw, tr, lay, corrections, fp8_layers=tr.precision == "fp8")
+    if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
+        st16 = _step_time(m, hw, tr, lay, corrections, fp8_layers=False)
+        if st16.step_s < st.step_s:
+            return st16
+    return st
+
+
+def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
+               fp8_layers: bool) -> StepTime:
+    dev16 = device(hw, tr, "bf16") if tr.precision == "fp8" else None
+    dev = device(hw, tr) if fp8_layers or dev16 is None else dev16
     topo = topology(hw)
     tokens = lay.micro_batch * tr.seq_len / lay.cp  # local tokens of one micro-batch
     n_mb = micro_batches(tr, lay)
-    dev16 = device(hw, tr, "bf16") if tr.precision == "fp8" else None
-    sc = _stage_compute(m, tr, lay, dev, dev16, tokens, corrections.on(hw.gpu.id))
-    tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo)
+    sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id))
+    tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s, ep_exposed = _ep_comm(m, lay, sc, tokens, topo)
     pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)

@@ -58,7 +58,7 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
     fits without it (as ``plan`` does)."""
     check_fixed_layout(sc)
     max_gpus, fixed_n = gpu_limit(sc, max_gpus)
-    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision)
+    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
     search = Search(sc)

@@ -107,7 +107,7 @@ def _skip_reason(sc: Scenario, g: GPU, priced: bool) -> str | None:
     """Why GPU type ``g`` is not searched at all, or None."""
     if not any(k in g.peak_flops for k in ("bf16", "fp16")):
         return f"{g.id}: no published compute peak (runtime and cost cannot be predicted)"
-    problem = unsupported_precision(g, sc.training.precision)
+    problem = unsupported_precision(g, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         return problem
     if priced and hardware_for(sc, g).price_per_gpu_hour is None:
