@@ -14,7 +14,7 @@ from gpuplan.catalog.frameworks import fp8_recipe_of
 from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import fp8_cast_bytes, fp8_scheme
-from gpuplan.model.estimate import evaluate
+from gpuplan.model.estimate import FP8_DOES_NOT_PAY, evaluate
 from gpuplan.spec import Training
 
 LLAMA8B = load_model("llama-3.1-8b")
@@ -78,16 +78,36 @@ def test_rowwise_adds_its_transposes_and_the_backward_rescales():
 
 
 def test_tensorwise_tensor_parallelism_casts_the_sequence_shard():
-    # torchtitan Float8ColwiseParallel: a column-parallel input (q, k, v, gate, up: 5 x 4096 per token)
-    # and a row-parallel output gradient (o, down: 2 x 4096) are cast on their 1/tp sequence shard
-    # (4 B per shard element), gathered in fp8, then transposed whole for the weight-gradient GEMM
-    # (_scaled_mm's second operand is column-major): 1 B read + 1 B written per gathered element
+    # torchtitan Float8 TP: the block input of attention (shared by q, k, v) and of the MLP (gate, up)
+    # is cast once (PrepareFloat8ModuleInput: 2 x 4096 per token), and so is a row-parallel output
+    # gradient (o, down: 2 x 4096), each on its 1/tp sequence shard (4 B per shard element), gathered
+    # in fp8, then transposed whole for the weight-gradient GEMM (_scaled_mm's second operand is
+    # column-major): 1 B read + 1 B written per gathered element
     s = fp8_scheme("tensorwise", "torchtitan", True, 8)
-    assert s.shard_cast and not fp8_scheme("rowwise", "torchtitan", True, 8).shard_cast
+    assert s.shard_cast and s.shared_input and not fp8_scheme("rowwise", "torchtitan", True, 8).shard_cast
+    assert not fp8_scheme("tensorwise", "torchtitan", True, 8, sp=False).shard_cast  # no gather to carry fp8
     fwd, bwd = fp8_cast_bytes(LLAMA8B, BLOCK, 8192, 8, 1, s)
-    assert fwd == pytest.approx(8192 * (5 * 4096 * (4 / 8 + 2) + (4096 + 14336) / 8 * 4) + W_EL / 8 * 4, rel=1e-12)
-    assert bwd == pytest.approx(8192 * ((4096 + 1024 + 1024 + 2 * 14336) / 8 * 4 + 2 * 4096 * (4 / 8 + 2))
-                                + W_EL / 8 * 4, rel=1e-12)
+    assert fwd == 8192 * (2 * 4096 * (4 / 8 + 2) + (4096 + 14336) / 8 * 4) + W_EL / 8 * 4 == 352_321_536
+    assert bwd == 8192 * ((4096 + 1024 + 1024 + 2 * 14336) / 8 * 4 + 2 * 4096 * (4 / 8 + 2)) + W_EL / 8 * 4
+
+
+def test_transformer_engine_casts_a_shared_input_once_and_a_weight_once_per_step():
+    # Megatron-Core, delayed scaling (3 B per element: one read, one write), tp 1: fused linear_qkv and
+    # linear_fc1 read one quantized input each — inputs 4096 (qkv) + 4096 (o) + 4096 (fc1) + 14336
+    # (down) per token; weights cast on the first of 8 micro-batches only (is_first_microbatch)
+    s = fp8_scheme("delayed", "megatron-core", False, 1, True, 8)
+    assert (s.act, s.weight, s.shared_input, s.weight_share) == (3.0, 3.0, True, 1 / 8)
+    fwd, bwd = fp8_cast_bytes(LLAMA8B, BLOCK, 4096, 1, 1, s)
+    assert fwd == 4096 * (3 * 4096 + 14336) * 3 + W_EL * 3 / 8 / 2
+    assert bwd == 4096 * DY_EL * 3 + W_EL * 3 / 8 / 2
+
+
+def test_a_frozen_base_rescales_no_weight_gradient():
+    # LoRA/QLoRA: the frozen weights get no gradient GEMM, so rowwise rescales grad_input only
+    s = fp8_scheme("rowwise", "torchtitan", True, 1)
+    full = fp8_cast_bytes(LLAMA8B, BLOCK, 8192, 1, 1, s, "full")[1]
+    lora = fp8_cast_bytes(LLAMA8B, BLOCK, 8192, 1, 1, s, "lora")[1]
+    assert full - lora == 4 * W_EL
 
 
 def _step(recipe: str | None, tp: int, precision: str = "fp8", framework: str = "torchtitan", gpu: str = "h100-sxm",
@@ -127,3 +147,18 @@ def test_mxfp8_needs_block_scaled_tensor_cores():
     with pytest.raises(GpuplanError, match="h100-sxm .hopper. has no MX block-scaled tensor cores"):
         _step("mxfp8", 1, gpu="h100-sxm")
     assert _step("mxfp8", 1, gpu="b200").step_s > 0
+
+
+def test_where_fp8_does_not_pay_a_generic_run_is_bf16_in_time_and_memory():
+    # Llama-3.2-1B, 512 tokens, one H100: the casts cost more than the fp8 GEMMs save, so the linears
+    # run bf16 — step time and memory both those of the bf16 run, and a note says so
+    def run(precision):
+        return evaluate(make("llama-3.2-1b", gpus=1, training={"seq_len": 512, "global_batch": 8,
+                                                              "precision": precision}, layout={"micro_batch": 1}))
+    fp8, bf16 = run("fp8"), run("bf16")
+    assert not fp8.time.step.fp8_layers
+    assert fp8.time.step_s == bf16.time.step_s and fp8.memory.total == bf16.memory.total
+    assert FP8_DOES_NOT_PAY in fp8.notes
+    # torchtitan runs every block linear in fp8 all the same, and is slower for it here
+    titan = _step("tensorwise", 1, model="llama-3.2-1b", mb=1)
+    assert titan.step.fp8_layers

@@ -31,7 +31,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "tp_comm_overlap": ("supported", "default", "requires"),
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
-    "fp8_recipe": ("default", "high_precision", "tp_all_gather"),
+    "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
@@ -262,21 +262,41 @@ def keeps_unsharded_under_pp(framework: str) -> bool:
     return get_framework(framework).fsdp_under_pp.value is False
 
 
+def _fp8_fact(framework: str, key: str) -> Any:
+    fact = get_framework(framework).fp8_recipe.get(key)
+    return fact.value if fact is not None else None
+
+
 @cache
 def converts_every_block_linear(framework: str) -> bool:
-    """Whether the framework documents which layers it keeps in high precision under fp8
-    (frameworks.json ``fp8_recipe.high_precision``: torchtitan's Float8 converter and Megatron-Core's
-    TE layers convert every linear of the transformer blocks) — then every such layer runs fp8."""
-    fact = get_framework(framework).fp8_recipe.get("high_precision")
-    return fact is not None and fact.value is not None
+    """Whether the framework runs every linear of the transformer blocks in fp8 under precision fp8,
+    paying or not (frameworks.json ``fp8_recipe.scope`` 'block-linears': torchtitan's float8
+    converter, Megatron-Core's TE layers)."""
+    return _fp8_fact(framework, "scope") == "block-linears"
+
+
+@cache
+def fp8_input_cast_shared(framework: str, tp_gathered: bool) -> bool:
+    """Whether linears that read the same input (q/k/v, gate/up) share one cast of it
+    (frameworks.json ``fp8_recipe.input_cast``: 'shared' — Megatron-Core's fused TE linears;
+    'shared-under-tp' — torchtitan's PrepareFloat8ModuleInput, with fp8 tensor parallelism only)."""
+    value = _fp8_fact(framework, "input_cast")
+    return value == "shared" or (value == "shared-under-tp" and tp_gathered)
+
+
+@cache
+def fp8_weight_cast_per_step(framework: str) -> bool:
+    """Whether fp8 weights are cast once per optimizer step and cached across micro-batches
+    (frameworks.json ``fp8_recipe.weight_cast`` 'per-step': Transformer Engine's is_first_microbatch)."""
+    return _fp8_fact(framework, "weight_cast") == "per-step"
 
 
 @cache
 def fp8_gathers_tp(framework: str, recipe: str) -> bool:
     """Whether the framework's sequence-parallel all-gathers carry fp8 under ``recipe`` (cast on the
     shard, then gathered; frameworks.json ``fp8_recipe.tp_all_gather``: the recipes that do)."""
-    fact = get_framework(framework).fp8_recipe.get("tp_all_gather")
-    return fact is not None and isinstance(fact.value, list) and recipe in fact.value
+    value = _fp8_fact(framework, "tp_all_gather")
+    return isinstance(value, list) and recipe in value
 
 
 FP8_RECIPE_FALLBACK = "tensorwise"  # dynamic per-tensor scaling: torchao's default Float8Linear recipe

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.catalog.frameworks import fp8_gathers_tp, fp8_recipe_of, get_framework
+from gpuplan.catalog.frameworks import (
+    fp8_gathers_tp,
+    fp8_input_cast_shared,
+    fp8_recipe_of,
+    fp8_weight_cast_per_step,
+    get_framework,
+)
 from gpuplan.catalog.matmul import fp8_scaling_costs, matmul_profile
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.software import Software, software
@@ -49,14 +55,14 @@ def unsupported_precision(g: GPU, precision: str, fp8_recipe: str | None = None)
     """Why ``g`` cannot train in ``precision`` (its catalogue lists compute peaks, none for that
     number format) or with ``fp8_recipe`` (mxfp8 needs block-scaled tensor cores), or None. A GPU
     with no published peaks at all is left to the memory estimate."""
-    if precision == "fp8" and fp8_recipe == "mxfp8" and g.architecture not in MX_ARCHITECTURES:
-        return (f"{g.id} ({g.architecture}) has no MX block-scaled tensor cores for fp8_recipe mxfp8 (Blackwell, "
-                f"CDNA4): choose fp8_recipe tensorwise or rowwise, or a Blackwell GPU")
     if not g.peak_flops:
         return None
     need = {"fp8": ("fp8",), "bf16": ("bf16",), "bf16-pure": ("bf16",), "fp16": ("fp16",),
             "fp32": ("tf32", "fp32")}[precision]
     if any(k in g.peak_flops for k in need):
+        if precision == "fp8" and fp8_recipe == "mxfp8" and g.architecture not in MX_ARCHITECTURES:
+            return (f"{g.id} ({g.architecture}) has no MX block-scaled tensor cores for fp8_recipe mxfp8 (Blackwell, "
+                    f"CDNA4): drop fp8_recipe (the framework's default) or choose a Blackwell GPU")
         return None
     alt = "bf16" if precision == "fp8" and "bf16" in g.peak_flops else "fp16"
     what = {"fp8": "fp8 tensor cores (Hopper, Ada L4/L40S, Blackwell, MI300)", "bf16": "bf16 tensor cores",
@@ -174,16 +180,19 @@ class LayerTime:
 
 
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
-               dev: Device, dev16: Device | None = None) -> LayerTime:
+               dev: Device, dev16: Device | None = None, microbatches: int = 1) -> LayerTime:
     """One layer, one micro-batch of ``tokens`` local tokens, on one rank. Under fp8 (``dev16`` the
-    same GPU in bf16) the block's linear layers run the run's fp8 recipe (``fp8_scheme``); without
-    ``dev16`` the layer runs at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
+    same GPU in bf16) the block's linear layers run the run's fp8 recipe (``fp8_scheme``; a weight
+    cast once per step is spread over the step's ``microbatches``); without ``dev16`` the layer runs
+    at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
     sw = software(tr.framework, tr.compile, m)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
             tr.method, sw)
     if tr.precision != "fp8" or dev16 is None:
         return _layer_time(*args, None, dev, None)
-    return _layer_time(*args, fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp), dev, dev16)
+    scheme = fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp, lay.sequence_parallel,
+                        microbatches)
+    return _layer_time(*args, scheme, dev, dev16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +215,11 @@ class Fp8Scheme:
       (frameworks.json ``fp8_recipe.tp_all_gather``: torchtitan's Float8ColwiseParallel /
       Float8RowwiseParallel for tensorwise only, Transformer Engine's per-tensor and MXFP8
       quantizers), a gathered operand is cast on its 1/tp shard, gathered in fp8 and transposed
-      whole for the weight-gradient GEMM; otherwise it is gathered in bf16 and cast whole."""
+      whole for the weight-gradient GEMM; otherwise it is gathered in bf16 and cast whole;
+    * ``shared_input``: linears that read the same input (q/k/v, gate/up) cast it once
+      (``fp8_recipe.input_cast``: Megatron-Core's fused TE linears; torchtitan under fp8 TP);
+    * ``weight_share``: the share of micro-batches that cast the weights (1, or 1/micro-batches
+      where the fp8 weights are cached across a step: ``fp8_recipe.weight_cast``)."""
 
     recipe: str
     act: float
@@ -214,7 +227,8 @@ class Fp8Scheme:
     rescale: bool = False
     grad_weight_hp: bool = False
     shard_cast: bool = False
-
+    shared_input: bool = False
+    weight_share: float = 1.0
 
 # Megatron's RowParallelLinear layers (Shoeybi et al. 2019, Sec. 3: the attention output projection
 # and the MLP's second linear), by their checkpoint names across the catalogue's model families
@@ -223,8 +237,9 @@ RESCALE_BYTES = 4.0  # read and write one bf16 output element
 TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
 
 
-@lru_cache(maxsize=64)
-def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int) -> Fp8Scheme:
+@lru_cache(maxsize=256)
+def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int, sp: bool = True,
+               microbatches: int = 1) -> Fp8Scheme:
     costs = {c.role: c for c in fp8_scaling_costs(recipe)}
     if not costs:
         costs = {c.role: c for c in fp8_scaling_costs("tensorwise")}
@@ -232,43 +247,50 @@ def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int) -> Fp8Schem
     w_cost = costs.get("weight") or costs["any"]
     fused = act_cost.bytes_per_element_fused_with_prev
     act = fused if compile_ and fused is not None else act_cost.bytes_per_element
+    shard = fp8_gathers_tp(framework, recipe) and tp > 1 and sp
     return Fp8Scheme(recipe=recipe, act=act, weight=w_cost.bytes_per_element,
                      rescale=recipe == "rowwise", grad_weight_hp=recipe == "rowwise_with_gw_hp",
-                     shard_cast=fp8_gathers_tp(framework, recipe) and tp > 1)
+                     shard_cast=shard, shared_input=fp8_input_cast_shared(framework, shard),
+                     weight_share=1 / max(1, microbatches) if fp8_weight_cast_per_step(framework) else 1.0)
 
 
-def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int,
-                    s: Fp8Scheme) -> tuple[float, float]:
+def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
+                   method: str = "full") -> tuple[float, float]:
     """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
     on one rank. The attention output and second MLP projections are row-parallel under tensor
     parallelism (``ROW_PARALLEL``): input sharded, output gradient whole (gathered); the others are
     column-parallel: input whole (gathered), output gradient sharded. Expert matrices see the
-    rank's routed tokens (tokens · top_k); the router stays in high precision."""
+    busiest rank's routed tokens (tokens · top_k · ``expert_imbalance``). The router (a tiny GEMM)
+    is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one."""
     fwd = bwd = 0.0
+    cast_inputs: set[tuple[str, int]] = set()
+    busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
     for w in lg.weights:
         if not w.is_matrix or w.group not in ("attention", "mlp", "shared_expert", "expert"):
             continue
         out_f, in_f = w.shape
         row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
         if w.group == "expert":
-            tok, mats = tokens * m.top_k, w.count / ep
+            tok, mats = tokens * m.top_k * busiest, w.count / ep
         else:
             tok, mats = tokens * w.count, w.count
         x_el, dy_el = tok * (in_f / tp if row else in_f), tok * (out_f if row else out_f / tp)
         w_el = mats * out_f * in_f / tp
-        fwd += x_el * s.act + w_el * s.weight / 2
-        bwd += dy_el * s.act + w_el * s.weight / 2
-        if s.shard_cast:  # the gathered operand (column-parallel input, row-parallel output gradient) is
-            # cast on its 1/tp shard, gathered in fp8 and transposed once whole for the weight-gradient
-            # GEMM (_scaled_mm takes its second operand column-major): read 1 B + write 1 B
+        shared = not row and s.shared_input and (w.group, in_f) in cast_inputs
+        cast_inputs.add((w.group, in_f))
+        fwd += (0.0 if shared else x_el * s.act) + w_el * s.weight * s.weight_share / 2
+        bwd += dy_el * s.act + w_el * s.weight * s.weight_share / 2
+        if s.shard_cast and not shared:  # the gathered operand (column-parallel input, row-parallel
+            # output gradient) is cast on its 1/tp shard, gathered in fp8 and transposed once whole
+            # for the weight-gradient GEMM (_scaled_mm takes its second operand column-major): 1+1 B
             gathered = dy_el if row else x_el
             saved = gathered * (1 - 1 / tp) * s.act - TRANSPOSE_BYTES * gathered
             if row:
                 bwd -= saved
             else:
                 fwd -= saved
-        if s.rescale:  # the grad_input (tokens x in) and grad_weight (weight-sized) outputs
-            bwd += RESCALE_BYTES * (tok * (in_f / tp if row else in_f) + w_el)
+        if s.rescale:  # the grad_input (tokens x in) and, training the weight, grad_weight outputs
+            bwd += RESCALE_BYTES * (tok * (in_f / tp if row else in_f) + (w_el if method == "full" else 0.0))
     return fwd, bwd
 
 
@@ -355,7 +377,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
             expert_mats = sum(1 for w in lg.weights if w.is_matrix and w.group == "expert")
             kernels += expert_mats * max(0, m.n_experts // ep - 1)
     elem_f = tokens * per_token / dev.bw
-    cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8) if fp8 else (0.0, 0.0)
+    cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method) if fp8 else (0.0, 0.0)
     cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
     launch = kernels * constant("kernel_launch_s")
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0

@@ -17,7 +17,7 @@ from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.runtime import StepTime, step_time
-from gpuplan.spec import Layout
+from gpuplan.spec import Layout, Training
 from gpuplan.spec.defaults import assumed, default_global_batch
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
@@ -143,8 +143,25 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
                         cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
                         searched=searched)
     time = time_estimate(sc, lay)
+    extra: tuple[str, ...] = ()
+    if sc.training.precision == "fp8" and not time.step.fp8_layers:
+        mem16 = memory(sc.model, hw, bf16_linears(sc.training), lay, sc.corrections)
+        if mem16.fits or not mem.fits:  # the linears run bf16: so does their memory
+            mem, extra = mem16, (FP8_DOES_NOT_PAY,)
+        else:  # bf16 would not fit where fp8 does: fp8 it is, slower or not
+            time = time_estimate(sc, lay, allow_bf16=False)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=time, cost=cost_of(time, hw.price_per_gpu_hour),
-                    notes=_notes(sc, mem), searched=searched)
+                    notes=_notes(sc, mem) + extra, searched=searched)
+
+
+FP8_DOES_NOT_PAY = ("fp8 does not pay on this layout: the blocks' linear layers are estimated in bf16 (time and "
+                    "memory), as Transformer Engine users leave such layers out of fp8_autocast; torchtitan and "
+                    "Megatron-Core (training.framework) run every block linear in fp8 regardless")
+
+
+def bf16_linears(tr: Training) -> Training:
+    """The run with its fp8 linears in bf16 (what a generic fp8 run falls back to where fp8 does not pay)."""
+    return replace(tr, precision="bf16", fp8_recipe=None)
 
 
 # Memory savers that published runs use and gpuplan does not represent: a peak within this share
@@ -175,11 +192,11 @@ def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[str, ...]:
     return tuple(out)
 
 
-def time_estimate(sc: Scenario, lay: Layout) -> TimeEstimate:
+def time_estimate(sc: Scenario, lay: Layout, allow_bf16: bool = True) -> TimeEstimate:
     """Step time (runtime.py), throughput, MFU/HFU, time to train, energy at TDP, and the goodput
     loss to failures."""
     hw, tr, model = sc.hardware, sc.training, sc.model
-    st = step_time(model, hw, tr, lay, sc.corrections)
+    st = step_time(model, hw, tr, lay, sc.corrections, allow_bf16)
     seqs = tr.global_batch if tr.global_batch is not None else lay.dp * lay.micro_batch
     tokens_per_step = seqs * tr.seq_len
     tps = tokens_per_step / st.step_s

@@ -90,13 +90,14 @@ class StepTime:
     recompute_s: float
     interference_s: float
     comm_detail: dict[str, float]  # tp, tp_exposed, cp, ep, pp, dp_total, dp_exposed (seconds per step)
+    fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
 
 
 def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
-                   corrections: Corrections) -> StageCompute:
+                   corrections: Corrections, n_mb: int = 1) -> StageCompute:
     """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch."""
     groups = {lg.moe: lg for lg in m.layers}  # one layer of each kind (dense, MoE) sets its time
-    times = {moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16) for moe, lg in groups.items()}
+    times = {moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16, n_mb) for moe, lg in groups.items()}
     targets = tr.lora_targets if tr.method != "full" else None
     # the LM head stays in bf16 under fp8 (frameworks.json fp8_recipe.high_precision: torchtitan's
     # filter_fqns 'output', Megatron-Core's fp8 only inside the transformer blocks)
@@ -303,14 +304,15 @@ def _optimizer_s(tr: Training, lay: Layout, rp: RankParams, dev: Device) -> floa
     return local * (4 + 2) / PCIE_HOST_BYTES_PER_S + local / CPU_ADAM_PARAMS_PER_S
 
 
-def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections = NONE) -> StepTime:
+def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections = NONE,
+              allow_bf16: bool = True) -> StepTime:
     """Seconds per optimizer step and its breakdown, for the slowest pipeline stage. Under fp8 the
-    blocks' linear layers run the fp8 recipe; a framework that documents converting every one of
-    them (frameworks.json ``fp8_recipe.high_precision``: torchtitan, Megatron-Core) does so even
-    where that is slower, otherwise the step runs them in bf16 where fp8 does not pay (as Transformer
-    Engine users leave layers out of ``fp8_autocast``), so fp8 is never slower than bf16 there."""
+    blocks' linear layers run the fp8 recipe; a framework that runs every one of them in fp8
+    (frameworks.json ``fp8_recipe.scope``: torchtitan, Megatron-Core) does so even where that is
+    slower; otherwise (``allow_bf16``) the step runs them in bf16 where fp8 does not pay, as
+    Transformer Engine users leave layers out of ``fp8_autocast`` — ``fp8_layers`` says which."""
     st = _step_time(m, hw, tr, lay, corrections, fp8_layers=tr.precision == "fp8")
-    if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
+    if allow_bf16 and tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
         st16 = _step_time(m, hw, tr, lay, corrections, fp8_layers=False)
         if st16.step_s < st.step_s:
             return st16
@@ -324,7 +326,7 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     topo = topology(hw)
     tokens = lay.micro_batch * tr.seq_len / lay.cp  # local tokens of one micro-batch
     n_mb = micro_batches(tr, lay)
-    sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id))
+    sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id), n_mb)
     tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s, ep_exposed = _ep_comm(m, lay, sc, tokens, topo)
@@ -347,4 +349,5 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
         interference_s=interference,
         comm_detail={"tp": n_mb * tp_s, "tp_exposed": n_mb * tp_exposed, "cp": n_mb * cp_s, "ep": n_mb * ep_s,
                      **({"ep_exposed": n_mb * ep_exposed} if _ep_hidden(lay) else {}),
-                     "pp": n_mb * pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed})
+                     "pp": n_mb * pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed},
+        fp8_layers=fp8_layers)

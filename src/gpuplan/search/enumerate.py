@@ -27,6 +27,7 @@ from typing import Any
 
 from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.hardware import get_fabric
+from gpuplan.model.estimate import bf16_linears
 from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
 from gpuplan.model.runtime import step_time
 from gpuplan.spec import GPU, Hardware, Layout, Training, divisors, ep_choices, tp_splits_heads
@@ -326,6 +327,12 @@ class Search:
 
     def _consider(self, hw: Hardware, tr: Training, lay: Layout, total_bytes: float) -> None:
         st = step_time(self.sc.model, hw, tr, lay, self.sc.corrections)
+        if tr.precision == "fp8" and not st.fp8_layers:  # bf16 linears where fp8 does not pay, if they fit
+            mem16 = memory(self.sc.model, hw, bf16_linears(tr), lay, self.sc.corrections)
+            if mem16.fits:
+                total_bytes = mem16.total
+            else:
+                st = step_time(self.sc.model, hw, tr, lay, self.sc.corrections, allow_bf16=False)
         tokens_step = (tr.global_batch or 0) * tr.seq_len
         tps = tokens_step / st.step_s
         total = tr.tokens if tr.tokens is not None else (tr.steps * tokens_step if tr.steps else None)
