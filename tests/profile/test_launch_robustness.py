@@ -177,6 +177,15 @@ RUNNER = textwrap.dedent("""
 """)
 
 
+
+def _default_signals() -> None:
+    """The gpuplan under test starts with SIGINT and SIGHUP at their defaults even when pytest itself
+    runs in the background or under nohup (which ignore them, and gpuplan leaves an ignored signal
+    ignored, as nohup asks)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @needs_proc
 @pytest.mark.parametrize(("sig", "rc"), [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, 130),
                                          (signal.SIGHUP, -signal.SIGHUP)])
@@ -189,7 +198,7 @@ def test_a_signal_to_gpuplan_stops_every_process_and_removes_the_temp_folder(sig
     env = {**os.environ, "TMPDIR": str(tmpdir),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     gp = subprocess.Popen([sys.executable, "-c", RUNNER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
+                          text=True, preexec_fn=_default_signals)
     pids: list[int] = []
     try:
         deadline = time.monotonic() + 20
