@@ -240,18 +240,32 @@ TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
 @lru_cache(maxsize=256)
 def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int, sp: bool = True,
                microbatches: int = 1) -> Fp8Scheme:
-    costs = {c.role: c for c in fp8_scaling_costs(recipe)}
-    if not costs:
-        costs = {c.role: c for c in fp8_scaling_costs("tensorwise")}
+    costs = {c.role: c for c in fp8_scaling_costs(recipe)}  # catalog/matmul.json has every FP8_RECIPES entry
     act_cost = costs.get("input_or_grad_output") or costs["any"]
     w_cost = costs.get("weight") or costs["any"]
     fused = act_cost.bytes_per_element_fused_with_prev
     act = fused if compile_ and fused is not None else act_cost.bytes_per_element
-    shard = fp8_gathers_tp(framework, recipe) and tp > 1 and sp
+    shard = fp8_tp_gather(framework, recipe, tp, sp)
     return Fp8Scheme(recipe=recipe, act=act, weight=w_cost.bytes_per_element,
                      rescale=recipe == "rowwise", grad_weight_hp=recipe == "rowwise_with_gw_hp",
                      shard_cast=shard, shared_input=fp8_input_cast_shared(framework, shard),
                      weight_share=1 / max(1, microbatches) if fp8_weight_cast_per_step(framework) else 1.0)
+
+
+def fp8_tp_gather(framework: str, recipe: str, tp: int, sp: bool) -> bool:
+    """Whether the tensor-parallel all-gathers carry fp8: under sequence parallelism, where the
+    framework casts before gathering (catalog.frameworks.fp8_gathers_tp). The casts (``Fp8Scheme``)
+    and the collectives (runtime._tp_comm) both follow it."""
+    return tp > 1 and sp and fp8_gathers_tp(framework, recipe)
+
+
+def _operand_cast_bytes(elements: float, gathered: bool, tp: int, s: Fp8Scheme) -> float:
+    """Bytes to cast one matmul operand of ``elements``: all of it, or — a gathered operand under
+    ``shard_cast`` — its 1/tp shard before the fp8 all-gather, then one transpose of the whole for the
+    weight-gradient GEMM (_scaled_mm takes its second operand column-major): 1 B read + 1 B written."""
+    if gathered and s.shard_cast:
+        return elements / tp * s.act + TRANSPOSE_BYTES * elements
+    return elements * s.act
 
 
 def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
@@ -278,19 +292,11 @@ def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int
         w_el = mats * out_f * in_f / tp
         shared = not row and s.shared_input and (w.group, in_f) in cast_inputs
         cast_inputs.add((w.group, in_f))
-        fwd += (0.0 if shared else x_el * s.act) + w_el * s.weight * s.weight_share / 2
-        bwd += dy_el * s.act + w_el * s.weight * s.weight_share / 2
-        if s.shard_cast and not shared:  # the gathered operand (column-parallel input, row-parallel
-            # output gradient) is cast on its 1/tp shard, gathered in fp8 and transposed once whole
-            # for the weight-gradient GEMM (_scaled_mm takes its second operand column-major): 1+1 B
-            gathered = dy_el if row else x_el
-            saved = gathered * (1 - 1 / tp) * s.act - TRANSPOSE_BYTES * gathered
-            if row:
-                bwd -= saved
-            else:
-                fwd -= saved
-        if s.rescale:  # the grad_input (tokens x in) and, training the weight, grad_weight outputs
-            bwd += RESCALE_BYTES * (tok * (in_f / tp if row else in_f) + (w_el if method == "full" else 0.0))
+        # the gathered operand is the column-parallel input or the row-parallel output gradient
+        fwd += (0.0 if shared else _operand_cast_bytes(x_el, not row, tp, s)) + w_el * s.weight * s.weight_share / 2
+        bwd += _operand_cast_bytes(dy_el, row, tp, s) + w_el * s.weight * s.weight_share / 2
+        if s.rescale:  # the grad_input (x-sized) and, training the weight, grad_weight outputs
+            bwd += RESCALE_BYTES * (x_el + (w_el if method == "full" else 0.0))
     return fwd, bwd
 
 

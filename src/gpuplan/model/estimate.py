@@ -17,7 +17,8 @@ from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.runtime import StepTime, step_time
-from gpuplan.spec import Layout, Training
+from gpuplan.spec import Hardware, Layout, ModelSpec, Training
+from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import assumed, default_global_batch
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 
@@ -142,14 +143,11 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
         return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem), time_note=why,
                         cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
                         searched=searched)
-    time = time_estimate(sc, lay)
+    st, mem16 = settle_fp8(sc.model, hw, sc.training, lay, sc.corrections, mem.fits)
     extra: tuple[str, ...] = ()
-    if sc.training.precision == "fp8" and not time.step.fp8_layers:
-        mem16 = memory(sc.model, hw, bf16_linears(sc.training), lay, sc.corrections)
-        if mem16.fits or not mem.fits:  # the linears run bf16: so does their memory
-            mem, extra = mem16, (FP8_DOES_NOT_PAY,)
-        else:  # bf16 would not fit where fp8 does: fp8 it is, slower or not
-            time = time_estimate(sc, lay, allow_bf16=False)
+    if mem16 is not None:
+        mem, extra = mem16, (FP8_DOES_NOT_PAY,)
+    time = time_estimate(sc, lay, st)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=time, cost=cost_of(time, hw.price_per_gpu_hour),
                     notes=_notes(sc, mem) + extra, searched=searched)
 
@@ -159,9 +157,18 @@ FP8_DOES_NOT_PAY = ("fp8 does not pay on this layout: the blocks' linear layers 
                     "Megatron-Core (training.framework) run every block linear in fp8 regardless")
 
 
-def bf16_linears(tr: Training) -> Training:
-    """The run with its fp8 linears in bf16 (what a generic fp8 run falls back to where fp8 does not pay)."""
-    return replace(tr, precision="bf16", fp8_recipe=None)
+def settle_fp8(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
+               fp8_fits: bool) -> tuple[StepTime, MemoryBreakdown | None]:
+    """The step, and the memory that replaces the fp8 one (None: keep it). A generic fp8 run whose
+    step falls back to bf16 linears (runtime.step_time) holds bf16's memory — unless that would not
+    fit where fp8's does: then it runs fp8 after all, slower or not."""
+    st = step_time(model, hw, tr, lay, corrections)
+    if tr.precision != "fp8" or st.fp8_layers:
+        return st, None
+    mem16 = memory(model, hw, replace(tr, precision="bf16", fp8_recipe=None), lay, corrections)
+    if mem16.fits or not fp8_fits:
+        return st, mem16
+    return step_time(model, hw, tr, lay, corrections, allow_bf16=False), None
 
 
 # Memory savers that published runs use and gpuplan does not represent: a peak within this share
@@ -192,11 +199,11 @@ def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[str, ...]:
     return tuple(out)
 
 
-def time_estimate(sc: Scenario, lay: Layout, allow_bf16: bool = True) -> TimeEstimate:
-    """Step time (runtime.py), throughput, MFU/HFU, time to train, energy at TDP, and the goodput
-    loss to failures."""
+def time_estimate(sc: Scenario, lay: Layout, st: StepTime | None = None) -> TimeEstimate:
+    """Step time (runtime.py, or ``st`` already found), throughput, MFU/HFU, time to train, energy at
+    TDP, and the goodput loss to failures."""
     hw, tr, model = sc.hardware, sc.training, sc.model
-    st = step_time(model, hw, tr, lay, sc.corrections, allow_bf16)
+    st = st if st is not None else step_time(model, hw, tr, lay, sc.corrections)
     seqs = tr.global_batch if tr.global_batch is not None else lay.dp * lay.micro_batch
     tokens_per_step = seqs * tr.seq_len
     tps = tokens_per_step / st.step_s

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from gpuplan.catalog.constants import constant
 from gpuplan.catalog.frameworks import (
     converts_every_block_linear,
-    fp8_gathers_tp,
     fp8_recipe_of,
     keeps_unsharded_under_pp,
 )
@@ -32,7 +31,7 @@ from gpuplan.model.comm import (
     send_recv_s,
     topology,
 )
-from gpuplan.model.compute import Device, LayerTime, device, layer_time, matmul_s
+from gpuplan.model.compute import Device, LayerTime, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
@@ -132,7 +131,7 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         return 0.0, 0.0
     act_bytes = tokens * m.hidden * 2
     passes = 2 + lay.recompute_share  # forward, backward (+ recomputed forward)
-    if lay.sequence_parallel and fp8_layers and fp8_gathers_tp(tr.framework, fp8_recipe_of(tr)):
+    if fp8_layers and fp8_tp_gather(tr.framework, fp8_recipe_of(tr), lay.tp, lay.sequence_parallel):
         # the all-gathers (block inputs forward, output gradients backward) carry fp8, 1 B per
         # element; the reduce-scatters stay bf16 (frameworks.json fp8_recipe.tp_all_gather)
         per_pass = all_gather_s(act_bytes / 2, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)

@@ -27,9 +27,8 @@ from typing import Any
 
 from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.hardware import get_fabric
-from gpuplan.model.estimate import bf16_linears
+from gpuplan.model.estimate import settle_fp8
 from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
-from gpuplan.model.runtime import step_time
 from gpuplan.spec import GPU, Hardware, Layout, Training, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.defaults import default_global_batch as _default_batch
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
@@ -326,13 +325,9 @@ class Search:
         return found
 
     def _consider(self, hw: Hardware, tr: Training, lay: Layout, total_bytes: float) -> None:
-        st = step_time(self.sc.model, hw, tr, lay, self.sc.corrections)
-        if tr.precision == "fp8" and not st.fp8_layers:  # bf16 linears where fp8 does not pay, if they fit
-            mem16 = memory(self.sc.model, hw, bf16_linears(tr), lay, self.sc.corrections)
-            if mem16.fits:
-                total_bytes = mem16.total
-            else:
-                st = step_time(self.sc.model, hw, tr, lay, self.sc.corrections, allow_bf16=False)
+        st, mem16 = settle_fp8(self.sc.model, hw, tr, lay, self.sc.corrections, fp8_fits=True)
+        if mem16 is not None:  # bf16 linears where fp8 does not pay, and they fit
+            total_bytes = mem16.total
         tokens_step = (tr.global_batch or 0) * tr.seq_len
         tps = tokens_step / st.step_s
         total = tr.tokens if tr.tokens is not None else (tr.steps * tokens_step if tr.steps else None)
