@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.io.scenario import parse_scenario
-from gpuplan.model.estimate import evaluate
 
 
 def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int | None = None, **sections: dict) -> Any:

@@ -45,6 +45,21 @@ def test_fit_and_plan_agree_with_the_cli(capsys):
     assert [pt.gpus for pt in p.scaling] == [r["gpus"] for r in cli["scaling"]]
 
 
+def test_plan_options_take_units_as_the_cli_does(capsys):
+    # one parser for plan options (io/options.py): the CLI's units work in the Python API too
+    p = gpuplan.plan(model="llama-3.1-8b", gpu="h100-sxm", tokens="1T", max_gpus="64", deadline_s="14d",
+                     budget="$50k", top="3", threshold="80%")
+    assert p.result.options.deadline_s == 14 * 86400 and p.result.options.budget_usd == 50_000
+    assert p.result.options.threshold == 0.8 and p.result.options.max_gpus == 64
+    cli = _cli_json(capsys, "plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tokens", "1T", "--max-gpus",
+                    "64", "--deadline", "14d", "--budget", "$50k", "--top", "3", "--threshold", "0.8")
+    assert p.to_json() == cli
+    # seconds and USD as plain numbers, as the names say
+    q = gpuplan.plan(model="llama-3.1-8b", gpu="h100-sxm", tokens="1T", max_gpus=64, deadline_s=14 * 86400,
+                     budget=50_000, top=3)
+    assert q.to_json() == cli
+
+
 def test_a_scenario_file_with_keyword_overrides(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text("model: llama-3.2-1b\nhardware: {gpu: h100-sxm, gpus: 2}\n")

@@ -153,3 +153,31 @@ def _wide_tuples() -> list[str]:
 
 def test_no_wide_tuples_cross_modules():
     assert _wide_tuples() == []
+
+
+def test_the_model_and_the_search_load_no_parser_report_store_or_torch():
+    """Importing the model and the search (the planner's path) loads none of io/, report/, the public API,
+    the web server, YAML, SQLite or torch — checked in a fresh interpreter, so any import chain counts,
+    not only the direct ones the AST walk sees (the package face is lazy: gpuplan/__init__.py)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gpuplan.model.estimate, gpuplan.model.memory, gpuplan.model.runtime, gpuplan.search.plan, "
+            "gpuplan.search.fit; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'sqlite3', 'torch') or "
+            "m.startswith(('gpuplan.io', 'gpuplan.report', 'gpuplan.api', 'gpuplan.serve', 'gpuplan.cli'))); "
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+def test_the_package_face_is_lazy_and_complete():
+    import subprocess
+    import sys
+
+    code = ("import sys, gpuplan; before = 'gpuplan.api' in sys.modules; "
+            "names = [getattr(gpuplan, n) for n in gpuplan.__all__]; "
+            "print(before, 'gpuplan.api' in sys.modules, len(names))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True", str(len(__import__("gpuplan").__all__))]

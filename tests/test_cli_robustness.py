@@ -129,7 +129,7 @@ def test_catalogue_models_carry_no_assumptions_but_inline_configs_do():
 def test_a_sequence_beyond_the_models_positions_is_noted():
     from conftest import make
 
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import evaluate_scenario as evaluate
 
     long = evaluate(make("llama-2-7b", gpus=8, training={"seq_len": 65536}, layout={"zero": 3})).to_json()
     assert long["notes"] and "beyond the 4,096 positions" in long["notes"][0]
@@ -163,7 +163,7 @@ def test_a_fixed_micro_batch_that_cannot_divide_the_batch_is_named():
 def test_fp32_on_v100_runs_at_the_fp32_peak_not_the_tensor_cores():
     from conftest import make
 
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import evaluate_scenario as evaluate
 
     def t(precision):
         return evaluate(make("llama-3.2-1b", "v100-32gb", 8, training={"precision": precision})).to_json()["time"]

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import make
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.cli import main
 from gpuplan.export import TARGETS, export, megatron_args, torchrun_args
-from gpuplan.model.estimate import evaluate
 
 # Layouts that exercise each mapping: TP×PP with ZeRO-2 (the built-in example), hybrid-sharded
 # ZeRO-3 with parameter offload and full recompute, plain DDP on one node, interleaved pipeline

@@ -10,11 +10,11 @@ from conftest import make
 from export_parsers import load_torchtitan
 from test_export import CASES, _case, megatron_parser
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
 from gpuplan.export import export, megatron_args
 from gpuplan.export.to_megatron import vocab_divisor
-from gpuplan.model.estimate import evaluate
 
 
 def _megatron(model: str, tp: int = 1, gpus: int = 8) -> tuple[object, list[str]]:

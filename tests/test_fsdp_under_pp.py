@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from conftest import make
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
-from gpuplan.model.estimate import evaluate
 from gpuplan.model.params import rank_params
 
 LAYOUT = {"dp": 4, "tp": 4, "pp": 4, "zero": 3, "recompute": "full"}

@@ -334,19 +334,19 @@ def test_fit_of_a_quadrillion_parameters_ends_in_seconds(capsys):
 def test_a_plan_past_the_work_limit_says_so(capsys, monkeypatch):
     from gpuplan.search import enumerate as en
 
-    monkeypatch.setattr(en, "MAX_TRIES", 50)
+    monkeypatch.setattr(en, "MAX_SPLITS", 5)
     assert main(["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "64", "--json"]) == 0
     captured = capsys.readouterr()
     res = json.loads(captured.out)
-    assert any(k.startswith("not searched: the work limit of") for k in res["rejected"])
+    assert res["not_searched"] > 0 and any(k.startswith("not searched: the work limit") for k in res["rejected"])
     assert "gpuplan: note: not searched: the work limit" in captured.err
 
 
 def test_a_fit_cut_by_the_work_limit_does_not_claim_nothing_fits(capsys, monkeypatch):
     from gpuplan.search import enumerate as en
 
-    # 405B does not fit on 8 H100s; with 3 layouts allowed the search stops long before it knows
-    monkeypatch.setattr(en, "MAX_TRIES", 3)
+    # 405B does not fit on 8 H100s; with 3 parallel splits allowed the search stops long before it knows
+    monkeypatch.setattr(en, "MAX_SPLITS", 3)
     assert main(["fit", "--model", "llama-3.1-405b", "--gpu", "h100-sxm", "--max-gpus", "8", "--json"]) == 0
     captured = capsys.readouterr()
     res = json.loads(captured.out)

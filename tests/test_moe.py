@@ -8,12 +8,12 @@ import math
 import pytest
 from conftest import make
 
+from gpuplan.api import plan_scenario
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import expert_imbalance
 from gpuplan.model.memory import stage_peak
 from gpuplan.model.pipeline import DUALPIPE_BUBBLE_SHARE, bubble_s
 from gpuplan.model.runtime import step_time
-from gpuplan.search.plan import plan
 from gpuplan.spec.scenario import complete_layout
 
 MOE = "mixtral-8x7b"
@@ -48,7 +48,7 @@ def test_dualpipe_bubble_is_two_thirds_of_a_slot_per_half_pipeline():
 def test_dualpipe_needs_an_even_pipeline_and_megatron_refuses_it():
     with pytest.raises(GpuplanError, match="even pp"):
         complete_layout(_sc(), tp=1, pp=1, ep=4, zero=1, dp=32, pp_schedule="dualpipe")
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import evaluate_scenario as evaluate
     sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": "megatron-core"},
               layout={"tp": 2, "pp": 4, "ep": 4, "zero": 1, "pp_schedule": "dualpipe"})
     with pytest.raises(GpuplanError, match="DualPipe"):
@@ -71,14 +71,14 @@ def test_plan_overlaps_the_all_to_all_only_where_the_framework_offers_it():
     for framework, want in (("generic", True), ("megatron-core", None), ("deepspeed", False)):
         sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": framework},
                   layout={"ep": 8, "pp": 1})
-        best = plan(sc, max_gpus=32).best
+        best = plan_scenario(sc, max_gpus=32).result.best
         assert best is not None and best.layout.ep == 8
         if want is not None:
             assert best.layout.ep_overlap is want, framework
     # Megatron-Core: only with virtual stages when pp > 1 (its cannot_run rule), so never under 1F1B
     sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": "megatron-core"},
               layout={"ep": 8, "pp": 2, "pp_schedule": "1f1b"})
-    best = plan(sc, max_gpus=32).best
+    best = plan_scenario(sc, max_gpus=32).result.best
     assert best is not None and best.layout.ep_overlap is False
 
 

@@ -10,6 +10,7 @@ import json
 import pytest
 from conftest import make
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog import load_json
 from gpuplan.catalog.hardware import get_fabric, get_gpu, gpus, make_hardware
 from gpuplan.catalog.models import list_models, load_model
@@ -17,7 +18,6 @@ from gpuplan.catalog.user import ENV, check_fabric_row, check_gpu_row, use_catal
 from gpuplan.cli import main
 from gpuplan.errors import GpuplanError
 from gpuplan.model.comm import topology
-from gpuplan.model.estimate import evaluate
 from gpuplan.search.enumerate import tp_domain
 
 # NVIDIA A10 datasheet: BF16 Tensor Core 125 TFLOPS (250 with sparsity), 24 GB GDDR6, 600 GB/s

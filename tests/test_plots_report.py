@@ -8,10 +8,10 @@ import sys
 import pytest
 from conftest import make
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.api import plan_scenario as plan
 from gpuplan.cli import main
 from gpuplan.errors import GpuplanError
-from gpuplan.model.estimate import evaluate
 from gpuplan.report.progress import ProgressBar, for_command
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -134,8 +134,11 @@ def test_progress_bar_quiet_off_terminal_and_with_json() -> None:
     assert not for_command("planning", json_output=True).enabled
 
 
-def test_plan_reports_progress_per_gpu_type() -> None:
+def test_plan_reports_progress_per_group_of_gpu_types() -> None:
+    # GPU types of the same layout space (8-GPU nodes here) are searched together; a GB200 tray of 4 GPUs
+    # in a 72-GPU NVLink domain is another space
     seen: list[tuple[float, str]] = []
-    plan(make("llama-3.1-8b"), gpu_types=["h100-sxm", "a100-80gb-sxm"], max_gpus=8,
+    plan(make("llama-3.1-8b"), gpu_types=["h100-sxm", "a100-80gb-sxm", "gb200"], max_gpus=8,
          progress=lambda f, label: seen.append((f, label))).to_json()
-    assert seen == [(0.0, "h100-sxm"), (0.5, "a100-80gb-sxm")]
+    assert [label for _, label in seen] == ["h100-sxm, a100-80gb-sxm", "gb200"]
+    assert seen[0][0] == 0.0 and abs(seen[1][0] - 2 / 3) < 1e-12

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
-from gpuplan.model.estimate import evaluate
 
 
 def _sc(**training):

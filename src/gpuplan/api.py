@@ -17,29 +17,32 @@ message. ``to_json()`` of every result is what ``--json`` prints.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog.hardware import get_gpu as _get_gpu
 from gpuplan.catalog.models import load_model as _load_model
-from gpuplan.errors import GpuplanError, shown
+from gpuplan.errors import GpuplanError
+from gpuplan.io.options import plan_options, reading_gpu, targets
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.io.schema import FLAG_KEYS
-from gpuplan.model.estimate import Estimate
+from gpuplan.model.estimate import Estimate as _Estimate
 from gpuplan.model.estimate import evaluate as _evaluate
-from gpuplan.report.advice import plan_json
+from gpuplan.report.advice import fit_json, plan_json
+from gpuplan.report.render import estimate_json
 from gpuplan.search.enumerate import Candidate
 from gpuplan.search.fit import FitResult
 from gpuplan.search.fit import fit as _fit
 from gpuplan.search.plan import PlanResult, candidate_estimate
 from gpuplan.search.plan import plan as _plan
 from gpuplan.search.rank import Equilibrium, ScalingPoint
-from gpuplan.spec import GPU, ModelSpec, Scenario
-from gpuplan.units import parse_count
+from gpuplan.spec import GPU, Layout, ModelSpec, Scenario
+from gpuplan.spec.options import PlanOptions
 
-__all__ = ["Fit", "Plan", "evaluate", "fit", "get_gpu", "load_model", "plan", "plan_scenario", "scenario",
-           "scenario_gpu"]
+__all__ = ["Estimate", "Fit", "Plan", "PlanOptions", "evaluate", "evaluate_scenario", "fit", "get_gpu", "load_model",
+           "plan", "plan_scenario", "scenario"]
 
 ScenarioInput = str | Path | Mapping[str, Any] | Scenario | None
 
@@ -69,9 +72,28 @@ def scenario(source: ScenarioInput = None, /, **fields: Any) -> Scenario:
     return parse_scenario(merge_flags(raw, flags), base)
 
 
+class Estimate(_Estimate):
+    """Memory, time and cost of one configuration (``gpuplan evaluate``): the model's estimate, and its
+    JSON (``to_json()``, what ``--json`` prints)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, est: _Estimate) -> Estimate:
+        return est if isinstance(est, Estimate) else cls(**{f.name: getattr(est, f.name) for f in dc_fields(est)})
+
+    def to_json(self) -> dict[str, Any]:
+        return estimate_json(self)
+
+
 def evaluate(source: ScenarioInput = None, /, **fields: Any) -> Estimate:
     """Memory, step time, time to train and cost of one configuration (``gpuplan evaluate``)."""
-    return _evaluate(scenario(source, **fields))
+    return Estimate.of(_evaluate(scenario(source, **fields)))
+
+
+def evaluate_scenario(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
+    """``evaluate`` on a parsed scenario, with a complete ``layout`` or layout fields as ``overrides``."""
+    return Estimate.of(_evaluate(sc, layout, **overrides))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,50 +110,15 @@ class Fit:
     def best(self) -> Estimate | None:
         """The fastest layout at ``min_gpus``, as a full estimate."""
         r = self.result
-        return candidate_estimate(r.scenario, r.best, r.global_batch) if r.best is not None else None
+        return Estimate.of(candidate_estimate(r.scenario, r.best, r.global_batch)) if r.best is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        r = self.result
-        row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried,
-                               "max_gpus": r.max_gpus}
-        best = self.best
-        row["best"] = best.to_json() if best is not None else None
-        if r.not_searched:  # the work limit cut the search: "nothing fits" would not be known
-            row["not_searched"] = r.not_searched
-        if best is None:
-            row["closest_total"] = r.closest.memory.total if r.closest else None
-            row["capacity"] = r.scenario.hardware.gpu.usable_memory_bytes
-        return row
+        return fit_json(self.result, self.best)
 
 
-def fit(source: ScenarioInput = None, /, *, max_gpus: int | None = None, **fields: Any) -> Fit:
+def fit(source: ScenarioInput = None, /, *, max_gpus: int | str | None = None, **fields: Any) -> Fit:
     """The smallest count of the scenario's GPU type on which the run fits, and the fastest layout there."""
-    return Fit(_fit(scenario(source, **fields), max_gpus=_count(max_gpus, "max_gpus", open_ok=True)))
-
-
-MAX_COUNT = 2**20  # as on the command line (flags.MAX_COUNT): GPUs searched, candidates shown
-
-
-def _count(value: Any, name: str, open_ok: bool = False) -> Any:
-    """A whole number from 1 to MAX_COUNT given to the API (``max_gpus``, ``top``); None when
-    ``open_ok`` and not given (the search's own bound)."""
-    if value is None and open_ok:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise GpuplanError(f"{name} must be a whole number, got {shown(value)}")
-    n = parse_count(value, name)
-    if n != int(n) or not 1 <= n <= MAX_COUNT:
-        raise GpuplanError(f"{name} must be a whole number from 1 to {MAX_COUNT:,}, got {shown(value)}")
-    return int(n)
-
-
-def _positive(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    n = parse_count(value, name)
-    if not n > 0:
-        raise GpuplanError(f"{name} must be positive, got {shown(value)}")
-    return n
+    return Fit(_fit(scenario(source, **fields), max_gpus=plan_options({"max_gpus": max_gpus}).max_gpus))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +130,12 @@ class Plan:
     @property
     def best(self) -> Estimate | None:
         r = self.result
-        return r.estimate(r.ranked[0]) if r.ranked else None
+        return Estimate.of(r.estimate(r.ranked[0])) if r.ranked else None
 
     @property
     def candidates(self) -> list[Estimate]:
         r = self.result
-        return [r.estimate(c) for c in r.ranked[:r.top_k]]
+        return [Estimate.of(r.estimate(c)) for c in r.ranked[:r.top_k]]
 
     @property
     def equilibrium(self) -> Equilibrium:
@@ -166,28 +153,22 @@ class Plan:
         return plan_json(self.result)
 
 
-def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int | None = None,
-         objective: str = "time", deadline_s: float | None = None, budget: float | None = None, top: int = 5,
-         threshold: float = 0.8, progress: Callable[[float, str], None] | None = None, **fields: Any) -> Plan:
+def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int | str | None = None,
+         objective: str = "time", deadline_s: float | str | None = None, budget: float | str | None = None,
+         top: int | str = 5, threshold: float | str = 0.8, progress: Callable[[float, str], None] | None = None,
+         **fields: Any) -> Plan:
     """Search GPU type × count × layout for what the scenario leaves open; rank by time or cost.
-    ``gpu`` may name several types (a list, or ``"all"``); with no GPU anywhere, the whole catalogue."""
-    names = [gpu] if isinstance(gpu, str) else list(gpu or [])
-    if not names and "gpu" not in fields and not _names_gpu(source):
-        names = ["all"]
-    if len(names) == 1 and names[0] != "all":
-        fields["gpu"] = names[0]
-    elif names:
-        fields.setdefault("gpu", scenario_gpu(names, power_limited=fields.get("power_limit") is not None))
-    if objective not in ("time", "cost"):
-        raise GpuplanError(f"objective must be time or cost, got {shown(objective)}")
-    if len(names) > 64 or not all(isinstance(n, str) for n in names):
-        raise GpuplanError("gpu must be a GPU type, a list of at most 64 of them, or 'all'")
-    sc = scenario(source, **fields)
-    return plan_scenario(sc, gpu_types=names if len(names) > 1 or names == ["all"] else None,
-                         max_gpus=_count(max_gpus, "max_gpus", open_ok=True), objective=objective,
-                         deadline_s=_positive(deadline_s, "deadline_s"), budget=_positive(budget, "budget"),
-                         top_k=_count(top, "top"), threshold=float(parse_count(threshold, "threshold")),
-                         progress=progress)
+    ``gpu`` may name several types (a list, ``"a,b"``, or ``"all"``); with no GPU anywhere, the whole
+    catalogue. The options take units as the command line does: ``deadline_s="14d"``, ``budget="$50k"``,
+    ``max_gpus="16k"``."""
+    options = plan_options({"gpu": gpu, "max_gpus": max_gpus, "objective": objective, "deadline": deadline_s,
+                            "budget": budget, "top": top, "threshold": threshold})
+    if not options.gpu_types and "gpu" not in fields and not _names_gpu(source):
+        options = replace(options, gpu_types=("all",))
+    read = reading_gpu(options, power_limited=fields.get("power_limit") is not None)
+    if read is not None:
+        fields = {**fields, "gpu": read} if not options.several else {"gpu": read, **fields}
+    return plan_scenario(scenario(source, **fields), options, progress)
 
 
 def _names_gpu(source: ScenarioInput) -> bool:
@@ -198,22 +179,17 @@ def _names_gpu(source: ScenarioInput) -> bool:
     return isinstance(raw, Mapping) and isinstance(raw.get("hardware"), Mapping) and "gpu" in raw["hardware"]
 
 
-def scenario_gpu(names: list[str], power_limited: bool = False) -> str:
-    """The GPU type a scenario is read against when a plan compares several (``names``, or
-    ``["all"]``): the first named — or, under a power cap (checked against the GPU's TDP), the one
-    whose TDP allows most."""
-    if not power_limited:
-        return "h100-sxm" if names == ["all"] else names[0]
-    from gpuplan.catalog.hardware import gpus
-
-    listed = gpus() if names == ["all"] else [_get_gpu(n) for n in names]
-    return max(listed, key=lambda g: g.tdp_w or 0).id
-
-
-def plan_scenario(sc: Scenario, **kw: Any) -> Plan:
-    """``plan`` on a parsed scenario (``gpu_types``, ``max_gpus``, ``objective``, ``deadline_s``,
-    ``budget``, ``top_k``, ``threshold``, ``progress`` as in ``search.plan.plan``)."""
-    return Plan(_plan(sc, **kw))
+def plan_scenario(sc: Scenario, options: PlanOptions | None = None,
+                  progress: Callable[[float, str], None] | None = None, **option_values: Any) -> Plan:
+    """``plan`` on a parsed scenario, with a ``PlanOptions`` or its fields as keywords (``max_gpus=64``,
+    ``deadline_s="14d"``, ``gpu_types=["h100-sxm", "h200"]``): the GPU types it names are resolved here
+    (the catalogue is read at the edge), then searched."""
+    if option_values:
+        if options is not None:
+            raise GpuplanError("give plan options as a PlanOptions or as keywords, not both")
+        options = plan_options(option_values)
+    options = options or PlanOptions()
+    return Plan(_plan(sc, options, targets(sc, options), progress))
 
 
 def load_model(ref: str | Path | Mapping[str, Any]) -> ModelSpec:

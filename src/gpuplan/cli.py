@@ -31,6 +31,11 @@ def _states_gpu(inputs: Inputs) -> bool:
     return any(not isinstance(r, dict) or "gpu" in (r.get("hardware") or {}) for r in inputs.raws)
 
 
+def _flag(option: str) -> str:
+    """A plan option as its flag (``max_gpus`` → ``--max-gpus``), for the messages."""
+    return "--" + option.replace("_", "-")
+
+
 def _gpu_names(args: argparse.Namespace) -> list[str]:
     """``--gpu a,b`` or ``--gpu all``: the GPU types a fit or plan compares."""
     return [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
@@ -56,20 +61,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
 
 
-def _note_work_limit(hit: bool) -> None:
+def _note_work_limit(results: list[dict]) -> None:
     """One stderr note when a search stopped at its work limit (fit and plan)."""
-    if hit:
-        from gpuplan.search.enumerate import WORK_LIMIT
+    cut = sum(r.get("not_searched") or 0 for r in results)
+    if cut:
+        from gpuplan.report.words import work_limit_note
 
-        print(f"gpuplan: note: {WORK_LIMIT}", file=sys.stderr)
+        print(f"gpuplan: note: {work_limit_note(cut)}", file=sys.stderr)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from gpuplan.api import fit
     from gpuplan.catalog.hardware import gpus
+    from gpuplan.io.options import plan_options
     from gpuplan.report.text import fit_text
 
-    max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
+    max_gpus = plan_options({"max_gpus": args.max_gpus}, named=_flag).max_gpus
     names = _gpu_names(args)
     if names == ["all"]:  # as in `plan --gpu all`: every catalogue type
         names = [g.id for g in gpus()]
@@ -80,39 +87,32 @@ def cmd_fit(args: argparse.Namespace) -> int:
         scs, is_list = _scenarios(args)
     # one GPU type of several that cannot be fitted says why; the others go on
     results = each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
-    _note_work_limit(any(r.get("not_searched") for r in results))
+    _note_work_limit(results)
     return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from gpuplan.api import plan_scenario, scenario_gpu
+    from dataclasses import replace
+
+    from gpuplan.api import plan_scenario
+    from gpuplan.io.options import plan_options, reading_gpu
     from gpuplan.report.progress import for_command
     from gpuplan.report.text import plan_text
-    from gpuplan.units import parse_count, parse_duration, parse_money
 
     _check_outputs(args, {"--plot": args.plot, "--report": args.report})
-    max_gpus = whole(args.max_gpus, "--max-gpus") if args.max_gpus is not None else None
-    top_k = whole(args.top, "--top")
-    names = _gpu_names(args)
+    options = plan_options({"objective": args.objective, "deadline": args.deadline, "budget": args.budget,
+                            "max_gpus": args.max_gpus, "top": args.top, "threshold": args.threshold,
+                            "gpu": args.gpu}, named=_flag)
     inputs = gather(args.scenario, args.example, scenario_values(args))  # the file is read once
-    if not names and not _states_gpu(inputs):  # no GPU anywhere: search the whole catalogue
-        names = ["all"]
-    several = len(names) > 1 or names == ["all"]
+    if not options.gpu_types and not _states_gpu(inputs):  # no GPU anywhere: search the whole catalogue
+        options = replace(options, gpu_types=("all",))
     # several types: the scenario is read against one of them (the one whose TDP allows most under a power cap)
-    gpu = scenario_gpu(names, power_limited=bool(getattr(args, "power_limit", None))) if several else None
-    scs, is_list = parse_all(inputs, gpu), inputs.is_list
-    kwargs = {
-        "gpu_types": names if several else None, "max_gpus": max_gpus, "objective": args.objective,
-        "deadline_s": positive(parse_duration(args.deadline, "--deadline"), "--deadline") if args.deadline else None,
-        "budget": positive(parse_money(args.budget, "--budget"), "--budget") if args.budget else None,
-        "top_k": top_k, "threshold": float(parse_count(args.threshold, "--threshold")),
-    }
-    kwargs["progress"] = bar = for_command("planning", args.json)
-    results = each(scs, lambda sc: plan_scenario(sc, **kwargs).to_json(), keep_going=is_list)
+    read = reading_gpu(options, power_limited=bool(getattr(args, "power_limit", None))) if options.several else None
+    scs, is_list = parse_all(inputs, read), inputs.is_list
+    bar = for_command("planning", args.json)
+    results = each(scs, lambda sc: plan_scenario(sc, options, bar).to_json(), keep_going=is_list)
     bar.close()
-    from gpuplan.search.enumerate import WORK_LIMIT
-
-    _note_work_limit(any(WORK_LIMIT in (r.get("rejected") or {}) for r in results))
+    _note_work_limit(results)
     _write_outputs(args, results, "plan")
     return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
 

@@ -3,7 +3,7 @@
 import pytest
 from conftest import make
 
-from gpuplan.model.estimate import evaluate
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.model.flops import attention_flops, flops_per_token, head_flops, megatron_flops_per_iteration
 
 GPT3_175B = {"model_type": "gpt2", "n_layer": 96, "n_embd": 12288, "n_head": 96, "n_positions": 2048,

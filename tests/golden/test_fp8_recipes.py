@@ -10,11 +10,12 @@ from conftest import make
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.frameworks import fp8_recipe_of
 from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import fp8_cast_bytes, fp8_scheme
-from gpuplan.model.estimate import FP8_DOES_NOT_PAY, evaluate
+from gpuplan.model.estimate import Note
 from gpuplan.spec import Training
 
 LLAMA8B = load_model("llama-3.1-8b")
@@ -158,7 +159,7 @@ def test_where_fp8_does_not_pay_a_generic_run_is_bf16_in_time_and_memory():
     fp8, bf16 = run("fp8"), run("bf16")
     assert not fp8.time.step.fp8_layers
     assert fp8.time.step_s == bf16.time.step_s and fp8.memory.total == bf16.memory.total
-    assert FP8_DOES_NOT_PAY in fp8.notes
+    assert Note.FP8_DOES_NOT_PAY in fp8.notes
     # torchtitan runs every block linear in fp8 all the same, and is slower for it here
     titan = _step("tensorwise", 1, model="llama-3.2-1b", mb=1)
     assert titan.step.fp8_layers

@@ -3,7 +3,7 @@
 import pytest
 from conftest import make, mem
 
-from gpuplan.model.estimate import evaluate
+from gpuplan.api import evaluate_scenario as evaluate
 
 
 def test_peft_llama2_7b_r8_q_v_trainable_params():

@@ -3,7 +3,7 @@
 import pytest
 from conftest import make
 
-from gpuplan.model.estimate import evaluate
+from gpuplan.api import evaluate_scenario as evaluate
 
 YEAR = 365 * 86400
 WEEK = 7 * 86400

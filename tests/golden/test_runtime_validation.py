@@ -3,11 +3,11 @@
 import pytest
 from conftest import make
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.constants import constant
 from gpuplan.catalog.models import load_model
 from gpuplan.errors import GpuplanError
-from gpuplan.model.estimate import evaluate
-from gpuplan.model.runtime import gather_calls
+from gpuplan.model.dp_comm import gather_calls
 
 GPT3 = {"model_type": "gpt2", "n_layer": 96, "n_embd": 12288, "n_head": 96, "vocab_size": 51200,
         "n_positions": 2048}

@@ -138,7 +138,7 @@ def test_calibrate_lowers_error_on_stored_runs_and_not_raises_validation_error(t
 def test_calibration_is_applied_when_a_scenario_asks_for_it(tmp_path):
     from conftest import make
 
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import evaluate_scenario as evaluate
 
     store = Store(tmp_path / "runs.sqlite3")
     store.set_calibration("h100-sxm", 1.2, 0.8, 3)
@@ -211,7 +211,7 @@ def test_an_unsupported_model_is_refused_before_launching():
 def _advice_case(share: float):
     from conftest import make
 
-    from gpuplan.model.estimate import evaluate
+    from gpuplan.api import evaluate_scenario as evaluate
 
     sc = make("llama-3.1-8b", gpu="h100-sxm", gpus=8, layout={"zero": 3, "micro_batch": 1, "recompute": "full"},
               training={"seq_len": 2048})
@@ -226,8 +226,8 @@ def _advised_mb(line: str) -> int:
 
 
 def test_advice_names_the_largest_micro_batch_and_a_cheaper_gpu_with_numbers():
+    from gpuplan.api import evaluate_scenario as evaluate
     from gpuplan.catalog.hardware import get_gpu
-    from gpuplan.model.estimate import evaluate
 
     sc, measured, predicted = _advice_case(0.3)
     (line,) = advise(sc, measured, predicted, False)

@@ -5,9 +5,9 @@ from conftest import make
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import device
-from gpuplan.model.estimate import evaluate
 
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gpt2", "llama-3.2-1b", "llama-3.1-70b"]
 FP8_GPUS = ["h100-sxm", "h200", "l40s"]

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuplan
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
-from gpuplan.model.estimate import evaluate
 
 MODEL = "llama-3.2-1b"
 TRAINING = {

@@ -5,8 +5,8 @@ from conftest import make
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.errors import GpuplanError
-from gpuplan.model.estimate import evaluate
 
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gpt2", "gemma-2-9b", "falcon-7b", "llama-3.2-1b"]
 NETWORKS = ["ib-ndr-400g", "roce-400g", "eth-100g", "eth-10g"]

@@ -64,6 +64,24 @@ def test_fit_plan_export_answer_as_the_cli(served):
     assert r.json()["filename"] == "ds_config.json" and r.json()["written_to"] is None
 
 
+def test_a_fixed_count_beyond_the_open_ceiling_is_answered_as_the_cli_answers_it(served):
+    # the 16,384 ceiling bounds an open count only: a scenario fixed at 32,768 GPUs is planned there
+    plan = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "gpus": 32768, "tp": 8, "pp": 16, "tokens": "15T",
+            "global_batch": 4096}
+    r = ask(served, "/api/plan", plan)
+    rc, out, _ = cli("plan", *flags(plan), "--json")
+    assert (r.status, rc) == (200, 0)
+    assert r.text + "\n" == out
+    assert r.json()["best"]["scenario"]["hardware"]["gpus"] == 32768
+
+
+def test_plan_options_take_units_as_the_cli_does(served):
+    plan = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tokens": "1T", "max_gpus": "64", "deadline": "14d",
+            "budget": "$500k", "threshold": "80%"}
+    r = ask(served, "/api/plan", plan)
+    assert r.status == 200 and r.text + "\n" == cli("plan", *flags(plan), "--json")[1]
+
+
 def test_report_is_the_cli_report(served, tmp_path):
     body = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 8, "zero": 3, "tokens": "1T", "global_batch": 512}
     md = tmp_path / "r.md"

@@ -143,6 +143,24 @@ def test_plan_marks_the_equilibrium_on_the_curve(served, browser):
     screenshot(d, "plan")
 
 
+def test_the_plan_page_plans_as_you_type(served, browser):
+    # no button press: changing a field re-plans, and the page shows the plan of what the fields now say
+    d = browser
+    visit(d, served.url + "/plan?model=llama-3.1-8b&gpu=h100-sxm&tokens=1T&global_batch=1024&max_gpus=64")
+    wait(d, lambda drv: css(drv, '[data-key="best.scenario.hardware.gpus"]'))
+    type_into(d, "max_gpus", "16")
+    type_into(d, "model", "qwen2.5-7b")
+    wait(d, lambda drv: url_body(drv).get("model") == "qwen2.5-7b"
+         and css(drv, '[data-key="best.cost.usd"]'))
+    body = url_body(d)
+    _, out, _ = cli("plan", *flags(body), "--json")
+    res = json.loads(out)
+    got = css(d, '[data-key="best.cost.usd"]')[0].get_attribute("data-value")
+    assert got == repr(res["best"]["cost"]["usd"]) and res["best"]["scenario"]["hardware"]["gpus"] <= 16
+    assert "planned in" in css(d, ".status")[0].text
+    no_console_errors(d)
+
+
 @pytest.mark.parametrize("field,value", [("gpus", "0"), ("model", "llama-3.1-7b"), ("tp", "3")])
 def test_a_bad_input_shows_the_cli_message(served, browser, field, value):
     d = browser

@@ -244,13 +244,37 @@ def training_fields(training: Any) -> dict[str, Any]:
             "fp8_recipe": fp8_recipe_of(training) if training.precision == "fp8" else None}
 
 
-def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> str | None:
-    """Why ``framework`` cannot run this layout for this job (its first cited reason), or None."""
+def first_refusal(framework: str, layout_fields: Mapping[str, Any], training: Any) -> Rule | None:
+    """The first of ``framework``'s cited ``cannot_run`` rules this layout and job meet, or None."""
     profile = get_framework(framework)
     if not profile.cannot_run:
         return None
-    reasons = refusals(profile, layout_fields, training_fields(training))
-    return f"{framework} cannot run this: {reasons[0]}" if reasons else None
+    rules = refused_rules(profile, layout_fields, training_fields(training))
+    return rules[0] if rules else None
+
+
+def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> str | None:
+    """Why ``framework`` cannot run this layout for this job (its first cited reason), or None."""
+    rule = first_refusal(framework, layout_fields, training)
+    return f"{framework} cannot run this: {rule.why}" if rule is not None else None
+
+
+@cache
+def rule_fields(framework: str) -> frozenset[str]:
+    """The fields ``framework``'s ``cannot_run`` rules read (a refusal depends on nothing else)."""
+    out: set[str] = set()
+
+    def walk(when: Mapping[str, Any]) -> None:
+        for key, cond in when.items():
+            if key == "any":
+                for sub in cond:
+                    walk(sub)
+            else:
+                out.add(key)
+
+    for r in get_framework(framework).cannot_run:
+        walk(r.when)
+    return frozenset(out)
 
 
 @cache

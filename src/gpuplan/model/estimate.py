@@ -1,12 +1,14 @@
 """``evaluate()``: one scenario and a complete layout → an ``Estimate`` (DESIGN.md section 4).
 
-A pure function of its inputs (no I/O beyond the cached catalogues). ``Estimate.to_json()``
-is the contract's JSON object, keys in their documented order.
+A pure function of its inputs (no I/O beyond the cached catalogues). report/render.py turns an
+``Estimate`` into the contract's JSON object, keys in their documented order; ``assess`` is the one
+function that times and prices a layout, for ``evaluate`` and the planner alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from gpuplan.catalog.constants import table
@@ -17,13 +19,18 @@ from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.runtime import StepTime, step_time
-from gpuplan.spec import Hardware, Layout, ModelSpec, Training
+from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
-from gpuplan.spec.defaults import assumed, default_global_batch
-from gpuplan.spec.scenario import Scenario, complete_layout, normalized
+from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
+from gpuplan.spec.scenario import Scenario, complete_layout
 
-TIME_KEYS = ("step_s", "compute_s", "comm_exposed_s", "bubble_s", "tokens_per_s", "tokens_per_s_per_gpu",
-             "model_flops_per_token", "mfu", "hfu", "train_s", "gpu_hours")
+
+class Note(Enum):
+    """What an estimate does not check but the user should know (report/words.py says it)."""
+
+    BEYOND_POSITIONS = "beyond_positions"  # seq_len beyond the positions the model was trained on
+    NEAR_CAPACITY = "near_capacity"        # within NOT_MODELLED_MARGIN over the capacity
+    FP8_DOES_NOT_PAY = "fp8_does_not_pay"  # a generic fp8 run's linears estimated in bf16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,40 +93,16 @@ class Cost:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
-    """Memory, time and cost of one scenario on one complete layout."""
+    """Memory, time and cost of one scenario on one complete layout (report/render.py gives its JSON)."""
 
     scenario: Scenario
     layout: Layout
     memory: MemoryBreakdown
-    time: TimeEstimate | None   # None when the GPU has no published compute peak (``time_note`` says so)
+    time: TimeEstimate | None   # None when the GPU has no published compute peak (no runtime, no cost)
     cost: Cost
-    notes: tuple[str, ...] = ()
-    time_note: str | None = None
+    notes: tuple[Note, ...] = ()
+    params_trainable: int = 0   # parameters the run updates (LoRA/QLoRA: the adapters)
     searched: bool = False  # the layout was chosen by plan/fit's search, not completed with defaults
-
-    def to_json(self) -> dict:
-        sc, model = self.scenario, self.scenario.model
-        tr = sc.training
-        out: dict[str, Any] = {
-            "scenario": normalized(sc, self.layout),
-            "model": {
-                "name": model.name, "params": model.params, "params_active": model.params_active,
-                "params_trainable": trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank),
-                "params_source": model.params_source, "params_by_group": model.params_by_group(),
-                "assumed": list(model.assumed),
-            },
-            "notes": list(self.notes),
-            "assumed": assumed(sc, tr, self.layout, self.searched),
-            "memory": self.memory.to_json(),
-        }
-        if self.time is None:
-            out["time"] = {k: None for k in TIME_KEYS} | {"note": self.time_note}
-            out["cost"] = {"usd": None, "usd_per_gpu_hour": self.cost.usd_per_gpu_hour, "note": self.time_note}
-        else:
-            out["time"] = self.time.to_json()
-            out["cost"] = {"usd": self.cost.usd, "usd_per_gpu_hour": self.cost.usd_per_gpu_hour,
-                           "usd_with_failures": self.cost.usd_with_failures}
-        return out
 
 
 def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
@@ -137,24 +120,43 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if refused:
         raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
-    hw = sc.hardware
-    if not any(k in hw.gpu.peak_flops for k in ("bf16", "fp16", "fp32")):
-        why = f"{hw.gpu.id} has no published compute peak in the catalogue: runtime and cost are not predicted"
-        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem), time_note=why,
+    hw, tr = sc.hardware, sc.training
+    trainable = trainable_params(sc.model, tr.method, tr.lora_targets, tr.lora_rank)
+    if not has_compute_peak(hw.gpu):
+        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem),
                         cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
-                        searched=searched)
-    st, mem16 = settle_fp8(sc.model, hw, sc.training, lay, sc.corrections, mem.fits)
-    extra: tuple[str, ...] = ()
-    if mem16 is not None:
-        mem, extra = mem16, (FP8_DOES_NOT_PAY,)
-    time = time_estimate(sc, lay, st)
-    return Estimate(scenario=sc, layout=lay, memory=mem, time=time, cost=cost_of(time, hw.price_per_gpu_hour),
-                    notes=_notes(sc, mem) + extra, searched=searched)
+                        params_trainable=trainable, searched=searched)
+    a = assess(sc.model, hw, tr, lay, sc.corrections, mem.fits)
+    extra: tuple[Note, ...] = ()
+    if a.bf16_memory is not None:
+        mem, extra = a.bf16_memory, (Note.FP8_DOES_NOT_PAY,)
+    return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
+                    notes=_notes(sc, mem) + extra, params_trainable=trainable, searched=searched)
 
 
-FP8_DOES_NOT_PAY = ("fp8 does not pay on this layout: the blocks' linear layers are estimated in bf16 (time and "
-                    "memory), as Transformer Engine users leave such layers out of fp8_autocast; torchtitan and "
-                    "Megatron-Core (training.framework) run every block linear in fp8 regardless")
+def has_compute_peak(gpu: GPU) -> bool:
+    """Whether the catalogue gives the GPU a 16- or 32-bit dense peak: without one, runtime and cost
+    are not predicted (``evaluate``) and the planner does not search it."""
+    return any(k in gpu.peak_flops for k in ("bf16", "fp16", "fp32"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assessment:
+    """A layout timed and priced: what ``evaluate`` reports and what the planner ranks by."""
+
+    step: StepTime
+    time: TimeEstimate
+    cost: Cost
+    bf16_memory: MemoryBreakdown | None  # a generic fp8 run that falls back to bf16 linears holds this
+
+
+def assess(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
+           fits: bool) -> Assessment:
+    """Step time (with ``settle_fp8``'s choice of linears), throughput, time to train and cost — the one
+    function ``evaluate`` and the planner both call for a layout (``fits``: its memory fits)."""
+    st, mem16 = settle_fp8(model, hw, tr, lay, corrections, fits)
+    time = time_estimate(model, hw, tr, lay, st)
+    return Assessment(step=st, time=time, cost=cost_of(time, hw.price_per_gpu_hour), bf16_memory=mem16)
 
 
 def settle_fp8(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
@@ -171,39 +173,18 @@ def settle_fp8(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correc
     return step_time(model, hw, tr, lay, corrections, allow_bf16=False), None
 
 
-# Memory savers that published runs use and gpuplan does not represent: a peak within this share
-# over the capacity may still run with them (Llama 3 405B as published, tp 8 pp 16 without
-# activation checkpointing, is predicted 4-10 % over an 80 GB H100).
-NOT_MODELLED_MARGIN = 0.15
-NOT_MODELLED_SAVERS = (
-    "activations cached in fp8 for the linear layers' backward (DeepSeek-V3, arXiv:2412.19437 Sec. 3.3.2)",
-    "recomputing only the norms and MLA up-projections (DeepSeek-V3 Sec. 3.3.3; gpuplan's selective "
-    "levels recompute other sets)",
-    "per-stage memory tuning of the pipeline: freeing stage inputs/outputs early, fewer contiguous "
-    "micro-batches in flight (Llama 3, arXiv:2407.21783 Sec. 3.3.2)",
-    "activation offload to host memory",
-)
-
-
-def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[str, ...]:
-    """What the estimate does not check but the user should know."""
+def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[Note, ...]:
     m, seq = sc.model, sc.training.seq_len
     out = []
     if m.max_positions and seq > m.max_positions:
-        out.append(f"seq_len {seq:,} is beyond the {m.max_positions:,} positions {m.name} was trained on: "
-                   "long-context training needs RoPE scaling or a longer-context model (memory and time are "
-                   "predicted all the same)")
+        out.append(Note.BEYOND_POSITIONS)
     if not mem.fits and mem.capacity < mem.total <= mem.capacity * (1 + NOT_MODELLED_MARGIN):
-        out.append(f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers "
-                   "gpuplan does not model — " + "; ".join(NOT_MODELLED_SAVERS))
+        out.append(Note.NEAR_CAPACITY)
     return tuple(out)
 
 
-def time_estimate(sc: Scenario, lay: Layout, st: StepTime | None = None) -> TimeEstimate:
-    """Step time (runtime.py, or ``st`` already found), throughput, MFU/HFU, time to train, energy at
-    TDP, and the goodput loss to failures."""
-    hw, tr, model = sc.hardware, sc.training, sc.model
-    st = st if st is not None else step_time(model, hw, tr, lay, sc.corrections)
+def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st: StepTime) -> TimeEstimate:
+    """Throughput, MFU/HFU, time to train, energy at TDP and the goodput loss to failures of step ``st``."""
     seqs = tr.global_batch if tr.global_batch is not None else lay.dp * lay.micro_batch
     tokens_per_step = seqs * tr.seq_len
     tps = tokens_per_step / st.step_s
@@ -241,13 +222,3 @@ def failure_overhead(gpus: int, train_s: float) -> float:
     c, r = f["checkpoint_write_s"], f["restart_s"]
     tau = (2 * c * mtbf) ** 0.5
     return c / tau + tau / (2 * mtbf) + r / mtbf
-
-
-def evaluate_safely(sc_or_error: Scenario | GpuplanError, **overrides: Any) -> dict:
-    """For batches: a bad item becomes ``{"error": message}`` instead of stopping the batch."""
-    if isinstance(sc_or_error, GpuplanError):
-        return {"error": str(sc_or_error)}
-    try:
-        return evaluate(sc_or_error, **overrides).to_json()
-    except GpuplanError as err:
-        return {"error": str(err)}

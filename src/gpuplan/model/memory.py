@@ -20,9 +20,8 @@ and gradients whole, as stage 1 does (catalog.frameworks.keeps_unsharded_under_p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
-from typing import Any
 
 from gpuplan.catalog.constants import constant
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
@@ -34,6 +33,7 @@ from gpuplan.model.activations import (
     logits_bytes,
     recompute_working_set,
 )
+from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
 from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
@@ -41,137 +41,6 @@ from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_by
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
-
-
-@dataclass(frozen=True, slots=True)
-class ModelStates:
-    """One rank's model states and what the rest of the peak derives from them (bytes, elements)."""
-
-    weights: float
-    gradients: float
-    optimizer: float
-    cpu_offload: float       # optimizer (and with params offload, weights and gradients) in host memory
-    optimizer_params: float  # parameters whose optimizer state this rank updates (after ZeRO-1)
-    buffers: float           # ZeRO-3/FSDP gather and reduce buffers, DDP buckets, QLoRA dequantisation
-    params_on_rank: float
-    trainable_on_rank: float
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer
-
-
-@dataclass(frozen=True, slots=True)
-class StageActivations:
-    per_microbatch: float  # activations one micro-batch leaves for backward
-    held: float            # held at the peak: per micro-batch × in flight + the working sets held once
-    logits: float          # the LM head's logits and loss buffers (last stage)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StagePeak:
-    """Everything one pipeline stage's peak is made of (bytes per GPU)."""
-
-    stage: int
-    total: float
-    states: ModelStates
-    activations_per_microbatch: float
-    activations: float       # held at the forward/backward peak
-    logits: float
-    buffers: float
-    optimizer_step: float    # the optimizer step's temporaries
-    fragmentation: float
-    runtime: float           # CUDA context, cuBLAS workspace, NCCL communicators
-    train_phase_peak: bool   # the peak is in forward/backward (else in the optimizer step)
-    microbatches_in_flight: float
-    gradients_held: float    # gradients alive at the peak (one GPU, one micro-batch: see stage_peak)
-
-    def largest_part(self) -> str:
-        """What fills this stage most: the lever a user can pull (search rejections, advice)."""
-        states, act, rest = self.states.total, self.activations, self.logits + self.buffers
-        if states >= act and states >= rest:  # ties go to the first, as max() over the three would
-            return "model states"
-        return "activations" if act >= rest else "logits and buffers"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryBreakdown:
-    """Per-GPU memory of the most loaded rank; ``to_json`` is the contract's ``memory`` block."""
-
-    peak: StagePeak
-    total: float
-    capacity: float
-    calibration: float          # bytes added by a fitted memory correction (0 without one)
-    cpu_offload_per_node: float
-    host_memory: float | None
-    fits: bool
-    headroom_share: float = 0.0  # training.headroom: the share of capacity kept free
-
-    @property
-    def weights(self) -> float:
-        return self.peak.states.weights
-
-    @property
-    def gradients(self) -> float:
-        return self.peak.states.gradients
-
-    @property
-    def optimizer(self) -> float:
-        return self.peak.states.optimizer
-
-    @property
-    def activations(self) -> float:
-        return self.peak.activations if self.peak.train_phase_peak else 0.0
-
-    @property
-    def other(self) -> float:
-        return self.total - self.peak.states.total - self.activations
-
-    @property
-    def headroom(self) -> float:
-        return self.capacity - self.total
-
-    def parts(self) -> dict[str, float]:
-        """The peak in the three parts a user can act on (the largest says what to change):
-        fragmentation and the fixed runtime follow the others and are no lever of their own."""
-        d = self.detail()
-        return {"model states": self.weights + self.gradients + self.optimizer,
-                "activations": self.activations, "logits and buffers": d["logits"] + d["comm_buffers"]}
-
-    def detail(self) -> dict[str, float]:
-        p, train = self.peak, self.peak.train_phase_peak
-        out = {
-            "logits": p.logits if train else 0.0,
-            "comm_buffers": p.buffers if train else 0.0,
-            "optimizer_step": p.optimizer_step if not train else 0.0,
-            # One GPU, one micro-batch (stage_peak): gradients are listed at full size, but the peak
-            # comes before backward has allocated them (negative: the part not held) or at its end
-            # with a tied embedding's second gradient and their sum beside them (positive).
-            "backward_timing": p.gradients_held - p.states.gradients if train else 0.0,
-            "runtime": p.runtime,
-            "fragmentation": p.fragmentation,
-        }
-        if self.calibration:
-            out["calibration"] = self.calibration
-        return out
-
-    def to_json(self) -> dict:
-        p = self.peak
-        return {
-            "weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
-            "activations": self.activations, "other": self.other, "total": self.total,
-            "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom,
-            "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
-            "tight": not self.fits and self.total <= self.capacity, "detail": self.detail(),
-            "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
-            "stage": p.stage, "microbatches_in_flight": p.microbatches_in_flight,
-            "activations_per_microbatch": p.activations_per_microbatch, "cpu_offload": p.states.cpu_offload,
-            "cpu_offload_per_node": self.cpu_offload_per_node, "host_memory": self.host_memory,
-            "params_on_rank": p.states.params_on_rank,
-            "model_state_bytes_per_param": p.states.total / p.states.params_on_rank if p.states.params_on_rank
-            else 0.0,
-        }
-
 
 _make_peak = maker(StagePeak)
 
@@ -317,6 +186,19 @@ def _runtime_bytes(communicators: int) -> float:
         + constant("nccl_bytes_per_communicator") * communicators
 
 
+def _communicators(lay: Layout) -> int:
+    """One NCCL communicator per process group the rank belongs to."""
+    return (lay.dp * lay.cp > 1) + (lay.tp > 1) + (lay.pp > 1) + (lay.cp > 1) + (lay.ep > 1)
+
+
+def _peak_bytes(allocated: float, communicators: int) -> tuple[float, float, float]:
+    """(total, fragmentation, fixed runtime bytes) of a stage that allocates ``allocated`` bytes at its peak:
+    monotone in ``allocated``, so a lower bound on it gives a lower bound on the total (``peak_floor``)."""
+    fragmentation = _fragmentation_share() * allocated
+    fixed = _runtime_bytes(communicators)
+    return allocated + fragmentation + fixed, fragmentation, fixed
+
+
 def _mirrored(states: ModelStates) -> ModelStates:
     """DualPipe: each rank holds its stage and the mirrored one (stage pp−1−i), "2× parameters"
     (DeepSeek-V3, arXiv:2412.19437, Table 2) — weights, gradients and optimizer states of both."""
@@ -327,56 +209,117 @@ def _mirrored(states: ModelStates) -> ModelStates:
 
 
 def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: int,
-                 corrections: Corrections) -> dict[str, Any]:
-    """The pieces of one stage's peak (stage_peak's fields), by name."""
-    lay = layout
+                 corrections: Corrections) -> tuple:
+    """The pieces of one stage's peak, as a tuple (``_peak_from`` names them): total, states, activations
+    (per micro-batch, held, logits), in flight, gradients / activations / logits held at the peak, the
+    optimizer step's temporaries, fragmentation, fixed runtime bytes, whether forward/backward peaks."""
+    return _stage(model, training, layout, stage, corrections, _layout_terms(training, layout))
+
+
+def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, float]:
+    """What every stage of a layout shares: the ZeRO shard groups (dense, expert), micro-batches per
+    step, NCCL communicators, and the optimizer step's temporaries per updated parameter."""
+    dp_cp = lay.dp * lay.cp
+    nd = (lay.zero_group or dp_cp) if lay.zero else 1
+    nd_e = max(1, min(nd, dp_cp // lay.ep)) if lay.zero else 1
+    temp = 0.0 if lay.offload != "none" else \
+        optimizer_step_temp_bytes(training.optimizer, training.precision, training.optimizer_impl)
+    return (nd, nd_e, micro_batch_count(training.global_batch, lay.dp, lay.micro_batch, lay.pp),
+            _communicators(lay), temp)
+
+
+def _stage(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
+           terms: tuple[int, int, int, int, float]) -> tuple:
+    nd, nd_e, n_mb, communicators, temp = terms
     dp, cp, tp, pp, ep, zero = lay.dp, lay.cp, lay.tp, lay.pp, lay.ep, lay.zero
-    nd = (lay.zero_group or dp * cp) if zero else 1
-    nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
     states = model_states(model, training, tp, ep, pp, lay.virtual_stages, stage, zero, nd, nd_e, lay.offload,
                           dp * cp)
     if lay.pp_schedule == "dualpipe":
         states = _mirrored(states)
-    n_mb = micro_batch_count(training.global_batch, dp, lay.micro_batch, pp)
     flight = flight_of(pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, tp, ep, pp, lay.virtual_stages, stage, cp, lay.sequence_parallel,
                             lay.micro_batch, lay.recompute, flight, corrections.activations,
                             every=lay.recompute_every)
-    opt_temp = 0.0 if lay.offload != "none" else \
-        states.optimizer_params * optimizer_step_temp_bytes(training.optimizer, training.precision,
-                                                            training.optimizer_impl)
+    opt_temp = states.optimizer_params * temp
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if zero == 0 and dp * cp * tp * pp == 1 and n_mb == 1:
         grads_held, act_held, logits_held = _one_gpu_backward(model, training, states, act)
     train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers
     step_phase = states.total + opt_temp
-    allocated = max(train_phase, step_phase)
-    fragmentation = _fragmentation_share() * allocated
-    communicators = (dp * cp > 1) + (tp > 1) + (pp > 1) + (cp > 1) + (ep > 1)  # one NCCL communicator per group
-    fixed = _runtime_bytes(communicators)
-    return {"stage": stage, "total": allocated + fragmentation + fixed, "states": states,
-            "activations_per_microbatch": act.per_microbatch, "activations": act_held, "logits": logits_held,
-            "buffers": states.buffers, "optimizer_step": opt_temp, "fragmentation": fragmentation, "runtime": fixed,
-            "train_phase_peak": train_phase >= step_phase, "microbatches_in_flight": flight,
-            "gradients_held": grads_held}
+    total, fragmentation, fixed = _peak_bytes(max(train_phase, step_phase), communicators)
+    return (total, states, act, flight, grads_held, act_held, logits_held, opt_temp, fragmentation, fixed,
+            train_phase >= step_phase)
+
+
+def _peak_from(stage: int, parts: tuple) -> StagePeak:
+    total, states, act, flight, grads_held, act_held, logits_held, opt_temp, frag, fixed, train = parts
+    return _make_peak(stage=stage, total=total, states=states, activations_per_microbatch=act.per_microbatch,
+                      activations=act_held, logits=logits_held, buffers=states.buffers, optimizer_step=opt_temp,
+                      fragmentation=frag, runtime=fixed, train_phase_peak=train, microbatches_in_flight=flight,
+                      gradients_held=grads_held)
 
 
 def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
                corrections: Corrections = NONE) -> StagePeak:
     """Everything one stage's peak is made of."""
-    return _make_peak(**_stage_parts(model, training, layout, stage, corrections))
+    return _peak_from(stage, _stage_parts(model, training, layout, stage, corrections))
 
 
 def worst_stage(model: ModelSpec, training: Training, layout: Layout, corrections: Corrections = NONE) -> StagePeak:
-    """The most loaded pipeline stage (model/pipeline.py says which can be). The planner's hot path:
-    the pieces are cached, and only the winner becomes a StagePeak."""
-    worst: dict[str, Any] | None = None
+    """The most loaded pipeline stage (model/pipeline.py says which can be)."""
+    stage, parts = _worst(model, training, layout, corrections)
+    return _peak_from(stage, parts)
+
+
+def peak_bytes(model: ModelSpec, training: Training, layout: Layout, corrections: Corrections = NONE
+               ) -> tuple[float, float]:
+    """(total, offloaded bytes) of the most loaded stage — ``worst_stage`` without building its breakdown:
+    what the planner's fit decision (``verdict``) reads."""
+    parts = _worst(model, training, layout, corrections)[1]
+    return parts[0], parts[1].cpu_offload
+
+
+def _worst(model: ModelSpec, training: Training, layout: Layout, corrections: Corrections) -> tuple[int, tuple]:
+    worst: tuple | None = None
+    at = 0
+    terms = _layout_terms(training, layout)
     for stage in peak_stages(model, layout.pp, layout.virtual_stages):
-        parts = _stage_parts(model, training, layout, stage, corrections)
-        if worst is None or parts["total"] > worst["total"]:
-            worst = parts
+        parts = _stage(model, training, layout, stage, corrections, terms)
+        if worst is None or parts[0] > worst[0]:
+            worst, at = parts, stage
     assert worst is not None
-    return _make_peak(**worst)
+    return at, worst
+
+
+def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Training,
+            corrections: Corrections = NONE) -> MemoryVerdict:
+    """Whether a stage peak of ``peak_total`` bytes fits one GPU of ``hw`` — the one decision
+    ``evaluate`` and the planner both take: the peak with the user's fitted memory correction, the
+    capacity less the headroom kept free, and the offloaded state in the node's host memory (shared
+    by the node's GPUs)."""
+    corr = corrections.on(hw.gpu.id)
+    total = peak_total
+    extra = 0.0
+    if corr.memory != 1.0:  # a correction fitted on the user's own measured runs
+        extra = (corr.memory - 1.0) * total
+        total += extra
+    per_node = cpu_offload * min(hw.gpus, hw.gpus_per_node)
+    host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
+    return MemoryVerdict(total=total, calibration=extra, usable=usable_bytes(hw, training),
+                         cpu_offload_per_node=per_node, host_ok=host_ok)
+
+
+def usable_bytes(hw: Hardware, training: Training) -> float:
+    """A GPU's memory less the headroom kept free: what a peak must not exceed."""
+    return hw.gpu.usable_memory_bytes * (1 - training.headroom)
+
+
+def plain_limit(hw: Hardware, training: Training, corrections: Corrections, offloaded: bool) -> float | None:
+    """Where ``verdict`` reduces to ``peak_total <= limit`` — no fitted memory correction on this GPU, and no
+    offloaded state or no host memory to exceed — that limit; else None (ask ``verdict``)."""
+    if corrections.on(hw.gpu.id).memory != 1.0 or (offloaded and hw.host_memory_bytes is not None):
+        return None
+    return usable_bytes(hw, training)
 
 
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
@@ -384,16 +327,28 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
     """Memory of the most loaded rank; every byte count is per GPU."""
     corr = corrections.on(hw.gpu.id)
     worst = worst_stage(model, training, layout, corr)
-    total = worst.total
-    extra = 0.0
-    if corr.memory != 1.0:  # a correction fitted on the user's own measured runs
-        extra = (corr.memory - 1.0) * total
-        total += extra
-    capacity = hw.gpu.usable_memory_bytes
-    # offloaded state lives in the node's CPU memory, shared by the node's GPUs
-    per_node = worst.states.cpu_offload * min(hw.gpus, hw.gpus_per_node)
-    host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
-    return MemoryBreakdown(peak=worst, total=total, capacity=capacity, calibration=extra,
-                           cpu_offload_per_node=per_node, host_memory=hw.host_memory_bytes,
-                           fits=total <= capacity * (1 - training.headroom) and host_ok,
-                           headroom_share=training.headroom)
+    v = verdict(worst.total, worst.states.cpu_offload, hw, training, corr)
+    return MemoryBreakdown(peak=worst, total=v.total, capacity=hw.gpu.usable_memory_bytes, calibration=v.calibration,
+                           cpu_offload_per_node=v.cpu_offload_per_node, host_memory=hw.host_memory_bytes,
+                           fits=v.fits, headroom_share=training.headroom)
+
+
+def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tuple[tuple[int, int | None], ...],
+               vstages: tuple[int, ...]) -> float:
+    """A lower bound on ``worst_stage(...).total`` over every layout that differs from ``layout`` only in
+    micro-batch, recompute, schedule, its virtual stages among ``vstages`` and its (zero, zero_group)
+    among ``shards``: the planner rejects such a family whole when this does not fit. A stage's peak
+    allocates at least its model states (the optimizer-step phase holds them all; DualPipe doubles
+    them), plus the same fragmentation share and fixed runtime bytes — ``_peak_bytes`` for both."""
+    lay = layout
+    dp, cp, tp, pp, ep = lay.dp, lay.cp, lay.tp, lay.pp, lay.ep
+    least = float("inf")
+    for v in vstages:
+        stages = peak_stages(model, pp, v)
+        for zero, group in shards:
+            nd = (group or dp * cp) if zero else 1
+            nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
+            held = max(model_states(model, training, tp, ep, pp, v, s, zero, nd, nd_e, lay.offload, dp * cp).total
+                       for s in stages)
+            least = min(least, held)
+    return _peak_bytes(least, _communicators(lay))[0]

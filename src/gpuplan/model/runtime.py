@@ -13,14 +13,12 @@ model/pipeline.py.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
 from gpuplan.catalog.frameworks import (
     converts_every_block_linear,
     fp8_recipe_of,
-    keeps_unsharded_under_pp,
 )
 from gpuplan.model.comm import (
     Topology,
@@ -32,16 +30,14 @@ from gpuplan.model.comm import (
     topology,
 )
 from gpuplan.model.compute import Device, LayerTime, device, fp8_tp_gather, layer_time, matmul_s
+from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
 from gpuplan.model.flops import attention_flops
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
 from gpuplan.model.software import software
-from gpuplan.spec import Hardware, LayerGroup, Layout, ModelSpec, Training
+from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
 
-# DeepSpeed ZeRO-3 reduces gradients in buckets of reduce_bucket_size elements (default 5e8,
-# DeepSpeed config docs, "zero_optimization.reduce_bucket_size")
-DEEPSPEED_REDUCE_BUCKET = 5e8
 # Expert all-to-alls per MoE layer and pass: dispatch and combine, in the forward and again in the
 # backward (Lepikhin et al. 2020, GShard; Megatron-Core token dispatcher); a recomputed forward
 # dispatches and combines once more.
@@ -50,30 +46,6 @@ A2A_PER_RECOMPUTED_MOE_LAYER = 2
 # ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): the CPU Adam update and PCIe transfers.
 PCIE_HOST_BYTES_PER_S = 25e9   # achievable host<->device PCIe 4/5 x16 copy rate (estimate)
 CPU_ADAM_PARAMS_PER_S = 2e9    # DeepSpeed CPU-Adam on a multi-core host per GPU share (estimate)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StageCompute:
-    """The slowest stage's compute for one micro-batch (seconds) and the parameters it holds."""
-
-    fwd: float
-    bwd: float
-    recompute: float
-    mm_fwd: float  # the forward's weight matmuls (what async TP hides its collectives behind)
-    params: RankParams
-
-    @property
-    def total(self) -> float:
-        return self.fwd + self.bwd + self.recompute
-
-
-@dataclass(frozen=True, slots=True)
-class Overlapped:
-    """A collective's time in all, the part left exposed, and the part hidden under compute."""
-
-    total: float
-    exposed: float
-    hidden: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,9 +64,27 @@ class StepTime:
     fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
 
 
+_STAGES: dict[tuple, StageCompute] = {}  # _stage_compute by the values it reads (the planner asks ~10^5 times)
+_STAGES_MAX = 1 << 16
+
+
 def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
                    corrections: Corrections, n_mb: int = 1) -> StageCompute:
-    """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch."""
+    """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch; cached by
+    what it reads: the layout's tp, ep, sequence parallelism, recompute, pp and virtual stages (not dp,
+    ZeRO or the schedule), and the micro-batch count only where an fp8 weight cast is spread over it."""
+    key = (m, tr, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, lay.recompute_every, lay.pp,
+           lay.virtual_stages, dev, dev16, tokens, corrections.compute, n_mb if dev16 is not None else 0)
+    hit = _STAGES.get(key)
+    if hit is None:
+        if len(_STAGES) >= _STAGES_MAX:
+            _STAGES.clear()
+        hit = _STAGES[key] = _stage_compute_of(m, tr, lay, dev, dev16, tokens, corrections, n_mb)
+    return hit
+
+
+def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
+                      corrections: Corrections, n_mb: int) -> StageCompute:
     groups = {lg.moe: lg for lg in m.layers}  # one layer of each kind (dense, MoE) sets its time
     times = {moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16, n_mb) for moe, lg in groups.items()}
     targets = tr.lora_targets if tr.method != "full" else None
@@ -180,120 +170,9 @@ def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: T
     return total, max(0.0, total - sc.total)
 
 
-def gather_calls(lg: LayerGroup, style: str, ep: int = 1) -> int:
-    """Parameter all-gathers per pass over one layer under ZeRO-3: one per block (FSDP wraps each
-    transformer block as a unit), one per submodule holding parameters (DeepSpeed's module hooks:
-    a Linear's weight and bias go together), or one per tensor (DeepSpeed ZeRO-3 before the
-    coalesced gather of PR #1188, 2021)."""
-    if style == "layer":
-        return 1
-    per_name: dict[str, int] = {}
-    for w in lg.weights:
-        n = max(1, w.count // ep) if w.group == "expert" else w.count
-        if style == "tensor-sync":
-            per_name[w.name] = per_name.get(w.name, 0) + n
-        else:
-            per_name.setdefault(w.name, n)
-    return sum(per_name.values())
-
-
-def _grad_reduce_bytes(tr: Training) -> float:
-    """Bytes per gradient element on the wire: fp32 under bf16/fp8 mixed precision (Megatron
-    accumulates and all-reduces bf16 gradients in fp32; FSDP2's default reduce_dtype in
-    torchtitan is fp32), the parameter dtype otherwise."""
-    return {"bf16": 4, "fp8": 4, "fp16": 2, "bf16-pure": 2, "fp32": 4}[tr.precision]
-
-
-def _trainable(tr: Training, rp: RankParams) -> tuple[float, float]:
-    """(dense, expert) trainable parameters of the rank: all, or the LoRA adapters."""
-    if tr.method == "full":
-        return rp.dense, rp.expert
-    return rp.adapters_dense, rp.adapters_expert
-
-
-def _zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: int, topo: Topology) -> Overlapped:
-    """ZeRO-3 / FSDP: parameter gathers (forward, backward, and DeepSpeed's recomputed forward) and
-    gradient reduction, every micro-batch."""
-    rp = sc.params
-    dp_n = lay.dp * lay.cp
-    overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
-    shard = lay.zero_group or dp_n
-    t_dense, t_expert = _trainable(tr, rp)
-    w_bytes = 2 * (rp.dense + rp.expert)
-    g_bytes = _grad_reduce_bytes(tr) * (t_dense + t_expert)
-    style = lay.zero3_gather
-    if lay.pp > 1 and keeps_unsharded_under_pp(tr.framework):
-        return _zero3_kept_comm(lay, sc, topo, w_bytes, g_bytes, overlap, shard)
-    groups = {lg.moe: lg for lg in m.layers}
-    calls = sum(n * gather_calls(groups[moe], style, lay.ep)
-                for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)) if n) or 1
-    # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
-    # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
-    gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
-    gather = all_gather_s(w_bytes, shard, lay.tp, topo, calls)
-    if style == "tensor-sync":
-        # DeepSpeed ZeRO-3 of 2021: every gather blocks the compute stream (issue #1069, PR
-        # #1188) and gradients are all-reduced, not reduce-scattered (issue #1173)
-        grad_s = all_reduce_s(g_bytes, shard, lay.tp, topo)
-        blocking = gathers * (gather + calls * constant("zero3_sync_call_s"))
-        hidden = overlap * sc.bwd
-        exposed = n_mb * (blocking + max(0.0, grad_s - hidden))
-        overlapped = n_mb * min(grad_s, hidden)
-        per_mb = gathers * gather + grad_s
-    else:
-        # FSDP reduce-scatters each block's gradients; DeepSpeed fills buckets
-        rs_calls = rp.layers if style == "layer" else math.ceil((t_dense + t_expert) / DEEPSPEED_REDUCE_BUCKET)
-        per_mb = gathers * gather + reduce_scatter_s(g_bytes, shard, lay.tp, topo, max(rs_calls, 1))
-        hidden = overlap * sc.total
-        first_gather = all_gather_s(w_bytes / calls, shard, lay.tp, topo)  # nothing to hide it behind
-        exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
-        overlapped = n_mb * min(per_mb, hidden)
-    exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
-    return Overlapped(n_mb * per_mb, exposed, overlapped)
-
-
-def _hybrid_shard_s(lay: Layout, g_bytes: float, shard: int, topo: Topology) -> float:
-    """Hybrid shard (``zero_group`` < dp×cp): the all-reduce of the gradient shards across the
-    replicas, once per step (0 without hybrid sharding)."""
-    dp_n = lay.dp * lay.cp
-    if not lay.zero_group or dp_n <= lay.zero_group:
-        return 0.0
-    return all_reduce_s(g_bytes / shard, dp_n // lay.zero_group, lay.tp * shard, topo)
-
-
-def _zero3_kept_comm(lay: Layout, sc: StageCompute, topo: Topology, w_bytes: float, g_bytes: float,
-                     overlap: float, shard: int) -> Overlapped:
-    """FSDP under a pipeline that keeps the stage gathered (catalog.frameworks.keeps_unsharded_under_pp):
-    one all-gather per step, prefetched block by block under the first micro-batch's forward (the
-    first block's exposed), and one reduce-scatter at the last micro-batch's backward."""
-    blocks = max(sc.params.layers, 1)
-    gather = all_gather_s(w_bytes, shard, lay.tp, topo, blocks)
-    first = all_gather_s(w_bytes / blocks, shard, lay.tp, topo)
-    rs = reduce_scatter_s(g_bytes, shard, lay.tp, topo, blocks)
-    exposed = first + max(0.0, gather - overlap * sc.fwd) + max(0.0, rs - overlap * sc.bwd)
-    exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
-    total = gather + rs
-    return Overlapped(total, exposed, min(total, max(0.0, total - exposed)))
-
-
-def _replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology) -> Overlapped:
-    """DDP / ZeRO-1/2: one gradient reduction per step (dense over dp×cp, experts over the
-    expert-data-parallel group), hidden behind backward (and forward, where ZeRO reduce-scatters
-    and gathers)."""
-    g = _grad_reduce_bytes(tr)
-    t_dense, t_expert = _trainable(tr, sc.params)
-    dp_n = lay.dp * lay.cp
-    edp_n = max(1, dp_n // lay.ep)
-    overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
-    total = (all_reduce_s(g * t_dense, dp_n, lay.tp, topo)
-             + all_reduce_s(g * t_expert, edp_n, lay.tp * lay.ep, topo))
-    window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 else 0.0))
-    return Overlapped(total, max(0.0, total - window), min(total, window))
-
-
 def _optimizer_s(tr: Training, lay: Layout, rp: RankParams, dev: Device) -> float:
     """The optimizer step: at HBM bandwidth on the GPU, or over PCIe and on the host CPU when offloaded."""
-    t_dense, t_expert = _trainable(tr, rp)
+    t_dense, t_expert = trainable(tr, rp)
     dp_n = lay.dp * lay.cp
     edp_n = max(1, dp_n // lay.ep)
     local = t_dense / (dp_n if lay.zero >= 1 else 1) + t_expert / (edp_n if lay.zero >= 1 else 1)
@@ -318,13 +197,72 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     return st
 
 
-def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
-               fp8_layers: bool) -> StepTime:
-    dev16 = device(hw, tr, "bf16") if tr.precision == "fp8" else None
-    dev = device(hw, tr) if fp8_layers or dev16 is None else dev16
+def step_floor(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections = NONE) -> float:
+    """A lower bound on ``step_time(...).step_s`` (with or without ``allow_bf16``): the step without its
+    data-parallel collectives and their interference — the pipeline's compute and exposed per-micro-batch
+    collectives, its bubble, the optimizer step. ``_step_time`` adds the missing non-negative terms inside
+    the same sums, so the bound holds in floating point exactly. The planner times the layouts of a GPU
+    count in the order of their floor and stops once the floor is above the best step found."""
+    variants = [tr.precision == "fp8"]
+    if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
+        variants.append(False)
+    return min(_pipeline(m, hw, tr, lay, corrections, fp8).floor for fp8 in variants)
+
+
+FLOOR_SLACK = 1e-12  # relative, for safety: the floor is below the step by construction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelinePart:
+    """What a step's time owes to its pipeline, whatever the data-parallel sharding: the slowest stage's
+    compute and its tensor/context/expert/pipeline collectives per micro-batch, the bubble, the optimizer."""
+
+    sc: StageCompute
+    n_mb: int
+    dev: Device
+    topo: Topology
+    tp_s: float
+    tp_exposed: float
+    cp_s: float
+    ep_s: float
+    ep_exposed: float
+    pp_s: float
+    pp_exposed: float
+    bubble: float
+    opt_s: float
+
+    @property
+    def per_mb_comm(self) -> float:
+        return self.tp_exposed + self.ep_exposed + self.cp_s + self.pp_exposed
+
+    @property
+    def floor(self) -> float:
+        return self.n_mb * self.sc.total + self.n_mb * self.per_mb_comm + self.bubble + self.opt_s
+
+
+_PARTS: dict[tuple, PipelinePart] = {}  # by the values a pipeline part reads (the planner asks ~10^5 times)
+
+
+def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
+              fp8_layers: bool) -> PipelinePart:
+    """``PipelinePart`` of a layout, cached by what it reads: not the ZeRO stage (only whether the
+    optimizer state is sharded), nor the hybrid-shard group, nor how ZeRO-3 gathers."""
+    key = (m, tr, hw.gpu, hw.gpus, hw.gpus_per_node, hw.scale_up, hw.scale_out, hw.power_limit_w, lay.dp, lay.tp,
+           lay.pp, lay.cp, lay.ep, lay.micro_batch, lay.recompute, lay.recompute_every, lay.sequence_parallel,
+           lay.pp_schedule, lay.virtual_stages, lay.offload, lay.tp_overlap, lay.ep_overlap, lay.zero >= 1,
+           corrections.compute, corrections.gpu, fp8_layers)
+    hit = _PARTS.get(key)
+    if hit is None:
+        if len(_PARTS) >= _STAGES_MAX:
+            _PARTS.clear()
+        hit = _PARTS[key] = _pipeline_of(m, hw, tr, lay, corrections, fp8_layers)
+    return hit
+
+
+def _pipeline_of(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
+                 fp8_layers: bool) -> PipelinePart:
+    dev, dev16, tokens, n_mb = _rates(hw, tr, lay, fp8_layers)
     topo = topology(hw)
-    tokens = lay.micro_batch * tr.seq_len / lay.cp  # local tokens of one micro-batch
-    n_mb = micro_batches(tr, lay)
     sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id), n_mb)
     tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
@@ -333,20 +271,36 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     # DualPipe hides the send/recv under the paired forward/backward chunk (arXiv:2412.19437, Sec. 3.2.1)
     pp_exposed = 0.0 if lay.pp_schedule == "dualpipe" else pp_s
     per_mb_comm = tp_exposed + ep_exposed + cp_s + pp_exposed
-    dp = _zero3_comm(m, tr, lay, sc, n_mb, topo) if lay.zero == 3 else _replica_comm(tr, lay, sc, topo)
-    opt_s = _optimizer_s(tr, lay, sc.params, dev)
-    bubble = bubble_s(lay, sc.total + per_mb_comm - pp_exposed)  # the send/recv is counted once, below
+    return PipelinePart(sc=sc, n_mb=n_mb, dev=dev, topo=topo, tp_s=tp_s, tp_exposed=tp_exposed, cp_s=cp_s, ep_s=ep_s,
+                        ep_exposed=ep_exposed, pp_s=pp_s, pp_exposed=pp_exposed,
+                        # the send/recv is counted once, in the exposed communication
+                        bubble=bubble_s(lay, sc.total + per_mb_comm - pp_exposed),
+                        opt_s=_optimizer_s(tr, lay, sc.params, dev))
+
+
+def _rates(hw: Hardware, tr: Training, lay: Layout, fp8_layers: bool) -> tuple[Device, Device | None, float, int]:
+    """(the linears' device, the bf16 device under fp8, local tokens of one micro-batch, micro-batches)."""
+    dev16 = device(hw, tr, "bf16") if tr.precision == "fp8" else None
+    dev = device(hw, tr) if fp8_layers or dev16 is None else dev16
+    return dev, dev16, lay.micro_batch * tr.seq_len / lay.cp, micro_batches(tr, lay)
+
+
+def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
+               fp8_layers: bool) -> StepTime:
+    p = _pipeline(m, hw, tr, lay, corrections, fp8_layers)
+    sc, n_mb = p.sc, p.n_mb
+    dp = dp_comm(m, tr, lay, sc, n_mb, p.topo)
     # Overlapped collectives are not free: NCCL kernels take SMs and HBM bandwidth from the
     # compute they hide behind (interference, see constants.json "comm_interference").
-    interference = constant("comm_interference") * (dp.hidden + n_mb * (tp_s - tp_exposed + ep_s - ep_exposed
-                                                                        + pp_s - pp_exposed))
+    interference = constant("comm_interference") * (dp.hidden + n_mb * (p.tp_s - p.tp_exposed + p.ep_s - p.ep_exposed
+                                                                        + p.pp_s - p.pp_exposed))
     compute_s = n_mb * sc.total + interference
-    comm_exposed = n_mb * per_mb_comm + dp.exposed
+    comm_exposed = n_mb * p.per_mb_comm + dp.exposed
     return StepTime(
-        step_s=compute_s + comm_exposed + bubble + opt_s, compute_s=compute_s, comm_exposed_s=comm_exposed,
-        bubble_s=bubble, optimizer_s=opt_s, microbatches=n_mb, recompute_s=n_mb * sc.recompute,
+        step_s=compute_s + comm_exposed + p.bubble + p.opt_s, compute_s=compute_s, comm_exposed_s=comm_exposed,
+        bubble_s=p.bubble, optimizer_s=p.opt_s, microbatches=n_mb, recompute_s=n_mb * sc.recompute,
         interference_s=interference,
-        comm_detail={"tp": n_mb * tp_s, "tp_exposed": n_mb * tp_exposed, "cp": n_mb * cp_s, "ep": n_mb * ep_s,
-                     **({"ep_exposed": n_mb * ep_exposed} if _ep_hidden(lay) else {}),
-                     "pp": n_mb * pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed},
+        comm_detail={"tp": n_mb * p.tp_s, "tp_exposed": n_mb * p.tp_exposed, "cp": n_mb * p.cp_s,
+                     "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if _ep_hidden(lay) else {}),
+                     "pp": n_mb * p.pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed},
         fp8_layers=fp8_layers)

@@ -13,6 +13,7 @@ from gpuplan.model.estimate import evaluate
 from gpuplan.profile.launch import check_devices, run_trial
 from gpuplan.profile.model_check import check_model
 from gpuplan.report.progress import ProgressBar
+from gpuplan.report.render import estimate_json
 from gpuplan.spec.layout import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 from gpuplan.units import GiB
@@ -180,7 +181,7 @@ def profile(sc: Scenario, *, device: str, nproc: int, nnodes: int = 1, steps: in
         hw = make_hardware(gpu_id, gpus=world, gpus_per_node=nproc)
         sc = replace(sc, hardware=hw)
         trial = replace(trial, hardware=hw)
-    predicted = evaluate(trial).to_json()
+    predicted = estimate_json(evaluate(trial))
     report: dict[str, Any] = {"device": device, "gpu": gpu_id if device == "cuda" else "cpu", "world": world,
                               "predicted": {"memory": predicted["memory"], "time": predicted["time"]},
                               "scenario": predicted["scenario"], "oom": oom, "notes": notes}

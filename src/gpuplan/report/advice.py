@@ -7,11 +7,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.report.render import estimate_json
+from gpuplan.report.words import PART_WORDS, parts_in_words, rejection_text
 from gpuplan.spec.defaults import assumed, searched_fields
 from gpuplan.units import GiB, fmt_duration, fmt_usd
 
 if TYPE_CHECKING:  # the result types only: report never runs the search
+    from gpuplan.model.estimate import Estimate
     from gpuplan.search.enumerate import Candidate
+    from gpuplan.search.fit import FitResult
     from gpuplan.search.plan import PlanResult, UserLayout
     from gpuplan.search.rank import Equilibrium
 
@@ -74,14 +78,15 @@ def layout_summary(c: Candidate) -> dict[str, Any]:
 def plan_json(r: PlanResult) -> dict[str, Any]:
     """The contract's plan object: best, candidates, rejections, min GPUs, scaling, equilibrium, advice."""
     eqs = {g: equilibrium_json(e) for g, e in r.equilibrium.items()}
-    scaling = [{"gpus": p.gpus, "gpu": r.main_gpu, "best": r.estimate(p.candidate).to_json(),
+    scaling = [{"gpus": p.gpus, "gpu": r.main_gpu, "best": estimate_json(r.estimate(p.candidate)),
                 "speedup": p.speedup, "efficiency": p.efficiency, "marginal_efficiency": p.marginal,
                 "improves": p.improves} for p in r.scaling[r.main_gpu]]
     return {
-        "best": r.estimate(r.ranked[0]).to_json() if r.ranked else None,
-        "candidates": [r.estimate(c).to_json() for c in r.ranked[:r.top_k]],
+        "best": estimate_json(r.estimate(r.ranked[0])) if r.ranked else None,
+        "candidates": [estimate_json(r.estimate(c)) for c in r.ranked[:r.top_k]],
         "searched": r.searched,
-        "rejected": dict(r.rejected),
+        "rejected": rejected_json(r.rejected),
+        "not_searched": r.not_searched,
         "min_gpus": r.min_gpus(),
         "scaling": scaling,
         "scaling_note": efficiency_note(scaling),
@@ -97,25 +102,47 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
     }
 
 
+def rejected_json(rejected: dict[Any, int]) -> dict[str, int]:
+    """The search's counts by reason, the reasons in words (most first)."""
+    out: dict[str, int] = {}
+    for why, n in sorted(rejected.items(), key=lambda kv: -kv[1]):
+        key = rejection_text(why)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def fit_json(r: FitResult, best: Estimate | None) -> dict[str, Any]:
+    """``gpuplan fit --json``: the smallest count that fits, the fastest layout there, what was tried."""
+    row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried,
+                           "max_gpus": r.max_gpus}
+    row["best"] = estimate_json(best) if best is not None else None
+    if r.not_searched:  # the work limit cut the search: "nothing fits" would not be known
+        row["not_searched"] = r.not_searched
+    if best is None:
+        row["closest_total"] = r.closest.memory.total if r.closest else None
+        row["capacity"] = r.scenario.hardware.gpu.usable_memory_bytes
+    return row
+
+
 def closest_miss_json(r: PlanResult) -> dict[str, Any] | None:
     """The rejected layout that came nearest to fitting, and what filled its memory."""
     if r.closest is None:
         return None
     miss, lay = r.closest, r.closest.layout
     mem = miss.memory
-    parts = mem.parts()
+    parts = parts_in_words(mem.parts())
     return {"gpu": miss.hw.gpu.id, "gpus": miss.hw.gpus, "over_bytes": miss.over_bytes, "total": mem.total,
             "capacity": mem.capacity, "largest": max(parts, key=lambda k: parts[k]), "parts": parts,
             "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "zero": lay.zero,
                        "micro_batch": lay.micro_batch, "recompute": lay.recompute}}
 
 
-_FIXES = {
-    "model states": lambda lay: ["more GPUs", "zero 3" if lay.zero < 3 else "", "a GPU with more memory",
+_FIXES = {  # by model/breakdown.py Part
+    "states": lambda lay: ["more GPUs", "zero 3" if lay.zero < 3 else "", "a GPU with more memory",
                                  "offload" if lay.offload == "none" else ""],
     "activations": lambda lay: ["recompute=full" if lay.recompute != "full" else "",
                                 "micro_batch=1" if lay.micro_batch > 1 else "", "more tp or cp", "a shorter sequence"],
-    "logits and buffers": lambda lay: ["micro_batch=1" if lay.micro_batch > 1 else "",
+    "logits_and_buffers": lambda lay: ["micro_batch=1" if lay.micro_batch > 1 else "",
                                        "more tp (vocab-parallel logits)", "a fused/chunked loss"],
 }
 
@@ -126,13 +153,13 @@ def _nothing_fits(r: PlanResult) -> list[str]:
         lay, hw, mem = r.closest.layout, r.closest.hw, r.closest.memory
         parts = mem.parts()
         top = max(parts, key=lambda k: parts[k])
-        fix = ", ".join(f for f in _FIXES[top](lay) if f)
+        fix = ", ".join(f for f in _FIXES[top.value](lay) if f)
         out.append(f"nothing fits: the closest layout ({hw.gpus}× {hw.gpu.id}, tp={lay.tp} pp={lay.pp} "
                    f"zero={lay.zero} recompute={lay.recompute}) needs {mem.total / GiB:.1f} GiB of "
-                   f"{mem.capacity / GiB:.1f} GiB: {top} {parts[top] / GiB:.1f} GiB — try {fix}")
+                   f"{mem.capacity / GiB:.1f} GiB: {PART_WORDS[top.value]} {parts[top] / GiB:.1f} GiB — try {fix}")
     else:  # no GPU type was searched at all: say why
-        out.extend(f"nothing was searched: {why}" for why in r.rejected)
-    if r.rejected.get("out of host memory: offloaded state"):
+        out.extend(f"nothing was searched: {rejection_text(why)}" for why in r.rejected)
+    if any(why.reason.value == "out_of_host_memory" for why in r.rejected):
         host = r.scenario.hardware.host_memory_bytes or 0.0
         out.append(f"offloading was tried but the offloaded state exceeds the node's host memory "
                    f"({host / GiB:,.0f} GiB): more host memory or more GPUs")

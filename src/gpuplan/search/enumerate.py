@@ -1,48 +1,67 @@
-"""The one enumerator of layouts, used by ``fit`` and ``plan`` alike.
+"""The one search of layouts, used by ``fit`` and ``plan`` alike.
 
-Enumeration (Calculon-style divisor products, filtered by the named rules of spec/layout.py):
-  tp   divides the node and the attention heads (KV heads divide tp or tp divides them)
-  pp   divides the layers, at most 64 (uneven splits only when the user fixes pp)
-  cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens
-  dp   divides global_batch / micro_batch; past one node the count is a whole number of nodes
-  ep   (MoE) divides the experts and dp×cp
-  zero 1, 2, hybrid shard (FSDP inside the node, replicas across nodes), 3 — ZeRO-0 only without
-       replicas, since ZeRO-1 moves the same bytes and shards the optimizer step (see _shardings)
-  micro-batch 1, 2, 4, 8, 16 dividing the per-replica batch; schedule 1f1b / interleaved ×2 when
-  pp > 1 (zero-bubble when the scenario asks for it); recompute none → selective-op → full;
-  offload only when nothing fits.
-Fields the scenario fixes are kept. For one parallel split (tp, pp, cp, dp, ep, mb, schedule),
-recompute levels are tried cheapest first and, within a level, ZeRO stages from least to most
-sharded: the first that fits at a level is the fastest at that level (more sharding and more
-recompute only add time), so at most three runtimes are computed per split.
+Every layout of the space (search/space.py) is classified — refused by the framework, out of host
+memory, out of memory, or fitting — by the model's own functions (``memory.peak_bytes`` and
+``memory.verdict``: the decision ``evaluate`` reports as ``fits``), and the fastest fitting layout is
+kept per (GPU type, count), timed and priced by ``estimate.assess``, the function ``evaluate`` calls.
+Counts are exact over the whole space; work is skipped only where a proof says the answer cannot change:
+
+1. a (split, schedule, sharding) whose peak floor (``memory.peak_floor``: its least model states) does not
+   fit: every layout of it is out of memory — counted, not built;
+2. within a (schedule, recompute, sharding) family the peak never falls as the micro-batch grows (one GPU
+   without ZeRO taking its whole batch in one micro-batch is the exception, and is evaluated on its own):
+   the fitting micro-batches are a prefix, found from its ends and by bisection;
+3. the ZeRO-1 peak is never below ZeRO-2's, nor hybrid shard's below full shard's, at the same schedule,
+   recompute and micro-batch: the second bounds the first's prefix;
+4. the fitting layouts of a GPU type and count are timed in the order of their step floor
+   (``runtime.step_floor``: compute, bubble and optimizer only); once the floor is above the best step
+   found, no later one can win.
+
+A tie in throughput goes to the layout first in the space's canonical order, so the answer, every count
+and the closest miss equal an exhaustive evaluation of every layout (tests/property/test_search_exhaustive.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import replace
 
-from gpuplan.catalog.frameworks import get_framework, why_not
-from gpuplan.catalog.hardware import get_fabric
-from gpuplan.model.estimate import settle_fp8
-from gpuplan.model.memory import MemoryBreakdown, StagePeak, memory, worst_stage
-from gpuplan.spec import GPU, Hardware, Layout, Training, divisors, ep_choices, tp_splits_heads
+from gpuplan.model.estimate import Cost, assess, has_compute_peak
+from gpuplan.model.memory import peak_floor, plain_limit, verdict
+from gpuplan.model.runtime import FLOOR_SLACK, step_floor
+from gpuplan.search.book import Book, Where
+from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
+from gpuplan.search.found import Candidate, Family, Miss
+from gpuplan.search.order import bound, dominance_order, first_miss
+from gpuplan.search.space import (
+    Shard,
+    Split,
+    micro_batches,
+    offload_passes,
+    one_gpu_whole_batch,
+    recomputes,
+    schedules,
+    shardings,
+    splits,
+    tp_domain,
+)
+from gpuplan.spec import Hardware, Training
 from gpuplan.spec.defaults import default_global_batch as _default_batch
-from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
 from gpuplan.spec.scenario import Scenario
 
-MICRO_BATCHES = (1, 2, 4, 8, 16)
-MAX_PP = 64  # pipeline stages the search proposes (published runs: ≤ 16; Llama 3 405B used 16)
-LONG_SEQUENCE = 32768  # from this sequence length on, context parallelism is searched
-CP_DEGREES = (1, 2, 4, 8, 16)
-# layouts one fit or plan evaluates at most (~10 s): Llama-3.1-405B over every catalogue GPU up to 2^20 GPUs
-# takes 278k, so no real search reaches it; a 1T model of 5,040 layers over it takes 520k (cut here, and said so)
-MAX_TRIES = 300_000
-WORK_LIMIT = (f"not searched: the work limit of {MAX_TRIES:,} layouts was reached; narrow the search (fewer --gpu "
-              "types, a lower --max-gpus, or fix layout.tp / layout.pp)")
+__all__ = ["MAX_SPLITS", "Candidate", "Miss", "Search", "default_global_batch", "same_space", "search_gpu",
+           "search_types"]
+
+# Parallel splits one fit or plan examines at most: Llama-3.1-405B over every catalogue GPU type up to
+# 2^20 GPUs takes 12,166 (~9 s); a 1T model of 5,040 layers takes 32,826 — cut here, counted as not searched,
+# and said so.
+MAX_SPLITS = 15_000
+
+
+
+UNPRICED = Cost(usd=None, usd_per_gpu_hour=None, usd_with_failures=None)
 
 
 def default_global_batch(sc: Scenario) -> int:
@@ -50,304 +69,288 @@ def default_global_batch(sc: Scenario) -> int:
     return _default_batch(sc.training)
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """The fastest layout found for one GPU type and count."""
+class Search(Book):
+    """Classifies the layouts of one scenario; keeps the counts, the best per (GPU, count) and the least
+    peak floor per count (``fit`` stops on it); ``closest()`` finds the nearest miss when nothing fits."""
 
-    gpu: str
-    gpus: int
-    layout: Layout
-    step_s: float
-    tokens_per_s: float
-    train_s: float | None
-    usd: float | None
-    memory_bytes: float
-    hw: Hardware
-
-
-@dataclass(frozen=True, slots=True)
-class Miss:
-    """The rejected layout that came nearest to fitting."""
-
-    over_bytes: float
-    layout: Layout
-    hw: Hardware
-    memory: MemoryBreakdown
-
-
-def hardware_for(sc: Scenario, g: GPU) -> Hardware:
-    """The scenario's hardware on GPU type ``g``: its own node, fabric and price for another type."""
-    hw = sc.hardware
-    if g.id == hw.gpu.id:
-        return hw
-    return replace(hw, gpu=g, gpus_per_node=g.gpus_per_node, scale_up=get_fabric(g.scale_up, "scale_up"),
-                   price_per_gpu_hour=g.price_usd_per_gpu_hour if sc.hardware.price_per_gpu_hour is None
-                   or hw.price_per_gpu_hour == hw.gpu.price_usd_per_gpu_hour else hw.price_per_gpu_hour)
-
-
-def tp_domain(hw: Hardware) -> int:
-    """GPUs a tensor-parallel group may span: the scale-up (NVLink) domain — 72 on a GB200/GB300 NVL72
-    rack of 4-GPU trays — or the node where the domain is smaller (NVLink bridge pairs talk over PCIe)."""
-    return max(hw.gpus_per_node, hw.scale_up.domain_gpus or 0)
-
-
-def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]:
-    """The tp, pp and cp degrees the search tries (the scenario's own where it fixes them); tp within
-    ``domain`` GPUs (``tp_domain``)."""
-    m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
-    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
-    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= MAX_PP]
-    cps = [fixed["cp"]] if "cp" in fixed else \
-        ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
-    return tps, pps, cps
-
-
-def _splits(sc: Scenario, hw: Hardware, counts: Callable[[int], bool], max_gpus: int,
-            global_batch: int) -> Iterator[dict]:
-    """Parallel splits (tp, pp, cp, dp, ep) for one GPU type; micro-batch and schedule come later."""
-    m, fixed, per_node = sc.model, sc.layout, hw.gpus_per_node
-    seq = sc.training.seq_len
-    tps, pps, cps = degrees(sc, tp_domain(hw))
-    for tp in tps:
-        for pp in pps:
-            for cp in cps:
-                for dp in ([fixed["dp"]] if "dp" in fixed else divisors(global_batch)):
-                    n = dp * tp * pp * cp
-                    if n > max_gpus or (n > per_node and n % per_node) or seq % cp or not counts(n):
-                        continue
-                    eps = [fixed["ep"]] if "ep" in fixed else ep_choices(m, dp * cp)
-                    for ep in eps:
-                        yield {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep}
-
-
-def _schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
-    fixed = sc.layout
-    v = fixed.get("virtual_stages", 1)
-    if v > 1:  # virtual stages mean the interleaved schedule, and a pipeline to interleave
-        return [("interleaved", v)] if pp > 1 and pp * v <= sc.model.n_layers else []
-    if fixed.get("pp_schedule") == "interleaved" and pp > 1:  # the documented default: 2 chunks per stage
-        return [("interleaved", INTERLEAVED_DEFAULT_CHUNKS)] if pp * INTERLEAVED_DEFAULT_CHUNKS <= sc.model.n_layers \
-            else []
-    if "pp_schedule" in fixed or pp == 1:
-        return [(fixed.get("pp_schedule", "1f1b"), 1)]
-    out = [("1f1b", 1)]
-    if pp * 2 <= sc.model.n_layers:  # uneven chunks allowed (Llama 3: 126 layers on 16 stages)
-        out.append(("interleaved", 2))
-    if sc.model.moe and pp % 2 == 0:  # DualPipe: built for MoE's all-to-all (DeepSeek-V3, Sec. 3.2.1)
-        out.append(("dualpipe", 1))
-    return out
-
-
-def _shardings(sc: Scenario, split: dict, per_node: int) -> list[dict]:
-    fixed = sc.layout
-    group = split["dp"] * split["cp"]
-    zg = fixed.get("zero_group")
-    if zg is not None:  # a hybrid-shard group the scenario fixes: only splits it divides
-        if group % zg:
-            return []
-        return [{"zero": z, "zero_group": zg} for z in ([fixed["zero"]] if "zero" in fixed else (1, 2, 3))]
-    if "zero" in fixed:
-        return [{"zero": fixed["zero"], "zero_group": None}]
-    if group == 1:
-        return [{"zero": 0, "zero_group": None}]
-    # ZeRO-0 is dominated once there are replicas: ZeRO-1 moves the same bytes (reduce-scatter +
-    # all-gather = all-reduce), hides them behind forward and backward, shards the optimizer step,
-    # and needs less memory. ZeRO-2 costs the same time as ZeRO-1 with less memory, so the order
-    # below is fastest-first and the first that fits at a recompute level is the fastest there.
-    out = [{"zero": z, "zero_group": None} for z in (1, 2)]
-    node_group = per_node // (split["tp"] * split["cp"]) if per_node >= split["tp"] * split["cp"] else 1
-    if 1 < node_group < group and group % node_group == 0:
-        out.append({"zero": 3, "zero_group": node_group})  # HSDP: shard in the node, replicate across
-    out.append({"zero": 3, "zero_group": None})
-    return out
-
-
-class Search:
-    """Evaluates layouts for one scenario; keeps counts, the best per (GPU, count), the closest
-    miss and the least memory any layout needs per count (``fit`` stops on it)."""
-
-    def __init__(self, sc: Scenario) -> None:
+    def __init__(self, sc: Scenario, global_batch: int | None = None) -> None:
         self.sc = sc
-        self.searched = self.tries = 0
-        self.rejected: Counter[str] = Counter()
+        self.gb = global_batch if global_batch is not None else default_global_batch(sc)
+        self.tr: Training = replace(sc.training, global_batch=self.gb)
+        self.searched = 0
+        self.rejected: Counter[Rejection] = Counter()
         self.best: dict[tuple[str, int], Candidate] = {}
-        self.closest: Miss | None = None
-        self.least_bytes: dict[int, float] = {}
-        self._peaks: dict[tuple, StagePeak] = {}
-        fixed = sc.layout  # the fields every layout of this scenario keeps
-        self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
-                      "recompute_every": fixed.get("recompute_every", 1)}
-        self._tp_overlap = fixed.get("tp_overlap", False)
-        # expert all-to-all overlap: as given, else on wherever the framework offers it and its rules allow
-        self._ep_overlap: bool | None = fixed.get("ep_overlap")
-        profile = get_framework(sc.training.framework)
-        self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
-        self._framework_rules = bool(profile.cannot_run)
-        self._refusals: dict[tuple, str | None] = {}
+        self.least_floor: dict[int, float] = {}
+        self.splits_done = 0
+        # a layout's rank in canonical order: (GPU type searched, split, family, micro-batch); ties go to the first
+        self._run = 0
+        self._ranks: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._fitting: list[tuple[tuple[int, ...], Where, Hardware]] = []  # this run's fitting layouts
+        self._visited: list[tuple[tuple[int, ...], Hardware, Where]] | None = []  # for the closest miss
+        self._floors: dict[tuple, float] = {}
+        self._book(sc, self.tr)
 
-    def run_gpu(self, hw0: Hardware, max_gpus: int, global_batch: int, offload: tuple[str, ...],
+    # ---- the space, split by split ---------------------------------------------------------------
+    def run_gpu(self, hw0: Hardware, max_gpus: int, offload: tuple[str, ...],
                 counts: Callable[[int], bool] = lambda n: True) -> None:
-        """Search every split of up to ``max_gpus`` GPUs of ``hw0``'s type whose count ``counts`` admits."""
-        sc = self.sc
-        tr = replace(sc.training, global_batch=global_batch)
-        fixed = sc.layout
-        recs = [fixed["recompute"]] if "recompute" in fixed else ["none", "selective-op", "full"]
-        mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES
-        for split in _splits(sc, hw0, counts, max_gpus, global_batch):
-            n = split["dp"] * split["tp"] * split["pp"] * split["cp"]
-            hw = replace(hw0, gpus=n)
-            sp = fixed.get("sequence_parallel", True) and split["tp"] > 1  # SP needs tp > 1
-            for off in offload:
-                # the most frugal choice of this split: if it does not fit, nothing of the split does
-                if not self._fits_at_all(hw, tr, split, sp, off, recs, mbs):
-                    continue
-                any_fit = False
-                for sched, v in _schedules(sc, split["pp"]):
-                    for mb in mbs:
-                        if global_batch % (split["dp"] * mb) or \
-                                (sched == "dualpipe" and global_batch // (split["dp"] * mb) % 2):
-                            continue
-                        if not self._ladder(hw, tr, {**split, "micro_batch": mb, "pp_schedule": sched,
-                                                     "virtual_stages": v}, sp, off, recs):
-                            break  # a larger micro-batch needs more memory still
-                        any_fit = True
-                if any_fit:
-                    break  # no offload needed for this split
+        """Every split of up to ``max_gpus`` GPUs of ``hw0``'s type whose count ``counts`` admits."""
+        self.run_types((hw0,), max_gpus, offload, counts)
 
-    def _layout(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> Layout:
-        # every part was chosen by the enumeration's rules, so the layout is valid by construction
-        return Layout.unchecked(**split, **shard, **self._kept, recompute=rec, offload=off, sequence_parallel=sp,
-                                tp_overlap=self._tp_overlap and sp,
-                                ep_overlap=self._ep_for(split, shard, rec, sp, off))
-
-    def _ep_for(self, split: dict, shard: dict, rec: str, sp: bool, off: str) -> bool:
-        """Whether this layout overlaps the expert all-to-all: as the scenario says; else yes where
-        the framework offers it (``moe.a2a_overlap``) and none of its rules refuses it here."""
-        if split["ep"] == 1:
-            return False
-        if self._ep_overlap is not None:
-            return self._ep_overlap
-        if not self._ep_offered:
-            return False
-        if not self._framework_rules:
-            return True
-        key = ("ep_overlap", split["tp"], split["pp"], split["cp"], split["dp"] > 1, split["ep"],
-               split["pp_schedule"], shard["zero"], rec, sp, off)
-        if key not in self._refusals:
-            fields = {**split, **shard, "recompute": rec, "sequence_parallel": sp, "offload": off, **self._kept,
-                      "tp_overlap": self._tp_overlap and sp, "ep_overlap": True}
-            self._refusals[key] = why_not(self.sc.training.framework, fields, self.sc.training)
-        return self._refusals[key] is None
-
-    def _peak(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> StagePeak:
-        """The most loaded stage's peak (the memory of a layout is the same on every GPU type)."""
-        key = (split["tp"], split["ep"], split["pp"], split["virtual_stages"], split["cp"], split["dp"], sp,
-               split["micro_batch"], rec, shard["zero"], shard["zero_group"], off, split["pp_schedule"])
-        worst = self._peaks.get(key)
-        if worst is None:
-            lay = self._layout(split, shard, rec, sp, off)
-            worst = self._peaks[key] = worst_stage(self.sc.model, tr, lay, self.sc.corrections)
-        return worst
-
-    def _fits_at_all(self, hw: Hardware, tr: Training, split: dict, sp: bool, off: str, recs: list[str],
-                     mbs: tuple[int, ...] | list[int]) -> bool:
-        frugal = {**split, "micro_batch": min(mbs), "pp_schedule": "1f1b", "virtual_stages": 1}
-        shards = _shardings(self.sc, split, hw.gpus_per_node)
-        if not shards:
-            self.rejected["layout.zero_group does not divide dp×cp"] += 1
-            return False
-        return self._try(hw, tr, frugal, shards[-1], recs[-1], sp, off, keep=False)
-
-    def _refused(self, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str) -> str | None:
-        """Why the scenario's framework cannot run this layout (catalog/frameworks.json), or None."""
-        if not self._framework_rules:
-            return None
-        key = (split["tp"], split["pp"], split["cp"], split["dp"] > 1, split["ep"], split["pp_schedule"],
-               shard["zero"], rec, sp, off)
-        if key not in self._refusals:
-            fields = {**split, **shard, "recompute": rec, "sequence_parallel": sp, "offload": off, **self._kept,
-                      "tp_overlap": self._tp_overlap and sp, "ep_overlap": self._ep_for(split, shard, rec, sp, off)}
-            self._refusals[key] = why_not(tr.framework, fields, tr)
-        return self._refusals[key]
-
-    def _try(self, hw: Hardware, tr: Training, split: dict, shard: dict, rec: str, sp: bool, off: str,
-             keep: bool = True) -> bool:
-        if off == "params" and shard["zero"] != 3:
-            return False
-        if self.tries >= MAX_TRIES:  # bounded work: the rest is counted as not searched, and said so
-            self.rejected[WORK_LIMIT] += 1
-            return False
-        self.tries += 1
-        refused = self._refused(tr, split, shard, rec, sp, off)
-        if refused:
-            self.rejected[refused] += 1
-            return False
-        self.searched += 1
-        peak = self._peak(tr, split, shard, rec, sp, off)
-        total = peak.total * self.sc.corrections.on(hw.gpu.id).memory
-        if total < self.least_bytes.get(hw.gpus, math.inf):
-            self.least_bytes[hw.gpus] = total
-        cap = hw.gpu.usable_memory_bytes * (1 - tr.headroom)
-        host = hw.host_memory_bytes
-        if host is not None and peak.states.cpu_offload * min(hw.gpus, hw.gpus_per_node) > host:
-            self.rejected["out of host memory: offloaded state"] += 1
-            return False
-        if total > cap:
-            self.rejected["out of memory: " + peak.largest_part()] += 1
-            if self.closest is None or total - cap < self.closest.over_bytes:
-                lay = self._layout(split, shard, rec, sp, off)
-                self.closest = Miss(total - cap, lay, hw, memory(self.sc.model, hw, tr, lay, self.sc.corrections))
-            return False
-        if keep:
-            self._consider(hw, tr, self._layout(split, shard, rec, sp, off), total)
-        return True
-
-    def _ladder(self, hw: Hardware, tr: Training, split: dict, sp: bool, off: str, recs: list[str]) -> bool:
-        """Recompute levels cheapest first; within a level the least sharding that fits."""
-        shards = _shardings(self.sc, split, hw.gpus_per_node)
-        if not self._try(hw, tr, split, shards[-1], recs[-1], sp, off, keep=False):
-            return False  # not even with the most sharding and recompute
-        found = False
-        limit = len(shards)
-        for rec in recs:
-            # a costlier recompute level can only win with lighter sharding than a cheaper level needed
-            allowed = shards[:limit]
-            if not allowed:
+    def run_types(self, types: tuple[Hardware, ...], max_gpus: int, offload: tuple[str, ...],
+                  counts: Callable[[int], bool] = lambda n: True) -> None:
+        """GPU types whose spaces are the same (``same_space``), as if searched one after the other: per split
+        the offload choices in order, stopping (per type) at the first under which something fits; then the
+        fastest fitting layout per type and count. A peak is the same on every GPU type, so each split's
+        layouts are sized once for all of them; only the capacity differs."""
+        runs = list(range(self._run, self._run + len(types)))
+        self._run += len(types)
+        space = list(splits(self.sc, types[0], counts, max_gpus, self.gb))
+        budgets = []  # the work limit, reached as a search of the types one after the other would reach it
+        for _ in types:
+            budgets.append(max(0, min(len(space), MAX_SPLITS - self.splits_done)))
+            self.splits_done += budgets[-1]
+            self.rejected[WORK_LIMIT] += len(space) - budgets[-1]
+        for k, split in enumerate(space):
+            live = [t for t in range(len(types)) if k < budgets[t]]
+            if not live:
                 break
-            if (rec != recs[-1] or limit < len(shards)) and \
-                    not self._try(hw, tr, split, allowed[-1], rec, sp, off, keep=False):
-                continue  # not even the heaviest allowed sharding fits at this level
-            for i, shard in enumerate(allowed):
-                if self._try(hw, tr, split, shard, rec, sp, off):
-                    found = True
-                    limit = i
-                    break  # more sharding at this recompute level only adds time
+            shards = shardings(self.sc, split, types[0].gpus_per_node)
+            if not shards:
+                self.rejected[ZERO_GROUP] += len(live)
+                continue
+            hws = {t: replace(types[t], gpus=split.world) for t in live}
+            for off in offload:
+                found = self._split(hws, split, shards, off, {t: (runs[t], k) for t in hws})
+                hws = {t: hw for t, hw in hws.items() if t not in found}
+                if not hws:
+                    break
+        self.rejected = +self.rejected  # no reason counted zero times
+        self._time_fitting()
+
+    def _families(self, split: Split, shards: tuple[Shard, ...], off: str) -> list[Family]:
+        out = []
+        for sched, v in schedules(self.sc, split.pp):
+            mbs = micro_batches(self.sc, split, sched, self.gb)
+            if not mbs:
+                continue
+            for rec in recomputes(self.sc):
+                out += [Family(sched, v, mbs, rec, sh) for sh in shards if off != "params" or sh[0] == 3]
+        return out
+
+    def _split(self, hws: dict[int, Hardware], split: Split, shards: tuple[Shard, ...], off: str,
+               ranks: dict[int, tuple[int, int]]) -> set[int]:
+        """Classify one split's layouts under offload ``off`` on each GPU type of ``hws``; the types where any
+        fits."""
+        fams = self._families(split, shards, off)
+        if not fams:
+            return set()
+        sp = self._sp and split.tp > 1
+        floors = self._floors_fit(hws, split, fams, sp, off)
+        found: set[int] = set()
+        prefix: dict[tuple[str, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
+        for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
+            fam = fams[i]
+            where0 = (split, fam, fam.micro_batches[0], sp, off)
+            for t, hw in hws.items():
+                self._remember((*ranks[t], i), hw, where0)
+            out = [t for t in hws if not floors.get((t, fam.virtual_stages, fam.shard), True)]
+            if out:
+                self._count_out(fam, split, sp, off, len(out))
+                prefix[(fam.schedule, fam.recompute, fam.shard)] = 0
+            live = {t: hw for t, hw in hws.items() if t not in out}
+            if not live:
+                continue
+            for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix):
+                found.add(t)
+                self._fitting.append(((*ranks[t], i, j), (split, fam, mb, sp, off), live[t]))
         return found
 
-    def _consider(self, hw: Hardware, tr: Training, lay: Layout, total_bytes: float) -> None:
-        st, mem16 = settle_fp8(self.sc.model, hw, tr, lay, self.sc.corrections, fp8_fits=True)
-        if mem16 is not None:  # bf16 linears where fp8 does not pay, and they fit
-            total_bytes = mem16.total
-        tokens_step = (tr.global_batch or 0) * tr.seq_len
-        tps = tokens_step / st.step_s
-        total = tr.tokens if tr.tokens is not None else (tr.steps * tokens_step if tr.steps else None)
-        train_s = total / tps if total else None
-        price = hw.price_per_gpu_hour
-        usd = hw.gpus * train_s / 3600 * price if train_s is not None and price is not None else None
-        cand = Candidate(hw.gpu.id, hw.gpus, lay, st.step_s, tps, train_s, usd, total_bytes, hw)
-        key = (hw.gpu.id, hw.gpus)
-        if key not in self.best or cand.tokens_per_s > self.best[key].tokens_per_s:
-            self.best[key] = cand
+    def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
+                    prefix: dict[tuple[str, str, Shard], int]) -> list[tuple[int, int, int]]:
+        """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
+        if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
+            return [(t, j, mb) for t, hw in hws.items() for j, mb in self._family(hw, split, fam, sp, off)]
+        if len(hws) == 1:
+            (t, hw), = hws.items()
+            fitting, fit_count = self._classify(hw, split, fam, sp, off, bound(prefix, fam))
+            if fit_count is not None:
+                prefix[(fam.schedule, fam.recompute, fam.shard)] = fit_count
+            return [(t, j, mb) for j, mb in fitting]
+        return self._classify_types(hws, split, fam, sp, off)
 
+    def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str
+                        ) -> list[tuple[int, int, int]]:
+        """Several GPU types: every micro-batch's peak once (the same on every type), then each type's
+        verdict on each — exact without any ordering of the peaks."""
+        mbs = fam.micro_batches
+        self.searched += len(mbs) * len(hws)
+        why = self._refusal(self._layout(split, fam, mbs[0], sp, off)) if self._rules else None
+        if why is not None:
+            self.rejected[why] += len(mbs) * len(hws)
+            return []
+        peaks = [self._peak((split, fam, mb, sp, off)) for mb in mbs]
+        out = []
+        for t, hw in hws.items():
+            limit = plain_limit(hw, self.tr, self.sc.corrections, off != "none")
+            if limit is not None:  # the verdict is a comparison here
+                fit = [j for j, (total, _) in enumerate(peaks) if total <= limit]
+                self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
+                out += [(t, j, mbs[j]) for j in fit]
+                continue
+            for j, (total, offloaded) in enumerate(peaks):
+                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections)
+                if not v.host_ok:
+                    self.rejected[OUT_OF_HOST_MEMORY] += 1
+                elif v.total > v.usable:
+                    self.rejected[OUT_OF_MEMORY] += 1
+                else:
+                    out.append((t, j, mbs[j]))
+        return out
 
-def search_gpu(search: Search, hw: Hardware, max_gpus: int, global_batch: int,
-               counts: Callable[[int], bool] = lambda n: True) -> None:
+    def _floors_fit(self, hws: dict[int, Hardware], split: Split, fams: list[Family], sp: bool, off: str
+                    ) -> dict[tuple[int, int, Shard], bool]:
+        """Whether each (type, virtual stages, sharding)'s peak floor fits (none where host memory could fail:
+        the floor bounds the GPU's peak only); the least floor of the count, for ``fit``'s stop."""
+        if off != "none" and any(hw.host_memory_bytes is not None for hw in hws.values()):
+            return {}
+        base = self._layout(split, fams[0], fams[0].micro_batches[0], sp, off)
+        out, least = {}, math.inf
+        for v, shard in dict.fromkeys((f.virtual_stages, f.shard) for f in fams):
+            floor = peak_floor(self.sc.model, self.tr, base, (shard,), (v,))
+            least = min(least, floor)
+            for t, hw in hws.items():
+                fv = verdict(floor, 0.0, hw, self.tr, self.sc.corrections)
+                out[(t, v, shard)] = fv.total <= fv.usable
+        n = split.world
+        self.least_floor[n] = min(self.least_floor.get(n, math.inf), least)
+        return out
+
+    def _count_out(self, fam: Family, split: Split, sp: bool, off: str, types: int = 1) -> None:
+        """Every layout of a family whose floor does not fit (on ``types`` GPU types): refused by the framework,
+        else out of memory."""
+        n = len(fam.micro_batches) * types
+        self.searched += n
+        if not self._rules:
+            self.rejected[OUT_OF_MEMORY] += n
+            return
+        per_mb = "micro_batch" in self._rules
+        for mb in (fam.micro_batches if per_mb else fam.micro_batches[:1]):
+            why = self._refusal(self._layout(split, fam, mb, sp, off))
+            self.rejected[why if why is not None else OUT_OF_MEMORY] += types if per_mb else n
+
+    def _family(self, hw: Hardware, split: Split, fam: Family, sp: bool, off: str) -> list[tuple[int, int]]:
+        """Classify a family's micro-batches one by one (refusals that read the micro-batch); the fitting
+        ones as (index, micro-batch)."""
+        blocked, fitting = False, []
+        for j, mb in enumerate(fam.micro_batches):
+            self.searched += 1
+            why = self._refusal(self._layout(split, fam, mb, sp, off))
+            if why is not None:
+                self.rejected[why] += 1
+            elif blocked and not one_gpu_whole_batch(split, fam.shard, self.gb, mb):
+                self.rejected[OUT_OF_MEMORY] += 1  # a larger micro-batch than one that did not fit
+            else:
+                fits = self._fits(hw, (split, fam, mb, sp, off))
+                if fits:
+                    fitting.append((j, mb))
+                else:
+                    self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
+                    blocked = blocked or fits is False
+        return fitting
+
+    def _classify(self, hw: Hardware, split: Split, fam: Family, sp: bool, off: str,
+                  bound: int | None) -> tuple[list[tuple[int, int]], int | None]:
+        """Classify a family whose refusal does not read the micro-batch: the fitting micro-batches as
+        (index, micro-batch), and how many of the monotone ones fit — None when refused or out of host
+        memory (then it bounds no other family). Those that fit are a prefix (``one_gpu_whole_batch``
+        aside, evaluated on its own) of at most ``bound`` (as many as fit for a family whose peak is
+        never above this one's)."""
+        mbs = fam.micro_batches
+        self.searched += len(mbs)
+        why = self._refusal(self._layout(split, fam, mbs[0], sp, off)) if self._rules else None
+        if why is not None:
+            self.rejected[why] += len(mbs)
+            return [], None
+        normal = [j for j, mb in enumerate(mbs) if not one_gpu_whole_batch(split, fam.shard, self.gb, mb)]
+        hi = len(normal) if bound is None else min(bound, len(normal))
+        left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi)
+        if left is None:  # offloaded state beyond the host memory: the same for every micro-batch
+            self.rejected[OUT_OF_HOST_MEMORY] += len(mbs)
+            return [], None
+        self.rejected[OUT_OF_MEMORY] += len(normal) - left
+        fitting = [(j, mbs[j]) for j in normal[:left]]
+        for j, mb in enumerate(mbs):
+            if j not in normal:  # one GPU, one micro-batch per step: its own peak
+                fits = self._fits(hw, (split, fam, mb, sp, off))
+                if fits:
+                    fitting.append((j, mb))
+                else:
+                    self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
+        return fitting, left
+
+    def _fits(self, hw: Hardware, where: Where) -> bool | None:
+        """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
+        host memory (the caller counts)."""
+        v = verdict(*self._peak(where), hw, self.tr, self.sc.corrections)
+        return None if not v.host_ok else v.total <= v.usable
+
+    # ---- the fastest per count ---------------------------------------------------------------------
+    def _time_fitting(self) -> None:
+        """Time this run's fitting layouts, per GPU type and count in the order of their step floor, until
+        the floor is above the best step found; a tie goes to the first in canonical order."""
+        by_count: dict[tuple[str, int], list] = defaultdict(list)
+        for rank, where, hw in self._fitting:
+            floor = self._floor(where, hw) if has_compute_peak(hw.gpu) else 0.0
+            by_count[(hw.gpu.id, hw.gpus)].append((floor, rank, where, hw))
+        self._fitting = []
+        for key, items in by_count.items():
+            if not has_compute_peak(items[0][3].gpu):  # no time to rank by: the first that fits
+                _, rank, where, hw = min(items, key=lambda it: it[1])
+                self.best[key] = Candidate(hw.gpu.id, hw.gpus, self._layout(*where), None, UNPRICED, hw)
+                self._ranks[key] = rank
+                continue
+            items.sort(key=lambda it: (it[0], it[1]))
+            for floor, rank, where, hw in items:
+                best = self.best.get(key)
+                if best is not None and floor > best.step_s * (1 + FLOOR_SLACK):
+                    break  # no later layout can be faster
+                lay = self._layout(*where)
+                a = assess(self.sc.model, hw, self.tr, lay, self.sc.corrections, fits=True)
+                tps = a.time.tokens_per_s
+                if best is None or tps > best.tokens_per_s or (tps == best.tokens_per_s and rank < self._ranks[key]):
+                    self.best[key] = Candidate(hw.gpu.id, hw.gpus, lay, a.time, a.cost, hw)
+                    self._ranks[key] = rank
+        if self.best:
+            self._visited = None  # something fits: there is no closest miss to find
+
+    def _floor(self, where: Where, hw: Hardware) -> float:
+        """``runtime.step_floor``: it reads the stage compute, the bubble and the optimizer step — the same
+        for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
+        split, fam, mb, sp, off = where
+        key = (hw.gpu.id, split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1, mb, sp, off)
+        hit = self._floors.get(key)
+        if hit is None:
+            hit = self._floors[key] = step_floor(self.sc.model, hw, self.tr, self._layout(*where), self.sc.corrections)
+        return hit
+
+def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:
     """One GPU type: without offload; with offload only when nothing fits (or as the scenario fixes it)."""
-    fixed: dict[str, Any] = search.sc.layout
-    if "offload" in fixed:  # the scenario's own choice
-        search.run_gpu(hw, max_gpus, global_batch, (fixed["offload"],), counts)
-        return
-    before = len(search.best)
-    search.run_gpu(hw, max_gpus, global_batch, ("none",), counts)
-    if len(search.best) == before:  # nothing fits: try offloading
-        search.run_gpu(hw, max_gpus, global_batch, ("optimizer", "params"), counts)
+    search_types(search, (hw,), max_gpus, counts)
+
+
+def same_space(hw: Hardware) -> tuple[int, int]:
+    """What of a GPU type shapes its layout space: its node (whole nodes past one) and tensor-parallel domain."""
+    return hw.gpus_per_node, tp_domain(hw)
+
+
+def search_types(search: Search, types: tuple[Hardware, ...], max_gpus: int,
+                 counts: Callable[[int], bool] = lambda n: True) -> None:
+    """GPU types of the same space (``same_space``): without offload; with offload for the types where
+    nothing fits without (or as the scenario fixes it)."""
+    for i, offload in enumerate(offload_passes(search.sc)):
+        if i:
+            fitted = {g for g, _ in search.best}
+            types = tuple(hw for hw in types if hw.gpu.id not in fitted)  # something fits without offloading
+            if not types:
+                break
+        search.run_types(types, max_gpus, offload, counts)

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.search.enumerate import WORK_LIMIT, Candidate, Miss, Search, default_global_batch, degrees, tp_domain
+from gpuplan.search.codes import WORK_LIMIT
+from gpuplan.search.enumerate import Candidate, Miss, Search
+from gpuplan.search.space import degrees, offload_passes, tp_domain
 from gpuplan.spec import Layout, check_fixed_layout, divisors
 from gpuplan.spec.defaults import gpu_limit
 from gpuplan.spec.scenario import Scenario
@@ -29,7 +31,7 @@ class FitResult:
     tried: int
     global_batch: int
     max_gpus: int = 0  # the largest count tried (the fixed hardware.gpus when given)
-    not_searched: int = 0  # layouts past the work limit (enumerate.MAX_TRIES): counted, not evaluated
+    not_searched: int = 0  # parallel splits past the work limit (enumerate.MAX_SPLITS): counted, not searched
 
     @property
     def layout(self) -> Layout | None:
@@ -62,33 +64,32 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
     if problem:
         raise GpuplanError(problem)
     search = Search(sc)
-    gb = default_global_batch(sc)
-    tries = [(sc.layout["offload"],)] if "offload" in sc.layout else [("none",), ("optimizer", "params")]
-    for offload in tries:
-        n = _smallest(search, gb, max_gpus, offload, fixed_n)
+    gb = search.gb
+    for offload in offload_passes(sc):
+        n = _smallest(search, max_gpus, offload, fixed_n)
         if n is not None:
-            return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], search.closest,
+            return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], None,
                              search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
-    return FitResult(sc, None, None, search.closest, search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
+    return FitResult(sc, None, None, search.closest(), search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
 
 
-def _smallest(search: Search, gb: int, max_gpus: int, offload: tuple[str, ...], only: int | None) -> int | None:
+def _smallest(search: Search, max_gpus: int, offload: tuple[str, ...], only: int | None) -> int | None:
     """The first count on the ladder where a layout fits, or None."""
     sc = search.sc
-    worlds = _worlds(sc, gb)
+    worlds = _worlds(sc, search.gb)
     largest = max(worlds)
     # past every tp×pp split, more GPUs only add data parallelism: once doubling the count no
-    # longer lowers the least memory any layout needs, no larger count will fit
+    # longer lowers the least peak floor any split has (memory.peak_floor), no larger count will fit
     settled = 2 * sc.hardware.gpus_per_node * sc.model.n_layers
     for n in ([only] if only is not None else candidate_counts(sc.hardware.gpus_per_node, max_gpus)):
         if n > largest:
             break  # past dp = global batch with every tp and pp: no layout of more GPUs exists
         if n not in worlds:
             continue
-        search.run_gpu(sc.hardware, n, gb, offload, counts=lambda k, n=n: k == n)
+        search.run_gpu(sc.hardware, n, offload, counts=lambda k, n=n: k == n)
         if (sc.hardware.gpu.id, n) in search.best:
             return n
-        least = search.least_bytes
+        least = search.least_floor
         if n >= settled and n % 2 == 0 and n in least and n // 2 in least and least[n] >= 0.999 * least[n // 2]:
             break
     return None

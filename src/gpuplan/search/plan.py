@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from gpuplan.catalog.hardware import get_gpu
-from gpuplan.catalog.hardware import gpus as catalogue_gpus
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.model.estimate import Estimate, evaluate
-from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, hardware_for, search_gpu
+from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
+from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
+from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, same_space, search_types
 from gpuplan.search.rank import Equilibrium, ScalingPoint, choose, cost_horizon, pareto, scaling_curve
-from gpuplan.spec import GPU, check_fixed_layout
+from gpuplan.spec import GPU, Hardware, check_fixed_layout
 from gpuplan.spec.defaults import gpu_limit
+from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario, complete_layout
 
 
@@ -32,16 +32,13 @@ class UserLayout:
 class PlanResult:
     scenario: Scenario
     gpu_types: tuple[GPU, ...]
-    objective: str
-    deadline_s: float | None
-    budget: float | None
+    options: PlanOptions
     global_batch: int
     candidates: tuple[Candidate, ...]   # every (GPU type, count)'s fastest layout that fits
     ranked: tuple[Candidate, ...]       # those that meet the deadline/budget, best first
-    top_k: int
-    searched: int
-    rejected: dict[str, int]
-    closest: Miss | None
+    searched: int                       # layouts classified (evaluated, or by proof: search/enumerate.py)
+    rejected: dict[Rejection, int]
+    closest: Miss | None                # when nothing fits: the layout nearest to fitting
     main_gpu: str
     scaling: dict[str, tuple[ScalingPoint, ...]]
     equilibrium: dict[str, Equilibrium]
@@ -55,6 +52,27 @@ class PlanResult:
     @property
     def best(self) -> Candidate | None:
         return self.ranked[0] if self.ranked else None
+
+    @property
+    def objective(self) -> str:
+        return self.options.objective
+
+    @property
+    def deadline_s(self) -> float | None:
+        return self.options.deadline_s
+
+    @property
+    def budget(self) -> float | None:
+        return self.options.budget_usd
+
+    @property
+    def top_k(self) -> int:
+        return self.options.top
+
+    @property
+    def not_searched(self) -> int:
+        """Parallel splits past the search's work limit (counted, not searched)."""
+        return self.rejected.get(WORK_LIMIT, 0)
 
     def min_gpus(self) -> dict[str, int | None]:
         out: dict[str, int | None] = {}
@@ -72,28 +90,23 @@ class PlanResult:
 
 
 def candidate_estimate(sc: Scenario, c: Candidate, global_batch: int) -> Estimate:
-    """A candidate's full estimate, with the global batch it was searched at."""
-    accum = global_batch // (c.layout.dp * c.layout.micro_batch)
-    tr = replace(sc.training, global_batch=c.layout.dp * c.layout.micro_batch * accum)
-    return evaluate(replace(sc, hardware=c.hw, training=tr), c.layout)
+    """A candidate's full estimate: ``evaluate`` of its layout on its GPUs at the global batch it was
+    searched at — the same functions the search timed and sized it with (``memory.verdict``,
+    ``estimate.assess``), so the numbers are the candidate's."""
+    return evaluate(replace(sc, hardware=c.hw, training=replace(sc.training, global_batch=global_batch)), c.layout)
 
 
-def _check(sc: Scenario, types: list[GPU], objective: str, deadline_s: float | None, budget: float | None,
-           threshold: float) -> int:
-    """The arguments' own rules; returns the global batch the search uses."""
-    if objective not in ("time", "cost"):
-        raise GpuplanError(f"--objective must be time or cost, got {objective!r}")
-    if not 0 < threshold <= 1:
-        raise GpuplanError(f"--threshold must be in (0, 1], got {threshold}")
+def _check(sc: Scenario, targets: tuple[Hardware, ...], options: PlanOptions) -> int:
+    """The options' rules against the scenario; returns the global batch the search uses."""
     check_fixed_layout(sc)
-    if (deadline_s is not None or budget is not None) and sc.training.tokens is None and sc.training.steps is None:
-        raise GpuplanError(f"{'--deadline' if deadline_s is not None else '--budget'} needs the length of the run: "
+    deadline, budget = options.deadline_s, options.budget_usd
+    if (deadline is not None or budget is not None) and sc.training.tokens is None and sc.training.steps is None:
+        raise GpuplanError(f"{'--deadline' if deadline is not None else '--budget'} needs the length of the run: "
                            "give training.tokens (e.g. --tokens 1T) or training.steps")
-    if objective == "cost" or budget is not None:
-        unpriced = [g.id for g in types if hardware_for(sc, g).price_per_gpu_hour is None]
-        if len(unpriced) == len(types):
-            raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "
-                               f"catalogue has none for {', '.join(unpriced)}; give --price (USD per GPU-hour)")
+    if options.priced and all(hw.price_per_gpu_hour is None for hw in targets):
+        unpriced = ", ".join(hw.gpu.id for hw in targets)
+        raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "
+                           f"catalogue has none for {unpriced}; give --price (USD per GPU-hour)")
     gb = default_global_batch(sc)
     mb, dp = sc.layout.get("micro_batch", 1), sc.layout.get("dp", 1)
     if gb % (mb * dp):
@@ -103,58 +116,68 @@ def _check(sc: Scenario, types: list[GPU], objective: str, deadline_s: float | N
     return gb
 
 
-def _skip_reason(sc: Scenario, g: GPU, priced: bool) -> str | None:
-    """Why GPU type ``g`` is not searched at all, or None."""
-    if not any(k in g.peak_flops for k in ("bf16", "fp16")):
-        return f"{g.id}: no published compute peak (runtime and cost cannot be predicted)"
+def skipped(sc: Scenario, hw: Hardware, priced: bool) -> Rejection | None:
+    """Why a GPU type is not searched at all, or None: no compute peak, no tensor cores for the
+    precision (the check ``evaluate`` raises), no price where cost ranks the plan."""
+    g = hw.gpu
+    if not has_compute_peak(g):
+        return Rejection(Reason.NO_COMPUTE_PEAK, gpu=g.id)
     problem = unsupported_precision(g, sc.training.precision, sc.training.fp8_recipe)
     if problem:
-        return problem
-    if priced and hardware_for(sc, g).price_per_gpu_hour is None:
-        return f"{g.id}: no price in the catalogue (give --price to rank it by cost)"
+        return Rejection(Reason.PRECISION, gpu=g.id, detail=problem)
+    if priced and hw.price_per_gpu_hour is None:
+        return Rejection(Reason.NO_PRICE, gpu=g.id)
     return None
 
 
-def types_to_search(sc: Scenario, names: list[str] | None) -> list[GPU]:
-    """The GPU types to search: ``["all"]`` is every catalogue type with compute peaks."""
-    if names == ["all"]:
-        return [g for g in catalogue_gpus() if g.peak_flops]
-    return [get_gpu(g) for g in names] if names else [sc.hardware.gpu]
-
-
-def plan(sc: Scenario, *, gpu_types: list[str] | None = None, max_gpus: int | None = None, objective: str = "time",
-         deadline_s: float | None = None, budget: float | None = None, top_k: int = 5,
-         threshold: float = 0.8, progress: Callable[[float, str], None] | None = None) -> PlanResult:
-    """``progress(fraction, label)``, when given, is called once per GPU type searched. A given
-    ``hardware.gpus`` is the answer's count; smaller counts are searched as context (the curve)."""
-    types = types_to_search(sc, gpu_types)
-    gb = _check(sc, types, objective, deadline_s, budget, threshold)
-    limit, fixed_n = gpu_limit(sc, max_gpus)
-    search = Search(sc)
-    for i, g in enumerate(types):
-        if progress is not None:
-            progress(i / len(types), g.id)
-        why = _skip_reason(sc, g, objective == "cost" or budget is not None)
-        if why:
+def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardware, ...] | None = None,
+         progress: Callable[[float, str], None] | None = None) -> PlanResult:
+    """Search the GPU types of ``targets`` (each type's hardware: io/options.py resolves the names of
+    ``options.gpu_types`` at the edge; None: the scenario's own). ``progress(fraction, label)``, when
+    given, is called once per group of GPU types searched together (the same layout space: node and
+    tensor-parallel domain). A given ``hardware.gpus`` is the answer's count; smaller counts are searched
+    as context (the curve)."""
+    options = options or PlanOptions()
+    targets = targets or (sc.hardware,)
+    gb = _check(sc, targets, options)
+    limit, fixed_n = gpu_limit(sc, options.max_gpus)
+    search = Search(sc, gb)
+    groups: dict[tuple[int, int], list[Hardware]] = {}  # GPU types of the same layout space, searched together
+    for hw in targets:
+        why = skipped(sc, hw, options.priced)
+        if why is not None:
             search.rejected[why] += 1
-            continue
-        search_gpu(search, hardware_for(sc, g), limit, gb)
+        else:
+            groups.setdefault(same_space(hw), []).append(hw)
+    done = 0
+    for group in groups.values():
+        if progress is not None:
+            progress(done / len(targets), ", ".join(hw.gpu.id for hw in group[:3]) + (" …" if len(group) > 3 else ""))
+        search_types(search, tuple(group), limit)
+        done += len(group)
+    return _result(sc, options, targets, search, fixed_n)
+
+
+def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], search: Search,
+            fixed_n: int | None) -> PlanResult:
     cands = list(search.best.values())
     pool = [c for c in cands if fixed_n is None or c.gpus == fixed_n]
     horizon_s, met = None, True
-    if objective == "cost" and deadline_s is None and budget is None:
+    if options.objective == "cost" and options.deadline_s is None and options.budget_usd is None:
         ranked, horizon_s, met = cost_horizon(pool)
     else:
-        ranked = choose(pool, objective, deadline_s, budget)
-    curves = {g.id: scaling_curve(search.best, g.id, threshold) for g in types}
+        ranked = choose(pool, options.objective, options.deadline_s, options.budget_usd)
+    types = tuple(hw.gpu for hw in targets)
+    curves = {g.id: scaling_curve(search.best, g.id, options.threshold) for g in types}
     fixed = {"tp", "pp", "dp", "cp", "zero", "recompute", "micro_batch"} & set(sc.layout)
     main_gpu = ranked[0].gpu if ranked else types[0].id
-    shown = ranked[:top_k] + [p.candidate for p in curves[main_gpu][0]]
+    shown = ranked[:options.top] + [p.candidate for p in curves[main_gpu][0]]
+    gb = search.gb
     return PlanResult(
-        scenario=sc, gpu_types=tuple(types), objective=objective, deadline_s=deadline_s, budget=budget,
-        global_batch=gb, candidates=tuple(cands), ranked=tuple(ranked), top_k=top_k, searched=search.searched,
-        rejected=dict(search.rejected), closest=search.closest, main_gpu=main_gpu,
-        scaling={g: c[0] for g, c in curves.items()}, equilibrium={g: c[1] for g, c in curves.items()},
+        scenario=sc, gpu_types=types, options=options, global_batch=gb, candidates=tuple(cands),
+        ranked=tuple(ranked), searched=search.searched, rejected=dict(search.rejected), closest=search.closest(),
+        main_gpu=main_gpu, scaling={g: c[0] for g, c in curves.items()},
+        equilibrium={g: c[1] for g, c in curves.items()},
         user_layout=_user_layout(sc, gb) if fixed and ranked else None,
         estimates={(c.gpu, c.gpus): candidate_estimate(sc, c, gb) for c in shown},
         horizon_s=horizon_s, horizon_met=met)
@@ -166,8 +189,10 @@ def _user_layout(sc: Scenario, gb: int) -> UserLayout:
         est = evaluate(sc, complete_layout(sc))
     except GpuplanError as err:
         return UserLayout(estimate=None, error=str(err), best_same_count=None)
-    free = Search(replace(sc, layout={}))
-    free.run_gpu(sc.hardware, sc.hardware.gpus, gb, ("none",))
+    if not has_compute_peak(sc.hardware.gpu):  # no time to compare with
+        return UserLayout(estimate=est, error=None, best_same_count=None)
+    free = Search(replace(sc, layout={}), gb)
+    free.run_gpu(sc.hardware, sc.hardware.gpus, ("none",))
     same = [c for c in free.best.values() if c.gpus == sc.hardware.gpus]
     best = max(same, key=lambda c: c.tokens_per_s) if same else None
     return UserLayout(estimate=est, error=None, best_same_count=best)

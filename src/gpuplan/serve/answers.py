@@ -25,9 +25,11 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.io.inputs import each
+from gpuplan.io.options import plan_options, reading_gpu
 from gpuplan.io.scenario import merge_flags, parse_scenario
 from gpuplan.io.schema import FLAG_KEYS, TOP_KEYS
 from gpuplan.spec import Scenario
+from gpuplan.spec.options import PlanOptions
 
 MAX_BODY_BYTES = 256 * 1024  # a scenario is < 2 KiB; a pasted config.json < 10 KiB
 # scenarios one request may hold, per endpoint (a list file on the command line is unbounded)
@@ -219,41 +221,28 @@ def evaluate_answer(req: Request, allow_paths: bool) -> Any:
 
 # ---- the commands ----------------------------------------------------------------------------
 
+PLAN_OPTION_KEYS = ("objective", "deadline", "budget", "max_gpus", "top", "threshold")
 MAX_TOP = 100          # candidates in one answer (each a full estimate, ~3 KB)
 MAX_WEB_GPUS = 65536   # largest count a web plan, fit or export may search
 Progress = Callable[[float, str], None] | None
 
 
-def _whole(options: dict[str, Any], key: str, default: int, most: int) -> int:
-    from gpuplan.flags import whole
-
-    n = whole(options.get(key, default), key)
-    if n > most:
-        raise GpuplanError(f"{key} {n:,} is more than this server searches ({most:,}): give a smaller number")
-    return n
-
-
-def _objective(options: dict[str, Any]) -> str:
-    value = options.get("objective", "time")
-    if value not in ("time", "cost"):
-        raise GpuplanError(f"objective must be time or cost, got {value!r}")
-    return str(value)
+def _capped(options: PlanOptions) -> PlanOptions:
+    """This server's bounds on a request's options (a list of candidates is ~3 KB each; a search's count)."""
+    if options.top > MAX_TOP:
+        raise GpuplanError(f"top {options.top:,} is more than this server lists ({MAX_TOP:,}): give a smaller number")
+    if options.max_gpus is not None and options.max_gpus > MAX_WEB_GPUS:
+        raise GpuplanError(f"max_gpus {options.max_gpus:,} is more than this server searches ({MAX_WEB_GPUS:,}): "
+                           "give a smaller number")
+    return options
 
 
-def plan_options(options: dict[str, Any]) -> dict[str, Any]:
-    """``plan``'s options as the CLI reads its flags (``deadline: "30d"``, ``budget: "250k"``, ...)."""
-    from gpuplan.flags import positive
-    from gpuplan.units import parse_count, parse_duration, parse_money
-
-    given = {k: v for k, v in options.items() if v not in (None, "")}
-    return {
-        "objective": _objective(given), "max_gpus": _whole(given, "max_gpus", 16384, MAX_WEB_GPUS),
-        "deadline_s": positive(parse_duration(given["deadline"], "deadline"), "deadline")
-        if "deadline" in given else None,
-        "budget": positive(parse_money(given["budget"], "budget"), "budget") if "budget" in given else None,
-        "top_k": _whole(given, "top", 5, MAX_TOP),
-        "threshold": float(parse_count(given.get("threshold", 0.8), "threshold")),
-    }
+def request_options(req: Request) -> PlanOptions:
+    """The request's plan options and its GPU types (``gpu: "a,b"``, a list, or ``"all"``), parsed as the
+    command line and the Python API parse them (io/options.py)."""
+    names = gpu_names(req)
+    opts = {k: v for k, v in req.options.items() if k in PLAN_OPTION_KEYS}
+    return _capped(plan_options({**opts, "gpu": list(names) if names else None}))
 
 
 def _power_limited(req: Request) -> bool:
@@ -266,7 +255,7 @@ def fit_answer(req: Request, allow_paths: bool, progress: Progress = None) -> An
     from gpuplan.api import fit
     from gpuplan.catalog.hardware import gpus
 
-    max_gpus = _whole(req.options, "max_gpus", 16384, MAX_WEB_GPUS)
+    max_gpus = request_options(req).max_gpus
     names = gpu_names(req)
     if names == ["all"]:
         names = [g.id for g in gpus()]
@@ -284,14 +273,11 @@ def fit_answer(req: Request, allow_paths: bool, progress: Progress = None) -> An
 
 def plan_answer(req: Request, allow_paths: bool, progress: Progress = None) -> Any:
     """``gpuplan plan --json``; ``gpu`` may name several types (``"h100-sxm,h200"``, a list, or ``"all"``)."""
-    from gpuplan.api import plan_scenario, scenario_gpu
+    from gpuplan.api import plan_scenario
 
-    names = gpu_names(req)
-    several = len(names) > 1 or names == ["all"]
-    req = with_gpu(req, scenario_gpu(names, power_limited=_power_limited(req)) if several else
-                   names[0] if names else None)
-    kwargs = plan_options(req.options) | {"gpu_types": names if several else None, "progress": progress}
-    results = each(scenarios(req, allow_paths), lambda sc: plan_scenario(sc, **kwargs).to_json(),
+    options = request_options(req)
+    req = with_gpu(req, reading_gpu(options, power_limited=_power_limited(req)))
+    results = each(scenarios(req, allow_paths), lambda sc: plan_scenario(sc, options, progress).to_json(),
                    keep_going=req.is_list)
     return answer_list(req, results)
 
@@ -305,10 +291,10 @@ def export_answer(req: Request, allow_paths: bool, progress: Progress = None) ->
     target = req.options.get("to")
     if not isinstance(target, str) or not target:
         raise GpuplanError(f"give the target framework as to: one of {', '.join(TARGETS)}")
+    options = request_options(req)
     sc = scenarios(req, allow_paths)[0]
     assert isinstance(sc, Scenario)  # a single scenario's error was raised
-    ex, how = export_scenario(sc, target, objective=_objective(req.options),
-                              max_gpus=_whole(req.options, "max_gpus", 16384, MAX_WEB_GPUS))
+    ex, how = export_scenario(sc, target, objective=options.objective, max_gpus=options.max_gpus)
     return {"target": ex.target, "filename": ex.filename, "config": ex.config, "text": ex.text,
             "notes": list(ex.notes), "layout_from": how, "written_to": None}
 

@@ -24,6 +24,9 @@ class Fabric:
     efficiency: float | None = None           # achievable share of line rate (cited)
     source: str = ""
 
+    def __hash__(self) -> int:  # the planner's caches key on fabrics: hash a few fields, compare all
+        return hash((self.id, self.bytes_per_s_per_gpu, self.link_bytes_per_s, self.links_per_node))
+
     def node_bytes_per_s(self) -> float:
         """Scale-out bandwidth of one node, per direction."""
         return (self.link_bytes_per_s or 0.0) * (self.links_per_node or 1)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from gpuplan.errors import GpuplanError
 from gpuplan.spec._checks import at_most as _at_most
 from gpuplan.spec._checks import choice as _choice
 from gpuplan.spec._checks import positive as _positive
+from gpuplan.spec._value import ValueHashed, seal
 
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
@@ -53,8 +54,9 @@ DEFAULT_HEADROOM = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class Training:
-    """The training job. Hashed by identity (``eq=False``): the planner's caches key on it."""
+class Training(ValueHashed):
+    """The training job. Compared and hashed by content, the hash computed once (spec/_value.py):
+    the planner's caches key on it."""
 
     seq_len: int = 4096
     global_batch: int | None = None   # sequences per optimizer step; None: dp × micro_batch
@@ -72,6 +74,7 @@ class Training:
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     dropout: float = 0.0
     headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free: fits means fits with this margin
+    _hash: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _positive(self.seq_len, "training.seq_len")
@@ -115,3 +118,4 @@ class Training:
                                f"got {self.headroom} (write 0.05 or 5%)")
         if not 0.0 <= self.dropout < 1.0:
             raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
+        seal(self)

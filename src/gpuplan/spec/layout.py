@@ -106,6 +106,7 @@ class Layout:
 
 
 _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
+LAYOUT_FIELDS = frozenset(name for name, _ in _LAYOUT_DEFAULTS)
 
 
 _unchecked = maker(Layout)

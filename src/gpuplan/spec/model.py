@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuplan.spec._value import ValueHashed, seal
+
 WeightGroup = Literal[
     "embedding",      # token embedding (vocab-parallel under TP)
     "position",       # learned absolute positions (replicated)
@@ -58,7 +60,7 @@ def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
     return len(targets) == 7 or leaf in targets
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LayerGroup:
     """``count`` identical transformer blocks (e.g. DeepSeek-V3: 3 dense + 58 MoE)."""
 
@@ -72,11 +74,11 @@ class LayerGroup:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ModelSpec:
+class ModelSpec(ValueHashed):
     """Shapes and weights of a decoder-only transformer (encoder-decoder is out of scope).
 
-    Compared and hashed by identity (``eq=False``): specs are built once per reference and
-    cached, and the planner's caches key on them millions of times."""
+    Compared and hashed by content, the hash computed once (spec/_value.py): the planner's caches
+    key on specs millions of times, and an equal spec read again must hit them."""
 
     name: str
     model_type: str
@@ -124,12 +126,14 @@ class ModelSpec:
     params_source: str = "formula"
     params_override: int | None = None  # exact total from safetensors headers or {params: N}
     assumed: tuple[str, ...] = field(default=())  # shape assumptions (e.g. for {params: N})
-    _formula: int = field(init=False, default=0, repr=False)  # cached sum over the weight list
-    _by_group: tuple[tuple[str, int], ...] = field(init=False, default=(), repr=False)
+    _formula: int = field(init=False, default=0, repr=False, compare=False)  # cached sum over the weight list
+    _by_group: tuple[tuple[str, int], ...] = field(init=False, default=(), repr=False, compare=False)
+    _hash: tuple = field(init=False, default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_formula", self._sum(set(WeightGroup.__args__)))  # type: ignore[attr-defined]
         object.__setattr__(self, "_by_group", tuple((g, self._sum({g})) for g in WeightGroup.__args__))  # type: ignore[attr-defined]
+        seal(self)
 
     # ---- parameter counts -------------------------------------------------------------
     def _sum(self, groups: set[str], active: bool = False) -> int:

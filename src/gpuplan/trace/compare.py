@@ -14,6 +14,7 @@ from typing import Any
 from gpuplan.catalog.constants import constant
 from gpuplan.model.estimate import evaluate
 from gpuplan.model.memory import stage_activations
+from gpuplan.report.render import estimate_json
 from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 from gpuplan.trace.calibration import record_ratios
 from gpuplan.trace.run import TraceResult, run_trace
@@ -67,7 +68,7 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
 
         sc = dataclasses.replace(sc, model=load_model({"params": r.params}))
     lay = complete_layout(sc)
-    est = evaluate(sc, lay).to_json()
+    est = estimate_json(evaluate(sc, lay))
     pm = est["memory"]
     tr = sc.training
     act_pred = stage_activations(

@@ -91,15 +91,15 @@ def _search(sc: Scenario, gpus_given: bool, offload: tuple[str, ...]) -> tuple[S
     the planner's compute equilibrium."""
     gb = default_global_batch(sc)
     sc = replace(sc, training=replace(sc.training, global_batch=gb))
-    search = Search(sc)
+    search = Search(sc, gb)
     if "offload" in sc.layout:
         offload = (sc.layout["offload"],)
     if gpus_given:
         n = sc.hardware.gpus
-        search.run_gpu(sc.hardware, n, gb, offload, counts=lambda k: k == n)
+        search.run_gpu(sc.hardware, n, offload, counts=lambda k: k == n)
         best = search.best.get((sc.hardware.gpu.id, n))
         return (sc, best.layout) if best is not None else None
-    search.run_gpu(sc.hardware, 16384, gb, offload)
+    search.run_gpu(sc.hardware, 16384, offload)
     if not search.best:
         return None
     # the count the planner recommends: its compute equilibrium (the last count at which each added GPU

@@ -149,7 +149,7 @@ class OptionsForm {
       } else {
         input = h("input", {name: f.k, placeholder: f.ph || "", autocomplete: "off"});
       }
-      input.addEventListener("change", () => this.listeners.forEach(fn => fn()));
+      for (const ev of ["input", "change"]) input.addEventListener(ev, () => this.listeners.forEach(fn => fn()));
       this.inputs[f.k] = input;
       this.el.append(h("label", {}, h("span", {}, f.label), input));
     }

@@ -103,25 +103,33 @@ function initPlan(main) {
   const opts = new OptionsForm("Search", PLAN_OPTIONS);
   const out = h("div", {class: "results", "aria-live": "polite"});
   const status = h("div", {class: "status"});
-  let last = null;
+  let last = null, seq = 0;
   const body = () => Object.assign(form.values(), opts.values());
   const go = h("button", {type: "submit", class: "primary"}, "Plan");
+  // plans as you type: every change re-plans after a short pause; an answer that a later change has
+  // overtaken is dropped (the server answers the newest request as it answers any other)
   const run = async () => {
     saveUrl([form, opts]);
     const b = body();
     if (!b.model || !b.gpu) { out.replaceChildren(h("p", {class: "hint"}, "Choose a model and GPU types.")); return; }
-    go.disabled = true;
+    const mine = ++seq;
     const t0 = performance.now();
     status.textContent = "planning…";
     try {
-      last = await api("/api/plan", b);
+      const res = await api("/api/plan", b);
+      if (mine !== seq) return;
+      last = res;
       out.replaceChildren(...planView(last), downloads(body, "plan", "gpuplan-plan", () => last));
-      status.textContent = `planned in ${((performance.now() - t0) / 1000).toFixed(1)} s`;
+      status.textContent = `planned in ${((performance.now() - t0) / 1000).toFixed(2)} s`;
     } catch (e) {
+      if (mine !== seq) return;
       out.replaceChildren(errorBox(e.message));
       status.textContent = "";
-    } finally { go.disabled = false; }
+    }
   };
+  const later = debounce(run, 300);
+  form.onchange(later);
+  opts.onchange(later);
   const f = h("form", {class: "planform", onsubmit: e => { e.preventDefault(); run(); }}, form.el, opts.el, go, status);
   const given = form.fromParams(new URLSearchParams(location.search));
   opts.fromParams(new URLSearchParams(location.search));

@@ -1,0 +1,125 @@
+"""A plan's options as any caller gives them → ONE ``PlanOptions`` value, and the GPU types it names →
+the hardware the search runs on (the catalogue, the user's included, read here at the edge: the search
+never reads it). The command line, the Python API and the web API all call ``plan_options``, so a unit
+that works in one (``14d``, ``$50k``, ``16k``) works in all."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.catalog.hardware import get_fabric, get_gpu, gpus
+from gpuplan.errors import GpuplanError, shown
+from gpuplan.spec import GPU, Hardware, Scenario
+from gpuplan.spec.options import MAX_COUNT, MAX_GPU_TYPES, OBJECTIVES, PlanOptions
+from gpuplan.units import parse_count, parse_duration, parse_money
+
+# the options' names as each caller spells them (the API's deadline_s and budget take units too)
+ALIASES = {"deadline_s": "deadline", "budget_usd": "budget", "top_k": "top", "gpu_types": "gpu"}
+KEYS = ("objective", "deadline", "budget", "max_gpus", "top", "threshold", "gpu")
+
+
+def plan_options(raw: Mapping[str, Any], named: Callable[[str], str] = lambda key: key) -> PlanOptions:
+    """``{"objective": "cost", "deadline": "14d", "budget": "$50k", "max_gpus": "16k", "top": 5,
+    "threshold": 0.8, "gpu": "h100-sxm,h200"}`` — any subset, numbers or text with units; a number
+    given for the deadline is seconds, for the budget USD. None or "" means not given. ``named`` spells
+    an option as the caller's user knows it in messages (the command line: ``--deadline``)."""
+    given: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = ALIASES.get(key, key)
+        if name not in KEYS:
+            raise GpuplanError(f"unknown plan option {key!r}: the options are {', '.join(KEYS)}")
+        if value is not None and value != "":
+            given[name] = value
+    objective = given.get("objective", "time")
+    if objective not in OBJECTIVES:
+        raise GpuplanError(f"{named('objective')} must be time or cost, got {shown(objective)}")
+    deadline = given.get("deadline")
+    return PlanOptions(
+        objective=objective,
+        deadline_s=_positive(parse_duration(deadline, named("deadline"), bare="s" if _is_number(deadline) else None),
+                             named("deadline")) if deadline is not None else None,
+        budget_usd=_positive(parse_money(given["budget"], named("budget")), named("budget"))
+        if "budget" in given else None,
+        max_gpus=count(given["max_gpus"], named("max_gpus")) if "max_gpus" in given else None,
+        top=count(given.get("top", 5), named("top")),
+        threshold=_threshold(given.get("threshold", 0.8), named("threshold")),
+        gpu_types=gpu_names(given.get("gpu")))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _positive(value: float, what: str) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise GpuplanError(f"{what} must be positive, got {value:g}")
+    return value
+
+
+def count(value: Any, what: str) -> int:
+    """A whole number from 1 to ``MAX_COUNT`` (``16384``, ``16k``, ``1e4``)."""
+    n = parse_count(value, what)
+    if not math.isfinite(n) or n != int(n) or not 1 <= n <= MAX_COUNT:
+        raise GpuplanError(f"{what} must be a whole number from 1 to {MAX_COUNT:,}, got {shown(value)}")
+    return int(n)
+
+
+def _threshold(value: Any, what: str) -> float:
+    share = parse_count(value.strip()[:-1], what) / 100 if isinstance(value, str) and value.strip().endswith("%") \
+        else parse_count(value, what)
+    if not 0 < share <= 1:
+        raise GpuplanError(f"{what} must be in (0, 1], got {shown(value)}")
+    return share
+
+
+def gpu_names(value: Any) -> tuple[str, ...]:
+    """``"a,b"``, ``["a", "b"]`` or ``"all"`` → the GPU types named (none: the scenario's own)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        names = [g.strip() for g in value.split(",") if g.strip()]
+    elif isinstance(value, list | tuple) and all(isinstance(g, str) for g in value):
+        names = [g.strip() for g in value if g.strip()]
+    else:
+        raise GpuplanError(f"gpu must be a GPU type, a list of them, or 'all', got {shown(value)}")
+    if len(names) > MAX_GPU_TYPES:
+        raise GpuplanError(f"{len(names)} GPU types: at most {MAX_GPU_TYPES}")
+    return tuple(names)
+
+
+def reading_gpu(options: PlanOptions, power_limited: bool = False) -> str | None:
+    """The GPU type a scenario is read against: the one named, or — when several are compared — the first
+    named, or under a power cap (checked against the GPU's TDP) the one whose TDP allows most; None: the
+    scenario's own."""
+    names = options.gpu_types
+    if not names:
+        return None
+    if not options.several:
+        return names[0]
+    if not power_limited:
+        return "h100-sxm" if names == ("all",) else names[0]
+    listed = gpus() if names == ("all",) else [get_gpu(n) for n in names]
+    return max(listed, key=lambda g: g.tdp_w or 0).id
+
+
+def targets(sc: Scenario, options: PlanOptions) -> tuple[Hardware, ...]:
+    """The hardware of each GPU type the plan compares: ``"all"`` is every catalogue type with compute
+    peaks; each type on its own node, fabric and price unless the scenario states them for its own type."""
+    names = options.gpu_types
+    if not options.several:
+        return (sc.hardware,)
+    types = [g for g in gpus() if g.peak_flops] if names == ("all",) else [get_gpu(n) for n in names]
+    return tuple(hardware_for(sc, g) for g in types)
+
+
+def hardware_for(sc: Scenario, g: GPU) -> Hardware:
+    """The scenario's hardware on GPU type ``g``: its own node, fabric and price for another type."""
+    hw = sc.hardware
+    if g.id == hw.gpu.id:
+        return hw
+    own_price = hw.price_per_gpu_hour is not None and hw.price_per_gpu_hour != hw.gpu.price_usd_per_gpu_hour
+    return replace(hw, gpu=g, gpus_per_node=g.gpus_per_node, scale_up=get_fabric(g.scale_up, "scale_up"),
+                   price_per_gpu_hour=hw.price_per_gpu_hour if own_price else g.price_usd_per_gpu_hour)

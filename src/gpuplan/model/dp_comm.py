@@ -1,0 +1,161 @@
+"""Data-parallel and ZeRO/FSDP collectives of a step: the gradient reduction of DDP and ZeRO-1/2, the
+parameter gathers and gradient reduce-scatters of ZeRO-3/FSDP (per block, per submodule or per tensor),
+hybrid shard's replica all-reduce, and FSDP kept gathered under a pipeline — each with what the compute
+hides (``Overlapped``). model/runtime.py adds them to the step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuplan.catalog.constants import constant
+from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
+from gpuplan.model.comm import Topology, all_gather_s, all_reduce_s, reduce_scatter_s
+from gpuplan.model.params import RankParams
+from gpuplan.spec import LayerGroup, Layout, ModelSpec, Training
+
+# DeepSpeed ZeRO-3 reduces gradients in buckets of reduce_bucket_size elements (default 5e8,
+# DeepSpeed config docs, "zero_optimization.reduce_bucket_size")
+DEEPSPEED_REDUCE_BUCKET = 5e8
+
+
+@dataclass(frozen=True, slots=True)
+class Overlapped:
+    """A collective's time in all, the part left exposed, and the part hidden under compute."""
+
+    total: float
+    exposed: float
+    hidden: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageCompute:
+    """The slowest stage's compute for one micro-batch (seconds) and the parameters it holds."""
+
+    fwd: float
+    bwd: float
+    recompute: float
+    mm_fwd: float  # the forward's weight matmuls (what async TP hides its collectives behind)
+    params: RankParams
+
+    @property
+    def total(self) -> float:
+        return self.fwd + self.bwd + self.recompute
+
+
+def gather_calls(lg: LayerGroup, style: str, ep: int = 1) -> int:
+    """Parameter all-gathers per pass over one layer under ZeRO-3: one per block (FSDP wraps each
+    transformer block as a unit), one per submodule holding parameters (DeepSpeed's module hooks:
+    a Linear's weight and bias go together), or one per tensor (DeepSpeed ZeRO-3 before the
+    coalesced gather of PR #1188, 2021)."""
+    if style == "layer":
+        return 1
+    per_name: dict[str, int] = {}
+    for w in lg.weights:
+        n = max(1, w.count // ep) if w.group == "expert" else w.count
+        if style == "tensor-sync":
+            per_name[w.name] = per_name.get(w.name, 0) + n
+        else:
+            per_name.setdefault(w.name, n)
+    return sum(per_name.values())
+
+
+def _grad_reduce_bytes(tr: Training) -> float:
+    """Bytes per gradient element on the wire: fp32 under bf16/fp8 mixed precision (Megatron
+    accumulates and all-reduces bf16 gradients in fp32; FSDP2's default reduce_dtype in
+    torchtitan is fp32), the parameter dtype otherwise."""
+    return {"bf16": 4, "fp8": 4, "fp16": 2, "bf16-pure": 2, "fp32": 4}[tr.precision]
+
+
+def trainable(tr: Training, rp: RankParams) -> tuple[float, float]:
+    """(dense, expert) trainable parameters of the rank: all, or the LoRA adapters."""
+    if tr.method == "full":
+        return rp.dense, rp.expert
+    return rp.adapters_dense, rp.adapters_expert
+
+
+def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: int, topo: Topology) -> Overlapped:
+    """ZeRO-3 / FSDP: parameter gathers (forward, backward, and DeepSpeed's recomputed forward) and
+    gradient reduction, every micro-batch."""
+    rp = sc.params
+    dp_n = lay.dp * lay.cp
+    overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
+    shard = lay.zero_group or dp_n
+    t_dense, t_expert = trainable(tr, rp)
+    w_bytes = 2 * (rp.dense + rp.expert)
+    g_bytes = _grad_reduce_bytes(tr) * (t_dense + t_expert)
+    style = lay.zero3_gather
+    if lay.pp > 1 and keeps_unsharded_under_pp(tr.framework):
+        return _zero3_kept_comm(lay, sc, topo, w_bytes, g_bytes, overlap, shard)
+    groups = {lg.moe: lg for lg in m.layers}
+    calls = sum(n * gather_calls(groups[moe], style, lay.ep)
+                for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)) if n) or 1
+    # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
+    # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
+    gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
+    gather = all_gather_s(w_bytes, shard, lay.tp, topo, calls)
+    if style == "tensor-sync":
+        # DeepSpeed ZeRO-3 of 2021: every gather blocks the compute stream (issue #1069, PR
+        # #1188) and gradients are all-reduced, not reduce-scattered (issue #1173)
+        grad_s = all_reduce_s(g_bytes, shard, lay.tp, topo)
+        blocking = gathers * (gather + calls * constant("zero3_sync_call_s"))
+        hidden = overlap * sc.bwd
+        exposed = n_mb * (blocking + max(0.0, grad_s - hidden))
+        overlapped = n_mb * min(grad_s, hidden)
+        per_mb = gathers * gather + grad_s
+    else:
+        # FSDP reduce-scatters each block's gradients; DeepSpeed fills buckets
+        rs_calls = rp.layers if style == "layer" else math.ceil((t_dense + t_expert) / DEEPSPEED_REDUCE_BUCKET)
+        per_mb = gathers * gather + reduce_scatter_s(g_bytes, shard, lay.tp, topo, max(rs_calls, 1))
+        hidden = overlap * sc.total
+        first_gather = all_gather_s(w_bytes / calls, shard, lay.tp, topo)  # nothing to hide it behind
+        exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
+        overlapped = n_mb * min(per_mb, hidden)
+    exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
+    return Overlapped(n_mb * per_mb, exposed, overlapped)
+
+
+def _hybrid_shard_s(lay: Layout, g_bytes: float, shard: int, topo: Topology) -> float:
+    """Hybrid shard (``zero_group`` < dp×cp): the all-reduce of the gradient shards across the
+    replicas, once per step (0 without hybrid sharding)."""
+    dp_n = lay.dp * lay.cp
+    if not lay.zero_group or dp_n <= lay.zero_group:
+        return 0.0
+    return all_reduce_s(g_bytes / shard, dp_n // lay.zero_group, lay.tp * shard, topo)
+
+
+def _zero3_kept_comm(lay: Layout, sc: StageCompute, topo: Topology, w_bytes: float, g_bytes: float,
+                     overlap: float, shard: int) -> Overlapped:
+    """FSDP under a pipeline that keeps the stage gathered (catalog.frameworks.keeps_unsharded_under_pp):
+    one all-gather per step, prefetched block by block under the first micro-batch's forward (the
+    first block's exposed), and one reduce-scatter at the last micro-batch's backward."""
+    blocks = max(sc.params.layers, 1)
+    gather = all_gather_s(w_bytes, shard, lay.tp, topo, blocks)
+    first = all_gather_s(w_bytes / blocks, shard, lay.tp, topo)
+    rs = reduce_scatter_s(g_bytes, shard, lay.tp, topo, blocks)
+    exposed = first + max(0.0, gather - overlap * sc.fwd) + max(0.0, rs - overlap * sc.bwd)
+    exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
+    total = gather + rs
+    return Overlapped(total, exposed, min(total, max(0.0, total - exposed)))
+
+
+def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology) -> Overlapped:
+    """DDP / ZeRO-1/2: one gradient reduction per step (dense over dp×cp, experts over the
+    expert-data-parallel group), hidden behind backward (and forward, where ZeRO reduce-scatters
+    and gathers)."""
+    g = _grad_reduce_bytes(tr)
+    t_dense, t_expert = trainable(tr, sc.params)
+    dp_n = lay.dp * lay.cp
+    edp_n = max(1, dp_n // lay.ep)
+    overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
+    total = (all_reduce_s(g * t_dense, dp_n, lay.tp, topo)
+             + all_reduce_s(g * t_expert, edp_n, lay.tp * lay.ep, topo))
+    window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 else 0.0))
+    return Overlapped(total, max(0.0, total - window), min(total, window))
+
+
+
+
+def dp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: int, topo: Topology) -> Overlapped:
+    """The step's data-parallel collectives: ZeRO-3/FSDP's, else DDP's and ZeRO-1/2's."""
+    return zero3_comm(m, tr, lay, sc, n_mb, topo) if lay.zero == 3 else replica_comm(tr, lay, sc, topo)

@@ -1,0 +1,42 @@
+"""Typed results → the contract's JSON (DESIGN.md §4): an estimate's object, keys in their documented
+order, its notes in words (report/words.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpuplan.report.words import no_peak_text, note_text
+from gpuplan.spec.defaults import assumed
+from gpuplan.spec.scenario import normalized
+
+if TYPE_CHECKING:  # the result type only: report never runs the model
+    from gpuplan.model.estimate import Estimate
+
+TIME_KEYS = ("step_s", "compute_s", "comm_exposed_s", "bubble_s", "tokens_per_s", "tokens_per_s_per_gpu",
+             "model_flops_per_token", "mfu", "hfu", "train_s", "gpu_hours")
+
+
+def estimate_json(est: Estimate) -> dict[str, Any]:
+    """The contract's estimate object."""
+    sc, model = est.scenario, est.scenario.model
+    tr = sc.training
+    out: dict[str, Any] = {
+        "scenario": normalized(sc, est.layout),
+        "model": {
+            "name": model.name, "params": model.params, "params_active": model.params_active,
+            "params_trainable": est.params_trainable, "params_source": model.params_source,
+            "params_by_group": model.params_by_group(), "assumed": list(model.assumed),
+        },
+        "notes": [note_text(n, est) for n in est.notes],
+        "assumed": assumed(sc, tr, est.layout, est.searched),
+        "memory": est.memory.to_json(),
+    }
+    if est.time is None:
+        why = no_peak_text(sc.hardware.gpu.id)
+        out["time"] = {k: None for k in TIME_KEYS} | {"note": why}
+        out["cost"] = {"usd": None, "usd_per_gpu_hour": est.cost.usd_per_gpu_hour, "note": why}
+    else:
+        out["time"] = est.time.to_json()
+        out["cost"] = {"usd": est.cost.usd, "usd_per_gpu_hour": est.cost.usd_per_gpu_hour,
+                       "usd_with_failures": est.cost.usd_with_failures}
+    return out

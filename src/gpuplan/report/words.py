@@ -1,0 +1,84 @@
+"""The words for the typed codes the model and the search return: an estimate's notes, a search's
+rejections and its work limit. Nothing outside report/ builds these sentences, and nothing matches
+on them: callers hold the codes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuplan.spec.defaults import NOT_MODELLED_MARGIN
+from gpuplan.units import fmt_count
+
+if TYPE_CHECKING:  # the codes only: report never runs the model or the search
+    from gpuplan.model.estimate import Estimate, Note
+    from gpuplan.search.codes import Rejection
+
+# Memory savers that published runs use and gpuplan does not represent (spec/defaults.py
+# NOT_MODELLED_MARGIN: a peak within that share over the capacity may still run with them).
+NOT_MODELLED_SAVERS = (
+    "activations cached in fp8 for the linear layers' backward (DeepSeek-V3, arXiv:2412.19437 Sec. 3.3.2)",
+    "recomputing only the norms and MLA up-projections (DeepSeek-V3 Sec. 3.3.3; gpuplan's selective "
+    "levels recompute other sets)",
+    "per-stage memory tuning of the pipeline: freeing stage inputs/outputs early, fewer contiguous "
+    "micro-batches in flight (Llama 3, arXiv:2407.21783 Sec. 3.3.2)",
+    "activation offload to host memory",
+)
+
+FP8_DOES_NOT_PAY = ("fp8 does not pay on this layout: the blocks' linear layers are estimated in bf16 (time and "
+                    "memory), as Transformer Engine users leave such layers out of fp8_autocast; torchtitan and "
+                    "Megatron-Core (training.framework) run every block linear in fp8 regardless")
+
+
+def note_text(note: Note, est: Estimate) -> str:
+    """One note of an estimate, in words."""
+    sc = est.scenario
+    code = note.value
+    if code == "beyond_positions":
+        return (f"seq_len {sc.training.seq_len:,} is beyond the {sc.model.max_positions:,} positions {sc.model.name} "
+                "was trained on: long-context training needs RoPE scaling or a longer-context model (memory and "
+                "time are predicted all the same)")
+    if code == "near_capacity":
+        return (f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers gpuplan "
+                "does not model — " + "; ".join(NOT_MODELLED_SAVERS))
+    return FP8_DOES_NOT_PAY
+
+
+def no_peak_text(gpu: str) -> str:
+    return f"{gpu} has no published compute peak in the catalogue: runtime and cost are not predicted"
+
+
+def rejection_text(r: Rejection) -> str:
+    """A search's reason for leaving layouts (or a GPU type) out, in words: the key of ``rejected``."""
+    code = r.reason.value
+    if code == "out_of_memory":
+        return "out of memory"
+    if code == "out_of_host_memory":
+        return "out of host memory: offloaded state"
+    if code == "framework":
+        return f"{r.framework} cannot run this: {r.detail}"
+    if code == "zero_group":
+        return "layout.zero_group does not divide dp×cp"
+    if code == "no_compute_peak":
+        return f"{r.gpu}: no published compute peak (runtime and cost cannot be predicted)"
+    if code == "precision":
+        return str(r.detail)
+    if code == "no_price":
+        return f"{r.gpu}: no price in the catalogue (give --price to rank it by cost)"
+    return WORK_LIMIT_TEXT
+
+
+WORK_LIMIT_TEXT = ("not searched: the work limit was reached (counted in parallel splits: tp × pp × cp × dp × ep); "
+                   "narrow the search (fewer --gpu types, a lower --max-gpus, or fix layout.tp / layout.pp)")
+
+
+def work_limit_note(splits: int) -> str:
+    """The stderr note when a search stopped at its work limit."""
+    return f"{WORK_LIMIT_TEXT} — {fmt_count(splits)} splits were not searched"
+
+
+PART_WORDS = {"states": "model states", "activations": "activations", "logits_and_buffers": "logits and buffers"}
+
+
+def parts_in_words(parts: dict) -> dict[str, float]:
+    """A peak's parts (model/breakdown.py ``Part``) by their names in words."""
+    return {PART_WORDS[p.value]: v for p, v in parts.items()}

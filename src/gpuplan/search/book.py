@@ -1,0 +1,116 @@
+"""The layouts of one scenario as the search builds, refuses and sizes them — cached by value — and the
+closest miss over the layouts it classified (search/enumerate.py's Search builds on this)."""
+
+from __future__ import annotations
+
+from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
+from gpuplan.model.memory import memory, peak_bytes, verdict
+from gpuplan.search.codes import Reason, Rejection
+from gpuplan.search.found import Family, Miss
+from gpuplan.search.space import Split, one_gpu_whole_batch
+from gpuplan.spec import Hardware, Layout, Training
+from gpuplan.spec.layout import LAYOUT_FIELDS
+from gpuplan.spec.scenario import Scenario
+
+Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-batch, sequence parallel, offload
+
+
+class Book:
+    """Layout construction, the framework's refusals and the peaks, for one scenario."""
+
+    sc: Scenario
+    tr: Training
+    gb: int
+    best: dict
+    _visited: list[tuple[tuple[int, ...], Hardware, Where]] | None
+
+    def _book(self, sc: Scenario, tr: Training) -> None:
+        self._peaks: dict[tuple, tuple[float, float]] = {}
+        self._refusals: dict[tuple, Rejection | None] = {}
+        fixed = sc.layout  # the fields every layout of this scenario keeps
+        self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
+                      "recompute_every": fixed.get("recompute_every", 1)}
+        self._sp = fixed.get("sequence_parallel", True)
+        self._tp_overlap = fixed.get("tp_overlap", False)
+        # expert all-to-all overlap: as given, else on wherever the framework offers it and its rules allow
+        self._ep_overlap: bool | None = fixed.get("ep_overlap")
+        profile = get_framework(tr.framework)
+        self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
+        # the layout fields the framework's cannot-run rules read: a refusal depends on nothing else here
+        self._rules = tuple(sorted(rule_fields(tr.framework) & LAYOUT_FIELDS)) if profile.cannot_run else ()
+
+    # ---- one layout ------------------------------------------------------------------------------
+    def _layout(self, split: Split, fam: Family, mb: int, sp: bool, off: str) -> Layout:
+        # every part was chosen by the space's rules, so the layout is valid by construction
+        zero, group = fam.shard
+        fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=zero, zero_group=group,
+                      micro_batch=mb, recompute=fam.recompute, sequence_parallel=sp, pp_schedule=fam.schedule,
+                      virtual_stages=fam.virtual_stages, offload=off, tp_overlap=self._tp_overlap and sp,
+                      ep_overlap=False, **self._kept)
+        if split.ep > 1:
+            fields["ep_overlap"] = self._ep_for(fields)
+        return Layout.unchecked(**fields)
+
+    def _ep_for(self, fields: dict) -> bool:
+        """Whether this layout overlaps the expert all-to-all: as the scenario says; else yes where
+        the framework offers it (``moe.a2a_overlap``) and none of its rules refuses it here."""
+        if self._ep_overlap is not None:
+            return self._ep_overlap
+        if not self._ep_offered:
+            return False
+        return self._refused({**fields, "ep_overlap": True}) is None
+
+    def _refusal(self, lay: Layout) -> Rejection | None:
+        """The framework's cited reason it cannot run ``lay`` (catalog/frameworks.json), or None."""
+        return self._refused(lay.values()) if self._rules else None
+
+    def _refused(self, fields: dict) -> Rejection | None:
+        if not self._rules:
+            return None
+        key = tuple(fields[f] for f in self._rules)
+        if key not in self._refusals:
+            rule = first_refusal(self.tr.framework, fields, self.tr)
+            self._refusals[key] = None if rule is None else \
+                Rejection(Reason.FRAMEWORK, framework=self.tr.framework, rule=rule.rule, detail=rule.why)
+        return self._refusals[key]
+
+    def _peak(self, where: Where) -> tuple[float, float]:
+        """(total, offloaded bytes) of the most loaded stage (the same on every GPU type)."""
+        split, fam, mb, sp, off = where
+        key = (split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb, sp, off)
+        hit = self._peaks.get(key)
+        if hit is None:
+            hit = self._peaks[key] = peak_bytes(self.sc.model, self.tr, self._layout(*where), self.sc.corrections)
+        return hit
+
+    # ---- the closest miss ------------------------------------------------------------------------
+    def _remember(self, rank: tuple[int, ...], hw: Hardware, where: Where) -> None:
+        if self._visited is not None:
+            self._visited.append((rank, hw, where))
+
+    def closest(self) -> Miss | None:
+        """When nothing fits: the layout nearest to fitting, over every layout classified. Within a family
+        the smallest micro-batch not refused has the least memory (``one_gpu_whole_batch`` aside)."""
+        if self.best or not self._visited:
+            return None
+        near: tuple[float, tuple[int, ...], Where, Hardware] | None = None
+        for rank, hw, (split, fam, _, sp, off) in self._visited:
+            evaluated = False
+            for j, mb in enumerate(fam.micro_batches):
+                if evaluated and not one_gpu_whole_batch(split, fam.shard, self.gb, mb):
+                    continue
+                if self._refusal(self._layout(split, fam, mb, sp, off)) is not None:
+                    continue
+                evaluated = True
+                where = (split, fam, mb, sp, off)
+                total, offloaded = self._peak(where)
+                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections)
+                if v.host_ok and (near is None or (v.total - v.usable, (*rank, j)) < (near[0], near[1])):
+                    near = (v.total - v.usable, (*rank, j), where, hw)
+        if near is None:
+            return None
+        over, _, where, hw = near
+        lay = self._layout(*where)
+        return Miss(over, lay, hw, memory(self.sc.model, hw, self.tr, lay, self.sc.corrections))
+
+

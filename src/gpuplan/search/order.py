@@ -1,0 +1,74 @@
+"""What the search knows of a family before sizing it: the order that lets one family's answer bound
+another's, and the bisection of a prefix of micro-batches that fit (search/enumerate.py uses both)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+from gpuplan.search.found import Family
+from gpuplan.search.space import Shard
+
+
+# ---- the order of a split's families: one whose peak is never above another's comes first ------------
+def dominance_order(fams: list[Family]) -> list[int]:
+    """Indices of ``fams``: per (schedule, recompute), ZeRO-2 before ZeRO-1 and full shard before hybrid
+    shard — the peak of the first of each pair is never above the second's at the same micro-batch
+    (model/memory.py: ZeRO-2 shards the gradients ZeRO-1 keeps whole; full shard spreads over more ranks)."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, f in enumerate(fams):
+        groups[(f.schedule, f.recompute)].append(i)
+    out: list[int] = []
+    for members in groups.values():
+        out += sorted(members, key=lambda i: _shard_order(fams[i].shard, i))
+    return out
+
+
+def _shard_order(shard: Shard, i: int) -> tuple[int, int]:
+    zero, group = shard
+    if zero == 2 and group is None:
+        return (0, i)            # ZeRO-2 before ZeRO-1
+    if zero == 1 and group is None:
+        return (1, i)
+    if zero == 3 and group is None:
+        return (2, i)            # full shard before hybrid shard
+    return (3, i)
+
+
+def bound(prefix: dict[tuple[str, str, Shard], int], fam: Family) -> int | None:
+    """How many of ``fam``'s micro-batches may fit at most: as many as fit for a family whose peak is never
+    above this one's (None: no bound)."""
+    zero, group = fam.shard
+    if zero == 1 and group is None:
+        return prefix.get((fam.schedule, fam.recompute, (2, None)))
+    if zero == 3 and group is not None:
+        return prefix.get((fam.schedule, fam.recompute, (3, None)))
+    return None
+
+
+def first_miss(fits: Callable[[int], bool | None], hi: int) -> int | None:
+    """The first index in [0, hi) that does not fit, given that fitting is a prefix and nothing from ``hi`` on
+    fits (hi: all fit; None: out of host memory). The highest first, then the lowest — a family mostly fits
+    whole or not at all — then bisection between."""
+    if hi <= 0:
+        return 0
+    top = fits(hi - 1)
+    if top is None:
+        return None
+    if top:
+        return hi
+    if hi == 1:
+        return 0
+    low = fits(0)
+    if low is None:
+        return None
+    if not low:
+        return 0
+    left, right = 1, hi - 1
+    while left < right:
+        mid = (left + right) // 2
+        if fits(mid):
+            left = mid + 1
+        else:
+            right = mid
+    return left

@@ -1,0 +1,153 @@
+"""The layout space a plan searches, in one canonical order — for the pruned search and for the
+exhaustive one it is tested against (tests/property/test_search_exhaustive.py).
+
+A layout of one GPU type is a split (tp, pp, cp, dp, ep: Calculon-style divisor products, filtered
+by the named rules of spec/rules.py), an offload choice, a pipeline schedule, a recompute level, a
+(ZeRO stage, hybrid-shard group) and a micro-batch; canonical order is that nesting, outermost first.
+  tp   divides the scale-up domain and splits the attention heads (KV heads divide tp or tp divides them)
+  pp   divides the layers, at most 64 (uneven splits only when the user fixes pp)
+  cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens
+  dp   divides the global batch; past one node the count is a whole number of nodes
+  ep   (MoE) divides the experts and dp×cp
+  schedule  1F1B; interleaved with 2 chunks when pp×2 ≤ layers; DualPipe for MoE with even pp
+  recompute none, selective-op, full; micro-batch 1, 2, 4, 8, 16 dividing the per-replica batch
+  zero 1, 2, hybrid shard (FSDP inside the node, replicas across nodes), 3 — ZeRO-0 only without
+       replicas, since ZeRO-1 moves the same bytes and shards the optimizer step
+  offload  none; optimizer, then params (ZeRO-3 only), only for a GPU type where nothing fits without
+Fields the scenario fixes are kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.spec import Hardware, divisors, ep_choices, tp_splits_heads
+from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
+from gpuplan.spec.scenario import Scenario
+
+MICRO_BATCHES = (1, 2, 4, 8, 16)
+MAX_PP = 64  # pipeline stages the search proposes (published runs: ≤ 16; Llama 3 405B used 16)
+LONG_SEQUENCE = 32768  # from this sequence length on, context parallelism is searched
+CP_DEGREES = (1, 2, 4, 8, 16)
+RECOMPUTES = ("none", "selective-op", "full")
+OFFLOAD_PASSES = (("none",), ("optimizer", "params"))  # the second only where the first fits nothing
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    ep: int
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+
+Shard = tuple[int, int | None]  # (ZeRO stage, hybrid-shard group or None)
+
+
+def tp_domain(hw: Hardware) -> int:
+    """GPUs a tensor-parallel group may span: the scale-up (NVLink) domain — 72 on a GB200/GB300 NVL72
+    rack of 4-GPU trays — or the node where the domain is smaller (NVLink bridge pairs talk over PCIe)."""
+    return max(hw.gpus_per_node, hw.scale_up.domain_gpus or 0)
+
+
+def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]:
+    """The tp, pp and cp degrees the search tries (the scenario's own where it fixes them); tp within
+    ``domain`` GPUs (``tp_domain``)."""
+    m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
+    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= MAX_PP]
+    cps = [fixed["cp"]] if "cp" in fixed else \
+        ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
+    return tps, pps, cps
+
+
+def splits(sc: Scenario, hw: Hardware, counts: Callable[[int], bool], max_gpus: int,
+           global_batch: int) -> Iterator[Split]:
+    """The parallel splits of one GPU type, in canonical order; micro-batch and the rest come later."""
+    m, fixed, per_node = sc.model, sc.layout, hw.gpus_per_node
+    seq = sc.training.seq_len
+    tps, pps, cps = degrees(sc, tp_domain(hw))
+    dps = [fixed["dp"]] if "dp" in fixed else divisors(global_batch)
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                for dp in dps:
+                    n = dp * tp * pp * cp
+                    if n > max_gpus or (n > per_node and n % per_node) or seq % cp or not counts(n):
+                        continue
+                    for ep in ([fixed["ep"]] if "ep" in fixed else ep_choices(m, dp * cp)):
+                        yield Split(tp, pp, cp, dp, ep)
+
+
+def schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
+    """(schedule, virtual stages) for a pipeline of ``pp`` stages."""
+    fixed = sc.layout
+    v = fixed.get("virtual_stages", 1)
+    if v > 1:  # virtual stages mean the interleaved schedule, and a pipeline to interleave
+        return [("interleaved", v)] if pp > 1 and pp * v <= sc.model.n_layers else []
+    if fixed.get("pp_schedule") == "interleaved" and pp > 1:  # the documented default: 2 chunks per stage
+        return [("interleaved", INTERLEAVED_DEFAULT_CHUNKS)] if pp * INTERLEAVED_DEFAULT_CHUNKS <= sc.model.n_layers \
+            else []
+    if "pp_schedule" in fixed or pp == 1:
+        return [(fixed.get("pp_schedule", "1f1b"), 1)]
+    out = [("1f1b", 1)]
+    if pp * 2 <= sc.model.n_layers:  # uneven chunks allowed (Llama 3: 126 layers on 16 stages)
+        out.append(("interleaved", 2))
+    if sc.model.moe and pp % 2 == 0:  # DualPipe: built for MoE's all-to-all (DeepSeek-V3, Sec. 3.2.1)
+        out.append(("dualpipe", 1))
+    return out
+
+
+def shardings(sc: Scenario, split: Split, per_node: int) -> tuple[Shard, ...]:
+    """(ZeRO stage, hybrid-shard group) choices of a split; none when a fixed zero_group cannot divide it."""
+    fixed = sc.layout
+    group = split.dp * split.cp
+    zg = fixed.get("zero_group")
+    if zg is not None:  # a hybrid-shard group the scenario fixes: only splits it divides
+        if group % zg:
+            return ()
+        return tuple((z, zg) for z in ([fixed["zero"]] if "zero" in fixed else (1, 2, 3)))
+    if "zero" in fixed:
+        return ((fixed["zero"], None),)
+    if group == 1:
+        return ((0, None),)
+    # ZeRO-0 is dominated once there are replicas: ZeRO-1 moves the same bytes (reduce-scatter +
+    # all-gather = all-reduce), hides them behind forward and backward, shards the optimizer step
+    # and needs less memory
+    out: list[Shard] = [(1, None), (2, None)]
+    node_group = per_node // (split.tp * split.cp) if per_node >= split.tp * split.cp else 1
+    if 1 < node_group < group and group % node_group == 0:
+        out.append((3, node_group))  # HSDP: shard in the node, replicate across
+    out.append((3, None))
+    return tuple(out)
+
+
+def micro_batches(sc: Scenario, split: Split, schedule: str, global_batch: int) -> tuple[int, ...]:
+    """Micro-batches that divide the per-replica batch (DualPipe: an even count of them per step)."""
+    mbs = [sc.layout["micro_batch"]] if "micro_batch" in sc.layout else MICRO_BATCHES
+    return tuple(mb for mb in mbs if global_batch % (split.dp * mb) == 0
+                 and not (schedule == "dualpipe" and global_batch // (split.dp * mb) % 2))
+
+
+def recomputes(sc: Scenario) -> tuple[str, ...]:
+    return (sc.layout["recompute"],) if "recompute" in sc.layout else RECOMPUTES
+
+
+def offload_passes(sc: Scenario) -> tuple[tuple[str, ...], ...]:
+    """Offload choices, pass by pass: the scenario's own, else none and — where nothing fits without —
+    optimizer, then parameters (a split tries params only where the optimizer offload fits nothing)."""
+    fixed: dict[str, Any] = sc.layout
+    return ((fixed["offload"],),) if "offload" in fixed else OFFLOAD_PASSES
+
+
+def one_gpu_whole_batch(split: Split, shard: Shard, global_batch: int, mb: int) -> bool:
+    """One GPU without ZeRO, one micro-batch per step: the one layout whose peak may be lower than a
+    smaller micro-batch's (model/memory.py ``_one_gpu_backward``: gradients do not accumulate beside the
+    activations). Everywhere else the peak never falls as the micro-batch grows."""
+    return split.world == 1 and shard[0] == 0 and global_batch == mb
