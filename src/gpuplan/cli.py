@@ -246,8 +246,14 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from gpuplan.report.text import constants_text, dumps, validate_text
+    from gpuplan.report.text import components_text, constants_text, dumps, validate_text
 
+    if args.components:
+        from gpuplan.validation.components import report
+
+        res = report()
+        print(dumps(res) if args.json else components_text(res))
+        return 0
     if args.constants:
         from gpuplan.catalog.constants import entries
 

@@ -336,6 +336,14 @@ def constants_text(rows: list[dict]) -> str:
                   for r in rows])
 
 
+def components_text(res: dict) -> str:
+    """``gpuplan validate --components``: per component, published microbenchmarks against the model
+    (rendered by report/components.py)."""
+    from gpuplan.report.components import render
+
+    return render(res)
+
+
 def fit_text(results: list[dict], max_gpus: int | None) -> str:
     """``gpuplan fit`` for people: per GPU type the smallest count and its estimate, or why not."""
     out = []

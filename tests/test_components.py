@@ -1,0 +1,121 @@
+"""The component corpus (validation/components.json) and ``gpuplan validate --components``.
+
+The corpus holds published microbenchmarks only; these tests pin its schema (every point cited, SI
+units, positive values), read a few points back exactly as their sources state them, and check that
+the command runs. They assert no error threshold: the errors are the report, not a gate (yet)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gpuplan.catalog.hardware import get_fabric, get_gpu, gpus
+from gpuplan.cli import main
+from gpuplan.validation import components as comp
+
+DOC = comp.corpus()
+POINTS = {p["id"]: p for p in DOC["points"]}
+QUANTITIES = {"gemm": {"flop_per_s"}, "attention": {"flop_per_s"}, "memory": {"bytes_per_s", "seconds"},
+              "collective": {"bus_bytes_per_s", "algorithm_bytes_per_s"}}
+
+
+def value(pid: str) -> float:
+    return POINTS[pid]["measured"]["value"]
+
+
+def test_ids_are_unique():
+    assert len(POINTS) == len(DOC["points"])
+
+
+def test_every_source_is_cited():
+    for key, s in DOC["sources"].items():
+        assert s["url"].startswith("https://"), key
+        assert s.get("where"), key
+    used = {p["source"] for p in DOC["points"]} | {f["source"] for f in DOC["kernel_support"]}
+    assert used <= set(DOC["sources"])
+
+
+@pytest.mark.parametrize("p", DOC["points"], ids=lambda p: p["id"])
+def test_point_schema(p):
+    assert p["component"] in comp.COMPONENTS
+    assert p["source"] in DOC["sources"] and p["where"]
+    get_gpu(p["gpu"])  # a catalogue id
+    meas = p["measured"]
+    assert meas["quantity"] in QUANTITIES[p["component"]]   # SI: FLOP/s, bytes/s, seconds
+    assert math.isfinite(meas["value"]) and meas["value"] > 0
+    if p["read_off_plot"]:
+        assert 0 < p["uncertainty"] < 0.1
+    x = p["inputs"]
+    if p["component"] == "gemm":
+        assert min(x["m"], x["n"], x["k"], x["batch"]) >= 1 and x["dtype"] in ("bf16", "fp16", "fp8")
+    elif p["component"] == "attention":
+        assert x["pass"] in ("fwd", "bwd", "fwd_bwd") and x["seq_len"] >= 1 and x["head_dim"] in (64, 128, 256)
+    elif p["component"] == "collective":
+        assert x["bytes"] > 0 and 2 <= x["group"] <= x["gpus"] and x["gpus"] % x["group"] == 0
+        if x.get("scale_out"):
+            get_fabric(x["scale_out"], "scale_out")
+
+
+def test_kernel_support_names_catalogue_architectures():
+    archs = {g.architecture for g in gpus()}
+    for f in DOC["kernel_support"]:
+        assert set(f["runs_on"]) | set(f["not_on"]) <= archs
+        assert not set(f["runs_on"]) & set(f["not_on"])
+
+
+# Golden reads: each point as its source states it.
+def test_golden_points():
+    # stas00/ml-engineering network/README.md @744d01e, 'Real network throughput': 8x A100 all_reduce_perf, 16 GiB busbw
+    assert value("collective/mleng/a100/all_reduce/17179869184") == 234.89e9
+    # same file, 'Peer-to-peer bandwidth': 8x MI300X node, all_reduce_bench 4 GiB over 2 GPUs
+    assert value("collective/mleng/mi300x/all_reduce/2") == 47.671e9
+    # Azure AI-benchmarking-guide @8fd0c6e, ND_H100_v5_results.md 'HBM Bandwidth': Copy 2.90 TB/s
+    assert value("memory/azure/h100-sxm/stream_copy") == 2.90e12
+    # same repository, ND_A100_v4_results.md 'GEMM CuBLASLt': 802816 x 192 x 768 at 157.8 TFLOPS (FP16)
+    assert value("gemm/azure/a100-80gb-sxm/fp16/802816x192x768") == 157.8e12
+    # OpenXLA matmul table (ROCm/xla @ea2c45f), entry sm_90 b=1 4096x4096x4096 bf16xbf16->bf16
+    assert value("gemm/xla/h100-sxm/bf16/4096x4096x4096") == 780193877565849
+    # FlashAttention-2 fwd+bwd, A100 (flash-attention assets/flash2_a100_fwd_bwd_benchmark.png), (d) causal hd 128, 16k
+    assert value("attention/fa2fig/a100-80gb-sxm/flash2/causal/d128/s16384") == 189e12
+    # FlashAttention-3 forward, H100 (assets/flash3_fp16_fwd.png), (e) non-causal hd 256, 16k: FlashAttention-3 756
+    assert value("attention/fa3fig/h100-sxm/flash3/full/d256/s16384") == 756e12
+    # DeepGEMM README (Feb 2025) dense table: M=64 N=2112 K=7168 on H800, 206 TFLOPS
+    assert value("gemm/deepgemm/h800/fp8/64x2112x7168") == 206e12
+    # HipKittens analysis/attn/fwd/plot.py: mi355x_mha_baselines_causal['ck']['16384'] = 893
+    assert value("attention/hipkittens/mi355x/ck/mha/causal/d128/s16384") == 893e12
+    # Liger-Kernel all_benchmark_data.csv: rms_norm, liger, forward, H=32768, M=2048 bf16, A100: 0.18224 ms median
+    assert value("memory/liger/a100-80gb-sxm/rmsnorm_fused/bf16/2048x32768") == pytest.approx(0.18224e-3, rel=1e-4)
+
+
+def test_every_point_is_modelled():
+    for r in comp.rows():
+        assert math.isfinite(r["modelled"]) and r["modelled"] > 0, r["id"]
+        assert r["error"] == pytest.approx(r["modelled"] / r["measured"] - 1)
+
+
+def test_kernel_support_is_checked_for_every_architecture():
+    res = comp.kernel_support()
+    assert {r["architecture"] for r in res} == {g.architecture for g in gpus() if g.architecture}
+    ampere = next(r for r in res if r["architecture"] == "ampere" and r["framework"] == "generic")
+    assert ampere["kernel_modelled"] == "flash2" and ampere["runs"] is True
+    assert all(r["runs"] is not None for r in res if r["architecture"] in ("volta", "turing"))
+
+
+def test_command_prints_tables(capsys):
+    assert main(["validate", "--components"]) == 0
+    out = capsys.readouterr().out
+    assert "component / group" in out and "median |error|" in out
+    for c in comp.COMPONENTS:
+        assert f"\n{c} " in out
+    assert "constants applied" in out
+
+
+def test_command_json_gives_rows(capsys):
+    assert main(["validate", "--components", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert len(res["rows"]) == len(DOC["points"]) == res["points"]
+    assert set(res["summary"]) == set(comp.COMPONENTS)
+    row = res["rows"][0]
+    assert {"id", "component", "source", "gpu", "measured", "modelled", "unit", "error"} <= set(row)
