@@ -44,7 +44,8 @@ GPU_NUMBERS = ("memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_de
 GPU_WHOLE = ("gpus_per_node", "scale_up_domain", "sm_count")
 VENDORS = ("nvidia", "amd", "intel", "other")
 FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus"),
-               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency")}
+               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency", "transport")}
+TRANSPORTS = ("infiniband", "roce", "tcp")  # a scale-out fabric's path for NCCL (fabrics.json _comment)
 FABRIC_COMMON = ("id", "name", "aliases", "kind", "latency_us", "source", "notes")
 MAX_FIGURE = 1e7  # no figure in the catalogue's units (GiB, TB/s, TFLOPS, W, USD, Gb/s) comes near
 
@@ -126,7 +127,10 @@ def check_fabric_row(row: Mapping[str, Any], where: str) -> None:
     if missing:
         raise GpuplanError(f"{where}: missing {', '.join(missing)} for a {kind} fabric")
     for key in (*FABRIC_KEYS[kind], "latency_us"):
-        _number(row, key, where, key in ("domain_gpus", "links_per_node"))
+        if key != "transport":
+            _number(row, key, where, key in ("domain_gpus", "links_per_node"))
+    if row.get("transport") is not None and row["transport"] not in TRANSPORTS:
+        raise _bad(where, "transport", f"must be one of {', '.join(TRANSPORTS)}, got {str(row['transport'])[:40]!r}")
     if row.get("efficiency") is not None and row["efficiency"] > 1:
         raise _bad(where, "efficiency", f"is a share of line rate (≤ 1), got {row['efficiency']}")
 
