@@ -15,6 +15,13 @@ Key and argument names, and the versions they were read from:
   Megatron-LM arguments of megatron/training/arguments.py (Megatron-Core 0.1x era; the parser is not on
               PyPI — megatron-core ships megatron/core only — so tests check its documented names).
   torchrun    torch.distributed.run (torch 2.13) flags.
+
+The scheduler targets wrap one of those (``via``) and start it on the planned nodes (export/launch.py):
+  Slurm       an sbatch script (sbatch/srun options of Slurm 22.05+); run to completion in tests on a one-node
+              Slurm cluster.
+  Kubernetes  a Kubeflow PyTorchJob (kubeflow.org/v1, training operator v1.9) and its ConfigMap; validated in
+              tests against the operator's CRD schema.
+  SkyPilot    a task YAML (skypilot 0.14); loaded in tests by sky.Task.from_yaml.
 """
 
 from __future__ import annotations
