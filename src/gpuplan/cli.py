@@ -201,7 +201,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     scs, is_list = _scenarios(args)
     if is_list:
         raise GpuplanError("export takes one scenario: give a file with a single scenario")
-    ex, how = export_scenario(scs[0], args.to, objective=args.objective, max_gpus=max_gpus)
+    ex, how = export_scenario(scs[0], args.to, objective=args.objective, max_gpus=max_gpus, via=args.via,
+                              device=args.device)
     if args.output:  # written first: a bad path is the one error line, before anything else is said
         from gpuplan.outfiles import write_atomic
 

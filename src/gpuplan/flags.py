@@ -7,12 +7,12 @@ import argparse
 
 from gpuplan.catalog.user import ENV as CATALOG_ENV
 from gpuplan.errors import GpuplanError
+from gpuplan.export.common import FRAMEWORK_TARGETS, TARGETS
 from gpuplan.io.schema import FLAG_KEYS, field_help
 from gpuplan.units import parse_count
 
 MAX_COUNT = 2**20  # no count on the command line (GPUs, ranks, steps, candidates) is meaningful beyond this
 STORE_HELP = "SQLite store of runs; default: $GPUPLAN_STORE or ~/.cache/gpuplan"
-TARGETS = ["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"]
 
 
 def _version() -> str:
@@ -122,7 +122,16 @@ def _measuring(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--calibrate", action="store_true", help="store traced/predicted ratios per architecture")
     ex = sub.add_parser("export", help="the planned or given layout as a framework's launch config")
     _scenario_flags(ex)
-    ex.add_argument("--to", required=True, choices=TARGETS, help="target framework; required")
+    ex.add_argument("--to", required=True, choices=TARGETS,
+                    help="what to write: a framework's config (torchtitan ... torchrun), or a scheduler's job that "
+                    "starts one on the planned nodes (slurm: an sbatch script, kubernetes: a Kubeflow PyTorchJob, "
+                    "skypilot: a task YAML); required")
+    ex.add_argument("--via", choices=FRAMEWORK_TARGETS,
+                    help="with a scheduler target: the framework it starts; default: the one training.framework "
+                    "names (torchtitan, deepspeed, pytorch-fsdp: accelerate, megatron-core: megatron), else torchrun")
+    ex.add_argument("--device", default="gpu", choices=["gpu", "cpu"],
+                    help="with a scheduler target: cpu requests no GPUs and runs the planned processes on CPUs "
+                    "(a dry run of the launch with --via torchrun and a gloo script); default: gpu")
     ex.add_argument("-o", "--output", metavar="FILE", help="write the config to FILE (default: print it)")
     _force_flag(ex)
     ex.add_argument("--objective", default="time", choices=["time", "cost"],

@@ -84,6 +84,12 @@ def gpu_row(gid: str) -> dict:
     return dict(next(r for r in rows if r["id"] == gid))
 
 
+def fabric_row(fid: str) -> dict:
+    """The catalogue row (fabrics.json keys) of a fabric id, built-in or the user's."""
+    rows = load_json("fabrics.json")["fabrics"] + _user_rows(catalog_path(), "fabrics")
+    return dict(next(r for r in rows if r["id"] == fid))
+
+
 @cache
 def _fabric_table(path: str | None) -> tuple[dict[str, Fabric], dict[str, str]]:
     rows = load_json("fabrics.json")["fabrics"] + _user_rows(path, "fabrics")

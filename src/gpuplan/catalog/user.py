@@ -11,6 +11,9 @@ GPUs, fabrics and models to the built-in ones, checked by the same rules (``chec
       - {id: roce-200g-x4, name: ..., kind: scale_out, link_gbit_per_s: 200, links_per_node: 4, source: "..."}
     models:                    # id → Hugging Face config keys (with model_type), or {params: N}
       my-7b: {model_type: llama, hidden_size: 4096, ...}
+    prices:                    # the keys of prices.json (catalog/prices.py): a row for the same provider, region,
+      - {provider: acme, region: fr-par-2, geo: eu, gpu: h100-sxm, pricing: reserved_1y,   # GPU and pricing replaces
+         usd_per_gpu_hour: 1.95, date: '2026-11-30', source: "our contract"}               # the built-in one
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ GPU_NUMBERS = ("memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_de
 GPU_WHOLE = ("gpus_per_node", "scale_up_domain", "sm_count")
 VENDORS = ("nvidia", "amd", "intel", "other")
 FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus"),
-               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency")}
+               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency", "transport")}
+TRANSPORTS = ("infiniband", "roce", "tcp")  # a scale-out fabric's path for NCCL (fabrics.json _comment)
 FABRIC_COMMON = ("id", "name", "aliases", "kind", "latency_us", "source", "notes")
 MAX_FIGURE = 1e7  # no figure in the catalogue's units (GiB, TB/s, TFLOPS, W, USD, Gb/s) comes near
 
@@ -126,7 +130,10 @@ def check_fabric_row(row: Mapping[str, Any], where: str) -> None:
     if missing:
         raise GpuplanError(f"{where}: missing {', '.join(missing)} for a {kind} fabric")
     for key in (*FABRIC_KEYS[kind], "latency_us"):
-        _number(row, key, where, key in ("domain_gpus", "links_per_node"))
+        if key != "transport":
+            _number(row, key, where, key in ("domain_gpus", "links_per_node"))
+    if row.get("transport") is not None and row["transport"] not in TRANSPORTS:
+        raise _bad(where, "transport", f"must be one of {', '.join(TRANSPORTS)}, got {str(row['transport'])[:40]!r}")
     if row.get("efficiency") is not None and row["efficiency"] > 1:
         raise _bad(where, "efficiency", f"is a share of line rate (≤ 1), got {row['efficiency']}")
 
@@ -138,6 +145,7 @@ class UserCatalog:
     gpus: tuple[dict, ...]
     fabrics: tuple[dict, ...]
     models: tuple[tuple[str, dict, Any], ...]  # (id, row: name/aliases, config mapping)
+    prices: tuple[dict, ...] = ()
 
 
 def _read(path: str) -> Any:
@@ -171,14 +179,16 @@ def load_user(path: str) -> UserCatalog:
     doc = _read(path)
     if not isinstance(doc, Mapping):
         raise GpuplanError(f"{path}: a catalogue is a mapping with gpus, fabrics and/or models")
-    unknown = sorted(set(doc) - {"gpus", "fabrics", "models", "_comment"})
+    unknown = sorted(set(doc) - {"gpus", "fabrics", "models", "prices", "_comment"})
     if unknown:
-        raise GpuplanError(f"{path}: {unknown[0]!r} is not a catalogue section (gpus, fabrics, models)")
+        raise GpuplanError(f"{path}: {unknown[0]!r} is not a catalogue section (gpus, fabrics, models, prices)")
     fabrics = _user_fabrics(_entries(doc, "fabrics", path), path)
     kinds = {r["id"]: r["kind"] for r in load_json("fabrics.json")["fabrics"]} | {r["id"]: r["kind"] for r in fabrics}
     gpus = _user_gpus(_entries(doc, "gpus", path), path, kinds)
     models = tuple(_user_model(e, i, path) for i, e in enumerate(_entries(doc, "models", path)))
-    return UserCatalog(path=path, gpus=tuple(gpus), fabrics=tuple(fabrics), models=models)
+    gpu_ids = {r["id"] for r in load_json("gpus.json")["gpus"]} | {r["id"] for r in gpus}
+    prices = _user_prices(_entries(doc, "prices", path), path, gpu_ids)
+    return UserCatalog(path=path, gpus=tuple(gpus), fabrics=tuple(fabrics), models=models, prices=prices)
 
 
 def _where(path: str, section: str, i: int, entry: Any) -> str:
@@ -227,6 +237,28 @@ def _user_gpus(entries: list[Any], path: str, kinds: Mapping[str, str]) -> list[
         _taken(names, row, where, "GPU")
         out.append(row)
     return out
+
+
+def _user_prices(entries: list[Any], path: str, gpu_ids: set[str]) -> tuple[dict, ...]:
+    """The user's price rows, checked as prices.json's (catalog/prices.py); the same key twice is refused."""
+    import datetime as dt
+
+    from gpuplan.catalog.prices import check_price_row
+
+    out: list[dict] = []
+    seen: set[tuple] = set()
+    for i, e in enumerate(entries):
+        where = f"{path}: prices[{i}]" + (f" ({e.get('provider')} {e.get('region')} {e.get('gpu')})"
+                                         if isinstance(e, Mapping) else "")
+        if not isinstance(e, Mapping):
+            raise GpuplanError(f"{where}: an entry is a mapping of prices.json keys")
+        check_price_row(e, where, gpu_ids, dt.date.today())
+        key = (e["provider"], e["region"], e["gpu"], e["pricing"])
+        if key in seen:
+            raise GpuplanError(f"{where}: a second price for {' '.join(key)}: keep one")
+        seen.add(key)
+        out.append(dict(e))
+    return tuple(out)
 
 
 def _based(e: Mapping[str, Any], rows: list[dict], where: str) -> dict:

@@ -15,6 +15,13 @@ Key and argument names, and the versions they were read from:
   Megatron-LM arguments of megatron/training/arguments.py (Megatron-Core 0.1x era; the parser is not on
               PyPI — megatron-core ships megatron/core only — so tests check its documented names).
   torchrun    torch.distributed.run (torch 2.13) flags.
+
+The scheduler targets wrap one of those (``via``) and start it on the planned nodes (export/launch.py):
+  Slurm       an sbatch script (sbatch/srun options of Slurm 22.05+); run to completion in tests on a one-node
+              Slurm cluster.
+  Kubernetes  a Kubeflow PyTorchJob (kubeflow.org/v1, training operator v1.9) and its ConfigMap; validated in
+              tests against the operator's CRD schema.
+  SkyPilot    a task YAML (skypilot 0.14); loaded in tests by sky.Task.from_yaml.
 """
 
 from __future__ import annotations
@@ -23,28 +30,30 @@ from dataclasses import replace
 from typing import Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.export.common import RDZV_PORT, TARGETS, Export
+from gpuplan.export.common import FRAMEWORK_TARGETS, RDZV_PORT, SCHEDULER_TARGETS, TARGETS, Export
+from gpuplan.export.launch import natural_target
+from gpuplan.export.scheduled import job_of
 from gpuplan.export.to_accelerate import accelerate
 from gpuplan.export.to_deepspeed import deepspeed
+from gpuplan.export.to_kubernetes import kubernetes
 from gpuplan.export.to_megatron import megatron, megatron_args
+from gpuplan.export.to_skypilot import skypilot
+from gpuplan.export.to_slurm import slurm
 from gpuplan.export.to_torchrun import torchrun, torchrun_args
 from gpuplan.export.to_torchtitan import TITAN_MODELS, TITAN_SCHEDULES, to_toml, torchtitan
 from gpuplan.units import GiB
 
-__all__ = ["RDZV_PORT", "TARGETS", "TITAN_MODELS", "TITAN_SCHEDULES", "Export", "accelerate", "deepspeed",
-           "export", "export_scenario", "megatron", "megatron_args", "notes_text", "to_toml", "torchrun",
-           "torchrun_args", "torchtitan"]
+__all__ = ["FRAMEWORK_TARGETS", "RDZV_PORT", "SCHEDULER_TARGETS", "TARGETS", "TITAN_MODELS", "TITAN_SCHEDULES",
+           "Export", "accelerate", "deepspeed", "export", "export_scenario", "kubernetes", "megatron", "megatron_args",
+           "notes_text", "skypilot", "slurm", "to_toml", "torchrun", "torchrun_args", "torchtitan"]
 
 
-def export(est: dict, target: str, model: Any = None) -> Export:
-    """The Estimate's layout as ``target``'s config (see TARGETS). Formats with comments
+def export(est: dict, target: str, model: Any = None, *, via: str | None = None, device: str = "gpu") -> Export:
+    """The Estimate's layout as ``target``'s config (see TARGETS). A scheduler target (SCHEDULER_TARGETS)
+    wraps the framework target ``via`` (default: the scenario's framework's own, else torchrun) and starts it
+    on the planned nodes; ``device`` cpu makes that a CPU dry run (torchrun only). Formats with comments
     (YAML, TOML, shell) carry the notes in the text, after the header; JSON cannot."""
-    makers = {"deepspeed": lambda: deepspeed(est), "accelerate": lambda: accelerate(est),
-              "torchtitan": lambda: torchtitan(est, model), "megatron": lambda: megatron(est, model),
-              "torchrun": lambda: torchrun(est)}
-    if target not in makers:
-        raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
-    ex = makers[target]()
+    ex = _make(est, target, model, via, device)
     mem = est.get("memory") or {}
     if mem and not mem.get("fits", True):
         over = (mem["total"] - mem["capacity"]) / GiB
@@ -60,6 +69,28 @@ def export(est: dict, target: str, model: Any = None) -> Export:
     return replace(ex, text="".join(lines[:n]) + notes_text(ex) + "".join(lines[n:]))
 
 
+def _make(est: dict, target: str, model: Any, via: str | None, device: str) -> Export:
+    makers = {"deepspeed": lambda: deepspeed(est), "accelerate": lambda: accelerate(est),
+              "torchtitan": lambda: torchtitan(est, model), "megatron": lambda: megatron(est, model),
+              "torchrun": lambda: torchrun(est)}
+    if target in makers:
+        if via is not None or device != "gpu":
+            raise GpuplanError(f"--via and --device apply to the scheduler targets ({', '.join(SCHEDULER_TARGETS)}), "
+                               f"not to --to {target}")
+        return makers[target]()
+    if target not in SCHEDULER_TARGETS:
+        raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
+    via = via or natural_target(est["scenario"]["training"].get("framework", "generic"))
+    if via not in FRAMEWORK_TARGETS:
+        raise GpuplanError(f"--via {via!r}: choose one of {', '.join(FRAMEWORK_TARGETS)}")
+    job = job_of(est, device)
+    if job.device == "cpu" and via != "torchrun":
+        raise GpuplanError(f"--device cpu is a dry run of the launch with torchrun: {via} needs GPUs "
+                           "(use --via torchrun with a script that runs on gloo)")
+    schedulers = {"slurm": slurm, "kubernetes": kubernetes, "skypilot": skypilot}
+    return schedulers[target](est, model, via, job)
+
+
 def notes_text(ex: Export) -> str:
     return "".join(f"# note: {n}\n" for n in ex.notes)
 
@@ -69,24 +100,24 @@ TARGET_FRAMEWORK = {"torchtitan": "torchtitan", "deepspeed": "deepspeed", "accel
                     "megatron": "megatron-core", "torchrun": "generic"}
 
 
-def export_scenario(sc: Any, target: str, *, objective: str = "time",
-                    max_gpus: int | None = None) -> tuple[Export, str]:
+def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: int | None = None,
+                    via: str | None = None, device: str = "gpu") -> tuple[Export, str]:
     """Export the scenario's own layout when it fixes the parallel split (tp and pp; dp is derived),
-    else the best layout ``plan`` finds for the target's framework. A layout the target's framework
-    cannot run (catalog/frameworks.json) is refused with its reason, never written. Returns the
-    export and a line saying which it was."""
+    else the best layout ``plan`` finds for the target's framework (a scheduler target: the framework it
+    wraps, ``via``). A layout the target's framework cannot run (catalog/frameworks.json), or a scheduler
+    cannot state, is refused with its reason, never written. Returns the export and a line saying which
+    it was."""
     from dataclasses import replace
 
     from gpuplan.api import evaluate, plan_scenario
     from gpuplan.catalog.frameworks import why_not
 
-    framework = TARGET_FRAMEWORK.get(target)
-    if framework is None:
-        raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
+    fw_target, what = _framework_target(sc, target, via)
+    framework = TARGET_FRAMEWORK[fw_target]
     if sc.training.framework == "generic" and framework != "generic":  # plan and check as the target runs it
         sc = replace(sc, training=replace(sc.training, framework=framework))
     elif sc.training.framework not in (framework, "generic") and framework != "generic":
-        raise GpuplanError(f"the scenario's training.framework is {sc.training.framework}, but --to {target} "
+        raise GpuplanError(f"the scenario's training.framework is {sc.training.framework}, but {what} "
                            f"writes a {framework} config: drop training.framework or export to its own target")
 
     if "tp" in sc.layout and "pp" in sc.layout:
@@ -111,5 +142,24 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time",
     training = replace(sc.training, method=tr["method"], precision=tr["precision"])
     refused = why_not(framework, lay, training) if isinstance(training, Training) else None
     if refused:
-        raise GpuplanError(f"cannot export to {target}: {refused}")
-    return export(est, target, sc.model), how
+        raise GpuplanError(f"cannot export to {target if fw_target == target else f'{target} via {fw_target}'}: "
+                           f"{refused}")
+    if target in SCHEDULER_TARGETS:
+        return export(est, target, sc.model, via=fw_target, device=device), f"{how}; {target} runs {fw_target}"
+    return export(est, target, sc.model, via=via, device=device), how
+
+
+def _framework_target(sc: Any, target: str, via: str | None) -> tuple[str, str]:
+    """(the framework target that runs the job, how to name the choice in a message): ``target`` itself, or
+    for a scheduler ``via`` or the scenario's framework's own target."""
+    if target in TARGET_FRAMEWORK:
+        if via is not None:
+            raise GpuplanError(f"--via applies to the scheduler targets ({', '.join(SCHEDULER_TARGETS)}): "
+                               f"--to {target} is the framework itself")
+        return target, f"--to {target}"
+    if target not in SCHEDULER_TARGETS:
+        raise GpuplanError(f"--to {target!r}: choose one of {', '.join(TARGETS)}")
+    fw = via or natural_target(sc.training.framework)
+    if fw not in TARGET_FRAMEWORK:
+        raise GpuplanError(f"--via {fw!r}: choose one of {', '.join(FRAMEWORK_TARGETS)}")
+    return fw, f"--to {target} --via {fw}"

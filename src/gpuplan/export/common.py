@@ -10,7 +10,11 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.units import GiB
 
-TARGETS = ("torchtitan", "deepspeed", "accelerate", "megatron", "torchrun")
+# the training software's own configs, and the schedulers that start them on the planned nodes (wrapping one of
+# the framework targets: ``--via``)
+FRAMEWORK_TARGETS = ("torchtitan", "deepspeed", "accelerate", "megatron", "torchrun")
+SCHEDULER_TARGETS = ("slurm", "kubernetes", "skypilot")
+TARGETS = FRAMEWORK_TARGETS + SCHEDULER_TARGETS
 RDZV_PORT = 29500  # torchrun's default master port (torch.distributed.run --master-port)
 
 

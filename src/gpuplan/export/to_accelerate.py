@@ -8,12 +8,14 @@ from typing import Any
 from gpuplan.export.common import RDZV_PORT, Export, _batches, _header, _parts, _shard_split
 
 
-def accelerate(est: dict) -> Export:
+def accelerate(est: dict, scheduled: bool = False) -> Export:
+    """The config; ``scheduled``: a scheduler export starts it on every node and passes the rendezvous
+    on the command line (export/launch.py), so the file leaves it out."""
     import yaml
 
     hw, tr, lay = _parts(est)
     notes: list[str] = []
-    cfg = _cluster(hw, _mixed_precision(tr, notes), notes)
+    cfg = _cluster(hw, _mixed_precision(tr, notes), notes, scheduled)
     _unsupported(lay, notes)
     use_fsdp = lay["zero"] > 0 or lay["tp"] > 1 or lay["cp"] > 1 or lay["offload"] != "none"
     if use_fsdp:
@@ -40,7 +42,7 @@ def _mixed_precision(tr: dict, notes: list[str]) -> str:
     return prec
 
 
-def _cluster(hw: dict, prec: str, notes: list[str]) -> dict[str, Any]:
+def _cluster(hw: dict, prec: str, notes: list[str], scheduled: bool = False) -> dict[str, Any]:
     """The ClusterConfig keys every config has: machines, processes, rendezvous (DDP by default)."""
     cfg: dict[str, Any] = {
         "compute_environment": "LOCAL_MACHINE", "debug": False, "distributed_type": "MULTI_GPU",
@@ -48,7 +50,7 @@ def _cluster(hw: dict, prec: str, notes: list[str]) -> dict[str, Any]:
         "num_machines": hw["nodes"], "num_processes": hw["gpus"], "rdzv_backend": "static",
         "same_network": True, "use_cpu": False, "gpu_ids": "all",
     }
-    if hw["nodes"] > 1:
+    if hw["nodes"] > 1 and not scheduled:
         cfg["main_process_ip"] = "MASTER_ADDR"
         cfg["main_process_port"] = RDZV_PORT
         notes.append("multi-node: replace MASTER_ADDR and set machine_rank on each node (0 … num_machines-1)")

@@ -277,17 +277,22 @@ def megatron(est: dict, model: Any = None) -> Export:
     hw = est["scenario"]["hardware"]
     launcher = " ".join(torchrun_args(est)[0])
     lines = [f"# {line}" for line in _header(est, "bash megatron_args.sh")]
-    lines.append("MEGATRON_ARGS=(")
+    lines += args_array(args)
+    lines.append(f"{launcher} pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"  # + data, tokenizer, lr ({hw['gpus']} GPUs)")
+    return Export(target="megatron", config=args, text="\n".join(lines) + "\n", filename="megatron_args.sh",
+                  notes=tuple(notes))
+
+
+
+def args_array(args: list[str]) -> list[str]:
+    """The arguments as the bash array MEGATRON_ARGS, one flag and its value per line."""
+    lines = ["MEGATRON_ARGS=("]
     i = 0
-    while i < len(args):  # one flag and its value per line
+    while i < len(args):
         if i + 1 < len(args) and not args[i + 1].startswith("--"):
             lines.append(f"  {args[i]} {shlex.quote(args[i + 1])}")
             i += 2
         else:
             lines.append(f"  {args[i]}")
             i += 1
-    lines.append(")")
-    lines.append(f"{launcher} pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"  # + data, tokenizer, lr ({hw['gpus']} GPUs)")
-    return Export(target="megatron", config=args, text="\n".join(lines) + "\n", filename="megatron_args.sh",
-                  notes=tuple(notes))
-
+    return [*lines, ")"]

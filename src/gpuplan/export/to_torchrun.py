@@ -8,6 +8,8 @@ from gpuplan.export.common import RDZV_PORT, Export, _header, _parts
 
 
 def torchrun_args(est: dict, script: str | None = None) -> tuple[list[str], list[str]]:
+    """torchrun's arguments run by hand on every node (a scheduler export states its own rendezvous:
+    export/launch.py)."""
     hw, _, _ = _parts(est)
     per_node = min(hw["gpus"], hw["gpus_per_node"])
     notes: list[str] = []
@@ -27,7 +29,12 @@ def torchrun(est: dict, script: str = "train.py") -> Export:
     lay = est["scenario"]["layout"]
     head = "".join(f"# {line}\n" for line in _header(est, None))
     text = head + " ".join(a if a.startswith("$") else shlex.quote(a) for a in args) + "\n"
-    notes.append(f"the training script sets the layout itself (dp={lay['dp']} tp={lay['tp']} pp={lay['pp']} "
-                 f"cp={lay['cp']}); --to torchtitan/megatron/accelerate/deepspeed write it for you")
+    notes.append(layout_note(lay))
     return Export(target="torchrun", config=args, text=text, filename="launch.sh", notes=tuple(notes))
 
+
+
+def layout_note(lay: dict) -> str:
+    """What a bare torchrun line leaves to the training script."""
+    return (f"the training script sets the layout itself (dp={lay['dp']} tp={lay['tp']} pp={lay['pp']} "
+            f"cp={lay['cp']}); --to torchtitan/megatron/accelerate/deepspeed write it for you")

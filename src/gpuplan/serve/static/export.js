@@ -2,7 +2,9 @@
 "use strict";
 
 const EXPORT_OPTIONS = [
-  {k: "to", label: "Target", choices: ["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun"]},
+  // slurm, kubernetes, skypilot: the scheduler's job starting the scenario framework's config (else torchrun)
+  {k: "to", label: "Target", choices: ["torchtitan", "deepspeed", "accelerate", "megatron", "torchrun", "slurm",
+                                       "kubernetes", "skypilot"]},
   {k: "objective", label: "When the layout is open, best by", choices: ["time", "cost"]},
   {k: "max_gpus", label: "Largest GPU count planned", ph: "16384"},
 ];
