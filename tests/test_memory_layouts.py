@@ -104,14 +104,17 @@ def test_foreach_adamw_step_temporary_can_set_the_peak():
 
 
 def test_offload_is_checked_against_the_nodes_host_memory():
-    # 70B with ZeRO-3 parameter offload on 2 L4s: every byte of model state moves to the host.
-    fits = mem("llama-3.1-70b", gpu="l4", gpus=2, layout={"zero": 3, "offload": "params", "recompute": "full"})
+    # 70B with ZeRO-3 parameter offload (DeepSpeed ZeRO-Infinity: fp16/bf16 gradients, 16 B/param of
+    # model state) on 2 L40S: every byte of model state moves to the host.
+    ds = {"framework": "deepspeed"}
+    fits = mem("llama-3.1-70b", gpu="l40s", gpus=2, training=ds,
+               layout={"zero": 3, "offload": "params", "recompute": "full"})
     assert fits["cpu_offload_per_node"] == pytest.approx(2 * fits["cpu_offload"])
     assert fits["cpu_offload_per_node"] == pytest.approx(16 * 70_553_706_496, rel=1e-6)
-    small_host = mem("llama-3.1-70b", gpu="l4", gpus=2, hardware={"host_memory": "512GiB"},
+    small_host = mem("llama-3.1-70b", gpu="l40s", gpus=2, hardware={"host_memory": "512GiB"}, training=ds,
                      layout={"zero": 3, "offload": "params", "recompute": "full"})
     assert not small_host["fits"] and small_host["total"] <= small_host["capacity"]
-    big_host = mem("llama-3.1-70b", gpu="l4", gpus=2, hardware={"host_memory": "2TiB"},
+    big_host = mem("llama-3.1-70b", gpu="l40s", gpus=2, hardware={"host_memory": "2TiB"}, training=ds,
                    layout={"zero": 3, "offload": "params", "recompute": "full"})
     assert big_host["fits"]
 

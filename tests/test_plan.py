@@ -132,7 +132,8 @@ def test_zero_1_beats_zero_0_so_the_search_skips_zero_0():
 
 # ---- 3. fit and plan agree on the smallest GPU count ---------------------------------------------
 
-@pytest.mark.parametrize(("model", "expected"), [("llama-3.1-70b", 16), ("llama-3.1-8b", 2), ("mixtral-8x7b", 16)])
+# the sure counts (the peak's 80 % interval's upper end fits) under the generic stack's fp32 gradients
+@pytest.mark.parametrize(("model", "expected"), [("llama-3.1-70b", 32), ("llama-3.1-8b", 4), ("mixtral-8x7b", 16)])
 def test_fit_and_plan_agree_on_the_smallest_count(model, expected):
     sc = make(model, "h100-sxm", None)
     res = plan(sc, max_gpus=64).to_json()
@@ -150,12 +151,15 @@ def _plan_8b(**kw) -> dict:
 
 def test_deadline_gives_the_cheapest_plan_that_finishes_in_time():
     every = _plan_8b()["candidates"]
-    times = sorted(c["time"]["train_s"] for c in every)
-    deadline = (times[2] + times[3]) / 2  # three of the per-count bests finish in time
+    cheapest = min(every, key=lambda c: c["cost"]["usd"])
+    # a deadline just short of the cheapest plan's time: only faster (dearer) per-count bests finish
+    faster = [c["time"]["train_s"] for c in every if c["time"]["train_s"] < cheapest["time"]["train_s"]]
+    assert faster, "the cheapest per-count best is the fastest: no deadline can cost anything"
+    deadline = (max(faster) + cheapest["time"]["train_s"]) / 2
     res = _plan_8b(deadline_s=deadline)
     in_time = [c for c in every if c["time"]["train_s"] <= deadline]
-    assert len(in_time) == 3
-    assert len(res["candidates"]) == 3
+    assert len(in_time) == len(faster)
+    assert len(res["candidates"]) == len(faster)
     assert all(c["time"]["train_s"] <= deadline for c in res["candidates"])
     assert res["best"]["time"]["train_s"] <= deadline
     assert res["best"]["cost"]["usd"] == min(c["cost"]["usd"] for c in res["candidates"])
@@ -223,7 +227,7 @@ def _eq_8b(scale_out: str, threshold: float = 0.8) -> dict:
 def test_scaling_curve_arithmetic():
     res = _eq_8b("ib-ndr-400g")
     rows = res["scaling"]
-    assert [r["gpus"] for r in rows] == [2, 4, 8, 16, 32, 64]
+    assert [r["gpus"] for r in rows] == [4, 8, 16, 32, 64]
     assert rows[0]["speedup"] == 1.0 and rows[0]["efficiency"] == 1.0
     n0, t0 = rows[0]["gpus"], _tps(rows[0]["best"])
     for r in rows:

@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CONSTANTS = ROOT / "src" / "gpuplan" / "catalog" / "constants.json"
 CV_FILE = ROOT / "src" / "gpuplan" / "validation" / "cv.json"
+INTERVALS = ROOT / "src" / "gpuplan" / "catalog" / "intervals.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write", action="store_true", help="write fitted constants and CV predictions")
     p.add_argument("--sweeps", type=int, default=2)
     p.add_argument("--report", help="also write the whole report (JSON) to this file")
+    p.add_argument("--intervals-only", action="store_true",
+                   help="rebuild catalog/intervals.json from the written validation/cv.json and the shipped "
+                        "constants (no refit)")
     args = p.parse_args(argv)
+    if args.intervals_only:
+        return _intervals_only()
     from gpuplan.catalog.constants import override
     from gpuplan.validation.corpus_check import corpus_rows, score_corpus, summarize
 
@@ -163,13 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     print("fitted:", json.dumps({k: round(v, 6) for k, v in fitted.items()}))
     held = cross_validate(rows, cache, start, args.sweeps)
     in_sample = _scorer(rows, cache)(fitted)
+    intervals = interval_table(rows, cache, held, fitted)
     report = {"fitted": fitted, "in_sample": summarize(in_sample), "cross_validated": summarize(held),
-              "skipped": base["skipped"]}
+              "skipped": base["skipped"], "interval_coverage": {k: intervals[k]["coverage"]
+                                                                for k in ("throughput", "memory")}}
     print(summary_text(report))
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=1) + "\n")
     if args.write:
         write_constants(fitted)
+        INTERVALS.write_text(json.dumps(intervals, indent=1) + "\n")
         CV_FILE.write_text(json.dumps({"_comment": "written by tools/fit_constants.py: leave-one-source-out "
                                                    "predictions (each row predicted by constants fitted on the "
                                                    "other sources)",
@@ -180,8 +189,47 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def interval_table(rows: list[dict[str, Any]], cache: dict, held: list[dict[str, Any]],
+                   fitted: dict[str, float]) -> dict[str, Any]:
+    """catalog/intervals.json: the 80 % intervals of the held-out residuals by regime (gpuplan/validation/
+    intervals.py), a row also counted as the generic stack at its own layout, under the fitted constants."""
+    from gpuplan.catalog.constants import override
+    from gpuplan.validation.intervals import attributes, build, generic_ratio
+
+    info = {}
+    with override(fitted):
+        for row in rows:
+            res = cache.get(row["id"])
+            if res is not None and row["category"] in ("throughput", "memory"):
+                info[row["id"]] = (attributes(res), generic_ratio(res, row))
+    return build(held, info)
+
+
+def _intervals_only() -> int:
+    from gpuplan.catalog.constants import entries
+    from gpuplan.validation.corpus_check import corpus_rows, score_corpus
+
+    cv = json.loads(CV_FILE.read_text())
+    cache: dict = {}
+    with override_start():
+        score_corpus(None, cache)
+    rows = [r for r in corpus_rows() if not r.get("skip") and r["id"] in cache]
+    fitted = {f.name: entries()[f.name]["value"] for f in FREE}
+    intervals = interval_table(rows, cache, cv["rows"], fitted)
+    INTERVALS.write_text(json.dumps(intervals, indent=1) + "\n")
+    print(json.dumps({k: intervals[k]["coverage"] for k in ("throughput", "memory")}))
+    return 0
+
+
+def override_start() -> Any:
+    """The starting point's constants: where the corpus rows are resolved (as the full fit resolves them)."""
+    from gpuplan.catalog.constants import override
+
+    return override(starting_point())
+
+
 def summary_text(report: dict[str, Any]) -> str:
-    lines = []
+    lines = [f"interval coverage (leave one source out): {json.dumps(report.get('interval_coverage'))}"]
     for part in ("in_sample", "cross_validated"):
         lines.append(f"== {part}")
         for cat, v in report[part].items():

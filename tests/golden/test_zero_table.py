@@ -19,7 +19,8 @@ CELLS = [(psi, nd, stage) for psi, row in TABLE1.items() for nd in row for stage
 
 @pytest.mark.parametrize(("psi", "nd", "stage"), CELLS)
 def test_zero_table1_every_cell_within_1_percent(psi, nd, stage):
-    m = mem({"params": psi}, gpus=nd, layout={"zero": stage if nd > 1 else 0})
+    # the table is DeepSpeed's accounting: fp16 gradients (2 bytes each), as DeepSpeed keeps them
+    m = mem({"params": psi}, gpus=nd, layout={"zero": stage if nd > 1 else 0}, training={"framework": "deepspeed"})
     state_gb = (m["weights"] + m["gradients"] + m["optimizer"]) / 1e9
     published = TABLE1[psi][nd][stage - 1]
     # the paper rounds to 3 significant digits (0.12 for 0.117): 1% or half a unit of its last digit

@@ -27,7 +27,7 @@ def _est(model, gpu, gpus, training, **layout):
        seq=st.sampled_from([512, 2048, 8192]), recompute=st.sampled_from(["none", "selective-op", "full"]))
 def test_fp8_is_never_slower_than_bf16(model, gpu, gpus, tp, zero, mb, seq, recompute):
     """With the framework left open, a layer runs fp8 only where that beats bf16 with its casts, so
-    fp8 is never slower. (torchtitan and Megatron-Core convert every block linear, their documented
+    fp8 is never slower where bf16 fits. (torchtitan and Megatron-Core convert every block linear, their documented
     scope, and can be slower — torchao's own microbenchmarks show float8 linears below 1x at small
     shapes; tests/golden/test_fp8_recipes.py.)"""
     if tp > gpus:
@@ -35,6 +35,8 @@ def test_fp8_is_never_slower_than_bf16(model, gpu, gpus, tp, zero, mb, seq, reco
     tr = {"seq_len": seq, "global_batch": gpus // tp * mb * 4}
     lay = {"tp": tp, "zero": zero if gpus // tp > 1 else 0, "micro_batch": mb, "recompute": recompute}
     bf16 = _est(model, gpu, gpus, {**tr, "precision": "bf16"}, **lay)
+    if not bf16.memory.fits:
+        reject()  # fp8 then runs every linear in fp8 where bf16's memory would not fit (estimate.settle_fp8)
     fp8 = _est(model, gpu, gpus, {**tr, "precision": "fp8"}, **lay)
     assert fp8.time.step_s <= bf16.time.step_s * (1 + 1e-9)
 

@@ -14,7 +14,8 @@ from export_parsers import load_accelerate, load_deepspeed, load_torchrun, load_
 from test_export import megatron_parser
 
 from gpuplan.errors import GpuplanError
-from gpuplan.export import TARGETS, export_scenario
+from gpuplan.export import export_scenario
+from gpuplan.export.common import FRAMEWORK_TARGETS as TARGETS  # schedulers: tests/test_export_schedulers.py
 
 MODELS = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b", "qwen3-8b", "mistral-7b", "mixtral-8x7b", "phi-3-mini",
           "gpt2", "gemma-2-2b", "pythia-6.9b", "opt-6.7b", "mpt-7b", "deepseek-v2-lite", "qwen1.5-moe-a2.7b"]

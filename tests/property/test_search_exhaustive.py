@@ -61,11 +61,11 @@ class Exhaustive:
         if rule is not None:
             return Rejection(Reason.FRAMEWORK, framework=self.tr.framework, rule=rule.rule, detail=rule.why)
         peak = worst_stage(self.sc.model, self.tr, lay, self.sc.corrections)
-        v = verdict(peak.total, peak.states.cpu_offload, hw, self.tr, self.sc.corrections)
+        v = verdict(peak.total, peak.states.cpu_offload, hw, self.tr, self.sc.corrections, lay.tp > 1 or lay.pp > 1)
         if not v.host_ok:
             return OUT_OF_HOST_MEMORY
-        if v.total > v.usable:
-            self.misses.append((v.total - v.usable, lay, hw))
+        if not v.fits:
+            self.misses.append((v.high - v.usable, lay, hw))
             return OUT_OF_MEMORY
         return "fits"
 

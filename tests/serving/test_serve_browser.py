@@ -97,7 +97,8 @@ def test_size_page_numbers_are_the_cli_numbers(served, browser):
     # and the words are these numbers, formatted
     assert shown["memory.total"].text.endswith(f"{est['memory']['total'] / GiB:.1f} GiB")
     assert shown["time.mfu"].text.endswith(f"{est['time']['mfu'] * 100:.1f}%")
-    assert shown["cost.usd"].text.endswith(f"${round(est['cost']['usd']):,}")
+    lo, hi = est["cost"]["interval"]["usd"]["p10"], est["cost"]["interval"]["usd"]["p90"]
+    assert shown["cost.usd"].text.endswith(f"${round(est['cost']['usd']):,} (80%: ${round(lo):,}–${round(hi):,})")
     no_console_errors(d)
     screenshot(d, "size")
 

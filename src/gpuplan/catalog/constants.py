@@ -39,11 +39,23 @@ def table(name: str) -> Mapping[str, Any]:
     return MappingProxyType(value)
 
 
+_derived: list[dict] = []  # plain dict caches whose values derive from the constants (``derived_cache``)
+
+
+def derived_cache() -> dict:
+    """A dict cache that ``clear_caches`` (and so ``override``) empties with the lru caches."""
+    d: dict = {}
+    _derived.append(d)
+    return d
+
+
 def clear_caches() -> None:
     """Forget every cached value of gpuplan's modules (they may derive from these constants)."""
     import functools
     import sys
 
+    for d in _derived:
+        d.clear()
     for name, mod in list(sys.modules.items()):
         if name.startswith("gpuplan.") and mod is not None:
             for obj in list(vars(mod).values()):

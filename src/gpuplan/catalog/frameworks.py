@@ -32,6 +32,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
+    "memory": ("grad_dtype", "ddp_bucket_copy"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
@@ -100,6 +101,7 @@ class FrameworkProfile:
     zero3_gather: Fact
     moe: Mapping[str, Fact]
     fp8_recipe: Mapping[str, Fact]
+    memory: Mapping[str, Fact]
     cannot_run: tuple[Rule, ...]
     defaults: Mapping[str, Fact]
 
@@ -334,3 +336,26 @@ def fp8_recipe_of(training: Any) -> str:
     default = get_framework(training.framework).fp8_recipe.get("default")
     value = default.value if default is not None else None
     return value if value in FP8_RECIPES else FP8_RECIPE_FALLBACK
+
+
+GRAD_DTYPES = ("fp32", "param")
+
+
+def grad_dtype_of(training: Any) -> str:
+    """The dtype a run keeps its gradients in under mixed precision: as given (training.grad_dtype), else its
+    framework's documented choice (frameworks.json ``memory.grad_dtype``: fp32 main-grad buffers in Megatron,
+    the parameters' dtype in FSDP/ZeRO accounting), else fp32."""
+    if getattr(training, "grad_dtype", None) is not None:
+        return str(training.grad_dtype)
+    fact = get_framework(training.framework).memory.get("grad_dtype")
+    value = fact.value if fact is not None else None
+    return value if value in GRAD_DTYPES else "fp32"
+
+
+@cache
+def ddp_copies_gradients(framework: str) -> bool:
+    """Whether the framework's plain DDP (ZeRO-0) keeps its all-reduce buckets beside the gradients — one more
+    gradient-sized buffer (frameworks.json ``memory.ddp_bucket_copy``: PyTorch DDP's gradient_as_bucket_view
+    defaults to False); else buckets are views of one contiguous gradient buffer (Megatron) or two in flight."""
+    fact = get_framework(framework).memory.get("ddp_bucket_copy")
+    return fact is not None and fact.value is True

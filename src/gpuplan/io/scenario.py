@@ -34,7 +34,8 @@ from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
-                  "fp8_recipe")  # string-valued keys
+                  "fp8_recipe", "grad_dtype")  # string-valued keys
+MIXED = ("bf16", "fp8")  # the precisions whose gradient dtype is a choice (training.grad_dtype)
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
@@ -313,6 +314,10 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
         from gpuplan.catalog.frameworks import fp8_recipe_of
 
         training = replace(training, fp8_recipe=fp8_recipe_of(training))
+    if training.precision in MIXED and training.grad_dtype is None:  # the framework's documented choice
+        from gpuplan.catalog.frameworks import grad_dtype_of
+
+        training = replace(training, grad_dtype=grad_dtype_of(training))
     if training.method != "full":
         _check_lora_rank(training, model)
     return training

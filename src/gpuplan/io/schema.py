@@ -13,7 +13,7 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
                  "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout", "headroom",
-                 "trace_calibration", "framework", "compile", "fp8_recipe")
+                 "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -86,6 +86,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.compile": FieldDoc("torch.compile of the model (torchtitan, pytorch-fsdp)"),
     "training.fp8_recipe": FieldDoc("fp8 scaling recipe (precision fp8): checked against the framework, exported",
                                     default=RULE),
+    "training.grad_dtype": FieldDoc("gradient dtype under bf16/fp8 mixed precision: fp32 (Megatron's main grads, "
+                                    "autocast) or the parameters' 16-bit dtype", default=RULE),
     "training.headroom": FieldDoc("share of GPU memory kept free: `fits` means fits with this margin",
                                   "fraction of capacity (0-1)"),
     "layout.dp": FieldDoc("data-parallel degree", "ranks", default="derived: gpus / (tp·pp·cp)"),

@@ -72,6 +72,8 @@ class MemoryBreakdown:
     host_memory: float | None
     fits: bool
     headroom_share: float = 0.0  # training.headroom: the share of capacity kept free
+    low: float = 0.0             # the 80 % interval of the peak (``fits`` is decided at ``high``)
+    high: float = 0.0
 
     @property
     def weights(self) -> float:
@@ -92,6 +94,12 @@ class MemoryBreakdown:
     @property
     def other(self) -> float:
         return self.total - self.peak.states.total - self.activations
+
+    @property
+    def tight(self) -> bool:
+        """Does not fit at the interval's upper end with the headroom kept, yet its low end fits the GPU:
+        runs like it ran, and others ran out of memory."""
+        return not self.fits and self.low <= self.capacity
 
     @property
     def headroom(self) -> float:
@@ -128,7 +136,9 @@ class MemoryBreakdown:
             "activations": self.activations, "other": self.other, "total": self.total,
             "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom,
             "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
-            "tight": not self.fits and self.total <= self.capacity, "detail": self.detail(),
+            "tight": self.tight, "interval": {"total": {"p10": self.low, "p90": self.high}},
+            "allocated": p.total - p.fragmentation - p.runtime, "reserved": p.total - p.runtime,
+            "detail": self.detail(),
             "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
             "stage": p.stage, "microbatches_in_flight": p.microbatches_in_flight,
             "activations_per_microbatch": p.activations_per_microbatch, "cpu_offload": p.states.cpu_offload,
@@ -149,7 +159,10 @@ class MemoryVerdict:
     usable: float                # the GPU's usable memory less the headroom kept free
     cpu_offload_per_node: float  # offloaded state in the node's host memory
     host_ok: bool                # it fits there (True when the host memory is not given)
+    low: float                   # the 80 % interval of the peak (catalog/intervals.py; total, total without one)
+    high: float
 
     @property
     def fits(self) -> bool:
-        return self.total <= self.usable and self.host_ok
+        """The interval's upper end fits with the headroom kept free (a prediction is not a promise)."""
+        return self.high <= self.usable and self.host_ok

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuplan.catalog.constants import table
 from gpuplan.catalog.frameworks import why_not
+from gpuplan.catalog.intervals import Spread, spread
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
@@ -46,6 +47,7 @@ class TimeEstimate:
     peak_flops: float              # the 16-bit dense peak MFU and HFU are measured against
     failure_overhead: float | None
     energy_kwh: float | None
+    spread: Spread | None = None   # the 80 % interval of throughput (catalog/intervals.py), None without one
 
     @property
     def step_s(self) -> float:
@@ -81,7 +83,28 @@ class TimeEstimate:
             "mfu": self.mfu, "hfu": self.hfu, "train_s": train_s, "gpu_hours": self.gpu_hours,
             "train_s_with_failures": train_s * (1 + fail) if fail is not None and train_s is not None else None,
             "failure_overhead": fail, "energy_kwh": self.energy_kwh,
+            "interval": self.intervals(),
+            "interval_basis": {"regime": self.spread.regime, "runs": self.spread.n} if self.spread else None,
         }
+
+    def factors(self) -> tuple[float, float] | None:
+        """(low, high): the 80 % interval of throughput as factors on the prediction (published / predicted)."""
+        s = self.spread
+        return None if s is None else (1.0 + s.p10, 1.0 + s.p90)
+
+    def intervals(self) -> dict[str, dict[str, float]] | None:
+        """Each quantity's 10th and 90th percentile: throughput scales with the factors, times inversely."""
+        f = self.factors()
+        if f is None:
+            return None
+        lo, hi = f
+        out = {"tokens_per_s": (self.tokens_per_s * lo, self.tokens_per_s * hi),
+               "tokens_per_s_per_gpu": (self.tokens_per_s / self.gpus * lo, self.tokens_per_s / self.gpus * hi),
+               "mfu": (self.mfu * lo, self.mfu * hi), "step_s": (self.step_s / hi, self.step_s / lo)}
+        if self.train_s is not None and self.gpu_hours is not None:
+            out |= {"train_s": (self.train_s / hi, self.train_s / lo),
+                    "gpu_hours": (self.gpu_hours / hi, self.gpu_hours / lo)}
+        return {k: {"p10": a, "p90": b} for k, (a, b) in out.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +125,8 @@ class Estimate:
     cost: Cost
     notes: tuple[Note, ...] = ()
     params_trainable: int = 0   # parameters the run updates (LoRA/QLoRA: the adapters)
+    # framework not named: each named framework that can run this layout, and the throughput it would give
+    alternatives: tuple[tuple[str, float], ...] = ()
     searched: bool = False  # the layout was chosen by plan/fit's search, not completed with defaults
 
 
@@ -131,7 +156,27 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if a.bf16_memory is not None:
         mem, extra = a.bf16_memory, (Note.FP8_DOES_NOT_PAY,)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
-                    notes=_notes(sc, mem) + extra, params_trainable=trainable, searched=searched)
+                    notes=_notes(sc, mem) + extra, params_trainable=trainable, searched=searched,
+                    alternatives=named_alternatives(sc, lay))
+
+
+NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune")
+
+
+def named_alternatives(sc: Scenario, lay: Layout) -> tuple[tuple[str, float], ...]:
+    """With no framework named (generic, the typical stack), the throughput each named framework that can run
+    this layout would give: what naming one would change (none when a framework is named)."""
+    tr = sc.training
+    if tr.framework != "generic":
+        return ()
+    out = []
+    for name in NAMED:
+        alt = replace(tr, framework=name, grad_dtype=None, fp8_recipe=None if tr.precision != "fp8" else tr.fp8_recipe)
+        if why_not(name, lay.values(), alt) is not None:
+            continue
+        st = step_time(sc.model, sc.hardware, alt, lay, sc.corrections)
+        out.append((name, time_estimate(sc.model, sc.hardware, alt, lay, st).tokens_per_s))
+    return tuple(out)
 
 
 def has_compute_peak(gpu: GPU) -> bool:
@@ -199,7 +244,8 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
                               full_share=1.0 / lay.recompute_every),
         total_tokens=total_tokens, tokens_per_s=tps, gpus=hw.gpus, peak_flops=peak16,
         failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
-        energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None)
+        energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None,
+        spread=spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node))
 
 
 def cost_of(time: TimeEstimate, price: float | None) -> Cost:

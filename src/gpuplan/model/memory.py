@@ -24,7 +24,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
+from gpuplan.catalog.frameworks import ddp_copies_gradients, keeps_unsharded_under_pp
+from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
@@ -34,7 +35,7 @@ from gpuplan.model.activations import (
     recompute_working_set,
 )
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
-from gpuplan.model.params import rank_params
+from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
 from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_bytes
@@ -46,8 +47,8 @@ _make_peak = maker(StagePeak)
 
 
 @lru_cache(maxsize=1024)
-def _state_bytes(precision: str, optimizer: str, model: ModelSpec) -> StateBytes:
-    return state_bytes(precision, optimizer, model)
+def _state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool) -> StateBytes:
+    return state_bytes(precision, optimizer, model, grad_fp32)
 
 
 @lru_cache(maxsize=65536)
@@ -55,7 +56,7 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
                  zero: int, nd: int, nd_e: int, offload: str, dp_group: int) -> ModelStates:
     """One rank's model states — see the module doc for the sharding rules."""
     method = training.method
-    sb = _state_bytes(training.precision, training.optimizer, model)
+    sb = _state_bytes(training.precision, training.optimizer, model, training.grad_dtype == "fp32")
     targets = training.lora_targets if method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
 
@@ -97,19 +98,28 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         cpu += weights + grads
         weights = grads = 0.0
 
-    # ---- transient buffers ------------------------------------------------------------------
-    w_elem = 4 if training.precision == "fp32" else 2
-    buffers = 0.0
-    if (z >= 3 and not kept) or offload == "params":
-        # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
-        # unsharded gradient of one layer before its reduce-scatter.
-        buffers += rp.largest_layer * (2 * w_elem + (sb.grad if method == "full" else 0))
-    elif dp_group > 1:
-        buffers += 2 * constant("ddp_bucket_bytes")
-    if method == "qlora":
-        buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
+    gathered = (z >= 3 and not kept) or offload == "params"
+    buffers = _transient_buffers(training, rp, sb, gathered, dp_group > 1 and z == 0, dp_group, grads)
     trainable = (rp.dense + rp.expert) if method == "full" else rp.adapters_dense + rp.adapters_expert
     return ModelStates(weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable)
+
+
+def _transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gathered: bool, plain_ddp: bool,
+                       dp_group: int, grads: float) -> float:
+    """Communication and dequantisation buffers beside one rank's model states."""
+    w_elem = 4 if training.precision == "fp32" else 2
+    buffers = 0.0
+    if gathered:
+        # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
+        # unsharded gradient of one layer before its reduce-scatter.
+        buffers += rp.largest_layer * (2 * w_elem + (sb.grad if training.method == "full" else 0))
+    elif plain_ddp and ddp_copies_gradients(training.framework):
+        buffers += grads  # DDP's buckets beside the gradients (gradient_as_bucket_view off)
+    elif dp_group > 1:
+        buffers += 2 * constant("ddp_bucket_bytes")
+    if training.method == "qlora":
+        buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
+    return buffers
 
 
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
@@ -292,11 +302,12 @@ def _worst(model: ModelSpec, training: Training, layout: Layout, corrections: Co
 
 
 def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Training,
-            corrections: Corrections = NONE) -> MemoryVerdict:
+            corrections: Corrections = NONE, model_parallel: bool = False) -> MemoryVerdict:
     """Whether a stage peak of ``peak_total`` bytes fits one GPU of ``hw`` — the one decision
-    ``evaluate`` and the planner both take: the peak with the user's fitted memory correction, the
-    capacity less the headroom kept free, and the offloaded state in the node's host memory (shared
-    by the node's GPUs)."""
+    ``evaluate`` and the planner both take: the peak with the user's fitted memory correction, at the
+    upper end of its 80 % interval (catalog/intervals.py: what runs like it measured above their
+    prediction), against the capacity less the headroom kept free; the offloaded state in the node's host
+    memory (shared by the node's GPUs)."""
     corr = corrections.on(hw.gpu.id)
     total = peak_total
     extra = 0.0
@@ -305,8 +316,16 @@ def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Train
         total += extra
     per_node = cpu_offload * min(hw.gpus, hw.gpus_per_node)
     host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
+    low, high = peak_factors(hw, training, model_parallel)
     return MemoryVerdict(total=total, calibration=extra, usable=usable_bytes(hw, training),
-                         cpu_offload_per_node=per_node, host_ok=host_ok)
+                         cpu_offload_per_node=per_node, host_ok=host_ok, low=total * low, high=total * high)
+
+
+def peak_factors(hw: Hardware, training: Training, model_parallel: bool = False) -> tuple[float, float]:
+    """(low, high): the 80 % interval of a peak as factors on it (1, 1 where the corpus gives none);
+    ``model_parallel``: the layout splits the model (tp or pp > 1)."""
+    s = spread("memory", training.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node, model_parallel)
+    return (1.0, 1.0) if s is None else (1.0 + s.p10, 1.0 + s.p90)
 
 
 def usable_bytes(hw: Hardware, training: Training) -> float:
@@ -314,12 +333,14 @@ def usable_bytes(hw: Hardware, training: Training) -> float:
     return hw.gpu.usable_memory_bytes * (1 - training.headroom)
 
 
-def plain_limit(hw: Hardware, training: Training, corrections: Corrections, offloaded: bool) -> float | None:
-    """Where ``verdict`` reduces to ``peak_total <= limit`` — no fitted memory correction on this GPU, and no
-    offloaded state or no host memory to exceed — that limit; else None (ask ``verdict``)."""
+def plain_limit(hw: Hardware, training: Training, corrections: Corrections, offloaded: bool,
+                model_parallel: bool = False) -> tuple[float, float] | None:
+    """Where ``verdict`` reduces to ``peak_total * factor <= limit`` — no fitted memory correction on this GPU,
+    and no offloaded state or no host memory to exceed — (factor, limit): the interval's upper factor and the
+    usable bytes; else None (ask ``verdict``)."""
     if corrections.on(hw.gpu.id).memory != 1.0 or (offloaded and hw.host_memory_bytes is not None):
         return None
-    return usable_bytes(hw, training)
+    return peak_factors(hw, training, model_parallel)[1], usable_bytes(hw, training)
 
 
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
@@ -327,10 +348,10 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
     """Memory of the most loaded rank; every byte count is per GPU."""
     corr = corrections.on(hw.gpu.id)
     worst = worst_stage(model, training, layout, corr)
-    v = verdict(worst.total, worst.states.cpu_offload, hw, training, corr)
+    v = verdict(worst.total, worst.states.cpu_offload, hw, training, corr, layout.tp > 1 or layout.pp > 1)
     return MemoryBreakdown(peak=worst, total=v.total, capacity=hw.gpu.usable_memory_bytes, calibration=v.calibration,
                            cpu_offload_per_node=v.cpu_offload_per_node, host_memory=hw.host_memory_bytes,
-                           fits=v.fits, headroom_share=training.headroom)
+                           fits=v.fits, headroom_share=training.headroom, low=v.low, high=v.high)
 
 
 def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tuple[tuple[int, int | None], ...],

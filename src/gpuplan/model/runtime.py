@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuplan.catalog.constants import constant
+from gpuplan.catalog.constants import constant, derived_cache
 from gpuplan.catalog.frameworks import (
     converts_every_block_linear,
     fp8_recipe_of,
@@ -64,7 +64,8 @@ class StepTime:
     fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
 
 
-_STAGES: dict[tuple, StageCompute] = {}  # _stage_compute by the values it reads (the planner asks ~10^5 times)
+# _stage_compute by the values it reads (the planner asks ~10^5 times)
+_STAGES: dict[tuple, StageCompute] = derived_cache()
 _STAGES_MAX = 1 << 16
 
 
@@ -240,7 +241,8 @@ class PipelinePart:
         return self.n_mb * self.sc.total + self.n_mb * self.per_mb_comm + self.bubble + self.opt_s
 
 
-_PARTS: dict[tuple, PipelinePart] = {}  # by the values a pipeline part reads (the planner asks ~10^5 times)
+# by the values a pipeline part reads (the planner asks ~10^5 times)
+_PARTS: dict[tuple, PipelinePart] = derived_cache()
 
 
 def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,

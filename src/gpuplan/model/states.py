@@ -47,12 +47,13 @@ def adafactor_state_ratio(model: ModelSpec) -> float:
     return elems / max(model.params_formula, 1)
 
 
-def state_bytes(precision: str, optimizer: str, model: ModelSpec) -> StateBytes:
+def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool = False) -> StateBytes:
     """Bytes per parameter of each model-state kind.
 
     weights: 16-bit compute copy (fp32: 4; fp8: 2 + 1 for the fp8 weight cache that
     Transformer Engine keeps beside the bf16 weight — TE docs, "FP8 primer").
-    gradients: the compute dtype (ZeRO's 2Ψ).
+    gradients: the compute dtype (ZeRO's 2Ψ); fp32 under bf16/fp8 mixed precision where the framework keeps
+    fp32 gradients (``grad_fp32``: training.grad_dtype, e.g. Megatron's main_grad buffers).
     master: 4 (fp32) under bf16/fp16/fp8 mixed precision; none for bf16-pure and fp32.
     optimizer moments per parameter:
       adamw/adam: 2 moments (Kingma & Ba 2015) → 8 B fp32;
@@ -61,7 +62,7 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec) -> StateBytes:
       adafactor: factored second moment (see ``adafactor_state_ratio``).
     """
     w = {"fp32": 4, "fp8": 3}.get(precision, 2)
-    g = 4 if precision == "fp32" else 2
+    g = 4 if precision == "fp32" or (grad_fp32 and precision in ("bf16", "fp8")) else 2
     master = 4 if precision in ("bf16", "fp16", "fp8") else 0
     mb = _moment_bytes(precision)
     if optimizer in ("adamw", "adam"):

@@ -213,6 +213,8 @@ def _trial_scenario(sc: Scenario, nproc: int, world: int) -> tuple[Scenario, Lay
         # the trial's tensor parallelism keeps whole activations (no sequence parallelism): predict that
         sc = replace(sc, layout={**sc.layout, "sequence_parallel": False})
         notes.append("tensor parallel without sequence parallelism (norms and activations whole on each tp rank)")
+    sc, launched = _as_launched(sc, world)
+    notes += launched
     lay = complete_layout(sc)
     if lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
         raise GpuplanError(f"trial runs use FSDP2 with tensor parallel (dp × tp): set pp, cp and ep to 1 "
@@ -224,6 +226,35 @@ def _trial_scenario(sc: Scenario, nproc: int, world: int) -> tuple[Scenario, Lay
         raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
     check_model(sc.model, lay.tp)  # before torchrun starts, not in every rank after it
     return sc, lay, notes
+
+
+TRIAL_FRAMEWORK = "pytorch-fsdp"  # the trial's worker: plain PyTorch, FSDP2 fully_shard (profile/worker.py)
+
+
+def _as_launched(sc: Scenario, world: int) -> tuple[Scenario, list[str]]:
+    """``sc`` as the trial runs it: PyTorch FSDP2 (framework pytorch-fsdp, its gradient dtype), and on more
+    than one data-parallel rank FSDP2's full shard — ZeRO-3 — where the scenario leaves ZeRO open."""
+    notes = []
+    tr = sc.training
+    if tr.framework != TRIAL_FRAMEWORK:
+        from gpuplan.catalog.frameworks import grad_dtype_of
+
+        tr = replace(tr, framework=TRIAL_FRAMEWORK)
+        if tr.grad_dtype is not None and "training.grad_dtype" not in sc.given:
+            tr = replace(tr, grad_dtype=grad_dtype_of(replace(tr, grad_dtype=None)))
+        notes.append(f"predicted as the trial runs: PyTorch FSDP2 (framework {TRIAL_FRAMEWORK}, not "
+                     f"{sc.training.framework}; gradients {tr.grad_dtype or 'param'})")
+        sc = replace(sc, training=tr)
+    dp = world // max(1, int(sc.layout.get("tp", 1)) * int(sc.layout.get("pp", 1)) * int(sc.layout.get("cp", 1)))
+    if dp > 1:
+        zero = sc.layout.get("zero")
+        if zero is None:
+            sc = replace(sc, layout={**sc.layout, "zero": 3})
+            notes.append(f"FSDP2 full shard over the {dp} data-parallel ranks: predicted as zero=3")
+        elif zero != 3:
+            raise GpuplanError(f"trial runs shard with FSDP2 full shard (ZeRO-3) over {dp} data-parallel ranks: "
+                               f"set zero 3 or leave it open (got zero={zero})")
+    return sc, notes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

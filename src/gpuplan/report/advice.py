@@ -118,8 +118,10 @@ def fit_json(r: FitResult, best: Estimate | None) -> dict[str, Any]:
     row["best"] = estimate_json(best) if best is not None else None
     if r.not_searched:  # the work limit cut the search: "nothing fits" would not be known
         row["not_searched"] = r.not_searched
+    row["min_gpus_at_point"] = r.at_point if r.at_point is not None else r.min_gpus
     if best is None:
         row["closest_total"] = r.closest.memory.total if r.closest else None
+        row["closest_high"] = r.closest.memory.high if r.closest else None
         row["capacity"] = r.scenario.hardware.gpu.usable_memory_bytes
     return row
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.outfiles import write_atomic
+from gpuplan.report.spans import peak_span, span, tight_line
 from gpuplan.report.text import layout_str
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
@@ -59,15 +60,17 @@ EST_HEAD = ["GPUs", "layout", "time to train", "cost", "tokens/s/GPU", "MFU", "m
 def _why(est: dict) -> list[str]:
     mem, t = est["memory"], est["time"]
     out = [f"fits with {fmt_gib(mem['headroom'])} GiB free of {fmt_gib(mem['capacity'])} GiB per GPU "
-           f"(peak in the {mem['peak_phase']})" if mem["fits"] else
-           f"does NOT fit: {fmt_gib(mem['total'])} GiB needed of {fmt_gib(mem['capacity'])} GiB"]
+           f"(peak {fmt_gib(mem['total'])} GiB{peak_span(mem)}, in the {mem['peak_phase']})" if mem["fits"] else
+           tight_line(mem) if mem.get("tight") else
+           f"does NOT fit: {fmt_gib(mem['total'])} GiB{peak_span(mem)} needed of {fmt_gib(mem['capacity'])} GiB"]
     if t.get("step_s"):
         d = t["comm_detail"]
         out.append(f"step {fmt_duration(t['step_s'])}: compute {fmt_duration(t['compute_s'])}, exposed "
                    f"communication {fmt_duration(t['comm_exposed_s'])} (tp {fmt_duration(d['tp'])}, "
                    f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} exposed of "
                    f"{fmt_duration(d['dp_total'])}), pipeline bubble {fmt_duration(t['bubble_s'])}")
-        out.append(f"MFU {t['mfu']:.1%} (HFU {t['hfu']:.1%}), {t['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")
+        out.append(f"MFU {t['mfu']:.1%} (HFU {t['hfu']:.1%}), {t['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU"
+                   + span(t, "tokens_per_s_per_gpu", lambda x: f"{x:,.0f}"))
         if t.get("train_s_with_failures"):
             out.append(f"with interruptions and restarts: {fmt_duration(t['train_s_with_failures'])}")
     return out
@@ -139,8 +142,9 @@ def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
     blocks += [("h", 2, "Recommendation"),
                ("p", f"**{sc['hardware']['gpus']}× {sc['hardware']['gpu']}** "
                      f"({sc['hardware']['nodes']} node{'s' if sc['hardware']['nodes'] > 1 else ''}), layout "
-                     f"`{layout_str(sc['layout'])}`: {fmt_duration(best['time']['train_s'])} to train, "
-                     f"{fmt_usd(best['cost']['usd'])}. Searched {res['searched']:,} configurations."),
+                     f"`{layout_str(sc['layout'])}`: {fmt_duration(best['time']['train_s'])}"
+                     f"{span(best['time'], 'train_s', fmt_duration)} to train, {fmt_usd(best['cost']['usd'])}"
+                     f"{span(best['cost'], 'usd', fmt_usd)}. Searched {res['searched']:,} configurations."),
                ("ul", _why(best) + [f"advice: {a}" for a in res.get("advice", [])]),
                ("h", 2, "Top alternatives"), ("table", EST_HEAD, _estimate_rows(res["candidates"]))]
     if res.get("scaling"):

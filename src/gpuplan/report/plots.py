@@ -73,6 +73,10 @@ def scaling_panel(ax: Any, res: dict) -> None:
     days = [(r["best"]["time"]["train_s"] or 0) / DAY_S for r in rows]
     usd = [r["best"]["cost"]["usd"] for r in rows]
     ax.plot(gpus, days, "o-", color="#4C72B0", label="time to train")
+    spans = [(r["best"]["time"].get("interval") or {}).get("train_s") for r in rows]
+    if all(spans):  # the 80 % interval of each count's time to train (catalog/intervals.py)
+        ax.fill_between(gpus, [s["p10"] / DAY_S for s in spans], [s["p90"] / DAY_S for s in spans],
+                        color="#4C72B0", alpha=0.15, linewidth=0, label="80% interval")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("GPUs")

@@ -31,6 +31,9 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "assumed": assumed(sc, tr, est.layout, est.searched),
         "memory": est.memory.to_json(),
     }
+    if est.alternatives and est.time is not None:  # what naming the framework would change
+        out["framework_alternatives"] = {name: {"tokens_per_s": tps, "ratio": tps / est.time.tokens_per_s}
+                                         for name, tps in est.alternatives}
     if est.time is None:
         why = no_peak_text(sc.hardware.gpu.id)
         out["time"] = {k: None for k in TIME_KEYS} | {"note": why}
@@ -38,5 +41,14 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     else:
         out["time"] = est.time.to_json()
         out["cost"] = {"usd": est.cost.usd, "usd_per_gpu_hour": est.cost.usd_per_gpu_hour,
-                       "usd_with_failures": est.cost.usd_with_failures}
+                       "usd_with_failures": est.cost.usd_with_failures, "interval": _cost_interval(est)}
     return out
+
+
+def _cost_interval(est: Estimate) -> dict[str, dict[str, float]] | None:
+    """Cost follows the GPU-hours: its 80 % interval is theirs times the price."""
+    t, price = est.time, est.cost.usd_per_gpu_hour
+    iv = t.intervals() if t is not None else None
+    if iv is None or price is None or "gpu_hours" not in iv:
+        return None
+    return {"usd": {k: v * price for k, v in iv["gpu_hours"].items()}}

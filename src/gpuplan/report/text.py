@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuplan.report.spans import alternatives_line, peak_span, span, tight_line
 from gpuplan.units import GiB, fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 
@@ -95,12 +96,10 @@ def estimate_text(est: dict) -> str:
     share = mem.get("headroom_share", 0.0)
     kept = f", {share:.0%} headroom kept" if share else ""
     if mem["fits"]:
-        verdict = (f"FITS: {fmt_gib(mem['total'])} of {fmt_gib(mem['capacity'])} GiB "
+        verdict = (f"FITS: {fmt_gib(mem['total'])}{peak_span(mem)} of {fmt_gib(mem['capacity'])} GiB "
                    f"({fmt_gib(mem['headroom'])} GiB free{kept}), peak in the {mem['peak_phase']}")
     elif mem.get("tight") and (host is None or mem["cpu_offload_per_node"] <= host):
-        verdict = (f"TIGHT, DOES NOT FIT with the headroom: needs {fmt_gib(mem['total'])} of "
-                   f"{fmt_gib(mem['capacity'])} GiB, inside the {share:.0%} kept free (training.headroom); "
-                   f"it would run only at the edge of memory — use less, or set --headroom 0 to accept it")
+        verdict = tight_line(mem)
     elif mem["total"] <= mem["capacity"] and host is not None:  # the GPU holds it; the host does not
         verdict = (f"DOES NOT FIT in host memory: {fmt_gib(mem['cpu_offload_per_node'])} GiB offloaded per node "
                    f"but hardware.host_memory is {fmt_gib(host)} GiB (GPU: {fmt_gib(mem['total'])} of "
@@ -112,7 +111,7 @@ def estimate_text(est: dict) -> str:
     notes = "".join(f"\nassumed: {a}" for a in model.get("assumed", []))
     if est.get("assumed"):
         notes += "\n" + assumed_line(est["assumed"])
-    notes += "".join(f"\nnote: {n}" for n in est.get("notes", []))
+    notes += "".join(f"\nnote: {n}" for n in est.get("notes", [])) + alternatives_line(est)
     return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{notes}"
 
 
@@ -122,7 +121,7 @@ def time_table(est: dict) -> str:
         return f"time: {t.get('note', 'not predicted')}"
     d = t["comm_detail"]
     rows = [
-        ["step", fmt_duration(t["step_s"])],
+        ["step", fmt_duration(t["step_s"]) + span(t, "step_s", fmt_duration)],
         [f"  compute ({t['microbatches']} micro-batches, recompute {fmt_duration(t['recompute_s'])})",
          fmt_duration(t["compute_s"])],
         ["  exposed communication", fmt_duration(t["comm_exposed_s"])],
@@ -130,19 +129,20 @@ def time_table(est: dict) -> str:
          f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} of {fmt_duration(d['dp_total'])}", ""],
         ["  pipeline bubble", fmt_duration(t["bubble_s"])],
         ["  optimizer step", fmt_duration(t["optimizer_s"])],
-        ["tokens/s (per GPU)", f"{t['tokens_per_s']:,.0f} ({t['tokens_per_s_per_gpu']:,.0f})"],
+        ["tokens/s (per GPU)", f"{t['tokens_per_s']:,.0f} ({t['tokens_per_s_per_gpu']:,.0f}"
+         + span(t, "tokens_per_s_per_gpu", lambda x: f"{x:,.0f}") + ")"],
         ["MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}"],
         ["model FLOPs per token (6·N)",
          f"{fmt_count(t['model_flops_per_token'])} ({fmt_count(t['six_n_flops_per_token'])})"],
     ]
     if t["train_s"] is not None:
         rows += [["total FLOPs", f"{t['total_flops']:.3g}"],
-                 ["time to train", fmt_duration(t["train_s"])],
+                 ["time to train", fmt_duration(t["train_s"]) + span(t, "train_s", fmt_duration)],
                  ["  with failures and restarts", fmt_duration(t["train_s_with_failures"])],
-                 ["GPU-hours", f"{t['gpu_hours']:,.0f}"],
+                 ["GPU-hours", f"{t['gpu_hours']:,.0f}" + span(t, "gpu_hours", lambda x: f"{x:,.0f}")],
                  ["energy at TDP", f"{t['energy_kwh']:,.0f} kWh" if t["energy_kwh"] else "-"],
                  [f"cost at {fmt_usd(c['usd_per_gpu_hour'])}/GPU-h" if c["usd_per_gpu_hour"] else "cost",
-                  fmt_usd(c["usd"])]]
+                  fmt_usd(c["usd"]) + span(c, "usd", fmt_usd)]]
     return table(["time", ""], rows)
 
 
@@ -210,8 +210,9 @@ def plan_text(res: dict, explain: bool = False) -> str:
         tr = best["scenario"]["training"]
         lines.append(f"best: {best['scenario']['hardware']['gpus']}× {best['scenario']['hardware']['gpu']} — "
                      f"{layout_str(best['scenario']['layout'])}; "
-                     f"{fmt_duration(best['time']['train_s'])} for {fmt_count(tr['tokens'])} tokens, "
-                     f"{fmt_usd(best['cost']['usd'])}, MFU {best['time']['mfu']:.0%}")
+                     f"{fmt_duration(best['time']['train_s'])}{span(best['time'], 'train_s', fmt_duration)} for "
+                     f"{fmt_count(tr['tokens'])} tokens, {fmt_usd(best['cost']['usd'])}"
+                     f"{span(best['cost'], 'usd', fmt_usd)}, MFU {best['time']['mfu']:.0%}")
         lines.append("\ntop candidates")
         lines.append(table(PLAN_HEAD, [_row(c) for c in res["candidates"]]))
     mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
@@ -317,6 +318,11 @@ def validate_text(s: dict) -> str:
             lines.append(_error_line(cat, v["all"]))
             lines += [_error_line("  " + src, b) for src, b in v["by_source"].items()]
         lines.append("")
+    for kind, c in (s.get("interval_coverage") or {}).items():
+        if c.get("share") is not None:
+            lines.append(f"80% intervals, {kind}: the published value inside the interval built without its own "
+                         f"source in {c['share']:.0%} of {c['n']} cases (tails widened ×{c['width']:g} about the "
+                         f"median; {c['unwidened']['share']:.0%} unwidened)")
     lines.append(table(["row", "source", "published as", "published", "predicted", "error"],
                        [[r["id"], r["source_key"], r["metric"], f"{r['published']:,.4g}", f"{r['predicted']:,.4g}",
                          f"{r['error']:+.0%}"] for r in s["rows"]]))
@@ -357,11 +363,19 @@ def fit_text(results: list[dict], max_gpus: int | None) -> str:
         elif r["min_gpus"] is None:
             cut = (f" of the layouts searched ({r['not_searched']:,} past the work limit were not: a lower "
                    "--max-gpus or a fixed layout.tp / layout.pp searches them)") if r.get("not_searched") else ""
+            high = r.get("closest_high")
+            upper = f" (80%: up to {fmt_gib(high)})" if high is not None and high > r["closest_total"] else ""
+            point = r.get("min_gpus_at_point")
+            edge = (f"; on {point} the peak's point estimate fits but its 80% interval does not (TIGHT: runs like "
+                    "it have run and have run out of memory)") if point is not None else ""
             out.append(f"{r['gpu']}: does not fit on up to {limit} GPUs{cut}; closest layout needs "
-                       f"{fmt_gib(r['closest_total'])} GiB of {fmt_gib(r['capacity'])} GiB per GPU")
+                       f"{fmt_gib(r['closest_total'])}{upper} GiB of {fmt_gib(r['capacity'])} GiB per GPU{edge}")
         else:
+            point = r.get("min_gpus_at_point")
+            edge = (f"; on {point} the peak's point estimate fits but its 80% interval does not (TIGHT: runs like "
+                    "it have run and have run out of memory)") if point is not None and point < r["min_gpus"] else ""
             out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
-                       f"({r['tried']} layouts tried)\n{estimate_text(r['best'])}\n")
+                       f"({r['tried']} layouts tried){edge}\n{estimate_text(r['best'])}\n")
     return "\n".join(out)
 
 

@@ -104,9 +104,9 @@ class Book:
                 evaluated = True
                 where = (split, fam, mb, sp, off)
                 total, offloaded = self._peak(where)
-                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections)
-                if v.host_ok and (near is None or (v.total - v.usable, (*rank, j)) < (near[0], near[1])):
-                    near = (v.total - v.usable, (*rank, j), where, hw)
+                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
+                if v.host_ok and (near is None or (v.high - v.usable, (*rank, j)) < (near[0], near[1])):
+                    near = (v.high - v.usable, (*rank, j), where, hw)
         if near is None:
             return None
         over, _, where, hw = near

@@ -191,17 +191,18 @@ class Search(Book):
         peaks = [self._peak((split, fam, mb, sp, off)) for mb in mbs]
         out = []
         for t, hw in hws.items():
-            limit = plain_limit(hw, self.tr, self.sc.corrections, off != "none")
-            if limit is not None:  # the verdict is a comparison here
-                fit = [j for j, (total, _) in enumerate(peaks) if total <= limit]
+            plain = plain_limit(hw, self.tr, self.sc.corrections, off != "none", split.tp > 1 or split.pp > 1)
+            if plain is not None:  # the verdict is a comparison here
+                factor, limit = plain
+                fit = [j for j, (total, _) in enumerate(peaks) if total * factor <= limit]
                 self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
                 out += [(t, j, mbs[j]) for j in fit]
                 continue
             for j, (total, offloaded) in enumerate(peaks):
-                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections)
+                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
                 if not v.host_ok:
                     self.rejected[OUT_OF_HOST_MEMORY] += 1
-                elif v.total > v.usable:
+                elif not v.fits:
                     self.rejected[OUT_OF_MEMORY] += 1
                 else:
                     out.append((t, j, mbs[j]))
@@ -219,8 +220,8 @@ class Search(Book):
             floor = peak_floor(self.sc.model, self.tr, base, (shard,), (v,))
             least = min(least, floor)
             for t, hw in hws.items():
-                fv = verdict(floor, 0.0, hw, self.tr, self.sc.corrections)
-                out[(t, v, shard)] = fv.total <= fv.usable
+                fv = verdict(floor, 0.0, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
+                out[(t, v, shard)] = fv.high <= fv.usable
         n = split.world
         self.least_floor[n] = min(self.least_floor.get(n, math.inf), least)
         return out
@@ -291,8 +292,8 @@ class Search(Book):
     def _fits(self, hw: Hardware, where: Where) -> bool | None:
         """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
         host memory (the caller counts)."""
-        v = verdict(*self._peak(where), hw, self.tr, self.sc.corrections)
-        return None if not v.host_ok else v.total <= v.usable
+        v = verdict(*self._peak(where), hw, self.tr, self.sc.corrections, where[0].tp > 1 or where[0].pp > 1)
+        return None if not v.host_ok else v.fits
 
     # ---- the fastest per count ---------------------------------------------------------------------
     def _time_fitting(self) -> None:

@@ -7,9 +7,10 @@ the same global batch), so ``fit`` and ``plan`` cannot disagree about what fits.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.search.codes import WORK_LIMIT
@@ -32,6 +33,10 @@ class FitResult:
     global_batch: int
     max_gpus: int = 0  # the largest count tried (the fixed hardware.gpus when given)
     not_searched: int = 0  # parallel splits past the work limit (enumerate.MAX_SPLITS): counted, not searched
+    # the smallest count (below ``min_gpus``, or at all when nothing fits) where the peak's point estimate
+    # fits, though its 80 % interval's upper end does not (TIGHT there: runs like it have run and have run
+    # out of memory); None when there is none
+    at_point: int | None = None
 
     @property
     def layout(self) -> Layout | None:
@@ -69,8 +74,24 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
         n = _smallest(search, max_gpus, offload, fixed_n)
         if n is not None:
             return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], None,
-                             search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
-    return FitResult(sc, None, None, search.closest(), search.searched, gb, max_gpus, search.rejected[WORK_LIMIT])
+                             search.searched, gb, max_gpus, search.rejected[WORK_LIMIT],
+                             at_point=None if fixed_n is not None else _at_point(sc, n - 1, None, (offload,)))
+    return FitResult(sc, None, None, search.closest(), search.searched, gb, max_gpus, search.rejected[WORK_LIMIT],
+                     at_point=_at_point(sc, max_gpus, fixed_n, offload_passes(sc)))
+
+
+def _at_point(sc: Scenario, upto: int, fixed_n: int | None, passes: Iterable[tuple[str, ...]]) -> int | None:
+    """The smallest count up to ``upto`` (only ``fixed_n`` when given) where the peak's point estimate fits,
+    offloading as the answer does (the answer's interval aside)."""
+    if upto < 1:
+        return None
+    with point_estimates():
+        search = Search(sc)
+        for offload in passes:
+            n = _smallest(search, upto, offload, fixed_n)
+            if n is not None:
+                return n
+    return None
 
 
 def _smallest(search: Search, max_gpus: int, offload: tuple[str, ...], only: int | None) -> int | None:

@@ -7,6 +7,7 @@ from gpuplan.spec.job import (
     ATTENTIONS,
     FP8_RECIPES,
     FRAMEWORKS,
+    GRAD_DTYPES,
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
     MAX_LORA_RANK,
@@ -31,7 +32,8 @@ from gpuplan.spec.scenario import Scenario, complete_layout, normalized
 __all__ = [
     "ATTENTIONS", "FRAMEWORKS", "GPU", "LORA_TARGETS_ALL", "MAX_GLOBAL_BATCH", "MAX_LORA_RANK", "MAX_SEQ_LEN",
     "MAX_STEPS",
-    "MAX_TOKENS", "METHODS", "OFFLOADS", "OPTIMIZERS", "OPTIMIZER_IMPLS", "FP8_RECIPES", "PP_SCHEDULES", "PRECISIONS",
+    "MAX_TOKENS", "METHODS", "OFFLOADS", "OPTIMIZERS", "OPTIMIZER_IMPLS", "FP8_RECIPES", "GRAD_DTYPES", "PP_SCHEDULES",
+    "PRECISIONS",
     "RECOMPUTES", "RULES", "ZERO3_GATHERS", "Fabric", "Hardware", "LayerGroup", "Layout", "ModelSpec", "Scenario",
     "Training", "Weight", "check_fixed_layout", "check_layout", "check_layout_fields", "complete_layout",
     "divisors", "ep_choices", "normalized", "tp_splits_heads",

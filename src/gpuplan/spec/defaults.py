@@ -5,6 +5,7 @@ and the list of what it filled in (the answers' ``"assumed"``).
   multiple of dp × micro_batch (at least one sequence per data-parallel rank);
 - training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py);
 - training.fp8_recipe (precision fp8): the framework's documented default, else tensorwise;
+- training.grad_dtype (bf16/fp8 mixed precision): the framework's documented choice, fp32 when none is named;
 - hardware.gpus_per_node, scale_up, scale_out, price: the GPU's catalogue entry (catalog/gpus.json);
 - layout fields: ``evaluate`` completes them with Layout's defaults (dp derived, micro_batch 1,
   recompute none, zero 0, sequence parallel when tp > 1, interleaving with 2 chunks); ``plan``,
@@ -31,7 +32,8 @@ _TRAINING_RULES = {
     "seq_len": "the default sequence length",
     "precision": "bf16 mixed precision: bf16 compute, fp32 master weights and optimizer states",
     "optimizer": "AdamW",
-    "framework": "no framework assumed (gpuplan's own fields decide)",
+    "framework": "the typical stack when none is named: Hugging Face transformers model code in eager PyTorch, "
+                 "fp32 gradients (catalog/frameworks.json generic); the answer says how a named one would change it",
     "headroom": "share of GPU memory kept free when deciding what fits",
 }
 _HARDWARE_RULES = {
@@ -88,6 +90,10 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     if training.precision == "fp8" and "training.fp8_recipe" not in given:
         out.append({"field": "training.fp8_recipe", "value": training.fp8_recipe,
                     "rule": "the framework's documented default (frameworks.json fp8_recipe), else tensorwise"})
+    if training.grad_dtype is not None and "training.grad_dtype" not in given:
+        out.append({"field": "training.grad_dtype", "value": training.grad_dtype,
+                    "rule": "the framework's documented gradient dtype (frameworks.json memory.grad_dtype); with no "
+                            "framework named, fp32 — the common choice (Megatron-LM, PyTorch autocast)"})
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
               "price_per_gpu_hour": hw.price_per_gpu_hour}

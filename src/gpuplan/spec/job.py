@@ -26,6 +26,9 @@ OptimizerImpl = Literal["fused", "foreach"]
 # (Transformer Engine's DelayedScaling, Megatron-Core's default), mxfp8 (Blackwell block scales)
 Fp8Recipe = Literal["tensorwise", "rowwise", "rowwise_with_gw_hp", "delayed", "mxfp8"]
 Zero3Gather = Literal["layer", "module", "tensor-sync"]
+# The dtype gradients are kept and accumulated in under bf16/fp8 mixed precision: fp32 (Megatron's main_grad
+# buffers, PyTorch autocast's fp32 parameters) or the parameters' own 16-bit dtype (the ZeRO paper's 2Ψ)
+GradDtype = Literal["fp32", "param"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 METHODS: tuple[str, ...] = get_args(Method)
@@ -36,6 +39,7 @@ ATTENTIONS: tuple[str, ...] = get_args(Attention)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
 FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
+GRAD_DTYPES: tuple[str, ...] = get_args(GradDtype)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -47,10 +51,10 @@ MAX_GLOBAL_BATCH = 2**20   # 1M sequences per step (Llama 3 405B: 2,048; plan en
 MAX_TOKENS = 1e17          # 100 quadrillion tokens (frontier pretraining: ~4e13)
 MAX_STEPS = 10**9          # optimizer steps (long pretraining runs: ~1e6)
 MAX_LORA_RANK = 2**16      # and never above the smallest targeted matrix dimension (scenario.py)
-# Share of a GPU's memory kept free when deciding what fits (training.headroom). A planning margin,
-# not physics: the prediction's own spread (allocator fragmentation, library workspaces, a longer
-# batch in the data) is a few percent of the peak; nobody launches at 99.9 %. 0 allowed.
-DEFAULT_HEADROOM = 0.05
+# Share of a GPU's memory kept free when deciding what fits (training.headroom), beyond the upper end of
+# the peak's 80 % interval, which already carries the prediction's own spread (catalog/intervals.json): 0 by
+# default — a margin of one's own (a longer batch in the data, a library's workspace) is the user's to add.
+DEFAULT_HEADROOM = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -72,6 +76,7 @@ class Training(ValueHashed):
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
+    grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     dropout: float = 0.0
     headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free: fits means fits with this margin
     _hash: tuple = field(default=(), init=False, repr=False, compare=False)
@@ -103,6 +108,11 @@ class Training(ValueHashed):
             if self.precision != "fp8":
                 raise GpuplanError(f"training.fp8_recipe ({self.fp8_recipe}) scales fp8 matmuls, but precision is "
                                    f"{self.precision}: set precision: fp8 or drop fp8_recipe")
+        if self.grad_dtype is not None:
+            _choice(self.grad_dtype, GRAD_DTYPES, "training.grad_dtype")
+            if self.precision not in ("bf16", "fp8"):
+                raise GpuplanError(f"training.grad_dtype ({self.grad_dtype}) chooses the gradient dtype under bf16/fp8 "
+                                   f"mixed precision, but precision is {self.precision}: drop grad_dtype")
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:

@@ -59,6 +59,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
                      "attention": tr.attention, "dropout": tr.dropout, "framework": tr.framework,
                      "compile": tr.compile, "headroom": tr.headroom,
-                     **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {})},
+                     **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {}),
+                     **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }

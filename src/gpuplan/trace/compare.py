@@ -8,10 +8,12 @@ context, cuBLAS workspace, NCCL buffers or fragmentation: those stay the analyti
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog.constants import constant
+from gpuplan.errors import GpuplanError
 from gpuplan.model.estimate import evaluate
 from gpuplan.model.memory import stage_activations
 from gpuplan.report.render import estimate_json
@@ -58,12 +60,24 @@ def _timeline(r: TraceResult) -> list[list]:
     return rows
 
 
+def traced_as(sc: Scenario) -> Scenario:
+    """The scenario the traced step runs: PyTorch autograd keeps each gradient in its parameter's dtype
+    (bf16 beside the fp32 master on one GPU; fp32 beside FSDP2's fp32 shards — the same 2 + 2 + 12 B/param
+    of state), so the prediction it is compared with takes ``grad_dtype: param`` (not the generic stack's
+    fp32 gradients)."""
+    if sc.training.grad_dtype != "fp32":
+        return sc
+    if "training.grad_dtype" in sc.given:
+        raise GpuplanError("trace runs PyTorch autograd, whose gradients keep the parameters' dtype: drop "
+                           "training.grad_dtype (or set it to param) to trace this scenario")
+    return dataclasses.replace(sc, training=dataclasses.replace(sc.training, grad_dtype="param"))
+
+
 def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory: str | None = None,
                       fidelity: str = "cpu", predicted_from_params: bool = False) -> dict:
+    sc = traced_as(sc)
     r = run_trace(sc, module=module, input_factory=input_factory, fidelity=fidelity)
     if predicted_from_params:  # --module without a model: predict from the traced parameter count
-        import dataclasses
-
         from gpuplan.catalog.models import load_model
 
         sc = dataclasses.replace(sc, model=load_model({"params": r.params}))

@@ -30,4 +30,19 @@ def scores() -> dict[str, Any]:
     cv = cross_validated()
     return {"in_sample": live["summary"], "rows": live["rows"], "skipped": live["skipped"],
             "cross_validated": summarize(cv["rows"]) if cv else None,
-            "cv_rows": cv["rows"] if cv else None, "fitted": cv["fitted"] if cv else None}
+            "cv_rows": cv["rows"] if cv else None, "fitted": cv["fitted"] if cv else None,
+            "interval_coverage": interval_coverage()}
+
+
+def interval_coverage() -> dict[str, Any] | None:
+    """How often the published value fell inside the 80 % interval built without its own source
+    (catalog/intervals.json, written by tools/fit_constants.py); None before the first fit."""
+    from gpuplan.catalog import load_json
+    from gpuplan.errors import GpuplanError
+
+    try:
+        table = load_json("intervals.json")
+    except (FileNotFoundError, GpuplanError):
+        return None
+    return {k: {**table[k]["coverage"], "unwidened": table[k].get("coverage_unwidened")}
+            for k in ("throughput", "memory") if k in table}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.catalog import load_json
+from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
 from gpuplan.model.estimate import Estimate, evaluate
@@ -64,7 +65,13 @@ def _framework_defaults(sc: Scenario) -> dict[str, Any]:
 def resolve(row: dict[str, Any]) -> Resolved:
     """Fill what the row leaves open: the framework's documented defaults, then the planner at the
     row's GPU count; when nothing fits at the defaults, the planner searches those fields too (the
-    run did fit, so its authors did not use the default there)."""
+    run did fit, so its authors did not use the default there). The run ran, so what fits is decided
+    on the point estimate (no interval: catalog/intervals.point_estimates)."""
+    with point_estimates():
+        return _resolve(row)
+
+
+def _resolve(row: dict[str, Any]) -> Resolved:
     raw = row["scenario"]
     # the run ran, so it fit: no planning margin (training.headroom 0) unless the row states one
     if "headroom" not in (raw.get("training") or {}):
@@ -150,7 +157,8 @@ def score_row(row: dict[str, Any], res: Resolved) -> dict[str, Any]:
     pub, pred = published_value(row, est), predicted_value(row, est)
     out = {"id": row["id"], "category": row["category"], "source_key": row["source_key"],
            "metric": row["published"]["metric"], "published": pub, "predicted": pred, "error": pred / pub - 1,
-           "how": res.how, "gpu": res.scenario.hardware.gpu.id, "framework": res.scenario.training.framework}
+           "how": res.how, "gpu": res.scenario.hardware.gpu.id, "framework": res.scenario.training.framework,
+           "gpus": res.scenario.hardware.gpus}
     if est.time is not None:
         out["mfu_predicted"] = est.time.mfu
     return out

@@ -80,7 +80,8 @@ function planView(res) {
   const hw = best.scenario.hardware, t = best.time;
   return [
     h("section", {class: "card"},
-      h("h2", {class: "ok"}, `best: ${hw.gpus}× ${hw.gpu} — ${fmt.dur(t.train_s)}, ${fmt.usd(best.cost.usd)}`),
+      h("h2", {class: "ok"}, `best: ${hw.gpus}× ${hw.gpu} — ${fmt.dur(t.train_s)}${span(t, "train_s", fmt.dur)}, ` +
+        `${fmt.usd(best.cost.usd)}${span(best.cost, "usd", fmt.usd)}`),
       h("div", {class: "metrics"},
         metric("GPUs", "best.scenario.hardware.gpus", hw.gpus, `${hw.gpus}× ${hw.gpu}`),
         metric("layout", "best.layout", "", layoutText(best.scenario.layout)),

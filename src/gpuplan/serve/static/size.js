@@ -38,15 +38,25 @@ function assumedView(items) {
       records.map(r => h("tr", {}, cols.map(c => h("td", {}, c in r ? cell(r[c]) : ""))))) : null);
 }
 
+// " (80%: a–b)" for a quantity's interval (DESIGN.md §4: section.interval[key] = {p10, p90}), "" without one
+function span(section, key, f) {
+  const iv = section && section.interval && section.interval[key];
+  return iv && iv.p10 != null && iv.p10 !== iv.p90 ? ` (80%: ${f(iv.p10)}–${f(iv.p90)})` : "";
+}
+
 function memoryView(est) {
   const m = est.memory;
   const keep = get(est, "scenario.training.headroom") ?? get(est, "memory.headroom_share");
   const segs = MEMORY_PARTS.map(([k, label, color]) => ({label, short: label.split(" (")[0], value: m[k] || 0, color}));
+  const peak = fmt.gib(m.total) + span(m, "total", fmt.gib);
   const head = m.fits
-    ? `fits: ${fmt.gib(m.total)} of ${fmt.gib(m.capacity)} per GPU, ${fmt.gib(m.headroom)} free`
-    : `does NOT fit: ${fmt.gib(m.total)} needed of ${fmt.gib(m.capacity)} per GPU (${fmt.gib(m.total - m.capacity)} over)`;
+    ? `fits: ${peak} of ${fmt.gib(m.capacity)} per GPU, ${fmt.gib(m.headroom)} free`
+    : m.tight ? `TIGHT: ${peak} of ${fmt.gib(m.capacity)} per GPU — the interval's upper end is over the usable ` +
+                `${fmt.gib(m.usable)}: it may run, and it may not`
+    : `does NOT fit: ${peak} needed of ${fmt.gib(m.capacity)} per GPU (${fmt.gib(m.total - m.capacity)} over)`;
   return h("section", {class: "card"},
-    h("h2", {class: m.fits ? "ok" : "bad", "data-key": "memory.fits", "data-value": String(m.fits)}, head),
+    h("h2", {class: m.fits ? "ok" : m.tight ? "warn" : "bad", "data-key": "memory.fits", "data-value": String(m.fits)},
+      head),
     stackBar({segments: segs, capacity: m.capacity, keep: typeof keep === "number" && keep < 1 ? keep : null,
               format: v => fmt.gib(v), title: "memory per GPU, most loaded rank"}),
     h("div", {class: "metrics"},
@@ -63,17 +73,21 @@ function timeView(est) {
   const rest = t.step_s - segs.reduce((s, x) => s + x.value, 0);
   if (rest > t.step_s * 1e-6) segs.push({label: "other", value: rest, color: "#b8b14f"});
   return h("section", {class: "card"},
-    h("h2", {}, `step ${fmt.dur(t.step_s)} · ${fmt.int(t.tokens_per_s)} tokens/s · MFU ${fmt.pct(t.mfu)}`),
+    h("h2", {}, `step ${fmt.dur(t.step_s)} · ${fmt.int(t.tokens_per_s)} tokens/s · MFU ${fmt.pct(t.mfu)}` +
+      span(t, "mfu", fmt.pct)),
     stackBar({segments: segs, format: fmt.dur, title: "step time"}),
     h("div", {class: "metrics"},
       metric("step time", "time.step_s", t.step_s, fmt.dur(t.step_s)),
       metric("tokens/s", "time.tokens_per_s", t.tokens_per_s, fmt.int(t.tokens_per_s)),
-      metric("tokens/s per GPU", "time.tokens_per_s_per_gpu", t.tokens_per_s_per_gpu, fmt.int(t.tokens_per_s_per_gpu)),
+      metric("tokens/s per GPU", "time.tokens_per_s_per_gpu", t.tokens_per_s_per_gpu,
+             fmt.int(t.tokens_per_s_per_gpu) + span(t, "tokens_per_s_per_gpu", fmt.int)),
       metric("MFU", "time.mfu", t.mfu, fmt.pct(t.mfu), "model FLOPs / peak"),
       metric("HFU", "time.hfu", t.hfu, fmt.pct(t.hfu), "with recomputation"),
-      metric("time to train", "time.train_s", t.train_s, t.train_s == null ? "give tokens or steps" : fmt.dur(t.train_s)),
-      metric("GPU-hours", "time.gpu_hours", t.gpu_hours, t.gpu_hours == null ? "–" : fmt.int(t.gpu_hours)),
-      metric("cost", "cost.usd", c.usd, c.usd == null ? "–" : fmt.usd(c.usd)),
+      metric("time to train", "time.train_s", t.train_s,
+             t.train_s == null ? "give tokens or steps" : fmt.dur(t.train_s) + span(t, "train_s", fmt.dur)),
+      metric("GPU-hours", "time.gpu_hours", t.gpu_hours,
+             t.gpu_hours == null ? "–" : fmt.int(t.gpu_hours) + span(t, "gpu_hours", fmt.int)),
+      metric("cost", "cost.usd", c.usd, c.usd == null ? "–" : fmt.usd(c.usd) + span(c, "usd", fmt.usd)),
       metric("USD per GPU-hour", "cost.usd_per_gpu_hour", c.usd_per_gpu_hour, fmt.usd(c.usd_per_gpu_hour))));
 }
 

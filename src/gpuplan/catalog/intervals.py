@@ -1,0 +1,91 @@
+"""How far a prediction is from what runs like it measured: 80 % intervals from the leave-one-source-out
+residuals of the open corpus (catalog/intervals.json, written by tools/fit_constants.py with the constants
+it fits; gpuplan/validation/intervals.py builds them).
+
+A residual is published / predicted − 1 of a held-out row (its constants fitted on the other sources). Rows
+are grouped by regime — whether the framework is named, the GPU generation, the scale — and a regime with too
+few rows backs off to a coarser one, down to every row. For a run whose framework is not named, the residuals
+are those of predicting each row as the generic stack: what not knowing the stack costs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any
+
+from gpuplan.catalog import load_json
+
+NODE_SCALE, CLUSTER_SCALE = "node", "cluster"
+LARGE_GPUS = 512  # past this many GPUs a run is "large" (the corpus' runs of 1,024-16,384 GPUs)
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """The 10th and 90th percentile of published / predicted − 1, and how many rows they rest on."""
+
+    p10: float
+    p90: float
+    n: int
+    regime: str
+
+
+def regime(framework: str, architecture: str, gpus: int, gpus_per_node: int, model_parallel: bool = False
+           ) -> dict[str, str]:
+    """The attributes an interval is looked up by: whether the framework is named, the GPU generation, the
+    scale, and whether the layout splits the model (tensor or pipeline parallel: their memory has terms a
+    data-parallel layout does not)."""
+    scale = NODE_SCALE if gpus <= gpus_per_node else CLUSTER_SCALE if gpus <= LARGE_GPUS else "large"
+    return {"framework": "generic" if framework == "generic" else "named", "generation": architecture or "other",
+            "scale": scale, "parallel": "model" if model_parallel else "data"}
+
+
+def regime_key(attrs: dict[str, str], level: list[str]) -> str:
+    return "|".join(attrs[a] for a in level) if level else "all"
+
+
+@cache
+def _table() -> dict[str, Any]:
+    try:
+        return dict(load_json("intervals.json"))
+    except FileNotFoundError:  # before the first fit: no interval, said so by the answer
+        return {}
+
+
+_off = [False]
+
+
+@contextmanager
+def point_estimates() -> Iterator[None]:
+    """No intervals inside (validation/corpus_check.py resolves the published runs, which ran: what fits is
+    decided on the point estimate there, so the fit that writes intervals.json does not depend on it)."""
+    _off.append(True)
+    try:
+        yield
+    finally:
+        _off.pop()
+
+
+def spread(kind: str, framework: str, architecture: str, gpus: int, gpus_per_node: int,
+           model_parallel: bool = False) -> Spread | None:
+    """The 80 % spread of ``kind`` ("throughput" or "memory") for a run: the finest regime with enough held-out
+    rows; None when the corpus has none (or inside ``point_estimates``)."""
+    if _off[-1]:
+        return None
+    a = regime(framework, architecture, gpus, gpus_per_node, model_parallel)
+    return _spread(kind, a["framework"], a["generation"], a["scale"], a["parallel"])
+
+
+@lru_cache(maxsize=1024)
+def _spread(kind: str, framework: str, generation: str, scale: str, parallel: str) -> Spread | None:
+    part = _table().get(kind)
+    if not part:
+        return None
+    attrs = {"framework": framework, "generation": generation, "scale": scale, "parallel": parallel}
+    for level in part["backoff"]:
+        key = regime_key(attrs, level)
+        hit = part["regimes"].get(key)
+        if hit is not None:
+            return Spread(p10=hit["p10"], p90=hit["p90"], n=hit["n"], regime=key)
+    return None

@@ -1,0 +1,45 @@
+"""The 80 % intervals of an answer, in words: ``tokens/s 1,030 (80%: 870–1,160)``, and the verdict on a
+peak whose interval straddles the capacity (DESIGN.md §4: ``"interval": {"p10", "p90"}`` per quantity)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuplan.units import fmt_gib
+
+
+def span(section: dict[str, Any], key: str, fmt: Callable[[float], str]) -> str:
+    """`` (80%: low–high)`` for ``key`` of an answer's section, or "" without an interval."""
+    iv = (section.get("interval") or {}).get(key)
+    if not iv or iv.get("p10") is None:
+        return ""
+    return f" (80%: {fmt(iv['p10'])}–{fmt(iv['p90'])})"
+
+
+def peak_span(mem: dict[str, Any]) -> str:
+    iv = (mem.get("interval") or {}).get("total")
+    if not iv or iv["p10"] == iv["p90"] == mem["total"]:
+        return ""
+    return f" (80%: {fmt_gib(iv['p10'])}–{fmt_gib(iv['p90'])})"
+
+
+def tight_line(mem: dict[str, Any]) -> str:
+    """A peak whose interval straddles the usable memory: it may run, and it may not."""
+    usable, high = mem["usable"], mem["interval"]["total"]["p90"]
+    share = mem.get("headroom_share", 0.0)
+    kept = f" with {share:.0%} kept free (training.headroom)" if share else ""
+    return (f"TIGHT: predicted {fmt_gib(mem['total'])} GiB{peak_span(mem)} of {fmt_gib(mem['capacity'])} GiB; the "
+            f"interval's upper end is {fmt_gib(high - usable)} GiB over the {fmt_gib(usable)} GiB usable{kept} — "
+            "runs like it have run and have run out of memory: free memory (recompute, a smaller micro-batch, more "
+            "sharding) or measure it with `gpuplan profile`")
+
+
+def alternatives_line(est: dict[str, Any]) -> str:
+    """No framework named: how much a named one would change the throughput."""
+    alts = est.get("framework_alternatives") or {}
+    if not alts:
+        return ""
+    ranked = sorted(alts.items(), key=lambda kv: kv[1]["ratio"])
+    return ("\nframework not named: the typical stack is assumed (training.framework); named, the throughput would "
+            "be " + ", ".join(f"×{v['ratio']:.2f} {k}" for k, v in ranked))
