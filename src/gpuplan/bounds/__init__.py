@@ -5,11 +5,13 @@ safetensors headers and index files, calibration files.
 What it guarantees, so that the code behind it never meets a pathological value:
 - files: only regular files are read (a FIFO, a device such as /dev/zero, a socket or a folder is
   refused without blocking), and never more than a size cap;
-- documents: JSON and YAML are parsed with bounded nesting, a bounded count of values, numbers of
-  at most ``MAX_NUMBER_DIGITS`` digits, and YAML aliases whose expansion is counted before anything
-  is built (a "billion laughs" document is refused in milliseconds); ``!!python`` tags never run;
+- documents: JSON and YAML are read with bounded nesting, a bounded count of values and of entries
+  in one list or mapping, counted before the document is built (JSON: on its text; YAML: on the
+  parser's events, aliases expanded — ``yamldoc``), so a file of any size under the cap, or a
+  "billion laughs", is refused in a fraction of a second; a number of more than ``MAX_NUMBER_DIGITS``
+  digits is never converted; ``!!python`` tags never run;
 - values: only JSON's kinds (mapping, list, text, number, true/false, null), integers below
-  ``MAX_INT``, text of at most ``MAX_TEXT`` characters;
+  ``MAX_INT``, text of at most ``MAX_TEXT`` characters, without control characters or lone surrogates;
 - messages: values are quoted shortened and escaped (``shown``), so an error is one honest line.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,8 +28,9 @@ from typing import IO, Any
 
 from gpuplan.errors import GpuplanError, described, shown
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_NUMBER_DIGITS", "MAX_TEXT", "check_text", "check_tree",
-           "load_json", "load_yaml", "open_regular", "read_regular", "shown"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_NUMBER_DIGITS", "MAX_TEXT", "LongNumber", "check_text",
+           "check_tree", "load_json", "load_yaml", "long_number", "open_regular", "read_regular", "shown",
+           "json_marks"]
 
 MAX_FILE_BYTES = 16 * 2**20  # a scenario, config.json, index or calibration file: far above any real one
 MAX_TEXT = 4096              # characters of one text value (a name, a path, a number written out)
@@ -103,14 +107,46 @@ def check_text(value: str, where: str, limit: int = MAX_TEXT, quote: bool = True
         start = f" (it starts {shown(value, 40)})" if quote else ""
         raise GpuplanError(f"{where} is {len(value):,} characters long, more than {limit:,}: "
                            f"give a shorter value{start}")
-    if not value.isprintable() and any(_is_control(ch) for ch in value):
+    if not value.isprintable():
         at = f"{where} = {shown(value)}" if quote else where
-        raise GpuplanError(f"{at} holds control characters (a newline, tab or escape): remove them")
+        if any(_is_control(ch) for ch in value):
+            raise GpuplanError(f"{at} holds control characters (a newline, tab or escape): remove them")
+        if _SURROGATE.search(value):
+            raise GpuplanError(f"{at} holds a lone surrogate (half of a UTF-16 pair such as \\ud800, not a "
+                               "character; or bytes that are not UTF-8): write the character itself")
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # no text can be written out (UTF-8, a terminal) with one
 
 
 def _is_control(ch: str) -> bool:
     return ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029\u202d\u202e"
+
+
+class LongNumber:
+    """A number written with more than ``MAX_NUMBER_DIGITS`` digits, kept as its digit count: turning
+    it into an int is quadratic (and past 4,300 digits refused by Python). ``check_tree`` refuses it
+    where it stands, so in a list of scenarios only its item fails."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"a number of {self.digits:,} digits"
+
+
+def long_number(text: str) -> LongNumber | None:
+    """``text`` (a number as written) as a LongNumber when it has more than ``MAX_NUMBER_DIGITS`` digits."""
+    if len(text) <= MAX_NUMBER_DIGITS:
+        return None
+    digits = len(_NOT_DIGIT.sub("", text))  # at C speed: a file may hold thousands of 4,000-digit numbers
+    return LongNumber(digits) if digits > MAX_NUMBER_DIGITS else None
+
+
+_NOT_DIGIT = re.compile("[^0-9]")
 
 
 def check_number(value: int | float, where: str) -> None:
@@ -127,35 +163,84 @@ def _digits(value: int) -> str:
 _LEAVES = (str, int, float, bool, type(None))
 
 
+_BRANCHES = (Mapping, list, tuple)
+Where = str | tuple  # a place in a document: its name, or (the parent's place, key), joined only for a message
+
+
 def check_tree(obj: Any, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES,
-               max_text: int = MAX_TEXT, quote: bool = True) -> None:
-    """A document of JSON kinds only, within the depth, count, integer and text bounds. Iterative:
-    a nesting far past Python's recursion limit is refused, not a RecursionError."""
-    stack: list[tuple[Any, str, int]] = [(obj, where, 0)]
-    seen = 0
+               max_items: int | None = None, max_text: int = MAX_TEXT, quote: bool = True,
+               values: bool = True) -> None:
+    """A document of JSON kinds only, within the depth, count, entries (of one list or mapping),
+    integer and text bounds. Iterative: a nesting far past Python's recursion limit is refused, not a
+    RecursionError. With ``values`` False only the shape is checked (depth, counts): a list of
+    scenarios has each item's values checked when the item is read, so a bad value fails its item."""
+    if not isinstance(obj, _BRANCHES):
+        if values:
+            _check_leaf(obj, where, max_text, quote)
+        return
+    items = max_nodes if max_items is None else max_items
+    stack: list[tuple[Any, Where, int]] = [(obj, where, 0)]
+    seen = 1
     while stack:
         node, at, depth = stack.pop()
-        seen += 1
+        if depth > max_depth or (node and depth + 1 > max_depth):
+            raise GpuplanError(f"{_place(at)} is nested more than {max_depth} levels deep: give a flat value")
+        if len(node) > items:
+            raise GpuplanError(f"{_place(at)} holds {len(node):,} entries, more than {items:,}: give a shorter "
+                               f"{'mapping' if isinstance(node, Mapping) else 'list'}")
+        seen += len(node)
         if seen > max_nodes:
             raise GpuplanError(f"{where} holds more than {max_nodes:,} values: give a smaller document")
-        if depth > max_depth:
-            raise GpuplanError(f"{at} is nested more than {max_depth} levels deep: give a flat value")
-        if isinstance(node, str):
-            check_text(node, at, max_text, quote)
-        elif isinstance(node, int | float):
-            check_number(node, at)
-        elif isinstance(node, Mapping):
-            for k, v in node.items():
-                if not isinstance(k, str):
-                    raise GpuplanError(f"{at} has a key that is not text ({shown(k) if quote else described(k)}): "
-                                       "keys are names")
-                check_text(k, f"a key in {at}", 256, quote)
-                stack.append((v, f"{at}.{k}" if len(at) < 200 else at, depth + 1))
-        elif isinstance(node, list | tuple):
-            stack.extend((v, at, depth + 1) for v in node)
-        elif not isinstance(node, _LEAVES) and not _is_spec(node):
-            raise GpuplanError(f"{at} is a {type(node).__name__}: give a number, text, "
-                               "true/false, a list or a mapping")
+        pairs = node.items() if isinstance(node, Mapping) else ((None, v) for v in node)
+        for k, v in pairs:
+            place = at if k is None else (at, k)
+            if k is not None and values:
+                _check_key(k, at, quote)
+            if isinstance(v, _BRANCHES):
+                stack.append((v, place, depth + 1))
+            elif values and not _plain(v, max_text):
+                _check_leaf(v, place, max_text, quote)
+
+
+def _plain(v: Any, max_text: int) -> bool:
+    """The usual leaf, passed without building its place's name: short printable text, a small number."""
+    t = type(v)
+    return ((t is str and len(v) <= max_text and v.isprintable()) or (t is int and -MAX_INT < v < MAX_INT)
+            or t is float or t is bool or v is None)
+
+
+def _place(at: Where) -> str:
+    keys: list[Any] = []
+    while isinstance(at, tuple):
+        at, key = at
+        keys.append(key)
+    for key in reversed(keys):
+        if len(at) >= 200:
+            break
+        at = f"{at}.{key}"
+    return at
+
+
+def _check_key(k: Any, at: Where, quote: bool) -> None:
+    if type(k) is str and len(k) <= 256 and k.isprintable():
+        return
+    if not isinstance(k, str):
+        raise GpuplanError(f"{_place(at)} has a key that is not text ({shown(k) if quote else described(k)}): "
+                           "keys are names")
+    check_text(k, f"a key in {_place(at)}", 256, quote)
+
+
+def _check_leaf(node: Any, at: Where, max_text: int, quote: bool) -> None:
+    if isinstance(node, str):
+        check_text(node, _place(at), max_text, quote)
+    elif isinstance(node, int | float):
+        check_number(node, _place(at))
+    elif isinstance(node, LongNumber):
+        raise GpuplanError(f"{_place(at)} is {node!r}: no value in gpuplan needs more than {MAX_NUMBER_DIGITS}; "
+                           "give a realistic value")
+    elif not isinstance(node, _LEAVES) and not _is_spec(node):
+        raise GpuplanError(f"{_place(at)} is a {type(node).__name__}: give a number, text, "
+                           "true/false, a list or a mapping")
 
 
 def _is_spec(node: Any) -> bool:
@@ -164,18 +249,24 @@ def _is_spec(node: Any) -> bool:
 
 
 # ---- documents ----------------------------------------------------------------------------------
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_NUMBER_DIGITS:
-        raise GpuplanError(f"a number of {len(text):,} digits")
-    return int(text)
+def _bounded_int(text: str) -> int | LongNumber:
+    return long_number(text) or int(text)
 
 
 def _no_constant(text: str) -> float:
     raise GpuplanError(f"{text} (not a JSON number)")
 
 
-def load_json(data: bytes | str, what: str, **bounds: Any) -> Any:
-    """JSON (UTF-8, an optional byte-order mark) within the bounds of ``check_tree``."""
+def load_json(data: bytes | str, what: str, *, values: bool = True, **bounds: Any) -> Any:
+    """JSON (UTF-8, an optional byte-order mark) within the bounds of ``check_tree``. The values are
+    counted on the text (``json_marks``) before anything is built; an integer of more than
+    ``MAX_NUMBER_DIGITS`` digits is never converted (a ``LongNumber``, refused by ``check_tree``)."""
+    max_nodes = bounds.get("max_nodes", MAX_NODES)
+    commas, opens = json_marks(data, max_nodes)
+    if commas + opens + 1 > max_nodes:
+        if opens > bounds.get("max_depth", MAX_DEPTH) * (commas + 1):  # some path holds opens / (commas + 1)
+            raise GpuplanError(f"{what}: malformed JSON: nested too deeply to read")
+        raise GpuplanError(f"{what} holds more than {max_nodes:,} values: give a smaller document")
     try:
         text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
     except UnicodeDecodeError as err:
@@ -190,106 +281,34 @@ def load_json(data: bytes | str, what: str, **bounds: Any) -> Any:
         raise GpuplanError(f"{what}: malformed JSON: nested too deeply to read") from None
     except ValueError as err:
         raise GpuplanError(f"{what}: malformed JSON ({shown(str(err), 80)})") from None
-    check_tree(obj, what, **bounds)
+    check_tree(obj, what, values=values, **bounds)
     return obj
 
 
-def load_yaml(text: str, what: str, **bounds: Any) -> Any:
-    """YAML (one document) with the safe loader; aliases' expansion and nesting are counted on the
-    composed graph, before any value is built. Errors are GpuplanError lines naming ``what``."""
-    import yaml
+_ESCAPE = {str: re.compile(r"\\.", re.DOTALL), bytes: re.compile(rb"\\.", re.DOTALL)}
+_STRING = {str: re.compile(r'"[^"]*"'), bytes: re.compile(rb'"[^"]*"')}
 
-    loader = None
-    try:
-        try:
-            _check_nesting(text, what, bounds.get("max_depth", MAX_DEPTH))
-            loader = yaml.SafeLoader(text)
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            _check_graph(node, what, bounds.get("max_nodes", MAX_NODES), bounds.get("max_depth", MAX_DEPTH))
-            obj = loader.construct_document(node)
-        except GpuplanError:
-            raise
-        except RecursionError:
-            raise GpuplanError(f"{what}: malformed YAML: nested too deeply to read") from None
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise GpuplanError(f"{what}: malformed YAML{where}: {shown(getattr(err, 'problem', None) or err, 120)}"
-                               ) from None
-        except (ValueError, OverflowError) as err:  # an integer of more than 4,300 digits, a bad date
-            raise GpuplanError(f"{what}: YAML value cannot be read ({shown(str(err), 80)})") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    check_tree(obj, what, **bounds)
+
+def json_marks(data: bytes | str, limit: int) -> tuple[int, int]:
+    """Commas and opening brackets of a JSON text, counted at C speed before anything is built (it
+    holds at most one value more than their sum): outside strings when their sum passes ``limit``.
+    Escapes go first, so every quote left delimits a string and the string pattern never backtracks."""
+    comma, opens = ((",", ("[", "{")) if isinstance(data, str) else (b",", (b"[", b"{")))
+    counts = data.count(comma), sum(data.count(m) for m in opens)  # strings' marks included: an upper bound
+    if sum(counts) < limit:
+        return counts
+    kind = type(data)
+    bare = _STRING[kind].sub(comma[:0], _ESCAPE[kind].sub(comma[:0], data))
+    return bare.count(comma), sum(bare.count(m) for m in opens)
+
+
+def load_yaml(text: str, what: str, *, values: bool = True, **bounds: Any) -> Any:
+    """YAML (one document) read as a stream with the safe loader's rules (``yamldoc``): values
+    (aliases expanded), nesting and entries are counted as they are read, so a document past a bound
+    is refused where it crosses it, before the rest is built. Errors are GpuplanError lines naming ``what``."""
+    from gpuplan.bounds import yamldoc  # PyYAML only when a YAML document is read
+
+    obj = yamldoc.load(text, what, bounds.get("max_nodes", MAX_NODES), bounds.get("max_depth", MAX_DEPTH),
+                       bounds.get("max_items") or bounds.get("max_nodes", MAX_NODES))
+    check_tree(obj, what, values=values, **bounds)
     return obj
-
-
-def _check_nesting(text: str, what: str, max_depth: int) -> None:
-    """The nesting, from the parser's events (not recursive), before the recursive composer runs."""
-    import yaml
-
-    level = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            level += 1
-            if level > max_depth:
-                raise GpuplanError(f"{what}: the YAML is nested more than {max_depth} levels deep at line "
-                                   f"{event.start_mark.line + 1}: give a flat value")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            level -= 1
-
-
-def _check_graph(root: Any, what: str, max_nodes: int, max_depth: int) -> None:
-    """Count the values the composed YAML graph expands to (an alias counts its whole target each
-    time it is used) and its depth, in one pass over the distinct nodes: a billion-laughs document
-    is refused before it is built. Plain numbers are checked for their digit count here too."""
-    import yaml
-
-    size: dict[int, int] = {}
-    depth: dict[int, int] = {}
-    order: list[Any] = []
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:  # post-order without recursion: children are sized before their parent
-        node, done = stack.pop()
-        if id(node) in size:
-            continue
-        kids = _children(node)
-        if done or not kids:
-            sub = [(size[id(k)], depth[id(k)]) for k in kids]
-            size[id(node)] = min(1 + sum(s for s, _ in sub), max_nodes + 1)
-            depth[id(node)] = 1 + max((d for _, d in sub), default=0)
-            if isinstance(node, yaml.ScalarNode) and _too_many_digits(node):
-                raise GpuplanError(f"{what}: a number of {len(node.value):,} characters at line "
-                                   f"{node.start_mark.line + 1}: no value in gpuplan needs more than "
-                                   f"{MAX_NUMBER_DIGITS} digits")
-            if size[id(node)] > max_nodes:
-                raise GpuplanError(f"{what}: the YAML expands to more than {max_nodes:,} values (aliases "
-                                   "repeated inside aliases): write the values out")
-            if depth[id(node)] > max_depth + 1:
-                raise GpuplanError(f"{what}: the YAML is nested more than {max_depth} levels deep: "
-                                   "give a flat value")
-            order.append(node)
-            continue
-        stack.append((node, True))
-        stack.extend((k, False) for k in kids if id(k) not in size)
-        if len(stack) > 4 * max_nodes:
-            raise GpuplanError(f"{what}: the YAML holds more than {max_nodes:,} values: give a smaller document")
-
-
-def _children(node: Any) -> list[Any]:
-    import yaml
-
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [x for pair in node.value for x in pair]
-    return []
-
-
-def _too_many_digits(node: Any) -> bool:
-    value = node.value
-    return (isinstance(value, str) and len(value) > MAX_NUMBER_DIGITS and node.tag.endswith((":int", ":float"))
-            and sum(ch.isdigit() for ch in value) > MAX_NUMBER_DIGITS)
