@@ -290,16 +290,26 @@ _STRING = {str: re.compile(r'"[^"]*"'), bytes: re.compile(rb'"[^"]*"')}
 
 
 def json_marks(data: bytes | str, limit: int) -> tuple[int, int]:
-    """Commas and opening brackets of a JSON text, counted at C speed before anything is built (it
-    holds at most one value more than their sum): outside strings when their sum passes ``limit``.
-    Escapes go first, so every quote left delimits a string and the string pattern never backtracks."""
+    """Commas and opening brackets of a JSON text (it holds at most one value more than their sum),
+    counted at C speed before anything is built. When the plain count passes ``limit``, the marks inside
+    strings are left out — on a prefix that doubles until it alone passes ``limit`` or is the whole text,
+    so a refusal costs about what ``limit`` values take to write, whatever the text's size. Escapes go
+    first: every quote left delimits a string, and the string pattern never backtracks."""
     comma, opens = ((",", ("[", "{")) if isinstance(data, str) else (b",", (b"[", b"{")))
     counts = data.count(comma), sum(data.count(m) for m in opens)  # strings' marks included: an upper bound
     if sum(counts) < limit:
         return counts
-    kind = type(data)
-    bare = _STRING[kind].sub(comma[:0], _ESCAPE[kind].sub(comma[:0], data))
-    return bare.count(comma), sum(bare.count(m) for m in opens)
+    kind, empty, quote = type(data), comma[:0], ('"' if isinstance(data, str) else b'"')
+    size = max(limit, 1 << 16)
+    while True:
+        bare = _ESCAPE[kind].sub(empty, data[:size])
+        if bare.count(quote) % 2:  # a string runs past the cut: its start is left out too
+            bare = bare[:bare.rindex(quote)]
+        bare = _STRING[kind].sub(empty, bare)
+        counts = bare.count(comma), sum(bare.count(m) for m in opens)
+        if sum(counts) >= limit or size >= len(data):
+            return counts
+        size *= 2
 
 
 def load_yaml(text: str, what: str, *, values: bool = True, **bounds: Any) -> Any:
