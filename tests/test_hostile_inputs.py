@@ -316,8 +316,8 @@ def test_plot_and_report_cannot_share_a_file(tmp_path, capsys):
 def test_a_fifo_or_folder_is_never_an_output(tmp_path, capsys):
     f = _scenario(tmp_path)
     os.mkfifo(tmp_path / "r.md")
-    assert "is not a regular file" in one_line(capsys, ["evaluate", str(f), "--report", str(tmp_path / "r.md"),
-                                                        "--force"], limit_s=2.0)
+    assert "is a FIFO (named pipe): gpuplan writes only regular files, --force or not" in one_line(
+        capsys, ["evaluate", str(f), "--report", str(tmp_path / "r.md"), "--force"], limit_s=2.0)
     (tmp_path / "d.toml").mkdir()
     assert "is a folder" in one_line(capsys, ["export", str(f), "--to", "torchrun", "-o", str(tmp_path / "d.toml"),
                                               "--force"])

@@ -60,6 +60,15 @@ def _float(value: int | float, what: str) -> float:
                            "digits): give a realistic value") from None
 
 
+def _scaled(num: float, factor: float, value: object, what: str) -> float:
+    """``num`` times its suffix's ``factor``, finite: ``1e308k`` overflows to infinity, an error here
+    rather than an OverflowError wherever the number is next converted."""
+    out = num * factor
+    if not math.isfinite(out):
+        raise GpuplanError(f"{what} {shown(value)} is too large to use (past 1e308): give a realistic value")
+    return out
+
+
 def parse_count(value: object, what: str = "number") -> float:
     """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through."""
     if isinstance(value, bool):
@@ -71,7 +80,7 @@ def parse_count(value: object, what: str = "number") -> float:
     num, suffix = _split(value, what)
     if suffix not in _COUNT_SUFFIX:
         raise GpuplanError(f"{what} {shown(value)}: unknown suffix {suffix!r}; use one of k, M, B, T (decimal)")
-    return num * _COUNT_SUFFIX[suffix]
+    return _scaled(num, _COUNT_SUFFIX[suffix], value, what)
 
 
 def _parse_unit(value: object, what: str, table: dict[str, float], like: str, units: str,
@@ -90,7 +99,7 @@ def _parse_unit(value: object, what: str, table: dict[str, float], like: str, un
         suffix = bare
     if suffix not in table:
         raise GpuplanError(f"{what} {shown(value)}: unknown unit {suffix!r}; use {units}")
-    return num * table[suffix]
+    return _scaled(num, table[suffix], value, what)
 
 
 def parse_bytes(value: object, what: str = "size", bare: str | None = "b") -> float:

@@ -23,6 +23,8 @@ import os
 import resource
 import shutil
 import signal
+import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -42,6 +44,8 @@ class Source(Protocol):
     def randint(self, low: int, high: int) -> int: ...
     def value(self) -> Any: ...
     def shape(self) -> list[Any]: ...
+    def surrogate(self) -> str: ...  # text holding a lone surrogate
+    def huge_count(self, family: str) -> str: ...  # "1e308k": infinite once its suffix multiplies it
 
 
 # ---- hostile values ------------------------------------------------------------------------------
@@ -386,6 +390,7 @@ def _outputs(r: Source, c: Case, cmd: str, scenario: str | None) -> list[str]:
 
 
 def make_case(r: Source) -> Case:
+    """A command line and its files (``boundary.py`` builds the cases of issue 25's defect classes)."""
     c = Case([])
     if r.random() < 0.03:
         cmd = r.choice(["gpus", "models", "fabrics", "calibrate", "validate"])
@@ -438,6 +443,16 @@ def _materialize(root: Path, files: dict[str, Any]) -> None:
             os.symlink(spec[1], p)
         elif spec[0] == "dir":
             p.mkdir(exist_ok=True)
+        elif spec[0] == "socket":
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(str(p))
+        elif spec[0] == "repeat":  # head + unit * count + tail, written a piece at a time
+            _, head, unit, count, tail = spec
+            with p.open("wb") as f:
+                f.write(head)
+                for done in range(0, count, 1 << 16):
+                    f.write(unit * min(1 << 16, count - done))
+                f.write(tail)
 
 
 def _vm_bytes() -> int:
@@ -473,7 +488,7 @@ def _child(case: Case, root: Path, out: Path, err: Path, clock: Path) -> None:
 
         prun.run_trial = launched  # type: ignore[attr-defined]
         try:
-            rc = main(list(case.argv))
+            rc = _http(case) if case.argv[0] == "@http" else main(list(case.argv))
         except _Launched:  # profile got as far as starting the trial: an answer, in JSON when asked
             print(json.dumps({"launched": True}))
             rc = 0
@@ -513,6 +528,10 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
         p = root / rel
         if spec == b"precious" and (not p.is_file() or p.read_bytes() != b"precious"):
             return "clobbered", rel
+        if isinstance(spec, tuple) and not _still(p, spec):
+            return "clobbered", f"{rel} is no longer {spec}"
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode) or not os.path.islink("/dev/stdout"):
+        return "clobbered", "/dev/null or /dev/stdout"
     # left behind in TMPDIR: a leak (torch's own compile cache, shared by every run, is not)
     left = [x.name for x in tmp.iterdir() if not x.name.startswith("torchinductor_")] if tmp.exists() else []
     if left:
@@ -529,6 +548,63 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
     if rc == 2 and len(errs) == 1 and len(errs[0]) <= 2000 and errs[0].isprintable():
         return "error", errs[0][:300]
     return "bad-output", f"rc={rc} {len(lines)} line(s): {err[:600]!r}"
+
+
+def _still(p: Path, spec: tuple) -> bool:
+    """A special file of the case is what it was made (a link to the same place, a FIFO, a socket)."""
+    try:
+        mode = os.lstat(p).st_mode
+    except OSError:
+        return spec[0] in ("dir", "repeat")  # a folder a case may remove; a file written to a new name
+    if spec[0] == "symlink":
+        return stat.S_ISLNK(mode) and os.readlink(p) == spec[1]
+    return {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "dir": stat.S_ISDIR}.get(spec[0], stat.S_ISREG)(mode)
+
+
+def _http(case: Case) -> int:
+    """``["@http", endpoint, host]``: one request (body: the case's file ``body``) to the web application
+    in this process, as the CLI would say it: the answer (exit 0), ``gpuplan: error: …`` for a 4xx
+    (exit 2), exit 1 for a 5xx (a failure, as a traceback). evaluate and the catalogues pass the whole
+    application; the searches its host check and then the pool's job, ``compute``."""
+    import asyncio
+
+    try:
+        from gpuplan.serve.app import LOCAL_NAMES, HostCheck, build_app
+        from gpuplan.serve.pool import compute
+    except ImportError:  # no web server installed: nothing to ask
+        print("{}")
+        return 0
+    _, kind, host = case.argv
+    body = Path("body").read_bytes()
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def reached(scope: Any, receive: Any, send: Any) -> None:
+        sent.append({"type": "reached"})
+
+    scope = {"type": "http", "method": "GET" if kind == "gpus" else "POST", "path": f"/api/{kind}", "root_path": "",
+             "query_string": b"", "headers": [(b"host", host.encode("latin-1", "replace"))], "http_version": "1.1"}
+    if kind in ("evaluate", "gpus"):
+        asyncio.run(build_app(workers=1, hosts=LOCAL_NAMES)(scope, receive, send))
+    else:
+        asyncio.run(HostCheck(reached, LOCAL_NAMES)(scope, receive, send))
+        if sent and sent[0]["type"] == "reached":
+            reply = compute(kind, body, False, 8.0)
+            sent = [{"status": reply.status}, {"body": reply.body}]
+    status, answer = sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+    if status == 200:
+        print(answer.decode("utf-8", "replace"))
+        return 0
+    if 400 <= status < 500:
+        print(f"gpuplan: error: {json.loads(answer)['error']}", file=sys.stderr)
+        return 2
+    print(f"HTTP {status}: {answer[:300]!r}", file=sys.stderr)
+    return 1
 
 
 def _rss_bytes() -> int:
@@ -564,6 +640,8 @@ def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rs
                     left = False
                     break
                 i, case = nxt
+                if case.argv[:2] == ["@http", "report"]:
+                    _warm_reports()
                 root, tmp = work / f"c{i}", env_tmp / f"c{i}"
                 root.mkdir()
                 tmp.mkdir(parents=True)
@@ -613,6 +691,16 @@ def run_cases(cases: Iterable[Case], *, jobs: int = 2, limit_s: float = 10.0, rs
     return [results[i] for i in sorted(results)]
 
 
+def _warm_reports() -> None:
+    """A report states the model's accuracy on the published runs (a cross-validated fit, ~6 s once
+    per process: the server's workers keep it): computed here once, before the children fork."""
+    try:
+        from gpuplan.serve.answers import accuracy_scores
+    except ImportError:
+        return
+    accuracy_scores()
+
+
 def _light(case: Case) -> Case:
     """The case as kept in the results: its file contents cut to their first 100 bytes."""
     return Case([a[:2000] for a in case.argv], {k: v[:100] if isinstance(v, bytes) else v
@@ -621,7 +709,8 @@ def _light(case: Case) -> Case:
 
 def iter_cases(seed: int, n: int) -> Iterator[Case]:
     """``generate(seed, n)``, a chunk at a time (the same cases, in the same order): hypothesis
-    draws from ``strategies.cases()`` under a fixed seed."""
+    draws under a fixed seed (``strategies.draw_cases``: the command cases, and after every 8th a
+    case of a defect class of ``boundary.py``)."""
     from strategies import draw_cases
 
     yield from draw_cases(seed, n)

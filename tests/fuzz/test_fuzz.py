@@ -13,7 +13,8 @@ import strategies
 from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the runner forks one child per input")
-CI_CASES = 200  # ~60 s on two shared cores; the full run: README, "Hostile inputs"
+CI_CASES = 200  # command cases, and 25 of boundary.py's classes: ~60 s on two shared cores (README, "Hostile inputs")
+DRAWN = CI_CASES + CI_CASES // strategies.BOUNDARY_EVERY
 
 
 def _check(outcomes: list[hostile.Outcome]) -> None:
@@ -25,7 +26,7 @@ def _check(outcomes: list[hostile.Outcome]) -> None:
 
 def test_a_seeded_sample_of_hostile_inputs():
     outcomes = hostile.run_cases(hostile.iter_cases(seed=14, n=CI_CASES), jobs=2, limit_s=10.0)
-    assert len(outcomes) == CI_CASES
+    assert len(outcomes) == DRAWN
     _check(outcomes)
 
 
@@ -47,6 +48,12 @@ def test_the_generator_covers_every_command_and_input_kind():
     assert any(isinstance(s, tuple) and s[0] == "symlink" for s in files)
     names = {name.rsplit("/", 1)[-1] for c in cases for name in c.files}
     assert {"config.json", "model.safetensors", "model.safetensors.index.json", "sc.yaml", "sc.json"} <= names
+    # a generator per defect class of issue 25 (boundary.py), each in the CI sample
+    kinds = {c.kind for c in cases}
+    assert {f"boundary:{k}" for k in ("surrogate", "huge-count", "big-document", "safetensors", "output-target",
+                                      "http")} <= kinds
+    assert any(isinstance(s, tuple) and s[0] == "repeat" and s[3] * len(s[2]) > 8 * 2**20 for s in files)
+    assert any(isinstance(s, tuple) and s[0] == "socket" for s in files)
 
 
 @pytest.mark.fuzz

@@ -29,7 +29,7 @@ from typing import Any
 from gpuplan.bounds import load_json as bounded_json
 from gpuplan.bounds import load_yaml, read_regular
 from gpuplan.catalog import load_json
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, plain, shown
 
 ENV = "GPUPLAN_CATALOG"
 _chosen: list[str | None] = [None]  # --catalog FILE, for this process (the CLI sets and clears it)
@@ -50,6 +50,7 @@ FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus"),
                "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency", "transport")}
 TRANSPORTS = ("infiniband", "roce", "tcp")  # a scale-out fabric's path for NCCL (fabrics.json _comment)
 FABRIC_COMMON = ("id", "name", "aliases", "kind", "latency_us", "source", "notes")
+MAX_CATALOG_VALUES = 100_000  # a catalogue of a few GPUs, fabrics and models holds hundreds: read in < 1 s
 MAX_FIGURE = 1e7  # no figure in the catalogue's units (GiB, TB/s, TFLOPS, W, USD, Gb/s) comes near
 
 
@@ -150,18 +151,24 @@ class UserCatalog:
 
 def _read(path: str) -> Any:
     """The catalogue file through the boundary: a regular file of bounded size, JSON or YAML of bounded
-    depth, size and numbers (gpuplan/bounds.py)."""
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise GpuplanError(f"catalogue file not found: {p} (from --catalog or ${ENV}): check the path")
+    depth, size and numbers (gpuplan/bounds)."""
+    try:
+        p = Path(path).expanduser()
+        found = p.exists()
+    except (OSError, RuntimeError, ValueError) as err:  # a name past the system's limit, ~nosuchuser
+        why = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        raise GpuplanError(f"cannot read the catalogue file {shown(str(path))} (from --catalog or ${ENV}; "
+                           f"{plain(why)}): check the path") from None
+    if not found:
+        raise GpuplanError(f"catalogue file not found: {shown(str(p))} (from --catalog or ${ENV}): check the path")
     data = read_regular(p, "catalogue file")
     if p.suffix == ".json":
-        return bounded_json(data, f"catalogue file {p}")
+        return bounded_json(data, f"catalogue file {p}", max_nodes=MAX_CATALOG_VALUES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise GpuplanError(f"cannot read the catalogue file {p}: it is not UTF-8 text") from None
-    return load_yaml(text, f"catalogue file {p}")
+    return load_yaml(text, f"catalogue file {p}", max_nodes=MAX_CATALOG_VALUES)
 
 
 def _entries(doc: Mapping[str, Any], section: str, path: str) -> list[Any]:

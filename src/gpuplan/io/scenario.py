@@ -40,8 +40,10 @@ MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
 MAX_HOST_MEMORY = 2**50  # 1 PiB per node
-# a scenario (or a list of 1,000) is small: its bounds are tighter than those of a config.json
-SCENARIO_BOUNDS = {"max_depth": 16, "max_nodes": 200_000, "max_text": MAX_TEXT}
+# a scenario (or a list of 1,000) is small: its bounds are tighter than those of a config.json; a
+# file at them is read (or refused) in well under a second (bounds.load_yaml counts as it reads)
+MAX_SCENARIOS = 1_000  # scenarios in one list file, and entries of any list or mapping in a scenario
+SCENARIO_BOUNDS = {"max_depth": 16, "max_nodes": 100_000, "max_items": MAX_SCENARIOS, "max_text": MAX_TEXT}
 
 
 def _check_keys(section: dict, allowed: tuple[str, ...], where: str) -> None:
@@ -125,7 +127,9 @@ def read_file(path: str | Path) -> Any:
         raise GpuplanError(f"scenario file {shown(str(p))} not found: give the path to a .yaml or .json file")
     text = _decode(p, read_regular(p, "scenario file"))
     is_json = p.suffix.lower() == ".json"
-    raw = load_json(text, str(p), **SCENARIO_BOUNDS) if is_json else load_yaml(text, str(p), **SCENARIO_BOUNDS)
+    # the file's shape here; each scenario's values when it is read, so a bad value fails its item only
+    load = load_json if is_json else load_yaml
+    raw = load(text, str(p), values=False, **SCENARIO_BOUNDS)
     if isinstance(raw, list) and not raw:
         raise GpuplanError(f"scenario file {shown(str(p))} holds no scenarios (an empty list): "
                            "give a scenario mapping, or a list of them")
@@ -185,15 +189,24 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
     training = _training(tr_raw, model)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
-    name = raw.get("name")
+    name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
     if "training.global_batch_tokens" in given:
         given |= {"training.global_batch"}
     gpu_ref = hw_raw["gpu"] if isinstance(hw_raw["gpu"], dict) else _inline_mapping(hw_raw["gpu"], "hardware.gpu", "")
-    return Scenario(name=str(name) if name is not None else None, model=model, hardware=hardware,
+    return Scenario(name=name, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,
                     gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None)
+
+
+def _name(value: Any) -> str | None:
+    """The scenario's label: text (a number is written as text), never a list or mapping made text."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise GpuplanError(f"name must be text (a label for the scenario), got {_kind(value)}")
+    return str(value)
 
 
 def _hardware(hw_raw: dict) -> Hardware:

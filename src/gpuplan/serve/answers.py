@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplan.errors import GpuplanError
+from gpuplan.bounds import LongNumber, check_tree, long_number
+from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.inputs import each
 from gpuplan.io.options import plan_options, reading_gpu
 from gpuplan.io.scenario import merge_flags, parse_scenario
@@ -55,8 +56,8 @@ def read_body(data: bytes, kind: str) -> Request:
     """The request body → a Request; malformed JSON, a wrong shape or too many items is one GpuplanError line."""
     if len(data) > MAX_BODY_BYTES:
         raise GpuplanError(f"request body is {len(data):,} bytes: at most {MAX_BODY_BYTES:,}")
-    try:
-        body = json.loads(data.decode("utf-8-sig")) if data.strip() else None
+    try:  # an integer of more than 40 digits is kept unconverted: its item is refused, not the body
+        body = json.loads(data.decode("utf-8-sig"), parse_int=_int) if data.strip() else None
     except UnicodeDecodeError as err:
         raise GpuplanError(f"request body is not UTF-8 text (byte {err.start} cannot be read)") from None
     except json.JSONDecodeError as err:
@@ -65,10 +66,16 @@ def read_body(data: bytes, kind: str) -> Request:
     except RecursionError:
         raise GpuplanError("request body is nested too deeply to read: a scenario is a mapping of four sections") \
             from None
+    except ValueError as err:  # whatever else the decoder cannot turn into a value
+        raise GpuplanError(f"request body cannot be read as JSON ({shown(str(err), 80)})") from None
     if body is None:
         raise GpuplanError("empty request: send a JSON scenario such as "
                            '{"model": "llama-3.1-8b", "gpu": "h100-sxm"}')
     return split(body, kind)
+
+
+def _int(text: str) -> int | LongNumber:
+    return long_number(text) or int(text)
 
 
 def split(body: Any, kind: str) -> Request:
@@ -79,6 +86,8 @@ def split(body: Any, kind: str) -> Request:
         raise GpuplanError(f"a request body is a JSON object (a scenario) or a list of them, got {_kind(body)}")
     body = dict(body)
     options = {k: body.pop(k) for k in OPTIONS[kind] if k in body}
+    for key, value in options.items():  # the scenarios' values are checked when each is read
+        check_tree(value, key, max_depth=4, max_nodes=1_000)
     items = body.pop("scenarios", None)
     is_list = items is not None
     if is_list:
@@ -308,10 +317,10 @@ def report_answer(req: Request, allow_paths: bool, progress: Progress = None) ->
     from gpuplan.report.document import render
 
     kind, fmt = req.options.get("kind", "evaluate"), req.options.get("format", "md")
-    if kind not in REPORT_KINDS:
-        raise GpuplanError(f"kind must be evaluate or plan, got {kind!r}")
-    if fmt not in REPORT_FORMATS:
-        raise GpuplanError(f"format must be md or html, got {fmt!r}")
+    if not isinstance(kind, str) or kind not in REPORT_KINDS:  # a list or mapping is not a key either
+        raise GpuplanError(f"kind must be evaluate or plan, got {shown(kind)}")
+    if not isinstance(fmt, str) or fmt not in REPORT_FORMATS:
+        raise GpuplanError(f"format must be md or html, got {shown(fmt)}")
     options = {k: v for k, v in req.options.items() if k not in ("kind", "format")}
     if kind == "evaluate" and options:
         raise GpuplanError(f"unknown scenario field {sorted(options)[0]!r}: a plan option, for kind plan")

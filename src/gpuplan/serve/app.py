@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import re
 import sys
 import traceback
 from collections.abc import AsyncIterator, Callable
@@ -18,11 +19,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gpuplan.errors import shown
 from gpuplan.serve.answers import MAX_BODY_BYTES
 from gpuplan.serve.docs import docs_page, openapi
 from gpuplan.serve.pool import INTERNAL, Pool, Reply, compute, error
@@ -52,11 +54,14 @@ async def _body(request: Request) -> bytes | Reply:
     if length.isdigit() and int(length) > MAX_BODY_BYTES:
         return too_big
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return too_big
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return too_big
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client went away mid-body: nothing to answer, nothing to log
+        return error(400, "the client closed the connection before the whole body was sent")
     return b"".join(chunks)
 
 
@@ -108,6 +113,7 @@ def _catalogue(name: str) -> bytes:
 
 
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::[0-9]{1,5})?")  # a Host header: a name, an optional port
 
 
 class HostCheck:
@@ -119,10 +125,12 @@ class HostCheck:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.hosts is not None and scope["type"] == "http":
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
-            name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
-            if name not in self.hosts:
-                message = f"this server answers requests to {', '.join(sorted(self.hosts))}, not {name!r}"
+            hosts = [v.decode("latin-1").lower() for k, v in scope["headers"] if k == b"host"]
+            host = hosts[0] if len(hosts) == 1 else ""
+            m = HOST.fullmatch(host)  # the whole header: `[::1]evil.com` or `localhost:8000, evil.com` is not a name
+            if m is None or m.group(1) not in self.hosts:
+                name = host if m is None else m.group(1)
+                message = f"this server answers requests to {', '.join(sorted(self.hosts))}, not {shown(name, 60)}"
                 await _reply(error(421, message))(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -110,6 +110,7 @@ class Pool:
         self._cache: OrderedDict[tuple[str, str], Reply] = OrderedDict()
         self._free = asyncio.Semaphore(workers)  # a job is handed over only when a worker is free,
         self._ex = self._new()                    # so its time limit counts from its start
+        self._retired: list[ProcessPoolExecutor] = []  # restarted pools, their queues freed at close
 
     def _new(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs threads
@@ -158,12 +159,21 @@ class Pool:
         """End the pool's workers (a job past its limit cannot be stopped any other way) and start anew."""
         if ex is not self._ex:
             return  # already replaced by another request's restart
-        for proc in list((getattr(ex, "_processes", None) or {}).values()):  # no public handle before 3.14
-            proc.terminate()
-        ex.shutdown(wait=False, cancel_futures=True)
+        _terminate(ex)
+        ex.shutdown(wait=False, cancel_futures=True)  # not waited for here: the event loop goes on
+        self._retired.append(ex)
         self._ex = self._new()
 
     def close(self) -> None:
-        for proc in list((getattr(self._ex, "_processes", None) or {}).values()):
-            proc.terminate()
-        self._ex.shutdown(wait=False, cancel_futures=True)
+        """End the workers and wait for each pool's own thread: it lets go of the pool's queues, whose
+        semaphores are then freed now. `serve` may end by SIGTERM's default action right after, with no
+        clean-up of the interpreter, and the resource tracker would report them as leaked."""
+        for ex in (*self._retired, self._ex):
+            _terminate(ex)
+            ex.shutdown(wait=True, cancel_futures=True)
+        self._retired.clear()
+
+
+def _terminate(ex: ProcessPoolExecutor) -> None:
+    for proc in list((getattr(ex, "_processes", None) or {}).values()):  # no public handle before 3.14
+        proc.terminate()
