@@ -211,9 +211,8 @@ def gemma3(c: Cfg, name: str) -> ModelSpec:
     text = c.raw("text_config", default={})
     if not isinstance(text, Mapping):
         raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
-    given = {k: v for k, v in text.items() if v is not None}
-    filled = {k: v for k, v in _GEMMA3_TEXT.items() if k not in given}
-    t = Cfg({**given, **filled, "model_type": "gemma3_text"}, f"{c.source} text_config", "gemma3_text", c.quote)
+    filled = {k: v for k, v in _GEMMA3_TEXT.items() if text.get(k) is None}
+    t = Cfg({**text, **filled, "model_type": "gemma3_text"}, f"{c.source} text_config", "gemma3_text", c.quote)
     t.assumed += c.assumed + [f"text_config.{k} not given: using the transformers default {v}"
                               for k, v in filled.items()]
     vision = _siglip_params(c, t.int("hidden_size"))
