@@ -229,14 +229,19 @@ def _siglip_params(c: Cfg, text_hidden: int) -> int:
     raw = c.raw("vision_config", default={})
     if not isinstance(raw, Mapping):
         raise GpuplanError(f"{c.source}: vision_config must be a mapping of the vision tower's config keys")
-    v = Cfg({**_SIGLIP, **{k: x for k, x in raw.items() if x is not None}}, f"{c.source} vision_config", "siglip")
+    v = Cfg({**_SIGLIP, **{k: x for k, x in raw.items() if x is not None}}, f"{c.source} vision_config", "siglip",
+            c.quote)
     h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
     p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
     layer = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
     tower = v.int("num_channels") * p * p * h + h + side * side * h + L * layer + 2 * h
     if v.flag("vision_use_head", default=True):  # probe, nn.MultiheadAttention, LayerNorm, MLP
         tower += h + 4 * h * h + 4 * h + 2 * h + (h * f + f) + (f * h + h)
-    return tower + h * text_hidden + h
+    total = tower + h * text_hidden + h
+    if total > MAX_PARAMS:
+        raise GpuplanError(f"{c.source}: vision_config gives {total:.3g} parameters, more than the limit "
+                           f"{MAX_PARAMS:.0e} (far above any real model): check its sizes")
+    return total
 
 
 # ---- DeepSeek V2/V3: multi-head latent attention + fine-grained MoE ----------------------------

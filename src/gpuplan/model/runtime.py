@@ -241,6 +241,7 @@ class PipelinePart:
 
 
 _PARTS: dict[tuple, PipelinePart] = {}  # by the values a pipeline part reads (the planner asks ~10^5 times)
+VALUE_CACHES = (_STAGES, _PARTS)  # cleared with the lru caches when constants change (catalog/constants.py)
 
 
 def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
