@@ -5,6 +5,7 @@ Optional packages come from the ``export`` extra; their tests skip cleanly witho
 from __future__ import annotations
 
 import argparse
+import ast
 import shlex
 import tomllib
 
@@ -123,7 +124,7 @@ def test_accelerate_yaml_loads_with_accelerate(case: tuple[dict, object], tmp_pa
 # Megatron-LM's own parser (megatron/training/arguments.py) is not on PyPI: the megatron-core wheel
 # (0.16.1) ships megatron/core only, and megatron-bridge (0.3.1) an args→config converter, not the parser.
 # Names, types and choices copied from NVIDIA/Megatron-LM megatron/training/arguments.py (stored copy at
-# commit 000c4ac2)
+# commit 000c4ac2; the window, squared-ReLU and LayerNorm1P flags from commit d98e8a6)
 # (_add_distributed_args, _add_training_args, _add_mixed_precision_args, _add_network_size_args,
 # _add_moe_args; Megatron-Core 0.1x) and the MCore optimizer-offload docs (--optimizer-cpu-offload,
 # --optimizer-offload-fraction). Only flags gpuplan writes are listed; the parser rejects others.
@@ -145,7 +146,7 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--overlap-param-gather", "--bf16", "--fp16", "--optimizer-cpu-offload", "--group-query-attention",
                  "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
                  "--tp-comm-overlap", "--use-rope-scaling", "--add-qkv-bias", "--qk-layernorm",
-                 "--overlap-moe-expert-parallel-comm"):
+                 "--overlap-moe-expert-parallel-comm", "--squared-relu", "--apply-layernorm-1p"):
         # megatron/training/arguments.py, _add_training_args / _add_network_size_args / _add_moe_args
         p.add_argument(name, action="store_true")
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
@@ -156,6 +157,11 @@ def megatron_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=["adam", "sgd"])
     p.add_argument("--normalization", choices=["LayerNorm", "RMSNorm"])
     p.add_argument("--position-embedding-type", choices=["learned_absolute", "rope", "relative", "none"])
+    # Megatron-LM d98e8a6 (2026-08): --window-size type=tuple_type ("(1,2)" or "1,2"), --window-attn-skip-freq
+    # type=moe_freq_type (an integer N, or a Python list expression); --apply-layernorm-1p from
+    # TransformerConfig.layernorm_zero_centered_gamma's argparse_meta
+    p.add_argument("--window-size", type=lambda x: tuple(int(i) for i in x.strip("()").split(",")))
+    p.add_argument("--window-attn-skip-freq", type=lambda x: int(x) if x.isdigit() else ast.literal_eval(x))
     return p
 
 

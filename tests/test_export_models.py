@@ -132,3 +132,49 @@ def test_torchtitan_fp8_uses_its_converter(tmp_path, given, recipe):
     job = load_torchtitan(ex.text, tmp_path)
     if job is not None:
         assert job.quantize.linear.float8.recipe_name == recipe
+
+
+# ---- families read since issue 21 --------------------------------------------------------------------
+_NEMOTRON = {"model_type": "nemotron", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 48,
+             "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 16384, "vocab_size": 256000}
+
+
+def test_nemotron_is_expressible_in_megatron():
+    # megatron/training/arguments.py (_add_network_size_args): --squared-relu "Use squared relu activation instead
+    # of default gelu"; TransformerConfig.layernorm_zero_centered_gamma is --apply-layernorm-1p (NeMo's
+    # NemotronConfig sets both: activation_func squared_relu, layernorm_zero_centered_gamma True)
+    ns, _ = _megatron(_NEMOTRON, tp=2)
+    assert ns.squared_relu and not ns.swiglu and ns.apply_layernorm_1p and ns.normalization == "LayerNorm"
+    assert ns.rotary_percent == 0.5 and ns.num_query_groups == 8 and ns.kv_channels == 128
+    assert ns.disable_bias_linear and ns.untie_embeddings_and_output_weights and ns.window_size is None
+
+
+def test_sliding_windows_are_written_as_megatron_windows():
+    # StarCoder2: every layer within 4096 keys → --window-size 4095,0 (FlashAttention's (left, right))
+    sc2 = {"model_type": "starcoder2", "hidden_size": 3072, "num_hidden_layers": 30, "num_attention_heads": 24,
+           "num_key_value_heads": 2, "intermediate_size": 12288, "vocab_size": 49152, "sliding_window": 4096}
+    ns, _ = _megatron(sc2)
+    assert ns.window_size == (4095, 0) and ns.window_attn_skip_freq is None and not ns.swiglu
+    # Qwen 2 with use_sliding_window: full below max_window_layers, windowed above — the per-layer list
+    qwen = {"model_type": "qwen2", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+            "intermediate_size": 1024, "vocab_size": 1024, "use_sliding_window": True, "sliding_window": 256,
+            "max_window_layers": 2}
+    ns, _ = _megatron(qwen)
+    assert ns.window_size == (255, 0) and ns.window_attn_skip_freq == [0, 0, 1, 1]
+    # Cohere 2: three windowed layers, then a full one → --window-attn-skip-freq 4
+    spec = load_model({"model_type": "cohere2", "hidden_size": 512, "num_hidden_layers": 8,
+                       "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1024})
+    assert spec.window_layers == (True, True, True, False) * 2
+
+
+@pytest.mark.parametrize(("model", "why"), [
+    ({"model_type": "cohere", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+      "intermediate_size": 1024, "vocab_size": 1024}, "in parallel"),
+    ({"model_type": "nemotron", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+      "intermediate_size": 1024, "vocab_size": 1024, "hidden_act": "relu"}, "relu MLP")])
+def test_megatron_refuses_parallel_blocks_and_other_activations(model, why):
+    # Megatron-Core's TransformerLayer feeds the MLP the attention's residual output; no argument gives both one
+    # input (megatron/core/transformer/transformer_layer.py; nothing in arguments.py or TransformerConfig)
+    sc = make(model, "h100-sxm", 8, training={"global_batch": 64}, layout={"tp": 1, "pp": 1})
+    with pytest.raises(GpuplanError, match=why):
+        export(evaluate(sc).to_json(), "megatron", sc.model)

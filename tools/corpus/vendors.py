@@ -3,7 +3,7 @@ TinyLlama."""
 
 from __future__ import annotations
 
-from corpus.common import entry, gpt, hardware, llama_model, megatron_padded_vocab, pct, published, reported, skipped
+from corpus.common import entry, gpt, hardware, llama_model, megatron_padded_vocab, pct, published, reported
 
 NOTE_ROCE = ("'1600 Gbps node-node (RoCE)' with 8 GPUs per node = 200 Gb/s per GPU: roce-200g (NIC count "
              "not stated).")
@@ -61,15 +61,36 @@ def _nemo_layout(p: dict) -> tuple[dict, list[str]]:
     return layout, open_
 
 
+# NeMo's performance scripts benchmark every Nemotron with a NullTokenizer of vocab_size=256000
+# (NVIDIA/NeMo scripts/performance/llm/pretrain_nemotron3_8b.py, pretrain_nemotron3_22b.py,
+# pretrain_nemotron4_340b.py at commit 8cfedd72): the Nemotron tokenizer's 256k vocabulary
+NEMOTRON_VOCAB = 256000
+
+
+def nemotron_model(m: dict) -> tuple[dict, str]:
+    """A Nemotron row's model as NeMo builds it (nemo/collections/llm/gpt/model/nemotron.py NemotronConfig:
+    squared-ReLU MLP, LayerNorm with zero-centred gamma, rotary_percent 0.5, untied embeddings, no biases),
+    with the row's stated shape; head size hidden / heads (kv_channels None in the row's configs)."""
+    model = {"model_type": "nemotron", "hidden_size": m["hidden"], "num_hidden_layers": m["layers"],
+             "num_attention_heads": m["heads"], "num_key_value_heads": m["kv_heads"],
+             "intermediate_size": m["ffn"], "vocab_size": NEMOTRON_VOCAB, "max_position_embeddings": m["seq_len"],
+             "partial_rotary_factor": 0.5, "tie_word_embeddings": False}
+    note = (f"Nemotron per NeMo's NemotronConfig (squared-ReLU MLP of 2 matrices, LayerNorm1P, rotary 0.5, untied, "
+            f"no biases) → model_type nemotron. Vocabulary not stated in the row: {NEMOTRON_VOCAB:,}, what NeMo's "
+            "performance scripts give every Nemotron (NullTokenizer vocab_size=256000, scripts/performance/llm/"
+            "pretrain_nemotron*.py, commit 8cfedd72); a multiple of 128 × tp, so Megatron pads nothing.")
+    return model, note
+
+
 def nemo(row: dict) -> list[dict]:
     """NeMo 24.07 performance summary (commit 8e3d65dc): pretraining and fine-tuning tables on DGX H100,
     FP8. Degrees and batches stated; recompute, SP, distributed optimizer and comm overlap not."""
     m, p = row["model"], row["parallelism"]
-    if m["name"].startswith("Nemotron"):
-        return [skipped(row, "nemo-2407", "vocabulary size not stated in the row, and Nemotron's squared-ReLU "
-                                          "MLP has no gpuplan model family")]
     notes = []
-    if m["name"].startswith("GPT3"):
+    if m["name"].startswith("Nemotron"):
+        model, model_note = nemotron_model(m)
+        notes.append(model_note)
+    elif m["name"].startswith("GPT3"):
         vocab = megatron_padded_vocab(50257, p["tp"])
         model: dict | str = gpt(m, vocab)
         notes.append(f"GPT-3 vocab 50257 padded to {vocab} (Megatron's make_vocab_size_divisible_by 128 × tp); "

@@ -99,8 +99,9 @@ class Cfg:
                                f"heads: fix the sizes or give head_dim explicitly")
         return hidden // heads
 
-    def kv_heads(self, heads: int, *keys: str) -> int:
-        kv = self.int(*keys, default=heads, note=False)
+    def kv_heads(self, heads: int, *keys: str, default: int | None = None) -> int:
+        """Key/value heads: as given, else ``default`` (recorded in assumed), else as many as query heads."""
+        kv = self.int(*keys, default=heads if default is None else default, note=default is not None)
         if heads % kv:
             raise GpuplanError(f"{self.source}: {heads} attention heads are not a multiple of {kv} "
                                f"key/value heads: fix {keys[0]}")
@@ -155,7 +156,7 @@ def tie(c: Cfg, default: bool) -> bool:
     return c.flag("tie_word_embeddings", default=default)
 
 
-_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
+_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "norm_epsilon")
 _ACT_KEYS = ("hidden_act", "hidden_activation", "activation_function")
 
 
@@ -183,6 +184,35 @@ def _architecture(c: Cfg, kw: dict[str, Any]) -> None:
             raise GpuplanError(f"{c.source}: {_ACT_KEYS[0]} = {c.shown(act)} must be an activation name such as silu")
         kw["activation"] = act
     kw["norm_eps"] = c.number(*_EPS_KEYS, default=None)
+
+
+def windows(c: Cfg, L: int, default: int | None, every: int | None = None,
+            full_below: int | None = None) -> dict[str, Any]:
+    """Sliding-window attention as the config gives it: ``sliding_window`` (a key absent takes the family's
+    transformers default ``default``; null means none) and which layers use it — ``layer_types`` when the
+    config lists them ("sliding_attention"), else every layer but each ``every``-th (Gemma 2: 2, Gemma 3:
+    ``sliding_window_pattern`` 6, Cohere 2: 4; the transformers rule ``(i + 1) % every != 0``), else the
+    layers from ``max_window_layers`` on (Qwen 2/3 with use_sliding_window: ``full_below`` the default), else all."""
+    if "sliding_window" in c.d and c.d["sliding_window"] is None:
+        return {}
+    w = c.int("sliding_window", default=default)
+    if w is None:
+        return {}
+    types = c.raw("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != L or not all(isinstance(t, str) for t in types):
+            raise GpuplanError(f"{c.source}: layer_types must list one attention type per layer ({L}), e.g. "
+                               "sliding_attention or full_attention")
+        pattern = tuple(t == "sliding_attention" for t in types)
+    elif every is not None:
+        n = c.int("sliding_window_pattern", default=every)
+        pattern = tuple((i + 1) % n != 0 for i in range(L))
+    elif full_below is not None:
+        first = c.int("max_window_layers", default=full_below, minimum=0)
+        pattern = tuple(i >= first for i in range(L))
+    else:
+        pattern = (True,) * L
+    return {"sliding_window": w, "window_layers": pattern} if any(pattern) else {}
 
 
 def spec(c: Cfg, name: str, **kw: Any) -> ModelSpec:

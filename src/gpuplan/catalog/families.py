@@ -10,7 +10,8 @@ recorded in ``ModelSpec.assumed`` so nothing is assumed silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,13 +29,15 @@ from gpuplan.catalog.builder_parts import (
     nrm,
     spec,
     tie,
+    windows,
 )
+from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_neox, mpt, opt
+from gpuplan.catalog.families_ln import cohere, nemotron, starcoder2
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
 __all__ = ["BUILDERS", "GENERIC_DECODERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB",
-           "Cfg", "bloom", "deepseek", "emb", "falcon", "gated", "gpt2", "gpt_neox", "groups", "lin", "llama_like",
-           "mpt", "nrm", "opt", "spec", "tie"]
+           "Cfg", "deepseek", "emb", "gated", "gemma3", "groups", "lin", "llama_like", "nrm", "spec", "tie"]
 
 
 # ---- Llama-like decoders (RMSNorm, RoPE, SwiGLU/GeGLU) -----------------------------------------
@@ -42,26 +45,29 @@ __all__ = ["BUILDERS", "GENERIC_DECODERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_
 # qk: q_norm/k_norm; hd: default head_dim of the config class (None: hidden // heads)
 _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "llama": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias"),
-    "mistral": dict(tie=False),
-    "mixtral": dict(tie=False, moe="mixtral"),
-    "qwen2": dict(tie=False, qkv=True),
-    "qwen2_moe": dict(tie=False, qkv="qkv_bias", qkv_default=True, moe="qwen2_moe"),
-    "qwen3": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128),
-    "qwen3_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, moe="qwen3_moe"),
+    "mistral": dict(tie=False, win=4096),
+    "mixtral": dict(tie=False, moe="mixtral", win=None),
+    "qwen2": dict(tie=False, qkv=True, qwen_win=28),
+    "qwen2_moe": dict(tie=False, qkv="qkv_bias", qkv_default=True, moe="qwen2_moe", qwen_win=28),
+    "qwen3": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, qwen_win=28),
+    "qwen3_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, moe="qwen3_moe",
+                      qwen_win=28),
     "gemma": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256),
-    "gemma2": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256, norms=4),
+    "gemma2": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256, norms=4,
+                   win=4096, every=2),
     "gemma3_text": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256,
-                        norms=4, qk=True),
-    "phi3": dict(tie=False, fused=True),
+                        norms=4, qk=True, win=4096, every=6),
+    "phi3": dict(tie=False, fused=True, win=None),
+    # Arcee (AFM): Llama's block with a two-matrix squared-ReLU MLP (up_proj, down_proj; ArceeMLP)
+    "arcee": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias", plain=True, act="relu2"),
     # The generic decoder mapping: Hugging Face families that are plain Llama-shaped decoders (RMSNorm, RoPE,
     # SwiGLU MLP, q/k/v/o projections, the Llama config keys) are read as Llama; ``generic`` is the note
     # printed with every answer (ModelSpec.assumed) saying what the mapping leaves out.
     "olmo2": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
                   generic="its q/k RMSNorm weights (h + kv_heads·head_dim per block, < 0.01% of the parameters) are "
                   "not counted; its norms follow attention and MLP (post-norm), which memory and time do not see"),
-    "olmo3": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
-                  generic="as OLMo 2 (q/k norms not counted, post-norm); its sliding-window layers are costed as "
-                  "full attention"),
+    "olmo3": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True, win=4096, every=4,
+                  generic="as OLMo 2 (q/k norms not counted, post-norm)"),
     "olmo": dict(tie=False, qkv="attention_bias", o="attention_bias",
                  generic="OLMo's LayerNorm has no weights: the 2·h norm weights per block counted here are not in "
                  "the model (< 0.01%)"),
@@ -103,10 +109,7 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
     if f.get("norms", 2) == 4:
         norms += nrm("pre_feedforward_layernorm", h) + nrm("post_feedforward_layernorm", h)
-    if f.get("fused"):
-        dense_mlp = lin("mlp.gate_up_proj", 2 * ffn, h, "mlp") + lin("mlp.down_proj", h, ffn, "mlp")
-    else:
-        dense_mlp = gated("mlp", h, ffn, "mlp", mlp_b)
+    dense_mlp = _llama_mlp(f, h, ffn, mlp_b)
     m = _llama_moe(c, moe, h, L, ffn)
     if not all(m.sparse) and ffn == 0:
         c.require("intermediate_size")
@@ -114,10 +117,30 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=0 if all(m.sparse) else ffn, vocab=V,
-                max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
-                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
-                head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn, shared_ffn=m.shared,
-                activation=f.get("act", "silu"), post_norms=f.get("norms", 2) == 4 or f.get("post", False))
+                max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=not f.get("plain"),
+                norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups(layers), head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn,
+                shared_ffn=m.shared, activation=f.get("act", "silu"),
+                post_norms=f.get("norms", 2) == 4 or f.get("post", False), **_llama_windows(c, f, L))
+
+
+def _llama_mlp(f: dict[str, Any], h: int, ffn: int, bias: bool) -> list[Weight]:
+    """The dense MLP: SwiGLU/GeGLU (gate, up, down; Phi-3 fuses gate and up) or, ``plain``, up and down only."""
+    if f.get("fused"):
+        return lin("mlp.gate_up_proj", 2 * ffn, h, "mlp") + lin("mlp.down_proj", h, ffn, "mlp")
+    if f.get("plain"):
+        return lin("mlp.up_proj", ffn, h, "mlp", bias) + lin("mlp.down_proj", h, ffn, "mlp", bias)
+    return gated("mlp", h, ffn, "mlp", bias)
+
+
+def _llama_windows(c: Cfg, f: dict[str, Any], L: int) -> dict[str, Any]:
+    """Sliding-window layers (builder_parts.windows) with the family's transformers defaults; Qwen 2/3 only
+    with use_sliding_window, on the layers from max_window_layers on."""
+    if "win" in f:
+        return windows(c, L, f["win"], f.get("every"))
+    if "qwen_win" in f and c.flag("use_sliding_window", default=False):
+        return windows(c, L, 4096, full_below=f["qwen_win"])
+    return {}
 
 
 def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b: bool,
@@ -170,6 +193,55 @@ def _llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> _Moe:
         mlp += gated("mlp.shared_expert", h, shared, "shared_expert")
         mlp += lin("mlp.shared_expert_gate", 1, h, "router")
     return _Moe(experts=E, top_k=k, ffn=moe_ffn, shared=shared, sparse=sparse, mlp=mlp)
+
+
+# ---- Gemma 3 image-text models: the Gemma 3 decoder of text_config, the vision tower apart ----------
+# Gemma3TextConfig defaults (transformers): the text_config of google/gemma-3-4b-pt gives only what differs
+_GEMMA3_TEXT = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}
+# SiglipVisionConfig defaults (transformers): hidden, MLP, layers, channels, image and patch size
+_SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+           "image_size": 224, "patch_size": 16}
+
+
+def gemma3(c: Cfg, name: str) -> ModelSpec:
+    """Gemma3ForConditionalGeneration: its language model is the Gemma 3 decoder of ``text_config`` (read as
+    gemma3_text); the SigLIP vision tower and the projector are counted apart, in ``extra_params``, because a
+    text step does not run them (an image fine-tune adds their weights and FLOPs: noted in assumed)."""
+    text = c.raw("text_config", default={})
+    if not isinstance(text, Mapping):
+        raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
+    filled = {k: v for k, v in _GEMMA3_TEXT.items() if text.get(k) is None}
+    t = Cfg({**text, **filled, "model_type": "gemma3_text"}, f"{c.source} text_config", "gemma3_text", c.quote)
+    t.assumed += c.assumed + [f"text_config.{k} not given: using the transformers default {v}"
+                              for k, v in filled.items()]
+    vision = _siglip_params(c, t.int("hidden_size"))
+    t.assumed.append(f"model_type gemma3 (image-text): the language model is costed on text; the vision tower and "
+                     f"projector ({vision:,} parameters) are counted apart (extra_params), without their memory "
+                     "and FLOPs")
+    return dataclasses.replace(llama_like(t, name), model_type="gemma3", extra_params=vision)
+
+
+def _siglip_params(c: Cfg, text_hidden: int) -> int:
+    """SigLIP vision tower (patch embedding with bias, learned positions, pre-norm blocks with biased q/k/v/out and
+    fc1/fc2, post LayerNorm; the attention-pooling head when vision_use_head, absent meaning present) and the
+    Gemma 3 projector (mm_input_projection_weight, mm_soft_emb_norm)."""
+    raw = c.raw("vision_config", default={})
+    if not isinstance(raw, Mapping):
+        raise GpuplanError(f"{c.source}: vision_config must be a mapping of the vision tower's config keys")
+    v = Cfg({**_SIGLIP, **{k: x for k, x in raw.items() if x is not None}}, f"{c.source} vision_config", "siglip",
+            c.quote)
+    h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
+    layer = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
+    tower = v.int("num_channels") * p * p * h + h + side * side * h + L * layer + 2 * h
+    if v.flag("vision_use_head", default=True):  # probe, nn.MultiheadAttention, LayerNorm, MLP
+        tower += h + 4 * h * h + 4 * h + 2 * h + (h * f + f) + (f * h + h)
+    total = tower + h * text_hidden + h
+    if total > MAX_PARAMS:
+        raise GpuplanError(f"{c.source}: vision_config gives {total:.3g} parameters, more than the limit "
+                           f"{MAX_PARAMS:.0e} (far above any real model): check its sizes")
+    return total
 
 
 # ---- DeepSeek V2/V3: multi-head latent attention + fine-grained MoE ----------------------------
@@ -226,156 +298,11 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
                 q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope, extra_params=extra)
 
 
-# ---- GPT-style decoders (LayerNorm with bias, GeLU/ReLU MLP) ------------------------------------
-def _plain(c: Cfg, name: str, *, L: int, h: int, nh: int, nkv: int, ffn: int, V: int, max_pos: int,
-           tied: bool, embedding: list[Weight], block: list[Weight], final: list[Weight],
-           head_name: str = "lm_head", head_in: int | None = None, **arch: Any) -> ModelSpec:
-    head = final + ([] if tied else emb(head_name, V, head_in or h, "head"))
-    arch.setdefault("position", "learned" if any(w.group == "position" for w in embedding) else "rope")
-    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=h // nh, ffn=ffn, vocab=V,
-                max_positions=max_pos, gated_mlp=False, norm="layernorm", tied_embeddings=tied,
-                embedding=tuple(embedding), layers=groups([(block, False)] * L), head=tuple(head), **arch)
-
-
-def gpt2(c: Cfg, name: str) -> ModelSpec:
-    c.require(("n_layer", "num_hidden_layers"), ("n_embd", "hidden_size"), ("n_head", "num_attention_heads"))
-    L, h = c.int("n_layer", "num_hidden_layers"), c.int("n_embd", "hidden_size")
-    nh = c.int("n_head", "num_attention_heads")
-    c.head_dim(h, nh)
-    V, P = c.int("vocab_size", default=50257), c.int("n_positions", "max_position_embeddings", default=1024)
-    ffn = c.int("n_inner", default=4 * h, note=False)
-    block = (nrm("ln_1", h, True) + lin("attn.c_attn", 3 * h, h, "attention", True)
-             + lin("attn.c_proj", h, h, "attention", True) + nrm("ln_2", h, True)
-             + lin("mlp.c_fc", ffn, h, "mlp", True) + lin("mlp.c_proj", h, ffn, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
-                  embedding=emb("wte", V, h) + emb("wpe", P, h, "position"), block=block,
-                  final=nrm("ln_f", h, True), activation="gelu_new")
-
-
-def bloom(c: Cfg, name: str) -> ModelSpec:
-    c.require(("n_layer", "num_hidden_layers"), ("hidden_size", "n_embed"), ("n_head", "num_attention_heads"),
-              "vocab_size")
-    L, h = c.int("n_layer", "num_hidden_layers"), c.int("hidden_size", "n_embed")
-    nh, V = c.int("n_head", "num_attention_heads"), c.int("vocab_size")
-    c.head_dim(h, nh)
-    block = (nrm("input_layernorm", h, True)
-             + lin("self_attention.query_key_value", 3 * h, h, "attention", True)
-             + lin("self_attention.dense", h, h, "attention", True) + nrm("post_attention_layernorm", h, True)
-             + lin("mlp.dense_h_to_4h", 4 * h, h, "mlp", True)
-             + lin("mlp.dense_4h_to_h", h, 4 * h, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=4 * h, V=V, max_pos=c.int("seq_length", default=2048),
-                  tied=tie(c, True),
-                  embedding=emb("word_embeddings", V, h) + nrm("word_embeddings_layernorm", h, True),
-                  block=block, final=nrm("ln_f", h, True), position="alibi", activation="gelu")
-
-
-def opt(c: Cfg, name: str) -> ModelSpec:
-    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "ffn_dim", "vocab_size")
-    h, L, nh = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads")
-    ffn, V, P = c.int("ffn_dim"), c.int("vocab_size"), c.int("max_position_embeddings", default=2048)
-    c.head_dim(h, nh)
-    pd = c.int("word_embed_proj_dim", default=h, note=False)
-    b = c.flag("enable_bias", default=True)
-    ln = c.flag("layer_norm_elementwise_affine", default=True)
-    block = (lin("self_attn.q_proj", h, h, "attention", b) + lin("self_attn.k_proj", h, h, "attention", b)
-             + lin("self_attn.v_proj", h, h, "attention", b) + lin("self_attn.out_proj", h, h, "attention", b)
-             + (nrm("self_attn_layer_norm", h, True) if ln else [])
-             + lin("fc1", ffn, h, "mlp", b) + lin("fc2", h, ffn, "mlp", b)
-             + (nrm("final_layer_norm", h, True) if ln else []))
-    embedding = emb("embed_tokens", V, pd) + emb("embed_positions", P + 2, h, "position")  # OPT offsets by 2
-    if pd != h:
-        embedding += lin("project_in", h, pd, "embedding")
-    final = (nrm("final_layer_norm", h, True) if c.flag("do_layer_norm_before", default=True)
-             and not c.flag("_remove_final_layer_norm", default=False) else [])
-    if pd != h:
-        final += lin("project_out", pd, h, "head")
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
-                  embedding=embedding, block=block, final=final, head_in=pd, activation="relu")
-
-
-def falcon(c: Cfg, name: str) -> ModelSpec:
-    c.require(("hidden_size", "n_embed"), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"),
-              "vocab_size")
-    h, L = c.int("hidden_size", "n_embed"), c.int("num_hidden_layers", "n_layer")
-    nh, V = c.int("num_attention_heads", "n_head"), c.int("vocab_size")
-    new = c.flag("new_decoder_architecture", default=c.mt == "RefinedWeb")
-    d = c.head_dim(h, nh)
-    if new:
-        nkv = c.kv_heads(nh, "num_kv_heads", "n_head_kv")
-    else:
-        nkv = 1 if c.flag("multi_query", default=True) else nh
-    b = c.flag("bias", default=False)
-    ffn = c.int("ffn_hidden_size", default=4 * h, note=False)
-    n_ln = c.int("num_ln_in_parallel_attn", default=2 if new else 1, note=False)
-    parallel = c.flag("parallel_attn", default=True)
-    if new and n_ln == 2:
-        norms = nrm("ln_attn", h, True) + nrm("ln_mlp", h, True)
-    else:
-        norms = nrm("input_layernorm", h, True)
-        if not parallel:
-            norms += nrm("post_attention_layernorm", h, True)
-    block = (norms + lin("self_attention.query_key_value", (nh + 2 * nkv) * d, h, "attention", b)
-             + lin("self_attention.dense", h, h, "attention", b)
-             + lin("mlp.dense_h_to_4h", ffn, h, "mlp", b) + lin("mlp.dense_4h_to_h", h, ffn, "mlp", b))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V,
-                  max_pos=c.int("max_position_embeddings", default=2048), tied=tie(c, True),
-                  embedding=emb("word_embeddings", V, h), block=block, final=nrm("ln_f", h, True),
-                  position="alibi" if c.flag("alibi", default=False) else "rope", parallel_block=parallel,
-                  activation="gelu")
-
-
-def mpt(c: Cfg, name: str) -> ModelSpec:
-    c.require(("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
-              ("n_heads", "num_attention_heads"), "vocab_size")
-    h, L = c.int("d_model", "hidden_size"), c.int("n_layers", "num_hidden_layers")
-    nh, V = c.int("n_heads", "num_attention_heads"), c.int("vocab_size")
-    d = c.head_dim(h, nh)
-    attn_cfg, ffn_cfg = c.raw("attn_config", default={}), c.raw("ffn_config", default={})
-    if not isinstance(attn_cfg, dict) or not isinstance(ffn_cfg, dict):
-        raise GpuplanError(f"{c.source}: attn_config and ffn_config must be mappings")
-    nkv = nh
-    if attn_cfg.get("attn_type") == "grouped_query_attention":
-        nkv = Cfg(attn_cfg, c.source + " attn_config", c.mt).kv_heads(nh, "kv_n_heads")
-    elif attn_cfg.get("attn_type") == "multiquery_attention":
-        nkv = 1
-    ffn = ffn_cfg.get("ffn_hidden_size") or int(c.raw("expansion_ratio", default=4) * h)
-    b = not c.flag("no_bias", default=False)
-    P = c.int("max_seq_len", default=2048)
-    block = (nrm("norm_1", h, b) + lin("attn.Wqkv", (nh + 2 * nkv) * d, h, "attention", b)
-             + lin("attn.out_proj", h, h, "attention", b) + nrm("norm_2", h, b)
-             + lin("ffn.up_proj", ffn, h, "mlp", b) + lin("ffn.down_proj", h, ffn, "mlp", b))
-    embedding = emb("wte", V, h)
-    if (c.flag("learned_pos_emb", default=True) and not attn_cfg.get("alibi", False)
-            and not attn_cfg.get("rope", False)):
-        embedding += emb("wpe", P, h, "position")
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P,
-                  tied=c.flag("tie_word_embeddings", default=True), embedding=embedding, block=block,
-                  final=nrm("norm_f", h, b), activation="gelu",
-                  position="alibi" if attn_cfg.get("alibi") else "rope" if attn_cfg.get("rope") else
-                  "learned" if len(embedding) > 1 else "none")
-
-
-def gpt_neox(c: Cfg, name: str) -> ModelSpec:
-    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-    h, L, nh = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads")
-    ffn, V = c.int("intermediate_size"), c.int("vocab_size")
-    c.head_dim(h, nh)
-    b = c.flag("attention_bias", default=True)
-    block = (nrm("input_layernorm", h, True) + nrm("post_attention_layernorm", h, True)
-             + lin("attention.query_key_value", 3 * h, h, "attention", b)
-             + lin("attention.dense", h, h, "attention", b)
-             + lin("mlp.dense_h_to_4h", ffn, h, "mlp", True) + lin("mlp.dense_4h_to_h", h, ffn, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V,
-                  max_pos=c.int("max_position_embeddings", default=2048), tied=tie(c, False),
-                  embedding=emb("embed_in", V, h), block=block, final=nrm("final_layer_norm", h, True),
-                  head_name="embed_out", rotary_percent=0.25, activation="gelu",
-                  parallel_block=c.flag("use_parallel_residual", default=True))
-
-
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
     "deepseek_v2": deepseek, "deepseek_v3": deepseek,
     "gpt2": gpt2, "bloom": bloom, "opt": opt,
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,
+    "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
 }

@@ -284,7 +284,12 @@ def _from_path(p: Path) -> ModelSpec:
     return _with_checkpoint(spec, folder, cfg)
 
 
+_NOT_LANGUAGE = ("vision_tower.", "multi_modal_projector.")  # image-text checkpoints (Gemma 3): extra_params
+
+
 def _is_extra(key: str, spec: ModelSpec) -> bool:
+    if key.startswith(_NOT_LANGUAGE) or ".vision_tower." in key or ".multi_modal_projector." in key:
+        return True
     mm = _LAYER_RE.search(key)
     return bool(mm and int(mm[1]) >= spec.n_layers)
 

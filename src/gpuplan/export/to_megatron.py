@@ -163,13 +163,14 @@ def _megatron_model(m: Any, tp: int, notes: list[str]) -> list[str]:
         a += ["--group-query-attention", "--num-query-groups", str(m.n_kv_heads)]
     if m.head_dim and m.head_dim * m.n_heads != m.hidden:
         a += ["--kv-channels", str(m.head_dim)]
-    if m.gated_mlp:
-        a.append("--swiglu")
+    a += _block_args(m)
     a += _bias_args(m)
     if any(w.name.endswith(("q_norm", "k_norm")) for lg in m.layers for w in lg.weights):
         a.append("--qk-layernorm")
     a += _position_args(m, notes)
     a += ["--normalization", "RMSNorm" if m.norm == "rmsnorm" else "LayerNorm"]
+    if m.norm_zero_centered:  # TransformerConfig.layernorm_zero_centered_gamma (argparse --apply-layernorm-1p)
+        a.append("--apply-layernorm-1p")
     if m.norm_eps is not None:
         a += ["--norm-epsilon", repr(m.norm_eps)]
     else:
@@ -188,7 +189,10 @@ def _megatron_model(m: Any, tp: int, notes: list[str]) -> list[str]:
 
 def _unexpressible(m: Any) -> str | None:
     """What in the model pretrain_gpt.py's flags cannot build (GPTModel: pre-norm blocks, attention then MLP,
-    SwiGLU or GeLU, RoPE or learned positions)."""
+    SwiGLU, GeLU or squared ReLU, RoPE or learned positions). Parallel blocks (GPT-J/NeoX, Falcon, Cohere):
+    megatron/core/transformer/transformer_layer.py runs the MLP on the attention's residual output, and neither
+    TransformerConfig nor megatron/training/arguments.py has an option for one shared input (Megatron-LM
+    d98e8a6, 2026-08)."""
     if m.position == "alibi":
         return "uses ALiBi positions"
     if m.parallel_block:
@@ -197,7 +201,7 @@ def _unexpressible(m: Any) -> str | None:
         return "has extra norms after attention and MLP"
     if m.gated_mlp and m.activation not in ("silu", "swish"):
         return f"uses a gated {m.activation} MLP (GeGLU), not SwiGLU"
-    if not m.gated_mlp and not m.activation.startswith("gelu"):
+    if not m.gated_mlp and not m.activation.startswith("gelu") and m.activation != "relu2":
         return f"uses a {m.activation} MLP"
     scaling = dict(m.rope_scaling)
     kind = scaling.get("rope_type", scaling.get("type"))
@@ -208,6 +212,26 @@ def _unexpressible(m: Any) -> str | None:
         return (f"scales RoPE (llama3) with low/high frequency factors and original length other than Megatron's "
                 f"fixed {LLAMA3_ROPE_FIXED}")
     return None
+
+
+def _block_args(m: Any) -> list[str]:
+    """The MLP's activation and the attention window (megatron/training/arguments.py, _add_network_size_args):
+    --swiglu (gated SiLU); --squared-relu ('Use squared relu activation instead of default gelu': Nemotron's
+    relu², two matrices); GeLU is the default. A sliding window of W keys (the query's own included:
+    transformers' sliding-window mask keeps kv_idx > q_idx − W) is FlashAttention's window_size (W − 1, 0),
+    written --window-size; --window-attn-skip-freq N puts one full-attention layer after N − 1 windowed ones,
+    or takes the per-layer list (1 = window)."""
+    a = ["--swiglu"] if m.gated_mlp else ["--squared-relu"] if m.activation == "relu2" else []
+    if m.window_layers:
+        a += ["--window-size", f"{m.sliding_window - 1},0"]
+        pattern = [int(w) for w in m.window_layers]
+        period = next((n for n in range(2, len(pattern) + 1)
+                       if pattern == [int((i + 1) % n != 0) for i in range(len(pattern))]), None)
+        if period is not None:
+            a += ["--window-attn-skip-freq", str(period)]
+        elif not all(pattern):
+            a += ["--window-attn-skip-freq", "[" + ",".join(map(str, pattern)) + "]"]
+    return a
 
 
 # megatron/core/models/common/embeddings/rotary_pos_embedding.py, RotaryEmbedding._apply_scaling: Llama 3

@@ -22,6 +22,7 @@ from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
+    PRECISIONS,
     Hardware,
     Training,
     check_layout_fields,
@@ -187,7 +188,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hardware = _hardware(hw_raw)
     _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
-    training = _training(tr_raw, model)
+    training, words = _training(tr_raw, model)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
@@ -197,7 +198,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     gpu_ref = hw_raw["gpu"] if isinstance(hw_raw["gpu"], dict) else _inline_mapping(hw_raw["gpu"], "hardware.gpu", "")
     return Scenario(name=name, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,
-                    gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None)
+                    gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None, read_as=words)
 
 
 def _name(value: Any) -> str | None:
@@ -294,7 +295,29 @@ def _lora_targets(value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _training(tr_raw: dict, model: ModelSpec) -> Training:
+def _words(kw: dict[str, Any]) -> tuple[tuple[str, str, Any, str], ...]:
+    """The user's words for the software and its precision, read as the profile and precision they mean
+    (catalog/stacks.py: hf-trainer → pytorch-fsdp, torchtune's bf16 → bf16-pure); an open precision takes the
+    framework's documented default (frameworks.json defaults.precision) when it is one of gpuplan's."""
+    from gpuplan.catalog.frameworks import get_framework
+    from gpuplan.catalog.stacks import read_framework, read_precision
+
+    read = []
+    if "framework" in kw:
+        kw["framework"], r = read_framework(kw["framework"])
+        read.append(r)
+    framework = kw.get("framework", "generic")
+    if "precision" in kw:
+        kw["precision"], r = read_precision(kw["precision"], framework)
+        read.append(r)
+    else:
+        default = get_framework(framework).defaults.get("precision")
+        if default is not None and default.value in PRECISIONS:
+            kw["precision"] = default.value
+    return tuple((r.field, r.given, r.value, r.rule) for r in read if r is not None)
+
+
+def _training(tr_raw: dict, model: ModelSpec) -> tuple[Training, tuple[tuple[str, str, Any, str], ...]]:
     kw: dict[str, Any] = {}
     for key, value in tr_raw.items():
         if key in INT_KEYS:
@@ -316,6 +339,7 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
     if "tokens" in kw and "steps" in kw:
         raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
                            "seq_len is the tokens")
+    words = _words(kw)
     seq_len = kw.get("seq_len", 4096)
     Training(seq_len=seq_len)  # seq_len is checked before global_batch_tokens divides by it
     if "global_batch_tokens" in tr_raw:
@@ -333,7 +357,7 @@ def _training(tr_raw: dict, model: ModelSpec) -> Training:
         training = replace(training, grad_dtype=grad_dtype_of(training))
     if training.method != "full":
         _check_lora_rank(training, model)
-    return training
+    return training, words
 
 
 def _batch_from_tokens(value: Any, seq_len: int) -> int:

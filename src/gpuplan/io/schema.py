@@ -71,7 +71,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
                                              default="none"),
     "training.tokens": FieldDoc("tokens to train (or steps)", "tokens (e.g. 1.4T)", default="none: no time to train"),
     "training.steps": FieldDoc("optimizer steps to train (or tokens)", "steps", default="none"),
-    "training.precision": FieldDoc("number format; bf16 = mixed precision with fp32 master weights"),
+    "training.precision": FieldDoc("number format; bf16 = mixed precision with fp32 master weights",
+                                   default="bf16, or the framework's documented default (torchtune: bf16-pure)"),
     "training.optimizer": FieldDoc("optimizer (its states per parameter)"),
     "training.optimizer_impl": FieldDoc("optimizer kernel"),
     "training.method": FieldDoc("what is trained: all weights or LoRA/QLoRA adapters"),
@@ -136,6 +137,19 @@ def _show(v: Any) -> str:
     return ",".join(v) if isinstance(v, tuple) else str(v)
 
 
+def _more_values(key: str) -> str:
+    """Words a key accepts beyond its spec type's values (catalog/stacks.json): the stacks read as a framework
+    profile, the frameworks' own words for a precision. Read when help is asked, not at import."""
+    if key not in ("training.framework", "training.precision"):
+        return ""
+    from gpuplan.catalog.stacks import precision_words, stack_names
+
+    if key == "training.framework":
+        return "; or a stack read as its profile (the answer says so): " + " | ".join(stack_names())
+    return "; or a framework's own word, read as what it means there (torchtune's bf16 is bf16-pure): " + \
+        " | ".join(precision_words())
+
+
 def field_help(key: str) -> str:
     """The help line of a scenario key: what it is, its allowed values, its default and its unit."""
     doc = FIELD_DOCS[key]
@@ -144,7 +158,7 @@ def field_help(key: str) -> str:
     literal = hint if get_origin(hint) is Literal else \
         next((a for a in get_args(hint) if get_origin(a) is Literal), None)  # Literal[...] | None
     if not values and literal is not None:
-        values = " | ".join(get_args(literal))
+        values = " | ".join(get_args(literal)) + _more_values(key)
     elif not values and hint is bool:
         values = "true | false"
     shown = doc.default or (_show(default) if default is not MISSING else "")

@@ -14,7 +14,9 @@ We keep those pieces and generalise each one (``layer_terms``):
 * Gated MLPs (SwiGLU/GeGLU, 3 matrices, intermediate f): gate output, activation output,
   up output and their product (down-projection input) are all saved: 8·s·b·f, as eager
   PyTorch does (torchtitan, Hugging Face); a GeLU MLP keeps 4·s·b·f (= 16·sbh at f = 4h,
-  Korthikanti's 8 + 8).
+  Korthikanti's 8 + 8). A squared-ReLU MLP (Nemotron: up → relu(x)² → down, 2 matrices) keeps the
+  same 4·s·b·f: ReLU saves its output, which is also what the square saves, and the square's
+  output is the down projection's input; the up projection's output is freed.
 * Dropout: the masks (1 byte/element) and the attention-dropout output exist only when
   ``dropout > 0``; modern LLM pre-training uses none.
 * Attention kernel: eager softmax keeps the a·s² scores (2·a·s²·b, plus 3·a·s²·b with

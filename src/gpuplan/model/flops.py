@@ -44,10 +44,25 @@ def _every_other_mm_flops(m: ModelSpec, lg: LayerGroup) -> float:
                for i, w in enumerate(mats) if i % 2 == 1)
 
 
+def attended_keys(m: ModelSpec, seq_len: int) -> float:
+    """Keys a query attends to, averaged over the sequence and the layers, causal mask applied.
+
+    A full causal layer: s/2. A sliding-window layer of window w < s (Mistral, Gemma 2/3, StarCoder2):
+    query i sees min(i, w) keys, on average w − w²/(2s) (FlashAttention computes only the blocks inside
+    the band: ``window_size``, Dao, flash-attention 2.3 release notes); at s ≤ w the window changes nothing."""
+    s, w = seq_len, m.sliding_window
+    if not m.window_layers or s <= w:
+        return s / 2
+    windowed = m.windowed_layers
+    return ((m.n_layers - windowed) * s / 2 + windowed * (w - w * w / (2 * s))) / m.n_layers
+
+
 def attention_flops(m: ModelSpec, seq_len: int, causal_saving: bool) -> float:
-    """Forward FLOPs per token of one layer's attention core (Q·Kᵀ and P·V) at context ``seq_len``."""
-    full = 2 * seq_len * m.n_heads * (m.head_dim + m.v_head_dim)
-    return full / 2 if causal_saving else full
+    """Forward FLOPs per token of one layer's attention core (Q·Kᵀ and P·V) at context ``seq_len``,
+    averaged over the layers. Without the causal saving (PaLM's model-FLOPs convention) twice what runs:
+    2·s·a·(d + d_v) for full attention, as before windows were read."""
+    executed = 2 * attended_keys(m, seq_len) * m.n_heads * (m.head_dim + m.v_head_dim)
+    return executed if causal_saving else 2 * executed
 
 
 def head_flops(m: ModelSpec) -> float:

@@ -69,8 +69,11 @@ def assumed_line(items: list[dict]) -> str:
     """The values an answer filled in (spec/defaults.py), on one line; layout defaults are shown by
     the layout line itself."""
     shown = [f"{a['field'].split('.', 1)[1]}={_assumed_value(a['field'], a['value'])}" for a in items
-             if not a["field"].startswith("layout.")]
-    return f"assumed (not given): {', '.join(shown)}" if shown else ""
+             if not a["field"].startswith("layout.") and "given" not in a]
+    read = [f"{a['field'].split('.', 1)[1]} {a['given']} → {a['value']}" for a in items if "given" in a]
+    lines = ([f"assumed (not given): {', '.join(shown)}"] if shown else []) + (
+        [f"read as: {', '.join(read)} (the framework's own meaning; --json gives the cited rule)"] if read else [])
+    return "\n".join(lines)
 
 
 def _assumed_value(field: str, value: Any) -> str:

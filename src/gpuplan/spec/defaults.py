@@ -3,7 +3,10 @@ and the list of what it filled in (the answers' ``"assumed"``).
 
 - training.global_batch: ~4M tokens per step (``DEFAULT_BATCH_TOKENS``), in whole sequences, a
   multiple of dp × micro_batch (at least one sequence per data-parallel rank);
-- training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py);
+- training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py); an open
+  precision under a framework whose documented default differs (torchtune: bf16-pure) takes that default;
+- words read as something else (a stack's name as its profile, a framework's precision word as what it
+  means there: catalog/stacks.py) are listed too, though given;
 - training.fp8_recipe (precision fp8): the framework's documented default, else tensorwise;
 - training.grad_dtype (bf16/fp8 mixed precision): the framework's documented choice, fp32 when none is named;
 - hardware.gpus_per_node, scale_up, scale_out, price: the GPU's catalogue entry (catalog/gpus.json);
@@ -36,6 +39,7 @@ _TRAINING_RULES = {
                  "fp32 gradients (catalog/frameworks.json generic); the answer says how a named one would change it",
     "headroom": "share of GPU memory kept free when deciding what fits",
 }
+_TRAINING_DEFAULTS = {f.name: f.default for f in fields(Training)}
 _HARDWARE_RULES = {
     "gpus_per_node": "the GPU's usual node (catalogue)",
     "scale_up": "the GPU's own fabric inside a node (catalogue)",
@@ -86,7 +90,11 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                             f"{training.seq_len} tokens), a multiple of dp × micro_batch"})
     for key, rule in _TRAINING_RULES.items():
         if f"training.{key}" not in given:
+            if key == "precision" and training.precision != _TRAINING_DEFAULTS["precision"]:
+                rule = (f"{training.framework}'s documented default precision "
+                        "(catalog/frameworks.json defaults.precision)")
             out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
+    out += [{"field": f, "value": v, "rule": r, "given": w} for f, w, v, r in sc.read_as]
     if training.precision == "fp8" and "training.fp8_recipe" not in given:
         out.append({"field": "training.fp8_recipe", "value": training.fp8_recipe,
                     "rule": "the framework's documented default (frameworks.json fp8_recipe), else tensorwise"})

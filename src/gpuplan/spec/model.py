@@ -110,8 +110,11 @@ class ModelSpec(ValueHashed):
     # position: rope | learned | alibi | none; rope_theta: the RoPE base; rope_scaling: the config's
     # rope_scaling mapping as sorted (key, value) pairs, () when absent; rotary_percent: share of the head
     # dimension rotated (GPT-NeoX 0.25); activation: the MLP's (gated: SwiGLU = silu, GeGLU = gelu*);
-    # parallel_block: attention and MLP read the same input (GPT-J/NeoX, Falcon); post_norms: extra
-    # norms after attention and MLP (Gemma 2/3, OLMo 2); norm_eps: None when the config does not say
+    # parallel_block: attention and MLP read the same input (GPT-J/NeoX, Falcon, Cohere); post_norms: extra
+    # norms after attention and MLP (Gemma 2/3, OLMo 2); norm_eps: None when the config does not say;
+    # norm_zero_centered: LayerNorm1P, the weight stored as w - 1 (Nemotron; Megatron --apply-layernorm-1p);
+    # sliding_window: keys a windowed layer attends to (0: none) and window_layers: per layer, True where
+    # the layer attends within the window (Mistral, Gemma 2/3, StarCoder2, Cohere 2; empty: none)
     position: Literal["rope", "learned", "alibi", "none"] = "rope"
     rope_theta: float = 10000.0
     rope_scaling: tuple[tuple[str, Any], ...] = ()
@@ -120,6 +123,9 @@ class ModelSpec(ValueHashed):
     parallel_block: bool = False
     post_norms: bool = False
     norm_eps: float | None = None
+    norm_zero_centered: bool = False
+    sliding_window: int = 0
+    window_layers: tuple[bool, ...] = ()
     # Extra modules not used in the main training step (DeepSeek-V3's multi-token-prediction layer)
     extra_params: int = 0
     # Where the exact count came from: "formula" | "safetensors" | "safetensors-index" | "given"
@@ -131,6 +137,9 @@ class ModelSpec(ValueHashed):
     _hash: tuple = field(init=False, default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.window_layers and (len(self.window_layers) != self.n_layers or self.sliding_window < 1):
+            raise ValueError(f"window_layers has {len(self.window_layers)} entries for {self.n_layers} layers "
+                             f"(sliding_window {self.sliding_window}): give one per layer and a window of at least 1")
         object.__setattr__(self, "_formula", self._sum(set(WeightGroup.__args__)))  # type: ignore[attr-defined]
         object.__setattr__(self, "_by_group", tuple((g, self._sum({g})) for g in WeightGroup.__args__))  # type: ignore[attr-defined]
         seal(self)
@@ -170,3 +179,8 @@ class ModelSpec(ValueHashed):
     @property
     def moe(self) -> bool:
         return self.n_experts > 0
+
+    @property
+    def windowed_layers(self) -> int:
+        """How many layers attend within ``sliding_window`` (the rest attend to the whole sequence)."""
+        return sum(self.window_layers)

@@ -28,6 +28,9 @@ class Scenario:
     # never listed as assumed (spec.defaults)
     given: frozenset[str] = frozenset()
     gpu_ref: Any = None  # an inline GPU mapping as given ({base: a10g, ...}); None for a catalogue id
+    # words of the input read as something else, (field, word given, value, rule): a stack's name as its
+    # profile (lightning → pytorch-fsdp), a framework's precision word as what it means (torchtune bf16 → bf16-pure)
+    read_as: tuple[tuple[str, str, Any, str], ...] = ()
 
     def with_gpus(self, gpus: int) -> Scenario:
         return replace(self, hardware=replace(self.hardware, gpus=gpus))

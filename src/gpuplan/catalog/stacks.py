@@ -1,0 +1,88 @@
+"""The words a user has for the training software and its precision (``stacks.json``), read once when a
+scenario is parsed.
+
+* A stack without a profile of its own (Hugging Face Trainer, Lightning, Axolotl, Unsloth, NeMo, ...) is
+  run by one of ``frameworks.json``'s profiles underneath: ``training.framework: lightning`` is read as
+  ``pytorch-fsdp``, and the answer says so (``Reading``, listed under ``assumed``).
+* A framework's own word for a precision means what that framework does: ``precision: bf16`` under
+  ``framework: torchtune`` is torchtune's pure bf16 (``bf16-pure``), not gpuplan's mixed ``bf16``;
+  ``bf16-true`` (Lightning), ``amp_bf16`` (Composer) and the like are read as the precision they name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gpuplan.catalog import load_json
+from gpuplan.errors import GpuplanError
+from gpuplan.spec import FRAMEWORKS, PRECISIONS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reading:
+    """How a word of the input was read: the field, the word given, the value it stands for, the cited rule."""
+
+    field: str
+    given: str
+    value: str
+    rule: str
+
+
+@cache
+def _data() -> dict[str, Any]:
+    data: dict[str, Any] = load_json("stacks.json")
+    for name, row in data["stacks"].items():
+        if row["profile"] not in FRAMEWORKS or name in FRAMEWORKS:
+            raise GpuplanError(f"stacks.json: stack {name} must map a new name to a profile of {', '.join(FRAMEWORKS)}")
+    for words in data["precision_words"].values():
+        for word, row in words.items():
+            if row["precision"] not in PRECISIONS:
+                raise GpuplanError(f"stacks.json: precision word {word} must mean one of {', '.join(PRECISIONS)}")
+    return data
+
+
+@cache
+def _names() -> dict[str, str]:
+    """Every accepted spelling of a stack (its name and aliases) → the stack's name."""
+    out: dict[str, str] = {}
+    for name, row in _data()["stacks"].items():
+        for spelling in (name, *row["aliases"]):
+            out[spelling] = name
+    return out
+
+
+def stack_names() -> tuple[str, ...]:
+    """The stacks ``training.framework`` accepts besides the profiles, in the file's order."""
+    return tuple(_data()["stacks"])
+
+
+def precision_words() -> tuple[str, ...]:
+    """The framework words ``training.precision`` accepts besides gpuplan's own precisions."""
+    return tuple(dict.fromkeys(w for words in _data()["precision_words"].values() for w in words
+                               if w not in PRECISIONS))
+
+
+def read_framework(word: str) -> tuple[str, Reading | None]:
+    """The profile a ``training.framework`` word names, and how it was read when it is a stack's name."""
+    if word in FRAMEWORKS:
+        return word, None
+    stack = _names().get(word)
+    if stack is None:
+        raise GpuplanError(f"training.framework: {word!r} is not one of {', '.join(FRAMEWORKS)}; a stack built on "
+                           f"one of them is read as its profile: {', '.join(stack_names())}")
+    row = _data()["stacks"][stack]
+    rule = f"{word} has no profile of its own: {row['uses']}; read as the {row['profile']} profile ({row['source']})"
+    return row["profile"], Reading(field="training.framework", given=word, value=row["profile"], rule=rule)
+
+
+def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
+    """The precision a ``training.precision`` word means under ``framework`` (a profile name), and how it was
+    read when the framework's word differs from gpuplan's (torchtune's bf16) or is not gpuplan's word."""
+    words = _data()["precision_words"]
+    row = words.get(framework, {}).get(word) or words["*"].get(word)
+    if row is None:
+        return word, None
+    rule = f"precision {word} read as {row['precision']}: {row['why']} ({row['source']})"
+    return row["precision"], Reading(field="training.precision", given=word, value=row["precision"], rule=rule)

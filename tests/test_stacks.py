@@ -1,0 +1,108 @@
+"""The user's words for the training software and its precision (catalog/stacks.json): a framework's own word
+means what that framework does, and a stack without a profile is read as the profile underneath — both said
+under the answer's ``assumed``."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+
+from gpuplan.api import evaluate_scenario as evaluate
+from gpuplan.catalog.stacks import precision_words, read_framework, read_precision, stack_names
+from gpuplan.cli import main
+from gpuplan.errors import GpuplanError
+from gpuplan.spec import FRAMEWORKS
+
+GiB = 2**30
+
+
+def _answer(**training):
+    return evaluate(make("llama-3.1-8b", "h100-sxm", 8, training=training, layout={"zero": 3})).to_json()
+
+
+def _assumed(est, field):
+    return [a for a in est["assumed"] if a["field"] == field]
+
+
+def test_torchtunes_bf16_is_its_pure_bf16_not_an_error():
+    # torchtune recipes/full_finetune_distributed.py: "When dtype=bf16, all activations, gradients and optimizer
+    # states are in bfloat16" — no fp32 master weights; gpuplan's bf16 is mixed (16 B/param with AdamW)
+    est = _answer(framework="torchtune", precision="bf16")
+    assert est["scenario"]["training"]["precision"] == "bf16-pure"
+    (read,) = _assumed(est, "training.precision")
+    assert read["given"] == "bf16" and read["value"] == "bf16-pure" and "torchtune" in read["rule"]
+    pure = _answer(framework="torchtune", precision="bf16-pure")
+    assert est["memory"] == pure["memory"]
+    # AdamW in bf16: 2 states × 2 B per parameter, sharded over 8 ranks (ZeRO 3)
+    assert est["memory"]["optimizer"] == pytest.approx(4 * est["model"]["params"] / 8, rel=1e-6)
+
+
+def test_an_open_precision_takes_the_frameworks_documented_default():
+    est = _answer(framework="torchtune")
+    (a,) = _assumed(est, "training.precision")
+    assert a["value"] == "bf16-pure" and "documented default" in a["rule"] and "given" not in a
+    # frameworks whose default is gpuplan's bf16 keep the one rule's words
+    (a,) = _assumed(_answer(framework="torchtitan"), "training.precision")
+    assert a["value"] == "bf16" and a["rule"].startswith("bf16 mixed precision")
+
+
+def test_megatron_bf16_stays_mixed_precision():
+    # Megatron's --bf16 keeps fp32 main parameters (Float16OptimizerWithFloat16Params): gpuplan's bf16 as given
+    est = _answer(framework="megatron-core", precision="bf16")
+    assert est["scenario"]["training"]["precision"] == "bf16" and not _assumed(est, "training.precision")
+    assert est["memory"]["optimizer"] == pytest.approx(12 * est["model"]["params"] / 8, rel=1e-6)
+
+
+@pytest.mark.parametrize(("word", "meant"), [("bf16-true", "bf16-pure"), ("bf16-mixed", "bf16"),
+                                             ("16-mixed", "fp16"), ("amp_bf16", "bf16"), ("32-true", "fp32")])
+def test_lightning_and_composer_words(word, meant):
+    est = _answer(framework="lightning", precision=word)
+    assert est["scenario"]["training"]["precision"] == meant
+    assert _assumed(est, "training.precision")[0]["given"] == word
+
+
+@pytest.mark.parametrize(("stack", "profile"), [("hf-trainer", "pytorch-fsdp"), ("transformers", "pytorch-fsdp"),
+                                                ("lightning", "pytorch-fsdp"), ("axolotl", "pytorch-fsdp"),
+                                                ("unsloth", "pytorch-fsdp"), ("accelerate", "pytorch-fsdp"),
+                                                ("llm-foundry", "pytorch-fsdp"), ("nemo", "megatron-core"),
+                                                ("megatron-bridge", "megatron-core"),
+                                                ("megatron-deepspeed", "megatron-lm")])
+def test_a_stack_without_a_profile_is_read_as_the_one_underneath(stack, profile):
+    est = _answer(framework=stack)
+    assert est["scenario"]["training"]["framework"] == profile
+    (read,) = _assumed(est, "training.framework")
+    assert read["given"] == stack and read["value"] == profile and "http" in read["rule"]
+    assert est["memory"] == _answer(framework=profile)["memory"]
+
+
+def test_every_stack_maps_to_a_profile_and_no_word_shadows_one():
+    assert set(stack_names()).isdisjoint(FRAMEWORKS)
+    for name in stack_names():
+        profile, read = read_framework(name)
+        assert profile in FRAMEWORKS and read is not None and read.given == name
+    assert read_framework("torchtitan") == ("torchtitan", None)
+    assert read_precision("bf16", "torchtitan") == ("bf16", None)
+    assert read_precision("bf16", "torchtune")[0] == "bf16-pure"
+    assert "bf16" not in precision_words() and "bf16-true" in precision_words()
+
+
+def test_an_unknown_framework_is_one_line_naming_profiles_and_stacks():
+    with pytest.raises(GpuplanError) as err:
+        _answer(framework="my-loop")
+    msg = str(err.value)
+    assert "\n" not in msg and "torchtune" in msg and "hf-trainer" in msg and "'my-loop'" in msg
+
+
+def test_help_lists_the_stacks_and_precision_words(capsys):
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name in ("hf-trainer", "lightning", "axolotl", "unsloth", "nemo", "bf16-true", "amp_bf16"):
+        assert name in out.replace("- ", "-")
+
+
+def test_the_text_answer_says_what_a_word_was_read_as(capsys):
+    main(["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--zero", "3",
+          "--framework", "hf-trainer", "--precision", "bf16-true"])
+    out = capsys.readouterr().out
+    assert "read as: framework hf-trainer → pytorch-fsdp, precision bf16-true → bf16-pure" in out
