@@ -68,29 +68,22 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
     ``evaluate``'s prediction for the same stage."""
     r = run_trace(sc, module=module, input_factory=input_factory, fidelity=fidelity, stage=stage)
     if predicted_from_params:  # --module without a model: predict from the traced parameter count
-        import dataclasses
-
         from gpuplan.catalog.models import load_model
 
-        sc = dataclasses.replace(sc, model=load_model({"params": r.params}))
+        sc = replace(sc, model=load_model({"params": r.params}))
     lay = complete_layout(sc)
     est_obj = evaluate(sc, lay)
     est = estimate_json(est_obj)
     pm = _stage_memory(est_obj, r.stage) if r.stage is not None else est["memory"]
-    tr = sc.training
     flight = pm["microbatches_in_flight"] if lay.pp > 1 else 1.0
     act_pred = stage_activations(
-        sc.model, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, r.stage or 0, lay.cp, lay.sequence_parallel,
+        sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, r.stage or 0, lay.cp, lay.sequence_parallel,
         lay.micro_batch, lay.recompute, flight, sc.corrections.activations).held
     mm = measured_memory(r, pm["detail"]["runtime"])
     mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay, r)
     mm["detail"]["stage_outputs_kept"] = stage_outputs_bytes(sc, lay, r)
     pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
-    ptime = est["time"]
-    pred_model, pred_hw = ptime.get("model_flops_per_token"), ptime.get("hardware_flops_per_token")
-    if r.stage is not None and pred_model and pred_hw:  # the stage's share; recompute repeats layers only
-        share, layers_share = stage_flops_share(sc.model, tr.seq_len, lay, r.stage)
-        pred_model, pred_hw = pred_model * share, pred_model * share + (pred_hw - pred_model) * layers_share
+    pred_model, pred_hw = _predicted_flops(sc, lay, r, est["time"])
     # per token of the model: a tensor-parallel group of tp ranks shares each token's work (rank 0 × tp)
     meas_model = r.flops["model"] / r.tokens * lay.tp
     meas_hw = r.flops["hardware"] / r.tokens * lay.tp
@@ -136,6 +129,16 @@ def _top(d: dict[str, float], n: int) -> dict[str, float]:
 
 def _row(rows: list[dict], name: str) -> dict:
     return next(r for r in rows if r["component"].startswith(name))
+
+
+def _predicted_flops(sc: Scenario, lay: Any, r: TraceResult, ptime: dict) -> tuple[float | None, float | None]:
+    """evaluate's model and hardware FLOPs per token; of a pipeline stage, its share (recompute repeats
+    layers only)."""
+    pred_model, pred_hw = ptime.get("model_flops_per_token"), ptime.get("hardware_flops_per_token")
+    if r.stage is not None and pred_model and pred_hw:
+        share, layers_share = stage_flops_share(sc.model, sc.training.seq_len, lay, r.stage)
+        pred_model, pred_hw = pred_model * share, pred_model * share + (pred_hw - pred_model) * layers_share
+    return pred_model, pred_hw
 
 
 def _stage_memory(est: Any, stage: int) -> dict:

@@ -76,6 +76,10 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
     if act["ratio"] is not None and abs(act["ratio"] - 1) > 0.02:
         out.append(_activations_note(sc, r, act))
     out += _peak_and_flops_notes(r, rows, names, pm)
+    if lay.tp > 1 and not r.fsdp and r.stage in (None, 0) and "allocated peak" in names:
+        out.append("PyTorch's vocab-parallel embedding (RowwiseParallel) returns its weight gradient replicated: "
+                   f"the embedding's backward makes the full vocab × hidden gradient on every tp rank, {lay.tp}× "
+                   "the formula's (Megatron-LM's vocab-parallel embedding keeps 1/tp)")
     if pm["detail"]["comm_buffers"] and lay.dp > 1 and not r.fsdp:
         out.append(f"the formula adds {pm['detail']['comm_buffers'] / MIB:.0f} MiB of DDP buckets (two of torch "
                    "DDP's 25 MiB bucket_cap_mb); the trace reduces the gradients in place in their own buffer "
@@ -165,7 +169,8 @@ def _pipeline_note(sc: Scenario, r: TraceResult, pm: dict) -> str:
     return (f"pipeline stage {r.stage} of {lay.pp} (the most loaded as the formula says, unless chosen) holds "
             f"{holds}; its {sched} schedule (torch.distributed.pipelining's order) ran {r.microbatches} of the step's "
             f"{r.microbatches_step} micro-batches (the steady state repeats itself) and held at most {r.in_flight:g} "
-            f"micro-batches' activations at once (the formula's in flight: {pm['microbatches_in_flight']:g}); "
+            f"micro-batch{'es' if r.in_flight != 1 else ''}' activations at once (the formula's in flight: "
+            f"{pm['microbatches_in_flight']:g}); "
             "FLOPs are this stage's, beside its share of the model's")
 
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout
@@ -213,6 +214,10 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     compute = DTYPES[sc.training.precision]
     param_dtype = torch.float32 if (mixed and fsdp) else compute
     model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes, pipe)
+    if fsdp and pipe is not None and keeps_unsharded_under_pp(sc.training.framework):
+        notes.append(f"{sc.training.framework} keeps a stage's parameters gathered and its gradients unsharded "
+                     "between micro-batches (the formula counts that); the trace runs FSDP2 resharding after each "
+                     "micro-batch (torch.distributed.pipelining's no-sync path is not simulated yet)")
     meshes = init_fake_pg(nd, lay.tp) if (nd > 1 or lay.tp > 1) else None
     try:
         fm = FakeTensorMode()
