@@ -181,9 +181,10 @@ def _embedding_backward(model: ModelSpec, training: Training, lay: Layout, state
     embedding's backward that ends each micro-batch's — its dense vocab × hidden gradient
     (``embedding_dense_backward``) is made before it is added to the kept one (with a tied head on the
     stage, the head's gradient waits in autograd's input buffer and their sum is a third) while the other
-    micro-batches in flight keep their activations. Measured with `gpuplan trace` (allocated peak within
-    0.2 %; 8-layer Llama-3.2-1B shapes, seq 512): zero 1 over 4 and zero 2 over 8 ranks end with the
-    three gradients, pp 4's first stage with one beside 3 micro-batches in flight."""
+    micro-batches in flight keep their activations. Measured with `gpuplan trace` (8-layer Llama-3.2-1B
+    shapes, seq 512): zero 1 over 4 and zero 2 over 8 ranks end with the three gradients (allocated peak
+    to the formula's 50 MiB of DDP buckets, which the trace does not allocate), pp 4's first stage with
+    one beside 3 micro-batches in flight (to 0.2 %); before, the formula was 5-9 % under them."""
     grad = _state_bytes(training.precision, training.optimizer, model).grad
     made = model.vocab * model.hidden / lay.tp * grad * (3 if model.tied_embeddings and lay.pp == 1 else 1)
     others = act.per_microbatch * max(flight - 1, 0)
