@@ -187,7 +187,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         super().zero_grad(set_to_none=set_to_none)
 
 
-def MasterOptimizer(params: list[torch.nn.Parameter], algo: str) -> ShardedOptimizer:  # noqa: N802
+def MasterOptimizer(params: list[torch.nn.Parameter], algo: str) -> ShardedOptimizer:
     """16-bit parameters with an fp32 master copy kept by the optimizer, one rank (no sharding)."""
     return ShardedOptimizer(params, algo)
 
