@@ -126,3 +126,33 @@ def test_interleaved_without_virtual_stages_is_two_chunks_for_memory_and_time():
     lay = complete_layout(sc, pp=4, pp_schedule="interleaved")
     assert lay.virtual_stages == 2
     assert stage_peak(sc.model, sc.training, lay, 0).microbatches_in_flight == pytest.approx(4 + 3 / 2)
+
+
+# Llama-3.2-1B's shapes with 8 layers (tied): vocab × hidden = 128,256 × 2,048, 2 B gradients
+SMALL_1B = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
+            "tie_word_embeddings": True}
+EMB_GRAD = 128256 * 2048 * 2
+
+
+@pytest.mark.parametrize(("gpus", "layout", "made"), [
+    (4, {"zero": 1}, 3 * EMB_GRAD),  # tied, one stage: the head's gradient, the embedding's, their sum
+    (8, {"zero": 2}, 3 * EMB_GRAD),
+    (4, {"pp": 4}, EMB_GRAD),        # first stage: the embedding's, beside 3 micro-batches still in flight
+])
+def test_gradients_persist_so_the_embeddings_backward_can_set_the_peak(gpus, layout, made):
+    # measured with gpuplan trace (tests/trace/test_trace_pipeline_zero.py): the allocated peak is
+    # the end of a micro-batch's backward, where embedding_dense_backward's V×h gradient is made before it
+    # is added to the kept one
+    def first_stage(seq_len):
+        sc = make(SMALL_1B, gpus=gpus, training={"seq_len": seq_len, "global_batch": 16}, layout=layout)
+        return stage_peak(sc.model, sc.training, complete_layout(sc), 0)
+
+    p = first_stage(512)
+    assert p.gradients_held - p.states.gradients == pytest.approx(made)
+    assert p.train_phase_peak
+    # the micro-batch ending its backward holds nothing any more; the others in flight keep theirs
+    assert p.activations == pytest.approx(p.activations_per_microbatch * (p.microbatches_in_flight - 1))
+    # long sequences: the start of backward (every activation and the loss buffers) stays the peak
+    long = first_stage(8192)
+    assert long.gradients_held == long.states.gradients

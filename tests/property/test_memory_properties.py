@@ -86,7 +86,12 @@ def test_one_gpu_peak_lies_between_backwards_ends_and_the_sum(model, seq, recomp
     # sum that gradient accumulation forces) and no less than either end of backward.
     one = _mem(model, 1, {"seq_len": seq, "global_batch": 1}, recompute=recompute)
     acc = _mem(model, 1, {"seq_len": seq, "global_batch": accumulation}, recompute=recompute)
-    assert acc["detail"]["backward_timing"] == 0
+    # gradients kept over the micro-batches: the peak is the sum, or (short sequences) the embedding's
+    # backward that ends each micro-batch, its V×h gradient made beside every kept one (tied: the head's
+    # gradient and their sum too; memory._embedding_backward, measured by gpuplan trace)
+    m = make(model).model
+    made = m.vocab * m.hidden * 2 * (3 if m.tied_embeddings else 1)  # bf16 gradients
+    assert acc["detail"]["backward_timing"] in (0, pytest.approx(made))
     # a tied embedding's second V×h gradient and the sum (2 × its gradient bytes) can top the end of
     # backward; nothing else lifts one micro-batch above the accumulating sum
     tied = one["detail"]["backward_timing"] if one["detail"]["backward_timing"] > 0 else 0.0

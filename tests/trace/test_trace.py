@@ -225,9 +225,9 @@ def test_bad_modules_are_one_clear_error(kwargs, needle):
 
 @pytest.mark.parametrize(("model", "layout", "needle"), [
     ({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}, {}, "--module"),
-    (TINY, {"gpus": 2, "pp": 2}, "layout.pp=2 is not traced yet"),
+    (TINY, {"gpus": 8, "zero": 3, "offload": "optimizer"}, "does not simulate offload"),
     (TINY, {"gpus": 4, "tp": 4}, "does not divide the 2 key/value heads"),
-    (TINY, {"gpus": 8, "zero": 1}, "zero 1"),
+    (TINY, {"gpus": 8, "zero": 1, "zero_group": 4}, "hybrid sharding"),
 ])
 def test_unsupported_architecture_or_layout(model, layout, needle):
     gpus = layout.pop("gpus", 1)

@@ -186,13 +186,18 @@ def _optimizer_class(name: str) -> tuple[type, dict]:
     return table[name]
 
 
-def make_optimizer(params: list[nn.Parameter], name: str, impl: str, master_fp32: bool) -> torch.optim.Optimizer:
+def make_optimizer(params: list[nn.Parameter], name: str, impl: str, master_fp32: bool, *, zero: int = 0,
+                   shards: int = 1, group: Any = None) -> torch.optim.Optimizer:
     """The training optimizer. ``master_fp32``: 16-bit parameters with an fp32 master copy kept by
-    the optimizer (mixed precision without FSDP; Megatron/DeepSpeed style), see ``MasterOptimizer``."""
-    if master_fp32:
-        from gpuplan.trace.optim import MasterOptimizer
+    the optimizer (mixed precision without FSDP; Megatron/DeepSpeed style); ``zero`` 1 or 2 with
+    ``shards`` > 1: its state (and with 2 the gradients) sharded over the data-parallel ``group``,
+    this process being rank 0 — see ``gpuplan.trace.optim.ShardedOptimizer``."""
+    sharded = zero in (1, 2) and shards > 1
+    if master_fp32 or sharded:
+        from gpuplan.trace.optim import ShardedOptimizer
 
-        return MasterOptimizer(params, name)
+        return ShardedOptimizer(params, name, shards=shards if sharded else 1, zero=zero if sharded else 0,
+                                master=master_fp32, group=group)
     cls, kw = _optimizer_class(name)
     if cls in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
         kw = {**kw, "fused": True} if impl == "fused" else {**kw, "foreach": True}

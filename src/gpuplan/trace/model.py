@@ -134,21 +134,37 @@ class Block(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
+def block_options(m: ModelSpec) -> tuple[bool, bool]:
+    """(q/k/v bias, q/k RMSNorm) of the blocks ``m`` describes, or a GpuplanError for what trace cannot build."""
+    if m.model_type not in TRACEABLE_TYPES or m.moe:
+        raise GpuplanError(
+            f"trace builds {', '.join(TRACEABLE_TYPES)} (dense) models itself; {m.name} is "
+            f"{m.model_type}{' with experts' if m.moe else ''}: pass your own model as "
+            "--module package.module:factory")
+    names = {w.name for lg in m.layers for w in lg.weights if w.bias}
+    if "self_attn.o_proj" in names or "mlp.gate_proj" in names:
+        raise GpuplanError(f"{m.name}: o_proj/MLP biases are not built by trace; use --module")
+    return "self_attn.q_proj" in names, any(w.name == "self_attn.q_norm" for lg in m.layers for w in lg.weights)
+
+
+def inv_freq(m: ModelSpec) -> torch.Tensor:
+    half = m.head_dim // 2
+    return 1.0 / 10000 ** (torch.arange(0, half, dtype=torch.float32) / half)
+
+
+def rope_tables(freq: torch.Tensor, s: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    t = torch.arange(s, device=freq.device, dtype=torch.float32)
+    emb = torch.outer(t, freq)
+    emb = torch.cat((emb, emb), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
 class CausalLM(nn.Module):
     """``forward(ids)`` → logits; ``loss(logits, labels)`` → mean token cross-entropy (fp32)."""
 
     def __init__(self, m: ModelSpec, eager: bool = False) -> None:
         super().__init__()
-        if m.model_type not in TRACEABLE_TYPES or m.moe:
-            raise GpuplanError(
-                f"trace builds {', '.join(TRACEABLE_TYPES)} (dense) models itself; {m.name} is "
-                f"{m.model_type}{' with experts' if m.moe else ''}: pass your own model as "
-                "--module package.module:factory")
-        names = {w.name for lg in m.layers for w in lg.weights if w.bias}
-        qkv_bias = "self_attn.q_proj" in names
-        if "self_attn.o_proj" in names or "mlp.gate_proj" in names:
-            raise GpuplanError(f"{m.name}: o_proj/MLP biases are not built by trace; use --module")
-        qk_norm = any(w.name == "self_attn.q_norm" for lg in m.layers for w in lg.weights)
+        qkv_bias, qk_norm = block_options(m)
         self.spec_name = m.name
         self.embed_tokens = nn.Embedding(m.vocab, m.hidden)
         self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager) for _ in range(m.n_layers))
@@ -156,15 +172,10 @@ class CausalLM(nn.Module):
         self.lm_head = nn.Linear(m.hidden, m.vocab, bias=False)
         if m.tied_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
-        half = m.head_dim // 2
-        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, half, dtype=torch.float32) / half),
-                             persistent=False)
+        self.register_buffer("inv_freq", inv_freq(m), persistent=False)
 
     def rope(self, s: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        t = torch.arange(s, device=self.inv_freq.device, dtype=torch.float32)
-        freqs = torch.outer(t, self.inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        return rope_tables(self.inv_freq, s, dtype)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed_tokens(ids)

@@ -97,13 +97,13 @@ def tensor_parallel(model: nn.Module, mesh: Any, sp: bool, tied: bool | None, no
     vocab_parallel = isinstance(emb, nn.Embedding) and emb.num_embeddings % tp == 0
     if vocab_parallel:
         top["embed_tokens"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
-    else:
+    elif emb is not None:
         notes.append("tensor parallel: the embedding is replicated (no nn.Embedding named embed_tokens with a "
                      "vocabulary divisible by tp); the formula counts it vocab-parallel")
     head_parallel = isinstance(head, nn.Linear) and head.out_features % tp == 0
     if head_parallel:
         top["lm_head"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False)
-    else:
+    elif head is not None:
         notes.append("tensor parallel: the LM head is replicated (no nn.Linear named lm_head with a vocabulary "
                      "divisible by tp); the formula counts it and the logits vocab-parallel")
     if sp and isinstance(norm, nn.Module):

@@ -2,11 +2,14 @@
 warm-up step, then the measured step (forward, backward, optimizer) under ``StepTracker``.
 
 Layouts traced: data parallel with ZeRO 0 (one DDP replica; the DDP buckets are not simulated),
-FSDP2 ``fully_shard`` for ZeRO 3 (and ZeRO 2 as ``reshard_after_forward=False``) over the shard
-group as a fake process group of that many ranks, in this one process, for rank 0; and tensor
+ZeRO 1 and 2 (``gpuplan.trace.optim.ShardedOptimizer``: optimizer state, and with 2 the gradients,
+sharded over the data-parallel group; weights whole) and FSDP2 ``fully_shard`` for ZeRO 3 over the
+shard group as a fake process group of that many ranks, in this one process, for rank 0; tensor
 parallelism (``parallelize_module``: column-parallel q/k/v/gate/up, row-parallel o/down,
 vocab-parallel embedding and LM head with a vocab-parallel loss, ``SequenceParallel`` norms when
-the layout has sequence parallelism) over the ``tp`` dimension of a 2-D (dp × tp) device mesh.
+the layout has sequence parallelism) over the ``tp`` dimension of a 2-D (dp × tp) device mesh; and
+pipeline parallelism as one stage's ranks running their 1F1B or interleaved schedule with its
+micro-batches in flight (``gpuplan.trace.stage``).
 The fake process group, the meshes and both parallelisms are set up in ``gpuplan.trace.parallel``.
 """
 
@@ -22,6 +25,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout
@@ -43,6 +47,15 @@ from gpuplan.trace.parallel import (
     shard_fsdp2,
     tensor_parallel,
     tied_head,
+)
+from gpuplan.trace.stage import (
+    PipelineStageLM,
+    StageFeed,
+    StagePlan,
+    in_flight_peak,
+    plan_stage,
+    run_schedule,
+    warm_up_ops,
 )
 from gpuplan.trace.tracker import FLASH_BWD_MODEL_SHARE, StepTracker
 
@@ -67,30 +80,32 @@ class TraceResult:
     fsdp: bool
     device: str
     world: int = 1  # ranks simulated (shard group × tp)
+    stage: int | None = None  # the pipeline stage traced (None: no pipeline)
+    microbatches: int = 1  # micro-batches traced
+    microbatches_step: int = 1  # micro-batches of the scenario's step
+    in_flight: float = 1.0  # most micro-batches (stage units) the traced schedule held at once
     wall_s: float
     notes: list[str] = field(default_factory=list)
 
 
 def check_layout_traceable(lay: Layout) -> int:
-    """The FSDP shard group size (1: no sharding), or a GpuplanError for what trace cannot simulate yet."""
-    for key in ("pp", "cp", "ep"):
+    """The ZeRO shard group size (1: no sharding), or a GpuplanError for what trace cannot simulate yet."""
+    for key in ("cp", "ep"):
         if getattr(lay, key) > 1:
-            raise GpuplanError(f"trace simulates data parallelism (ZeRO 0, FSDP2 for ZeRO 2/3) and tensor "
-                               f"parallelism on one process; layout.{key}={getattr(lay, key)} is not traced yet: "
-                               f"set {key}: 1")
+            raise GpuplanError(f"trace simulates data (ZeRO 0-3), tensor and pipeline parallelism on one process; "
+                               f"layout.{key}={getattr(lay, key)} is not traced yet: set {key}: 1")
     if lay.offload != "none":
         raise GpuplanError("trace does not simulate offload: set layout.offload: none")
-    nd = lay.shard_group if lay.zero else 1
-    if lay.zero == 1 and nd > 1:
-        raise GpuplanError("trace simulates zero 0 (one DDP replica), 2 and 3 (FSDP2); zero 1 (sharded optimizer "
-                           "only) is not traced: use zero 0, 2 or 3")
     if lay.zero_group is not None and lay.zero_group != lay.dp * lay.cp:
         raise GpuplanError("trace does not simulate hybrid sharding (zero_group): drop layout.zero_group")
-    nd = nd if lay.zero >= 2 else 1
+    nd = lay.shard_group if lay.zero else 1
     if nd * lay.tp > MAX_TRACE_WORLD:  # every simulated rank costs time in the one process (1,024: minutes)
         raise GpuplanError(f"trace simulates at most {MAX_TRACE_WORLD} ranks in one process; this layout has "
                            f"{nd * lay.tp:,} (shard group {nd} × tp {lay.tp}): trace a smaller count (e.g. --gpus "
                            f"{MAX_TRACE_WORLD}; sharded states per GPU scale as 1/shard group)")
+    if lay.pp > 1 and lay.pp_schedule not in ("1f1b", "interleaved"):
+        raise GpuplanError(f"trace runs the 1f1b and interleaved pipeline schedules; {lay.pp_schedule} is not traced "
+                           "yet: set layout.pp_schedule: 1f1b")
     return nd
 
 
@@ -129,12 +144,30 @@ def _to_loss(out: Any, labels: torch.Tensor | None) -> tuple[torch.Tensor, str |
     return logits.float().square().mean(), "forward() returned no loss: the trace used mean(output²) as the loss"
 
 
-def _step(model: nn.Module, opt: torch.optim.Optimizer, args: tuple, kwargs: dict, labels: torch.Tensor | None,
-          tr: StepTracker | None, params: list[nn.Parameter]) -> str | None:
+def _step(step: _Step, tr: StepTracker | None) -> str | None:
+    """One training step: forward and backward (one micro-batch, or a pipeline stage's schedule: the
+    warm-up step runs one micro-batch through the stage), then the optimizer."""
+    phase = tr.set_phase if tr is not None else (lambda _p: None)
+    note = None
+    if step.pipe is not None:
+        run_schedule(step.model, step.pipe.ops if tr is not None else warm_up_ops(len(step.model.chunks)),
+                     step.pipe.feed, tr)
+    else:
+        note = _forward_backward(step, tr)
+    phase("optimizer")
+    if tr is not None:
+        tr.register([p.grad for p in step.params if p.grad is not None], "gradients")
+    step.opt.step()
+    step.opt.zero_grad(set_to_none=True)
+    phase("end")
+    return note
+
+
+def _forward_backward(step: _Step, tr: StepTracker | None) -> str | None:
     phase = tr.set_phase if tr is not None else (lambda _p: None)
     phase("forward")
     try:
-        out = model(*args, **kwargs)
+        out = step.model(*step.args, **step.kwargs)
     except GpuplanError:
         raise
     except Exception as err:  # noqa: BLE001 - the user's forward on the inputs we made
@@ -142,17 +175,11 @@ def _step(model: nn.Module, opt: torch.optim.Optimizer, args: tuple, kwargs: dic
                            f"{str(err).splitlines()[0] if str(err) else ''}); give a matching "
                            "--input-factory package.module:function(batch, seq_len)") from None
     with tr.loss_scope() if tr is not None else nullcontext():
-        loss, note = _to_loss(out, labels)
+        loss, note = _to_loss(out, step.labels)
     del out
     phase("backward")
     loss.backward()
     del loss
-    phase("optimizer")
-    if tr is not None:
-        tr.register([p.grad for p in params if p.grad is not None], "gradients")
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    phase("end")
     return note
 
 
@@ -173,28 +200,25 @@ def _fsdp_unsharded(model: nn.Module) -> list[torch.Tensor]:
 
 
 def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | None = None,
-              fidelity: str = "cpu") -> TraceResult:
+              fidelity: str = "cpu", stage: int | None = None) -> TraceResult:
+    """Trace one step of ``sc``; under a pipeline, of ``stage`` (default: the most loaded, as
+    ``model.memory.worst_stage`` says)."""
     t0 = time.perf_counter()
     lay = complete_layout(sc)
     nd = check_layout_traceable(lay)
-    if module is None and sc.model.n_layers > MAX_TRACE_LAYERS:  # every layer is run, op by op
-        raise GpuplanError(f"trace runs every layer of the model in one process (Llama-3.1-405B's 126 take ~30 s); "
-                           f"this model has {sc.model.n_layers:,}, more than {MAX_TRACE_LAYERS}: trace a model of "
-                           f"that class (the per-layer terms are the same) or use evaluate")
-    tr_cfg = sc.training
-    if tr_cfg.precision not in DTYPES:
-        raise GpuplanError(f"trace runs bf16, fp16, bf16-pure and fp32; precision {tr_cfg.precision} needs "
-                           "Transformer Engine kernels that do not run on fake tensors")
-    if tr_cfg.method != "full":
-        raise GpuplanError(f"trace runs full training; method {tr_cfg.method} (adapters) is not traced yet")
+    _check_model(sc, lay, module)
+    pipe = plan_stage(sc, lay, module, stage, MAX_TRACE_LAYERS) if lay.pp > 1 else None
     device, notes = choose_device(fidelity)
-    fsdp = nd > 1
-    mixed = tr_cfg.precision in MIXED
-    compute = DTYPES[tr_cfg.precision]
+    fsdp, sharded_opt = lay.zero == 3 and nd > 1, lay.zero in (1, 2) and nd > 1
+    mixed = sc.training.precision in MIXED
+    compute = DTYPES[sc.training.precision]
     param_dtype = torch.float32 if (mixed and fsdp) else compute
-    model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes)
-
-    meshes = init_fake_pg(nd, lay.tp) if (fsdp or lay.tp > 1) else None
+    model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes, pipe)
+    if fsdp and pipe is not None and keeps_unsharded_under_pp(sc.training.framework):
+        notes.append(f"{sc.training.framework} keeps a stage's parameters gathered and its gradients unsharded "
+                     "between micro-batches (the formula counts that); the trace runs FSDP2 resharding after each "
+                     "micro-batch (torch.distributed.pipelining's no-sync path is not simulated yet)")
+    meshes = init_fake_pg(nd, lay.tp) if (nd > 1 or lay.tp > 1) else None
     try:
         fm = FakeTensorMode()
         with fm, mesh_outside_fake() if meshes else nullcontext():
@@ -204,8 +228,14 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
                 loss_ctx = tensor_parallel(model, meshes["tp"], lay.sequence_parallel, tied, notes)
             if fsdp:
                 shard_fsdp2(model, meshes["dp"], lay.zero, compute if mixed else None, notes)
+            if pipe is not None:
+                sp = lay.sequence_parallel and lay.tp > 1
+                pipe.feed = StageFeed(vocab=sc.model.vocab, micro_batch=lay.micro_batch, seq_len=sc.training.seq_len,
+                                      received_shape=(lay.micro_batch, sc.training.seq_len // (lay.tp if sp else 1),
+                                                      sc.model.hidden), dtype=compute, device=device)
+            group = meshes["dp"].get_group() if sharded_opt else None
             step = _make_step(model, sc, lay, device, infac, vocab=sc.model.vocab if not module else None,
-                              master_fp32=mixed and not fsdp)
+                              master_fp32=mixed and not fsdp, shards=nd if sharded_opt else 1, group=group, pipe=pipe)
             tracker, note = _tracked_step(step, fsdp, loss_ctx)
     finally:
         if meshes is not None:
@@ -214,21 +244,44 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
             dist.destroy_process_group()
     if note:
         notes.append(note)
-    res = _result(tracker, lay, fsdp, device, step.n_params, lay.micro_batch * tr_cfg.seq_len, notes,
+    traced = pipe.traced if pipe is not None else 1
+    res = _result(tracker, lay, fsdp, device, step.n_params, traced * lay.micro_batch * sc.training.seq_len, notes,
                   time.perf_counter() - t0)
     res.world = nd * lay.tp
+    if pipe is not None:
+        res.stage, res.microbatches, res.microbatches_step = pipe.stage, pipe.traced, pipe.microbatches
+        res.in_flight = in_flight_peak(pipe.ops, len(model.chunks))
     return res
 
 
+def _check_model(sc: Scenario, lay: Layout, module: str | None) -> None:
+    if module is None and lay.pp == 1 and sc.model.n_layers > MAX_TRACE_LAYERS:  # every layer is run, op by op
+        raise GpuplanError(f"trace runs every layer of the model in one process (Llama-3.1-405B's 126 take ~30 s); "
+                           f"this model has {sc.model.n_layers:,}, more than {MAX_TRACE_LAYERS}: trace a model of "
+                           f"that class (the per-layer terms are the same) or use evaluate")
+    tr_cfg = sc.training
+    if tr_cfg.precision not in DTYPES:
+        raise GpuplanError(f"trace runs bf16, fp16, bf16-pure and fp32; precision {tr_cfg.precision} needs "
+                           "Transformer Engine kernels that do not run on fake tensors")
+    if tr_cfg.method != "full":
+        raise GpuplanError(f"trace runs full training; method {tr_cfg.method} (adapters) is not traced yet")
+
+
 def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | None, param_dtype: torch.dtype,
-           notes: list[str]) -> tuple[nn.Module, Callable | None, bool | None]:
-    """The model on the meta device with recompute applied, the input factory (if given), and
-    whether its LM head is tied to the embedding (None without tensor parallelism)."""
+           notes: list[str], pipe: StagePlan | None) -> tuple[nn.Module, Callable | None, bool | None]:
+    """The model (a pipeline stage's part of it) on the meta device with recompute applied, the input
+    factory (if given), and whether its LM head is tied to the embedding (None without tensor parallelism)."""
     if module:
         factory, source = load_factory(module, "--module"), f"--module {module}"
     else:
         eager = sc.training.attention == "eager"
-        factory, source = (lambda: CausalLM(sc.model, eager=eager)), f"model {sc.model.name}"
+        if pipe is not None:
+            def factory() -> nn.Module:
+                return PipelineStageLM(sc.model, pp=lay.pp, vstages=pipe.vstages, stage=pipe.stage, eager=eager)
+        else:
+            def factory() -> nn.Module:
+                return CausalLM(sc.model, eager=eager)
+        source = f"model {sc.model.name}"
     infac = load_factory(input_factory, "--input-factory") if input_factory else None
     model = build_on_meta(factory, param_dtype, source)
     tp = lay.tp
@@ -245,7 +298,7 @@ def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | N
 @dataclass(slots=True, kw_only=True)
 class _Step:
     """What the traced step runs: the (parallelised, materialised) model, its trainable parameters
-    and optimizer, and one micro-batch of inputs."""
+    and optimizer, and one micro-batch of inputs (or a pipeline stage's schedule and inputs)."""
 
     model: nn.Module
     params: list[nn.Parameter]
@@ -254,43 +307,55 @@ class _Step:
     args: tuple
     kwargs: dict
     labels: torch.Tensor | None
+    pipe: StagePlan | None = None
 
 
 def _make_step(model: nn.Module, sc: Scenario, lay: Layout, device: torch.device, infac: Callable | None, *,
-               vocab: int | None, master_fp32: bool) -> _Step:
+               vocab: int | None, master_fp32: bool, shards: int, group: Any, pipe: StagePlan | None) -> _Step:
     """The optimizer over the trainable parameters and the inputs of one micro-batch (in fake mode)."""
     tr_cfg = sc.training
     params = [p for p in model.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)  # DTensor: the global count
-    opt = make_optimizer(params, tr_cfg.optimizer, tr_cfg.optimizer_impl, master_fp32=master_fp32)
-    with torch.device(device):
-        args, kwargs, labels = make_inputs(model, lay.micro_batch, tr_cfg.seq_len, infac, vocab)
-    return _Step(model=model, params=params, n_params=n_params, opt=opt, args=args, kwargs=kwargs, labels=labels)
+    opt = make_optimizer(params, tr_cfg.optimizer, tr_cfg.optimizer_impl, master_fp32=master_fp32, zero=lay.zero,
+                         shards=shards, group=group)
+    args: tuple = ()
+    kwargs: dict = {}
+    labels = None
+    if pipe is None:
+        with torch.device(device):
+            args, kwargs, labels = make_inputs(model, lay.micro_batch, tr_cfg.seq_len, infac, vocab)
+    return _Step(model=model, params=params, n_params=n_params, opt=opt, args=args, kwargs=kwargs, labels=labels,
+                 pipe=pipe)
 
 
 def _tracked_step(step: _Step, fsdp: bool, loss_ctx: Any) -> tuple[StepTracker, str | None]:
     """A warm-up step, then the measured step under a StepTracker: the tracker and the loss note."""
-    model, opt, params, args, kwargs, labels = step.model, step.opt, step.params, step.args, step.kwargs, step.labels
+    model, opt, params = step.model, step.opt, step.params
     with loss_ctx():
-        _step(model, opt, args, kwargs, labels, None, params)  # warm-up: lazy optimizer state, FSDP init
+        _step(step, None)  # warm-up: lazy optimizer state, FSDP init
     tracker = StepTracker()
     handles = tracker.watch_modules(model)
     if not fsdp:
+        def grad_ready(p: torch.Tensor) -> None:
+            if p.grad is not None:  # ZeRO-2 has moved it into its partition already
+                grad = getattr(p.grad, "_local_tensor", p.grad)
+                tracker.reclassify(grad, "gradients", ("temporaries", "activations"))
+
         for p in params:
-            p.register_post_accumulate_grad_hook(
-                lambda p: tracker.reclassify(getattr(p.grad, "_local_tensor", p.grad), "gradients",
-                                             ("temporaries", "activations")))
+            p.register_post_accumulate_grad_hook(grad_ready)
     from torch.utils.checkpoint import set_checkpoint_early_stop
 
     with tracker.tracking(), set_checkpoint_early_stop(False), loss_ctx():
         tracker.register(list(model.parameters()), "weights")
         tracker.register(list(model.buffers()), "buffers")
         tracker.register([v for st in opt.state.values() for v in st.values()], "optimizer")
+        tracker.register([p.grad for p in params if p.grad is not None], "gradients")  # ZeRO-1: persistent
+        tracker.register(list(getattr(opt, "grad_shards", {}).values()), "gradients")  # ZeRO-2 partitions
         tracker.register(_fsdp_unsharded(model), "fsdp_unsharded")
-        tracker.register([*args, *kwargs.values(), labels], "temporaries")
+        tracker.register([*step.args, *step.kwargs.values(), step.labels], "temporaries")
         tracker.reset_peak()
         tracker.mark("start")
-        note = _step(model, opt, args, kwargs, labels, tracker, params)
+        note = _step(step, tracker)
     for h in handles:
         h.remove()
     return tracker, note

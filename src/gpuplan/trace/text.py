@@ -75,9 +75,12 @@ def trace_text(res: dict) -> str:
         return f"error: {res['error']}"
     sc, t = res["scenario"], res["trace"]
     lay = sc["layout"]
+    stage = (f"pipeline stage {t['stage']} of {lay['pp']} ({lay['pp_schedule']}, {t['microbatches_traced']} of "
+             f"{t['microbatches_per_step']} micro-batches, {t['in_flight_traced']:g} in flight), "
+             if t.get("stage") is not None else "")
     head = (f"trace of {res['model']['name']} ({res['model']['params_traced']:,} parameters), seq_len "
             f"{sc['training']['seq_len']}, micro-batch {lay['micro_batch']}, {sc['training']['precision']}, "
-            f"{sc['training']['optimizer']}, zero {lay['zero']}, rank 0 of {t['world']} "
+            f"{sc['training']['optimizer']}, zero {lay['zero']}, {stage}rank 0 of {t['world']} "
             f"({'FSDP2, ' if t['fsdp'] else ''}{t['device']} fakes, {t['wall_s']:.1f} s)")
     rows = [[r["component"], _fmt(r["component"], r["predicted"]), _fmt(r["component"], r["measured"]),
              f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"] for r in res["compare"]]

@@ -187,7 +187,7 @@ class StepTracker(TorchDispatchMode):
     def mark(self, event: str) -> None:
         self.timeline.append((event, self.total))
 
-    def set_phase(self, phase: str) -> None:
+    def set_phase(self, phase: str, label: str | None = None) -> None:
         if self.phase == "forward" and phase == "backward":
             for entry in self.live.values():  # alive since forward: kept for backward
                 if entry[1] == "temporaries" and entry[2] == "forward":
@@ -197,7 +197,7 @@ class StepTracker(TorchDispatchMode):
             self._check_peak()
         self.module_stack.clear()
         self.phase = phase
-        self.mark(phase)
+        self.mark(label or phase)
 
     def reset_peak(self) -> None:
         self.peak = self.total
