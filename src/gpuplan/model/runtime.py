@@ -29,9 +29,8 @@ from gpuplan.model.comm import (
     send_recv_s,
     topology,
 )
-from gpuplan.model.compute import Device, LayerTime, device, fp8_tp_gather, layer_time, matmul_s
+from gpuplan.model.compute import Device, LayerTime, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
-from gpuplan.model.flops import attention_flops
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
 from gpuplan.model.software import software
@@ -146,8 +145,8 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         return 0.0
     kv_bytes = tokens * 2 * max(m.n_kv_heads / lay.tp, 1) * m.head_dim * 2
     ring = (lay.cp - 1) * send_recv_s(kv_bytes, lay.tp * lay.cp > topo.domain, topo)
-    att = tokens * attention_flops(m, tr.seq_len, True) / lay.tp / (dev.peak * dev.e_attn_f)
-    return sc.params.layers * (max(0.0, ring - att) + max(0.0, 2 * ring - 2.5 * att))
+    att_f, att_b = attention_s(m, tokens, tr.seq_len, lay.tp, tr.dropout, dev)
+    return sc.params.layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
 
 
 def _ep_hidden(lay: Layout) -> bool:
