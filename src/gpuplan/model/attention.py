@@ -157,9 +157,18 @@ def attention_core_s(dev: Device, kernel: str, causal: bool, pass_: str, *, toke
     if kernel == "eager":
         return _eager_s(dev, causal, pass_ == "bwd", tokens, seq, heads, head_dim, vd, dropout)
     flops = 2 * tokens * seq * heads * (head_dim + vd) / (2 if causal else 1) * (BWD_FLOPS if pass_ == "bwd" else 1)
-    c = _doc()["kernels"][kernel]["row_block_cost"]
-    rate = plateau(kernel, dev.arch, pass_, causal, head_dim) * _shape(math.ceil(seq / _doc()["block"]), c, causal)
-    return flops / (dev.peak16 * dev.sustain * min(rate, dev.gemm16.burst))
+    share = min(rate(kernel, dev.arch, pass_, causal, head_dim, seq), dev.gemm16.burst)
+    return flops / (dev.peak16 * dev.sustain * share)
+
+
+def rate(kernel: str, architecture: str, pass_: str, causal: bool, head_dim: int, seq: int) -> float:
+    """A fused kernel's share of the dense 16-bit peak for one pass at sequence ``seq``: the plateau
+    shaped by the per-row-block cost, never above the rate measured at the longest published sequence."""
+    spec, block = _doc()["kernels"][kernel], _doc()["block"]
+    ref = math.ceil(max(r["seq"] for r in _doc()["kernels"][spec.get("scaled_from", {}).get("kernel", kernel)]
+                        ["measured"]) / block)
+    c = spec["row_block_cost"]
+    return plateau(kernel, architecture, pass_, causal, head_dim) * _shape(min(math.ceil(seq / block), ref), c, causal)
 
 
 def _eager_s(dev: Device, causal: bool, backward: bool, tokens: float, seq: int, heads: float, head_dim: int,

@@ -90,9 +90,10 @@ def hbm_bytes_per_s(g: GPU) -> float:
 
 
 def kernel_floor_s(g: GPU) -> float:
-    """Fixed time of one short memory-bound kernel on ``g`` (``kernel_floor_s``, by architecture)."""
+    """Fixed time of one short memory-bound kernel on ``g`` (``kernel_floor_s``: by GPU id, else
+    architecture, else the default)."""
     floors = table("kernel_floor_s")
-    return float(floors.get(g.architecture, floors["default"]))
+    return float(floors.get(g.id) or floors.get(g.architecture) or floors["default"])
 
 
 @lru_cache(maxsize=256)

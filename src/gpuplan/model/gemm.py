@@ -89,10 +89,9 @@ def _core_s(m: float, n: float, k: float, batch: float, kern: GemmKernel, main: 
 
 
 def _model_s(m: float, n: float, k: float, batch: float, elem: float, kern: GemmKernel) -> float:
-    """Physics only: floor + max(compute, memory), never above the best shape's rate; alignment."""
+    """Physics only: floor + max(compute, memory), and the alignment rule."""
     traffic = elem * (m * k + k * n + m * n) * batch
     t = kern.model.floor_s + max(_core_s(m, n, k, batch, kern, kern.main), traffic / kern.bw)
-    t = max(t, 2 * m * n * k * batch / (kern.peak * kern.burst * kern.sustain))
     align = kern.model.align_bytes
     if align and any((d * elem) % align for d in (m, n, k)):
         t /= kern.model.align_factor
@@ -118,9 +117,10 @@ def _correction(kern: GemmKernel, m: float, n: float, k: float) -> float:
 
 @lru_cache(maxsize=1 << 16)
 def gemm_s(m: float, n: float, k: float, kern: GemmKernel, elem: float = 2.0, batch: float = 1.0) -> float:
-    """Seconds of ``batch`` (m×k)·(k×n) GEMMs in one kernel, ``elem`` bytes per input element."""
-    t = _model_s(m, n, k, batch, elem, kern)
-    return t * math.exp(_correction(kern, m, n, k))
+    """Seconds of ``batch`` (m×k)·(k×n) GEMMs in one kernel, ``elem`` bytes per input element: the
+    model corrected along the measured sweep, never faster than the best measured shape."""
+    t = _model_s(m, n, k, batch, elem, kern) * math.exp(_correction(kern, m, n, k))
+    return max(t, 2 * m * n * k * batch / (kern.peak * kern.burst * kern.sustain))
 
 
 def _solve_main(kern: GemmKernel, shape: tuple[int, int, int] | None) -> float:
