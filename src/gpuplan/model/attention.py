@@ -38,8 +38,10 @@ BWD_FLOPS = 2.5  # the backward's FLOPs over the forward's (five matmuls to two:
 # Eager attention's memory passes over the s×s scores, bytes per score element (16-bit): the softmax
 # reads and writes them (forward), its backward reads P and dP and writes dS; an unfused causal mask
 # is an add of the mask (read scores and mask, write: the FlashAttention benchmark's PyTorch baseline
-# and Hugging Face eager attention); dropout writes the kept scores and a mask byte, read back backward.
-SOFTMAX_FWD_BYTES, SOFTMAX_BWD_BYTES, MASK_ADD_BYTES, DROPOUT_BYTES = 4.0, 6.0, 6.0, 3.0
+# and Hugging Face eager attention); dropout reads the probabilities and writes them and a mask
+# (2 x 3 B, 1.5x that backward: the model's count before the kernels were split out).
+SOFTMAX_FWD_BYTES, SOFTMAX_BWD_BYTES, MASK_ADD_BYTES = 4.0, 6.0, 6.0
+DROPOUT_FWD_BYTES, DROPOUT_BWD_BYTES = 6.0, 9.0
 
 
 def _doc() -> dict[str, Any]:
@@ -180,8 +182,8 @@ def _eager_s(dev: Device, causal: bool, backward: bool, tokens: float, seq: int,
     gemms = gemm_s(seq, seq, head_dim, dev.gemm16, 2.0, bh) + gemm_s(seq, v_head_dim, seq, dev.gemm16, 2.0, bh)
     scores = bh * seq * seq
     if backward:
-        passes = [SOFTMAX_BWD_BYTES] + ([1.5 * DROPOUT_BYTES * 2] if dropout else [])
+        passes = [SOFTMAX_BWD_BYTES] + ([DROPOUT_BWD_BYTES] if dropout else [])
         gemms *= 2
     else:
-        passes = [SOFTMAX_FWD_BYTES] + ([MASK_ADD_BYTES] if causal else []) + ([2 * DROPOUT_BYTES] if dropout else [])
+        passes = [SOFTMAX_FWD_BYTES] + ([MASK_ADD_BYTES] if causal else []) + ([DROPOUT_FWD_BYTES] if dropout else [])
     return gemms + scores * sum(passes) / dev.bw + len(passes) * dev.floor_s

@@ -3,10 +3,11 @@
 ``components.json`` holds published measurements — GEMM throughput by shape and dtype, attention
 kernels by pass, mask, head size and sequence, collective bandwidth by size and group, memory-bound
 kernels — each with its source. For every point the model's own component function gives its time
-(``component_models``, computed as the step model computes it, fitted constants included); the two
+(``component_models``, computed by the functions the step model calls, at burst rates: the share a
+training step sustains, the one fitted constant the kernels carry, is left out); the two
 are compared as rates (FLOP/s, bytes/s), error = modelled / measured − 1. Summaries per component,
 per source and per GPU: median |error|, the share within ±15 %, the median signed error and the worst
-points. A fitted constant that absorbs a component's error end to end shows here as a bias.
+points. A component's bias here is what an end-to-end fit would otherwise absorb.
 """
 
 from __future__ import annotations
