@@ -79,3 +79,18 @@ def test_the_script_reproduces_the_shipped_constants_from_the_corpus_alone(tmp_p
     fitted = json.loads(report.read_text())["fitted"]
     for name, value in fitted.items():
         assert constant(name) == pytest.approx(value, rel=1e-3)
+
+
+def test_an_override_reaches_the_cached_step_model():
+    # the fit scores the corpus under catalog.constants.override: the step model's memo tables must not
+    # keep the first values scored (they did, so every fitted constant saw a flat loss)
+    from gpuplan.api import evaluate
+    from gpuplan.catalog.constants import override
+
+    kw = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 16, "zero": 3, "seq_len": 4096, "scale_out": "eth-100g"}
+    base = evaluate(**kw).time.step_s
+    with override({"gemm_share_of_mamf": constant("gemm_share_of_mamf") * 0.8}):
+        assert evaluate(**kw).time.step_s > base
+    with override({"scale_out_efficiency": 0.6, "dp_overlap": 0.3}):
+        assert evaluate(**kw).time.step_s != base
+    assert evaluate(**kw).time.step_s == base

@@ -136,3 +136,29 @@ def test_fp8_scaling_costs():
     assert fp8_scaling_costs("no-such-recipe") == ()
     delayed = fp8_scaling_costs("delayed")[0]
     assert delayed.bytes_per_element < tensorwise["input_or_grad_output"].bytes_per_element
+
+
+def test_every_architecture_has_a_gemm_kernel_model_with_cited_tiles():
+    from gpuplan.catalog.matmul import kernel_model
+
+    rows = RAW["kernel_model"]["architectures"]
+    for arch in {g["architecture"] for g in GPUS.values()}:
+        km = kernel_model(arch)
+        assert km.tiles and all(tm % 64 == 0 and tn % 64 == 0 for tm, tn in km.tiles), arch
+        assert km.splits[0] == 1 and km.floor_s > 0 and km.tile_k >= 0 and km.reduce_s >= 0
+        row = rows.get(arch) or rows["default"]
+        base = rows[row["as"]] if "as" in row else row
+        assert base["tiles_source"] and base["split_source"] and base["tile_depth_source"]
+    align = RAW["kernel_model"]["alignment"]
+    assert align["bytes"] == 16 and 0 < align["factor"] < 1 and "cublas_tensor_core_usage" in align["source"]
+
+
+def test_every_sweep_is_cited_and_measured_on_a_catalogue_gpu():
+    from gpuplan.catalog.matmul import matmul_sweep
+
+    for s in RAW["sweeps"]:
+        assert s["source"] in RAW["sources"] and s["gpu_id"] in GPUS
+        assert GPUS[s["gpu_id"]]["architecture"] == s["architecture"]
+        sweep = matmul_sweep(s["architecture"], s["precision"])
+        peak = GPUS[s["gpu_id"]][f"{s['precision']}_dense_tflops"]
+        assert all(0 < tf < peak for *_, tf in sweep.points)

@@ -1,5 +1,6 @@
-"""The attention core's time: which kernel runs it (per framework and GPU architecture), its cited
-share of peak, and the fixed cost per 128-row query block that makes short sequences slower."""
+"""The attention core's time: which kernel runs it (per framework and GPU architecture), its measured
+rate per pass, mask and head dim, and the fixed cost per 128-row query block that makes short
+sequences slower (model/attention.py, catalog/constants.json ``attention_kernels``)."""
 
 from __future__ import annotations
 
@@ -7,67 +8,110 @@ import math
 
 import pytest
 
-from gpuplan.catalog.constants import constant, table
+from gpuplan.catalog.constants import constant
 from gpuplan.catalog.hardware import get_gpu, make_hardware
 from gpuplan.catalog.models import load_model
-from gpuplan.model import compute
-from gpuplan.model.compute import _attention, attention_kernel, attention_short_sequence_factor, device
-from gpuplan.model.flops import attention_flops
+from gpuplan.model.attention import attention_core_s, attention_kernel, plateau, rate, runs_on
+from gpuplan.model.compute import attention_s, device, kernel_device
 from gpuplan.spec import Training
 
 
-def _dev(gpu: str, framework: str):
-    return device(make_hardware(gpu, 8), Training(seq_len=4096, framework=framework))
+def _dev(gpu: str, framework: str, attention: str = "flash"):
+    return device(make_hardware(gpu, 8), Training(seq_len=4096, framework=framework, attention=attention))
 
 
-@pytest.mark.parametrize("framework, gpu, kernel", [
+def _tflops(gpu: str, kernel: str, causal: bool, pass_: str, hd: int, seq: int) -> float:
+    """The model's rate for the FlashAttention benchmarks' setup (16k tokens, hidden 2048), burst clocks."""
+    dev = kernel_device(get_gpu(gpu), "bf16", kernel)
+    heads = 2048 // hd
+    flops = 4 * 16384 * seq * heads * hd / (2 if causal else 1) * {"fwd": 1, "bwd": 2.5, "fwd_bwd": 3.5}[pass_]
+    t = attention_core_s(dev, kernel, causal, pass_, tokens=16384, seq=seq, heads=heads, head_dim=hd)
+    return flops / t / 1e12
+
+
+@pytest.mark.parametrize("framework, gpu, attention, kernel", [
     # Transformer Engine prefers cuDNN's FusedAttention on Hopper+ (TE dot_product_attention/utils.py:
     # "Disabling FlashAttention to give FusedAttention preference on Hopper+ for performance reasons")
-    ("megatron-core", "h100-sxm", "cudnn"), ("megatron-core", "h200", "cudnn"), ("megatron-core", "b200", "cudnn"),
-    # on Ampere TE runs FlashAttention-2; torchtitan (SDPA) and the others run FlashAttention-2 everywhere
-    ("megatron-core", "a100-80gb-sxm", "flash2"), ("torchtitan", "h100-sxm", "flash2"),
-    ("generic", "h100-sxm", "flash2"), ("pytorch-fsdp", "h100-sxm", "flash2"),
+    ("megatron-core", "h100-sxm", "flash", "cudnn"), ("megatron-core", "h200", "flash", "cudnn"),
+    ("megatron-core", "b200", "flash", "cudnn"),
+    # on Ampere TE runs FlashAttention-2; torchtitan (SDPA) and the others run FlashAttention-2 from sm80
+    ("megatron-core", "a100-80gb-sxm", "flash", "flash2"), ("torchtitan", "h100-sxm", "flash", "flash2"),
+    ("generic", "h100-sxm", "flash", "flash2"), ("pytorch-fsdp", "h100-sxm", "flash", "flash2"),
+    # before sm80 PyTorch SDPA's flash and cuDNN backends refuse (sdp_utils.cpp: sm80-sm121); the
+    # memory-efficient kernel runs from sm50
+    ("generic", "v100-32gb", "flash", "sdpa_mem_efficient"), ("torchtitan", "t4", "flash", "sdpa_mem_efficient"),
+    ("megatron-core", "v100-16gb", "flash", "sdpa_mem_efficient"),
+    # FlashAttention v1 runs on Turing and Ampere (flash-attention v1 README), not on Volta
+    ("generic", "t4", "flash1", "flash1"), ("generic", "v100-32gb", "flash1", "sdpa_mem_efficient"),
+    # ROCm: flash-attn's default backend and TE's fused attention are Composable Kernel; SDPA is AOTriton
+    ("pytorch-fsdp", "mi300x", "flash", "rocm_ck"), ("megatron-core", "mi300x", "flash", "rocm_ck"),
+    ("torchtitan", "mi300x", "flash", "rocm_triton"), ("generic", "mi355x", "flash", "rocm_triton"),
+    ("generic", "h100-sxm", "eager", "eager"),
 ])
-def test_the_attention_kernel_follows_the_framework_and_architecture(framework, gpu, kernel):
-    assert attention_kernel(framework, get_gpu(gpu).architecture) == kernel
+def test_the_attention_kernel_follows_the_framework_and_architecture(framework, gpu, attention, kernel):
+    assert attention_kernel(framework, get_gpu(gpu).architecture, attention) == kernel
+    assert _dev(gpu, framework, attention).attn_kernel == kernel
 
 
-def test_cudnn_attention_runs_at_its_cited_share_on_hopper():
-    te, sdpa = _dev("h100-sxm", "megatron-core"), _dev("h100-sxm", "torchtitan")
-    share = constant("attention_achieved_share")
-    e = te.e_gemm
-    # FlashAttention-3 class: 0.75 forward, 1.5 x FlashAttention-2's 0.32 backward (Shah et al. 2024)
-    assert te.e_attn_f == pytest.approx(min(0.75 * share, e))
-    assert te.e_attn_b == pytest.approx(min(0.48 * share, e))
-    hopper = table("attention_efficiency")["hopper"]
-    assert sdpa.e_attn_f == pytest.approx(min(hopper["forward"] * share, e))
-    assert sdpa.e_attn_b == pytest.approx(min(hopper["backward"] * share, e))
-    assert te.e_attn_b / sdpa.e_attn_b == pytest.approx(min(0.48 * share, e) / min(0.32 * share, e))
+@pytest.mark.parametrize("gpu, kernel, causal, pass_, hd, published", [
+    # Shah et al. 2024 (FlashAttention-3), assets/flash3_fp16_fwd.png: H100 SXM forward at 16k tokens, seq 16k
+    ("h100-sxm", "cudnn", False, "fwd", 128, 595), ("h100-sxm", "flash3", True, "fwd", 256, 642),
+    ("h100-sxm", "flash2", False, "fwd", 64, 324),
+    # Dao 2023 (FlashAttention-2), assets/flash2_a100_fwd_bwd_benchmark.png: A100 forward + backward, seq 16k
+    ("a100-80gb-sxm", "flash2", True, "fwd_bwd", 128, 189), ("a100-80gb-sxm", "flash1", False, "fwd_bwd", 64, 110),
+    # flash-attention PR #2605: GB200 forward, hd 64, 16k tokens at seq 16k
+    ("gb200", "flash4", True, "fwd", 64, 1176),
+])
+def test_the_plateau_is_the_published_rate_at_16k(gpu, kernel, causal, pass_, hd, published):
+    assert _tflops(gpu, kernel, causal, pass_, hd, 16384) == pytest.approx(published, rel=1e-9)
 
 
-def test_ampere_attention_is_the_same_kernel_for_every_framework():
-    assert _dev("a100-80gb-sxm", "megatron-core") == _dev("a100-80gb-sxm", "torchtitan")
+def test_flash_attention_2_forward_and_backward_split_as_published_on_h100():
+    # H100 FlashAttention-2, non-causal hd 128: forward 370 TFLOPS (FA3 figure), forward+backward 338
+    # (FA2 figure): the backward is what the forward leaves, 2.5 / (3.5/338 - 1/370) TFLOPS
+    bwd = 2.5 / (3.5 / 338 - 1 / 370)
+    assert _tflops("h100-sxm", "flash2", False, "bwd", 128, 16384) == pytest.approx(bwd, rel=1e-9)
 
 
-@pytest.mark.parametrize("seq, blocks", [(128, 1), (512, 4), (2048, 16), (2049, 17), (65536, 512)])
-def test_the_short_sequence_factor_counts_128_row_blocks(seq, blocks):
-    k = constant("attention_row_block_cost")
-    assert attention_short_sequence_factor(seq) == pytest.approx(1 + k / blocks)
-    assert blocks == math.ceil(seq / compute.FLASH_BLOCK)
+def test_cudnn_backward_is_one_and_a_half_flash_attention_2s():
+    # Shah et al. 2024, Sec. 4.1: FlashAttention-3 / cuDNN backward 1.5-1.75x FlashAttention-2's (the lower end)
+    for hd in (64, 128):
+        assert plateau("cudnn", "hopper", "bwd", True, hd) == pytest.approx(1.5 * plateau("flash2", "hopper", "bwd",
+                                                                                            True, hd))
 
 
-def test_flash_attention_time_per_token_grows_linearly_with_sequence_plus_the_block_cost():
+@pytest.mark.parametrize("seq", [512, 1024, 2048, 4096, 8192])
+def test_the_rate_falls_with_the_row_block_count(seq):
+    n, ref = math.ceil(seq / 128), 128
+    c = 1.6  # flash2's row_block_cost (tools/derive_kernel_rates.py)
+    full = rate("flash2", "hopper", "fwd", False, 128, seq) / rate("flash2", "hopper", "fwd", False, 128, 16384)
+    causal = rate("flash2", "hopper", "fwd", True, 128, seq) / rate("flash2", "hopper", "fwd", True, 128, 16384)
+    assert full == pytest.approx(n / (n + c) / (ref / (ref + c)))
+    assert causal == pytest.approx(n / (n + 1 + 2 * c) / (ref / (ref + 1 + 2 * c)))
+
+
+def test_eager_causal_attention_computes_the_full_scores_and_adds_the_mask():
+    # PyTorch eager attention computes every score and adds the mask: the causal pass takes longer than
+    # the full one (the FlashAttention benchmarks' baseline: 35 vs 139 TFLOPS at hd 128, 8k, H100, where
+    # the causal count is half the full one)
+    dev = kernel_device(get_gpu("h100-sxm"), "bf16", "eager")
+    kw = {"tokens": 16384, "seq": 8192, "heads": 16, "head_dim": 128}
+    full = attention_core_s(dev, "eager", False, "fwd", **kw)
+    causal = attention_core_s(dev, "eager", True, "fwd", **kw)
+    assert causal > full
+
+
+def test_a_training_step_runs_attention_at_the_sustained_share():
     m = load_model("llama-3.1-8b")
     dev = _dev("h100-sxm", "torchtitan")
-    tokens = 65536.0
+    assert dev.sustain == constant("gemm_share_of_mamf")
+    fwd, bwd = attention_s(m, 65536.0, 8192, 1, 0.0, dev)
+    burst = kernel_device(get_gpu("h100-sxm"), "bf16", "flash2")
+    kw = {"tokens": 65536.0, "seq": 8192, "heads": 32, "head_dim": 128, "v_head_dim": 128}
+    assert fwd == pytest.approx(attention_core_s(burst, "flash2", True, "fwd", **kw) / dev.sustain)
+    assert bwd == pytest.approx(attention_core_s(burst, "flash2", True, "bwd", **kw) / dev.sustain)
 
-    def fwd(seq: int) -> float:
-        return _attention(m, tokens, seq, 1, "flash", 0.0, dev)[0]
 
-    ideal = tokens * attention_flops(m, 2048, causal_saving=True) / (dev.peak * dev.e_attn_f)
-    assert fwd(2048) == pytest.approx(ideal * attention_short_sequence_factor(2048))
-    # 16x the sequence: 16x the ideal FLOPs per token, and the block cost shrinks 16-fold
-    k = constant("attention_row_block_cost")
-    assert fwd(32768) / fwd(2048) == pytest.approx(16 * (1 + k / 256) / (1 + k / 16))
-    # FlashAttention v1 at half FlashAttention-2's rate, the same block structure (Dao 2023)
-    assert _attention(m, tokens, 2048, 1, "flash1", 0.0, dev)[0] == pytest.approx(2 * fwd(2048))
+def test_kernels_run_where_their_sources_say():
+    assert runs_on("flash3", "hopper") and not runs_on("flash3", "ampere")
+    assert not runs_on("flash2", "volta") and runs_on("sdpa_mem_efficient", "volta")

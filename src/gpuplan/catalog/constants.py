@@ -24,7 +24,7 @@ def _value(name: str) -> Any:
 
 
 def constant(name: str) -> float:
-    """A scalar constant, e.g. ``constant("kernel_launch_s")``."""
+    """A scalar constant, e.g. ``constant("comm_interference")``."""
     value = _value(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"constant {name!r} is a table: use table()")
@@ -39,23 +39,11 @@ def table(name: str) -> Mapping[str, Any]:
     return MappingProxyType(value)
 
 
-_derived: list[dict] = []  # plain dict caches whose values derive from the constants (``derived_cache``)
-
-
-def derived_cache() -> dict:
-    """A dict cache that ``clear_caches`` (and so ``override``) empties with the lru caches."""
-    d: dict = {}
-    _derived.append(d)
-    return d
-
-
 def clear_caches() -> None:
     """Forget every cached value of gpuplan's modules (they may derive from these constants)."""
     import functools
     import sys
 
-    for d in _derived:
-        d.clear()
     for name, mod in list(sys.modules.items()):
         if name.startswith("gpuplan.") and mod is not None:
             for obj in list(vars(mod).values()):

@@ -245,3 +245,86 @@ def fp8_scaling_costs(recipe: str | None = None) -> tuple[Fp8ScalingCost, ...]:
     ``rowwise_with_gw_hp``, ``mxfp8``, ``delayed``); empty for an unknown recipe."""
     costs = _fp8_costs()
     return costs if recipe is None else tuple(c for c in costs if c.recipe == recipe.strip().lower())
+
+
+@dataclass(frozen=True, slots=True)
+class KernelModel:
+    """How an architecture's GEMM library tiles a problem (catalog/matmul.json ``kernel_model``): the
+    output tiles it chooses among, the K splits, the K depth of one mainloop step, the fixed time of a
+    kernel, the fixed work per output tile (in K elements), the split-K reduction's fixed cost, and the
+    alignment below which a slower kernel runs (``align_factor`` of the aligned rate)."""
+
+    tiles: tuple[tuple[int, int], ...]
+    splits: tuple[int, ...]
+    tile_depth: int
+    floor_s: float
+    tile_k: float
+    reduce_s: float
+    align_bytes: int
+    align_factor: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A published shape sweep: (m, n, k, TFLOP/s) measured on ``gpu_id``."""
+
+    architecture: str
+    precision: str
+    gpu_id: str
+    source: Source
+    points: tuple[tuple[int, int, int, float], ...]
+
+
+@cache
+def _kernel_models() -> dict[str, KernelModel]:
+    doc = _doc()["kernel_model"]
+    align = doc["alignment"]
+    out = {}
+    for arch, row in doc["architectures"].items():
+        base = doc["architectures"][row["as"]] if "as" in row else row
+        out[arch] = KernelModel(
+            tiles=tuple(tuple(t) for t in base["tiles"]), splits=tuple(base["split_k"]),  # type: ignore[misc]
+            tile_depth=int(base["tile_depth"]), floor_s=float(base["floor_s"]), tile_k=float(base["tile_k"]),
+            reduce_s=float(base["reduce_s"]), align_bytes=int(align["bytes"]), align_factor=float(align["factor"]))
+    return out
+
+
+def kernel_model(architecture: str) -> KernelModel:
+    """The GEMM kernel model of an architecture (``default`` for one the catalogue does not name)."""
+    models = _kernel_models()
+    return models.get(architecture, models["default"])
+
+
+@cache
+def _sweeps() -> dict[tuple[str, str], Sweep]:
+    return {(s["architecture"], s["precision"]): Sweep(
+        architecture=s["architecture"], precision=s["precision"], gpu_id=s["gpu_id"], source=source(s["source"]),
+        points=tuple((int(m), int(n), int(k), float(tf)) for m, n, k, tf in s["m_n_k_tflops"]))
+        for s in _doc().get("sweeps", ())}
+
+
+def matmul_sweep(architecture: str, precision: str) -> Sweep | None:
+    """The measured shape sweep of an architecture at a precision, or None."""
+    return _sweeps().get((architecture, _canonical_precision(precision)))
+
+
+def _shape(mnk: str | None) -> tuple[int, int, int] | None:
+    if not mnk:
+        return None
+    m, n, k = (int(x) for x in mnk.split("x"))
+    return m, n, k
+
+
+Shape = tuple[int, int, int]
+
+
+def mamf_row(architecture: str, precision: str, gpu_id: str | None = None) -> tuple[float, Shape | None] | None:
+    """(MAMF share of peak, its best shape) for a GPU: its own published row (the profile's
+    ``measured`` row first, then the alternates in order) where there is one, else the architecture's
+    ``measured`` row; None with no profile. A row without a shape takes the architecture's shape."""
+    prof = matmul_profile(architecture, precision)
+    if prof is None:
+        return None
+    own = next((r for r in (prof.measured, *prof.alternates) if gpu_id and r.gpu_id == gpu_id), None)
+    row = own or prof.measured
+    return row.mamf_share, _shape(row.best_shape_mnk) or _shape(prof.measured.best_shape_mnk)

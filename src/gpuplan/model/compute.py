@@ -1,48 +1,53 @@
-"""Compute on one GPU: the achievable rates of a device, roofline matmuls with wave quantization,
-and the time of one transformer layer's forward, backward and recomputation.
+"""Compute on one GPU: the achievable rates of a device, and the time of one transformer layer's
+forward, backward and recomputation.
 
-* matmuls: roofline per weight matrix — max(2mnk / (peak · e_gemm), bytes / (HBM bw · e_bw))
-  with e_gemm the achievable share of the dense peak for the GPU's architecture; the
-  backward pass runs two matmuls (input and weight gradient) of the same shape;
-* attention core: FlashAttention — causal FLOPs at e_attn (forward) and 2.5× the forward
-  FLOPs at e_attn_bwd (Dao 2023: the backward runs five matmuls to the forward's two);
-  eager attention: full s² matmuls at e_gemm plus the softmax's memory traffic;
-* elementwise work (norms, residual adds, activation, RoPE, loss) at memory bandwidth;
+* matmuls: model/gemm.py — the GEMM library's tiles, waves and K splits at the GPU's measured
+  best-shape rate (MAMF), interpolated along the measured shape sweep where the catalogue has one;
+  the backward pass runs two matmuls (input and weight gradient) of the same shape;
+* attention core: model/attention.py — the kernel that runs on the GPU under the framework, at its
+  measured rate by pass, mask, head dim and sequence (eager: batched matmuls and the softmax);
+* memory-bound work (norms, residual adds, activation, RoPE, the loss, fp8 casts): the bytes the
+  framework's kernels move (model/software.py) at the GPU's measured streaming bandwidth
+  (``hbm_stream_share``), plus a measured fixed time per kernel (``kernel_floor_s``);
 * under fp8, the linear layers' matmuls at the fp8 rate plus their recipe's casts, transposes and
-  rescales at memory bandwidth (``Fp8Scheme``); the LM head and attention stay 16-bit;
-* kernel launches.
-Every constant is in catalog/constants.json, with its source.
+  rescales at memory bandwidth (model/fp8.py); the LM head and attention stay 16-bit.
+Microbenchmarks measure burst rates; a training step sustains ``gemm_share_of_mamf`` of them on its
+tensor-core kernels (clocks under the power limit: ``Device.sustain``, fitted end to end).
+Every constant is in catalog/constants.json or catalog/matmul.json, with its source.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.catalog.frameworks import (
-    fp8_gathers_tp,
-    fp8_input_cast_shared,
-    fp8_recipe_of,
-    fp8_weight_cast_per_step,
-    get_framework,
-)
-from gpuplan.catalog.matmul import fp8_scaling_costs, matmul_profile
-from gpuplan.model.flops import attention_flops
-from gpuplan.model.software import Software, software
+from gpuplan.catalog.frameworks import fp8_recipe_of
+from gpuplan.model.attention import attention_core_s, attention_kernel
+from gpuplan.model.flops import expert_imbalance
+from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
+from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
+from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
+
+__all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
+           "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
+ELEMENT_BYTES = {"fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
 
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    peak: float      # dense FLOP/s for the matmul precision
-    e_gemm: float
-    bw: float        # achievable HBM bytes/s
-    e_attn_f: float
-    e_attn_b: float
-    sms: int
-    tile: tuple[int, int]
+    peak: float          # dense FLOP/s for the matmul precision (clock-scaled under a power cap)
+    e_gemm: float        # the most of ``peak`` a step's GEMM reaches: best-shape share x ``sustain``
+    gemm: GemmKernel     # the linears' GEMMs at this precision
+    gemm16: GemmKernel   # 16-bit GEMMs (attention runs in 16-bit, even under fp8)
+    bw: float            # achievable HBM bytes/s (a streaming copy's share of the datasheet)
+    floor_s: float       # fixed time of one short memory-bound kernel
+    arch: str
+    peak16: float        # dense 16-bit FLOP/s
+    attn_kernel: str     # the kernel that runs the attention core (model/attention.py)
+    sustain: float       # share of the burst (microbenchmark) rates a training step sustains
+    elem: float = 2.0    # bytes per element of a matmul operand
 
 
 # Tensor cores that scale fp8 in 32-element blocks (OCP MX): NVIDIA Blackwell (5th-generation tensor
@@ -72,103 +77,53 @@ def unsupported_precision(g: GPU, precision: str, fp8_recipe: str | None = None)
 
 def device(hw: Hardware, training: Training, precision: str | None = None) -> Device:
     """The GPU's achievable rates for this precision (or ``precision``) and power cap (cached by value)."""
-    return _device(hw.gpu, hw.power_limit_w, precision or training.precision,
-                   attention_kernel(training.framework, hw.gpu.architecture))
+    kernel = attention_kernel(training.framework, hw.gpu.architecture, training.attention)
+    return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, constant("gemm_share_of_mamf"))
 
 
-TE_FUSED_ATTENTION_ARCHS = ("hopper", "blackwell")
+def hbm_bytes_per_s(g: GPU) -> float:
+    """Achievable HBM bandwidth: the datasheet's times the measured streaming-copy share of the GPU,
+    else of its architecture, else the median measured share (``hbm_stream_share``)."""
+    shares = table("hbm_stream_share")
+    share = shares.get(g.id) or shares.get(g.architecture) or shares["default"]
+    return g.memory_bw_bytes_per_s * share
 
 
-@lru_cache(maxsize=64)
-def attention_kernel(framework: str, architecture: str) -> str:
-    """Which FlashAttention-class kernel runs the attention core: ``cudnn`` where the framework
-    attends through Transformer Engine ('te-auto' in catalog/frameworks.json) on Hopper or later —
-    TE's get_attention_backend disables FlashAttention 'to give FusedAttention preference on
-    Hopper+ for performance reasons' (transformer_engine/pytorch/attention/dot_product_attention/
-    utils.py), i.e. cuDNN's fused attention — else ``flash2`` (FlashAttention-2, PyTorch SDPA's
-    flash backend)."""
-    te = get_framework(framework).attention_kernel.value == "te-auto"
-    return "cudnn" if te and architecture in TE_FUSED_ATTENTION_ARCHS else "flash2"
+def kernel_floor_s(g: GPU) -> float:
+    """Fixed time of one short memory-bound kernel on ``g`` (``kernel_floor_s``: by GPU id, else
+    architecture, else the default)."""
+    floors = table("kernel_floor_s")
+    return float(floors.get(g.id) or floors.get(g.architecture) or floors["default"])
 
 
 @lru_cache(maxsize=256)
-def _device(g: GPU, power_limit_w: float | None, precision: str, kernel: str = "flash2") -> Device:
+def _device(g: GPU, power_limit_w: float | None, precision: str, kernel: str = "flash2",
+            sustain: float = 1.0) -> Device:
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
-    e = gemm_share(g.architecture, prec)
     if prec == "tf32" and "tf32" not in g.peak_flops:
         prec = "fp32"  # no tf32 tensor cores (V100, MI250X): fp32 on the vector units
     if prec not in g.peak_flops:
         prec = "fp16" if "fp16" in g.peak_flops else "fp32"
     peak = g.peak_flops.get(prec) or g.peak_flops.get("fp32") or 1.0
-    if power_limit_w and g.tdp_w and power_limit_w < g.tdp_w:
-        # dynamic power ~ f·V² with V ~ f under DVFS, so f ~ P^(1/3) (estimate; clock-bound work only)
-        clock = (power_limit_w / g.tdp_w) ** (1 / 3)
-        peak *= clock
-    else:
-        clock = 1.0
-    att_all = table("attention_efficiency")
-    att = att_all.get(g.architecture, att_all["default"])
-    if kernel == "cudnn":
-        att = table("fused_attention_efficiency").get(g.architecture, att)
-    tiles = table("gemm_tile")
+    # dynamic power ~ f·V² with V ~ f under DVFS, so f ~ P^(1/3) (estimate; clock-bound work only)
+    clock = (power_limit_w / g.tdp_w) ** (1 / 3) if power_limit_w and g.tdp_w and power_limit_w < g.tdp_w else 1.0
+    bw = hbm_bytes_per_s(g)
+    gemm = gemm_kernel(g, prec, peak * clock, bw, sustain)
     half = (g.peak_flops.get("bf16") or g.peak_flops.get("fp16") or peak) * clock
-    # attention runs in 16-bit even under fp8 training; express its efficiency on the matmul peak
-    scale = half / peak
-    # the FlashAttention-2 benchmarks' share of peak, times what of it a training step reaches (fitted);
-    # never above the GEMM share: attention's matmuls are GEMMs with softmax work between them
-    scale *= constant("attention_achieved_share")
-    return Device(peak=peak, e_gemm=e, bw=g.memory_bw_bytes_per_s * constant("memory_bandwidth_efficiency"),
-                  e_attn_f=min(att["forward"] * scale, e), e_attn_b=min(att["backward"] * scale, e),
-                  sms=g.sm_count,
-                  tile=tuple(tiles.get(g.architecture, tiles["default"])))
+    gemm16 = gemm if prec in ("bf16", "fp16") else gemm_kernel(g, "bf16", half, bw, sustain)
+    return Device(peak=peak * clock, e_gemm=gemm.burst * sustain, gemm=gemm, gemm16=gemm16, bw=bw,
+                  floor_s=kernel_floor_s(g), arch=g.architecture, peak16=half, attn_kernel=kernel, sustain=sustain,
+                  elem=ELEMENT_BYTES.get(prec, 2.0))
 
 
-FLASH1_SLOWDOWN = 2.0
-FLASH_BLOCK = 128  # FlashAttention-2's query/key block on A100/H100 for head dims <= 128 (Dao 2023, Sec. 3.3)
+def matmul_s(m: float, n: float, k: float, dev: Device, elem: float | None = None, batch: float = 1.0) -> float:
+    """Seconds of ``batch`` (m×k)·(k×n) matmuls in one GEMM kernel at ``dev``'s rates (model/gemm.py)."""
+    return gemm_s(m, n, k, dev.gemm, dev.elem if elem is None else elem, batch)
 
 
-def attention_short_sequence_factor(seq: int) -> float:
-    """How much longer a causal FlashAttention pass takes than its ideal FLOPs at the long-sequence
-    rate: each of the n = ceil(s/128) query-row blocks carries a fixed cost (load Q, write O and its
-    log-sum-exp, rescale) plus one fully computed diagonal block of which half is masked, and the
-    rows' unequal work leaves the last wave part-idle — together ``k`` blocks' worth per row of
-    n(n+1)/2 computed ones, so time ∝ 1 + k/n. Published sweeps show the shape: causal
-    FlashAttention throughput rises with sequence length at fixed tokens and its causal/non-causal
-    ratio goes as ~1/(1 + k/n) (cuDNN/FA4 on B200, flash-attention PR #2605: 0.64, 0.77, 0.87, 0.93,
-    0.96 at 1k-16k); ``attention_row_block_cost`` (k) is fitted."""
-    blocks = math.ceil(seq / FLASH_BLOCK)
-    return 1 + constant("attention_row_block_cost") / blocks
-
-
-def gemm_share(architecture: str, precision: str) -> float:
-    """Achievable share of the dense peak for a training step's large GEMMs: the published maximum
-    achievable matmul FLOPS of the architecture and precision (catalog/matmul.json: the best shape
-    of a cuBLAS/hipBLASLt sweep, MAMF) times the share of it a training step sustains (clocks
-    under power limits, concurrent kernels; ``gemm_share_of_mamf``, fitted). An architecture with
-    no published sweep uses the ``gemm_efficiency`` estimate (fp16 and tf32 run at the bf16 share
-    of their own peak; fp8 without a sweep at ``fp8_gemm_efficiency_ratio`` of it)."""
-    lookup = "bf16" if precision in ("fp16", "tf32", "fp32") else precision
-    prof = matmul_profile(architecture, lookup)
-    if prof is not None:
-        return prof.mamf_share * constant("gemm_share_of_mamf")
-    base = matmul_profile(architecture, "bf16")
-    e = base.mamf_share * constant("gemm_share_of_mamf") if base is not None else \
-        table("gemm_efficiency").get(architecture, 0.7)
-    return e * constant("fp8_gemm_efficiency_ratio") if lookup == "fp8" else e
-
-
-def wave_efficiency(m: float, n: float, dev: Device) -> float:
-    """Share of the SMs busy over a GEMM's waves of output tiles (wave quantization)."""
-    tiles = math.ceil(m / dev.tile[0]) * math.ceil(n / dev.tile[1])
-    return tiles / (math.ceil(tiles / dev.sms) * dev.sms)
-
-
-def matmul_s(m: float, n: float, k: float, dev: Device, elem: float = 2.0, batch: float = 1.0) -> float:
-    """Roofline time of ``batch`` (m×k)·(k×n) matmuls, with wave quantization."""
-    flops = 2 * m * n * k * batch
-    traffic = elem * (m * k + k * n + m * n) * batch
-    eff = dev.e_gemm * wave_efficiency(m * batch, n, dev)
-    return max(flops / (dev.peak * eff), traffic / dev.bw)
+def streamed_s(nbytes: float, kernels: float, dev: Device) -> float:
+    """Seconds of memory-bound work: ``nbytes`` at the achievable bandwidth plus each kernel's fixed time."""
+    return nbytes / dev.bw + kernels * dev.floor_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,126 +150,11 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     return _layer_time(*args, scheme, dev, dev16)
 
 
-@dataclass(frozen=True, slots=True)
-class Fp8Scheme:
-    """What one fp8 recipe costs around each linear layer, beyond its matmuls at the fp8 rate.
-
-    * ``act`` / ``weight``: bytes read and written per element of a matmul input or output
-      gradient / of a weight (both fwd+bwd) by the amax, cast and transpose kernels — torchao's
-      roofline of its own kernels per recipe and tensor role (catalog/matmul.json
-      ``fp8_scaling_overhead``; the input's first read fused into the producing op under
-      torch.compile), Transformer Engine's one read + one write for delayed scaling;
-    * ``rescale``: rowwise scaling runs the two backward GEMMs (slow accumulation) as cuBLAS
-      tensorwise GEMMs and applies the row and column scales to their output in a separate kernel
-      — read and write the bf16 output, 4 B per element (torchao float8_ops.addmm_float8_unwrapped:
-      "the rowwise CUTLASS-based kernel is so slow without fast-accum", pytorch/ao PR #1325; the
-      extra kernel per GEMM, pytorch/ao issue #2184, 2025);
-    * ``grad_weight_hp``: rowwise_with_gw_hp keeps the weight-gradient GEMM in bf16 (torchao
-      roofline_utils.get_gemm_time_sympy);
-    * ``shard_cast``: where the framework's sequence-parallel all-gathers carry fp8
-      (frameworks.json ``fp8_recipe.tp_all_gather``: torchtitan's Float8ColwiseParallel /
-      Float8RowwiseParallel for tensorwise only, Transformer Engine's per-tensor and MXFP8
-      quantizers), a gathered operand is cast on its 1/tp shard, gathered in fp8 and transposed
-      whole for the weight-gradient GEMM; otherwise it is gathered in bf16 and cast whole;
-    * ``shared_input``: linears that read the same input (q/k/v, gate/up) cast it once
-      (``fp8_recipe.input_cast``: Megatron-Core's fused TE linears; torchtitan under fp8 TP);
-    * ``weight_share``: the share of micro-batches that cast the weights (1, or 1/micro-batches
-      where the fp8 weights are cached across a step: ``fp8_recipe.weight_cast``)."""
-
-    recipe: str
-    act: float
-    weight: float
-    rescale: bool = False
-    grad_weight_hp: bool = False
-    shard_cast: bool = False
-    shared_input: bool = False
-    weight_share: float = 1.0
-
-# Megatron's RowParallelLinear layers (Shoeybi et al. 2019, Sec. 3: the attention output projection
-# and the MLP's second linear), by their checkpoint names across the catalogue's model families
-ROW_PARALLEL = frozenset({"o_proj", "down_proj", "c_proj", "dense", "dense_4h_to_h", "out_proj", "w2", "fc2"})
-RESCALE_BYTES = 4.0  # read and write one bf16 output element
-TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
-
-
-@lru_cache(maxsize=256)
-def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int, sp: bool = True,
-               microbatches: int = 1) -> Fp8Scheme:
-    costs = {c.role: c for c in fp8_scaling_costs(recipe)}  # catalog/matmul.json has every FP8_RECIPES entry
-    act_cost = costs.get("input_or_grad_output") or costs["any"]
-    w_cost = costs.get("weight") or costs["any"]
-    fused = act_cost.bytes_per_element_fused_with_prev
-    act = fused if compile_ and fused is not None else act_cost.bytes_per_element
-    shard = fp8_tp_gather(framework, recipe, tp, sp)
-    return Fp8Scheme(recipe=recipe, act=act, weight=w_cost.bytes_per_element,
-                     rescale=recipe == "rowwise", grad_weight_hp=recipe == "rowwise_with_gw_hp",
-                     shard_cast=shard, shared_input=fp8_input_cast_shared(framework, shard),
-                     weight_share=1 / max(1, microbatches) if fp8_weight_cast_per_step(framework) else 1.0)
-
-
-def fp8_tp_gather(framework: str, recipe: str, tp: int, sp: bool) -> bool:
-    """Whether the tensor-parallel all-gathers carry fp8: under sequence parallelism, where the
-    framework casts before gathering (catalog.frameworks.fp8_gathers_tp). The casts (``Fp8Scheme``)
-    and the collectives (runtime._tp_comm) both follow it."""
-    return tp > 1 and sp and fp8_gathers_tp(framework, recipe)
-
-
-def _operand_cast_bytes(elements: float, gathered: bool, tp: int, s: Fp8Scheme) -> float:
-    """Bytes to cast one matmul operand of ``elements``: all of it, or — a gathered operand under
-    ``shard_cast`` — its 1/tp shard before the fp8 all-gather, then one transpose of the whole for the
-    weight-gradient GEMM (_scaled_mm takes its second operand column-major): 1 B read + 1 B written."""
-    if gathered and s.shard_cast:
-        return elements / tp * s.act + TRANSPOSE_BYTES * elements
-    return elements * s.act
-
-
-def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
-                   method: str = "full") -> tuple[float, float]:
-    """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
-    on one rank. The attention output and second MLP projections are row-parallel under tensor
-    parallelism (``ROW_PARALLEL``): input sharded, output gradient whole (gathered); the others are
-    column-parallel: input whole (gathered), output gradient sharded. Expert matrices see the
-    busiest rank's routed tokens (tokens · top_k · ``expert_imbalance``). The router (a tiny GEMM)
-    is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one."""
-    fwd = bwd = 0.0
-    cast_inputs: set[tuple[str, int]] = set()
-    busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
-    for w in lg.weights:
-        if not w.is_matrix or w.group not in ("attention", "mlp", "shared_expert", "expert"):
-            continue
-        out_f, in_f = w.shape
-        row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
-        if w.group == "expert":
-            tok, mats = tokens * m.top_k * busiest, w.count / ep
-        else:
-            tok, mats = tokens * w.count, w.count
-        x_el, dy_el = tok * (in_f / tp if row else in_f), tok * (out_f if row else out_f / tp)
-        w_el = mats * out_f * in_f / tp
-        shared = not row and s.shared_input and (w.group, in_f) in cast_inputs
-        cast_inputs.add((w.group, in_f))
-        # the gathered operand is the column-parallel input or the row-parallel output gradient
-        fwd += (0.0 if shared else _operand_cast_bytes(x_el, not row, tp, s)) + w_el * s.weight * s.weight_share / 2
-        bwd += _operand_cast_bytes(dy_el, row, tp, s) + w_el * s.weight * s.weight_share / 2
-        if s.rescale:  # the grad_input (x-sized) and, training the weight, grad_weight outputs
-            bwd += RESCALE_BYTES * (x_el + (w_el if method == "full" else 0.0))
-    return fwd, bwd
-
-
-def expert_imbalance(tokens: float, top_k: int, ep: int) -> float:
-    """The busiest expert-parallel rank's load over the mean, for a router balanced in expectation:
-    each rank receives a Binomial(ep·tokens·top_k, 1/ep) share of the routed tokens (mean
-    μ = tokens·top_k, variance μ(1 − 1/ep)) and the largest of ep such shares exceeds the mean by
-    about √(2 ln ep) standard deviations (the Gaussian extreme-value bound). A floor: a router's
-    systematic preferences add to it and are not modelled."""
-    mean = tokens * top_k
-    if ep <= 1 or mean <= 0:
-        return 1.0
-    return 1.0 + math.sqrt(2 * math.log(ep) * (1 - 1 / ep) / mean)
-
-
-def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device) -> tuple[float, float]:
+def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device,
+             grouped: bool = True) -> tuple[float, float]:
     """(forward seconds of the layer's weight matmuls, of its 2nd, 4th … ones). Expert matmuls run
-    at the busiest expert-parallel rank's pace (``expert_imbalance``)."""
+    at the busiest expert-parallel rank's pace (``expert_imbalance``), the rank's experts in one
+    grouped GEMM or, where the framework loops over them (``grouped`` False), one GEMM each."""
     mm_f = every_other = 0.0
     busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
@@ -322,8 +162,10 @@ def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev:
     for i, w in enumerate(mats):
         out_f, in_f = w.shape
         if w.group == "expert":
-            per_expert_tokens = tokens * m.top_k * ep / m.n_experts
-            t = matmul_s(per_expert_tokens * busiest, out_f / tp, in_f, dev) * w.count / ep
+            per_expert_tokens = tokens * m.top_k * ep / m.n_experts * busiest
+            local = w.count / ep
+            t = matmul_s(per_expert_tokens, out_f / tp, in_f, dev, batch=local) if grouped else \
+                matmul_s(per_expert_tokens, out_f / tp, in_f, dev) * local
         elif w.group == "router":
             t = matmul_s(tokens, out_f, in_f, dev)
         else:
@@ -334,22 +176,14 @@ def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev:
     return mm_f, every_other
 
 
-def _attention(m: ModelSpec, tokens: float, seq: int, tp: int, attention: str, dropout: float,
-               dev: Device) -> tuple[float, float]:
-    """(forward, backward) seconds of the attention core."""
-    att_flops = tokens * attention_flops(m, seq, causal_saving=True) / tp
-    if attention in ("flash", "flash1"):
-        att_flops *= attention_short_sequence_factor(seq)
-        # FlashAttention v1 runs at about half of FlashAttention-2's throughput (Dao 2023,
-        # arXiv:2307.08691, abstract and Fig. 4-6: "around 2x faster than FlashAttention")
-        slow = FLASH1_SLOWDOWN if attention == "flash1" else 1.0
-        return (slow * att_flops / (dev.peak * dev.e_attn_f), slow * 2.5 * att_flops / (dev.peak * dev.e_attn_b))
-    # eager: Q·Kᵀ and P·V as batched matmuls over the full s×s scores, plus the softmax
-    heads = m.n_heads / tp * tokens / seq  # (sequences in the micro-batch) × local heads
-    qk = matmul_s(seq, seq, m.head_dim, dev, batch=heads)
-    pv = matmul_s(seq, m.v_head_dim, seq, dev, batch=heads)
-    softmax_bytes = heads * seq * seq * 2 * (2 + (3 if dropout else 0))  # read+write (+ dropout)
-    return qk + pv + softmax_bytes / dev.bw, 2 * (qk + pv) + 1.5 * softmax_bytes / dev.bw
+def attention_s(m: ModelSpec, tokens: float, seq: int, tp: int, dropout: float, dev: Device) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's causal attention core over ``tokens`` local tokens,
+    on the kernel ``dev`` runs it with (model/attention.py)."""
+    heads = m.n_heads / tp
+    args = (dev, dev.attn_kernel, True)
+    kw = {"tokens": tokens, "seq": seq, "heads": heads, "head_dim": m.head_dim, "v_head_dim": m.v_head_dim,
+          "dropout": dropout}
+    return attention_core_s(*args, "fwd", **kw), attention_core_s(*args, "bwd", **kw)
 
 
 def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -> float:
@@ -365,31 +199,35 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
                 recompute: str, attention: str, dropout: float, method: str, sw: Software, fp8: Fp8Scheme | None,
                 dev: Device, dev16: Device | None) -> LayerTime:
-    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev)
+    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts)
     # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
-    mm_w = _matmuls(m, lg, tokens, tp, ep, dev16)[0] if fp8 and fp8.grad_weight_hp and dev16 else mm_f
-    att_f, att_b = _attention(m, tokens, seq, tp, attention, dropout, dev)
+    mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts)[0] if fp8 and fp8.grad_weight_hp and dev16 \
+        else mm_f
+    att_f, att_b = attention_s(m, tokens, seq, tp, dropout, dev)
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
     per_token = (sw.per_h * m.hidden * (1 / tp if sp else 1.0)
                  + (sw.per_f_gated if m.gated_mlp else sw.per_f_plain) * f_local / tp
                  + sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp)
-    kernels = sw.kernels
+    # memory-bound kernels: the block's, less its matmuls and the attention core (timed above)
+    kernels = sw.kernels - MATMULS_PER_BLOCK - 1
     if lg.moe:
         # the token dispatcher's permute and unpermute (Megatron-Core moe_utils.permute/unpermute):
         # each copies the hidden state of every routed token — read h, write top_k·h, and back
         per_token += 2 * 2 * m.hidden * (1 + m.top_k)
         kernels += 4  # router softmax/top-k, permute, unpermute, probability scaling
-        if not sw.grouped_experts:  # SequentialMLP: one GEMM per local expert and matrix
-            expert_mats = sum(1 for w in lg.weights if w.is_matrix and w.group == "expert")
-            kernels += expert_mats * max(0, m.n_experts // ep - 1)
-    elem_f = tokens * per_token / dev.bw
+    elem_f = streamed_s(tokens * per_token, kernels, dev)
     cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method) if fp8 else (0.0, 0.0)
     cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
-    launch = kernels * constant("kernel_launch_s")
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
-    fwd = mm_f + att_f + elem_f + cast_f + launch + dq
+    fwd = mm_f + att_f + elem_f + cast_f + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
-    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + 2 * launch + dq
+    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq
     rec = {"none": 0.0, "selective": att_f if attention == "eager" else 0.0,
-           "selective-op": every_other + elem_f + launch, "full": fwd}[recompute]
+           "selective-op": every_other + elem_f, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f)
+
+
+def kernel_device(g: GPU, precision: str, attention_kernel_id: str = "flash2") -> Device:
+    """``g``'s rates for one kernel run alone, as a microbenchmark times it: burst rates (no sustained
+    share), no power cap — what validation/components.json measures."""
+    return _device(g, None, precision, attention_kernel_id, 1.0)

@@ -14,6 +14,7 @@ the masked half of causal attention and add what recomputation repeats.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -117,3 +118,15 @@ def megatron_flops_per_iteration(B: int, s: int, l: int, h: int, V: int) -> floa
     """Narayanan et al. 2021 (arXiv:2104.04473) Sec. 5.1: FLOPs of one iteration of a GPT model
     with full activation recomputation, 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+
+
+def expert_imbalance(tokens: float, top_k: int, ep: int) -> float:
+    """The busiest expert-parallel rank's load over the mean, for a router balanced in expectation:
+    each rank receives a Binomial(ep·tokens·top_k, 1/ep) share of the routed tokens (mean
+    μ = tokens·top_k, variance μ(1 − 1/ep)) and the largest of ep such shares exceeds the mean by
+    about √(2 ln ep) standard deviations (the Gaussian extreme-value bound). A floor: a router's
+    systematic preferences add to it and are not modelled."""
+    mean = tokens * top_k
+    if ep <= 1 or mean <= 0:
+        return 1.0
+    return 1.0 + math.sqrt(2 * math.log(ep) * (1 - 1 / ep) / mean)

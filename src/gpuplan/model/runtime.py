@@ -14,8 +14,9 @@ model/pipeline.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from gpuplan.catalog.constants import constant, derived_cache
+from gpuplan.catalog.constants import constant
 from gpuplan.catalog.frameworks import (
     converts_every_block_linear,
     fp8_recipe_of,
@@ -29,9 +30,8 @@ from gpuplan.model.comm import (
     send_recv_s,
     topology,
 )
-from gpuplan.model.compute import Device, LayerTime, device, fp8_tp_gather, layer_time, matmul_s
+from gpuplan.model.compute import Device, LayerTime, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
-from gpuplan.model.flops import attention_flops
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
 from gpuplan.model.software import software
@@ -64,9 +64,16 @@ class StepTime:
     fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
 
 
-# _stage_compute by the values it reads (the planner asks ~10^5 times)
-_STAGES: dict[tuple, StageCompute] = derived_cache()
 _STAGES_MAX = 1 << 16
+
+
+@lru_cache(maxsize=1)
+def _memo() -> tuple[dict[tuple, StageCompute], dict[tuple, PipelinePart]]:
+    """The step model's memo tables (``_stage_compute`` and ``_pipeline`` by the values they read; the
+    planner asks ~10^5 times). Their keys hold no constant, so they live behind an lru_cache:
+    ``catalog.constants.override`` (the fitting scripts) clears it and new values reach the model —
+    memo dicts at module level kept the first values scored for good."""
+    return {}, {}
 
 
 def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
@@ -76,11 +83,12 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
     ZeRO or the schedule), and the micro-batch count only where an fp8 weight cast is spread over it."""
     key = (m, tr, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, lay.recompute_every, lay.pp,
            lay.virtual_stages, dev, dev16, tokens, corrections.compute, n_mb if dev16 is not None else 0)
-    hit = _STAGES.get(key)
+    stages = _memo()[0]
+    hit = stages.get(key)
     if hit is None:
-        if len(_STAGES) >= _STAGES_MAX:
-            _STAGES.clear()
-        hit = _STAGES[key] = _stage_compute_of(m, tr, lay, dev, dev16, tokens, corrections, n_mb)
+        if len(stages) >= _STAGES_MAX:
+            stages.clear()
+        hit = stages[key] = _stage_compute_of(m, tr, lay, dev, dev16, tokens, corrections, n_mb)
     return hit
 
 
@@ -147,8 +155,8 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         return 0.0
     kv_bytes = tokens * 2 * max(m.n_kv_heads / lay.tp, 1) * m.head_dim * 2
     ring = (lay.cp - 1) * send_recv_s(kv_bytes, lay.tp * lay.cp > topo.domain, topo)
-    att = tokens * attention_flops(m, tr.seq_len, True) / lay.tp / (dev.peak * dev.e_attn_f)
-    return sc.params.layers * (max(0.0, ring - att) + max(0.0, 2 * ring - 2.5 * att))
+    att_f, att_b = attention_s(m, tokens, tr.seq_len, lay.tp, tr.dropout, dev)
+    return sc.params.layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
 
 
 def _ep_hidden(lay: Layout) -> bool:
@@ -241,8 +249,6 @@ class PipelinePart:
         return self.n_mb * self.sc.total + self.n_mb * self.per_mb_comm + self.bubble + self.opt_s
 
 
-# by the values a pipeline part reads (the planner asks ~10^5 times)
-_PARTS: dict[tuple, PipelinePart] = derived_cache()
 
 
 def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
@@ -253,11 +259,12 @@ def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
            lay.pp, lay.cp, lay.ep, lay.micro_batch, lay.recompute, lay.recompute_every, lay.sequence_parallel,
            lay.pp_schedule, lay.virtual_stages, lay.offload, lay.tp_overlap, lay.ep_overlap, lay.zero >= 1,
            corrections.compute, corrections.gpu, fp8_layers)
-    hit = _PARTS.get(key)
+    parts = _memo()[1]
+    hit = parts.get(key)
     if hit is None:
-        if len(_PARTS) >= _STAGES_MAX:
-            _PARTS.clear()
-        hit = _PARTS[key] = _pipeline_of(m, hw, tr, lay, corrections, fp8_layers)
+        if len(parts) >= _STAGES_MAX:
+            parts.clear()
+        hit = parts[key] = _pipeline_of(m, hw, tr, lay, corrections, fp8_layers)
     return hit
 
 

@@ -14,7 +14,10 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
   = 24 B, 3 kernels per tensor.
 * activation, fused SwiGLU: read gate and up, write the product: 6 B per ffn element, 1 kernel;
   eager silu then mul: 10 B, 2 kernels. GeLU: fused 4 B, eager (bias add + gelu) 8 B.
-* residual add: read two, write one: 6 B per hidden element, 1 kernel (fused or not).
+* residual add: read two, write one: 6 B per hidden element, 1 kernel. Where the add and the
+  following norm run as one kernel (``torch.compile``: Inductor fuses the pointwise add into the
+  norm's reduction; Liger's LigerFusedAddRMSNorm; flash-attn's dropout_add_layer_norm): read x and
+  the residual, write the sum (the next residual) and the normed output, 8 B, 1 kernel for both.
 * cross-entropy over the logits (forward and backward): eager (fp32 upcast, log-softmax, the
   gradient) 24 B per logit; fused or chunked (Megatron-Core, llm-foundry, torchtune) 6 B: read the
   logits, write their gradient.
@@ -35,6 +38,8 @@ from gpuplan.spec import ModelSpec
 
 MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
 GENERIC_KERNELS_PER_BLOCK = 25  # forward kernels of a block when the software is not stated (estimate)
+RESIDUAL_ADD_BYTES = 6.0  # read two 16-bit tensors, write one
+ADD_NORM_BYTES = 8.0  # fused residual add + norm: read x and the residual, write the sum and the normed output
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,13 @@ class Software:
     loss_per_logit: float  # bytes per logit, forward and backward
     logits_memory: float  # bytes per logit held by the loss at the start of backward
     grouped_experts: bool = True  # one grouped GEMM for a rank's experts (False: a loop, one GEMM each)
+    ops: tuple[tuple[str, float, int], ...] = ()  # (op, bytes per element, kernels) as this software runs it
+
+    def cost(self, op: str) -> tuple[float, int]:
+        """(bytes per element, kernels) of one memory-bound op, forward, 16-bit tensors: ``norm``,
+        ``residual_add``, ``add_norm`` (a residual add and the norm after it), ``rope``,
+        ``activation_gated``, ``activation_plain``."""
+        return next((b, k) for name, b, k in self.ops if name == op)
 
 
 def _fused(value: object) -> bool | None:
@@ -80,9 +92,13 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
     ce = 6.0 if fused("cross_entropy") else 24.0
     loss = facts["cross_entropy"].value if "cross_entropy" in facts else None
     held = 3.5 if loss == "chunked" else 4.0 if loss else 12.0
-    kernels = MATMULS_PER_BLOCK + 1 + 2 * norm_k + rope_k + act_k + 2
+    # a residual add and the norm after it: one kernel under torch.compile, else two
+    add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
+    kernels = MATMULS_PER_BLOCK + 1 + 2 * add_norm_k + rope_k + act_k
     if not facts and not compile_:
         kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
-    return Software(per_h=2 * norm_b + 2 * 6.0, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
+    ops = (("norm", norm_b, norm_k), ("residual_add", RESIDUAL_ADD_BYTES, 1), ("add_norm", add_norm_b, add_norm_k),
+           ("rope", rope_b, rope_k), ("activation_gated", act_g, act_k), ("activation_plain", act_p, act_k))
+    return Software(per_h=2 * add_norm_b, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
                     kernels=kernels, loss_per_logit=ce, logits_memory=held,
-                    grouped_experts=grouped is None or grouped.value is not False)
+                    grouped_experts=grouped is None or grouped.value is not False, ops=ops)

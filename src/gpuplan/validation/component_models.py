@@ -1,22 +1,18 @@
 """Thin adapters that ask the runtime model's own component functions for one microbenchmark point.
 
 Each ``*_modelled`` function takes a point of ``components.json`` and returns the model's time for
-that kernel or collective, computed the way the step model computes it (model/compute.py and
-model/comm.py, with the fitted constants of catalog/constants.json), so that ``components.py`` can set
-it beside the published measurement. Nothing here changes a formula: where the model has no
-function for a case (a non-causal attention pass, a memory-bound kernel in isolation), the adapter
-composes the model's public pieces and says how.
+that kernel or collective, computed by the functions the step model calls (model/gemm.py,
+model/attention.py, model/compute.py, model/comm.py) at the GPU's burst rates: a microbenchmark runs
+one kernel alone, so the share a training step sustains (``gemm_share_of_mamf``) is not applied.
 
-* GEMM: ``compute.matmul_s`` at the GPU's ``compute.device`` for the dtype (MAMF share x
-  ``gemm_share_of_mamf``, wave quantization over the SMs, the HBM roofline term at
-  ``memory_bandwidth_efficiency``), plus one ``kernel_launch_s``.
-* attention: causal passes through ``compute._attention`` (FlashAttention at the architecture's
-  share x ``attention_achieved_share``, the short-sequence factor with ``attention_row_block_cost``;
-  eager: full s² matmuls and the softmax traffic); a non-causal flash pass has no model path, so it
-  is the full FLOPs at the same rates without the causal short-sequence factor. Kernel launches: one
-  forward, two backward, as ``compute._layer_time`` charges a block.
-* memory-bound: bytes at ``Device.bw`` (datasheet HBM x ``memory_bandwidth_efficiency``) plus the
-  kernel launches the model charges for the op (model/software.py's byte and kernel counts).
+* GEMM: ``compute.matmul_s`` on ``compute.kernel_device`` for the dtype (the library's tiles, waves
+  and K splits at the GPU's measured best-shape rate, the per-kernel floor, the alignment rule, and
+  the catalogue's shape sweep interpolated where the architecture has one).
+* attention: ``attention.attention_core_s`` for the point's kernel, mask and pass (a fused kernel at
+  its measured plateau shaped by the per-row-block cost; eager: batched GEMMs and the passes over the
+  scores, with the causal mask's add).
+* memory-bound: the bytes and kernels model/software.py charges for the op (``Software.cost``), at
+  the GPU's measured streaming bandwidth plus the per-kernel floor (``compute.streamed_s``).
 * collectives: ``comm.all_reduce_s`` / ``all_gather_s`` / ``reduce_scatter_s`` / ``all_to_all_s``
   on ``comm.topology`` of the catalogue's hardware.
 """
@@ -26,33 +22,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from gpuplan.catalog.constants import constant
 from gpuplan.catalog.hardware import get_gpu, make_hardware
 from gpuplan.catalog.models import load_model
+from gpuplan.model.attention import SOFTMAX_FWD_BYTES, attention_core_s, runs_on
 from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, topology
-from gpuplan.model.compute import (
-    FLASH1_SLOWDOWN,
-    Device,
-    _attention,
-    attention_flops,
-    attention_kernel,
-    device,
-    matmul_s,
-)
+from gpuplan.model.compute import Device, kernel_device, matmul_s, streamed_s
 from gpuplan.model.software import software
-from gpuplan.spec import ModelSpec, Training
+from gpuplan.spec import ModelSpec
 
-# How each published kernel is modelled: the model's attention path (training.attention) and the
-# framework whose attention kernel it stands for (compute.attention_kernel: 'te-auto' frameworks get
-# cuDNN's fused attention on Hopper and later, FlashAttention-3 class; every other stack FlashAttention-2).
-KERNEL_PATH = {
-    "flash2": ("flash", "generic"), "flash1": ("flash1", "generic"), "eager": ("eager", "generic"),
-    "cudnn": ("flash", "megatron-core"), "flash3": ("flash", "megatron-core"), "flash4": ("flash", "megatron-core"),
-    "rocm_ck": ("flash", "generic"), "rocm_triton": ("flash", "generic"),
-}
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "fp64": 8.0}
-RESIDUAL_ADD_BYTES = 6.0  # model/software.py: read two, write one 16-bit tensor per hidden element
-EAGER_RMSNORM_KERNELS = 7  # model/software.py: x.float(), pow, mean, rsqrt, mul, type_as, mul weight
 NCCL_BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
                    "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
 COLLECTIVE = {"all_reduce": all_reduce_s, "all_gather": all_gather_s, "reduce_scatter": reduce_scatter_s,
@@ -60,16 +38,15 @@ COLLECTIVE = {"all_reduce": all_reduce_s, "all_gather": all_gather_s, "reduce_sc
 
 
 @lru_cache(maxsize=256)
-def _device(gpu: str, precision: str = "bf16", framework: str = "generic") -> Device:
-    return device(make_hardware(gpu), Training(precision=precision, framework=framework))  # type: ignore[arg-type]
+def _device(gpu: str, precision: str = "bf16", kernel: str = "flash2") -> Device:
+    return kernel_device(get_gpu(gpu), precision, kernel)
 
 
 def gemm_modelled_s(p: dict[str, Any]) -> float:
-    """Seconds of one (batched) GEMM as the step model times a weight matmul."""
+    """Seconds of one (batched) GEMM kernel as the step model times a weight matmul, at burst rates."""
     x = p["inputs"]
     dev = _device(p["gpu"], x["dtype"])
-    return matmul_s(x["m"], x["n"], x["k"], dev, elem=DTYPE_BYTES[x["dtype"]], batch=x.get("batch", 1)) \
-        + constant("kernel_launch_s")
+    return matmul_s(x["m"], x["n"], x["k"], dev, elem=DTYPE_BYTES[x["dtype"]], batch=x.get("batch", 1))
 
 
 def gemm_flops(p: dict[str, Any]) -> float:
@@ -95,50 +72,34 @@ def attention_flops_published(p: dict[str, Any]) -> float:
 
 
 def attention_modelled_s(p: dict[str, Any]) -> float:
-    """Seconds of the attention core for the point's pass, at the model's rates for its kernel."""
+    """Seconds of the attention core for the point's kernel, mask and pass (model/attention.py)."""
     x = p["inputs"]
-    attention, framework = KERNEL_PATH[x["kernel"]]
     heads = x.get("heads") or 16  # a rate does not depend on the head count at fixed head size
-    m = _attention_model(heads, x.get("kv_heads") or heads, x["head_dim"])
-    dev = _device(p["gpu"], "bf16", framework)
-    tokens, seq = x["batch"] * x["seq_len"], x["seq_len"]
-    if x["causal"] or attention == "eager":
-        fwd, bwd = _attention(m, tokens, seq, 1, attention, 0.0, dev)
-    else:  # no model path for a full (non-causal) flash pass: its FLOPs at the same rates
-        slow = FLASH1_SLOWDOWN if attention == "flash1" else 1.0
-        flops = tokens * attention_flops(m, seq, causal_saving=False) * slow
-        fwd, bwd = flops / (dev.peak * dev.e_attn_f), 2.5 * flops / (dev.peak * dev.e_attn_b)
-    launch = constant("kernel_launch_s")
-    return {"fwd": fwd + launch, "bwd": bwd + 2 * launch, "fwd_bwd": fwd + bwd + 3 * launch}[x["pass"]]
+    dev = _device(p["gpu"], "bf16", x["kernel"])
+    return attention_core_s(dev, x["kernel"], x["causal"], x["pass"], tokens=x["batch"] * x["seq_len"],
+                            seq=x["seq_len"], heads=heads, head_dim=x["head_dim"])
 
 
 def attention_kernel_modelled(p: dict[str, Any]) -> str:
-    """The kernel whose rates the model applies to the point (compute.attention_kernel)."""
-    attention, framework = KERNEL_PATH[p["inputs"]["kernel"]]
-    if attention != "flash":
-        return attention
-    return attention_kernel(framework, get_gpu(p["gpu"]).architecture)
-
-
-@lru_cache(maxsize=8)
-def _norm_bytes(framework: str) -> float:
-    """Bytes per element of one RMSNorm as the model charges it for ``framework`` (16-bit tensors):
-    model/software.py's per-hidden-element bytes are two norms and two residual adds."""
-    m = _attention_model(16, 16, 128)
-    return (software(framework, False, m).per_h - 2 * RESIDUAL_ADD_BYTES) / 2
+    """The kernel whose rates the model applies to the point: the point's own, where the cited support
+    lists let it run on the GPU's architecture."""
+    kernel = p["inputs"]["kernel"]
+    return kernel if runs_on(kernel, get_gpu(p["gpu"]).architecture) else f"{kernel} (does not run here)"
 
 
 def memory_op_cost(op: str, dtype: str) -> tuple[float, int]:
-    """(bytes per element, kernels) the model charges for a memory-bound op; the model counts
-    16-bit tensors, so a 32-bit benchmark scales the bytes by 2."""
-    scale = DTYPE_BYTES[dtype] / 2.0
-    fused_norm = _norm_bytes("megatron-core")     # fused RMSNorm: read x, write y
-    table = {"rmsnorm_fused": (fused_norm, 1), "rmsnorm_eager": (_norm_bytes("torchtitan"), EAGER_RMSNORM_KERNELS),
-             "layernorm_fused": (fused_norm, 1), "layernorm_native": (fused_norm, 1),
-             "add_rmsnorm_fused": (RESIDUAL_ADD_BYTES + fused_norm, 2),  # the model does not fuse the add
-             "softmax_fused": (4.0, 1), "softmax_native": (4.0, 1)}   # eager attention's softmax: read + write
+    """(bytes per element, kernels) the model charges for a memory-bound op (``Software.cost`` of the
+    stack that runs it that way; eager attention's softmax pass); the model counts 16-bit tensors,
+    so a 32-bit benchmark scales the bytes by 2."""
+    m = _attention_model(16, 16, 128)
+    fused, eager, compiled = (software(f, c, m) for f, c in (("megatron-core", False), ("torchtitan", False),
+                                                             ("torchtitan", True)))
+    table = {"rmsnorm_fused": fused.cost("norm"), "rmsnorm_eager": eager.cost("norm"),
+             "layernorm_fused": fused.cost("norm"), "layernorm_native": fused.cost("norm"),  # F.layer_norm: one kernel
+             "add_rmsnorm_fused": compiled.cost("add_norm"),
+             "softmax_fused": (SOFTMAX_FWD_BYTES, 1), "softmax_native": (SOFTMAX_FWD_BYTES, 1)}
     per, kernels = table[op]
-    return per * scale, kernels
+    return per * DTYPE_BYTES[dtype] / 2.0, kernels
 
 
 def memory_bandwidth(p: dict[str, Any]) -> float:
@@ -151,7 +112,7 @@ def memory_modelled(p: dict[str, Any]) -> tuple[float, float]:
     x = p["inputs"]
     per, kernels = memory_op_cost(x["op"], x["dtype"])
     nbytes = per * x["rows"] * x["cols"]
-    return nbytes / memory_bandwidth(p) + kernels * constant("kernel_launch_s"), nbytes
+    return streamed_s(nbytes, kernels, _device(p["gpu"])), nbytes
 
 
 def collective_modelled_s(p: dict[str, Any]) -> float:

@@ -1,0 +1,120 @@
+"""What an fp8 recipe costs around each linear layer beyond its matmuls at the fp8 rate: the bytes of
+its amax, cast, transpose and rescale kernels per micro-batch (``Fp8Scheme``, ``fp8_cast_bytes``), and
+whether the framework's tensor-parallel all-gathers carry fp8 (``fp8_tp_gather``). model/compute.py
+times them at memory bandwidth; model/runtime.py sizes the collectives with ``fp8_tp_gather``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuplan.catalog.frameworks import fp8_gathers_tp, fp8_input_cast_shared, fp8_weight_cast_per_step
+from gpuplan.catalog.matmul import fp8_scaling_costs
+from gpuplan.model.flops import expert_imbalance
+from gpuplan.spec import LayerGroup, ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8Scheme:
+    """What one fp8 recipe costs around each linear layer, beyond its matmuls at the fp8 rate.
+
+    * ``act`` / ``weight``: bytes read and written per element of a matmul input or output
+      gradient / of a weight (both fwd+bwd) by the amax, cast and transpose kernels — torchao's
+      roofline of its own kernels per recipe and tensor role (catalog/matmul.json
+      ``fp8_scaling_overhead``; the input's first read fused into the producing op under
+      torch.compile), Transformer Engine's one read + one write for delayed scaling;
+    * ``rescale``: rowwise scaling runs the two backward GEMMs (slow accumulation) as cuBLAS
+      tensorwise GEMMs and applies the row and column scales to their output in a separate kernel
+      — read and write the bf16 output, 4 B per element (torchao float8_ops.addmm_float8_unwrapped:
+      "the rowwise CUTLASS-based kernel is so slow without fast-accum", pytorch/ao PR #1325; the
+      extra kernel per GEMM, pytorch/ao issue #2184, 2025);
+    * ``grad_weight_hp``: rowwise_with_gw_hp keeps the weight-gradient GEMM in bf16 (torchao
+      roofline_utils.get_gemm_time_sympy);
+    * ``shard_cast``: where the framework's sequence-parallel all-gathers carry fp8
+      (frameworks.json ``fp8_recipe.tp_all_gather``: torchtitan's Float8ColwiseParallel /
+      Float8RowwiseParallel for tensorwise only, Transformer Engine's per-tensor and MXFP8
+      quantizers), a gathered operand is cast on its 1/tp shard, gathered in fp8 and transposed
+      whole for the weight-gradient GEMM; otherwise it is gathered in bf16 and cast whole;
+    * ``shared_input``: linears that read the same input (q/k/v, gate/up) cast it once
+      (``fp8_recipe.input_cast``: Megatron-Core's fused TE linears; torchtitan under fp8 TP);
+    * ``weight_share``: the share of micro-batches that cast the weights (1, or 1/micro-batches
+      where the fp8 weights are cached across a step: ``fp8_recipe.weight_cast``)."""
+
+    recipe: str
+    act: float
+    weight: float
+    rescale: bool = False
+    grad_weight_hp: bool = False
+    shard_cast: bool = False
+    shared_input: bool = False
+    weight_share: float = 1.0
+
+# Megatron's RowParallelLinear layers (Shoeybi et al. 2019, Sec. 3: the attention output projection
+# and the MLP's second linear), by their checkpoint names across the catalogue's model families
+ROW_PARALLEL = frozenset({"o_proj", "down_proj", "c_proj", "dense", "dense_4h_to_h", "out_proj", "w2", "fc2"})
+RESCALE_BYTES = 4.0  # read and write one bf16 output element
+TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
+
+
+@lru_cache(maxsize=256)
+def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int, sp: bool = True,
+               microbatches: int = 1) -> Fp8Scheme:
+    costs = {c.role: c for c in fp8_scaling_costs(recipe)}  # catalog/matmul.json has every FP8_RECIPES entry
+    act_cost = costs.get("input_or_grad_output") or costs["any"]
+    w_cost = costs.get("weight") or costs["any"]
+    fused = act_cost.bytes_per_element_fused_with_prev
+    act = fused if compile_ and fused is not None else act_cost.bytes_per_element
+    shard = fp8_tp_gather(framework, recipe, tp, sp)
+    return Fp8Scheme(recipe=recipe, act=act, weight=w_cost.bytes_per_element,
+                     rescale=recipe == "rowwise", grad_weight_hp=recipe == "rowwise_with_gw_hp",
+                     shard_cast=shard, shared_input=fp8_input_cast_shared(framework, shard),
+                     weight_share=1 / max(1, microbatches) if fp8_weight_cast_per_step(framework) else 1.0)
+
+
+def fp8_tp_gather(framework: str, recipe: str, tp: int, sp: bool) -> bool:
+    """Whether the tensor-parallel all-gathers carry fp8: under sequence parallelism, where the
+    framework casts before gathering (catalog.frameworks.fp8_gathers_tp). The casts (``Fp8Scheme``)
+    and the collectives (runtime._tp_comm) both follow it."""
+    return tp > 1 and sp and fp8_gathers_tp(framework, recipe)
+
+
+def _operand_cast_bytes(elements: float, gathered: bool, tp: int, s: Fp8Scheme) -> float:
+    """Bytes to cast one matmul operand of ``elements``: all of it, or — a gathered operand under
+    ``shard_cast`` — its 1/tp shard before the fp8 all-gather, then one transpose of the whole for the
+    weight-gradient GEMM (_scaled_mm takes its second operand column-major): 1 B read + 1 B written."""
+    if gathered and s.shard_cast:
+        return elements / tp * s.act + TRANSPOSE_BYTES * elements
+    return elements * s.act
+
+
+def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
+                   method: str = "full") -> tuple[float, float]:
+    """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
+    on one rank. The attention output and second MLP projections are row-parallel under tensor
+    parallelism (``ROW_PARALLEL``): input sharded, output gradient whole (gathered); the others are
+    column-parallel: input whole (gathered), output gradient sharded. Expert matrices see the
+    busiest rank's routed tokens (tokens · top_k · ``expert_imbalance``). The router (a tiny GEMM)
+    is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one."""
+    fwd = bwd = 0.0
+    cast_inputs: set[tuple[str, int]] = set()
+    busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
+    for w in lg.weights:
+        if not w.is_matrix or w.group not in ("attention", "mlp", "shared_expert", "expert"):
+            continue
+        out_f, in_f = w.shape
+        row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
+        if w.group == "expert":
+            tok, mats = tokens * m.top_k * busiest, w.count / ep
+        else:
+            tok, mats = tokens * w.count, w.count
+        x_el, dy_el = tok * (in_f / tp if row else in_f), tok * (out_f if row else out_f / tp)
+        w_el = mats * out_f * in_f / tp
+        shared = not row and s.shared_input and (w.group, in_f) in cast_inputs
+        cast_inputs.add((w.group, in_f))
+        # the gathered operand is the column-parallel input or the row-parallel output gradient
+        fwd += (0.0 if shared else _operand_cast_bytes(x_el, not row, tp, s)) + w_el * s.weight * s.weight_share / 2
+        bwd += _operand_cast_bytes(dy_el, row, tp, s) + w_el * s.weight * s.weight_share / 2
+        if s.rescale:  # the grad_input (x-sized) and, training the weight, grad_weight outputs
+            bwd += RESCALE_BYTES * (x_el + (w_el if method == "full" else 0.0))
+    return fwd, bwd
