@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,45 @@ def test_an_inline_gpu_supplies_a_missing_peak():
                            method="qlora")
     assert est.time is not None and est.scenario.hardware.gpu.peak_flops["bf16"] == 125e12
     assert est.scenario.hardware.gpu.memory_bytes == gpuplan.get_gpu("a10g").memory_bytes
+
+
+def _readme_commands() -> list[list[str]]:
+    """The README's `gpuplan evaluate|fit|plan --model …` example lines, as argument lists (flags only:
+    output files and scenario files left out)."""
+    out = []
+    for line in README.read_text(encoding="utf-8").splitlines():
+        line = line.split("  #")[0].strip()
+        if re.match(r"gpuplan (evaluate|fit|plan) --model ", line) and " -o " not in line:
+            out.append(shlex.split(line)[1:])
+    return out
+
+
+def _readme_bodies() -> list[tuple[str, dict]]:
+    """The README's curl examples for /api/evaluate, /api/fit and /api/plan, with their JSON bodies."""
+    found = re.findall(r"curl -s localhost:8000/api/(evaluate|fit|plan)\s+-d '(\{.*?\})'",
+                       README.read_text(encoding="utf-8"))
+    return [(cmd, json.loads(body)) for cmd, body in found]
+
+
+def test_readme_examples_answer_with_layouts_that_fit(capsys):
+    # issue 22 item 8: every CLI example and API body in the README answers with a plan that fits
+    commands = _readme_commands()
+    assert len(commands) >= 4
+    for args in commands:
+        args = [a for i, a in enumerate(args) if a not in ("--plot", "--report")
+                and args[i - 1] not in ("--plot", "--report")]
+        assert main([*args, "--json"]) == 0, args
+        res = json.loads(capsys.readouterr().out)
+        for r in res if isinstance(res, list) else [res]:
+            if args[0] == "evaluate":
+                assert r["memory"]["fits"], args
+            else:
+                assert r["best"] is not None and r["best"]["memory"]["fits"], args
+    bodies = _readme_bodies()
+    assert {cmd for cmd, _ in bodies} == {"evaluate", "fit", "plan"}
+    for cmd, body in bodies:
+        gpus = body["gpu"].split(",") if cmd == "fit" else [body["gpu"]]  # the server answers fit per type
+        for gpu in gpus:
+            res = getattr(gpuplan, cmd)(**(body | {"gpu": gpu})).to_json()
+            mem = res["memory"] if cmd == "evaluate" else res["best"]["memory"]
+            assert mem["fits"], (cmd, body)

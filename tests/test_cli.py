@@ -74,12 +74,18 @@ def test_list_file_gives_list_with_error_entry(tmp_path):
         "- {model: llama-3.1-8b, hardware: {gpu: h100-sxm, gpus: 8}, layout: {tp: 3}}\n"
         "- {model: no-such-model, hardware: {gpu: h100-sxm}}\n")
     out = run("evaluate", str(f), "--json")
-    assert out.returncode == 0, out.stderr
+    # issue 22 item 7: the others are answered, and the exit status says that some item failed
+    assert out.returncode == 1, out.stderr
     res = json.loads(out.stdout)
     assert len(res) == 3
     assert res[0]["memory"]["total"] > 0
     assert "tp×pp×cp = 3" in res[1]["error"]
     assert "no-such-model" in res[2]["error"]
+    text = run("evaluate", str(f))
+    assert text.returncode == 1 and "2 of 3 items failed: items 2, 3" in text.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text("- {model: llama-3.1-8b, hardware: {gpu: h100-sxm, gpus: 8}, layout: {zero: 3}}\n")
+    assert run("evaluate", str(good)).returncode == 0
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -41,13 +41,25 @@ def _gpu_names(args: argparse.Namespace) -> list[str]:
     return [g.strip() for g in (args.gpu or "").split(",") if g.strip()]
 
 
-def _print(args: argparse.Namespace, results: list[dict], as_list: bool, text: Any) -> int:
-    """Print the answers; the exit status: 3 when an item failed of a bug (it says so), else 0."""
+BATCH_FAILED_EXIT = 1  # a list of scenarios in which some item failed (the others answered)
+
+
+def _print(args: argparse.Namespace, results: list[dict], as_list: bool, text: Any, batch: bool = False) -> int:
+    """Print the answers; the exit status: 3 when an item failed of a bug (it says so), 1 when an item of a
+    ``batch`` (a list of scenarios) failed — their numbers on stderr in text mode — else 0."""
     from gpuplan.io.inputs import INTERNAL_EXIT
     from gpuplan.report.text import dumps
 
     print(dumps(results if as_list else results[0]) if args.json else text(results))
-    return INTERNAL_EXIT if any(r.get("internal") for r in results) else 0
+    if any(r.get("internal") for r in results):
+        return INTERNAL_EXIT
+    failed = [i for i, r in enumerate(results, 1) if "error" in r] if batch else []
+    if failed:
+        if not args.json:
+            print(f"gpuplan: {len(failed)} of {len(results)} items failed: item{'s' if len(failed) > 1 else ''} "
+                  f"{', '.join(map(str, failed))} (their errors are above)", file=sys.stderr)
+        return BATCH_FAILED_EXIT
+    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -58,7 +70,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     scs, is_list = _scenarios(args)
     results = each(scs, lambda sc: evaluate(sc).to_json(), keep_going=is_list)
     _write_outputs(args, results, "evaluate")
-    return _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs))
+    return _print(args, results, is_list, lambda rs: "\n\n".join(estimate_text(r) for r in rs), batch=is_list)
 
 
 def _note_work_limit(results: list[dict]) -> None:
@@ -80,15 +92,17 @@ def cmd_fit(args: argparse.Namespace) -> int:
     names = _gpu_names(args)
     if names == ["all"]:  # as in `plan --gpu all`: every catalogue type
         names = [g.id for g in gpus()]
+    batch = False
     if len(names) > 1:  # one scenario per GPU type
         scs = [sc for name in names for sc in _scenarios(args, gpu=name)[0]]
         is_list = True
     else:
         scs, is_list = _scenarios(args)
+        batch = is_list
     # one GPU type of several that cannot be fitted says why; the others go on
     results = each(scs, lambda sc: fit(sc, max_gpus=max_gpus).to_json(), keep_going=len(scs) > 1)
     _note_work_limit(results)
-    return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus))
+    return _print(args, results, is_list or len(results) > 1, lambda rs: fit_text(rs, max_gpus), batch=batch)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -114,7 +128,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     bar.close()
     _note_work_limit(results)
     _write_outputs(args, results, "plan")
-    return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs))
+    return _print(args, results, is_list, lambda rs: "\n\n".join(plan_text(r, explain=args.explain) for r in rs),
+                  batch=is_list)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -231,7 +246,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     results = trace_all(scs, is_list, module=args.module, input_factory=args.input_factory,
                         fidelity=args.fidelity, calibrate=args.calibrate, predicted_from_params=from_params,
                         quiet=args.json)
-    return _print(args, results, is_list, lambda rs: "\n\n".join(trace_text(r) for r in rs))
+    return _print(args, results, is_list, lambda rs: "\n\n".join(trace_text(r) for r in rs), batch=is_list)
 
 
 def cmd_catalogue(args: argparse.Namespace) -> int:

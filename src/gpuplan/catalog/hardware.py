@@ -37,6 +37,7 @@ def _gpu_from_row(row: dict) -> GPU:
         tdp_w=row.get("tdp_w"), price_usd_per_gpu_hour=row.get("price_usd_per_gpu_hour"),
         price_date=row.get("price_date"), source=row["source"], aliases=tuple(row.get("aliases", ())),
         architecture=row.get("architecture", ""), sm_count=row.get("sm_count") or 108,
+        scale_out=row.get("scale_out") or "",
     )
 
 
@@ -211,9 +212,10 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
                   power_limit_w: float | None = None) -> Hardware:
     """Resolve catalogue names into a ``Hardware``; defaults come from the GPU's row.
 
-    The default network between nodes is InfiniBand NDR 400G with one NIC per GPU — the
-    usual AI-cluster design for the GPUs in this catalogue; it is printed in the normalized
-    scenario so a user on other wires sees it and sets ``scale_out``.
+    The default network between nodes is the GPU's own (gpus.json ``scale_out``: the Ethernet of the
+    cloud instances and rental servers that PCIe and consumer cards come in), else InfiniBand NDR 400G
+    with one NIC per GPU — the usual AI-cluster design for data-center GPUs; it is printed in the
+    normalized scenario so a user on other wires sees it and sets ``scale_out``.
 
     Bounds: gpus ≤ ``MAX_GPUS``, gpus_per_node ≤ ``MAX_GPUS_PER_NODE``, price ≤
     ``MAX_PRICE_PER_GPU_HOUR``; power_limit_w > 0 and at most the GPU's TDP (a cap above TDP
@@ -229,7 +231,7 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
                            f"{MAX_GPUS_PER_NODE:,}: give the GPUs in one server, e.g. 8")
     per_node = gpus_per_node if gpus_per_node is not None else g.gpus_per_node
     up = get_fabric(g.scale_up if scale_up is None else scale_up, "scale_up")
-    out = get_fabric(DEFAULT_SCALE_OUT if scale_out is None else scale_out, "scale_out")
+    out = get_fabric(scale_out if scale_out is not None else g.scale_out or DEFAULT_SCALE_OUT, "scale_out")
     if price_per_gpu_hour is not None and price_per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
         raise GpuplanError(f"hardware.price_per_gpu_hour = {price_per_gpu_hour:,.6g} is more than the limit "
                            f"${MAX_PRICE_PER_GPU_HOUR:,} per GPU-hour: give USD per GPU per hour, e.g. 2.5")

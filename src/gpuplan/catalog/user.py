@@ -38,7 +38,7 @@ GPU_KEYS = ("id", "name", "aliases", "vendor", "architecture", "memory_gib", "us
             "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops", "bf16_dense_tflops",
             "fp16_dense_tflops", "fp8_dense_tflops", "fp4_dense_tflops", "scale_up", "scale_up_gb_per_s",
             "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "price_date",
-            "price_source", "source", "notes", "sm_count")
+            "price_source", "source", "notes", "sm_count", "scale_out", "scale_out_source")
 GPU_REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bw_tb_per_s", "scale_up", "scale_up_gb_per_s",
                 "gpus_per_node", "scale_up_domain", "source")
 GPU_NUMBERS = ("memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops",

@@ -195,7 +195,7 @@ def _embedding_backward(model: ModelSpec, training: Training, lay: Layout, state
     shapes, seq 512): zero 1 over 4 and zero 2 over 8 ranks end with the three gradients (allocated peak
     to the formula's 50 MiB of DDP buckets, which the trace does not allocate), pp 4's first stage with
     one beside 3 micro-batches in flight (to 0.2 %); before, the formula was 5-9 % under them."""
-    grad = _state_bytes(training.precision, training.optimizer, model).grad
+    grad = _state_bytes(training.precision, training.optimizer, model, False).grad  # made in the weights' dtype
     made = model.vocab * model.hidden / lay.tp * grad * (3 if model.tied_embeddings and lay.pp == 1 else 1)
     others = act.per_microbatch * max(flight - 1, 0)
     if made + others > act.held + act.logits:

@@ -75,6 +75,42 @@ def layout_summary(c: Candidate) -> dict[str, Any]:
                        "offload": lay.offload}}
 
 
+def recommendation_json(r: PlanResult) -> dict[str, Any]:
+    """The rule the headline answer follows (search/rank.py RULES), stated with its numbers, and the fastest
+    option beside it: its speed-up, the parallel efficiency of going there and the extra cost."""
+    from gpuplan.search.rank import RULES
+
+    out: dict[str, Any] = {"rule": r.rule, "objective": r.objective, "threshold": r.options.threshold,
+                           "statement": RULES[r.rule], "gpu": None, "gpus": None, "fastest": None}
+    if r.one_node:
+        out["space"] = ("a fine-tune: one node searched" + (f" (nothing fit on one {', '.join(r.widened)} node: "
+                        "more searched)" if r.widened else "; --max-gpus or --deadline searches more"))
+    if not r.ranked:
+        out["text"] = f"{RULES[r.rule]}: no configuration qualifies"
+        return out
+    best = r.ranked[0]
+    out |= {"gpu": best.gpu, "gpus": best.gpus}
+    head = f"{best.gpus}× {best.gpu}"
+    if r.rule == "equilibrium":
+        eq = r.equilibrium.get(best.gpu)
+        eff = f" ({eq.efficiency:.0%} parallel efficiency at {eq.gpus})" if eq and eq.efficiency else ""
+        head = f"{head}, the compute equilibrium at ≥{r.options.threshold:.0%}{eff}" if eq and eq.gpus == best.gpus \
+            else f"{head}, within the compute equilibrium ({r.objective} ranks inside it)"
+    fast = r.fastest
+    if fast is not None and (fast.gpu, fast.gpus, fast.layout) != (best.gpu, best.gpus, best.layout) \
+            and fast.tokens_per_s > best.tokens_per_s:
+        speedup = fast.tokens_per_s / best.tokens_per_s
+        eff = speedup * best.gpus / fast.gpus
+        extra = fast.usd - best.usd if fast.usd is not None and best.usd is not None else None
+        out["fastest"] = {"gpu": fast.gpu, "gpus": fast.gpus, "speedup": speedup, "efficiency": eff,
+                          "extra_usd": extra, "train_s": fast.train_s}
+        head += (f"; the fastest, {fast.gpus}× {fast.gpu}, is {speedup:.2f}× faster at {eff:.0%} efficiency"
+                 + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
+                    f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
+    out["text"] = f"{head} — rule: {RULES[r.rule]}"
+    return out
+
+
 def plan_json(r: PlanResult) -> dict[str, Any]:
     """The contract's plan object: best, candidates, rejections, min GPUs, scaling, equilibrium, advice."""
     eqs = {g: equilibrium_json(e) for g, e in r.equilibrium.items()}
@@ -83,6 +119,7 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                 "improves": p.improves} for p in r.scaling[r.main_gpu]]
     return {
         "best": estimate_json(r.estimate(r.ranked[0])) if r.ranked else None,
+        "recommendation": recommendation_json(r),
         "candidates": [estimate_json(r.estimate(c)) for c in r.ranked[:r.top_k]],
         "searched": r.searched,
         "rejected": rejected_json(r.rejected),
@@ -95,11 +132,26 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
         "pareto": [layout_summary(c) for c in r.pareto()],
         "horizon_s": r.horizon_s,
         "global_batch": r.global_batch,
-        "assumed": assumed(r.scenario, replace(r.scenario.training, global_batch=r.global_batch), None, True),
+        "assumed": _assumed_of(r, r.ranked[0] if r.ranked else None),
+        "assumed_by_gpu": {c.gpu: _assumed_of(r, c) for c in _best_per_type(r)},
         "searched_fields": searched_fields(r.scenario),
         "advice": advice(r),
         "closest_miss": closest_miss_json(r),
     }
+
+
+def _assumed_of(r: PlanResult, c: Candidate | None) -> list[dict[str, Any]]:
+    """What the answer filled in, on the hardware of ``c`` (its GPU type's fabric, price and nodes)."""
+    sc = replace(r.scenario, hardware=c.hw) if c is not None else r.scenario
+    return assumed(sc, replace(r.scenario.training, global_batch=r.global_batch), None, True)
+
+
+def _best_per_type(r: PlanResult) -> list[Candidate]:
+    """Each GPU type's first candidate in the answer's order (else its fastest)."""
+    out: dict[str, Candidate] = {}
+    for c in [*r.ranked, *sorted(r.candidates, key=lambda c: -c.tokens_per_s)]:
+        out.setdefault(c.gpu, c)
+    return list(out.values())
 
 
 def rejected_json(rejected: dict[Any, int]) -> dict[str, int]:
@@ -119,6 +171,10 @@ def fit_json(r: FitResult, best: Estimate | None) -> dict[str, Any]:
     if r.not_searched:  # the work limit cut the search: "nothing fits" would not be known
         row["not_searched"] = r.not_searched
     row["min_gpus_at_point"] = r.at_point if r.at_point is not None else r.min_gpus
+    w = r.with_offload
+    row["with_offload"] = None if w is None else {
+        "gpus": w.gpus, "offload": w.layout.offload, "tokens_per_s": w.tokens_per_s, "train_s": w.train_s,
+        "usd": w.usd, "layout": layout_summary(w)["layout"]}
     if best is None:
         row["closest_total"] = r.closest.memory.total if r.closest else None
         row["closest_high"] = r.closest.memory.high if r.closest else None

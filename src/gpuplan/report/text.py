@@ -216,6 +216,10 @@ def plan_text(res: dict, explain: bool = False) -> str:
                      f"{fmt_duration(best['time']['train_s'])}{span(best['time'], 'train_s', fmt_duration)} for "
                      f"{fmt_count(tr['tokens'])} tokens, {fmt_usd(best['cost']['usd'])}"
                      f"{span(best['cost'], 'usd', fmt_usd)}, MFU {best['time']['mfu']:.0%}")
+    rec = res.get("recommendation")
+    if rec:
+        lines.append(f"recommendation: {rec['text']}" + (f" ({rec['space']})" if rec.get("space") else ""))
+    if best is not None:
         lines.append("\ntop candidates")
         lines.append(table(PLAN_HEAD, [_row(c) for c in res["candidates"]]))
     mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
@@ -377,6 +381,14 @@ def fit_text(results: list[dict], max_gpus: int | None) -> str:
             point = r.get("min_gpus_at_point")
             edge = (f"; on {point} the peak's point estimate fits but its 80% interval does not (TIGHT: runs like "
                     "it have run and have run out of memory)") if point is not None and point < r["min_gpus"] else ""
+            w = r.get("with_offload")
+            if w:
+                speed = (f", {w['tokens_per_s'] / r['best']['time']['tokens_per_s']:.0%} of the "
+                         f"{r['min_gpus']}-GPU throughput"
+                         if w.get("tokens_per_s") and r["best"].get("time") else "")
+                edge += (f"; offloading the {'optimizer state' if w['offload'] == 'optimizer' else 'parameters'} "
+                         f"to host memory fits it on {w['gpus']} ({layout_str(w['layout'] | {'cp': 1, 'ep': 1})}"
+                         f"{speed})")
             out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
                        f"({r['tried']} layouts tried){edge}\n{estimate_text(r['best'])}\n")
     return "\n".join(out)

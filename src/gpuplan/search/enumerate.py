@@ -73,8 +73,12 @@ class Search(Book):
     """Classifies the layouts of one scenario; keeps the counts, the best per (GPU, count) and the least
     peak floor per count (``fit`` stops on it); ``closest()`` finds the nearest miss when nothing fits."""
 
-    def __init__(self, sc: Scenario, global_batch: int | None = None) -> None:
+    def __init__(self, sc: Scenario, global_batch: int | None = None, keep: int = 1) -> None:
         self.sc = sc
+        # ``keep`` > 1: also the ``keep`` fastest layouts per (GPU, count) in ``top`` (plan --top K at a fixed
+        # count), timed until the floor passes the keep-th best step
+        self.keep = keep
+        self.top: dict[tuple[str, int], list[tuple[float, tuple[int, ...], Candidate]]] = {}
         self.gb = global_batch if global_batch is not None else default_global_batch(sc)
         self.tr: Training = replace(sc.training, global_batch=self.gb)
         self.searched = 0
@@ -311,16 +315,24 @@ class Search(Book):
                 self._ranks[key] = rank
                 continue
             items.sort(key=lambda it: (it[0], it[1]))
+            kept = self.top.setdefault(key, []) if self.keep > 1 else None
             for floor, rank, where, hw in items:
                 best = self.best.get(key)
-                if best is not None and floor > best.step_s * (1 + FLOOR_SLACK):
-                    break  # no later layout can be faster
+                bar = best.step_s if best is not None and kept is None else \
+                    kept[-1][2].step_s if kept is not None and len(kept) >= self.keep else math.inf
+                if floor > bar * (1 + FLOOR_SLACK):
+                    break  # no later layout can be faster (than the keep-th fastest)
                 lay = self._layout(*where)
                 a = assess(self.sc.model, hw, self.tr, lay, self.sc.corrections, fits=True)
                 tps = a.time.tokens_per_s
+                cand = Candidate(hw.gpu.id, hw.gpus, lay, a.time, a.cost, hw)
                 if best is None or tps > best.tokens_per_s or (tps == best.tokens_per_s and rank < self._ranks[key]):
-                    self.best[key] = Candidate(hw.gpu.id, hw.gpus, lay, a.time, a.cost, hw)
+                    self.best[key] = cand
                     self._ranks[key] = rank
+                if kept is not None:
+                    kept.append((-tps, rank, cand))
+                    kept.sort(key=lambda k: (k[0], k[1]))
+                    del kept[self.keep:]
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
 

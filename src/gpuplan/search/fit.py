@@ -37,6 +37,9 @@ class FitResult:
     # fits, though its 80 % interval's upper end does not (TIGHT there: runs like it have run and have run
     # out of memory); None when there is none
     at_point: int | None = None
+    # with offload left open and ``min_gpus`` found without it: the smallest count that offloading fits, and
+    # its fastest layout (said beside the answer; offloading trades GPUs for host memory and PCIe time)
+    with_offload: Candidate | None = None
 
     @property
     def layout(self) -> Layout | None:
@@ -70,14 +73,32 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
         raise GpuplanError(problem)
     search = Search(sc)
     gb = search.gb
-    for offload in offload_passes(sc):
+    passes = offload_passes(sc)
+    for offload in passes:
         n = _smallest(search, max_gpus, offload, fixed_n)
         if n is not None:
+            # fewer GPUs with offload (when offload is open and this answer offloads nothing): said, not taken
+            fewer = _with_offload(sc, n - 1, (("optimizer",), ("params",))) \
+                if fixed_n is None and "offload" not in sc.layout and offload == ("none",) else None
             return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], None,
                              search.searched, gb, max_gpus, search.rejected[WORK_LIMIT],
-                             at_point=None if fixed_n is not None else _at_point(sc, n - 1, None, (offload,)))
+                             at_point=None if fixed_n is not None else _at_point(sc, n - 1, None, (offload,)),
+                             with_offload=fewer)
     return FitResult(sc, None, None, search.closest(), search.searched, gb, max_gpus, search.rejected[WORK_LIMIT],
                      at_point=_at_point(sc, max_gpus, fixed_n, offload_passes(sc)))
+
+
+def _with_offload(sc: Scenario, upto: int, passes: tuple[tuple[str, ...], ...]) -> Candidate | None:
+    """The fastest layout on the smallest count up to ``upto`` that fits by offloading the optimizer state (else
+    the parameters too) — within the node's host memory where the scenario gives it."""
+    if upto < 1 or not passes:
+        return None
+    search = Search(sc)
+    for offload in passes:
+        n = _smallest(search, upto, offload, None)
+        if n is not None:
+            return search.best[(sc.hardware.gpu.id, n)]
+    return None
 
 
 def _at_point(sc: Scenario, upto: int, fixed_n: int | None, passes: Iterable[tuple[str, ...]]) -> int | None:

@@ -12,9 +12,9 @@ from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, same_space, search_types
-from gpuplan.search.rank import Equilibrium, ScalingPoint, choose, cost_horizon, pareto, scaling_curve
-from gpuplan.spec import GPU, Hardware, check_fixed_layout
-from gpuplan.spec.defaults import gpu_limit
+from gpuplan.search.rank import Equilibrium, ScalingPoint, pareto, rank_by_rule, rule_of, scaling_curve
+from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
+from gpuplan.spec.defaults import gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario, complete_layout
 
@@ -43,11 +43,15 @@ class PlanResult:
     scaling: dict[str, tuple[ScalingPoint, ...]]
     equilibrium: dict[str, Equilibrium]
     user_layout: UserLayout | None
-    estimates: dict[tuple[str, int], Estimate]  # full estimates of the candidates the answer shows
+    estimates: dict[tuple[str, int, Layout], Estimate]  # full estimates of the candidates the answer shows
     # --objective cost with no deadline or budget: the horizon the cheapest run must finish within,
     # and whether any did (else ``ranked`` is fastest-first)
     horizon_s: float | None = None
     horizon_met: bool = True
+    rule: str = "equilibrium"            # search/rank.py RULES: what the headline answer (``best``) follows
+    fastest: Candidate | None = None     # the fastest candidate of the pool, whatever the rule
+    one_node: bool = False               # a fine-tune searched on one node (``widened``: types where none fit)
+    widened: tuple[str, ...] = ()
 
     @property
     def best(self) -> Candidate | None:
@@ -86,7 +90,7 @@ class PlanResult:
 
     def estimate(self, c: Candidate) -> Estimate:
         """The full estimate of a shown candidate (best, top candidates, the main GPU's curve)."""
-        return self.estimates[(c.gpu, c.gpus)]
+        return self.estimates[(c.gpu, c.gpus, c.layout)]
 
 
 def candidate_estimate(sc: Scenario, c: Candidate, global_batch: int) -> Estimate:
@@ -141,7 +145,7 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
     targets = targets or (sc.hardware,)
     gb = _check(sc, targets, options)
     limit, fixed_n = gpu_limit(sc, options.max_gpus)
-    search = Search(sc, gb)
+    search = Search(sc, gb, keep=options.top if fixed_n is not None else 1)
     groups: dict[tuple[int, int], list[Hardware]] = {}  # GPU types of the same layout space, searched together
     for hw in targets:
         why = skipped(sc, hw, options.priced)
@@ -149,29 +153,40 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
             search.rejected[why] += 1
         else:
             groups.setdefault(same_space(hw), []).append(hw)
-    done = 0
+    # a fine-tune is a one-node job (issue 22): one node unless nothing fits there, or a deadline or
+    # --max-gpus asks for more
+    one_node = fixed_n is None and options.max_gpus is None and options.deadline_s is None \
+        and is_fine_tune(sc.training)
+    done, widened = 0, []
     for group in groups.values():
         if progress is not None:
             progress(done / len(targets), ", ".join(hw.gpu.id for hw in group[:3]) + (" …" if len(group) > 3 else ""))
-        search_types(search, tuple(group), limit)
+        node = group[0].gpus_per_node
+        search_types(search, tuple(group), min(limit, node) if one_node else limit)
+        rest = tuple(hw for hw in group if one_node and not any(g == hw.gpu.id for g, _ in search.best))
+        if rest and limit > node:
+            search_types(search, rest, limit, counts=lambda n, node=node: n > node)
+            widened += [hw.gpu.id for hw in rest]
         done += len(group)
-    return _result(sc, options, targets, search, fixed_n)
+    res = _result(sc, options, targets, search, fixed_n)
+    return replace(res, one_node=one_node, widened=tuple(widened)) if one_node else res
 
 
 def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], search: Search,
             fixed_n: int | None) -> PlanResult:
     cands = list(search.best.values())
     pool = [c for c in cands if fixed_n is None or c.gpus == fixed_n]
-    horizon_s, met = None, True
-    if options.objective == "cost" and options.deadline_s is None and options.budget_usd is None:
-        ranked, horizon_s, met = cost_horizon(pool)
-    else:
-        ranked = choose(pool, options.objective, options.deadline_s, options.budget_usd)
+    if fixed_n is not None and search.keep > 1:  # --top K on a fixed count: K layouts of that count
+        pool = [c for (g, n), kept in search.top.items() if n == fixed_n for _, _, c in kept]
     types = tuple(hw.gpu for hw in targets)
     curves = {g.id: scaling_curve(search.best, g.id, options.threshold) for g in types}
+    rule = rule_of(fixed_n, options.deadline_s, options.budget_usd)
+    ranked, horizon_s, met = rank_by_rule(rule, pool, options.objective, options.deadline_s, options.budget_usd,
+                                          {g: c[1] for g, c in curves.items()})
+    fastest = max(pool, key=lambda c: c.tokens_per_s, default=None)
     fixed = {"tp", "pp", "dp", "cp", "zero", "recompute", "micro_batch"} & set(sc.layout)
     main_gpu = ranked[0].gpu if ranked else types[0].id
-    shown = ranked[:options.top] + [p.candidate for p in curves[main_gpu][0]]
+    shown = ranked[:options.top] + [p.candidate for p in curves[main_gpu][0]] + ([fastest] if fastest else [])
     gb = search.gb
     return PlanResult(
         scenario=sc, gpu_types=types, options=options, global_batch=gb, candidates=tuple(cands),
@@ -179,8 +194,8 @@ def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], s
         main_gpu=main_gpu, scaling={g: c[0] for g, c in curves.items()},
         equilibrium={g: c[1] for g, c in curves.items()},
         user_layout=_user_layout(sc, gb) if fixed and ranked else None,
-        estimates={(c.gpu, c.gpus): candidate_estimate(sc, c, gb) for c in shown},
-        horizon_s=horizon_s, horizon_met=met)
+        estimates={(c.gpu, c.gpus, c.layout): candidate_estimate(sc, c, gb) for c in shown},
+        horizon_s=horizon_s, horizon_met=met, rule=rule, fastest=fastest)
 
 
 def _user_layout(sc: Scenario, gb: int) -> UserLayout:

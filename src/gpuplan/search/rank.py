@@ -142,3 +142,49 @@ def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str,
         marginal=step[1] if step else None, from_gpus=step[0] if step else None,
         next_gpus=failed[0] if failed else None, next_efficiency=failed[1] if failed else None,
         next_marginal=failed[2] if failed else None)
+
+
+# The rule a plan's headline answer follows (issue 22): the question is "how many GPUs?", and with no
+# deadline and no budget more GPUs are always "faster", so fastest-first would send every run to the
+# largest count searched. The rules, in the order they apply:
+RULES = {
+    "fixed": "the count is given: the best layout on it",
+    "pareto": "a deadline and a budget: the choice among the runs that meet both, on their time/cost frontier",
+    "deadline": "a deadline: the cheapest run that finishes in time",
+    "budget": "a budget: the fastest run within it",
+    "equilibrium": "no deadline and no budget: the compute equilibrium — the largest count whose parallel "
+                   "efficiency stays at or above the threshold — never a count past it",
+}
+
+
+def rule_of(fixed_n: int | None, deadline_s: float | None, budget: float | None) -> str:
+    """Which of ``RULES`` a plan follows."""
+    if fixed_n is not None:
+        return "fixed"
+    if deadline_s is not None and budget is not None:
+        return "pareto"
+    if deadline_s is not None:
+        return "deadline"
+    if budget is not None:
+        return "budget"
+    return "equilibrium"
+
+
+def within_equilibrium(cands: list[Candidate], equilibria: dict[str, Equilibrium]) -> list[Candidate]:
+    """The candidates at or below their GPU type's compute equilibrium (the counts the rule may recommend)."""
+    eq = {g: e.gpus for g, e in equilibria.items()}
+    return [c for c in cands if eq.get(c.gpu) is not None and c.gpus <= eq[c.gpu]]
+
+
+def rank_by_rule(rule: str, pool: list[Candidate], objective: str, deadline_s: float | None, budget: float | None,
+                 equilibria: dict[str, Equilibrium]) -> tuple[list[Candidate], float | None, bool]:
+    """(ranked, cost horizon used, horizon met): ``pool`` filtered and ordered by ``rule`` — the objective
+    ranks inside the rule (under ``equilibrium``, cost ranks by the cheapest run within the default horizon)."""
+    if rule == "equilibrium":
+        pool = within_equilibrium(pool, equilibria)
+    if rule == "pareto":
+        pool = pareto(choose(pool, objective, deadline_s, budget))
+        return choose(pool, objective, None, None), None, True
+    if objective == "cost" and deadline_s is None and budget is None:
+        return cost_horizon(pool)
+    return choose(pool, objective, deadline_s, budget), None, True

@@ -2,7 +2,9 @@
 and the list of what it filled in (the answers' ``"assumed"``).
 
 - training.global_batch: ~4M tokens per step (``DEFAULT_BATCH_TOKENS``), in whole sequences, a
-  multiple of dp × micro_batch (at least one sequence per data-parallel rank);
+  multiple of dp × micro_batch (at least one sequence per data-parallel rank); a fine-tune (``is_fine_tune``:
+  LoRA/QLoRA, or a full fine-tune of at most ``FINE_TUNE_TOKENS``) takes ``FINE_TUNE_BATCH`` sequences, as
+  fine-tuning recipes do;
 - training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py); an open
   precision under a framework whose documented default differs (torchtune: bf16-pure) takes that default;
 - words read as something else (a stack's name as its profile, a framework's precision word as what it
@@ -31,6 +33,23 @@ if TYPE_CHECKING:
 # al. 2024, Sec. 3.4.1: 4M tokens at first); GPT-3 175B used 3.2M (Brown et al. 2020, Table 2.1).
 DEFAULT_BATCH_TOKENS = 4 * 2**20
 
+# A fine-tune's step is sequences, not millions of tokens: torchtune's Llama 3.1 8B QLoRA and LoRA recipes
+# run batch_size 2 × gradient_accumulation_steps 16 = 32 sequences (recipes/configs/llama3_1/
+# 8B_qlora_single_device.yaml); the QLoRA paper used 16 for 7B/13B, 32 for 33B, 64 for 65B (Dettmers et
+# al. 2023, arXiv:2305.14314, Table 9).
+FINE_TUNE_BATCH = 32
+# A full-parameter run of at most this many tokens is a fine-tune (instruction tuning, domain adaptation):
+# Llama 2-Chat's SFT was 27,540 annotations (Touvron et al. 2023, Sec. 3.1); pre-training runs are 10^11
+# tokens and up (Llama 2: 2T, Table 1).
+FINE_TUNE_TOKENS = 1e9
+
+
+def is_fine_tune(training: Training) -> bool:
+    """An adapter run (LoRA/QLoRA), or a full-parameter run of at most ``FINE_TUNE_TOKENS``."""
+    if training.method != "full":
+        return True
+    return training.tokens is not None and training.tokens <= FINE_TUNE_TOKENS
+
 _TRAINING_RULES = {
     "seq_len": "the default sequence length",
     "precision": "bf16 mixed precision: bf16 compute, fp32 master weights and optimizer states",
@@ -43,7 +62,8 @@ _TRAINING_DEFAULTS = {f.name: f.default for f in fields(Training)}
 _HARDWARE_RULES = {
     "gpus_per_node": "the GPU's usual node (catalogue)",
     "scale_up": "the GPU's own fabric inside a node (catalogue)",
-    "scale_out": "the GPU's usual cluster network (catalogue)",
+    "scale_out": "the GPU's usual cluster network (catalogue: the Ethernet of the instances PCIe and consumer "
+                 "cards come in, else InfiniBand NDR 400G)",
     "price_per_gpu_hour": "the catalogue's dated price",
 }
 
@@ -75,6 +95,8 @@ def default_global_batch(training: Training, replicas: int = 1) -> int:
     ``replicas`` (dp × micro_batch), and at least one sequence per replica."""
     if training.global_batch is not None:
         return training.global_batch
+    if is_fine_tune(training):
+        return max(replicas, FINE_TUNE_BATCH // replicas * replicas)
     seqs = max(1, DEFAULT_BATCH_TOKENS // training.seq_len)
     return max(replicas, seqs // replicas * replicas)
 
@@ -85,9 +107,11 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     given, hw = sc.given, sc.hardware
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
-        out.append({"field": "training.global_batch", "value": training.global_batch,
-                    "rule": f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "
-                            f"{training.seq_len} tokens), a multiple of dp × micro_batch"})
+        rule = (f"a fine-tune's batch: {FINE_TUNE_BATCH} sequences per step, as torchtune's LoRA/QLoRA recipes "
+                "(a multiple of dp × micro_batch)" if is_fine_tune(training) else
+                f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "
+                f"{training.seq_len} tokens), a multiple of dp × micro_batch")
+        out.append({"field": "training.global_batch", "value": training.global_batch, "rule": rule})
     for key, rule in _TRAINING_RULES.items():
         if f"training.{key}" not in given:
             if key == "precision" and training.precision != _TRAINING_DEFAULTS["precision"]:

@@ -55,6 +55,7 @@ class GPU:
     architecture: str = ""
     sm_count: int = 108
     aliases: tuple[str, ...] = field(default=())
+    scale_out: str = ""          # the network its nodes usually have (gpus.json; "" = the catalogue default)
 
     def __hash__(self) -> int:  # peak_flops is a dict: equal GPUs share an id
         return hash((self.id, self.memory_bytes, self.memory_bw_bytes_per_s))
