@@ -22,12 +22,12 @@ from conftest import make
 from export_parsers import load_accelerate, load_torchrun, load_torchtitan
 from test_export import CASES, _case, megatron_parser
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.cli import main
 from gpuplan.export import FRAMEWORK_TARGETS, export
 from gpuplan.export.launch import natural_target
 from gpuplan.export.nccl import NCCL_DOC
 from gpuplan.export.to_slurm import STARTUP_S, TIME_MARGIN, slurm_time
-from gpuplan.api import evaluate_scenario as evaluate
 
 CRD = Path(__file__).parent / "data" / "kubeflow.org_pytorchjobs.v1.9.0.yaml"
 VIAS = list(FRAMEWORK_TARGETS)
