@@ -65,6 +65,8 @@ class StepTime:
 
 
 _STAGES: dict[tuple, StageCompute] = {}  # _stage_compute by the values it reads (the planner asks ~10^5 times)
+# the dict caches here hold results derived from catalog/constants.json: constants.override empties them
+CONSTANT_CACHES = ("_STAGES", "_PARTS")
 _STAGES_MAX = 1 << 16
 
 
