@@ -56,6 +56,24 @@ def test_leave_one_source_out_never_fits_on_the_source_it_predicts(monkeypatch):
     assert all(r["fold"] == r["source_key"] for r in held)
 
 
+@pytest.mark.parametrize("name", ["gemm_share_of_mamf", "memory_bandwidth_efficiency", "comm_interference"])
+def test_an_overridden_constant_reaches_the_predictions(name):
+    # the fit moves constants with catalog.constants.override; every cache that holds a result derived
+    # from them (lru caches, and the step model's dict caches: runtime.CONSTANT_CACHES) must be emptied,
+    # else every golden-section probe scores the same predictions and the fit drifts to a bound
+    from gpuplan.catalog.constants import override
+    from gpuplan.validation.corpus_check import score_corpus
+
+    rows = [r for r in corpus_rows() if r["source_key"] == "torchtitan-2412" and not r.get("skip")][:3]
+    cache: dict = {}
+    low, high = next((f.low, f.high) for f in fc.FREE if f.name == name)
+    with override({name: low}):
+        at_low = [r["predicted"] for r in score_corpus(rows, cache)["rows"]]
+    with override({name: high}):
+        at_high = [r["predicted"] for r in score_corpus(rows, cache)["rows"]]
+    assert at_low != at_high
+
+
 def test_shipped_constants_are_the_fit_and_cv_covers_the_corpus():
     cv = cross_validated()
     if cv is None:

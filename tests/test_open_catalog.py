@@ -89,6 +89,13 @@ def test_catalog_flag_and_environment(tmp_path, capsys, monkeypatch):
     ("gpus:\n  - {id: x6, base: h100-sxm, bf16_dense_tflops: 3000}\n", "fp8_dense_tflops 1978.9 must be above"),
     ("fabrics:\n  - {id: f1, name: F, kind: scale_out, source: s}\n", "fabrics[0] (f1): missing link_gbit_per_s"),
     ("fabrics:\n  - {id: f2, name: F, kind: wifi, source: s}\n", "fabrics[0] (f2): kind must be scale_up or"),
+    ("fabrics:\n  - {id: f3, name: F, kind: scale_up, gb_per_s_per_gpu: 100, domain_gpus: 8, source: s,\n"
+     "     collective_curve: pcie4}\n", "fabrics[0] (f3): collective_curve names 'pcie4', which is not a fabric with"),
+    ("fabrics:\n  - {id: f4, name: F, kind: scale_up, gb_per_s_per_gpu: 100, domain_gpus: 8, source: s,\n"
+     "     collective_curve: {collective: all_reduce, gpus: 8, algorithm: ring, bytes: [2048, 1024],\n"
+     "                        busbw_gb_per_s: [1, 2], source: s}}\n", "collective_curve.bytes must be ascending"),
+    ("fabrics:\n  - {id: f5, name: F, kind: scale_up, gb_per_s_per_gpu: 100, domain_gpus: 8, source: s,\n"
+     "     nvls_efficiency: 1.5}\n", "fabrics[0] (f5): nvls_efficiency is a share of line rate"),
     ("models:\n  m1: {model_type: llama, hidden_size: 64}\n", "models[0] (m1): "),
     ("models:\n  llama-3.1-8b: {params: 8e9}\n", "models[0] (llama-3.1-8b): the model name"),
     ("racks: []\n", "'racks' is not a catalogue section"),
@@ -108,11 +115,33 @@ def test_a_missing_catalogue_file_is_one_clear_error(tmp_path, capsys):
     assert "catalogue file not found" in capsys.readouterr().err
 
 
+def test_a_user_fabric_brings_its_own_measured_sweep(tmp_path, monkeypatch):
+    # a scale-up fabric with a published sweep of its own: the model reads its latency off the smallest
+    # message (32 KiB in 114.7 µs), its efficiency off the largest (80 GB/s busbw on a 100 GB/s link:
+    # 0.8) and its ramp off the rest: at 1 MiB (183.5 µs) the bandwidth term takes 68.8 µs where the
+    # 1 GiB rate, 21.9 ps per byte, would take 22.9 µs — a share of 0.33
+    path = tmp_path / "mine.yaml"
+    path.write_text("fabrics:\n  - {id: my-link, name: Mine, kind: scale_up, gb_per_s_per_gpu: 100, domain_gpus: 8,\n"
+                    "     source: my nccl-tests run,\n"
+                    "     collective_curve: {collective: all_reduce, gpus: 8, algorithm: ring,\n"
+                    "     bytes: [32768, 1048576, 1073741824], busbw_gb_per_s: [0.5, 10, 80], source: my run}}\n"
+                    "gpus:\n  - {id: my-gpu, base: h100-sxm, scale_up: my-link}\n")
+    monkeypatch.setenv(ENV, str(path))
+    use_catalog(None)
+    topo = topology(make_hardware("my-gpu", gpus=8))
+    assert topo.bw_up == pytest.approx(80e9, rel=1e-3)
+    assert topo.share(2**30) == 1.0 and topo.share(2**20) == pytest.approx(0.333, rel=0.01)
+    assert topo.hops[0] == pytest.approx((114.688e-6 - 8.4e-6) / 14, rel=1e-3)
+
+
 def test_built_in_rows_pass_the_rules_user_rows_must_pass():
     fabrics = load_json("fabrics.json")["fabrics"]
     kinds = {r["id"]: r["kind"] for r in fabrics}
     for r in fabrics:
         check_fabric_row(r, f"fabrics.json {r['id']}")
+        for key in ("collective_curve", "collective_ramp"):  # a borrowed sweep names a fabric with one
+            if isinstance(r.get(key), str):
+                assert isinstance(next(x for x in fabrics if x["id"] == r[key])["collective_curve"], dict)
     for r in load_json("gpus.json")["gpus"]:
         check_gpu_row(r, f"gpus.json {r['id']}", kinds)
 

@@ -169,4 +169,7 @@ def test_more_calls_for_the_same_bytes_never_cost_less(nodes, calls, gb):
     topo = topology(make(gpu="a100-80gb-sxm", gpus=8 * nodes, hardware={"scale_out": "ib-hdr-200g"}).hardware)
     n = 8 * nodes
     one, many = all_gather_s(gb * 1e9, n, 1, topo), all_gather_s(gb * 1e9, n, 1, topo, calls)
-    assert many == pytest.approx(one + (calls - 1) * ring_latency_s(n, 1, topo), rel=1e-9)
+    # the ring latency once more per call, and smaller calls reach no larger a share of the bandwidth
+    # (comm.py: the measured ramp is non-decreasing in the message size)
+    assert many >= (one + (calls - 1) * ring_latency_s(n, 1, topo)) * (1 - 1e-12)
+    assert topo.share(gb * 1e9 / calls) <= topo.share(gb * 1e9)

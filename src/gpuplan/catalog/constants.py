@@ -49,6 +49,8 @@ def clear_caches() -> None:
             for obj in list(vars(mod).values()):
                 if isinstance(obj, functools._lru_cache_wrapper) and obj.__module__ == name:
                     obj.cache_clear()
+            for attr in getattr(mod, "CONSTANT_CACHES", ()):  # a module's own dict caches, by name
+                getattr(mod, attr).clear()
 
 
 def entries() -> dict[str, dict[str, Any]]:

@@ -9,7 +9,7 @@ from functools import cache
 from gpuplan.catalog import load_json
 from gpuplan.catalog.user import catalog_path, load_user
 from gpuplan.errors import GpuplanError
-from gpuplan.spec import GPU, Fabric, Hardware
+from gpuplan.spec import GPU, BusCurve, Fabric, Hardware
 from gpuplan.units import GiB, MiB
 
 
@@ -41,19 +41,42 @@ def _gpu_from_row(row: dict) -> GPU:
     )
 
 
-def _fabric_from_row(row: dict) -> Fabric:
+def _giga(row: dict, key: str) -> float | None:
+    v = row.get(key)
+    return v * 1e9 if v else None
+
+
+def _fabric_from_row(row: dict, rows: dict[str, dict]) -> Fabric:
     lat = row.get("latency_us")
     gbps = row.get("link_gbit_per_s")
-    per_gpu = row.get("gb_per_s_per_gpu")
+    own = row.get("collective_curve")
+    lender = own if isinstance(own, str) else row.get("collective_ramp")
     return Fabric(
         id=row["id"], name=row["name"], kind=row["kind"],
-        bytes_per_s_per_gpu=per_gpu * 1e9 if per_gpu else None,
+        bytes_per_s_per_gpu=_giga(row, "gb_per_s_per_gpu"),
         domain_gpus=row.get("domain_gpus"),
         link_bytes_per_s=gbps * 1e9 / 8 if gbps else None,
         links_per_node=row.get("links_per_node"),
         latency_s=lat * 1e-6 if lat is not None else None,
         efficiency=row.get("efficiency"), source=row.get("source", ""),
+        mesh_link_bytes_per_s=_giga(row, "mesh_link_gb_per_s"), nvls_efficiency=row.get("nvls_efficiency"),
+        curve=_bus_curve(rows[lender] if lender else row),
+        curve_scope="ramp" if lender and not isinstance(own, str) else "all",
     )
+
+
+def _bus_curve(row: dict) -> BusCurve | None:
+    """A fabric row's measured collective sweep (fabrics.json ``collective_curve``), with the rates of
+    the fabric it was measured on (model/comm.py reads efficiency, ramp and latency from them)."""
+    c = row.get("collective_curve")
+    if not isinstance(c, dict):
+        return None
+    return BusCurve(collective=c["collective"], gpus=c["gpus"], algorithm=c["algorithm"],
+                    sizes=tuple(float(b) for b in c["bytes"]),
+                    bus_bytes_per_s=tuple(v * 1e9 for v in c["busbw_gb_per_s"]),
+                    fabric=row["id"], link_bytes_per_s=_giga(row, "gb_per_s_per_gpu") or 0.0,
+                    mesh_link_bytes_per_s=_giga(row, "mesh_link_gb_per_s") or 0.0,
+                    nvls_efficiency=row.get("nvls_efficiency") or 0.0, source=c.get("source", ""))
 
 
 def _gpu_index() -> tuple[dict[str, GPU], dict[str, str]]:
@@ -94,7 +117,8 @@ def fabric_row(fid: str) -> dict:
 @cache
 def _fabric_table(path: str | None) -> tuple[dict[str, Fabric], dict[str, str]]:
     rows = load_json("fabrics.json")["fabrics"] + _user_rows(path, "fabrics")
-    fabrics = {row["id"]: _fabric_from_row(row) for row in rows}
+    by_id = {row["id"]: row for row in rows}
+    fabrics = {row["id"]: _fabric_from_row(row, by_id) for row in rows}
     names = {}
     for row in rows:
         for n in (row["id"], *row.get("aliases", ())):

@@ -46,7 +46,8 @@ GPU_NUMBERS = ("memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_de
                "scale_up_gb_per_s", "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "sm_count")
 GPU_WHOLE = ("gpus_per_node", "scale_up_domain", "sm_count")
 VENDORS = ("nvidia", "amd", "intel", "other")
-FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus"),
+FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus", "mesh_link_gb_per_s", "nvls_efficiency",
+                            "collective_curve", "collective_ramp"),
                "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency", "transport")}
 TRANSPORTS = ("infiniband", "roce", "tcp")  # a scale-out fabric's path for NCCL (fabrics.json _comment)
 FABRIC_COMMON = ("id", "name", "aliases", "kind", "latency_us", "source", "notes")
@@ -131,12 +132,48 @@ def check_fabric_row(row: Mapping[str, Any], where: str) -> None:
     if missing:
         raise GpuplanError(f"{where}: missing {', '.join(missing)} for a {kind} fabric")
     for key in (*FABRIC_KEYS[kind], "latency_us"):
-        if key != "transport":
+        if key not in ("transport", "collective_curve", "collective_ramp"):
             _number(row, key, where, key in ("domain_gpus", "links_per_node"))
     if row.get("transport") is not None and row["transport"] not in TRANSPORTS:
         raise _bad(where, "transport", f"must be one of {', '.join(TRANSPORTS)}, got {str(row['transport'])[:40]!r}")
-    if row.get("efficiency") is not None and row["efficiency"] > 1:
-        raise _bad(where, "efficiency", f"is a share of line rate (≤ 1), got {row['efficiency']}")
+    for key in ("efficiency", "nvls_efficiency"):
+        if row.get(key) is not None and row[key] > 1:
+            raise _bad(where, key, f"is a share of line rate (≤ 1), got {row[key]}")
+    if kind == "scale_up":
+        _check_curve(row, where)
+
+
+CURVE_KEYS = {"collective": ("all_reduce", "all_gather", "reduce_scatter"), "algorithm": ("ring", "nvls")}
+
+
+def _check_curve(row: Mapping[str, Any], where: str) -> None:
+    """``collective_curve``: a measured sweep (collective, gpus, algorithm, bytes ascending, busbw_gb_per_s,
+    source) or the id of a fabric whose sweep this one shares; ``collective_ramp``: such an id."""
+    c = row.get("collective_curve")
+    if isinstance(row.get("collective_ramp"), str) and c is not None:
+        raise _bad(where, "collective_ramp", "borrows a ramp only where the row has no collective_curve")
+    for key in ("collective_ramp", *(("collective_curve",) if isinstance(c, str) else ())):
+        if row.get(key) is not None and (not isinstance(row[key], str) or not row[key].strip()):
+            raise _bad(where, key, "must name a fabric id with a collective_curve")
+    if c is None or isinstance(c, str):
+        return
+    if not isinstance(c, Mapping):
+        raise _bad(where, "collective_curve", "must be a measured sweep (a mapping) or a fabric id")
+    for key, allowed in CURVE_KEYS.items():
+        if c.get(key) not in allowed:
+            raise _bad(where, f"collective_curve.{key}",
+                       f"must be one of {', '.join(allowed)}, got {str(c.get(key))[:40]!r}")
+    sizes, bus = c.get("bytes"), c.get("busbw_gb_per_s")
+    if not isinstance(c.get("gpus"), int) or c["gpus"] < 2:
+        raise _bad(where, "collective_curve.gpus", "must be the group size of the sweep (≥ 2)")
+    if not (isinstance(sizes, list) and isinstance(bus, list) and 2 <= len(sizes) == len(bus) <= 64):
+        raise _bad(where, "collective_curve", "needs bytes and busbw_gb_per_s lists of the same length (2 to 64)")
+    for i in range(len(sizes)):
+        _number({"bytes": sizes[i], "busbw": bus[i]}, "busbw", f"{where}: collective_curve")
+        if isinstance(sizes[i], bool) or not isinstance(sizes[i], int | float) or not 0 < sizes[i] < 2**50 \
+                or (i and not sizes[i] > sizes[i - 1]):
+            raise _bad(where, "collective_curve.bytes", "must be ascending positive message sizes in bytes")
+    _text(c, "source", f"{where}: collective_curve")
 
 
 # ---- the file ---------------------------------------------------------------------------------------
@@ -227,8 +264,18 @@ def _user_fabrics(entries: list[Any], path: str) -> list[dict]:
         row = {"aliases": [], **e}
         check_fabric_row(row, where)
         _taken(names, row, where, "fabric")
+        _check_lender(row, load_json("fabrics.json")["fabrics"] + out, where)
         out.append(row)
     return out
+
+
+def _check_lender(row: Mapping[str, Any], rows: list[dict], where: str) -> None:
+    """A borrowed sweep names a fabric (built-in or earlier in the file) that has one of its own."""
+    for key in ("collective_curve", "collective_ramp"):
+        ref = row.get(key)
+        if isinstance(ref, str) and not any(r["id"] == ref and isinstance(r.get("collective_curve"), Mapping)
+                                            for r in rows):
+            raise _bad(where, key, f"names {ref[:40]!r}, which is not a fabric with a measured collective_curve")
 
 
 def _user_gpus(entries: list[Any], path: str, kinds: Mapping[str, str]) -> list[dict]:

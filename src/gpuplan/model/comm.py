@@ -1,33 +1,50 @@
 """Collective communication cost on a two-tier topology: a scale-up domain, then the network.
 
-Model (α–β, Hockney 1994; ring algorithms, Patarasuk & Yuan 2009; NCCL's hierarchical
-collectives): a group of ``n`` ranks with stride ``stride`` between members places
-``n_local`` members in each scale-up domain (NVLink/NVSwitch node, NVL72 rack) and spans
-``n_dom`` domains. An all-reduce of a buffer of B bytes costs
+A group of ``n`` ranks ``stride`` apart places ``n_local`` members in each scale-up domain (NVLink /
+NVSwitch node, NVL72 rack, Infinity Fabric node) and spans ``n_dom`` domains. A collective of B bytes
+(nccl-tests' size: the all-reduce buffer, the all-gather output, the reduce-scatter input, the
+all-to-all buffer of one rank) takes ``latency + bandwidth term / r(B)``:
 
-    intra:  2·(n_local − 1)/n_local · B / bw_up        (reduce-scatter + all-gather in the domain)
-    inter:  2·(n_dom − 1)/n_dom · (B / n_local) / bw_out   (each rank's shard crosses the network)
+* Bandwidth term, per algorithm NCCL/RCCL runs. Ring (Patarasuk & Yuan 2009): every rank moves
+  V·B, V = 2(n − 1)/n for an all-reduce and (n − 1)/n for a reduce-scatter or all-gather, at the
+  GPU's bus bandwidth: link × efficiency behind a switch; on a full mesh (MI300X Infinity Fabric, one
+  64 GB/s link per GPU pair) a group of k members of one node drives its k − 1 links, so a pair has
+  one. NVLink SHARP (NVLS: Hopper/Blackwell NVSwitch) all-reduce: each GPU sends its buffer into the
+  switch once and takes the reduced result once, B·(1 + 1/n) per direction, at NCCL's nvlsEfficiency
+  (src/graph/tuning.cc: Hopper 0.85, Blackwell 0.74): algorithm bandwidth link × efficiency ×
+  nvlsEfficiency × n/(n + 1); the faster of ring and NVLS runs, as NCCL's tuner picks (NVLS from 5
+  GPUs on H100, NVIDIA/nccl#1455: 258, 265, 270, 273 GB/s for 5 to 8 GPUs). Across domains NCCL's
+  ring spans the nodes and enters and leaves each node once per channel, its channels spread over
+  the node's NICs: a node's share of the network carries what one GPU's NVLink carries, and the
+  ring's NVLink and network steps run at once, so t = max(V·B·(k − 1)/k / bw_up, V·B / (k·bw_out))
+  for k members per node (pipelined, not added; ML-Engineering network/README.md, 'Inter-node speed
+  depends on intra-node speed': the flat ring lands within 6 % of 4-node P6-B200 measurements).
+  All-to-all: each rank sends (n − 1)/n·B, what goes to other domains over the network.
+* r(B), the ramp: NCCL pipelines a collective in chunks over channels whose number and size follow
+  the message size (src/enqueue.cc: fewer channels below nChannels·nThreads·threadThreshold bytes,
+  smaller NVLS chunks for small messages), so the large-message bandwidth is reached only near
+  1 GiB. r(B) is read off the fabric's measured sweep (fabrics.json ``collective_curve``): the rate of
+  its bandwidth term at B against the largest message's, interpolated in log size and non-
+  decreasing; 1 where a fabric has no sweep.
+* Latency: NCCL's ring model (tuning.cc): a base per call plus one hop per step, n − 1 steps for a
+  reduce-scatter, all-gather or all-to-all, 2(n − 1) for an all-reduce (or the double binary tree's
+  2·((n_local − 1) + ⌈log2 n_dom⌉) hops where fewer; Sanders et al. 2009), steps across domains at
+  the network's hop. The hop inside a domain is read off the sweep's smallest message.
 
-plus the latency of NCCL's cheaper algorithm: a ring (2(n − 1) hops) or a tree (2·((n_local − 1)
-+ ⌈log2 n_dom⌉) hops; Sanders et al. 2009 double binary trees, NCCL ≥ 2.4). Reduce-scatter and
-all-gather move half of that; NCCL runs them as one flat ring (its only algorithm for them on multi-GPU nodes), so
-their latency is NCCL's own ring model (src/graph/tuning.cc): a base plus one hop per ring
-step, n − 1 steps of which n_dom − 1 cross the network — per call, so a ZeRO-3 step that
-gathers tensor by tensor pays it once per tensor. All-to-all sends (n − 1)/n · B, the part
-leaving the domain over the network.
-``bw_up`` and ``bw_out`` are achievable (bus) bandwidths per GPU: the fabric's per-direction
-rate times a measured efficiency; across nodes, the node's NICs are shared by its GPUs
-(one 400G NIC per GPU on AI clusters, one 10 GbE link per node on commodity Ethernet).
+For its own collective and group the model returns the sweep's measured times. ``bw_up`` and
+``bw_out`` are achievable bus bandwidths per GPU; across nodes, the node's NICs are shared by its
+GPUs (one 400G NIC per GPU on AI clusters, one 10 GbE link per node on commodity Ethernet).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.spec import GPU, Fabric, Hardware
+from gpuplan.spec import GPU, BusCurve, Fabric, Hardware
 
 PCIE5_BYTES_PER_S = 63e9  # PCIe 5.0 x16 per direction (PCI-SIG), for nodes whose NVLink domain is a pair
 
@@ -35,18 +52,83 @@ PCIE5_BYTES_PER_S = 63e9  # PCIe 5.0 x16 per direction (PCI-SIG), for nodes whos
 @dataclass(frozen=True, slots=True)
 class Topology:
     domain: int        # GPUs that share the scale-up fabric
-    bw_up: float       # achievable bytes/s per GPU inside the domain
+    bw_up: float       # achievable bus bytes/s per GPU inside the domain (behind a switch)
     lat_up: float
     bw_out: float      # achievable bytes/s per GPU across domains
     lat_out: float
     ring_base: float = 0.0     # NCCL's latency model: per call, per step inside, per step across
     ring_up: float = 0.0       # (a fabric whose own hop latency is larger keeps its own)
     ring_out: float = 0.0
+    mesh_link: float = 0.0     # full mesh: achievable bytes/s of one GPU-to-GPU link (0: a switch)
+    nvls: float = 0.0          # NVLink SHARP all-reduce: NCCL's nvlsEfficiency (0: none)
+    ramp_log_bytes: tuple[float, ...] = ()  # the ramp r(B): ln B of the measured sizes ...
+    ramp_share: tuple[float, ...] = ()      # ... and the share of the large-message bandwidth reached
 
     @property
     def hops(self) -> tuple[float, float]:
         """Seconds per collective step inside the domain and across it."""
         return max(self.ring_up, self.lat_up), max(self.ring_out, self.lat_out)
+
+    def group_bw(self, local: int) -> float:
+        """Bus bytes/s per GPU of a ring among ``local`` members of one domain: the switch's rate, or
+        on a full mesh the ``local`` − 1 links each member drives."""
+        return (local - 1) * self.mesh_link if self.mesh_link else self.bw_up
+
+    def share(self, nbytes: float) -> float:
+        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches."""
+        xs = self.ramp_log_bytes
+        if not xs:
+            return 1.0
+        x = math.log(max(nbytes, 1.0))
+        i = bisect.bisect_left(xs, x)
+        if i == 0:
+            return self.ramp_share[0]
+        if i == len(xs):
+            return self.ramp_share[-1]
+        x0, x1, r0, r1 = xs[i - 1], xs[i], self.ramp_share[i - 1], self.ramp_share[i]
+        return r0 + (r1 - r0) * (x - x0) / (x1 - x0)
+
+
+@dataclass(frozen=True, slots=True)
+class CurveProfile:
+    """What a fabric's measured sweep says: its large-message efficiency, its small-message hop
+    latency and its ramp (``Topology.share``)."""
+
+    efficiency: float
+    hop_s: float
+    ramp_log_bytes: tuple[float, ...]
+    ramp_share: tuple[float, ...]
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md): 2(n − 1)/n for an all-reduce, (n − 1)/n else."""
+    return 2 * (n - 1) / n if collective == "all_reduce" else (n - 1) / n
+
+
+def _ideal_s(curve: BusCurve, nbytes: float) -> float:
+    """Seconds of the sweep's bandwidth term at efficiency 1 on the fabric it was measured on."""
+    n = curve.gpus
+    if curve.algorithm == "nvls":
+        return nbytes / (curve.link_bytes_per_s * curve.nvls_efficiency * n / (n + 1))
+    per_gpu = (n - 1) * curve.mesh_link_bytes_per_s if curve.mesh_link_bytes_per_s else curve.link_bytes_per_s
+    return bus_factor(curve.collective, n) * nbytes / per_gpu
+
+
+@lru_cache(maxsize=64)
+def curve_profile(curve: BusCurve, base_s: float) -> CurveProfile:
+    """Efficiency = ideal / measured time of the largest message; hop = (smallest message's time −
+    the base) / steps; ramp r(B) = (t_max/B_max) / ((t(B) − t_min)/B), at most 1, made non-decreasing
+    (running minimum from the largest message down)."""
+    n, factor = curve.gpus, bus_factor(curve.collective, curve.gpus)
+    times = [b * factor / bus for b, bus in zip(curve.sizes, curve.bus_bytes_per_s, strict=True)]
+    t_min, t_top, b_top = min(times), times[-1], curve.sizes[-1]
+    steps = 2 * (n - 1) if curve.collective == "all_reduce" else n - 1
+    shares, low = [], 1.0
+    for b, t in zip(reversed(curve.sizes), reversed(times), strict=True):
+        low = min(low, t_top / b_top * b / max(t - t_min, 1e-12))
+        shares.append(low)
+    return CurveProfile(efficiency=_ideal_s(curve, b_top) / t_top, hop_s=max(0.0, (t_min - base_s) / steps),
+                        ramp_log_bytes=tuple(math.log(b) for b in curve.sizes), ramp_share=tuple(reversed(shares)))
 
 
 def topology(hw: Hardware) -> Topology:
@@ -56,21 +138,28 @@ def topology(hw: Hardware) -> Topology:
 
 @lru_cache(maxsize=256)
 def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> Topology:
+    ring = table("ring_latency_s")
+    prof = curve_profile(up.curve, ring["base"]) if up.curve else None
+    own = prof is not None and up.curve_scope == "all"
+    eff_up = prof.efficiency if own else constant("scale_up_efficiency")  # type: ignore[union-attr]
+    hop_up = prof.hop_s if own else ring["scale_up_step"]  # type: ignore[union-attr]
+    lat_up = hop_up if own else (up.latency_s or 1e-6)
     domain_gpus = up.domain_gpus or gpus_per_node
-    eff_up = constant("scale_up_efficiency")
     if domain_gpus < gpus_per_node:  # e.g. H100 NVL bridge pairs: the node talks over PCIe
-        bw_up, domain = PCIE5_BYTES_PER_S * eff_up, gpus_per_node
+        bw_up, domain, mesh, nvls = PCIE5_BYTES_PER_S * eff_up, gpus_per_node, 0.0, 0.0
     else:
         bw_up, domain = (up.bytes_per_s_per_gpu or gpu.scale_up_bytes_per_s) * eff_up, domain_gpus
-    ring = table("ring_latency_s")
-    lat_up = up.latency_s or 1e-6
+        mesh, nvls = (up.mesh_link_bytes_per_s or 0.0) * eff_up, up.nvls_efficiency or 0.0
+    ramp = (prof.ramp_log_bytes, prof.ramp_share) if prof else ((), ())
+    common = dict(domain=domain, bw_up=bw_up, lat_up=lat_up, ring_base=ring["base"], ring_up=hop_up,
+                  mesh_link=mesh, nvls=nvls, ramp_log_bytes=ramp[0], ramp_share=ramp[1])
     if out is None or not out.link_bytes_per_s:
-        return Topology(domain, bw_up, lat_up, 0.0, 0.0, ring["base"], ring["scale_up_step"])
+        return Topology(bw_out=0.0, lat_out=0.0, **common)  # type: ignore[arg-type]
     eff_out = out.efficiency if out.efficiency is not None else constant("scale_out_efficiency")
     nics = min(out.links_per_node or 1, gpus_per_node)
     bw_out = out.link_bytes_per_s * nics / gpus_per_node * eff_out
-    lat_out = out.latency_s or 5e-6
-    return Topology(domain, bw_up, lat_up, bw_out, lat_out, ring["base"], ring["scale_up_step"], ring["scale_out_step"])
+    return Topology(bw_out=bw_out, lat_out=out.latency_s or 5e-6, ring_out=ring["scale_out_step"],
+                    **common)  # type: ignore[arg-type]
 
 
 def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
@@ -79,6 +168,24 @@ def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
         return 1, 1
     local = max(1, min(n, domain // stride)) if stride < domain else 1
     return local, -(-n // local)
+
+
+def _ring_s(factor: float, nbytes: float, local: int, doms: int, topo: Topology) -> float:
+    """The ring's bandwidth term: each rank moves ``factor``·B. Inside one domain at the group's bus
+    bandwidth; across domains the NVLink steps ((k − 1)/k of them) and the node's network share
+    (one ring edge per node, over k GPUs' NICs) run at once and the slower sets the pace."""
+    moved = factor * nbytes
+    if doms == 1:
+        return moved / topo.group_bw(local)
+    if topo.bw_out <= 0:
+        raise ValueError("a group spans nodes but the hardware has no network between nodes")
+    intra = moved * (local - 1) / local / topo.group_bw(local) if local > 1 else 0.0
+    return max(intra, moved / (local * topo.bw_out))
+
+
+def _nvls_s(nbytes: float, local: int, topo: Topology) -> float:
+    """NVLS all-reduce inside one domain: B·(1 + 1/n) per direction at nvlsEfficiency (module doc)."""
+    return nbytes / (topo.bw_up * topo.nvls * local / (local + 1))
 
 
 def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
@@ -90,23 +197,15 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     # cheaper latency wins: ring 2(n − 1) steps, tree 2·((n_local − 1) + ⌈log2 n_dom⌉) hops
     ring = 2 * (n - doms) * up + 2 * (doms - 1) * out
     tree = 2 * ((local - 1) * up + math.ceil(math.log2(doms)) * out)
-    return _all_reduce_bw_s(nbytes, local, doms, topo) + topo.ring_base + min(ring, tree)
-
-
-def _all_reduce_bw_s(nbytes: float, local: int, doms: int, topo: Topology) -> float:
-    t = 0.0
-    if local > 1:
-        t += 2 * (local - 1) / local * nbytes / topo.bw_up
-    if doms > 1:
-        if topo.bw_out <= 0:
-            raise ValueError("a group spans nodes but the hardware has no network between nodes")
-        t += 2 * (doms - 1) / doms * (nbytes / local) / topo.bw_out
-    return t
+    bw = _ring_s(2 * (n - 1) / n, nbytes, local, doms, topo)
+    if doms == 1 and topo.nvls and local > 2:
+        bw = min(bw, _nvls_s(nbytes, local, topo))
+    return topo.ring_base + min(ring, tree) + bw / topo.share(nbytes)
 
 
 def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
     """Latency of one ring all-gather or reduce-scatter: base + (n − n_dom)·hop inside the domain
-    + (n_dom − 1)·hop across it (NCCL src/graph/tuning.cc, Ring/Simple)."""
+    + (n_dom − 1)·hop across it (NCCL src/graph/tuning.cc, Ring)."""
     if n <= 1:
         return 0.0
     _, doms = placement(n, stride, topo.domain)
@@ -116,30 +215,37 @@ def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
 
 def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology, calls: int = 1) -> float:
     """Reduce-scatter (or all-gather) of ``nbytes`` in all (the unsharded size), issued as ``calls``
-    collectives: the bytes cost half an all-reduce's, the latency is paid per call."""
+    collectives of ``nbytes``/``calls`` each: (n − 1)/n of the bytes per rank, at the share the size of
+    one call reaches, and the ring latency once per call."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, doms = placement(n, stride, topo.domain)
-    return _all_reduce_bw_s(nbytes, local, doms, topo) / 2 + calls * ring_latency_s(n, stride, topo)
+    bw = _ring_s((n - 1) / n, nbytes, local, doms, topo)
+    return bw / topo.share(nbytes / calls) + calls * ring_latency_s(n, stride, topo)
 
 
 all_gather_s = reduce_scatter_s
 
 
 def all_to_all_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
-    """Each rank holds ``nbytes`` and keeps 1/n of it."""
+    """Each rank holds ``nbytes`` and keeps 1/n of it; NCCL's all-to-all is n − 1 concurrent
+    send/recv pairs, its latency the ring's n − 1 steps."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, _ = placement(n, stride, topo.domain)
-    intra = (local - 1) / n * nbytes / topo.bw_up
+    intra = (local - 1) / n * nbytes / topo.group_bw(local) if local > 1 else 0.0
     inter = (n - local) / n * nbytes / topo.bw_out if n > local else 0.0
-    lat = (local - 1) * topo.lat_up + (n - local) * topo.lat_out
-    return max(intra, inter) + lat
+    return max(intra, inter) / topo.share(nbytes) + ring_latency_s(n, stride, topo)
 
 
 def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
+    """One point-to-point transfer: over the network, or inside the domain (on a full mesh over the
+    one link between the pair); a call's base and one hop."""
     if nbytes <= 0:
         return 0.0
+    up, out = topo.hops
     if crosses_domain:
-        return nbytes / topo.bw_out + topo.lat_out
-    return nbytes / topo.bw_up + topo.lat_up
+        bw, hop = topo.bw_out, out
+    else:
+        bw, hop = topo.mesh_link or topo.bw_up, up
+    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes)

@@ -134,7 +134,9 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         # the all-gathers (block inputs forward, output gradients backward) carry fp8, 1 B per
         # element; the reduce-scatters stay bf16 (frameworks.json fp8_recipe.tp_all_gather)
         per_pass = all_gather_s(act_bytes / 2, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
-    else:  # an all-reduce, or its reduce-scatter + all-gather under sequence parallelism
+    elif lay.sequence_parallel:  # a reduce-scatter and an all-gather: rings (NVLS speeds all-reduces only)
+        per_pass = all_gather_s(act_bytes, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
+    else:
         per_pass = all_reduce_s(act_bytes, lay.tp, 1, topo)
     tp_s = sc.params.layers * passes * 2 * per_pass
     if not lay.tp_overlap or not tp_s:

@@ -2,7 +2,7 @@
 frozen values validated when they are built (Calculon's split of application / system /
 execution), and the one table of layout rules that construction, fit and the search share."""
 
-from gpuplan.spec.hardware import GPU, Fabric, Hardware
+from gpuplan.spec.hardware import GPU, BusCurve, Fabric, Hardware
 from gpuplan.spec.job import (
     ATTENTIONS,
     FP8_RECIPES,
@@ -33,8 +33,8 @@ __all__ = [
     "ATTENTIONS", "FRAMEWORKS", "GPU", "LORA_TARGETS_ALL", "MAX_GLOBAL_BATCH", "MAX_LORA_RANK", "MAX_SEQ_LEN",
     "MAX_STEPS",
     "MAX_TOKENS", "METHODS", "OFFLOADS", "OPTIMIZERS", "OPTIMIZER_IMPLS", "FP8_RECIPES", "GRAD_DTYPES", "PP_SCHEDULES",
-    "PRECISIONS",
-    "RECOMPUTES", "RULES", "ZERO3_GATHERS", "Fabric", "Hardware", "LayerGroup", "Layout", "ModelSpec", "Scenario",
-    "Training", "Weight", "check_fixed_layout", "check_layout", "check_layout_fields", "complete_layout",
+    "PRECISIONS", "RECOMPUTES", "RULES", "ZERO3_GATHERS", "BusCurve", "Fabric", "Hardware", "LayerGroup", "Layout",
+    "ModelSpec", "Scenario", "Training", "Weight", "check_fixed_layout", "check_layout", "check_layout_fields",
+    "complete_layout",
     "divisors", "ep_choices", "normalized", "tp_splits_heads",
 ]

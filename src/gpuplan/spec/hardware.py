@@ -10,6 +10,24 @@ from gpuplan.spec._checks import positive as _positive
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BusCurve:
+    """A published collective bandwidth sweep on one fabric (nccl-tests / rccl-tests ``busbw`` by
+    message size): what ``model/comm.py`` reads the fabric's efficiency, size ramp and small-message
+    latency from. Sizes follow nccl-tests (the all-reduce buffer, the all-gather output)."""
+
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter"]
+    gpus: int                                # the group the sweep ran on, inside one domain
+    algorithm: Literal["ring", "nvls"]       # what NCCL ran (NVLS: NVLink SHARP all-reduce)
+    sizes: tuple[float, ...]                 # bytes, ascending
+    bus_bytes_per_s: tuple[float, ...]       # nccl-tests busbw at each size
+    fabric: str = ""                         # the fabric it was measured on, and that fabric's rates:
+    link_bytes_per_s: float = 0.0            # per GPU, per direction
+    mesh_link_bytes_per_s: float = 0.0       # one link of a full mesh (0: switched)
+    nvls_efficiency: float = 0.0             # NVLink SHARP (0: none)
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fabric:
     """An interconnect from the catalogue (``catalog/fabrics.json``), in SI units."""
 
@@ -23,6 +41,10 @@ class Fabric:
     latency_s: float | None = None
     efficiency: float | None = None           # achievable share of line rate (cited)
     source: str = ""
+    mesh_link_bytes_per_s: float | None = None  # scale-up full mesh: one GPU-to-GPU link, per direction
+    nvls_efficiency: float | None = None      # scale-up NVLink SHARP (NCCL's nvlsEfficiency); None: none
+    curve: BusCurve | None = None             # scale-up: the measured collective sweep (its own or borrowed)
+    curve_scope: Literal["all", "ramp"] = "all"  # what it sets: efficiency, ramp and latency, or the ramp only
 
     def __hash__(self) -> int:  # the planner's caches key on fabrics: hash a few fields, compare all
         return hash((self.id, self.bytes_per_s_per_gpu, self.link_bytes_per_s, self.links_per_node))

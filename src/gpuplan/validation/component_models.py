@@ -14,11 +14,13 @@ one kernel alone, so the share a training step sustains (``gemm_share_of_mamf``)
 * memory-bound: the bytes and kernels model/software.py charges for the op (``Software.cost``), at
   the GPU's measured streaming bandwidth plus the per-kernel floor (``compute.streamed_s``).
 * collectives: ``comm.all_reduce_s`` / ``all_gather_s`` / ``reduce_scatter_s`` / ``all_to_all_s``
-  on ``comm.topology`` of the catalogue's hardware.
+  on ``comm.topology`` of the catalogue's hardware; a point that states the algorithm NCCL ran
+  (``NCCL_ALGO=Ring``, NVLS switched off) is modelled with that algorithm only.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -119,7 +121,10 @@ def collective_modelled_s(p: dict[str, Any]) -> float:
     """Seconds of one collective over a group of contiguous ranks on the catalogue's fabrics."""
     x = p["inputs"]
     hw = make_hardware(p["gpu"], gpus=x["gpus"], scale_out=x.get("scale_out"))
-    return COLLECTIVE[x["collective"]](float(x["bytes"]), x["group"], 1, topology(hw))
+    topo = topology(hw)
+    if x.get("algorithm") == "ring":  # NVLink SHARP off (or not chosen): the ring alone
+        topo = replace(topo, nvls=0.0)
+    return COLLECTIVE[x["collective"]](float(x["bytes"]), x["group"], 1, topo)
 
 
 def collective_measured_s(p: dict[str, Any]) -> float:

@@ -1,0 +1,61 @@
+"""Properties of the collective model (model/comm.py) on every catalogue fabric: more bytes never take
+less time, a split into more calls never costs less, NVLS only ever speeds an all-reduce up, and no
+fabric runs faster than the measured sweep it was read from."""
+
+from dataclasses import replace
+
+import pytest
+from conftest import make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuplan.catalog.hardware import fabrics, gpus
+from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, send_recv_s, topology
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+GPU_IDS = sorted(g.id for g in gpus())
+SIZES = st.floats(1e3, 3e10)
+
+
+def _topo(gpu: str, nodes: int):
+    per_node = next(g.gpus_per_node for g in gpus() if g.id == gpu)
+    return topology(make(gpu=gpu, gpus=per_node * nodes, hardware={"scale_out": "ib-ndr-400g"}).hardware)
+
+
+@SETTINGS
+@given(gpu=st.sampled_from(GPU_IDS), nodes=st.sampled_from([1, 2, 16]), a=SIZES, b=SIZES,
+       stride=st.sampled_from([1, 2, 8]))
+def test_more_bytes_never_take_less_time(gpu, nodes, a, b, stride):
+    topo = _topo(gpu, nodes)
+    small, large = sorted((a, b))
+    n = max(2, min(8 * nodes // stride, 64))
+    for f in (all_reduce_s, all_gather_s, all_to_all_s):
+        assert f(small, n, stride, topo) <= f(large, n, stride, topo) * (1 + 1e-12)
+    assert send_recv_s(small, nodes > 1, topo) <= send_recv_s(large, nodes > 1, topo) * (1 + 1e-12)
+
+
+@SETTINGS
+@given(gpu=st.sampled_from(GPU_IDS), nbytes=SIZES, calls=st.integers(1, 2000))
+def test_splitting_a_gather_never_costs_less(gpu, nbytes, calls):
+    topo = _topo(gpu, 2)
+    assert all_gather_s(nbytes, 16, 1, topo, calls) >= all_gather_s(nbytes, 16, 1, topo) * (1 - 1e-12)
+
+
+@SETTINGS
+@given(gpu=st.sampled_from(GPU_IDS), nbytes=SIZES, n=st.integers(2, 8))
+def test_nvls_never_slows_an_all_reduce(gpu, nbytes, n):
+    topo = _topo(gpu, 1)
+    assert all_reduce_s(nbytes, n, 1, topo) <= all_reduce_s(nbytes, n, 1, replace(topo, nvls=0.0)) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("fabric", [f.id for f in fabrics() if f.kind == "scale_up"])
+def test_every_ramp_is_a_share_and_never_falls(fabric):
+    f = next(x for x in fabrics() if x.id == fabric)
+    g = next(x for x in gpus() if x.scale_up == fabric) if any(x.scale_up == fabric for x in gpus()) else None
+    if g is None:
+        pytest.skip(f"no catalogue GPU on {fabric}")
+    topo = _topo(g.id, 1)
+    shares = [topo.share(2.0**k) for k in range(8, 36)]
+    assert all(0 < s <= 1 for s in shares)
+    assert shares == sorted(shares)
+    assert (f.curve is None) == (shares[0] == 1.0)
