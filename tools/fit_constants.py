@@ -50,8 +50,9 @@ FREE = (  # bounds: what the physics allows, so a fit cannot hide a missing term
     Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),
     Free("comm_interference", 0.0, 1.0, "runtime"),
     Free("dp_overlap", 0.3, 1.0, "runtime"),
-    Free("scale_out_efficiency", 0.5, 0.95, "runtime"),
 )
+# scale_out_efficiency is not fitted: every built-in scale-out fabric carries its own efficiency
+# (fabrics.json), so no corpus row reads the constant (a fit left it flat at a bound).
 # Not fitted any more, set from microbenchmarks (validation/components.json, tools/derive_kernel_rates.py):
 # the attention kernels' rates and per-row-block cost (attention_kernels), the streaming bandwidth
 # (hbm_stream_share) and the per-kernel floor (kernel_floor_s) replace attention_achieved_share,
@@ -244,15 +245,23 @@ def summary_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+FITTED_BY = ("tools/fit_constants.py on validation/corpus.json (the open corpus), objective mean over sources of "
+             "mean |log error|; leave-one-source-out CV in validation/cv.json")
+
+
 def write_constants(values: dict[str, float]) -> None:
-    data = json.loads(CONSTANTS.read_text())
+    """Each fitted value into its entry of constants.json, in place: the file's own layout (its compact
+    tables) is kept, only the entry's value, status and fitted_by change."""
+    text = CONSTANTS.read_text()
     for name, v in values.items():
-        entry = data[name]
-        entry["value"] = float(f"{v:.4g}")
-        entry["status"] = "fitted"
-        entry["fitted_by"] = ("tools/fit_constants.py on validation/corpus.json (the open corpus), objective "
-                              "mean over sources of mean |log error|; leave-one-source-out CV in validation/cv.json")
-    CONSTANTS.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        start = text.index(f'\n  "{name}": {{')
+        end = text.index("\n  }", start)
+        entry = json.loads(text[start + len(f'\n  "{name}": '):end + 4])
+        entry.update(value=float(f"{v:.4g}"), status="fitted", fitted_by=FITTED_BY)
+        body = ",\n".join(f"    {json.dumps(k)}: {json.dumps(x, ensure_ascii=False)}" for k, x in entry.items())
+        text = f"{text[:start]}\n  {json.dumps(name)}: {{\n{body}\n  }}{text[end + 4:]}"
+    json.loads(text)  # still JSON
+    CONSTANTS.write_text(text)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,11 @@ def test_plan_marks_the_equilibrium_on_the_curve(served, browser):
     assert int(small.get_attribute("data-gpus")) == res["scaling"][0]["gpus"] == res["min_gpus"]["h100-sxm"]
     assert css(d, 'line[data-mark="node"]')  # the node boundary (8 GPUs per node) is on the curve
     assert css(d, '[data-key="best.cost.usd"]')[0].get_attribute("data-value") == repr(res["best"]["cost"]["usd"])
+    # the recommendation rule is stated on the page as in the CLI's answer (the equilibrium, no deadline)
+    (why,) = css(d, '[data-key="recommendation.rule"]')
+    assert why.get_attribute("data-value") == res["recommendation"]["rule"] == "equilibrium"
+    assert why.text == f"why this one: {res['recommendation']['text']}"
+    assert res["best"]["scenario"]["hardware"]["gpus"] == res["equilibrium"]["gpus"]
     points = css(d, "svg.scatter circle.pt")
     assert len(points) == len(res["pareto"])
     points[0].click()

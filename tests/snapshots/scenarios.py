@@ -114,3 +114,6 @@ def run(argv: list[str]) -> tuple[int, str, str]:
         except SystemExit as exc:  # argparse's --help
             rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return rc, out.getvalue(), err.getvalue()
+
+# exit statuses other than 0: a list with a failed item answers the others and exits 1 (cli._print)
+EXPECTED_RC = {"evaluate_list_file": 1}

@@ -145,6 +145,9 @@ def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
                      f"`{layout_str(sc['layout'])}`: {fmt_duration(best['time']['train_s'])}"
                      f"{span(best['time'], 'train_s', fmt_duration)} to train, {fmt_usd(best['cost']['usd'])}"
                      f"{span(best['cost'], 'usd', fmt_usd)}. Searched {res['searched']:,} configurations."),
+               ("p", f"Why this one: {res['recommendation']['text']}."
+                     + (f" ({res['recommendation']['space']}.)" if res["recommendation"].get("space") else ""))
+               if res.get("recommendation") else ("p", ""),
                ("ul", _why(best) + [f"advice: {a}" for a in res.get("advice", [])]),
                ("h", 2, "Top alternatives"), ("table", EST_HEAD, _estimate_rows(res["candidates"]))]
     if res.get("scaling"):

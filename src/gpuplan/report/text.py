@@ -132,8 +132,9 @@ def time_table(est: dict) -> str:
          f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} of {fmt_duration(d['dp_total'])}", ""],
         ["  pipeline bubble", fmt_duration(t["bubble_s"])],
         ["  optimizer step", fmt_duration(t["optimizer_s"])],
-        ["tokens/s (per GPU)", f"{t['tokens_per_s']:,.0f} ({t['tokens_per_s_per_gpu']:,.0f}"
-         + span(t, "tokens_per_s_per_gpu", lambda x: f"{x:,.0f}") + ")"],
+        ["tokens/s", f"{t['tokens_per_s']:,.0f}" + span(t, "tokens_per_s", lambda x: f"{x:,.0f}")],
+        ["tokens/s per GPU",
+         f"{t['tokens_per_s_per_gpu']:,.0f}" + span(t, "tokens_per_s_per_gpu", lambda x: f"{x:,.0f}")],
         ["MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}"],
         ["model FLOPs per token (6·N)",
          f"{fmt_count(t['model_flops_per_token'])} ({fmt_count(t['six_n_flops_per_token'])})"],

@@ -90,6 +90,10 @@ function planView(res) {
         metric("MFU", "best.time.mfu", t.mfu, fmt.pct(t.mfu)),
         metric("memory per GPU", "best.memory.total", best.memory.total,
                `${fmt.gib(best.memory.total)} / ${fmt.gib(best.memory.capacity, 0)}`)),
+      res.recommendation ? h("p", {class: "why", "data-key": "recommendation.rule",
+                                   "data-value": res.recommendation.rule},
+                             `why this one: ${res.recommendation.text}` +
+                             (res.recommendation.space ? ` (${res.recommendation.space})` : "")) : null,
       (res.advice || []).length ? h("ul", {class: "advice"}, res.advice.map(a => h("li", {}, a))) : null),
     scalingView(res), paretoView(res),
     h("section", {class: "card"}, h("h2", {}, "top candidates"),

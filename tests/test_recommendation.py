@@ -1,0 +1,68 @@
+""""How many GPUs?" answered with one stated rule (issue 22): the compute equilibrium without a deadline or
+budget, the cheapest run that meets a deadline, the fastest within a budget, the count given; fine-tunes as
+fine-tunes; alternatives on a fixed cluster; fit's offload alternative."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import gpuplan
+
+DAY = 86400.0
+
+
+@cache
+def _plan(**kw) -> dict:
+    return gpuplan.plan(**kw).to_json()
+
+
+def test_no_deadline_recommends_the_compute_equilibrium_never_the_largest_count():
+    res = _plan(model="{params: 7e9}", gpu="h100-sxm", tokens="1.4T")
+    rec, best = res["recommendation"], res["best"]
+    assert rec["rule"] == "equilibrium" and rec["threshold"] == 0.8
+    assert best["scenario"]["hardware"]["gpus"] == rec["gpus"] == res["equilibrium"]["gpus"] < 16384
+    assert res["equilibrium"]["efficiency"] >= 0.8
+    # every candidate listed is within the equilibrium; the fastest option is set beside it with its price
+    assert all(c["scenario"]["hardware"]["gpus"] <= rec["gpus"] for c in res["candidates"])
+    fast = rec["fastest"]
+    assert fast["gpus"] > rec["gpus"] and fast["speedup"] > 1 and fast["efficiency"] < 0.8
+    assert fast["extra_usd"] > 0
+    assert fast["efficiency"] == fast["speedup"] * rec["gpus"] / fast["gpus"]
+    assert "compute equilibrium" in rec["text"] and "the fastest" in rec["text"]
+
+
+def test_a_deadline_gives_the_cheapest_run_that_meets_it():
+    res = _plan(model="{params: 7e9}", gpu="h100-sxm", tokens="1.4T", deadline_s="14d")
+    rec, best = res["recommendation"], res["best"]
+    assert rec["rule"] == "deadline"
+    assert best["time"]["train_s"] <= 14 * DAY
+    assert best["cost"]["usd"] == min(c["cost"]["usd"] for c in res["candidates"])
+    # the open search's equilibrium is not the answer here: a deadline may need more, or fewer, GPUs
+    assert all(c["time"]["train_s"] <= 14 * DAY for c in res["candidates"])
+
+
+def test_a_qlora_fine_tune_on_consumer_cards_stays_on_one_node():
+    res = _plan(model="llama-3.1-8b", gpu="rtx-4090", method="qlora", tokens="100M")
+    assert res["best"]["scenario"]["hardware"]["gpus"] <= 8
+    assert res["global_batch"] == 32  # a fine-tune's batch (spec/defaults.py FINE_TUNE_BATCH)
+    assert "one node" in res["recommendation"]["space"]
+    # consumer cards come with the network they have: no InfiniBand assumed
+    assert res["best"]["scenario"]["hardware"]["scale_out"] == "eth-10g"
+
+
+def test_a_fixed_count_lists_top_k_layouts_of_that_count():
+    res = _plan(model="llama-3.1-70b", gpu="h100-sxm", gpus=64, top=5)
+    cands = res["candidates"]
+    assert len(cands) == 5 and res["recommendation"]["rule"] == "fixed"
+    assert {c["scenario"]["hardware"]["gpus"] for c in cands} == {64}
+    assert len({str(c["scenario"]["layout"]) for c in cands}) == 5
+    tps = [c["time"]["tokens_per_s"] for c in cands]
+    assert tps == sorted(tps, reverse=True) and cands[0] == res["best"]
+    # the K fastest: the fifth is no faster than the best layout the open search finds at 64
+    assert tps[0] == max(tps)
+
+
+def test_fit_names_the_offload_alternative():
+    res = gpuplan.fit(model="llama-3.1-70b", gpu="h100-sxm").to_json()
+    alt = res["with_offload"]
+    assert alt is not None and alt["offload"] == "optimizer" and alt["gpus"] < res["min_gpus"]
