@@ -155,14 +155,17 @@ class Plan:
 
 def plan(source: ScenarioInput = None, /, *, gpu: str | list[str] | None = None, max_gpus: int | str | None = None,
          objective: str = "time", deadline_s: float | str | None = None, budget: float | str | None = None,
-         top: int | str = 5, threshold: float | str = 0.8, progress: Callable[[float, str], None] | None = None,
-         **fields: Any) -> Plan:
+         top: int | str = 5, threshold: float | str = 0.8, provider: str | list[str] | None = None,
+         region: str | None = None, pricing: str | None = None,
+         progress: Callable[[float, str], None] | None = None, **fields: Any) -> Plan:
     """Search GPU type × count × layout for what the scenario leaves open; rank by time or cost.
     ``gpu`` may name several types (a list, ``"a,b"``, or ``"all"``); with no GPU anywhere, the whole
     catalogue. The options take units as the command line does: ``deadline_s="14d"``, ``budget="$50k"``,
-    ``max_gpus="16k"``."""
+    ``max_gpus="16k"``. ``provider`` (``"aws,gcp"``), ``region`` (``"eu"``, ``"us-east-1"``) and ``pricing``
+    (``"spot"``) price each GPU type from the dated price catalogue."""
     options = plan_options({"gpu": gpu, "max_gpus": max_gpus, "objective": objective, "deadline": deadline_s,
-                            "budget": budget, "top": top, "threshold": threshold})
+                            "budget": budget, "top": top, "threshold": threshold, "provider": provider,
+                            "region": region, "pricing": pricing})
     if not options.gpu_types and "gpu" not in fields and not _names_gpu(source):
         options = replace(options, gpu_types=("all",))
     read = reading_gpu(options, power_limited=fields.get("power_limit") is not None)

@@ -116,7 +116,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _check_outputs(args, {"--plot": args.plot, "--report": args.report})
     options = plan_options({"objective": args.objective, "deadline": args.deadline, "budget": args.budget,
                             "max_gpus": args.max_gpus, "top": args.top, "threshold": args.threshold,
-                            "gpu": args.gpu}, named=_flag)
+                            "gpu": args.gpu, "provider": args.provider, "region": args.region,
+                            "pricing": args.pricing}, named=_flag)
     inputs = gather(args.scenario, args.example, scenario_values(args))  # the file is read once
     if not options.gpu_types and not _states_gpu(inputs):  # no GPU anywhere: search the whole catalogue
         options = replace(options, gpu_types=("all",))
@@ -252,10 +253,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_catalogue(args: argparse.Namespace) -> int:
     from gpuplan.catalog.hardware import fabrics, gpus
     from gpuplan.catalog.models import list_models
-    from gpuplan.report.text import dumps, fabrics_text, gpus_text, models_text
+    from gpuplan.catalog.prices import prices
+    from gpuplan.report.text import dumps, fabrics_text, gpus_text, models_text, prices_text
 
     rows, text = {"gpus": (gpus, gpus_text), "fabrics": (fabrics, fabrics_text),
-                  "models": (list_models, models_text)}[args.command]
+                  "models": (list_models, models_text),
+                  "prices": (lambda: [p.to_json() for p in sorted(prices(), key=lambda p: (
+                      p.gpu, p.pricing, p.usd_per_gpu_hour))], prices_text)}[args.command]
     rows = rows()
     print(dumps(rows) if args.json else text(rows))
     return 0
@@ -301,7 +305,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": cmd_catalogue,
-            "models": cmd_catalogue, "fabrics": cmd_catalogue, "validate": cmd_validate, "export": cmd_export,
+            "models": cmd_catalogue, "fabrics": cmd_catalogue, "prices": cmd_catalogue, "validate": cmd_validate,
+            "export": cmd_export,
             "profile": cmd_profile, "calibrate": cmd_calibrate, "trace": cmd_trace,
             "serve": cmd_serve}
 

@@ -105,6 +105,12 @@ def _planning(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--threshold", default="0.8",
                     help="compute equilibrium: the least parallel efficiency (throughput per GPU against the "
                     "smallest count that fits) the equilibrium keeps; values: (0, 1]; default: 0.8")
+    pl.add_argument("--provider", help="price each GPU type at this provider's list price (the price catalogue, "
+                    "`gpuplan prices`); several comma-separated; default: any")
+    pl.add_argument("--region", help="price in this region: a provider's region code (europe-west4) or a "
+                    "geography (eu, us, asia); default: any")
+    pl.add_argument("--pricing", help="on-demand, spot (preemptible: the answer adds the goodput lost to "
+                    "preemptions) or reserved (1-year); default: on-demand when --provider or --region is given")
     pl.add_argument("--explain", action="store_true", help="why layouts were rejected, and the closest miss")
     _output_flags(pl)
 
@@ -166,6 +172,10 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
     fb = sub.add_parser("fabrics", help="the interconnect catalogue (hardware.scale_up / scale_out)")
     fb.add_argument("--json", action="store_true")
     _catalog_flag(fb)
+    pr = sub.add_parser("prices", help="the price catalogue: provider × region × GPU × pricing, dated and sourced "
+                        "(plan --provider / --region / --pricing)")
+    pr.add_argument("--json", action="store_true")
+    _catalog_flag(pr)
     va = sub.add_parser("validate", help="prediction error on the open corpus of published runs (cross-validated)")
     va.add_argument("--json", action="store_true")
     va.add_argument("--constants", action="store_true",

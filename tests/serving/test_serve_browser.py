@@ -149,6 +149,22 @@ def test_plan_marks_the_equilibrium_on_the_curve(served, browser):
     screenshot(d, "plan")
 
 
+def test_the_plan_page_prices_where_the_user_buys(served, browser):
+    # issue 24: region and pricing filter the price catalogue; the page names the row, as the CLI does
+    d = browser
+    q = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": "8", "tokens": "10B", "region": "eu",
+         "pricing": "spot"}
+    visit(d, served.url + "/plan?" + "&".join(f"{k}={v}" for k, v in q.items()))
+    wait(d, lambda drv: css(drv, '[data-key="best.cost.market.provider"]'))
+    _, out, _ = cli("plan", *flags(q), "--json")
+    m = json.loads(out)["best"]["cost"]["market"]
+    (el,) = css(d, '[data-key="best.cost.market.provider"]')
+    from gpuplan.report.text import market_line
+
+    assert el.get_attribute("data-value") == m["provider"] and el.text == market_line(m)
+    no_console_errors(d)
+
+
 def test_the_plan_page_plans_as_you_type(served, browser):
     # no button press: changing a field re-plans, and the page shows the plan of what the fields now say
     d = browser

@@ -48,6 +48,9 @@ class TimeEstimate:
     failure_overhead: float | None
     energy_kwh: float | None
     spread: Spread | None = None   # the 80 % interval of throughput (catalog/intervals.py), None without one
+    # spot capacity: the share of wall time lost to preemptions (checkpoints, lost work, restarts), part of
+    # train_s and so of GPU-hours and cost; None on capacity that is not preemptible
+    preemption_overhead: float | None = None
 
     @property
     def step_s(self) -> float:
@@ -63,7 +66,10 @@ class TimeEstimate:
 
     @property
     def train_s(self) -> float | None:
-        return self.total_tokens / self.tokens_per_s if self.total_tokens else None
+        """Wall time to train: the tokens at the step's rate, plus the preemption allowance on spot capacity."""
+        if not self.total_tokens:
+            return None
+        return self.total_tokens / self.tokens_per_s * (1 + (self.preemption_overhead or 0.0))
 
     @property
     def gpu_hours(self) -> float | None:
@@ -82,8 +88,8 @@ class TimeEstimate:
             "six_n_flops_per_token": fl.six_n, "total_flops": fl.model * total if total else None,
             "mfu": self.mfu, "hfu": self.hfu, "train_s": train_s, "gpu_hours": self.gpu_hours,
             "train_s_with_failures": train_s * (1 + fail) if fail is not None and train_s is not None else None,
-            "failure_overhead": fail, "energy_kwh": self.energy_kwh,
-            "interval": self.intervals(),
+            "failure_overhead": fail, "preemption_overhead": self.preemption_overhead,
+            "energy_kwh": self.energy_kwh, "interval": self.intervals(),
             "interval_basis": {"regime": self.spread.regime, "runs": self.spread.n} if self.spread else None,
         }
 
@@ -244,6 +250,7 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
                               full_share=1.0 / lay.recompute_every),
         total_tokens=total_tokens, tokens_per_s=tps, gpus=hw.gpus, peak_flops=peak16,
         failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
+        preemption_overhead=preemption_overhead(hw.gpus, hw.nodes) if hw.market and hw.market.preemptible else None,
         energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None,
         spread=spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node))
 
@@ -254,6 +261,28 @@ def cost_of(time: TimeEstimate, price: float | None) -> Cost:
                 usd_per_gpu_hour=price,
                 usd_with_failures=gpu_hours * price * (1 + fail)
                 if gpu_hours is not None and price is not None and fail is not None else None)
+
+
+def preemption_overhead(gpus: int, nodes: int) -> float:
+    """Share of extra wall time a run on spot capacity loses to preemptions: each node is reclaimed at
+    ``spot.interruptions_per_node_hour`` (constants.json), the job stops when any node is; with the failure
+    model's checkpoints every τ = sqrt(2·C·MTBF) (Young 1974) — what the hardware failures and the preemptions
+    together cost, less what the failures alone cost (``failure_overhead``). The restart of a preempted job
+    waits for capacity: ``spot.restart_s``."""
+    f, spot = table("failure"), table("spot")
+    hw_rate = f["interruptions_per_gpu_day"] * gpus / 86400
+    rate = hw_rate + spot["interruptions_per_node_hour"] * nodes / 3600
+    c = f["checkpoint_write_s"]
+    restart = (hw_rate * f["restart_s"] + (rate - hw_rate) * spot["restart_s"]) / rate
+    tau = (2 * c / rate) ** 0.5
+    both = c / tau + tau * rate / 2 + restart * rate
+    return both - _young(hw_rate, c, f["restart_s"])
+
+
+def _young(rate: float, c: float, restart: float) -> float:
+    """Overhead share at interruption ``rate`` (per second) with Young's checkpoint interval."""
+    tau = (2 * c / rate) ** 0.5
+    return c / tau + tau * rate / 2 + restart * rate
 
 
 def failure_overhead(gpus: int, train_s: float) -> float:

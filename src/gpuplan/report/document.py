@@ -15,7 +15,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.outfiles import write_atomic
 from gpuplan.report.spans import peak_span, span, tight_line
-from gpuplan.report.text import layout_str
+from gpuplan.report.text import layout_str, market_line
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [items]) | ("table", headers, rows)
@@ -145,6 +145,7 @@ def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
                      f"`{layout_str(sc['layout'])}`: {fmt_duration(best['time']['train_s'])}"
                      f"{span(best['time'], 'train_s', fmt_duration)} to train, {fmt_usd(best['cost']['usd'])}"
                      f"{span(best['cost'], 'usd', fmt_usd)}. Searched {res['searched']:,} configurations."),
+               ("p", market_line(best["cost"]["market"]) + ".") if best["cost"].get("market") else ("p", ""),
                ("p", f"Why this one: {res['recommendation']['text']}."
                      + (f" ({res['recommendation']['space']}.)" if res["recommendation"].get("space") else ""))
                if res.get("recommendation") else ("p", ""),

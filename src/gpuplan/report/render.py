@@ -42,6 +42,12 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         out["time"] = est.time.to_json()
         out["cost"] = {"usd": est.cost.usd, "usd_per_gpu_hour": est.cost.usd_per_gpu_hour,
                        "usd_with_failures": est.cost.usd_with_failures, "interval": _cost_interval(est)}
+    m = sc.hardware.market
+    if m is not None:  # the price row the plan chose: provider, region, pricing, dated and sourced
+        out["cost"]["market"] = {"provider": m.provider, "region": m.region, "geo": m.geo, "pricing": m.pricing,
+                                 "usd_per_gpu_hour": m.usd_per_gpu_hour, "date": m.date, "age_days": m.age_days,
+                                 "stale": m.stale, "source": m.source, "instance": m.instance,
+                                 "preemption_overhead": est.time.preemption_overhead if est.time else None}
     return out
 
 

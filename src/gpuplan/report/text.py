@@ -173,6 +173,13 @@ def fabrics_text(rows: list) -> str:
                    _num(f.latency_s, 1e-6, 1), _num(f.efficiency, 1, 2), f.name] for f in rows])
 
 
+def prices_text(rows: list[dict]) -> str:
+    """``gpuplan prices``: every price row, by GPU type and pricing, cheapest first, with its date."""
+    return table(["gpu", "pricing", "USD/GPU-h", "provider", "region", "geo", "date", "instance"],
+                 [[r["gpu"], r["pricing"].replace("_", "-"), f"{r['usd_per_gpu_hour']:.2f}", r["provider"],
+                   r["region"], r["geo"], r["date"], r["instance"] or "-"] for r in rows])
+
+
 def models_text(rows: list[dict]) -> str:
     return table(["id", "type", "params", "active"],
                  [[r["id"], r["model_type"], fmt_count(r["params"]), fmt_count(r["params_active"])] for r in rows])
@@ -200,6 +207,18 @@ def _row(est: dict) -> list[str]:
 PLAN_HEAD = ["GPUs", "type", "layout", "time to train", "cost", "tok/s/GPU", "MFU", "mem GiB"]
 
 
+def market_line(m: dict) -> str:
+    """Where the answer's price is from: provider, region, pricing, the row's date (flagged when old), and on
+    spot capacity the preemption allowance included in its time and cost."""
+    old = f" — {m['age_days']} days old: check the provider's page" if m["stale"] else ""
+    line = (f"priced: {m['pricing'].replace('_', '-')} on {m['provider']} {m['region']} ({m['geo']}) at "
+            f"${m['usd_per_gpu_hour']:.2f}/GPU-h, list price of {m['date']}{old}")
+    if m.get("preemption_overhead") is not None:
+        line += (f"; spot capacity is preemptible: +{m['preemption_overhead']:.1%} wall time for preemptions "
+                 "(checkpoints, lost work, restarts) is included in the time and cost")
+    return line
+
+
 def plan_text(res: dict, explain: bool = False) -> str:
     if "error" in res:
         return f"error: {res['error']}"
@@ -217,6 +236,9 @@ def plan_text(res: dict, explain: bool = False) -> str:
                      f"{fmt_duration(best['time']['train_s'])}{span(best['time'], 'train_s', fmt_duration)} for "
                      f"{fmt_count(tr['tokens'])} tokens, {fmt_usd(best['cost']['usd'])}"
                      f"{span(best['cost'], 'usd', fmt_usd)}, MFU {best['time']['mfu']:.0%}")
+    market = (best or {}).get("cost", {}).get("market")
+    if market:
+        lines.append(market_line(market))
     rec = res.get("recommendation")
     if rec:
         lines.append(f"recommendation: {rec['text']}" + (f" ({rec['space']})" if rec.get("space") else ""))

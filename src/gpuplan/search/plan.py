@@ -107,6 +107,12 @@ def _check(sc: Scenario, targets: tuple[Hardware, ...], options: PlanOptions) ->
     if (deadline is not None or budget is not None) and sc.training.tokens is None and sc.training.steps is None:
         raise GpuplanError(f"{'--deadline' if deadline is not None else '--budget'} needs the length of the run: "
                            "give training.tokens (e.g. --tokens 1T) or training.steps")
+    if options.market and all(hw.price_per_gpu_hour is None for hw in targets):
+        unpriced = ", ".join(hw.gpu.id for hw in targets)
+        asked = " ".join(x for x in (options.pricing or "on_demand", " or ".join(options.providers),
+                                      f"in {options.region}" if options.region else "") if x)
+        raise GpuplanError(f"no {asked} price for {unpriced} in the price catalogue (`gpuplan prices` lists them): "
+                           "change --provider, --region or --pricing, or add your own row with --catalog")
     if options.priced and all(hw.price_per_gpu_hour is None for hw in targets):
         unpriced = ", ".join(hw.gpu.id for hw in targets)
         raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "

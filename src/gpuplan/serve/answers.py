@@ -8,7 +8,8 @@ A body is what the command line is given, as JSON:
     [{...}, {...}]                                                       a list file alone
 
 mixed freely (flags override the sections, as on the command line), plus the command's own
-options (``objective``, ``deadline``, ``budget``, ``max_gpus``, ``top``, ``threshold``, ``to``).
+options (``objective``, ``deadline``, ``budget``, ``max_gpus``, ``top``, ``threshold``, ``provider``, ``region``,
+``pricing``, ``to``).
 Scenarios pass the CLI's parser and the answers are the public API's ``to_json()``, so every
 number and every one-line error is the CLI's. No file named in a request is read unless the
 server was started with ``--allow-paths``. Plain functions of plain data: the worker pool runs them.
@@ -37,8 +38,9 @@ MAX_BODY_BYTES = 256 * 1024  # a scenario is < 2 KiB; a pasted config.json < 10 
 MAX_ITEMS = {"evaluate": 64, "fit": 4, "plan": 4, "export": 1, "report": 4}
 MAX_GPU_TYPES = 64  # more than the catalogue holds
 OPTIONS = {"evaluate": (), "fit": ("max_gpus",), "export": ("to", "objective", "max_gpus"),
-           "plan": ("objective", "deadline", "budget", "max_gpus", "top", "threshold"),
-           "report": ("kind", "format", "objective", "deadline", "budget", "max_gpus", "top", "threshold")}
+           "plan": ("objective", "deadline", "budget", "max_gpus", "top", "threshold", "provider", "region", "pricing"),
+           "report": ("kind", "format", "objective", "deadline", "budget", "max_gpus", "top", "threshold", "provider",
+                      "region", "pricing")}
 FILE_KEYS = (("hardware", "calibration", "calibration"), ("training", "trace_calibration", "trace_calibration"))
 PATHS_REFUSED = "this server does not read files named in a request (start it with `gpuplan serve --allow-paths`)"
 
@@ -230,7 +232,7 @@ def evaluate_answer(req: Request, allow_paths: bool) -> Any:
 
 # ---- the commands ----------------------------------------------------------------------------
 
-PLAN_OPTION_KEYS = ("objective", "deadline", "budget", "max_gpus", "top", "threshold")
+PLAN_OPTION_KEYS = ("objective", "deadline", "budget", "max_gpus", "top", "threshold", "provider", "region", "pricing")
 MAX_TOP = 100          # candidates in one answer (each a full estimate, ~3 KB)
 MAX_WEB_GPUS = 65536   # largest count a web plan, fit or export may search
 Progress = Callable[[float, str], None] | None

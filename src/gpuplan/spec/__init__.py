@@ -2,7 +2,7 @@
 frozen values validated when they are built (Calculon's split of application / system /
 execution), and the one table of layout rules that construction, fit and the search share."""
 
-from gpuplan.spec.hardware import GPU, BusCurve, Fabric, Hardware
+from gpuplan.spec.hardware import GPU, BusCurve, Fabric, Hardware, Market
 from gpuplan.spec.job import (
     ATTENTIONS,
     FP8_RECIPES,
@@ -34,7 +34,7 @@ __all__ = [
     "MAX_STEPS",
     "MAX_TOKENS", "METHODS", "OFFLOADS", "OPTIMIZERS", "OPTIMIZER_IMPLS", "FP8_RECIPES", "GRAD_DTYPES", "PP_SCHEDULES",
     "PRECISIONS", "RECOMPUTES", "RULES", "ZERO3_GATHERS", "BusCurve", "Fabric", "Hardware", "LayerGroup", "Layout",
-    "ModelSpec", "Scenario", "Training", "Weight", "check_fixed_layout", "check_layout", "check_layout_fields",
-    "complete_layout",
+    "Market", "ModelSpec", "Scenario", "Training", "Weight", "check_fixed_layout", "check_layout",
+    "check_layout_fields", "complete_layout",
     "divisors", "ep_choices", "normalized", "tp_splits_heads",
 ]

@@ -131,6 +131,10 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
               "price_per_gpu_hour": hw.price_per_gpu_hour}
     for key, rule in _HARDWARE_RULES.items():
         if f"hardware.{key}" not in given and values[key] is not None:
+            m = hw.market
+            if key == "price_per_gpu_hour" and m is not None:
+                rule = (f"the price catalogue's cheapest {m.pricing.replace('_', '-')} price for {hw.gpu.id} "
+                        f"asked: {m.provider} {m.region}, read {m.date}")
             out.append({"field": f"hardware.{key}", "value": values[key], "rule": rule})
     if layout is not None and not searched:
         for f in fields(Layout):

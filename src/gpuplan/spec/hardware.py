@@ -84,6 +84,28 @@ class GPU:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Market:
+    """Where the GPUs are bought: one dated row of the price catalogue (catalog/prices.py) — the provider,
+    region and pricing model a plan priced the run at. Spot capacity is preemptible: the run loses goodput
+    to preemptions (model/estimate.py ``preemption_overhead``)."""
+
+    provider: str
+    region: str
+    geo: str
+    pricing: Literal["on_demand", "spot", "reserved_1y"]
+    usd_per_gpu_hour: float
+    date: str                  # ISO date the price was read
+    age_days: int              # on the day of the answer
+    stale: bool                # older than catalog/prices.py STALE_AFTER_DAYS
+    source: str
+    instance: str | None = None
+
+    @property
+    def preemptible(self) -> bool:
+        return self.pricing == "spot"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hardware:
     gpu: GPU
     gpus: int
@@ -93,6 +115,7 @@ class Hardware:
     price_per_gpu_hour: float | None
     power_limit_w: float | None = None  # a board power cap below TDP lowers the sustained clock
     host_memory_bytes: float | None = None  # CPU memory per node, for offload (unchecked when unknown)
+    market: Market | None = None  # the price row the plan chose (plan --provider/--region/--pricing)
 
     def __post_init__(self) -> None:
         _positive(self.gpus, "hardware.gpus")

@@ -21,7 +21,9 @@ class PlanOptions:
     ``max_gpus`` bounds an open GPU count only (None: spec/defaults.MAX_GPUS; a fixed hardware.gpus is
     the answer's count); ``top`` candidates are listed; ``threshold`` is the parallel efficiency the
     compute equilibrium keeps; ``gpu_types``: () the scenario's own GPU type, ("all",) every catalogue
-    type with a compute peak, else the types named."""
+    type with a compute peak, else the types named. ``providers``, ``region`` (a provider's region code or
+    a geography: eu, us, asia) and ``pricing`` (on_demand, spot, reserved_1y) price each GPU type at its
+    cheapest matching row of the price catalogue (catalog/prices.py) instead of its one list price."""
 
     objective: Objective = "time"
     deadline_s: float | None = None
@@ -30,6 +32,9 @@ class PlanOptions:
     top: int = 5
     threshold: float = 0.8
     gpu_types: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()
+    region: str | None = None
+    pricing: str | None = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -51,6 +56,11 @@ class PlanOptions:
         return len(self.gpu_types) > 1 or self.gpu_types == ("all",)
 
     @property
+    def market(self) -> bool:
+        """The plan prices GPU types from the price catalogue (a provider, region or pricing is given)."""
+        return bool(self.providers) or self.region is not None or self.pricing is not None
+
+    @property
     def priced(self) -> bool:
         """Cost ranks the plan: a GPU type without a price cannot be ranked."""
-        return self.objective == "cost" or self.budget_usd is not None
+        return self.objective == "cost" or self.budget_usd is not None or self.market

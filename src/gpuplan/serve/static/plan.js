@@ -8,6 +8,9 @@ const PLAN_OPTIONS = [
   {k: "max_gpus", label: "Largest GPU count", ph: "16384"},
   {k: "top", label: "Candidates shown", ph: "5"},
   {k: "threshold", label: "Equilibrium threshold", ph: "0.8"},
+  {k: "provider", label: "Provider", ph: "any (e.g. aws,gcp)"},
+  {k: "region", label: "Region", ph: "any (e.g. eu, us-east-1)"},
+  {k: "pricing", label: "Pricing", choices: ["", "on-demand", "spot", "reserved"]},
 ];
 
 function candidateRow(e, i) {
@@ -16,6 +19,16 @@ function candidateRow(e, i) {
     h("td", {class: "lay"}, layoutText(e.scenario.layout)), h("td", {}, fmt.dur(t.train_s)),
     h("td", {}, fmt.usd(e.cost.usd)), h("td", {}, fmt.int(t.tokens_per_s_per_gpu)), h("td", {}, fmt.pct(t.mfu)),
     h("td", {}, `${fmt.gib(e.memory.total)} / ${fmt.gib(e.memory.capacity, 0)}`));
+}
+
+function marketText(m) {  // where the price is from (report/text.py market_line)
+  const old = m.stale ? ` — ${m.age_days} days old: check the provider's page` : "";
+  let t = `priced: ${m.pricing.replace("_", "-")} on ${m.provider} ${m.region} (${m.geo}) at ` +
+          `$${m.usd_per_gpu_hour.toFixed(2)}/GPU-h, list price of ${m.date}${old}`;
+  if (m.preemption_overhead != null)
+    t += `; spot capacity is preemptible: +${(m.preemption_overhead * 100).toFixed(1)}% wall time for preemptions ` +
+         "(checkpoints, lost work, restarts) is included in the time and cost";
+  return t;
 }
 
 function scalingView(res) {
@@ -90,6 +103,8 @@ function planView(res) {
         metric("MFU", "best.time.mfu", t.mfu, fmt.pct(t.mfu)),
         metric("memory per GPU", "best.memory.total", best.memory.total,
                `${fmt.gib(best.memory.total)} / ${fmt.gib(best.memory.capacity, 0)}`)),
+      best.cost.market ? h("p", {class: "why", "data-key": "best.cost.market.provider",
+                                 "data-value": best.cost.market.provider}, marketText(best.cost.market)) : null,
       res.recommendation ? h("p", {class: "why", "data-key": "recommendation.rule",
                                    "data-value": res.recommendation.rule},
                              `why this one: ${res.recommendation.text}` +
