@@ -12,6 +12,8 @@ import os
 import socket
 import stat
 import struct
+import subprocess
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -318,3 +320,51 @@ def test_a_safetensors_header_at_the_100_mib_cap_is_refused_in_a_second(tmp_path
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 400 * MIB, peak / MIB  # the 100 MiB header and one copy without its strings, never its values
+
+
+@pytest.mark.parametrize("section", ["65536", "true", "1.5", "[h100-sxm]"])
+def test_plan_with_a_section_that_is_not_a_mapping_is_one_line(section, tmp_path):
+    # issue 25 item 5: `plan` read hardware.gpu of a section that was a number (internal error TypeError)
+    f = tmp_path / "sc.yaml"
+    f.write_text(f"model: llama-3.1-8b\nhardware: {section}\n")
+    out = subprocess.run([sys.executable, "-m", "gpuplan", "plan", str(f)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "hardware must be a mapping" in out.stderr and "internal error" not in out.stderr
+
+
+@pytest.mark.parametrize(("model", "holds"), [("{params: 7e9, layers: 200, hidden: 1}", "2.19e+05"),
+                                               ("{params: 1e12, layers: 2, hidden: 128}", "8.52e+06")])
+def test_shape_hints_that_contradict_the_parameter_count_are_refused(model, holds):
+    # issue 25 item 9: these printed MFU 1086 % and 90,617 %
+    out = subprocess.run([sys.executable, "-m", "gpuplan", "evaluate", "--model", model, "--gpu", "h100-sxm"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert f"hold {holds} parameters" in out.stderr and "contradicts the count" in out.stderr
+
+
+def test_a_hint_alone_takes_the_other_dimension_from_the_count():
+    import gpuplan
+
+    # hidden alone: the layers that hold the count at that width (not the cube-root rule's 32)
+    m = gpuplan.load_model({"params": 7e9, "hidden": 8192})
+    assert m.n_layers == 8 and 0.5 <= m.params_formula / 7e9 <= 2
+
+
+def test_a_memory_correction_is_its_own_line_and_the_lines_add_up(tmp_path):
+    # issue 25 item 9: memory_factor 0.5 made "other (sum of the 5 above)" negative and not their sum
+    f = tmp_path / "sc.yaml"
+    f.write_text("model: llama-3.1-8b\nhardware: {gpu: h100-sxm, gpus: 8, memory_factor: 0.5}\nlayout: {zero: 3}\n")
+    out = subprocess.run([sys.executable, "-m", "gpuplan", "evaluate", str(f)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1]) for line in out.stdout.splitlines()
+            if line[:1].isalpha() or line.startswith("  ")
+            if line.rsplit(None, 1)[-1].lstrip("-").replace(".", "").isdigit()}
+    parts = ["logits + loss", "communication buffers", "optimizer-step temporaries", "CUDA context, cuBLAS, NCCL",
+             "allocator fragmentation"]
+    assert rows["other (sum of the 5 above)"] == pytest.approx(sum(rows[k] for k in parts), abs=0.02)
+    top = ["weights", "gradients", "optimizer states", "activations (1 micro-batch in flight)",
+           "other (sum of the 5 above)", "memory correction (memory_factor)"]
+    assert rows["memory correction (memory_factor)"] < 0
+    assert sum(rows[k] for k in top) == pytest.approx(rows["total per GPU"], abs=0.03)

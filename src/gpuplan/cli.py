@@ -28,7 +28,9 @@ def _scenarios(args: argparse.Namespace, gpu: str | None = None) -> tuple[list[A
 
 def _states_gpu(inputs: Inputs) -> bool:
     """Whether the scenario (file or flags) names its GPU type."""
-    return any(not isinstance(r, dict) or "gpu" in (r.get("hardware") or {}) for r in inputs.raws)
+    # a hardware section that is not a mapping counts as stated: the scenario parser names what is wrong with it
+    return any(not isinstance(r, dict) or (r.get("hardware") is not None and not isinstance(r["hardware"], dict))
+               or "gpu" in (r.get("hardware") or {}) for r in inputs.raws)
 
 
 def _flag(option: str) -> str:

@@ -297,6 +297,11 @@ def _mutated(r: Source, n: int) -> dict:
     for _ in range(n):
         key = r.choice(list(FIELDS))
         _set(sc, key, hostile_value(r))
+    if r.random() < 0.15:  # a whole section that is not a mapping (issue 25 item 5: `hardware: 65536` in plan)
+        sc[r.choice(["hardware", "training", "layout"])] = hostile_value(r)
+    if r.random() < 0.1:  # shape hints that contradict the parameter count (issue 25 item 9: MFU 1086 %)
+        sc["model"] = {"params": r.choice([7e9, 1e12, "1.4B", 1e6]), "layers": r.choice([1, 2, 32, 200, 10**4]),
+                       "hidden": r.choice([1, 64, 128, 4096, 8192, 10**6])}
     return sc
 
 

@@ -223,6 +223,11 @@ def _count(v: Any, key: str = "params") -> int:
     return int(round(x))
 
 
+# a {params: N} model's layers/hidden hints must give a shape that holds N within this factor (a Llama-like block
+# of width h holds 12·h² parameters: other block designs — wider MLPs, GQA, tied embeddings — stay well inside)
+SHAPE_SLACK = 2.0
+
+
 def _from_params(m: Mapping[str, Any]) -> ModelSpec:
     """Llama-like shape for a bare parameter count.
 
@@ -244,6 +249,9 @@ def _from_params(m: Mapping[str, Any]) -> ModelSpec:
     seq = _count(m.get("seq", m.get("seq_len", m.get("max_positions", 4096))), "seq")
     if "layers" in m:
         L = _count(m["layers"], "layers")
+    elif "hidden" in m:  # the layers that hold n at the given width
+        hh = _count(m["hidden"], "hidden")
+        L = max(1, round((n - 2 * V * hh) / (12 * hh * hh)))
     else:
         L_real = (n / (12 * 128**2)) ** (1 / 3)
         L = max(1, round(L_real)) if L_real < 8 else 4 * round(L_real / 4)
@@ -264,6 +272,12 @@ def _from_params(m: Mapping[str, Any]) -> ModelSpec:
         raise GpuplanError(f"{{params: N}} model: layers {L} × hidden {h} give a shape of "
                            f"{spec.params_formula:.3g} parameters, more than the limit {MAX_PARAMS:.0e}: "
                            "lower layers or hidden (or leave them out to derive them from params)")
+    if ("layers" in m or "hidden" in m) and not 1 / SHAPE_SLACK <= spec.params_formula / n <= SHAPE_SLACK:
+        given = " × ".join(f"{k} {m[k]}" for k in ("layers", "hidden") if k in m)
+        raise GpuplanError(f"{{params: N}} model: {given} hold{'s' if len(given.split(' × ')) == 1 else ''} "
+                           f"{spec.params_formula:.3g} parameters in a Llama-like shape (layers {L}, hidden {h}), "
+                           f"not the {n:.3g} given: the shape contradicts the count — drop layers/hidden, or give "
+                           f"values whose shape holds params within a factor {SHAPE_SLACK:g}")
     rule = (f"shape derived from params={n:,}: Llama-like, {L} layers, hidden {h}, {heads} heads × "
             f"head_dim {h // heads} (no GQA), SwiGLU ffn {ffn}, vocab {V}, untied, {seq} positions "
             f"(rule: 12·L·h² + 2·V·h ≈ N with h ≈ 128·L); params is the given {n:,}, "

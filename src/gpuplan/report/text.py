@@ -53,9 +53,13 @@ def memory_table(mem: dict) -> str:
     timing = d.get("backward_timing") or 0.0
     if timing > 0:  # one GPU, end of backward: a tied embedding's second gradient and the sum
         rows.append(["  tied embedding's 2nd gradient + sum", fmt_gib(timing, 2)])
-    rows.append([f"other (sum of the {len(rows) - 4} above)", fmt_gib(mem["other"] - min(timing, 0.0), 2)])
+    calibration = d.get("calibration") or 0.0
+    rows.append([f"other (sum of the {len(rows) - 4} above)",
+                 fmt_gib(mem["other"] - min(timing, 0.0) - calibration, 2)])
     if timing < 0:  # one GPU, start of backward: listed at full size, not yet allocated at the peak
         rows.append(["gradients not yet allocated at the peak", fmt_gib(timing, 2)])
+    if calibration:  # the user's fitted memory correction, its own line (the JSON's detail.calibration)
+        rows.append(["memory correction (memory_factor)", fmt_gib(calibration, 2)])
     rows += [
         ["total per GPU", fmt_gib(mem["total"], 2)],
         ["capacity", fmt_gib(mem["capacity"], 2)],
