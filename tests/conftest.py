@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -23,3 +24,20 @@ def mem(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int | None = N
 @pytest.fixture
 def mk():
     return make
+
+
+def one_line(capsys, argv: list[str], limit_s: float = 5.0) -> str:
+    """Run the CLI in-process on hostile input: exit 2 and one printable error line, no internal error, no
+    traceback, within ``limit_s``; the line."""
+    from gpuplan.cli import main
+
+    t0 = time.monotonic()
+    rc = main(argv)
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert rc == 2, (rc, err[-500:])
+    assert len(lines) == 1 and lines[0].startswith("gpuplan: error: ") and lines[0].isprintable(), err[-500:]
+    assert len(lines[0]) <= 1100 and "internal error" not in lines[0] and "Traceback" not in err
+    assert took < limit_s, took
+    return lines[0]

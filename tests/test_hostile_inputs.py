@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import one_line
 
 from gpuplan import api
 from gpuplan.cli import main
@@ -22,19 +23,6 @@ CFG = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_a
 BASE = ["--gpu", "h100-sxm", "--gpus", "8"]
 BOMB = "".join(f"{a}: &{a} [{', '.join([f'*{p}'] * 9 if p else ['x'] * 9)}]\n"
                for a, p in zip("abcdefghi", [None, *"abcdefgh"], strict=True))
-
-
-def one_line(capsys, argv: list[str], limit_s: float = 5.0) -> str:
-    t0 = time.monotonic()
-    rc = main(argv)
-    took = time.monotonic() - t0
-    err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert rc == 2, (rc, err[-500:])
-    assert len(lines) == 1 and lines[0].startswith("gpuplan: error: ") and lines[0].isprintable(), err[-500:]
-    assert len(lines[0]) <= 1100 and "Traceback" not in err
-    assert took < limit_s, took
-    return lines[0]
 
 
 # ---- numbers: huge, long, in every form -----------------------------------------------------------

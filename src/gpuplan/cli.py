@@ -138,8 +138,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     from gpuplan.profile.run import profile
     from gpuplan.profile.store import Store
+    from gpuplan.report.measured import profile_text
     from gpuplan.report.progress import for_command
-    from gpuplan.report.text import dumps, profile_text
+    from gpuplan.report.text import dumps
     from gpuplan.units import parse_duration
 
     scs, is_list = _scenarios(args)
@@ -167,7 +168,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from gpuplan.profile.calibrate import calibrate
     from gpuplan.profile.store import Store
-    from gpuplan.report.text import calibrate_text, dumps
+    from gpuplan.report.measured import calibrate_text
+    from gpuplan.report.text import dumps
 
     res = calibrate(Store(args.store))
     print(dumps(res) if args.json else calibrate_text(res))
@@ -268,7 +270,8 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from gpuplan.report.text import components_text, constants_text, dumps, validate_text
+    from gpuplan.report.measured import components_text, constants_text, validate_text
+    from gpuplan.report.text import dumps
 
     if args.components:
         from gpuplan.validation.components import report

@@ -5,6 +5,7 @@ shortened (a 20 MB value is not echoed)."""
 from __future__ import annotations
 
 import re
+import stat
 
 MAX_MESSAGE = 1000  # characters of one error line
 MAX_QUOTED = 80     # characters of one quoted value
@@ -68,3 +69,16 @@ class GpuplanError(ValueError):
 
     def __init__(self, message: object = "") -> None:
         super().__init__(one_line(str(message)))
+
+
+def kind_of(mode: int) -> str:
+    """A file that is not a regular one, in words (the messages of inputs and of output files)."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"

@@ -19,7 +19,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from gpuplan.errors import GpuplanError, shown
+from gpuplan.errors import GpuplanError, kind_of, shown
 
 # the kernel's and the devices' folders: what lives there belongs to the machine, never an output
 SYSTEM_DIRS = ("/dev", "/proc", "/sys")
@@ -40,18 +40,6 @@ def _system(path: str) -> str | None:
     return next((d for d in SYSTEM_DIRS if path == d or path.startswith(d + "/")), None)
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def _check_link(where: str, p: Path, force: bool) -> None:
     """A symlink is replaced itself (with ``force``) only when it leads to a regular file or nowhere,
     outside the machine's folders."""
@@ -68,7 +56,7 @@ def _check_link(where: str, p: Path, force: bool) -> None:
     except OSError:  # dangling (or a loop): nothing behind it to harm
         mode = stat.S_IFREG
     if not stat.S_ISREG(mode):
-        raise GpuplanError(f"{where} is a symbolic link to {_kind(mode)}: {NEVER}")
+        raise GpuplanError(f"{where} is a symbolic link to {kind_of(mode)}: {NEVER}")
     if not force:
         raise GpuplanError(f"{where} is a symbolic link: gpuplan does not write through links; "
                            "give another name (or --force to replace the link itself)")
@@ -110,7 +98,7 @@ def check_target(flag: str, path: str | os.PathLike, force: bool) -> Path:
     if stat.S_ISLNK(st.st_mode):
         _check_link(where, p, force)
     elif not stat.S_ISREG(st.st_mode):
-        kind = _kind(st.st_mode)
+        kind = kind_of(st.st_mode)
         raise GpuplanError(f"{where} is {kind}: " + ("give a file name" if kind == "a folder" else NEVER))
     elif not force:
         raise GpuplanError(f"{where} exists: give another name, or --force to overwrite it")

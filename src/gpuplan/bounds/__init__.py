@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from gpuplan.errors import GpuplanError, described, shown
+from gpuplan.errors import GpuplanError, described, kind_of, shown
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_NUMBER_DIGITS", "MAX_TEXT", "LongNumber", "check_text",
            "check_tree", "load_json", "load_yaml", "long_number", "open_regular", "read_regular", "shown",
@@ -41,18 +41,6 @@ MAX_INT = 10**30             # no count, size or length in gpuplan comes near th
 
 
 # ---- files --------------------------------------------------------------------------------------
-def _kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 @contextmanager
 def open_regular(path: str | os.PathLike, what: str) -> Iterator[IO[bytes]]:
     """``path`` opened for reading if it is a regular file (symlinks to one are fine). Opened
@@ -68,7 +56,7 @@ def open_regular(path: str | os.PathLike, what: str) -> Iterator[IO[bytes]]:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise GpuplanError(f"{what} {shown(p)} is {_kind_of(mode)}: give a regular file")
+            raise GpuplanError(f"{what} {shown(p)} is {kind_of(mode)}: give a regular file")
         os.set_blocking(fd, True)
         f = os.fdopen(fd, "rb")
     except BaseException:

@@ -341,6 +341,21 @@ def fp8_recipe_of(training: Any) -> str:
 GRAD_DTYPES = ("fp32", "param")
 
 
+MIXED = ("bf16", "fp8")  # the precisions whose gradient dtype is a choice (training.grad_dtype)
+
+
+def documented_defaults(training: Any) -> Any:
+    """``training`` with what it leaves open and its framework documents: the fp8 recipe under fp8, the
+    gradient dtype under bf16/fp8 mixed precision."""
+    from dataclasses import replace
+
+    if training.precision == "fp8" and training.fp8_recipe is None:
+        training = replace(training, fp8_recipe=fp8_recipe_of(training))
+    if training.precision in MIXED and training.grad_dtype is None:
+        training = replace(training, grad_dtype=grad_dtype_of(training))
+    return training
+
+
 def grad_dtype_of(training: Any) -> str:
     """The dtype a run keeps its gradients in under mixed precision: as given (training.grad_dtype), else its
     framework's documented choice (frameworks.json ``memory.grad_dtype``: fp32 main-grad buffers in Megatron,

@@ -28,7 +28,7 @@ from gpuplan.spec import (
     check_layout_fields,
 )
 from gpuplan.spec.corrections import Corrections
-from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.model import ModelSpec, check_lora_rank
 from gpuplan.spec.scenario import Scenario
 from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
@@ -36,7 +36,6 @@ INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_r
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
                   "fp8_recipe", "grad_dtype")  # string-valued keys
-MIXED = ("bf16", "fp8")  # the precisions whose gradient dtype is a choice (training.grad_dtype)
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
@@ -347,16 +346,11 @@ def _training(tr_raw: dict, model: ModelSpec) -> tuple[Training, tuple[tuple[str
             raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
         kw["global_batch"] = _batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
     training = Training(**kw)
-    if training.precision == "fp8" and training.fp8_recipe is None:  # the framework's documented default
-        from gpuplan.catalog.frameworks import fp8_recipe_of
+    from gpuplan.catalog.frameworks import documented_defaults
 
-        training = replace(training, fp8_recipe=fp8_recipe_of(training))
-    if training.precision in MIXED and training.grad_dtype is None:  # the framework's documented choice
-        from gpuplan.catalog.frameworks import grad_dtype_of
-
-        training = replace(training, grad_dtype=grad_dtype_of(training))
+    training = documented_defaults(training)  # an open fp8 recipe, gradient dtype: the framework's documented
     if training.method != "full":
-        _check_lora_rank(training, model)
+        check_lora_rank(training, model)
     return training, words
 
 
@@ -377,18 +371,6 @@ def _batch_from_tokens(value: Any, seq_len: int) -> int:
         raise GpuplanError(f"{key}={gbt:,.0f} is not a multiple of seq_len={seq_len}: use e.g. "
                            f"{seqs * seq_len:,} ({seqs:,} sequences)")
     return int(gbt) // seq_len
-
-
-def _check_lora_rank(training: Training, model: ModelSpec) -> None:
-    """A LoRA rank above a targeted matrix's smaller side adds more parameters than the matrix holds."""
-    from gpuplan.spec.model import is_lora_target
-
-    dims = [min(w.shape) for lg in model.layers for w in lg.weights if is_lora_target(w, training.lora_targets)]
-    smallest = min(dims) if dims else model.hidden
-    if training.lora_rank > smallest:
-        raise GpuplanError(f"training.lora_rank = {training.lora_rank} is more than {smallest}, the smallest "
-                           f"dimension of the matrices it adapts in {model.name}: use a rank of at most "
-                           f"{smallest} (usually 8 to 64)")
 
 
 def _layout(lay_raw: dict) -> dict[str, Any]:

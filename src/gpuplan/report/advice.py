@@ -78,7 +78,7 @@ def layout_summary(c: Candidate) -> dict[str, Any]:
 def recommendation_json(r: PlanResult) -> dict[str, Any]:
     """The rule the headline answer follows (search/rank.py RULES), stated with its numbers, and the fastest
     option beside it: its speed-up, the parallel efficiency of going there and the extra cost."""
-    from gpuplan.search.rank import RULES
+    from gpuplan.spec.options import RULES
 
     out: dict[str, Any] = {"rule": r.rule, "objective": r.objective, "threshold": r.options.threshold,
                            "statement": RULES[r.rule], "gpu": None, "gpus": None, "fastest": None}

@@ -223,6 +223,35 @@ def market_line(m: dict) -> str:
     return line
 
 
+def _scaling_lines(res: dict) -> list[str]:
+    """The scaling curve of the plan's GPU type as a table, with the compute equilibrium's sentence."""
+    if not res["scaling"]:
+        return []
+    lines: list[str] = []
+    eq = res["equilibrium"]
+    per_node = res["scaling"][0]["best"]["scenario"]["hardware"]["gpus_per_node"]
+    rows = []
+    for r in res["scaling"]:
+        marks = []
+        if r is res["scaling"][0]:
+            marks.append("smallest that fits")
+        if r["gpus"] > per_node and all(x["gpus"] <= per_node for x in res["scaling"] if x["gpus"] < r["gpus"]):
+            marks.append("first multi-node")
+        if r["gpus"] == eq.get("gpus"):
+            marks.append("equilibrium")
+        if not r.get("improves", True):
+            marks.append("slower than a smaller count")
+        rows.append([*_row(r["best"])[:2], f"{r['speedup']:.2f}×", f"{r['efficiency']:.0%}",
+                     fmt_duration(r["best"]["time"]["train_s"]), fmt_usd(r["best"]["cost"]["usd"]),
+                     ", ".join(marks)])
+    lines.append(f"\nscaling on {eq['gpu']}")
+    lines.append(table(["GPUs", "type", "speed-up", "parallel eff.", "time to train", "cost", ""], rows))
+    lines.append(f"compute equilibrium: {eq['why']}")
+    if res.get("scaling_note"):
+        lines.append(f"note: {res['scaling_note']}")
+    return lines
+
+
 def plan_text(res: dict, explain: bool = False) -> str:
     if "error" in res:
         return f"error: {res['error']}"
@@ -251,28 +280,7 @@ def plan_text(res: dict, explain: bool = False) -> str:
         lines.append(table(PLAN_HEAD, [_row(c) for c in res["candidates"]]))
     mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
     lines.append(f"\nsmallest GPU count that fits — {mins}")
-    if res["scaling"]:
-        eq = res["equilibrium"]
-        per_node = res["scaling"][0]["best"]["scenario"]["hardware"]["gpus_per_node"]
-        rows = []
-        for r in res["scaling"]:
-            marks = []
-            if r is res["scaling"][0]:
-                marks.append("smallest that fits")
-            if r["gpus"] > per_node and all(x["gpus"] <= per_node for x in res["scaling"] if x["gpus"] < r["gpus"]):
-                marks.append("first multi-node")
-            if r["gpus"] == eq.get("gpus"):
-                marks.append("equilibrium")
-            if not r.get("improves", True):
-                marks.append("slower than a smaller count")
-            rows.append([*_row(r["best"])[:2], f"{r['speedup']:.2f}×", f"{r['efficiency']:.0%}",
-                         fmt_duration(r["best"]["time"]["train_s"]), fmt_usd(r["best"]["cost"]["usd"]),
-                         ", ".join(marks)])
-        lines.append(f"\nscaling on {eq['gpu']}")
-        lines.append(table(["GPUs", "type", "speed-up", "parallel eff.", "time to train", "cost", ""], rows))
-        lines.append(f"compute equilibrium: {eq['why']}")
-        if res.get("scaling_note"):
-            lines.append(f"note: {res['scaling_note']}")
+    lines += _scaling_lines(res)
     if res.get("pareto"):
         lines.append("\ntime/cost Pareto frontier: " + "; ".join(
             f"{p['gpus']}× {p['gpu']} ({fmt_duration(p['train_s'])}, {fmt_usd(p['usd'])})" for p in res["pareto"][:8]))
@@ -290,98 +298,6 @@ def plan_text(res: dict, explain: bool = False) -> str:
                          f"{fmt_gib(miss['total'])} of {fmt_gib(miss['capacity'])} GiB — {miss['largest']} "
                          f"{fmt_gib(miss['parts'][miss['largest']])} GiB")
     return "\n".join(lines)
-
-
-def profile_text(rep: dict) -> str:
-    lay = layout_str(rep["scenario"]["layout"])
-    lines = [f"trial run on {rep['world']}× {rep['gpu']} ({rep['device']}), layout {lay}"]
-    if rep["oom"]:
-        lines.append("OUT OF MEMORY")
-    else:
-        mm, pm = rep["measured"]["memory"], rep["predicted"]["memory"]
-        rows = [[k, fmt_gib(mm[k], 3), fmt_gib(pm[k], 3), f"{mm[k] / pm[k]:.3f}" if pm[k] else "-"]
-                for k in ("weights", "gradients", "optimizer")]
-        p_states = pm["weights"] + pm["gradients"] + pm["optimizer"]
-        rows.append(["model states", fmt_gib(mm["model_states"], 3), fmt_gib(p_states, 3),
-                     f"{mm['model_states'] / p_states:.3f}"])
-        if mm["total"]:
-            rows.append(["peak allocated", fmt_gib(mm["total"], 2), fmt_gib(pm["total"], 2),
-                         f"{mm['total'] / pm['total']:.3f}"])
-            rows.append(["peak reserved", fmt_gib(mm["reserved"], 2), "", ""])
-        lines.append(table(["memory per GPU (GiB)", "measured", "predicted", "ratio"], rows))
-        mt, pt = rep["measured"]["time"], rep["predicted"]["time"]
-        lines.append(f"step {mt['step_s']:.3f} s, {mt['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU"
-                     + (f" (predicted {pt['tokens_per_s_per_gpu']:,.0f}, MFU {mt['mfu']:.1%})"
-                        if rep["device"] == "cuda" and mt.get("mfu") is not None else ""))
-        if rep.get("max_micro_batch"):
-            lines.append(f"largest micro-batch that fits: {rep['max_micro_batch']}")
-    lines += [f"note: {n}" for n in rep.get("notes", [])]
-    lines += [f"advice: {a}" for a in rep.get("advice", [])]
-    if rep.get("stored"):
-        lines.append(f"recorded as run {rep['stored']} in {rep['store']}")
-    return "\n".join(lines)
-
-
-def _summary_lines(summary: dict) -> list[str]:
-    """One line per labelled group of validation rows: count, median and max |error|, share within ±15%."""
-    return [f"{label} rows: n={s['n']}, median |error| {s['median_abs_error']:.1%}, "
-            f"within ±15%: {s['within_15pct']:.0%}, max |error| {s['max_abs_error']:.0%}"
-            for label, s in summary.items()]
-
-
-def _error_line(label: str, a: dict) -> str:
-    if not a or not a.get("n"):
-        return f"  {label:24s} -"
-    return (f"  {label:24s} n {a['n']:3d}   median |error| {a['median_abs_error']:6.1%}   within ±15% "
-            f"{a['within_15pct']:4.0%}   within ±25% {a['within_25pct']:4.0%}   median signed {a['median_error']:+.1%}")
-
-
-def validate_text(s: dict) -> str:
-    """``gpuplan validate``: error on the open corpus, cross-validated (leave one source out) and in-sample."""
-    lines = ["Prediction error on the open corpus of published training runs (src/gpuplan/validation/corpus.json,",
-             "imported from the cited published_runs.yaml). Cross-validated: each source's rows predicted by",
-             "constants fitted on the other sources only (tools/fit_constants.py, validation/cv.json).", ""]
-    for part, label in (("cross_validated", "leave-one-source-out (the honest figure)"),
-                        ("in_sample", "in-sample (shipped constants)")):
-        summary = s.get(part)
-        lines.append(f"{label}:")
-        if not summary:
-            lines.append("  not measured: run python tools/fit_constants.py --write")
-            continue
-        for cat, v in summary.items():
-            lines.append(_error_line(cat, v["all"]))
-            lines += [_error_line("  " + src, b) for src, b in v["by_source"].items()]
-        lines.append("")
-    for kind, c in (s.get("interval_coverage") or {}).items():
-        if c.get("share") is not None:
-            lines.append(f"80% intervals, {kind}: the published value inside the interval built without its own "
-                         f"source in {c['share']:.0%} of {c['n']} cases (tails widened ×{c['width']:g} about the "
-                         f"median; {c['unwidened']['share']:.0%} unwidened)")
-    lines.append(table(["row", "source", "published as", "published", "predicted", "error"],
-                       [[r["id"], r["source_key"], r["metric"], f"{r['published']:,.4g}", f"{r['predicted']:,.4g}",
-                         f"{r['error']:+.0%}"] for r in s["rows"]]))
-    lines.append(f"skipped {len(s['skipped'])} rows: " + "; ".join(f"{x['id']} ({x['why']})" for x in s["skipped"]))
-    return "\n".join(lines)
-
-
-def constants_text(rows: list[dict]) -> str:
-    """``gpuplan validate --constants``: every modelling constant, its value, how it was set, its source."""
-    def show(v: object) -> str:
-        if isinstance(v, dict):
-            return ", ".join(f"{k}={show(x)}" for k, x in v.items())
-        return f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else str(v)
-
-    return table(["constant", "value", "status", "source"],
-                 [[r["name"], show(r["value"])[:60], r["status"], " ".join(str(r["source"]).split())[:110]]
-                  for r in rows])
-
-
-def components_text(res: dict) -> str:
-    """``gpuplan validate --components``: per component, published microbenchmarks against the model
-    (rendered by report/components.py)."""
-    from gpuplan.report.components import render
-
-    return render(res)
 
 
 def fit_text(results: list[dict], max_gpus: int | None) -> str:
@@ -419,20 +335,3 @@ def fit_text(results: list[dict], max_gpus: int | None) -> str:
             out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
                        f"({r['tried']} layouts tried){edge}\n{estimate_text(r['best'])}\n")
     return "\n".join(out)
-
-
-def calibrate_text(res: dict) -> str:
-    """``gpuplan calibrate`` for people: the factors per GPU type and the errors before and after."""
-    if not res["gpus"]:
-        return f"no GPU trial runs in {res['store']}: run `gpuplan profile --device cuda` first"
-
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{x:.1%}"
-
-    lines = [f"{gpu}: {r['runs']} runs; memory ×{r['memory_factor']:.3f} (error {pct(r['memory_error_before'])} → "
-             f"{pct(r['memory_error_after'])}), throughput ×{r['compute_factor']:.3f} (error "
-             f"{pct(r['throughput_error_before'])} → {pct(r['throughput_error_after'])}); published "
-             f"validation error {pct(r['validation_error_before'])} → {pct(r['validation_error_after'])}"
-             for gpu, r in res["gpus"].items()]
-    lines.append(f"applied when a scenario sets hardware.calibration: default (store {res['store']})")
-    return "\n".join(lines)

@@ -144,21 +144,8 @@ def scaling_curve(best: dict[tuple[str, int], Candidate], gpu: str,
         next_marginal=failed[2] if failed else None)
 
 
-# The rule a plan's headline answer follows (issue 22): the question is "how many GPUs?", and with no
-# deadline and no budget more GPUs are always "faster", so fastest-first would send every run to the
-# largest count searched. The rules, in the order they apply:
-RULES = {
-    "fixed": "the count is given: the best layout on it",
-    "pareto": "a deadline and a budget: the choice among the runs that meet both, on their time/cost frontier",
-    "deadline": "a deadline: the cheapest run that finishes in time",
-    "budget": "a budget: the fastest run within it",
-    "equilibrium": "no deadline and no budget: the compute equilibrium — the largest count whose parallel "
-                   "efficiency stays at or above the threshold — never a count past it",
-}
-
-
 def rule_of(fixed_n: int | None, deadline_s: float | None, budget: float | None) -> str:
-    """Which of ``RULES`` a plan follows."""
+    """Which of the rules (spec/options.py ``RULES``) a plan follows."""
     if fixed_n is not None:
         return "fixed"
     if deadline_s is not None and budget is not None:

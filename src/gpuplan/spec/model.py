@@ -184,3 +184,15 @@ class ModelSpec(ValueHashed):
     def windowed_layers(self) -> int:
         """How many layers attend within ``sliding_window`` (the rest attend to the whole sequence)."""
         return sum(self.window_layers)
+
+
+def check_lora_rank(training: Any, model: ModelSpec) -> None:
+    """A LoRA rank above a targeted matrix's smaller side adds more parameters than the matrix holds."""
+    from gpuplan.errors import GpuplanError
+
+    dims = [min(w.shape) for lg in model.layers for w in lg.weights if is_lora_target(w, training.lora_targets)]
+    smallest = min(dims) if dims else model.hidden
+    if training.lora_rank > smallest:
+        raise GpuplanError(f"training.lora_rank = {training.lora_rank} is more than {smallest}, the smallest "
+                           f"dimension of the matrices it adapts in {model.name}: use a rank of at most "
+                           f"{smallest} (usually 8 to 64)")

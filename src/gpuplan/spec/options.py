@@ -64,3 +64,16 @@ class PlanOptions:
     def priced(self) -> bool:
         """Cost ranks the plan: a GPU type without a price cannot be ranked."""
         return self.objective == "cost" or self.budget_usd is not None or self.market
+
+
+# The rule a plan's headline answer follows (issue 22): the question is "how many GPUs?", and with no
+# deadline and no budget more GPUs are always "faster", so fastest-first would send every run to the
+# largest count searched. The rules, in the order they apply:
+RULES = {
+    "fixed": "the count is given: the best layout on it",
+    "pareto": "a deadline and a budget: the choice among the runs that meet both, on their time/cost frontier",
+    "deadline": "a deadline: the cheapest run that finishes in time",
+    "budget": "a budget: the fastest run within it",
+    "equilibrium": "no deadline and no budget: the compute equilibrium — the largest count whose parallel "
+                   "efficiency stays at or above the threshold — never a count past it",
+}
