@@ -156,3 +156,20 @@ def test_gradients_persist_so_the_embeddings_backward_can_set_the_peak(gpus, lay
     # long sequences: the start of backward (every activation and the loss buffers) stays the peak
     long = first_stage(8192)
     assert long.gradients_held == long.states.gradients
+
+
+def test_deepspeed_zero3_gathers_modules_under_its_live_limit_not_whole_blocks():
+    # source: DeepSpeed deepspeed/runtime/zero/config.py defaults — stage3_max_live_parameters 1e9,
+    # stage3_prefetch_bucket_size 5e7, reduce_bucket_size 5e8 (frameworks.json deepspeed memory.zero3_buffers).
+    # Megatron-LM 2021 Table 2's 530B (h 20480, MLP 81920): the largest module is one MLP matrix,
+    # 20480 × 81920 = 1,677,721,600 elements, above the live limit, so it is what is gathered.
+    model = {"model_type": "gpt2", "n_layer": 105, "n_embd": 20480, "n_head": 128, "n_inner": 81920,
+             "vocab_size": 51200, "n_positions": 2048}
+    kw = dict(gpu="a100-80gb-sxm", gpus=640, layout={"zero": 3, "micro_batch": 1, "recompute": "full"})
+    ds = mem(model, training={"framework": "deepspeed", "precision": "fp16"}, **kw)
+    matrix = 20480 * 81920
+    expected = (matrix + 5e7) * 2 + 5e8 * 2  # gathered fp16 module + prefetch, the fp16 reduce bucket
+    assert ds["detail"]["comm_buffers"] == pytest.approx(expected, rel=1e-9)
+    # FSDP gathers a whole block and its prefetched neighbour: several times more for this model
+    fsdp = mem(model, training={"framework": "pytorch-fsdp", "precision": "fp16"}, **kw)
+    assert fsdp["detail"]["comm_buffers"] > 5 * ds["detail"]["comm_buffers"]

@@ -368,6 +368,18 @@ def grad_dtype_of(training: Any) -> str:
 
 
 @cache
+def zero3_buffers(framework: str) -> tuple[float, float, float] | None:
+    """(max live, prefetch, reduce bucket) in elements where the framework's ZeRO-3 gathers module by module
+    under a live-parameter limit (frameworks.json ``memory.zero3_buffers``: DeepSpeed); None where it gathers
+    a whole block at a time (FSDP)."""
+    fact = get_framework(framework).memory.get("zero3_buffers")
+    if fact is None or not isinstance(fact.value, dict):
+        return None
+    v = fact.value
+    return float(v["max_live_parameters"]), float(v["prefetch_bucket_size"]), float(v["reduce_bucket_size"])
+
+
+@cache
 def ddp_copies_gradients(framework: str) -> bool:
     """Whether the framework's plain DDP (ZeRO-0) keeps its all-reduce buckets beside the gradients — one more
     gradient-sized buffer (frameworks.json ``memory.ddp_bucket_copy``: PyTorch DDP's gradient_as_bucket_view

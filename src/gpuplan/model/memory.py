@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import ddp_copies_gradients, keeps_unsharded_under_pp
+from gpuplan.catalog.frameworks import ddp_copies_gradients, keeps_unsharded_under_pp, zero3_buffers
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
@@ -109,7 +109,14 @@ def _transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gathe
     """Communication and dequantisation buffers beside one rank's model states."""
     w_elem = 4 if training.precision == "fp32" else 2
     buffers = 0.0
-    if gathered:
+    by_module = zero3_buffers(training.framework) if gathered else None
+    if by_module is not None:
+        # DeepSpeed ZeRO-3: modules gathered up to the live-parameter limit (at least the largest module) plus
+        # the prefetch bucket; gradients reduced from a bucket of 16-bit elements (frameworks.json)
+        live, prefetch, bucket = by_module
+        buffers += (max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * w_elem
+        buffers += min(bucket, rp.largest_layer) * (w_elem if training.method == "full" else 0)
+    elif gathered:
         # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
         # unsharded gradient of one layer before its reduce-scatter.
         buffers += rp.largest_layer * (2 * w_elem + (sb.grad if training.method == "full" else 0))
