@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -526,8 +527,23 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _batch_failed(rc: int, out: str, err: str) -> bool:
+    """Exit 1 of a list of scenarios in which some item failed (cli._print): the text says which on stderr,
+    the JSON is the list with the failed items' ``{"error": ...}``."""
+    if rc != 1 or "Traceback (most recent call last)" in err:
+        return False
+    if re.search(r"^gpuplan: \d+ of \d+ items failed", err, re.M):
+        return True
+    try:
+        res = json.loads(out, parse_constant=_not_json)
+    except ValueError:
+        return False
+    return isinstance(res, list) and any(isinstance(r, dict) and "error" in r for r in res)
+
+
 def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) -> tuple[str, str]:
-    if "Traceback (most recent call last)" in err or rc == 1:
+    batch = _batch_failed(rc, out, err)
+    if "Traceback (most recent call last)" in err or (rc == 1 and not batch):
         return "traceback", err[-2000:]
     for rel, spec in case.files.items():
         p = root / rel
@@ -541,7 +557,7 @@ def _classify(case: Case, rc: int, out: str, err: str, root: Path, tmp: Path) ->
     left = [x.name for x in tmp.iterdir() if not x.name.startswith("torchinductor_")] if tmp.exists() else []
     if left:
         return "leak", ", ".join(left)
-    if rc == 0:
+    if rc == 0 or batch:
         if case.wants_json():
             try:
                 json.loads(out, parse_constant=_not_json)
