@@ -70,9 +70,16 @@ def test_files_have_comment_and_rows():
         assert isinstance(doc[key], list) and doc[key]
 
 
-def test_gpu_rows_have_exactly_required_keys(gpus):
+# a GPU that comes in instances with their own network names it, with the source (gpus.json)
+GPU_OPTIONAL = {"scale_out", "scale_out_source"}
+
+
+def test_gpu_rows_have_exactly_required_keys(gpus, fabrics):
+    fabric_ids = {f["id"] for f in fabrics}
     for g in gpus:
-        assert set(g) == GPU_KEYS, (g.get("id"), set(g) ^ GPU_KEYS)
+        assert set(g) - GPU_OPTIONAL == GPU_KEYS, (g.get("id"), (set(g) - GPU_OPTIONAL) ^ GPU_KEYS)
+        assert ("scale_out" in g) == ("scale_out_source" in g), g["id"]
+        assert g.get("scale_out", "ib-ndr-400g") in fabric_ids, g["id"]
         assert g["vendor"] in {"nvidia", "amd"}
         assert isinstance(g["aliases"], list)
 

@@ -170,8 +170,10 @@ def test_fp32_on_v100_runs_at_the_fp32_peak_not_the_tensor_cores():
     def t(precision):
         return evaluate(make("llama-3.2-1b", "v100-32gb", 8, training={"precision": precision})).to_json()["time"]
 
-    # V100: 125 TFLOPS fp16 tensor cores, 15.7 TFLOPS fp32 (no tf32): fp32 matmuls ~8x slower
-    assert t("fp32")["compute_s"] > 5 * t("fp16")["compute_s"]
+    # V100: 125 TFLOPS fp16 tensor cores, 15.7 TFLOPS fp32 (no tf32): fp32 matmuls ~8x slower; the step's
+    # non-matmul work (the same bytes in both, twice the bytes in fp32) dilutes it to ~5x, far from the 1x
+    # that fp32 on the tensor cores would give
+    assert t("fp32")["compute_s"] > 4 * t("fp16")["compute_s"]
 
 
 def test_non_finite_config_numbers_are_one_line():

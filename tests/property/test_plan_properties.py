@@ -59,15 +59,18 @@ def test_candidates_are_ranked_and_agree_with_the_curve(c):
     tps = [e["time"]["tokens_per_s"] for e in res["candidates"]]
     assert tps == sorted(tps, reverse=True)
     assert res["best"] == res["candidates"][0]
-    # with room for every count, the candidates are the curve's per-count bests, ranked by speed
-    by_count = {r["gpus"]: r["best"]["time"]["tokens_per_s"] for r in res["scaling"]}
-    assert len(res["candidates"]) == len(by_count)
+    # with room for every count, the candidates are the curve's per-count bests up to the compute equilibrium
+    # (the rule without a deadline or budget: no count past it is recommended), ranked by speed
+    eq = res["equilibrium"]["gpus"]
+    assert res["recommendation"]["rule"] == "equilibrium"
+    by_count = {r["gpus"]: r["best"]["time"]["tokens_per_s"] for r in res["scaling"] if r["gpus"] <= eq}
     assert {e["scenario"]["hardware"]["gpus"]: e["time"]["tokens_per_s"] for e in res["candidates"]} == by_count
     gpu_id = res["scaling"][0]["gpu"]
     assert res["min_gpus"][gpu_id] == res["scaling"][0]["gpus"] == min(by_count)
     cheap = _plan(*c, objective="cost")
     usd = [e["cost"]["usd"] for e in cheap["candidates"]]
     assert usd == sorted(usd)
+    assert all(e["scenario"]["hardware"]["gpus"] <= eq for e in cheap["candidates"])
     assert cheap["best"]["cost"]["usd"] == min(e["cost"]["usd"] for e in res["candidates"])
 
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import ddp_copies_gradients, keeps_unsharded_under_pp, zero3_buffers
+from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
@@ -35,10 +35,10 @@ from gpuplan.model.activations import (
     recompute_working_set,
 )
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
-from gpuplan.model.params import RankParams, rank_params
+from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
-from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_bytes
+from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_bytes, transient_buffers
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
@@ -99,34 +99,9 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         weights = grads = 0.0
 
     gathered = (z >= 3 and not kept) or offload == "params"
-    buffers = _transient_buffers(training, rp, sb, gathered, dp_group > 1 and z == 0, dp_group, grads)
+    buffers = transient_buffers(training, rp, sb, gathered, dp_group > 1 and z == 0, dp_group, grads)
     trainable = (rp.dense + rp.expert) if method == "full" else rp.adapters_dense + rp.adapters_expert
     return ModelStates(weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable)
-
-
-def _transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gathered: bool, plain_ddp: bool,
-                       dp_group: int, grads: float) -> float:
-    """Communication and dequantisation buffers beside one rank's model states."""
-    w_elem = 4 if training.precision == "fp32" else 2
-    buffers = 0.0
-    by_module = zero3_buffers(training.framework) if gathered else None
-    if by_module is not None:
-        # DeepSpeed ZeRO-3: modules gathered up to the live-parameter limit (at least the largest module) plus
-        # the prefetch bucket; gradients reduced from a bucket of 16-bit elements (frameworks.json)
-        live, prefetch, bucket = by_module
-        buffers += (max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * w_elem
-        buffers += min(bucket, rp.largest_layer) * (w_elem if training.method == "full" else 0)
-    elif gathered:
-        # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
-        # unsharded gradient of one layer before its reduce-scatter.
-        buffers += rp.largest_layer * (2 * w_elem + (sb.grad if training.method == "full" else 0))
-    elif plain_ddp and ddp_copies_gradients(training.framework):
-        buffers += grads  # DDP's buckets beside the gradients (gradient_as_bucket_view off)
-    elif dp_group > 1:
-        buffers += 2 * constant("ddp_bucket_bytes")
-    if training.method == "qlora":
-        buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
-    return buffers
 
 
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
+from gpuplan.catalog.frameworks import ddp_copies_gradients, zero3_buffers
+from gpuplan.model.params import RankParams
+from gpuplan.spec.job import Training
 from gpuplan.spec.model import ModelSpec
 
 
@@ -88,3 +91,28 @@ def optimizer_step_temp_bytes(optimizer: str, precision: str, impl: str) -> floa
     if impl == "foreach" and optimizer in ("adamw", "adam", "adafactor"):
         return _moment_bytes(precision)
     return 0.0
+
+
+def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gathered: bool, plain_ddp: bool,
+                       dp_group: int, grads: float) -> float:
+    """Communication and dequantisation buffers beside one rank's model states."""
+    w_elem = 4 if training.precision == "fp32" else 2
+    buffers = 0.0
+    by_module = zero3_buffers(training.framework) if gathered else None
+    if by_module is not None:
+        # DeepSpeed ZeRO-3: modules gathered up to the live-parameter limit (at least the largest module) plus
+        # the prefetch bucket; gradients reduced from a bucket of 16-bit elements (frameworks.json)
+        live, prefetch, bucket = by_module
+        buffers += (max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * w_elem
+        buffers += min(bucket, rp.largest_layer) * (w_elem if training.method == "full" else 0)
+    elif gathered:
+        # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
+        # unsharded gradient of one layer before its reduce-scatter.
+        buffers += rp.largest_layer * (2 * w_elem + (sb.grad if training.method == "full" else 0))
+    elif plain_ddp and ddp_copies_gradients(training.framework):
+        buffers += grads  # DDP's buckets beside the gradients (gradient_as_bucket_view off)
+    elif dp_group > 1:
+        buffers += 2 * constant("ddp_bucket_bytes")
+    if training.method == "qlora":
+        buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
+    return buffers
