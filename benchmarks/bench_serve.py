@@ -4,6 +4,7 @@ requests; evaluate latency idle, under the mixed load, and under the mixed load 
 
     PYTHONPATH=src python benchmarks/bench_serve.py                 # 50 clients, 30 s per phase
     PYTHONPATH=src python benchmarks/bench_serve.py --clients 50 --seconds 10
+    PYTHONPATH=src python benchmarks/bench_serve.py --soak 1800 --clients 20   # 30 min of distinct scenarios
 
 Targets (issue 15): no errors; evaluate p95 < 100 ms under load, < 250 ms with the 405B plan in
 flight. Reported as ratios too (p95 under load / p95 idle), since absolute numbers depend on the
@@ -213,8 +214,74 @@ def summary(name: str, rec: Record, seconds: float) -> dict:
     return row
 
 
+def distinct_body(rng: random.Random) -> dict:
+    """An evaluate no client asked before (a sequence length and batch drawn from thousands): the server's
+    caches see a new key with every request — the case that grew its memory (issue 25)."""
+    return evaluate_body(rng) | {"seq_len": 256 * rng.randint(1, 64), "global_batch": 512 * rng.randint(1, 32)}
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident memory of process ``pid`` (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+async def soak(host: str, port: int, pid: int, *, clients: int, seconds: float, think_s: float,
+               every_s: float = 60.0) -> tuple[Record, list[tuple[float, int]]]:
+    """Distinct evaluates from ``clients`` for ``seconds``, the server's main-process RSS sampled every
+    ``every_s``."""
+    rec, samples = Record(), []
+    t0 = time.perf_counter()
+    end = t0 + seconds
+
+    async def one(seed: int) -> None:
+        rng, conn = random.Random(seed), Connection(host, port)
+        try:
+            while time.perf_counter() < end:
+                await timed(conn, "/api/evaluate", distinct_body(rng), "evaluate", rec)
+                await asyncio.sleep(rng.uniform(0, 2 * think_s))
+        finally:
+            conn.close()
+
+    async def sampler() -> None:
+        while time.perf_counter() < end:
+            samples.append((time.perf_counter() - t0, rss_bytes(pid)))
+            await asyncio.sleep(min(every_s, max(0.0, end - time.perf_counter())))
+        samples.append((time.perf_counter() - t0, rss_bytes(pid)))
+
+    await asyncio.gather(sampler(), *(one(10_000 + i) for i in range(clients)))
+    return rec, samples
+
+
+def soak_main(args: argparse.Namespace) -> int:
+    """``--soak S``: S seconds of distinct evaluates; the main process's RSS growth from the first minute's
+    level to the end (target: under 10 %, no error)."""
+    proc, host, port = start_server(args.workers)
+    try:
+        asyncio.run(idle(host, port, 200))  # imports, catalogues and the first caches: the baseline
+        rec, samples = asyncio.run(soak(host, port, proc.pid, clients=args.clients, seconds=args.soak,
+                                        think_s=args.think))
+    finally:
+        stop(proc)
+    row = summary(f"soak {args.soak:.0f} s, {args.clients} clients", rec, args.soak)
+    base = samples[min(1, len(samples) - 1)][1]  # after the first minute of load
+    growth = samples[-1][1] / base - 1
+    print("RSS MiB over time: " + ", ".join(f"{t / 60:.0f} min {b / 2**20:.1f}" for t, b in samples))
+    print(f"main-process RSS {base / 2**20:.1f} -> {samples[-1][1] / 2**20:.1f} MiB ({growth:+.1%}) over "
+          f"{row['evaluate_n']:,} distinct evaluates; errors {row['errors']}")
+    ok = growth < 0.10 and not rec.errors
+    print("target (RSS growth < 10 %, no error):", "met" if ok else "NOT met")
+    if args.json:
+        Path(args.json).write_text(json.dumps(row | {"rss": samples, "growth": growth}, indent=1) + "\n")
+    return 0 if ok else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--soak", type=float, default=0.0,
+                    help="instead: this many seconds of distinct evaluates, the server's RSS sampled (e.g. 1800)")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--think", type=float, default=0.25, help="mean pause between a client's requests (s)")
@@ -223,6 +290,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=None, help="server's search processes (default: its own)")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
+    if args.soak:
+        return soak_main(args)
     proc, host, port = start_server(args.workers)
     try:
         asyncio.run(idle(host, port, 50))  # warm
