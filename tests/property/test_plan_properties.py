@@ -118,7 +118,7 @@ def test_scaling_curve_and_equilibrium(c, threshold):
 @given(c=case, cut=st.floats(0.0, 1.0))
 def test_deadline_and_budget_pick_within_the_limit(c, cut):
     model, gpu, max_gpus, net, seq = c
-    every = _plan(*c)["candidates"]
+    every = [r["best"] for r in _plan(*c)["scaling"]]  # every count (a deadline or budget may pass the equilibrium)
     times = sorted(e["time"]["train_s"] for e in every)
     costs = sorted(e["cost"]["usd"] for e in every)
     deadline = times[0] + cut * (times[-1] - times[0])
