@@ -92,6 +92,10 @@ class Search(Book):
         self._fitting: list[tuple[tuple[int, ...], Where, Hardware]] = []  # this run's fitting layouts
         self._visited: list[tuple[tuple[int, ...], Hardware, Where]] | None = []  # for the closest miss
         self._floors: dict[tuple, float] = {}
+        # per (GPU type, parallel degrees but dp, family kind, offload): the largest micro-batch that fit last
+        # (0: none) — the guess for the next data-parallel width's family (``first_miss``)
+        self._hints: dict[tuple, int] = {}
+        self._plain: dict[tuple, tuple[float, float] | None] = {}  # ``plain_limit`` per GPU type, count, kind
         self._book(sc, self.tr)
 
     # ---- the space, split by split ---------------------------------------------------------------
@@ -278,10 +282,15 @@ class Search(Book):
             return [], None
         normal = [j for j, mb in enumerate(mbs) if not one_gpu_whole_batch(split, fam.shard, self.gb, mb)]
         hi = len(normal) if bound is None else min(bound, len(normal))
-        left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi)
+        like = (hw.gpu.id, split.tp, split.pp, split.cp, split.ep, fam.schedule, fam.virtual_stages, fam.recompute,
+                fam.shard, sp, off)
+        last = self._hints.get(like)
+        hint = None if last is None else sum(1 for j in normal if mbs[j] <= last)
+        left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi, hint)
         if left is None:  # offloaded state beyond the host memory: the same for every micro-batch
             self.rejected[OUT_OF_HOST_MEMORY] += len(mbs)
             return [], None
+        self._hints[like] = mbs[normal[left - 1]] if left else 0
         self.rejected[OUT_OF_MEMORY] += len(normal) - left
         fitting = [(j, mbs[j]) for j in normal[:left]]
         for j, mb in enumerate(mbs):
@@ -296,7 +305,16 @@ class Search(Book):
     def _fits(self, hw: Hardware, where: Where) -> bool | None:
         """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
         host memory (the caller counts)."""
-        v = verdict(*self._peak(where), hw, self.tr, self.sc.corrections, where[0].tp > 1 or where[0].pp > 1)
+        split, off = where[0], where[4]
+        mp = split.tp > 1 or split.pp > 1
+        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp)
+        if key not in self._plain:
+            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp)
+        plain = self._plain[key]
+        total, offloaded = self._peak(where)
+        if plain is not None:  # the verdict is a comparison here
+            return total * plain[0] <= plain[1]
+        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, mp)
         return None if not v.host_ok else v.fits
 
     # ---- the fastest per count ---------------------------------------------------------------------

@@ -46,28 +46,55 @@ def bound(prefix: dict[tuple[str, str, Shard], int], fam: Family) -> int | None:
     return None
 
 
-def first_miss(fits: Callable[[int], bool | None], hi: int) -> int | None:
+def first_miss(fits: Callable[[int], bool | None], hi: int, hint: int | None = None) -> int | None:
     """The first index in [0, hi) that does not fit, given that fitting is a prefix and nothing from ``hi`` on
-    fits (hi: all fit; None: out of host memory). The highest first, then the lowest — a family mostly fits
-    whole or not at all — then bisection between."""
+    fits (hi: all fit; None: out of host memory). ``hint``: a guess of the answer (a like family's — the same
+    parallel degrees at another data-parallel width): checked first at its two sides, so a right guess
+    costs one or two peaks; any guess gives the same answer. Without one: the highest first, then the
+    lowest — a family mostly fits whole or not at all — then bisection between."""
     if hi <= 0:
         return 0
-    top = fits(hi - 1)
-    if top is None:
-        return None
-    if top:
-        return hi
-    if hi == 1:
-        return 0
-    low = fits(0)
-    if low is None:
-        return None
-    if not low:
-        return 0
-    left, right = 1, hi - 1
+    left, right = 0, hi  # the answer lies in [left, right]
+    if hint is not None:
+        hint = min(max(hint, 0), hi)
+        if hint > 0:
+            ok = fits(hint - 1)
+            if ok is None:
+                return None
+            if not ok:
+                right = hint - 1
+            else:
+                left = hint
+        if left == hint and hint < hi:
+            ok = fits(hint)
+            if ok is None:
+                return None
+            if not ok:
+                return hint
+            left = hint + 1
+        if left >= right:
+            return left
+    else:
+        top = fits(hi - 1)
+        if top is None:
+            return None
+        if top:
+            return hi
+        right = hi - 1
+        if hi == 1:
+            return 0
+        low = fits(0)
+        if low is None:
+            return None
+        if not low:
+            return 0
+        left = 1
     while left < right:
         mid = (left + right) // 2
-        if fits(mid):
+        ok = fits(mid)
+        if ok is None:
+            return None
+        if ok:
             left = mid + 1
         else:
             right = mid
