@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from functools import cache
 
+from conftest import make
+
 import gpuplan
+from gpuplan.api import evaluate_scenario as evaluate
+from gpuplan.api import plan_scenario as plan
 
 DAY = 86400.0
 
@@ -66,3 +70,43 @@ def test_fit_names_the_offload_alternative():
     res = gpuplan.fit(model="llama-3.1-70b", gpu="h100-sxm").to_json()
     alt = res["with_offload"]
     assert alt is not None and alt["offload"] == "optimizer" and alt["gpus"] < res["min_gpus"]
+
+
+# ---- nothing surely fits: the best whose predicted peak fits, marked TIGHT (issue 26) ---------------------
+
+# QLoRA (Dettmers et al. 2023, arXiv:2305.14314, abstract): "finetune a 65B parameter model on a single 48GB GPU"
+QLORA_70B_A6000 = dict(training={"method": "qlora", "seq_len": 512, "global_batch": 16, "tokens": 1e7},
+                       layout={"micro_batch": 1, "recompute": "full"})
+
+
+def test_a_run_whose_predicted_peak_fits_is_answered_tight_not_refused():
+    sc = make("llama-2-70b", "a6000", 1, **QLORA_70B_A6000)
+    res = plan(sc)
+    out = res.to_json()
+    assert res.result.tight and out["tight"] is True
+    mem = out["best"]["memory"]
+    # the point estimate fits the usable memory, the interval's upper end does not: TIGHT, not FITS
+    assert mem["total"] <= mem["usable"] < mem["interval"]["total"]["p90"]
+    assert mem["tight"] is True and mem["fits"] is False
+    assert out["recommendation"]["text"].startswith("TIGHT: no layout's 80% memory interval fits on 1 GPU;")
+    assert out["best"]["scenario"]["hardware"]["gpus"] == 1
+    # evaluate of the same layout says the same
+    ev = evaluate(sc).to_json()["memory"]
+    assert (ev["total"], ev["tight"], ev["fits"]) == (mem["total"], True, False)
+
+
+def test_a_run_that_surely_fits_is_not_tight():
+    sc = make("llama-2-70b", "a6000", 2, **QLORA_70B_A6000)
+    out = plan(sc).to_json()
+    assert out["tight"] is False and out["best"]["memory"]["fits"] is True
+    assert not out["recommendation"]["text"].startswith("TIGHT")
+
+
+def test_nothing_fits_even_at_the_point_estimate_names_a_miss_over_capacity():
+    sc = make("llama-3.1-405b", "a6000", 1, training={"method": "full", "seq_len": 512, "global_batch": 16,
+                                                      "tokens": 1e7}, layout={"offload": "none"})
+    out = plan(sc).to_json()
+    assert out["best"] is None and out["tight"] is False
+    miss = out["closest_miss"]
+    # "needs X of Y GiB" is a number over the capacity: the miss is sized by its point estimate
+    assert miss["over_bytes"] > 0 and miss["total"] > miss["capacity"]

@@ -108,6 +108,11 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
                  + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
                     f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
     out["text"] = f"{head} — rule: {RULES[r.rule]}"
+    if r.tight:
+        where = f"on {best.gpus} GPU{'s' if best.gpus > 1 else ''}" if r.rule == "fixed" else "at any count searched"
+        out["text"] = (f"TIGHT: no layout's 80% memory interval fits {where}; {best.gpus}× {best.gpu}'s predicted "
+                       "peak does — runs like it have run and have run out of memory: measure it with `gpuplan "
+                       f"profile` before paying for the cluster. {out['text']}")
     return out
 
 
@@ -119,6 +124,7 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                 "improves": p.improves} for p in r.scaling[r.main_gpu]]
     return {
         "best": estimate_json(r.estimate(r.ranked[0])) if r.ranked else None,
+        "tight": r.tight,
         "recommendation": recommendation_json(r),
         "candidates": [estimate_json(r.estimate(c)) for c in r.ranked[:r.top_k]],
         "searched": r.searched,

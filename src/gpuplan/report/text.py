@@ -279,7 +279,8 @@ def plan_text(res: dict, explain: bool = False) -> str:
         lines.append("\ntop candidates")
         lines.append(table(PLAN_HEAD, [_row(c) for c in res["candidates"]]))
     mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
-    lines.append(f"\nsmallest GPU count that fits — {mins}")
+    fit_words = "whose predicted peak fits (TIGHT: no 80% interval fits)" if res.get("tight") else "that fits"
+    lines.append(f"\nsmallest GPU count {fit_words} — {mins}")
     lines += _scaling_lines(res)
     if res.get("pareto"):
         lines.append("\ntime/cost Pareto frontier: " + "; ".join(

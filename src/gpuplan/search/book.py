@@ -7,7 +7,7 @@ from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
 from gpuplan.model.memory import memory, peak_bytes, verdict
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
-from gpuplan.search.space import Split, one_gpu_whole_batch
+from gpuplan.search.space import Split, own_peak
 from gpuplan.spec import Hardware, Layout, Training
 from gpuplan.spec.layout import LAYOUT_FIELDS
 from gpuplan.spec.scenario import Scenario
@@ -90,14 +90,14 @@ class Book:
 
     def closest(self) -> Miss | None:
         """When nothing fits: the layout nearest to fitting, over every layout classified. Within a family
-        the smallest micro-batch not refused has the least memory (``one_gpu_whole_batch`` aside)."""
+        the smallest micro-batch not refused has the least memory (``own_peak`` aside)."""
         if self.best or not self._visited:
             return None
         near: tuple[float, tuple[int, ...], Where, Hardware] | None = None
         for rank, hw, (split, fam, _, sp, off) in self._visited:
             evaluated = False
             for j, mb in enumerate(fam.micro_batches):
-                if evaluated and not one_gpu_whole_batch(split, fam.shard, self.gb, mb):
+                if evaluated and not own_peak(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mb):
                     continue
                 if self._refusal(self._layout(split, fam, mb, sp, off)) is not None:
                     continue

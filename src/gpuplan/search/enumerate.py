@@ -40,7 +40,7 @@ from gpuplan.search.space import (
     Split,
     micro_batches,
     offload_passes,
-    one_gpu_whole_batch,
+    own_peak,
     recomputes,
     schedules,
     shardings,
@@ -256,7 +256,7 @@ class Search(Book):
             why = self._refusal(self._layout(split, fam, mb, sp, off))
             if why is not None:
                 self.rejected[why] += 1
-            elif blocked and not one_gpu_whole_batch(split, fam.shard, self.gb, mb):
+            elif blocked and not own_peak(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mb):
                 self.rejected[OUT_OF_MEMORY] += 1  # a larger micro-batch than one that did not fit
             else:
                 fits = self._fits(hw, (split, fam, mb, sp, off))
@@ -271,7 +271,7 @@ class Search(Book):
                   bound: int | None) -> tuple[list[tuple[int, int]], int | None]:
         """Classify a family whose refusal does not read the micro-batch: the fitting micro-batches as
         (index, micro-batch), and how many of the monotone ones fit — None when refused or out of host
-        memory (then it bounds no other family). Those that fit are a prefix (``one_gpu_whole_batch``
+        memory (then it bounds no other family). Those that fit are a prefix (``own_peak``
         aside, evaluated on its own) of at most ``bound`` (as many as fit for a family whose peak is
         never above this one's)."""
         mbs = fam.micro_batches
@@ -280,7 +280,10 @@ class Search(Book):
         if why is not None:
             self.rejected[why] += len(mbs)
             return [], None
-        normal = [j for j, mb in enumerate(mbs) if not one_gpu_whole_batch(split, fam.shard, self.gb, mb)]
+        normal = [j for j, mb in enumerate(mbs)
+                  if not own_peak(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mb)]
+        if off != "none" and hw.host_memory_bytes is not None:
+            bound = None  # whether the host holds the offloaded state is this family's own question (None below)
         hi = len(normal) if bound is None else min(bound, len(normal))
         like = (hw.gpu.id, split.tp, split.pp, split.cp, split.ep, fam.schedule, fam.virtual_stages, fam.recompute,
                 fam.shard, sp, off)
@@ -294,7 +297,7 @@ class Search(Book):
         self.rejected[OUT_OF_MEMORY] += len(normal) - left
         fitting = [(j, mbs[j]) for j in normal[:left]]
         for j, mb in enumerate(mbs):
-            if j not in normal:  # one GPU, one micro-batch per step: its own peak
+            if j not in normal:  # a peak not ordered with the others' (``own_peak``): sized on its own
                 fits = self._fits(hw, (split, fam, mb, sp, off))
                 if fits:
                     fitting.append((j, mb))

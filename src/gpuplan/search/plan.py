@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
@@ -52,6 +53,9 @@ class PlanResult:
     fastest: Candidate | None = None     # the fastest candidate of the pool, whatever the rule
     one_node: bool = False               # a fine-tune searched on one node (``widened``: types where none fit)
     widened: tuple[str, ...] = ()
+    # no layout's 80 % memory interval fits where the answer is asked: the search kept those whose point
+    # estimate fits (each answer's memory says TIGHT)
+    tight: bool = False
 
     @property
     def best(self) -> Candidate | None:
@@ -151,6 +155,31 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
     targets = targets or (sc.hardware,)
     gb = _check(sc, targets, options)
     limit, fixed_n = gpu_limit(sc, options.max_gpus)
+    # a fine-tune is a one-node job (issue 22): one node unless nothing fits there, or a deadline or
+    # --max-gpus asks for more
+    one_node = fixed_n is None and options.max_gpus is None and options.deadline_s is None \
+        and is_fine_tune(sc.training)
+    search, widened = _search(sc, options, targets, gb, limit, fixed_n, one_node, progress)
+    tight, closest = False, search.closest()
+    if not any(fixed_n is None or c.gpus == fixed_n for c in search.best.values()):
+        # nothing surely fits (the peak's 80 % interval, memory.verdict): the best whose point estimate fits,
+        # marked TIGHT — runs like it have run, and others have run out of memory (issue 26: a published run
+        # that ran is answered, never "no layout fits" while its predicted peak fits)
+        with point_estimates():
+            at_point, widened_p = _search(sc, options, targets, gb, limit, fixed_n, one_node, None)
+            closest = at_point.closest()
+        # nothing fits even so: the closest miss by its point estimate ("needs X of Y GiB")
+        tight = any(fixed_n is None or c.gpus == fixed_n for c in at_point.best.values())
+        search, widened = at_point, widened_p
+    res = replace(_result(sc, options, targets, search, fixed_n, closest), tight=tight)
+    return replace(res, one_node=one_node, widened=tuple(widened)) if one_node else res
+
+
+def _search(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], gb: int, limit: int,
+            fixed_n: int | None, one_node: bool, progress: Callable[[float, str], None] | None
+            ) -> tuple[Search, list[str]]:
+    """The search over ``targets``, GPU types of the same layout space together; the types widened past
+    one node (a fine-tune where nothing fit on one)."""
     search = Search(sc, gb, keep=options.top if fixed_n is not None else 1)
     groups: dict[tuple[int, int], list[Hardware]] = {}  # GPU types of the same layout space, searched together
     for hw in targets:
@@ -159,10 +188,6 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
             search.rejected[why] += 1
         else:
             groups.setdefault(same_space(hw), []).append(hw)
-    # a fine-tune is a one-node job (issue 22): one node unless nothing fits there, or a deadline or
-    # --max-gpus asks for more
-    one_node = fixed_n is None and options.max_gpus is None and options.deadline_s is None \
-        and is_fine_tune(sc.training)
     done, widened = 0, []
     for group in groups.values():
         if progress is not None:
@@ -174,12 +199,11 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
             search_types(search, rest, limit, counts=lambda n, node=node: n > node)
             widened += [hw.gpu.id for hw in rest]
         done += len(group)
-    res = _result(sc, options, targets, search, fixed_n)
-    return replace(res, one_node=one_node, widened=tuple(widened)) if one_node else res
+    return search, widened
 
 
 def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], search: Search,
-            fixed_n: int | None) -> PlanResult:
+            fixed_n: int | None, closest: Miss | None) -> PlanResult:
     cands = list(search.best.values())
     pool = [c for c in cands if fixed_n is None or c.gpus == fixed_n]
     if fixed_n is not None and search.keep > 1:  # --top K on a fixed count: K layouts of that count
@@ -196,7 +220,7 @@ def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], s
     gb = search.gb
     return PlanResult(
         scenario=sc, gpu_types=types, options=options, global_batch=gb, candidates=tuple(cands),
-        ranked=tuple(ranked), searched=search.searched, rejected=dict(search.rejected), closest=search.closest(),
+        ranked=tuple(ranked), searched=search.searched, rejected=dict(search.rejected), closest=closest,
         main_gpu=main_gpu, scaling={g: c[0] for g, c in curves.items()},
         equilibrium={g: c[1] for g, c in curves.items()},
         user_layout=_user_layout(sc, gb) if fixed and ranked else None,

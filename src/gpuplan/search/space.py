@@ -18,6 +18,7 @@ Fields the scenario fixes are kept."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -151,3 +152,19 @@ def one_gpu_whole_batch(split: Split, shard: Shard, global_batch: int, mb: int) 
     smaller micro-batch's (model/memory.py ``_one_gpu_backward``: gradients do not accumulate beside the
     activations). Everywhere else the peak never falls as the micro-batch grows."""
     return split.world == 1 and shard[0] == 0 and global_batch == mb
+
+
+def own_peak(split: Split, schedule: str, vstages: int, shard: Shard, global_batch: int, mb: int) -> bool:
+    """A micro-batch whose peak is not ordered with the smaller ones', so the search sizes it on its own:
+    ``one_gpu_whole_batch``, and a pipeline with fewer micro-batches per step than its first stage holds
+    in flight (model/pipeline.py ``flight_of``: min(cap, m)) — the activations in flight are then the whole
+    batch whatever the micro-batch, and the peak can fall as it grows (8B on 8 stages, 16 sequences:
+    27.5, 28.6, 28.3 GiB at micro-batch 1, 2, 4). Everywhere else the peak never falls as the
+    micro-batch grows: states are fixed and every activation term grows with it."""
+    if one_gpu_whole_batch(split, shard, global_batch, mb):
+        return True
+    if split.pp == 1:
+        return False
+    cap = {"gpipe": math.inf, "interleaved": split.pp + (split.pp - 1) / vstages,
+           "dualpipe": split.pp + 1}.get(schedule, split.pp)
+    return global_batch // (split.dp * mb) < cap
