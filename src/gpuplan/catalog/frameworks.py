@@ -32,7 +32,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
-    "memory": ("grad_dtype", "ddp_bucket_copy"),
+    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
@@ -385,4 +385,21 @@ def ddp_copies_gradients(framework: str) -> bool:
     gradient-sized buffer (frameworks.json ``memory.ddp_bucket_copy``: PyTorch DDP's gradient_as_bucket_view
     defaults to False); else buckets are views of one contiguous gradient buffer (Megatron) or two in flight."""
     fact = get_framework(framework).memory.get("ddp_bucket_copy")
+    return fact is not None and fact.value in (True, "param")
+
+
+@cache
+def ddp_bucket_in_param_dtype(framework: str) -> bool:
+    """Whether that DDP bucket copy is in the parameters' dtype rather than the kept gradients' (``memory.
+    ddp_bucket_copy`` "param": nanotron wraps bf16 parameters in torch DDP beside its own fp32 gradient buffer)."""
+    fact = get_framework(framework).memory.get("ddp_bucket_copy")
+    return fact is not None and fact.value == "param"
+
+
+@cache
+def keeps_half_grads(framework: str) -> bool:
+    """Whether each micro-batch's backward leaves a parameter-dtype ``.grad`` of every parameter of the stage
+    beside the fp32 gradient buffer until it returns (frameworks.json ``memory.half_grads``: nanotron's
+    FP32GradientAccumulator.backward adds them into the fp32 buffer only after ``loss.backward()``)."""
+    fact = get_framework(framework).memory.get("half_grads")
     return fact is not None and fact.value is True

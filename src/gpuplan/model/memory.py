@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
+from gpuplan.catalog.frameworks import keeps_half_grads, keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
@@ -185,6 +185,19 @@ def _embedding_backward(model: ModelSpec, training: Training, lay: Layout, state
     return states.gradients, act.held, act.logits
 
 
+def _half_grads_backward(states: ModelStates, act: StageActivations, flight: float) -> tuple[float, float, float]:
+    """(gradients, activations, logits) alive at the peak where a micro-batch's backward leaves a 16-bit
+    ``.grad`` of every parameter of the stage beside the fp32 gradient buffer until it returns
+    (frameworks.json ``memory.half_grads``: nanotron's FP32GradientAccumulator.backward runs loss.backward(),
+    then adds each .grad into the fp32 buffer and frees it): the start of backward, or its end — those
+    2 B per parameter (unsharded under ZeRO-1) beside the other micro-batches in flight."""
+    made = 2 * states.trainable_on_rank
+    others = act.per_microbatch * max(flight - 1, 0)
+    if made + others > act.held + act.logits:
+        return states.gradients + made, others, 0.0
+    return states.gradients, act.held, act.logits
+
+
 @lru_cache(maxsize=1)
 def _fragmentation_share() -> float:
     return constant("allocator_fragmentation")
@@ -253,7 +266,9 @@ def _stage(model: ModelSpec, training: Training, lay: Layout, stage: int, correc
                             every=lay.recompute_every)
     opt_temp = states.optimizer_params * temp
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
-    if zero == 0 and dp * cp * tp * pp == 1 and n_mb == 1:
+    if training.method == "full" and training.grad_dtype == "fp32" and keeps_half_grads(training.framework):
+        grads_held, act_held, logits_held = _half_grads_backward(states, act, flight)
+    elif zero == 0 and dp * cp * tp * pp == 1 and n_mb == 1:
         grads_held, act_held, logits_held = _one_gpu_backward(model, training, states, act)
     elif stage == 0 and zero < 3 and training.method == "full":
         grads_held, act_held, logits_held = _embedding_backward(model, training, lay, states, act, flight)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import ddp_copies_gradients, zero3_buffers
+from gpuplan.catalog.frameworks import ddp_bucket_in_param_dtype, ddp_copies_gradients, zero3_buffers
 from gpuplan.model.params import RankParams
 from gpuplan.spec.job import Training
 from gpuplan.spec.model import ModelSpec
@@ -110,7 +110,10 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
         # unsharded gradient of one layer before its reduce-scatter.
         buffers += rp.largest_layer * (2 * w_elem + (sb.grad if training.method == "full" else 0))
     elif plain_ddp and ddp_copies_gradients(training.framework):
-        buffers += grads  # DDP's buckets beside the gradients (gradient_as_bucket_view off)
+        # DDP's buckets beside the gradients (gradient_as_bucket_view off); in the parameters' dtype where the
+        # framework keeps its own fp32 gradient buffer besides (nanotron)
+        param_dtype = ddp_bucket_in_param_dtype(training.framework) and training.method == "full" and sb.grad
+        buffers += grads * w_elem / sb.grad if param_dtype else grads
     elif dp_group > 1:
         buffers += 2 * constant("ddp_bucket_bytes")
     if training.method == "qlora":
