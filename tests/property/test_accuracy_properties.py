@@ -59,7 +59,7 @@ def test_mfu_never_exceeds_the_matmul_share(model, gpu, method, mb, seq, recompu
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-7b"]),
        framework=st.sampled_from(["megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp",
-                                  "torchtune"]),
+                                  "torchtune", "nanotron"]),
        method=st.sampled_from(["full", "lora", "qlora"]), max_gpus=st.sampled_from([8, 32, 64]))
 def test_a_framework_never_gets_a_layout_it_cannot_run(model, framework, method, max_gpus):
     """Every candidate plan proposes (and so every planned export) is one the framework runs."""
