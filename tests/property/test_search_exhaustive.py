@@ -116,7 +116,8 @@ def _exhaustive(sc, hws, max_gpus):
 
 MODELS = ["qwen2.5-0.5b", "llama-3.2-1b", "gpt2", "qwen1.5-moe-a2.7b", "llama-3.1-8b"]
 GPUS = ["h100-sxm", "a100-40gb", "rtx-4090", "l4"]
-FRAMEWORKS = ["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune", "nanotron"]
+FRAMEWORKS = ["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune",
+              "nanotron"]
 LAYOUTS = [{}, {"tp": 2}, {"zero": 3}, {"recompute": "full"}, {"micro_batch": 2}, {"pp": 2},
            {"offload": "optimizer", "zero": 2}, {"zero_group": 2}, {"pp_schedule": "interleaved"}]
 

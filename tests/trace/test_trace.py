@@ -167,7 +167,11 @@ def test_light_tracker_matches_pytorch_memtracker():
 
     sc = scenario(precision="bf16-pure")
     mine = trace_scenario(sc)["measured"]["memory"]
-    model = build_on_meta(lambda: CausalLM(sc.model), torch.bfloat16, "test")
+    from gpuplan.model.memory import keeps_fp32_norm_copy
+
+    # the norms as the trace builds them for this stack (the generic one: Hugging Face's eager RMSNorm)
+    hf_norm = keeps_fp32_norm_copy(sc.model, sc.training)
+    model = build_on_meta(lambda: CausalLM(sc.model, hf_norm=hf_norm), torch.bfloat16, "test")
     with FakeTensorMode():
         materialize(model, torch.device("cpu"))
         opt = make_optimizer(list(model.parameters()), "adamw", "fused", master_fp32=False)

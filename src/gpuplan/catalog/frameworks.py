@@ -32,7 +32,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
-    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads"),
+    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
@@ -402,4 +402,13 @@ def keeps_half_grads(framework: str) -> bool:
     beside the fp32 gradient buffer until it returns (frameworks.json ``memory.half_grads``: nanotron's
     FP32GradientAccumulator.backward adds them into the fp32 buffer only after ``loss.backward()``)."""
     fact = get_framework(framework).memory.get("half_grads")
+    return fact is not None and fact.value is True
+
+
+@cache
+def norm_keeps_fp32_copy(framework: str) -> bool:
+    """Whether the framework's RMSNorm runs as eager ops that keep an fp32 copy of its input and the
+    normalized tensor for backward (frameworks.json ``memory.norm_fp32_copy``: Hugging Face's LlamaRMSNorm),
+    instead of a fused kernel that keeps its input."""
+    fact = get_framework(framework).memory.get("norm_fp32_copy")
     return fact is not None and fact.value is True

@@ -65,6 +65,13 @@ class ActShape:
     flash: bool
     elem: int   # bytes per element (2 for 16-bit)
     linear_in: float  # bytes per element of a linear layer's saved input (1 for fp8)
+    # bytes per element an RMSNorm keeps: a fused kernel its input (elem); Hugging Face's eager RMSNorm an fp32
+    # copy and the normalized tensor (4 + elem: frameworks.json memory.norm_fp32_copy)
+    norm_in: float = 0.0
+
+    @property
+    def norm(self) -> float:
+        return self.norm_in or self.elem
 
 
 def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
@@ -78,7 +85,7 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
     sbh = s * b * h
     terms = {
         # attention block
-        "attn_norm_input": e * sbh * rep,
+        "attn_norm_input": x.norm * sbh * rep,
         "qkv_input": x.linear_in * sbh * rep,
         "q": e * s * b * a * d / t,
         "k": e * s * b * kv_local * d,
@@ -95,7 +102,7 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
     if x.dropout:
         terms["dropout_masks"] = 2 * sbh * rep
     # MLP block
-    terms["mlp_norm_input"] = e * sbh * rep
+    terms["mlp_norm_input"] = x.norm * sbh * rep
     terms["mlp_input"] = x.linear_in * sbh * rep
     per_f = (3 * e + x.linear_in) if m.gated_mlp else (e + x.linear_in)  # gated: 8 (2+2+2+2), else 4
     if moe_layer:

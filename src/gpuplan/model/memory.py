@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import keeps_half_grads, keeps_unsharded_under_pp
+from gpuplan.catalog.frameworks import keeps_half_grads, keeps_unsharded_under_pp, norm_keeps_fp32_copy
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
@@ -118,6 +118,13 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
     return StageActivations(per_mb, per_mb * flight + extra, logits)
 
 
+def keeps_fp32_norm_copy(model: ModelSpec, training: Training) -> bool:
+    """Whether the model's RMSNorms run as eager ops keeping an fp32 copy of their input (frameworks.json
+    ``memory.norm_fp32_copy``; torch.compile fuses them): what `gpuplan trace` builds, and what the
+    activation count keeps per norm (4 + element bytes instead of the input's element bytes)."""
+    return model.norm == "rmsnorm" and not training.compile and norm_keeps_fp32_copy(training.framework)
+
+
 @lru_cache(maxsize=65536)
 def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                      cp: int, sp: bool, mb: int, recompute: str) -> tuple[float, float, float]:
@@ -126,18 +133,25 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     targets = training.lora_targets if training.method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]
+    eager_norm = keeps_fp32_norm_copy(model, training)
     x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
                  flash=training.attention in ("flash", "flash1"), elem=elem,
-                 linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem)
+                 linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
+                 norm_in=4 + elem if eager_norm else elem)
     per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
               + rp.moe_layers * layer_bytes(model, True, x, recompute))
+    rep = 1 / x.t if x.sp else 1.0
+    if eager_norm and pp > 1 and recompute in ("none", "selective"):
+        # a received stage input is held for its gradient; a fused norm keeps it as its own input (counted in
+        # the layer), an eager one keeps an fp32 copy instead — so the pipeline's copy adds (gpuplan trace:
+        # one elem·s·b·h per micro-batch in flight on stages past the first)
+        per_mb += (vstages - (stage == 0)) * elem * x.s * x.b * model.hidden * rep
     extra = 0.0
     if recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):
         extra += recompute_working_set(model, rp.moe_layers > 0, x)
     logits = 0.0
     if stage == pp - 1:
-        rep = 1 / x.t if x.sp else 1.0
-        extra += 2 * elem * x.s * x.b * model.hidden * rep  # final norm input and LM-head input
+        extra += (x.norm + elem) * x.s * x.b * model.hidden * rep  # what the final norm keeps; the LM-head input
         logits = logits_bytes(model, x.s, x.b, x.t, software(training.framework, training.compile, model).logits_memory)
     return per_mb, extra, logits
 

@@ -65,9 +65,24 @@ def compute(kind: str, data: bytes, allow_paths: bool, limit_s: float) -> Reply:
     except Exception:  # a bug: the console gets the traceback, the client one line
         traceback.print_exc(file=sys.stderr)
         return error(500, INTERNAL)
+    _answered()
     if kind == "report":
         return Reply(200, out.encode(), REPORT_FORMATS[req.options.get("format", "md")])
     return Reply(200, dumps(out).encode())
+
+
+CLEAR_EVERY = 1000  # answers between emptying the model's caches (a plan fills them again in ~0.1 s)
+_count = [0]
+
+
+def _answered() -> None:
+    """Count an answer; every ``CLEAR_EVERY`` empty the model's caches, so distinct scenarios do not grow the
+    process (model/caches.py)."""
+    _count[0] += 1
+    if _count[0] % CLEAR_EVERY == 0:
+        from gpuplan.model.caches import clear_model_caches
+
+        clear_model_caches()
 
 
 def too_long(kind: str, limit_s: float) -> str:

@@ -50,12 +50,22 @@ class FusedRMSNorm(torch.autograd.Function):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float = 1e-5) -> None:
+    """Fused (``FusedRMSNorm``), or ``hf_eager``: Hugging Face's LlamaRMSNorm.forward op by op — an fp32 copy
+    of the input, its mean square, rsqrt, the product, cast back, times the weight — whose saved tensors
+    are the fp32 copy and the normalized 16-bit tensor (the stack frameworks.json ``memory.norm_fp32_copy``
+    names)."""
+
+    def __init__(self, size: int, eps: float = 1e-5, hf_eager: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
+        self.hf_eager = hf_eager
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.hf_eager:
+            x32 = x.to(torch.float32)
+            x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.weight * x32.to(x.dtype)
         return FusedRMSNorm.apply(x, self.weight, self.eps)
 
 
@@ -122,11 +132,11 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, m: ModelSpec, qkv_bias: bool, qk_norm: bool, eager: bool) -> None:
+    def __init__(self, m: ModelSpec, qkv_bias: bool, qk_norm: bool, eager: bool, hf_norm: bool = False) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(m.hidden)
+        self.input_layernorm = RMSNorm(m.hidden, hf_eager=hf_norm)
         self.self_attn = Attention(m, qkv_bias, qk_norm, eager)
-        self.post_attention_layernorm = RMSNorm(m.hidden)
+        self.post_attention_layernorm = RMSNorm(m.hidden, hf_eager=hf_norm)
         self.mlp = MLP(m.hidden, m.ffn)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -162,13 +172,13 @@ def rope_tables(freq: torch.Tensor, s: int, dtype: torch.dtype) -> tuple[torch.T
 class CausalLM(nn.Module):
     """``forward(ids)`` → logits; ``loss(logits, labels)`` → mean token cross-entropy (fp32)."""
 
-    def __init__(self, m: ModelSpec, eager: bool = False) -> None:
+    def __init__(self, m: ModelSpec, eager: bool = False, hf_norm: bool = False) -> None:
         super().__init__()
         qkv_bias, qk_norm = block_options(m)
         self.spec_name = m.name
         self.embed_tokens = nn.Embedding(m.vocab, m.hidden)
-        self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager) for _ in range(m.n_layers))
-        self.norm = RMSNorm(m.hidden)
+        self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager, hf_norm) for _ in range(m.n_layers))
+        self.norm = RMSNorm(m.hidden, hf_eager=hf_norm)
         self.lm_head = nn.Linear(m.hidden, m.vocab, bias=False)
         if m.tied_embeddings:
             self.lm_head.weight = self.embed_tokens.weight

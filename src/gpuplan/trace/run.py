@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
+from gpuplan.model.memory import keeps_fp32_norm_copy
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.trace.build import (
@@ -275,12 +276,14 @@ def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | N
         factory, source = load_factory(module, "--module"), f"--module {module}"
     else:
         eager = sc.training.attention == "eager"
+        hf_norm = keeps_fp32_norm_copy(sc.model, sc.training)  # the framework's norms, as evaluate counts them
         if pipe is not None:
             def factory() -> nn.Module:
-                return PipelineStageLM(sc.model, pp=lay.pp, vstages=pipe.vstages, stage=pipe.stage, eager=eager)
+                return PipelineStageLM(sc.model, pp=lay.pp, vstages=pipe.vstages, stage=pipe.stage, eager=eager,
+                                       hf_norm=hf_norm)
         else:
             def factory() -> nn.Module:
-                return CausalLM(sc.model, eager=eager)
+                return CausalLM(sc.model, eager=eager, hf_norm=hf_norm)
         source = f"model {sc.model.name}"
     infac = load_factory(input_factory, "--input-factory") if input_factory else None
     model = build_on_meta(factory, param_dtype, source)

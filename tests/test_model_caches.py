@@ -1,0 +1,34 @@
+"""The model's caches can be emptied (what `gpuplan serve` does every thousand answers, so a server answering
+distinct scenarios keeps flat memory) and an answer after emptying is the answer before, to the byte."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import make
+
+from gpuplan.api import evaluate_scenario
+from gpuplan.model.activations import layer_bytes
+from gpuplan.model.caches import clear_model_caches
+from gpuplan.model.memory import activation_parts, model_states
+
+
+def test_emptied_caches_give_the_same_answer():
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"seq_len": 4096, "global_batch": 64})
+    before = json.dumps(evaluate_scenario(sc).to_json(), sort_keys=True)
+    assert model_states.cache_info().currsize > 0 and activation_parts.cache_info().currsize > 0
+    assert clear_model_caches() >= 5
+    assert model_states.cache_info().currsize == activation_parts.cache_info().currsize == 0
+    assert layer_bytes.cache_info().currsize == 0
+    assert json.dumps(evaluate_scenario(sc).to_json(), sort_keys=True) == before
+
+
+def test_the_server_empties_them_every_thousand_answers(monkeypatch):
+    from gpuplan.serve import pool
+
+    calls = []
+    monkeypatch.setattr("gpuplan.model.caches.clear_model_caches", lambda: calls.append(1) or 0)
+    monkeypatch.setattr(pool, "_count", [0])
+    for _ in range(2 * pool.CLEAR_EVERY + 1):
+        pool._answered()
+    assert len(calls) == 2
