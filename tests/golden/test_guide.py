@@ -35,21 +35,24 @@ def test_7b_with_realistic_activations_lands_in_16_to_20_bytes_per_param():
 
 
 def test_7b_at_4096_without_recompute_past_the_guide_range_only_when_gradients_persist():
-    # Llama 2's own 4096 context, no recompute: the activations (37.5·s·h bytes per layer:
-    # 16·sh + 8·s·f with f = 11008) are large. With gradient accumulation (8 micro-batches) the
+    # Llama 2's own 4096 context, no recompute: the activations (45.5·s·h bytes per layer:
+    # 16·sh + 8·s·f with f = 11008, and 4 B more per element for each of the two norms — the generic
+    # stack's Hugging Face RMSNorm keeps an fp32 copy and the normalized tensor, 6 B, where a fused
+    # norm keeps its 2-byte input) are large. With gradient accumulation (8 micro-batches) the
     # gradients persist beside them and the peak passes 20 B/param — where gpuplan corrects the guide.
     acc = mem("llama-2-7b", gpu="mi325x", training={**GUIDE, "seq_len": 4096, "global_batch": 8})
     assert 20 < acc["total"] / LLAMA2_7B < 21
     assert acc["gradients"] == 2 * LLAMA2_7B and acc["detail"]["backward_timing"] == 0
-    per_layer = 37.5 * 4096 * 4096 * (1 + 0 / 4096)
-    assert acc["activations"] == pytest.approx(32 * per_layer + 2 * 2 * 4096 * 4096, rel=1e-3)
+    per_layer = 45.5 * 4096 * 4096
+    # + the final norm (6 B) and the LM head's input (2 B)
+    assert acc["activations"] == pytest.approx(32 * per_layer + (6 + 2) * 4096 * 4096, rel=1e-3)
     # One micro-batch per step on one GPU (set_to_none gradients): the peak is the start of
     # backward, before any gradient exists (measured to the MiB by `gpuplan trace` on Llama 3.x),
-    # so all 2 B/param of gradients drop out of the peak: 18.2 B/param, inside the guide's range.
+    # so all 2 B/param of gradients drop out of the peak: 18.9 B/param, inside the guide's range.
     one = mem("llama-2-7b", gpu="mi325x", training={**GUIDE, "seq_len": 4096, "global_batch": 1})
     assert one["gradients"] == 2 * LLAMA2_7B and one["detail"]["backward_timing"] == -2 * LLAMA2_7B
     assert one["activations"] == acc["activations"]
-    assert 18 < one["total"] / LLAMA2_7B < 18.5
+    assert 18.5 < one["total"] / LLAMA2_7B < 19
     assert acc["total"] - one["total"] == pytest.approx(1.05 * 2 * LLAMA2_7B, rel=1e-9)  # + 5% fragmentation
 
 
