@@ -57,6 +57,24 @@ def test_catalogue_names_aliases_and_case(ref: str) -> None:
     assert spec.params == 8_030_261_248 and spec.n_kv_heads == 8
 
 
+def test_evaluate_llama_3_8b_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama 3 8B has Llama 3.1 8B's shapes (only the context and RoPE scaling differ): 8,030,261,248
+    from gpuplan.cli import main
+
+    assert main(["evaluate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert model["params"] == 8_030_261_248 == load_model("llama-3.1-8b").params
+
+
+@pytest.mark.parametrize(("ref", "mid"), [
+    ("llama3-8b", "llama-3-8b"), ("meta-llama-3-8b", "llama-3-8b"), ("llama-3-8b-instruct", "llama-3-8b"),
+    ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"), ("Llama3-70B", "llama-3-70b"),
+    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b")])
+def test_new_catalogue_aliases(ref: str, mid: str) -> None:
+    assert load_model(ref).params == load_model(mid).params
+    assert load_model(ref).name == load_model(mid).name
+
+
 def test_name_override() -> None:
     assert load_model("gpt2", name="my-gpt").name == "my-gpt"
 
