@@ -69,7 +69,9 @@ def test_evaluate_llama_3_8b_by_name(capsys: pytest.CaptureFixture[str]) -> None
 @pytest.mark.parametrize(("ref", "mid"), [
     ("llama3-8b", "llama-3-8b"), ("meta-llama-3-8b", "llama-3-8b"), ("llama-3-8b-instruct", "llama-3-8b"),
     ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"), ("Llama3-70B", "llama-3-70b"),
-    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b")])
+    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b"), ("Qwen/Qwen2-7B-Instruct", "qwen2-7b"),
+    ("01-ai/Yi-1.5-34B-Chat", "yi-1.5-34b"), ("deepseek-llm-7b-base", "deepseek-llm-7b"),
+    ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "tinyllama-1.1b")])
 def test_new_catalogue_aliases(ref: str, mid: str) -> None:
     assert load_model(ref).params == load_model(mid).params
     assert load_model(ref).name == load_model(mid).name
