@@ -83,6 +83,12 @@ def test_qwen15_moe_active() -> None:
     assert abs(_active("qwen1.5-moe-a2.7b") - 2.7e9) <= 0.05e9
 
 
+def test_deepseek_v2_active() -> None:
+    # source: DeepSeek-V2 technical report (arXiv 2405.04434) abstract: "236B total parameters, of which 21B
+    # are activated for each token" (rounded to 1B). Ours is 21.38B with the 0.52B input embedding, 20.85B without.
+    assert abs(_active("deepseek-v2") - 21e9) <= 0.5e9
+
+
 def test_deepseek_v3_active() -> None:
     # source: DeepSeek-V3 technical report (arXiv 2412.19437) abstract: "671B total parameters with
     # 37B activated for each token". Our convention counts the input embedding (0.93B) as active;
