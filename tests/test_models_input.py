@@ -71,7 +71,9 @@ def test_evaluate_llama_3_8b_by_name(capsys: pytest.CaptureFixture[str]) -> None
     ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"), ("Llama3-70B", "llama-3-70b"),
     ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b"), ("Qwen/Qwen2-7B-Instruct", "qwen2-7b"),
     ("01-ai/Yi-1.5-34B-Chat", "yi-1.5-34b"), ("deepseek-llm-7b-base", "deepseek-llm-7b"),
-    ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "tinyllama-1.1b")])
+    ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "tinyllama-1.1b"), ("Qwen/Qwen1.5-7B-Chat", "qwen1.5-7b"),
+    ("qwen1_5-72b", "qwen1.5-72b"), ("deepseek-ai/deepseek-llm-67b-chat", "deepseek-llm-67b"),
+    ("DeepSeek-V2-Chat", "deepseek-v2"), ("deepseek-ai/DeepSeek-V2", "deepseek-v2")])
 def test_new_catalogue_aliases(ref: str, mid: str) -> None:
     assert load_model(ref).params == load_model(mid).params
     assert load_model(ref).name == load_model(mid).name
