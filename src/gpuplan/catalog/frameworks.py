@@ -32,7 +32,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
-    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy"),
+    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy", "lora_input"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
@@ -412,3 +412,11 @@ def norm_keeps_fp32_copy(framework: str) -> bool:
     instead of a fused kernel that keeps its input."""
     fact = get_framework(framework).memory.get("norm_fp32_copy")
     return fact is not None and fact.value is True
+
+
+@cache
+def lora_keeps_shared_input(framework: str) -> bool:
+    """Whether the framework's LoRA adapters keep their input tensor itself (frameworks.json ``memory.lora_input``
+    "shared": torchtune's LoRALinear) rather than a copy each (PEFT's cast to its fp32 adapters, the default)."""
+    fact = get_framework(framework).memory.get("lora_input")
+    return fact is not None and fact.value == "shared"
