@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -260,3 +261,24 @@ def test_bad_safetensors_header(tmp_path: Path) -> None:
 
 def test_wrong_reference_type() -> None:
     assert "name, a path or a mapping" in err(42)
+
+
+def test_params_with_head_counts() -> None:
+    # LLaMA-33B as published (Touvron et al. 2023, Table 2): 60 layers, hidden 6656, 52 heads
+    m = load_model({"params": 32.5e9, "layers": 60, "hidden": 6656, "heads": 52})
+    assert (m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim) == (60, 6656, 52, 52, 128)
+    # Llama-2-70B's grouped-query attention: 64 query heads share 8 key/value heads
+    g = load_model({"params": 70e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8})
+    assert (g.n_heads, g.n_kv_heads, g.head_dim) == (64, 8, 128)
+    assert g.params == 70_000_000_000 and "8 key/value heads" in g.assumed[0]
+
+
+@pytest.mark.parametrize(("hints", "words"), [
+    ({"hidden": 4096, "heads": 30}, "heads 30 do not divide hidden 4096"),
+    ({"heads": 32, "kv_heads": 5}, "kv_heads 5 must divide heads 32"),
+    ({"heads": 32, "kv_heads": 64}, "kv_heads 64 must divide heads 32"),
+    ({"heads": 0}, "heads = 0 is not a positive whole number"),
+])
+def test_params_with_impossible_head_counts_is_one_clear_error(hints, words) -> None:
+    with pytest.raises(GpuplanError, match=re.escape(words)):
+        load_model({"params": 7e9, **hints})
