@@ -189,6 +189,31 @@ def test_olmo2_reads_through_the_generic_mapping_with_a_note():
     assert m.post_norms  # OLMo 2 is post-norm: Megatron's pretrain_gpt.py cannot build it
 
 
+@pytest.mark.parametrize(("cfg", "words"), [
+    # baichuan-inc/Baichuan2-7B-Base config.json (shapes; multi-head attention, W_pack fused q/k/v)
+    ({"model_type": "baichuan", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+      "num_hidden_layers": 32, "vocab_size": 125696, "rms_norm_eps": 1e-6}, "W_pack"),
+    # internlm/internlm2-7b config.json (shapes; GQA 32/8, wqkv fused)
+    ({"model_type": "internlm2", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 92544, "bias": False}, "wqkv"),
+])
+def test_fused_qkv_llama_families_read_as_llama_with_a_note(cfg, words):
+    m = load_model(cfg)
+    llama = load_model({**cfg, "model_type": "llama"})
+    # the fused projections hold the Llama shapes: the same parameters, to the parameter
+    assert m.params == llama.params
+    assert (m.n_heads, m.n_kv_heads, m.ffn) == (llama.n_heads, llama.n_kv_heads, llama.ffn)
+    assert any("generic Llama-shaped decoder mapping" in a and words in a for a in m.assumed)
+
+
+def test_baichuan2_7b_holds_its_published_count():
+    # Baichuan 2 (Yang et al. 2023, arXiv:2309.10305) 7B: hidden 4096, 32 layers, 32 heads, ffn 11008, vocab
+    # 125,696 — 7,505,973,248 parameters with untied embeddings (the "7B" of the paper, 7.5B)
+    m = load_model({"model_type": "baichuan", "hidden_size": 4096, "intermediate_size": 11008,
+                    "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 125696})
+    assert m.params == 32 * (4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096) + 2 * 125696 * 4096 + 4096
+
+
 def test_an_unknown_family_says_how_to_read_it_as_llama():
     with pytest.raises(GpuplanError, match="model_type: llama"):
         load_model({"model_type": "mystery", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

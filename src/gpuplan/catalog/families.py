@@ -78,6 +78,15 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
                     generic="SmolLM3's RoPE-free layers (no_rope_layers) cost the same as the others"),
     "helium": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
                    generic="Helium is read as Llama"),
+    # InternLM2 (internlm/internlm2-*: configuration_internlm2.py, modeling_internlm2.py): Llama's block with
+    # q/k/v fused as wqkv and the MLP as w1/w3/w2 — the same shapes; bias is one key for q/k/v and o
+    "internlm2": dict(tie=False, qkv="bias", o="bias",
+                      generic="InternLM2's fused wqkv and w1/w2/w3 hold the Llama shapes"),
+    # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
+    # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
+    "baichuan": dict(tie=False,
+                     generic="Baichuan 2's fused W_pack holds the q/k/v shapes; the 13B's ALiBi attention bias "
+                     "(no RoPE) is timed as rotary attention"),
 }
 GENERIC_DECODERS = tuple(mt for mt, f in _LLAMA_LIKE.items() if "generic" in f)
 
