@@ -18,7 +18,7 @@ Every constant is in catalog/constants.json or catalog/matmul.json, with its sou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
@@ -29,14 +29,15 @@ from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gath
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
 from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
+from gpuplan.spec._value import ValueHashed, seal
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
            "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
 ELEMENT_BYTES = {"fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
 
 
-@dataclass(frozen=True, slots=True)
-class Device:
+@dataclass(frozen=True, slots=True, eq=False)
+class Device(ValueHashed):
     peak: float          # dense FLOP/s for the matmul precision (clock-scaled under a power cap)
     e_gemm: float        # the most of ``peak`` a step's GEMM reaches: best-shape share x ``sustain``
     gemm: GemmKernel     # the linears' GEMMs at this precision
@@ -48,6 +49,11 @@ class Device:
     attn_kernel: str     # the kernel that runs the attention core (model/attention.py)
     sustain: float       # share of the burst (microbenchmark) rates a training step sustains
     elem: float = 2.0    # bytes per element of a matmul operand
+    # hashed once (spec/_value.py): the step model's memo tables key on devices ~10^5 times a plan
+    _hash: tuple = field(init=False, default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        seal(self)
 
 
 # Tensor cores that scale fp8 in 32-element blocks (OCP MX): NVIDIA Blackwell (5th-generation tensor

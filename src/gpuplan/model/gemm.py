@@ -25,21 +25,23 @@ at 1.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import table
 from gpuplan.catalog.matmul import KernelModel, kernel_model, mamf_row, matmul_sweep
 from gpuplan.spec import GPU
+from gpuplan.spec._value import ValueHashed, seal
 
 SWEEP_SIGMA = 0.5   # octaves: the kernel width of the sweep interpolation (neighbours one octave away weigh e^-2)
 FADE_SIGMA = 1.0    # octaves: how fast the sweep's correction fades beyond the swept box
 SWEEP_REACH2 = 8.0  # squared octaves beyond which a sweep point weighs less than e^-16 (skipped)
 
 
-@dataclass(frozen=True, slots=True)
-class GemmKernel:
-    """What cuBLAS-class GEMMs reach on one GPU at one precision."""
+@dataclass(frozen=True, slots=True, eq=False)
+class GemmKernel(ValueHashed):
+    """What cuBLAS-class GEMMs reach on one GPU at one precision (hashed once: the step model's caches key on
+    the device holding it, and its sweep table is long)."""
 
     peak: float          # dense FLOP/s (clock-scaled under a power cap)
     burst: float         # the best shape's measured share of peak (MAMF)
@@ -50,6 +52,10 @@ class GemmKernel:
     sweep: tuple[tuple[float, float, float, float], ...] = ()  # (log2 m, n, k, log measured/model time)
     box: tuple[tuple[float, float], ...] = ()                   # the sweep's (lo, hi) per log2 dimension
     sustain: float = 1.0  # share of the burst rate a training step sustains (1: a microbenchmark)
+    _hash: tuple = field(init=False, default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        seal(self)
 
 
 def _precision_key(precision: str) -> str:
