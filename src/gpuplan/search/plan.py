@@ -166,7 +166,7 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
         # marked TIGHT — runs like it have run, and others have run out of memory (issue 26: a published run
         # that ran is answered, never "no layout fits" while its predicted peak fits)
         with point_estimates():
-            at_point, widened_p = _search(sc, options, targets, gb, limit, fixed_n, one_node, None)
+            at_point, widened_p = _search(sc, options, targets, gb, limit, fixed_n, one_node, progress)
             closest = at_point.closest()
         # nothing fits even so: the closest miss by its point estimate ("needs X of Y GiB")
         tight = any(fixed_n is None or c.gpus == fixed_n for c in at_point.best.values())
