@@ -27,7 +27,7 @@ def test_the_server_empties_them_every_thousand_answers(monkeypatch):
     from gpuplan.serve import pool
 
     calls = []
-    monkeypatch.setattr("gpuplan.model.caches.clear_model_caches", lambda: calls.append(1) or 0)
+    monkeypatch.setattr("gpuplan.api.clear_model_caches", lambda: calls.append(1) or 0)
     monkeypatch.setattr(pool, "_count", [0])
     for _ in range(2 * pool.CLEAR_EVERY + 1):
         pool._answered()

@@ -28,6 +28,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.io.options import plan_options, reading_gpu, targets
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.io.schema import FLAG_KEYS
+from gpuplan.model.caches import clear_model_caches
 from gpuplan.model.estimate import Estimate as _Estimate
 from gpuplan.model.estimate import evaluate as _evaluate
 from gpuplan.report.advice import fit_json, plan_json
@@ -41,8 +42,8 @@ from gpuplan.search.rank import Equilibrium, ScalingPoint
 from gpuplan.spec import GPU, Layout, ModelSpec, Scenario
 from gpuplan.spec.options import PlanOptions
 
-__all__ = ["Estimate", "Fit", "Plan", "PlanOptions", "evaluate", "evaluate_scenario", "fit", "get_gpu", "load_model",
-           "plan", "plan_scenario", "scenario"]
+__all__ = ["Estimate", "Fit", "Plan", "PlanOptions", "clear_model_caches", "evaluate", "evaluate_scenario", "fit",
+           "get_gpu", "load_model", "plan", "plan_scenario", "scenario"]
 
 ScenarioInput = str | Path | Mapping[str, Any] | Scenario | None
 

@@ -167,7 +167,7 @@ def test_light_tracker_matches_pytorch_memtracker():
 
     sc = scenario(precision="bf16-pure")
     mine = trace_scenario(sc)["measured"]["memory"]
-    from gpuplan.model.memory import keeps_fp32_norm_copy
+    from gpuplan.model.kept import keeps_fp32_norm_copy
 
     # the norms as the trace builds them for this stack (the generic one: Hugging Face's eager RMSNorm)
     hf_norm = keeps_fp32_norm_copy(sc.model, sc.training)

@@ -24,12 +24,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import (
-    keeps_half_grads,
-    keeps_unsharded_under_pp,
-    lora_keeps_shared_input,
-    norm_keeps_fp32_copy,
-)
+from gpuplan.catalog.framework_memory import keeps_half_grads
+from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
@@ -40,6 +36,7 @@ from gpuplan.model.activations import (
     recompute_working_set,
 )
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
+from gpuplan.model.kept import keeps_fp32_norm_copy, lora_shape, norm_keeps
 from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
@@ -123,41 +120,10 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
     return StageActivations(per_mb, per_mb * flight + extra, logits)
 
 
-def _norm_keeps(eager: bool, method: str, elem: int) -> float:
-    """Bytes per element an RMSNorm keeps: fused, its input; eager (Hugging Face), the fp32 copy of its input
-    and — when its weight trains — the normalized tensor the weight multiplies (a frozen weight needs no
-    gradient, so LoRA/QLoRA keep the fp32 copy only; measured with PEFT, model/activations.py lora_terms)."""
-    if not eager:
-        return elem
-    return 4 + elem if method == "full" else 4
-
-
-def _lora_shape(training: Training) -> dict:
-    """The ActShape fields of a LoRA/QLoRA run (model/activations.py lora_terms): each adapter's own copy of
-    its input — PEFT casts it to the fp32 adapters, and autocast (mixed precision) back to 16-bit (2 B), or
-    without autocast keeps the fp32 copy (pure bf16, 4 B) — unless the framework's adapters keep the input
-    itself (torchtune) or training is fp32 (no cast); autocast's 16-bit copies of the adapter matrices."""
-    if training.method == "full":
-        return {}
-    mixed = training.precision in ("bf16", "fp16", "fp8")
-    shared = lora_keeps_shared_input(training.framework) or training.precision == "fp32"
-    copy = 0.0 if shared else 2.0 if mixed else 4.0
-    return {"method": training.method, "lora_targets": training.lora_targets, "lora_rank": training.lora_rank,
-            "lora_copy": copy, "lora_weight_cast": 2.0 if mixed and not shared else 0.0}
-
-
-def keeps_fp32_norm_copy(model: ModelSpec, training: Training) -> bool:
-    """Whether the model's RMSNorms run as eager ops keeping an fp32 copy of their input (frameworks.json
-    ``memory.norm_fp32_copy``; torch.compile fuses them): what `gpuplan trace` builds, and what the
-    activation count keeps per norm (4 + element bytes instead of the input's element bytes)."""
-    return model.norm == "rmsnorm" and not training.compile and norm_keeps_fp32_copy(training.framework)
-
-
 @lru_cache(maxsize=65536)
 def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                      cp: int, sp: bool, mb: int, recompute: str) -> tuple[float, float, float]:
-    """(activations per micro-batch in flight, activations held once — the recompute working set and
-    the last stage's LM-head inputs —, logits) of one rank."""
+    """(activations per micro-batch in flight, held once — recompute working set, LM-head inputs —, logits)."""
     targets = training.lora_targets if training.method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]
@@ -165,14 +131,13 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
                  flash=training.attention in ("flash", "flash1"), elem=elem,
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
-                 norm_in=_norm_keeps(eager_norm, training.method, elem), **_lora_shape(training))
+                 norm_in=norm_keeps(eager_norm, training.method, elem), **lora_shape(training))
     per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
               + rp.moe_layers * layer_bytes(model, True, x, recompute))
     rep = 1 / x.t if x.sp else 1.0
     if eager_norm and pp > 1 and recompute in ("none", "selective"):
-        # a received stage input is held for its gradient; a fused norm keeps it as its own input (counted in
-        # the layer), an eager one keeps an fp32 copy instead — so the pipeline's copy adds (gpuplan trace:
-        # one elem·s·b·h per micro-batch in flight on stages past the first)
+        # a received stage input is held for its gradient; a fused norm keeps it as its own input, an eager one
+        # an fp32 copy instead: one elem·s·b·h more per micro-batch in flight past the first stage (gpuplan trace)
         per_mb += (vstages - (stage == 0)) * elem * x.s * x.b * model.hidden * rep
     extra = 0.0
     if recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):

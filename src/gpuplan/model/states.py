@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import ddp_bucket_in_param_dtype, ddp_copies_gradients, zero3_buffers
+from gpuplan.catalog.framework_memory import ddp_bucket_in_param_dtype, ddp_copies_gradients
+from gpuplan.catalog.frameworks import zero3_buffers
 from gpuplan.model.params import RankParams
 from gpuplan.spec.job import Training
 from gpuplan.spec.model import ModelSpec

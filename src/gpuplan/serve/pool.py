@@ -80,7 +80,7 @@ def _answered() -> None:
     process (model/caches.py)."""
     _count[0] += 1
     if _count[0] % CLEAR_EVERY == 0:
-        from gpuplan.model.caches import clear_model_caches
+        from gpuplan.api import clear_model_caches
 
         clear_model_caches()
 

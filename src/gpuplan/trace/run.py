@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
-from gpuplan.model.memory import keeps_fp32_norm_copy
+from gpuplan.model.kept import keeps_fp32_norm_copy
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.trace.build import (

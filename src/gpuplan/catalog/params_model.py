@@ -1,0 +1,133 @@
+"""A model given as ``{params: N}`` with optional shape hints: a Llama-like shape derived from the count
+(``from_params``), and the bounded reading of counts (``count``). catalog/models.py routes inline models here."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuplan.catalog.families import MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS, MAX_VOCAB
+from gpuplan.catalog.models import _from_config
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import ModelSpec
+from gpuplan.units import fmt_count
+
+# ---- {params: N} -------------------------------------------------------------------------------
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+_PARAM_KEYS = {"params", "name", "vocab", "vocab_size", "seq", "seq_len", "max_positions", "layers", "hidden",
+               "heads", "kv_heads"}
+
+
+# per key of {params: N}: an example for the error message, and the largest accepted value
+_PARAM_LIMITS = {"params": ("7e9 or '7B'", MAX_PARAMS), "vocab": ("32000", MAX_VOCAB), "seq": ("4096", 2**24),
+                 "layers": ("32", MAX_LAYERS), "hidden": ("4096", MAX_HIDDEN), "heads": ("32", MAX_HIDDEN),
+                 "kv_heads": ("8", MAX_HIDDEN)}
+
+
+def count(v: Any, key: str = "params") -> int:
+    example, limit = _PARAM_LIMITS[key]
+    x: float | None = None
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        x = float(v)
+    elif isinstance(v, str):
+        mm = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*", v.lower())
+        if mm:
+            x = float(mm[1]) * _SUFFIX.get(mm[2], 1)
+    if x is None or not math.isfinite(x) or x <= 0 or x != round(x):
+        raise GpuplanError(f"{key} = {v!r} is not a positive whole number: give e.g. {key}: {example}")
+    if x > limit:
+        raise GpuplanError(f"{key} = {v!r} is more than the limit {limit:,} (far above any real model): "
+                           f"give e.g. {key}: {example}")
+    return int(round(x))
+
+
+# a {params: N} model's layers/hidden hints must give a shape that holds N within this factor (a Llama-like block
+# of width h holds 12·h² parameters: other block designs — wider MLPs, GQA, tied embeddings — stay well inside)
+SHAPE_SLACK = 2.0
+
+
+def from_params(m: Mapping[str, Any]) -> ModelSpec:
+    """Llama-like shape for a bare parameter count.
+
+    Rule (documented in ``assumed``): per block 12·h² parameters (attention 4h², SwiGLU MLP 3·h·8h/3),
+    aspect ratio h ≈ 128·L (Llama-2-7B: 4096 = 128·32), untied embeddings of vocab V (32000 unless
+    given). L = cbrt(N / (12·128²)) rounded to a multiple of 4 (to the integer below 8) unless
+    ``layers`` is given; h solves 12·L·h² + 2·V·h = N, rounded to a multiple of 1024 (128 below
+    1536) unless ``hidden`` is given; head_dim 128 (hidden / ``heads`` when given), as many KV heads as query
+    heads (MHA; ``kv_heads`` when given: GQA/MQA);
+    ffn = 8h/3 rounded to a multiple of 256; RMSNorm, RoPE, max positions = ``seq`` (default 4096).
+    Examples: 7e9 → 32 layers × 4096; 70e9 → 72 × 9216. The parameter count stays the given N.
+    """
+    extra = sorted(set(m) - _PARAM_KEYS)
+    if extra:
+        raise GpuplanError(f"unknown key(s) {', '.join(extra)} in {{params: N}} model: allowed are params, "
+                           f"vocab, seq, layers, hidden, heads, kv_heads, name (or give model_type with Hugging "
+                           f"Face config keys)")
+    n = count(m["params"])
+    V = count(m.get("vocab", m.get("vocab_size", 32000)), "vocab")
+    seq = count(m.get("seq", m.get("seq_len", m.get("max_positions", 4096))), "seq")
+    if "layers" in m:
+        L = count(m["layers"], "layers")
+    elif "hidden" in m:  # the layers that hold n at the given width
+        hh = count(m["hidden"], "hidden")
+        L = max(1, round((n - 2 * V * hh) / (12 * hh * hh)))
+    else:
+        L_real = (n / (12 * 128**2)) ** (1 / 3)
+        L = max(1, round(L_real)) if L_real < 8 else 4 * round(L_real / 4)
+    if "hidden" in m:
+        h = count(m["hidden"], "hidden")
+    else:
+        h_real = (-2 * V + math.sqrt(4 * V * V + 48 * L * n)) / (24 * L)
+        step = 1024 if h_real >= 1536 else 128  # heads a multiple of 8 for large models (tp = 8)
+        h = max(128, step * round(h_real / step))
+    heads, kv = _heads(m, h)
+    ffn = max(256, 256 * round(8 * h / 3 / 256))
+    cfg = {"model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
+           "num_key_value_heads": kv, "intermediate_size": ffn, "vocab_size": V,
+           "max_position_embeddings": seq, "tie_word_embeddings": False}
+    spec = _from_config(cfg, "{params: N} model", str(m.get("name") or f"custom-{fmt_count(n)}"),
+                        check_size=False)  # the derived shape only approximates n (≤ MAX_PARAMS)
+    if "layers" in m or "hidden" in m:
+        _check_shape(m, spec.params_formula, n, L, h)
+    gqa = f"{kv} key/value heads" if kv != heads else "no GQA"
+    rule = (f"shape derived from params={n:,}: Llama-like, {L} layers, hidden {h}, {heads} heads × "
+            f"head_dim {h // heads} ({gqa}), SwiGLU ffn {ffn}, vocab {V}, untied, {seq} positions "
+            f"(rule: 12·L·h² + 2·V·h ≈ N with h ≈ 128·L); params is the given {n:,}, "
+            f"the derived shape holds {spec.params_formula:,}")
+    return dataclasses.replace(spec, params_override=n, params_source="given", assumed=(rule,))
+
+
+
+
+def _heads(m: Mapping[str, Any], h: int) -> tuple[int, int]:
+    """(query heads, key/value heads): head_dim 128 and multi-head attention unless ``heads``/``kv_heads`` say."""
+    heads = max(1, h // 128) if h % 128 == 0 else 1
+    if "heads" in m:
+        heads = count(m["heads"], "heads")
+        if h % heads:
+            raise GpuplanError(f"{{params: N}} model: heads {heads} do not divide hidden {h}: give a head count "
+                               "that divides the hidden size (head_dim = hidden / heads)")
+    kv = heads
+    if "kv_heads" in m:
+        kv = count(m["kv_heads"], "kv_heads")
+        if kv > heads or heads % kv:
+            raise GpuplanError(f"{{params: N}} model: kv_heads {kv} must divide heads {heads} (grouped-query "
+                               "attention shares each key/value head among heads / kv_heads query heads)")
+    return heads, kv
+
+
+def _check_shape(m: Mapping[str, Any], formula: int, n: int, L: int, h: int) -> None:
+    """Given layers/hidden must give a shape within the limit that holds ``n`` within ``SHAPE_SLACK``."""
+    if formula > MAX_PARAMS:
+        raise GpuplanError(f"{{params: N}} model: layers {L} × hidden {h} give a shape of "
+                           f"{formula:.3g} parameters, more than the limit {MAX_PARAMS:.0e}: "
+                           "lower layers or hidden (or leave them out to derive them from params)")
+    if not 1 / SHAPE_SLACK <= formula / n <= SHAPE_SLACK:
+        given = " × ".join(f"{k} {m[k]}" for k in ("layers", "hidden") if k in m)
+        raise GpuplanError(f"{{params: N}} model: {given} hold{'s' if len(given.split(' × ')) == 1 else ''} "
+                           f"{formula:.3g} parameters in a Llama-like shape (layers {L}, hidden {h}), "
+                           f"not the {n:.3g} given: the shape contradicts the count — drop layers/hidden, or give "
+                           f"values whose shape holds params within a factor {SHAPE_SLACK:g}")
