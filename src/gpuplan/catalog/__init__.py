@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
+
+from gpuplan.errors import GpuplanError
 
 
 @cache
@@ -22,3 +25,22 @@ def load_json(name: str) -> Any:
     """A data file of this package, e.g. ``gpus.json`` or ``models/index.json`` — a fresh copy, so
     no caller can change what the next one reads."""
     return copy.deepcopy(_read(name))
+
+
+def bad_key(where: str, key: str, why: str) -> GpuplanError:
+    """One catalogue row's problem: ``{where}: {key} {why}``."""
+    return GpuplanError(f"{where}: {key} {why}")
+
+
+def reject_unknown(row: Mapping[str, Any], where: str, allowed: Iterable[str], why: str) -> None:
+    """A catalogue row (built-in or the user's) holds only ``allowed`` keys; the first other one is named."""
+    unknown = sorted(set(row) - set(allowed))
+    if unknown:
+        raise bad_key(where, unknown[0], why)
+
+
+def require(row: Mapping[str, Any], where: str, required: Iterable[str], note: str = "") -> None:
+    """A catalogue row gives every ``required`` key; ``note`` says how where one is missing."""
+    missing = [k for k in required if row.get(k) is None]
+    if missing:
+        raise GpuplanError(f"{where}: missing {', '.join(missing)}{note}")

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from gpuplan.catalog import load_json
-from gpuplan.errors import GpuplanError
+from gpuplan.catalog import bad_key, load_json, reject_unknown, require
 
 PRICINGS = ("on_demand", "spot", "reserved_1y")
 GEOS = ("eu", "us", "asia", "other", "any")
@@ -66,54 +65,47 @@ class Price:
                 "user": self.user}
 
 
-def _bad(where: str, key: str, why: str) -> GpuplanError:
-    return GpuplanError(f"{where}: {key} {why}")
-
-
 def parse_date(value: Any, where: str) -> dt.date:
     """A row's date: YYYY-MM-DD, or YYYY-MM (the first of the month); YAML may give a date already."""
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value
     if not isinstance(value, str) or not DATE.match(value):
-        raise _bad(where, "date", f"must be YYYY-MM-DD (when the price was read), got {str(value)[:40]!r}")
+        raise bad_key(where, "date", f"must be YYYY-MM-DD (when the price was read), got {str(value)[:40]!r}")
     try:
         return dt.date.fromisoformat(value if len(value) == 10 else f"{value}-01")
     except ValueError:
-        raise _bad(where, "date", f"is not a calendar date: {value!r}") from None
+        raise bad_key(where, "date", f"is not a calendar date: {value!r}") from None
 
 
 def check_price_row(row: Mapping[str, Any], where: str, gpu_ids: Iterable[str], today: dt.date) -> None:
     """The rules of a prices.json row (``gpu_ids``: the catalogue's GPU ids, built-in and the user's)."""
-    unknown = sorted(set(row) - set(PRICE_KEYS))
-    if unknown:
-        raise _bad(where, unknown[0], f"is not a price key: use the keys of prices.json ({', '.join(PRICE_REQUIRED)})")
-    missing = [k for k in PRICE_REQUIRED if row.get(k) is None]
-    if missing:
-        raise GpuplanError(f"{where}: missing {', '.join(missing)}")
+    reject_unknown(row, where, PRICE_KEYS,
+                   f"is not a price key: use the keys of prices.json ({', '.join(PRICE_REQUIRED)})")
+    require(row, where, PRICE_REQUIRED)
     for key in ("provider", "region"):
         v = row[key]
         if not isinstance(v, str) or not (NAME.match(v) or (key == "region" and v == ANY_REGION)):
-            raise _bad(where, key, f"must be a lower-case name (letters, digits, . _ -), got {str(v)[:40]!r}")
+            raise bad_key(where, key, f"must be a lower-case name (letters, digits, . _ -), got {str(v)[:40]!r}")
     if row["geo"] not in GEOS:
-        raise _bad(where, "geo", f"must be one of {', '.join(GEOS)}, got {str(row['geo'])[:20]!r}")
+        raise bad_key(where, "geo", f"must be one of {', '.join(GEOS)}, got {str(row['geo'])[:20]!r}")
     if (row["region"] == ANY_REGION) != (row["geo"] == "any"):
-        raise _bad(where, "geo", "is 'any' exactly when region is '*' (one price in every region)")
+        raise bad_key(where, "geo", "is 'any' exactly when region is '*' (one price in every region)")
     if row["gpu"] not in set(gpu_ids):
-        raise _bad(where, "gpu", f"{str(row['gpu'])[:40]!r} is not a catalogue GPU id (`gpuplan gpus` lists them)")
+        raise bad_key(where, "gpu", f"{str(row['gpu'])[:40]!r} is not a catalogue GPU id (`gpuplan gpus` lists them)")
     if row["pricing"] not in PRICINGS:
-        raise _bad(where, "pricing", f"must be one of {', '.join(PRICINGS)}, got {str(row['pricing'])[:20]!r}")
+        raise bad_key(where, "pricing", f"must be one of {', '.join(PRICINGS)}, got {str(row['pricing'])[:20]!r}")
     usd = row["usd_per_gpu_hour"]
     if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) \
             or not 0 < usd <= MAX_USD_PER_GPU_HOUR:
-        raise _bad(where, "usd_per_gpu_hour", f"must be a price in USD above 0 and at most {MAX_USD_PER_GPU_HOUR}, "
-                   f"got {str(usd)[:40]!r}")
+        raise bad_key(where, "usd_per_gpu_hour", f"must be a price in USD above 0 and at most {MAX_USD_PER_GPU_HOUR}, "
+                      f"got {str(usd)[:40]!r}")
     if parse_date(row["date"], where) > today:
-        raise _bad(where, "date", f"{row['date']} is in the future: date a price when it was read")
+        raise bad_key(where, "date", f"{row['date']} is in the future: date a price when it was read")
     for key in ("source", "instance", "via", "notes"):
         v = row.get(key)
         if (v is not None or key == "source") and (not isinstance(v, str) or not v.strip() or len(v) > 2000):
-            raise _bad(where, key, "must be a non-empty text" + (" (the page or contract the price is from)"
-                                                                  if key == "source" else ""))
+            raise bad_key(where, key, "must be a non-empty text" + (" (the page or contract the price is from)"
+                                                                     if key == "source" else ""))
 
 
 def _price(row: Mapping[str, Any], user: bool) -> Price:

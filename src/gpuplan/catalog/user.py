@@ -28,7 +28,7 @@ from typing import Any
 
 from gpuplan.bounds import load_json as bounded_json
 from gpuplan.bounds import load_yaml, read_regular
-from gpuplan.catalog import load_json
+from gpuplan.catalog import bad_key, load_json, reject_unknown, require
 from gpuplan.errors import GpuplanError, plain, shown
 
 ENV = "GPUPLAN_CATALOG"
@@ -68,38 +68,31 @@ def catalog_path() -> str | None:
 
 
 # ---- the rules every row obeys, built-in or the user's ----------------------------------------------
-def _bad(where: str, key: str, why: str) -> GpuplanError:
-    return GpuplanError(f"{where}: {key} {why}")
-
-
 def _number(row: Mapping[str, Any], key: str, where: str, whole: bool = False) -> None:
     v = row.get(key)
     if v is None:
         return
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 < v <= MAX_FIGURE:
-        raise _bad(where, key, f"must be a positive number in the catalogue's unit, got {str(v)[:40]!r}")
+        raise bad_key(where, key, f"must be a positive number in the catalogue's unit, got {str(v)[:40]!r}")
     if whole and v != int(v):
-        raise _bad(where, key, f"must be a whole number, got {v!r}")
+        raise bad_key(where, key, f"must be a whole number, got {v!r}")
 
 
 def _text(row: Mapping[str, Any], key: str, where: str) -> None:
     v = row.get(key)
     if not isinstance(v, str) or not v.strip() or len(v) > 2000:
-        raise _bad(where, key, "must be a non-empty text" + (" (cite the datasheet)" if key == "source" else ""))
+        raise bad_key(where, key, "must be a non-empty text" + (" (cite the datasheet)" if key == "source" else ""))
 
 
 def check_gpu_row(row: Mapping[str, Any], where: str, scale_up_fabrics: Mapping[str, str]) -> None:
     """The rules of a gpus.json row (``scale_up_fabrics``: fabric id → kind)."""
-    unknown = sorted(set(row) - set(GPU_KEYS))
-    if unknown:
-        raise _bad(where, unknown[0], f"is not a GPU key: use the keys of gpus.json ({', '.join(GPU_REQUIRED)}, ...)")
-    missing = [k for k in GPU_REQUIRED if row.get(k) is None]
-    if missing:
-        raise GpuplanError(f"{where}: missing {', '.join(missing)} (or give base: a catalogue GPU to start from)")
+    reject_unknown(row, where, GPU_KEYS,
+                   f"is not a GPU key: use the keys of gpus.json ({', '.join(GPU_REQUIRED)}, ...)")
+    require(row, where, GPU_REQUIRED, " (or give base: a catalogue GPU to start from)")
     for key in ("id", "name", "source"):
         _text(row, key, where)
     if row["vendor"] not in VENDORS:
-        raise _bad(where, "vendor", f"must be one of {', '.join(VENDORS)}, got {row['vendor']!r}")
+        raise bad_key(where, "vendor", f"must be one of {', '.join(VENDORS)}, got {row['vendor']!r}")
     for key in GPU_NUMBERS:
         _number(row, key, where, key in GPU_WHOLE)
     bf16, fp16, fp8 = row.get("bf16_dense_tflops"), row.get("fp16_dense_tflops"), row.get("fp8_dense_tflops")
@@ -109,36 +102,33 @@ def check_gpu_row(row: Mapping[str, Any], where: str, scale_up_fabrics: Mapping[
         raise GpuplanError(f"{where}: fp16_dense_tflops {fp16} must be at least bf16_dense_tflops {bf16}")
     if scale_up_fabrics.get(row["scale_up"]) != "scale_up":
         known = ", ".join(sorted(k for k, v in scale_up_fabrics.items() if v == "scale_up"))
-        raise _bad(where, "scale_up", f"{row['scale_up']!r} is not a scale-up fabric: one of {known}")
+        raise bad_key(where, "scale_up", f"{row['scale_up']!r} is not a scale-up fabric: one of {known}")
     if row.get("price_usd_per_gpu_hour") is not None and not row.get("price_date"):
-        raise _bad(where, "price_date", "must date the price (e.g. 2026-05): prices change")
+        raise bad_key(where, "price_date", "must date the price (e.g. 2026-05): prices change")
     aliases = row.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
-        raise _bad(where, "aliases", "must be a list of names")
+        raise bad_key(where, "aliases", "must be a list of names")
 
 
 def check_fabric_row(row: Mapping[str, Any], where: str) -> None:
     """The rules of a fabrics.json row."""
     kind = row.get("kind")
     if kind not in FABRIC_KEYS:
-        raise _bad(where, "kind", f"must be scale_up or scale_out, got {kind!r}")
-    unknown = sorted(set(row) - set(FABRIC_COMMON) - set(FABRIC_KEYS[kind]))
-    if unknown:
-        raise _bad(where, unknown[0], f"is not a {kind} fabric key ({', '.join(FABRIC_KEYS[kind])}, latency_us)")
+        raise bad_key(where, "kind", f"must be scale_up or scale_out, got {kind!r}")
+    reject_unknown(row, where, (*FABRIC_COMMON, *FABRIC_KEYS[kind]),
+                   f"is not a {kind} fabric key ({', '.join(FABRIC_KEYS[kind])}, latency_us)")
     for key in ("id", "name", "source"):
         _text(row, key, where)
     need = ("gb_per_s_per_gpu", "domain_gpus") if kind == "scale_up" else ("link_gbit_per_s",)
-    missing = [k for k in need if row.get(k) is None]
-    if missing:
-        raise GpuplanError(f"{where}: missing {', '.join(missing)} for a {kind} fabric")
+    require(row, where, need, f" for a {kind} fabric")
     for key in (*FABRIC_KEYS[kind], "latency_us"):
         if key not in ("transport", "collective_curve", "collective_ramp"):
             _number(row, key, where, key in ("domain_gpus", "links_per_node"))
     if row.get("transport") is not None and row["transport"] not in TRANSPORTS:
-        raise _bad(where, "transport", f"must be one of {', '.join(TRANSPORTS)}, got {str(row['transport'])[:40]!r}")
+        raise bad_key(where, "transport", f"must be one of {', '.join(TRANSPORTS)}, got {str(row['transport'])[:40]!r}")
     for key in ("efficiency", "nvls_efficiency"):
         if row.get(key) is not None and row[key] > 1:
-            raise _bad(where, key, f"is a share of line rate (≤ 1), got {row[key]}")
+            raise bad_key(where, key, f"is a share of line rate (≤ 1), got {row[key]}")
     if kind == "scale_up":
         _check_curve(row, where)
 
@@ -151,28 +141,28 @@ def _check_curve(row: Mapping[str, Any], where: str) -> None:
     source) or the id of a fabric whose sweep this one shares; ``collective_ramp``: such an id."""
     c = row.get("collective_curve")
     if isinstance(row.get("collective_ramp"), str) and c is not None:
-        raise _bad(where, "collective_ramp", "borrows a ramp only where the row has no collective_curve")
+        raise bad_key(where, "collective_ramp", "borrows a ramp only where the row has no collective_curve")
     for key in ("collective_ramp", *(("collective_curve",) if isinstance(c, str) else ())):
         if row.get(key) is not None and (not isinstance(row[key], str) or not row[key].strip()):
-            raise _bad(where, key, "must name a fabric id with a collective_curve")
+            raise bad_key(where, key, "must name a fabric id with a collective_curve")
     if c is None or isinstance(c, str):
         return
     if not isinstance(c, Mapping):
-        raise _bad(where, "collective_curve", "must be a measured sweep (a mapping) or a fabric id")
+        raise bad_key(where, "collective_curve", "must be a measured sweep (a mapping) or a fabric id")
     for key, allowed in CURVE_KEYS.items():
         if c.get(key) not in allowed:
-            raise _bad(where, f"collective_curve.{key}",
-                       f"must be one of {', '.join(allowed)}, got {str(c.get(key))[:40]!r}")
+            raise bad_key(where, f"collective_curve.{key}",
+                          f"must be one of {', '.join(allowed)}, got {str(c.get(key))[:40]!r}")
     sizes, bus = c.get("bytes"), c.get("busbw_gb_per_s")
     if not isinstance(c.get("gpus"), int) or c["gpus"] < 2:
-        raise _bad(where, "collective_curve.gpus", "must be the group size of the sweep (≥ 2)")
+        raise bad_key(where, "collective_curve.gpus", "must be the group size of the sweep (≥ 2)")
     if not (isinstance(sizes, list) and isinstance(bus, list) and 2 <= len(sizes) == len(bus) <= 64):
-        raise _bad(where, "collective_curve", "needs bytes and busbw_gb_per_s lists of the same length (2 to 64)")
+        raise bad_key(where, "collective_curve", "needs bytes and busbw_gb_per_s lists of the same length (2 to 64)")
     for i in range(len(sizes)):
         _number({"bytes": sizes[i], "busbw": bus[i]}, "busbw", f"{where}: collective_curve")
         if isinstance(sizes[i], bool) or not isinstance(sizes[i], int | float) or not 0 < sizes[i] < 2**50 \
                 or (i and not sizes[i] > sizes[i - 1]):
-            raise _bad(where, "collective_curve.bytes", "must be ascending positive message sizes in bytes")
+            raise bad_key(where, "collective_curve.bytes", "must be ascending positive message sizes in bytes")
     _text(c, "source", f"{where}: collective_curve")
 
 
@@ -275,7 +265,7 @@ def _check_lender(row: Mapping[str, Any], rows: list[dict], where: str) -> None:
         ref = row.get(key)
         if isinstance(ref, str) and not any(r["id"] == ref and isinstance(r.get("collective_curve"), Mapping)
                                             for r in rows):
-            raise _bad(where, key, f"names {ref[:40]!r}, which is not a fabric with a measured collective_curve")
+            raise bad_key(where, key, f"names {ref[:40]!r}, which is not a fabric with a measured collective_curve")
 
 
 def _user_gpus(entries: list[Any], path: str, kinds: Mapping[str, str]) -> list[dict]:
@@ -325,7 +315,7 @@ def _based(e: Mapping[str, Any], rows: list[dict], where: str) -> dict:
     row = next((dict(r) for r in rows if key in (r["id"].lower(), *(a.lower() for a in r.get("aliases", [])))),
                None)
     if row is None:
-        raise _bad(where, "base", f"{base!r} is not a catalogue GPU (`gpuplan gpus` lists them)")
+        raise bad_key(where, "base", f"{base!r} is not a catalogue GPU (`gpuplan gpus` lists them)")
     for drop in ("aliases", "notes", "price_usd_per_gpu_hour", "price_date", "price_source"):
         row.pop(drop, None)
     if "memory_gib" in e:
