@@ -199,21 +199,12 @@ class Search(Book):
         peaks = [self._peak((split, fam, mb, sp, off)) for mb in mbs]
         out = []
         for t, hw in hws.items():
-            plain = plain_limit(hw, self.tr, self.sc.corrections, off != "none", split.tp > 1 or split.pp > 1)
-            if plain is not None:  # the verdict is a comparison here
-                factor, limit = plain
-                fit = [j for j, (total, _) in enumerate(peaks) if total * factor <= limit]
-                self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
-                out += [(t, j, mbs[j]) for j in fit]
-                continue
-            for j, (total, offloaded) in enumerate(peaks):
-                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
-                if not v.host_ok:
-                    self.rejected[OUT_OF_HOST_MEMORY] += 1
-                elif not v.fits:
-                    self.rejected[OUT_OF_MEMORY] += 1
-                else:
+            for j, peak in enumerate(peaks):
+                fits = self._fits_peak(hw, peak, split, off)
+                if fits:
                     out.append((t, j, mbs[j]))
+                else:
+                    self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
         return out
 
     def _floors_fit(self, hws: dict[int, Hardware], split: Split, fams: list[Family], sp: bool, off: str
@@ -308,13 +299,17 @@ class Search(Book):
     def _fits(self, hw: Hardware, where: Where) -> bool | None:
         """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
         host memory (the caller counts)."""
-        split, off = where[0], where[4]
+        return self._fits_peak(hw, self._peak(where), where[0], where[4])
+
+    def _fits_peak(self, hw: Hardware, peak: tuple[float, float], split: Split, off: str) -> bool | None:
+        """``memory.verdict`` on a (total, offloaded) peak, as the plain comparison where it reduces to one
+        (``plain_limit``, kept per GPU type, count and kind of layout)."""
         mp = split.tp > 1 or split.pp > 1
         key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp)
         if key not in self._plain:
             self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp)
         plain = self._plain[key]
-        total, offloaded = self._peak(where)
+        total, offloaded = peak
         if plain is not None:  # the verdict is a comparison here
             return total * plain[0] <= plain[1]
         v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, mp)
