@@ -162,7 +162,7 @@ def lora_terms(m: ModelSpec, moe_layer: bool, x: ActShape, terms: dict[str, floa
         if "shared_expert_mlp" in out:
             out["shared_expert_mlp"] = (2 * e + inner) * s * b * m.shared_ffn / t
     kept = 0.0
-    shared: set[str] = set()
+    shared: set[tuple[str, bool]] = set()  # (weight group, row-parallel) of the inputs adapters keep themselves
     for w in adapted:
         leaf = w.name.rsplit(".", 1)[-1]
         out_f, in_f = w.shape
@@ -171,12 +171,11 @@ def lora_terms(m: ModelSpec, moe_layer: bool, x: ActShape, terms: dict[str, floa
         if x.lora_copy:
             kept += x.lora_copy * s * b * local_in * w.count
         elif not base_keeps and not (row and w.group == "attention"):  # the heads' output: kept by attention
-            shared.add(f"{w.group}:{'row' if row else 'col'}")
+            shared.add((w.group, row))
         kept += e * s * b * x.lora_rank * w.count  # the rank-r output the second matrix reads
         kept += x.lora_weight_cast * x.lora_rank * (out_f + in_f) / t * w.count
-    for key in shared:  # the input tensor itself, once for the adapters that share it
-        group, side = key.split(":")
-        width = (m.ffn if group == "mlp" else m.shared_ffn) / t if side == "row" else m.hidden * rep
+    for group, row in shared:  # the input tensor itself, once for the adapters that share it
+        width = (m.ffn if group == "mlp" else m.shared_ffn) / t if row else m.hidden * rep
         kept += x.linear_in * s * b * width
     out["lora_inputs"] = kept
     return out
