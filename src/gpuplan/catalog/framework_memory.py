@@ -9,21 +9,25 @@ from functools import cache
 from gpuplan.catalog.frameworks import get_framework
 
 
+def _memory_fact(framework: str, name: str) -> object:
+    """The value of the profile's ``memory.<name>`` fact, or None where it states none."""
+    fact = get_framework(framework).memory.get(name)
+    return None if fact is None else fact.value
+
+
 @cache
 def ddp_copies_gradients(framework: str) -> bool:
     """Whether the framework's plain DDP (ZeRO-0) keeps its all-reduce buckets beside the gradients — one more
     gradient-sized buffer (frameworks.json ``memory.ddp_bucket_copy``: PyTorch DDP's gradient_as_bucket_view
     defaults to False); else buckets are views of one contiguous gradient buffer (Megatron) or two in flight."""
-    fact = get_framework(framework).memory.get("ddp_bucket_copy")
-    return fact is not None and fact.value in (True, "param")
+    return _memory_fact(framework, "ddp_bucket_copy") in (True, "param")
 
 
 @cache
 def ddp_bucket_in_param_dtype(framework: str) -> bool:
     """Whether that DDP bucket copy is in the parameters' dtype rather than the kept gradients' (``memory.
     ddp_bucket_copy`` "param": nanotron wraps bf16 parameters in torch DDP beside its own fp32 gradient buffer)."""
-    fact = get_framework(framework).memory.get("ddp_bucket_copy")
-    return fact is not None and fact.value == "param"
+    return _memory_fact(framework, "ddp_bucket_copy") == "param"
 
 
 @cache
@@ -31,8 +35,7 @@ def keeps_half_grads(framework: str) -> bool:
     """Whether each micro-batch's backward leaves a parameter-dtype ``.grad`` of every parameter of the stage
     beside the fp32 gradient buffer until it returns (frameworks.json ``memory.half_grads``: nanotron's
     FP32GradientAccumulator.backward adds them into the fp32 buffer only after ``loss.backward()``)."""
-    fact = get_framework(framework).memory.get("half_grads")
-    return fact is not None and fact.value is True
+    return _memory_fact(framework, "half_grads") is True
 
 
 @cache
@@ -40,13 +43,11 @@ def norm_keeps_fp32_copy(framework: str) -> bool:
     """Whether the framework's RMSNorm runs as eager ops that keep an fp32 copy of its input and the
     normalized tensor for backward (frameworks.json ``memory.norm_fp32_copy``: Hugging Face's LlamaRMSNorm),
     instead of a fused kernel that keeps its input."""
-    fact = get_framework(framework).memory.get("norm_fp32_copy")
-    return fact is not None and fact.value is True
+    return _memory_fact(framework, "norm_fp32_copy") is True
 
 
 @cache
 def lora_keeps_shared_input(framework: str) -> bool:
     """Whether the framework's LoRA adapters keep their input tensor itself (frameworks.json ``memory.lora_input``
     "shared": torchtune's LoRALinear) rather than a copy each (PEFT's cast to its fp32 adapters, the default)."""
-    fact = get_framework(framework).memory.get("lora_input")
-    return fact is not None and fact.value == "shared"
+    return _memory_fact(framework, "lora_input") == "shared"
