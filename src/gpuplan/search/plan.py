@@ -161,7 +161,7 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
         and is_fine_tune(sc.training)
     search, widened = _search(sc, options, targets, gb, limit, fixed_n, one_node, progress)
     tight, closest = False, search.closest()
-    if not any(fixed_n is None or c.gpus == fixed_n for c in search.best.values()):
+    if not _answers(search, fixed_n):
         # nothing surely fits (the peak's 80 % interval, memory.verdict): the best whose point estimate fits,
         # marked TIGHT — runs like it have run, and others have run out of memory (issue 26: a published run
         # that ran is answered, never "no layout fits" while its predicted peak fits)
@@ -169,10 +169,15 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
             at_point, widened_p = _search(sc, options, targets, gb, limit, fixed_n, one_node, progress)
             closest = at_point.closest()
         # nothing fits even so: the closest miss by its point estimate ("needs X of Y GiB")
-        tight = any(fixed_n is None or c.gpus == fixed_n for c in at_point.best.values())
+        tight = _answers(at_point, fixed_n)
         search, widened = at_point, widened_p
     res = replace(_result(sc, options, targets, search, fixed_n, closest), tight=tight)
     return replace(res, one_node=one_node, widened=tuple(widened)) if one_node else res
+
+
+def _answers(search: Search, fixed_n: int | None) -> bool:
+    """Whether the search found a layout where the answer is asked: the given count, or any when it is open."""
+    return any(fixed_n is None or c.gpus == fixed_n for c in search.best.values())
 
 
 def _search(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], gb: int, limit: int,
