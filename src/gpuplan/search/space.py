@@ -18,7 +18,6 @@ Fields the scenario fixes are kept."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -165,6 +164,8 @@ def own_peak(split: Split, schedule: str, vstages: int, shard: Shard, global_bat
         return True
     if split.pp == 1:
         return False
-    cap = {"gpipe": math.inf, "interleaved": split.pp + (split.pp - 1) / vstages,
-           "dualpipe": split.pp + 1}.get(schedule, split.pp)
+    if schedule == "gpipe":  # every micro-batch in flight: always the whole batch
+        return True
+    cap = split.pp + (split.pp - 1) / vstages if schedule == "interleaved" else \
+        split.pp + 1 if schedule == "dualpipe" else split.pp
     return global_batch // (split.dp * mb) < cap
