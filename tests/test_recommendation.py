@@ -45,6 +45,28 @@ def test_a_deadline_gives_the_cheapest_run_that_meets_it():
     assert all(c["time"]["train_s"] <= 14 * DAY for c in res["candidates"])
 
 
+def test_a_deadline_met_only_by_the_point_estimate_says_so_and_names_a_run_that_meets_it_at_the_upper_end():
+    # 1.4T tokens of a 7B in 14 days: the cheapest run that meets it on its prediction (13.6 d) reaches past
+    # the deadline at the upper end of its 80 % interval (18.2 d)
+    res = _plan(model="{params: 7e9}", gpu="h100-sxm", tokens="1.4T", deadline_s="14d")
+    rec, best = res["recommendation"], res["best"]
+    upper = best["time"]["interval"]["train_s"]["p90"]
+    assert best["time"]["train_s"] <= 14 * DAY < upper
+    risk = rec["deadline_risk"]
+    assert risk["train_s_p90"] == upper and "past the deadline" in rec["text"]
+    # the cheapest run that meets the deadline even there: more GPUs (the same work done faster) and dearer
+    safe = risk["safe"]
+    assert safe["train_s_p90"] <= 14 * DAY and safe["gpus"] > rec["gpus"] and safe["usd"] >= best["cost"]["usd"]
+    assert f"{safe['gpus']}× {safe['gpu']} meets it even there" in rec["text"]
+
+
+def test_no_deadline_risk_when_the_deadline_is_generous():
+    res = _plan(model="{params: 7e9}", gpu="h100-sxm", tokens="1.4T", deadline_s="365d")
+    rec = res["recommendation"]
+    assert rec["rule"] == "deadline" and "deadline_risk" not in rec
+    assert res["best"]["time"]["interval"]["train_s"]["p90"] <= 365 * DAY
+
+
 def test_a_qlora_fine_tune_on_consumer_cards_stays_on_one_node():
     res = _plan(model="llama-3.1-8b", gpu="rtx-4090", method="qlora", tokens="100M")
     assert res["best"]["scenario"]["hardware"]["gpus"] <= 8

@@ -10,6 +10,11 @@ microbenchmark cannot measure, on end-to-end runs).
   query block (``row_block_cost``) that minimises the median |error| over the kernel's published
   curves in validation/components.json at sequences below the plateau point the rate is read at —
   a shape parameter fitted on the points it is checked against, one per kernel (say so).
+* eager attention (``attention_kernels.eager.score_pass_bytes``): the cost of PyTorch's passes over the
+  s×s scores — softmax forward, the causal mask's add, softmax backward — in bytes per score element
+  at the streaming bandwidth, by least squares on the relative error over the PyTorch baseline's
+  points at its longest sequence (the time the model's batched GEMMs, layout copies and kernel floors
+  leave); the shorter sequences are the check.
 
     python tools/derive_kernel_rates.py            # print what it finds
     python tools/derive_kernel_rates.py --write    # and write it into the catalogue
@@ -100,7 +105,58 @@ def derive_attention() -> dict[str, float]:
     return out
 
 
-def write(gemm: dict[str, dict[str, float]], attention: dict[str, float]) -> None:
+EAGER_PASSES = ("softmax_fwd", "mask_add", "softmax_bwd")
+
+
+def _solve3(a: list[list[float]], b: list[float]) -> list[float]:
+    """x with a·x = b (3 × 3, Cramer's rule)."""
+    def det(m: list[list[float]]) -> float:
+        return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+                + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
+    d = det(a)
+    return [det([[b[r] if c == i else a[r][c] for c in range(3)] for r in range(3)]) / d for i in range(3)]
+
+
+def derive_eager() -> dict[str, float]:
+    """Each point's measured time is the model's time with the passes at zero plus the unknown bytes per
+    score times (scores / bandwidth), a pass counted where it runs (forward always, the mask when
+    causal, the backward in fwd_bwd): linear in the three unknowns, solved on relative residuals."""
+    from gpuplan.catalog.constants import override, table
+    from gpuplan.validation import component_models as cm
+    from gpuplan.validation import components as comp
+
+    points = [p for p in comp.corpus()["points"] if p["component"] == "attention" and p["inputs"]["kernel"] == "eager"]
+    longest = max(p["inputs"]["seq_len"] for p in points)
+    fit = [p for p in points if p["inputs"]["seq_len"] == longest]
+    doc = json.loads(json.dumps(dict(table("attention_kernels"))))
+
+    def model_s(p: dict, bytes_: dict[str, float]) -> float:
+        doc["eager"]["score_pass_bytes"] = bytes_
+        with override({"attention_kernels": doc}):
+            return cm.attention_modelled_s(p)
+
+    zero = dict.fromkeys(EAGER_PASSES, 0.0)
+    ata, atb = [[0.0] * 3 for _ in range(3)], [0.0] * 3
+    for p in fit:
+        measured = cm.attention_flops_published(p) / p["measured"]["value"]
+        base = model_s(p, zero)
+        row = [(model_s(p, {**zero, k: 1.0}) - base) / measured for k in EAGER_PASSES]
+        rhs = (measured - base) / measured
+        for i in range(3):
+            atb[i] += row[i] * rhs
+            for j in range(3):
+                ata[i][j] += row[i] * row[j]
+    out = {k: round(v, 1) for k, v in zip(EAGER_PASSES, _solve3(ata, atb), strict=True)}
+    doc["eager"]["score_pass_bytes"] = out
+    with override({"attention_kernels": doc}):
+        check = [abs(r["error"]) for r in comp.rows([p for p in points if p["inputs"]["seq_len"] < longest])]
+    print(f"attention eager {out} from {len(fit)} points at s={longest}; "
+          f"median |err| {statistics.median(check):.3f} over the {len(check)} shorter ones")
+    return out
+
+
+def write(gemm: dict[str, dict[str, float]], attention: dict[str, float],
+          eager: dict[str, float] | None = None) -> None:
     from import_matmul_sweeps import MATMUL, dump
 
     doc = json.loads(MATMUL.read_text())
@@ -114,6 +170,10 @@ def write(gemm: dict[str, dict[str, float]], attention: dict[str, float]) -> Non
         key = text.index('"row_block_cost": ', at)
         end = text.index(",", key)
         text = text[:key] + f'"row_block_cost": {c}' + text[end:]
+    if eager:
+        key = text.index('"score_pass_bytes": ', text.index('"attention_kernels"'))
+        end = text.index("}", key) + 1
+        text = text[:key] + '"score_pass_bytes": ' + json.dumps(eager) + text[end:]
     path.write_text(text)
 
 
@@ -124,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     gemm = derive_gemm() if args.only != "attention" else {}
     attention = derive_attention() if args.only != "gemm" else {}
+    eager = derive_eager() if args.only != "gemm" else {}
     if args.write:
-        write(gemm, attention)
+        write(gemm, attention, eager)
     return 0
 
 

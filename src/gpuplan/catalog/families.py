@@ -31,8 +31,8 @@ from gpuplan.catalog.builder_parts import (
     tie,
     windows,
 )
-from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_neox, mpt, opt
-from gpuplan.catalog.families_ln import cohere, nemotron, starcoder2
+from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
+from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -58,6 +58,9 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "gemma3_text": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256,
                         norms=4, qk=True, win=4096, every=6),
     "phi3": dict(tie=False, fused=True, win=None),
+    # OLMoE (OlmoeConfig): every layer a 64-expert top-8 SwiGLU MoE without shared experts, q/k RMSNorms over the
+    # whole projection (h and kv_heads·head_dim)
+    "olmoe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk="full", moe="olmoe"),
     # Arcee (AFM): Llama's block with a two-matrix squared-ReLU MLP (up_proj, down_proj; ArceeMLP)
     "arcee": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias", plain=True, act="relu2"),
     # The generic decoder mapping: Hugging Face families that are plain Llama-shaped decoders (RMSNorm, RoPE,
@@ -163,7 +166,9 @@ def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b
                  + lin("self_attn.k_proj", nkv * d, h, "attention", qkv_b)
                  + lin("self_attn.v_proj", nkv * d, h, "attention", qkv_b))
     attn += lin("self_attn.o_proj", h, nh * d, "attention", o_b)
-    if f.get("qk"):
+    if f.get("qk") == "full":
+        attn += nrm("self_attn.q_norm", nh * d) + nrm("self_attn.k_norm", nkv * d)
+    elif f.get("qk"):
         attn += nrm("self_attn.q_norm", d) + nrm("self_attn.k_norm", d)
     return attn
 
@@ -188,6 +193,10 @@ def _llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> _Moe:
         return _Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
     if not moe:
         return _Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
+    if moe == "olmoe":
+        E, k = c.int("num_experts", default=64), c.int("num_experts_per_tok", default=8)
+        mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, ffn, "expert", count=E)
+        return _Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
     E, moe_ffn = c.int("num_experts"), c.int("moe_intermediate_size")
     k = c.int("num_experts_per_tok")
     step = c.int("decoder_sparse_step", default=1, note=False)
@@ -314,4 +323,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
+    "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx,
 }

@@ -1,5 +1,6 @@
 """GPT-style decoder families (LayerNorm with bias, a two-matrix GeLU/ReLU MLP, learned, ALiBi or rotary
-positions): GPT-2, BLOOM, OPT, Falcon, MPT, GPT-NeoX. Each lists every parameter tensor the matching
+positions): GPT-2, BLOOM, OPT, Falcon, MPT, GPT-NeoX, GPT-J,
+GPT-BigCode (StarCoder, SantaCoder). Each lists every parameter tensor the matching
 ``transformers`` class creates (see ``families``)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from gpuplan.catalog.builder_parts import Cfg, emb, groups, lin, nrm, spec, tie
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["bloom", "falcon", "gpt2", "gpt_neox", "mpt", "opt"]
+__all__ = ["bloom", "falcon", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "mpt", "opt"]
 
 
 def _plain(c: Cfg, name: str, *, L: int, h: int, nh: int, nkv: int, ffn: int, V: int, max_pos: int,
@@ -156,3 +157,42 @@ def gpt_neox(c: Cfg, name: str) -> ModelSpec:
                   embedding=emb("embed_in", V, h), block=block, final=nrm("final_layer_norm", h, True),
                   head_name="embed_out", rotary_percent=0.25, activation="gelu",
                   parallel_block=c.flag("use_parallel_residual", default=True))
+
+
+def gptj(c: Cfg, name: str) -> ModelSpec:
+    """GPTJForCausalLM: one LayerNorm feeding attention and the MLP in parallel (x + attn(n) + mlp(n)), q/k/v/out
+    without bias, fc_in → gelu_new → fc_out with biases, rotary on ``rotary_dim`` of each head, an untied
+    LM head with a bias (GPTJConfig: n_inner 4·h, tie_word_embeddings false)."""
+    c.require("n_embd", "n_layer", "n_head", "vocab_size")
+    h, L, nh, V = c.int("n_embd"), c.int("n_layer"), c.int("n_head"), c.int("vocab_size")
+    d = c.head_dim(h, nh)
+    ffn = c.int("n_inner", default=4 * h, note=False)
+    rotary = c.int("rotary_dim", default=64)
+    block = (nrm("ln_1", h, True) + lin("attn.q_proj", h, h, "attention") + lin("attn.k_proj", h, h, "attention")
+             + lin("attn.v_proj", h, h, "attention") + lin("attn.out_proj", h, h, "attention")
+             + lin("mlp.fc_in", ffn, h, "mlp", True) + lin("mlp.fc_out", h, ffn, "mlp", True))
+    tied = tie(c, False)
+    final = nrm("ln_f", h, True) + ([] if tied else [Weight(name="lm_head", shape=(V,), group="head", bias=True)])
+    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=c.int("n_positions", default=2048),
+                  tied=tied, embedding=emb("wte", V, h), block=block, final=final, parallel_block=True,
+                  rotary_percent=min(rotary, d) / d, activation="gelu_new")
+
+
+def gpt_bigcode(c: Cfg, name: str) -> ModelSpec:
+    """GPTBigCodeForCausalLM (StarCoder, SantaCoder): GPT-2's block with multi-query attention — c_attn
+    projects h + 2·head_dim (one key/value head) unless ``multi_query`` is false —, learned positions, tied
+    embeddings (GPTBigCodeConfig: multi_query true, n_inner 4·h, gelu_pytorch_tanh)."""
+    c.require(("n_embd", "hidden_size"), ("n_layer", "num_hidden_layers"), ("n_head", "num_attention_heads"),
+              "vocab_size")
+    h, L = c.int("n_embd", "hidden_size"), c.int("n_layer", "num_hidden_layers")
+    nh, V = c.int("n_head", "num_attention_heads"), c.int("vocab_size")
+    d = c.head_dim(h, nh)
+    nkv = 1 if c.flag("multi_query", default=True) else nh
+    P = c.int("n_positions", "max_position_embeddings", default=1024)
+    ffn = c.int("n_inner", default=4 * h, note=False)
+    block = (nrm("ln_1", h, True) + lin("attn.c_attn", h + 2 * nkv * d, h, "attention", True)
+             + lin("attn.c_proj", h, h, "attention", True) + nrm("ln_2", h, True)
+             + lin("mlp.c_fc", ffn, h, "mlp", True) + lin("mlp.c_proj", h, ffn, "mlp", True))
+    return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
+                  embedding=emb("wte", V, h) + emb("wpe", P, h, "position"), block=block,
+                  final=nrm("ln_f", h, True), activation="gelu_pytorch_tanh")

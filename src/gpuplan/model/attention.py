@@ -35,12 +35,11 @@ ROCM = ("cdna2", "cdna3", "cdna4")
 # "Disabling FlashAttention to give FusedAttention preference on Hopper+ for performance reasons")
 TE_FUSED_ATTENTION_ARCHS = ("hopper", "blackwell")
 BWD_FLOPS = 2.5  # the backward's FLOPs over the forward's (five matmuls to two: Dao 2023)
-# Eager attention's memory passes over the s×s scores, bytes per score element (16-bit): the softmax
-# reads and writes them (forward), its backward reads P and dP and writes dS; an unfused causal mask
-# is an add of the mask (read scores and mask, write: the FlashAttention benchmark's PyTorch baseline
-# and Hugging Face eager attention); dropout reads the probabilities and writes them and a mask
-# (2 x 3 B, 1.5x that backward: the model's count before the kernels were split out).
-SOFTMAX_FWD_BYTES, SOFTMAX_BWD_BYTES, MASK_ADD_BYTES = 4.0, 6.0, 6.0
+# Eager attention's passes over the s×s scores are timed as measured (catalog/constants.json
+# ``attention_kernels.eager``); a softmax alone (the memory-bound component's check) reads and writes
+# 16-bit scores. Dropout reads the probabilities and writes them and a mask (2 x 3 B, 1.5x that
+# backward: the model's count before the kernels were split out).
+SOFTMAX_FWD_BYTES, FUSED_SOFTMAX_BWD_BYTES = 4.0, 6.0
 DROPOUT_FWD_BYTES, DROPOUT_BWD_BYTES = 6.0, 9.0
 
 
@@ -146,18 +145,20 @@ def _ratio(kernel: str, causal: bool, head_dim: int) -> float:
 
 
 def attention_core_s(dev: Device, kernel: str, causal: bool, pass_: str, *, tokens: float, seq: int, heads: float,
-                     head_dim: int, v_head_dim: int | None = None, dropout: float = 0.0) -> float:
+                     head_dim: int, v_head_dim: int | None = None, dropout: float = 0.0,
+                     fused_softmax: bool = False) -> float:
     """Seconds of the attention core on ``dev`` with ``kernel`` for one pass (``fwd``, ``bwd`` or
     ``fwd_bwd``): ``tokens`` tokens in sequences of ``seq``, ``heads`` query heads of ``head_dim``
     (values ``v_head_dim``). A fused kernel runs its FLOPs at its measured rate for the pass, mask,
-    head dim and sequence (never above the GPU's best GEMM share), times the step's sustained share."""
+    head dim and sequence (never above the GPU's best GEMM share), times the step's sustained share.
+    ``fused_softmax``: eager attention as Megatron runs it (``_eager_s``)."""
     if pass_ == "fwd_bwd":
         kw = {"tokens": tokens, "seq": seq, "heads": heads, "head_dim": head_dim, "v_head_dim": v_head_dim,
-              "dropout": dropout}
+              "dropout": dropout, "fused_softmax": fused_softmax}
         return sum(attention_core_s(dev, kernel, causal, p, **kw) for p in ("fwd", "bwd"))
     vd = v_head_dim or head_dim
     if kernel == "eager":
-        return _eager_s(dev, causal, pass_ == "bwd", tokens, seq, heads, head_dim, vd, dropout)
+        return _eager_s(dev, causal, pass_ == "bwd", tokens, seq, heads, head_dim, vd, dropout, fused_softmax)
     flops = 2 * tokens * seq * heads * (head_dim + vd) / (2 if causal else 1) * (BWD_FLOPS if pass_ == "bwd" else 1)
     share = min(rate(kernel, dev.arch, pass_, causal, head_dim, seq), dev.gemm16.burst)
     return flops / (dev.peak16 * dev.sustain * share)
@@ -174,16 +175,33 @@ def rate(kernel: str, architecture: str, pass_: str, causal: bool, head_dim: int
 
 
 def _eager_s(dev: Device, causal: bool, backward: bool, tokens: float, seq: int, heads: float, head_dim: int,
-             v_head_dim: int, dropout: float) -> float:
-    """Eager attention: Q·Kᵀ and P·V as batched GEMMs over the full s×s scores whatever the mask
-    (the backward runs two GEMMs per forward one), and the memory passes over the scores, each pass
-    one kernel with its fixed time."""
+             v_head_dim: int, dropout: float, fused_softmax: bool = False) -> float:
+    """Eager attention: Q·Kᵀ and P·V as batched GEMMs over the full s×s scores whatever the mask — the
+    backward's four (dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q) —, the passes over the scores, and
+    the copies that lay out the activations for the batched GEMMs and back, each kernel with its fixed time.
+
+    As PyTorch runs it (the FlashAttention benchmarks' baseline; Hugging Face eager attention has the
+    same passes): softmax, the causal mask's add and the softmax backward at their measured cost per
+    score element (``attention_kernels.eager``); copies of q, k, v forward, of dO, the scaling of dQ and
+    dK and the stacking of dQ, dK, dV backward. With ``fused_softmax`` (Megatron-LM's
+    FusedScaleMaskSoftmax over baddbmm of strided views): one kernel that reads the scores and writes
+    the probabilities (4 B), its backward reading P and dP and writing dS (6 B), and only the context's
+    permute copied each way."""
+    spec = _doc()["eager"]
+    per_score, copy = spec["score_pass_bytes"], spec["layout_copy_bytes"]
     bh = heads * tokens / seq  # score matrices: sequences × heads
-    gemms = gemm_s(seq, seq, head_dim, dev.gemm16, 2.0, bh) + gemm_s(seq, v_head_dim, seq, dev.gemm16, 2.0, bh)
-    scores = bh * seq * seq
+    pv = gemm_s(seq, v_head_dim, seq, dev.gemm16, 2.0, bh)
     if backward:
-        passes = [SOFTMAX_BWD_BYTES] + ([DROPOUT_BWD_BYTES] if dropout else [])
-        gemms *= 2
+        gemms = (gemm_s(seq, seq, v_head_dim, dev.gemm16, 2.0, bh) + pv
+                 + 2 * gemm_s(seq, head_dim, seq, dev.gemm16, 2.0, bh))
+        passes = [FUSED_SOFTMAX_BWD_BYTES if fused_softmax else per_score["softmax_bwd"]]
+        passes += [DROPOUT_BWD_BYTES] if dropout else []
+        copied, copies = (v_head_dim, 1) if fused_softmax else (4 * head_dim + 2 * v_head_dim, 4)
     else:
-        passes = [SOFTMAX_FWD_BYTES] + ([MASK_ADD_BYTES] if causal else []) + ([DROPOUT_FWD_BYTES] if dropout else [])
-    return gemms + scores * sum(passes) / dev.bw + len(passes) * dev.floor_s
+        gemms = gemm_s(seq, seq, head_dim, dev.gemm16, 2.0, bh) + pv
+        passes = [SOFTMAX_FWD_BYTES] if fused_softmax else \
+            [per_score["softmax_fwd"]] + ([per_score["mask_add"]] if causal else [])
+        passes += [DROPOUT_FWD_BYTES] if dropout else []
+        copied, copies = (v_head_dim, 1) if fused_softmax else (2 * head_dim + v_head_dim, 3)
+    moved = bh * seq * seq * sum(passes) + copy * tokens * heads * copied
+    return gemms + moved / dev.bw + (len(passes) + copies) * dev.floor_s

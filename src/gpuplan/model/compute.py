@@ -182,13 +182,15 @@ def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev:
     return mm_f, every_other
 
 
-def attention_s(m: ModelSpec, tokens: float, seq: int, tp: int, dropout: float, dev: Device) -> tuple[float, float]:
+def attention_s(m: ModelSpec, tokens: float, seq: int, tp: int, dropout: float, dev: Device,
+                fused_softmax: bool = False) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's causal attention core over ``tokens`` local tokens,
-    on the kernel ``dev`` runs it with (model/attention.py)."""
+    on the kernel ``dev`` runs it with (model/attention.py); ``fused_softmax``: eager attention's scale,
+    mask and softmax run as one kernel (``Software.fused_softmax``)."""
     heads = m.n_heads / tp
     args = (dev, dev.attn_kernel, True)
     kw = {"tokens": tokens, "seq": seq, "heads": heads, "head_dim": m.head_dim, "v_head_dim": m.v_head_dim,
-          "dropout": dropout}
+          "dropout": dropout, "fused_softmax": fused_softmax}
     return attention_core_s(*args, "fwd", **kw), attention_core_s(*args, "bwd", **kw)
 
 
@@ -209,7 +211,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
     mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts)[0] if fp8 and fp8.grad_weight_hp and dev16 \
         else mm_f
-    att_f, att_b = attention_s(m, tokens, seq, tp, dropout, dev)
+    att_f, att_b = attention_s(m, tokens, seq, tp, dropout, dev, sw.fused_softmax)
     f_local = (m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn
     per_token = (sw.per_h * m.hidden * (1 / tp if sp else 1.0)
                  + (sw.per_f_gated if m.gated_mlp else sw.per_f_plain) * f_local / tp

@@ -157,7 +157,8 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         return 0.0
     kv_bytes = tokens * 2 * max(m.n_kv_heads / lay.tp, 1) * m.head_dim * 2
     ring = (lay.cp - 1) * send_recv_s(kv_bytes, lay.tp * lay.cp > topo.domain, topo)
-    att_f, att_b = attention_s(m, tokens, tr.seq_len, lay.tp, tr.dropout, dev)
+    att_f, att_b = attention_s(m, tokens, tr.seq_len, lay.tp, tr.dropout, dev,
+                               software(tr.framework, tr.compile, m).fused_softmax)
     return sc.params.layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
 
 

@@ -18,6 +18,9 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
   following norm run as one kernel (``torch.compile``: Inductor fuses the pointwise add into the
   norm's reduction; Liger's LigerFusedAddRMSNorm; flash-attn's dropout_add_layer_norm): read x and
   the residual, write the sum (the next residual) and the normed output, 8 B, 1 kernel for both.
+* eager attention's softmax: fused with the scaling and the causal mask only where the framework says
+  so (Megatron's FusedScaleMaskSoftmax) or under ``torch.compile``; else PyTorch's softmax and a
+  separate mask add (model/attention.py).
 * cross-entropy over the logits (forward and backward): eager (fp32 upcast, log-softmax, the
   gradient) 24 B per logit; fused or chunked (Megatron-Core, llm-foundry, torchtune) 6 B: read the
   logits, write their gradient.
@@ -55,6 +58,7 @@ class Software:
     logits_memory: float  # bytes per logit held by the loss at the start of backward
     grouped_experts: bool = True  # one grouped GEMM for a rank's experts (False: a loop, one GEMM each)
     ops: tuple[tuple[str, float, int], ...] = ()  # (op, bytes per element, kernels) as this software runs it
+    fused_softmax: bool = False  # eager attention's scale, mask and softmax in one kernel (Megatron's fused softmax)
 
     def cost(self, op: str) -> tuple[float, int]:
         """(bytes per element, kernels) of one memory-bound op, forward, 16-bit tensors: ``norm``,
@@ -101,4 +105,5 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
            ("rope", rope_b, rope_k), ("activation_gated", act_g, act_k), ("activation_plain", act_p, act_k))
     return Software(per_h=2 * add_norm_b, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
                     kernels=kernels, loss_per_logit=ce, logits_memory=held,
-                    grouped_experts=grouped is None or grouped.value is not False, ops=ops)
+                    grouped_experts=grouped is None or grouped.value is not False, ops=ops,
+                    fused_softmax=compile_ or ("softmax" in facts and _fused(facts["softmax"].value) is True))

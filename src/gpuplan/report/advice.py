@@ -108,12 +108,42 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
                  + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
                     f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
     out["text"] = f"{head} — rule: {RULES[r.rule]}"
+    if r.rule in ("deadline", "pareto") and r.options.deadline_s is not None:
+        risk = deadline_risk(r, best)
+        if risk is not None:
+            out["deadline_risk"] = risk
+            out["text"] += risk["text"]
     if r.tight:
         where = f"on {best.gpus} GPU{'s' if best.gpus > 1 else ''}" if r.rule == "fixed" else "at any count searched"
         out["text"] = (f"TIGHT: no layout's 80% memory interval fits {where}; {best.gpus}× {best.gpu}'s predicted "
                        "peak does — runs like it have run and have run out of memory: measure it with `gpuplan "
                        f"profile` before paying for the cluster. {out['text']}")
     return out
+
+
+def _upper_train_s(c: Candidate) -> float | None:
+    """The upper end of a run's 80 % interval of time-to-train (None where the corpus gives no interval)."""
+    iv = c.time.intervals() if c.time is not None else None
+    return iv["train_s"]["p90"] if iv and "train_s" in iv else None
+
+
+def deadline_risk(r: PlanResult, best: Candidate) -> dict[str, Any] | None:
+    """A run chosen on its predicted time whose 80 % interval reaches past the deadline: how far, and the
+    first run of the answer's order (cheapest first) that meets the deadline even at its interval's upper
+    end — None when the chosen run meets it there too (or no interval is known)."""
+    deadline, upper = r.options.deadline_s, _upper_train_s(best)
+    if deadline is None or upper is None or upper <= deadline:
+        return None
+    safe = next((c for c in r.ranked if (u := _upper_train_s(c)) is not None and u <= deadline), None)
+    text = f"; at the upper end of its 80% interval it takes {fmt_duration(upper)}, past the deadline"
+    if safe is None:
+        text += " — no run searched meets the deadline there"
+        return {"train_s_p90": upper, "safe": None, "text": text}
+    su = _upper_train_s(safe)
+    text += (f" — {safe.gpus}× {safe.gpu} meets it even there ({fmt_duration(su)} at most"
+             + (f", {fmt_usd(safe.usd)}" if safe.usd is not None else "") + ")")
+    return {"train_s_p90": upper, "text": text,
+            "safe": {"gpu": safe.gpu, "gpus": safe.gpus, "train_s_p90": su, "usd": safe.usd}}
 
 
 def plan_json(r: PlanResult) -> dict[str, Any]:

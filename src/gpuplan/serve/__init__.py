@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from typing import Any
 
 from gpuplan.errors import GpuplanError
 
@@ -64,4 +65,18 @@ def serve(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, workers: int | N
                     hosts=hosts)
     config = uvicorn.Config(app, log_level="warning" if quiet else "info", access_log=not quiet,
                             timeout_graceful_shutdown=2, timeout_keep_alive=KEEP_ALIVE_S)
-    uvicorn.Server(config).run(sockets=[sock])
+    _server(uvicorn)(config).run(sockets=[sock])
+
+
+def _server(uvicorn: Any) -> type:
+    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+        """uvicorn's server, except that a signal arriving while the application starts still ends it through
+        the application's shutdown: uvicorn returns from ``startup`` and ends without it, and the worker pool
+        (which the shutdown ends) would be left running, holding the server's stderr and its semaphores."""
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.should_exit and not self.lifespan.should_exit:  # started, but a signal came meanwhile
+                await self.shutdown(sockets=sockets)
+
+    return Server
