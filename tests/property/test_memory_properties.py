@@ -88,7 +88,7 @@ def test_one_gpu_peak_lies_between_backwards_ends_and_the_sum(model, seq, recomp
     acc = _mem(model, 1, {"seq_len": seq, "global_batch": accumulation}, recompute=recompute)
     # gradients kept over the micro-batches: the peak is the sum, or (short sequences) the embedding's
     # backward that ends each micro-batch, its V×h gradient made beside every kept one (tied: the head's
-    # gradient and their sum too; memory._embedding_backward, measured by gpuplan trace)
+    # gradient and their sum too; backward_peak.embedding_backward, measured by gpuplan trace)
     m = make(model).model
     made = m.vocab * m.hidden * 2 * (3 if m.tied_embeddings else 1)  # bf16 gradients
     assert acc["detail"]["backward_timing"] in (0, pytest.approx(made))

@@ -35,12 +35,13 @@ from gpuplan.model.activations import (
     logits_bytes,
     recompute_working_set,
 )
+from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
 from gpuplan.model.kept import keeps_fp32_norm_copy, lora_shape, norm_keeps
 from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
-from gpuplan.model.states import StateBytes, optimizer_step_temp_bytes, state_bytes, transient_buffers
+from gpuplan.model.states import optimizer_step_temp_bytes, transient_buffers
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
@@ -48,17 +49,12 @@ from gpuplan.spec.corrections import NONE, Corrections
 _make_peak = maker(StagePeak)
 
 
-@lru_cache(maxsize=1024)
-def _state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool) -> StateBytes:
-    return state_bytes(precision, optimizer, model, grad_fp32)
-
-
 @lru_cache(maxsize=65536)
 def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                  zero: int, nd: int, nd_e: int, offload: str, dp_group: int) -> ModelStates:
     """One rank's model states — see the module doc for the sharding rules."""
     method = training.method
-    sb = _state_bytes(training.precision, training.optimizer, model, training.grad_dtype == "fp32")
+    sb = cached_state_bytes(training.precision, training.optimizer, model, training.grad_dtype == "fp32")
     targets = training.lora_targets if method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
 
@@ -149,62 +145,6 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     return per_mb, extra, logits
 
 
-def _one_gpu_backward(model: ModelSpec, training: Training, states: ModelStates, act: StageActivations,
-                      ) -> tuple[float, float, float]:
-    """(gradients, activations, logits) alive at the peak on one GPU with one micro-batch per step.
-
-    Gradients set to None after each step (PyTorch's zero_grad default since 2.0): backward frees
-    activations layer by layer while it allocates gradients, so the peak is at its start
-    (activations + loss buffers; then the LM head's gradient beside the activations) or at its end
-    (every gradient; with tied embeddings the embedding's own V×h gradient and its out-of-place
-    sum with the head's beside them) — not the sum. Measured with `gpuplan trace`, allocated peak
-    to the MiB: Llama-3.2-1B (tied) seq 2048 = states without gradients + activations + logits
-    buffers, seq 256/1024 = states + 2 V×h gradients; Llama-3.1-8B (untied) seq 4096 = the start,
-    seq 512 = the optimizer step. Accumulation over micro-batches, data parallelism (DDP/Megatron
-    keep persistent gradient buffers) and pipelines keep the sum."""
-    grads, trainable = states.gradients, states.trainable_on_rank
-    full = trainable and training.method == "full"
-    head = model.vocab * model.hidden * grads / trainable if full else 0.0
-    end = grads + (2 * head if model.tied_embeddings else 0.0)
-    if end >= max(act.held + act.logits, act.held + head):
-        return end, 0.0, 0.0  # the end: activations are gone
-    if head > act.logits:
-        return head, act.held, 0.0
-    return 0.0, act.held, act.logits
-
-
-def _embedding_backward(model: ModelSpec, training: Training, lay: Layout, states: ModelStates,
-                        act: StageActivations, flight: float) -> tuple[float, float, float]:
-    """(gradients, activations, logits) alive at the first stage's peak where gradients persist (several
-    micro-batches, data-parallel or pipeline gradient buffers, ZeRO-1/2): the start of backward, or the
-    embedding's backward that ends each micro-batch's — its dense vocab × hidden gradient
-    (``embedding_dense_backward``) is made before it is added to the kept one (with a tied head on the
-    stage, the head's gradient waits in autograd's input buffer and their sum is a third) while the other
-    micro-batches in flight keep their activations. Measured with `gpuplan trace` (8-layer Llama-3.2-1B
-    shapes, seq 512): zero 1 over 4 and zero 2 over 8 ranks end with the three gradients (allocated peak
-    to the formula's 50 MiB of DDP buckets, which the trace does not allocate), pp 4's first stage with
-    one beside 3 micro-batches in flight (to 0.2 %); before, the formula was 5-9 % under them."""
-    grad = _state_bytes(training.precision, training.optimizer, model, False).grad  # made in the weights' dtype
-    made = model.vocab * model.hidden / lay.tp * grad * (3 if model.tied_embeddings and lay.pp == 1 else 1)
-    others = act.per_microbatch * max(flight - 1, 0)
-    if made + others > act.held + act.logits:
-        return states.gradients + made, others, 0.0
-    return states.gradients, act.held, act.logits
-
-
-def _half_grads_backward(states: ModelStates, act: StageActivations, flight: float) -> tuple[float, float, float]:
-    """(gradients, activations, logits) alive at the peak where a micro-batch's backward leaves a 16-bit
-    ``.grad`` of every parameter of the stage beside the fp32 gradient buffer until it returns
-    (frameworks.json ``memory.half_grads``: nanotron's FP32GradientAccumulator.backward runs loss.backward(),
-    then adds each .grad into the fp32 buffer and frees it): the start of backward, or its end — those
-    2 B per parameter (unsharded under ZeRO-1) beside the other micro-batches in flight."""
-    made = 2 * states.trainable_on_rank
-    others = act.per_microbatch * max(flight - 1, 0)
-    if made + others > act.held + act.logits:
-        return states.gradients + made, others, 0.0
-    return states.gradients, act.held, act.logits
-
-
 @lru_cache(maxsize=1)
 def _fragmentation_share() -> float:
     return constant("allocator_fragmentation")
@@ -244,7 +184,9 @@ def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: in
     """The pieces of one stage's peak, as a tuple (``_peak_from`` names them): total, states, activations
     (per micro-batch, held, logits), in flight, gradients / activations / logits held at the peak, the
     optimizer step's temporaries, fragmentation, fixed runtime bytes, whether forward/backward peaks."""
-    return _stage(model, training, layout, stage, corrections, _layout_terms(training, layout))
+    nd, nd_e, n_mb, communicators, temp = _layout_terms(training, layout)
+    base = _stage_base(model, training, layout, stage, nd, nd_e, temp)
+    return _stage_at(model, training, layout, stage, corrections, base, communicators, layout.micro_batch, n_mb)
 
 
 def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, float]:
@@ -259,28 +201,44 @@ def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, 
             _communicators(lay), temp)
 
 
-def _stage(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
-           terms: tuple[int, int, int, int, float]) -> tuple:
-    nd, nd_e, n_mb, communicators, temp = terms
-    dp, cp, tp, pp, ep, zero = lay.dp, lay.cp, lay.tp, lay.pp, lay.ep, lay.zero
-    states = model_states(model, training, tp, ep, pp, lay.virtual_stages, stage, zero, nd, nd_e, lay.offload,
-                          dp * cp)
+def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, nd: int, nd_e: int,
+                temp: float) -> tuple[ModelStates, float, float, int]:
+    """What a stage's peak holds whatever the micro-batch: its model states (DualPipe's mirrored), the
+    optimizer step's temporaries and that phase's total, and which backward the peak follows (1: a 16-bit
+    gradient per parameter beside the fp32 buffer; 2: one GPU, gradients made as activations free, when
+    one micro-batch makes the step; 3: the first stage's embedding gradient; 0: none of them)."""
+    states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
+                          lay.offload, lay.dp * lay.cp)
     if lay.pp_schedule == "dualpipe":
         states = _mirrored(states)
-    flight = flight_of(pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
-    act = stage_activations(model, training, tp, ep, pp, lay.virtual_stages, stage, cp, lay.sequence_parallel,
-                            lay.micro_batch, lay.recompute, flight, corrections.activations,
-                            every=lay.recompute_every)
     opt_temp = states.optimizer_params * temp
-    grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if training.method == "full" and training.grad_dtype == "fp32" and keeps_half_grads(training.framework):
-        grads_held, act_held, logits_held = _half_grads_backward(states, act, flight)
-    elif zero == 0 and dp * cp * tp * pp == 1 and n_mb == 1:
-        grads_held, act_held, logits_held = _one_gpu_backward(model, training, states, act)
-    elif stage == 0 and zero < 3 and training.method == "full":
-        grads_held, act_held, logits_held = _embedding_backward(model, training, lay, states, act, flight)
+        backward = 1
+    elif lay.zero == 0 and lay.dp * lay.cp * lay.tp * lay.pp == 1:
+        backward = 2
+    elif stage == 0 and lay.zero < 3 and training.method == "full":
+        backward = 3
+    else:
+        backward = 0
+    return states, opt_temp, states.total + opt_temp, backward
+
+
+def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
+              base: tuple[ModelStates, float, float, int], communicators: int, mb: int, n_mb: int) -> tuple:
+    """One stage's peak parts at micro-batch ``mb`` (``n_mb`` per step) on ``base`` (``_stage_base``)."""
+    states, opt_temp, step_phase, backward = base
+    flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
+    act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
+                            lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
+                            every=lay.recompute_every)
+    grads_held, act_held, logits_held = states.gradients, act.held, act.logits
+    if backward == 1:
+        grads_held, act_held, logits_held = half_grads_backward(states, act, flight)
+    elif backward == 2 and n_mb == 1:
+        grads_held, act_held, logits_held = one_gpu_backward(model, training, states, act)
+    elif backward == 3 or (backward == 2 and stage == 0 and training.method == "full"):
+        grads_held, act_held, logits_held = embedding_backward(model, training, lay, states, act, flight)
     train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers
-    step_phase = states.total + opt_temp
     total, fragmentation, fixed = _peak_bytes(max(train_phase, step_phase), communicators)
     return (total, states, act, flight, grads_held, act_held, logits_held, opt_temp, fragmentation, fixed,
             train_phase >= step_phase)
@@ -302,7 +260,7 @@ def stage_peak(model: ModelSpec, training: Training, layout: Layout, stage: int,
 
 def worst_stage(model: ModelSpec, training: Training, layout: Layout, corrections: Corrections = NONE) -> StagePeak:
     """The most loaded pipeline stage (model/pipeline.py says which can be)."""
-    stage, parts = _worst(model, training, layout, corrections)
+    stage, parts = _worst(model, training, layout, (layout.micro_batch,), corrections)[0]
     return _peak_from(stage, parts)
 
 
@@ -310,20 +268,32 @@ def peak_bytes(model: ModelSpec, training: Training, layout: Layout, corrections
                ) -> tuple[float, float]:
     """(total, offloaded bytes) of the most loaded stage — ``worst_stage`` without building its breakdown:
     what the planner's fit decision (``verdict``) reads."""
-    parts = _worst(model, training, layout, corrections)[1]
-    return parts[0], parts[1].cpu_offload
+    return peaks_bytes(model, training, layout, (layout.micro_batch,), corrections)[0]
 
 
-def _worst(model: ModelSpec, training: Training, layout: Layout, corrections: Corrections) -> tuple[int, tuple]:
-    worst: tuple | None = None
-    at = 0
-    terms = _layout_terms(training, layout)
+def peaks_bytes(model: ModelSpec, training: Training, layout: Layout, micro_batches: tuple[int, ...],
+                corrections: Corrections = NONE) -> list[tuple[float, float]]:
+    """``peak_bytes`` of ``layout`` at each of ``micro_batches`` instead of its own: each stage's states
+    and fixed terms are computed once for them all (the planner sizes a family of layouts at once)."""
+    return [(parts[0], parts[1].cpu_offload) for _, parts in _worst(model, training, layout, micro_batches,
+                                                                     corrections)]
+
+
+def _worst(model: ModelSpec, training: Training, layout: Layout, micro_batches: tuple[int, ...],
+           corrections: Corrections) -> list[tuple[int, tuple]]:
+    """The most loaded stage and its parts, at each micro-batch."""
+    nd, nd_e, _, communicators, temp = _layout_terms(training, layout)
+    counts = [micro_batch_count(training.global_batch, layout.dp, mb, layout.pp) for mb in micro_batches]
+    worst: list[tuple[int, tuple]] = []
     for stage in peak_stages(model, layout.pp, layout.virtual_stages):
-        parts = _stage(model, training, layout, stage, corrections, terms)
-        if worst is None or parts[0] > worst[0]:
-            worst, at = parts, stage
-    assert worst is not None
-    return at, worst
+        base = _stage_base(model, training, layout, stage, nd, nd_e, temp)
+        for i, mb in enumerate(micro_batches):
+            parts = _stage_at(model, training, layout, stage, corrections, base, communicators, mb, counts[i])
+            if len(worst) <= i:
+                worst.append((stage, parts))
+            elif parts[0] > worst[i][1][0]:
+                worst[i] = (stage, parts)
+    return worst
 
 
 def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Training,

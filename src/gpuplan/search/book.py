@@ -4,7 +4,7 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 from __future__ import annotations
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
-from gpuplan.model.memory import memory, peak_bytes, verdict
+from gpuplan.model.memory import memory, peaks_bytes, verdict
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
@@ -75,12 +75,18 @@ class Book:
         return self._refusals[key]
 
     def _peak(self, where: Where) -> tuple[float, float]:
-        """(total, offloaded bytes) of the most loaded stage (the same on every GPU type)."""
+        """(total, offloaded bytes) of the most loaded stage (the same on every GPU type); a family's first asked
+        sizes all its micro-batches at once (``memory.peaks_bytes``: the stage states are shared)."""
         split, fam, mb, sp, off = where
         key = (split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb, sp, off)
         hit = self._peaks.get(key)
         if hit is None:
-            hit = self._peaks[key] = peak_bytes(self.sc.model, self.tr, self._layout(*where), self.sc.corrections)
+            mbs = fam.micro_batches
+            peaks = peaks_bytes(self.sc.model, self.tr, self._layout(split, fam, mbs[0], sp, off), mbs,
+                                self.sc.corrections)
+            for m, peak in zip(mbs, peaks, strict=True):
+                self._peaks[(split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, m, sp, off)] = peak
+            hit = self._peaks[key]
         return hit
 
     # ---- the closest miss ------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def offload_passes(sc: Scenario) -> tuple[tuple[str, ...], ...]:
 
 def one_gpu_whole_batch(split: Split, shard: Shard, global_batch: int, mb: int) -> bool:
     """One GPU without ZeRO, one micro-batch per step: the one layout whose peak may be lower than a
-    smaller micro-batch's (model/memory.py ``_one_gpu_backward``: gradients do not accumulate beside the
+    smaller micro-batch's (model/backward_peak.py ``one_gpu_backward``: gradients do not accumulate beside the
     activations). Everywhere else the peak never falls as the micro-batch grows."""
     return split.world == 1 and shard[0] == 0 and global_batch == mb
 
