@@ -159,8 +159,9 @@ class Search(Book):
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
-            for t, hw in hws.items():
-                self._remember((*ranks[t], i), hw, where0)
+            if self._visited is not None:  # something fitting ends the closest-miss bookkeeping
+                for t, hw in hws.items():
+                    self._remember((*ranks[t], i), hw, where0)
             out = [t for t in hws if not floors.get((t, fam.virtual_stages, fam.shard), True)]
             if out:
                 self._count_out(fam, split, sp, off, len(out))
@@ -171,6 +172,8 @@ class Search(Book):
             for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix):
                 found.add(t)
                 self._fitting.append(((*ranks[t], i, j), (split, fam, mb, sp, off), live[t]))
+        if found:
+            self._visited = None  # something fits: there will be no closest miss to find
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
@@ -199,6 +202,13 @@ class Search(Book):
         peaks = [self._peak((split, fam, mb, sp, off)) for mb in mbs]
         out = []
         for t, hw in hws.items():
+            plain = self._plain_of(hw, split, off)
+            if plain is not None:  # the verdict is a comparison: ``_fits_peak`` without its lookups per peak
+                factor, limit = plain
+                fit = [j for j, (total, _) in enumerate(peaks) if total * factor <= limit]
+                out += [(t, j, mbs[j]) for j in fit]
+                self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
+                continue
             for j, peak in enumerate(peaks):
                 fits = self._fits_peak(hw, peak, split, off)
                 if fits:
@@ -304,24 +314,29 @@ class Search(Book):
     def _fits_peak(self, hw: Hardware, peak: tuple[float, float], split: Split, off: str) -> bool | None:
         """``memory.verdict`` on a (total, offloaded) peak, as the plain comparison where it reduces to one
         (``plain_limit``, kept per GPU type, count and kind of layout)."""
+        plain = self._plain_of(hw, split, off)
+        total, offloaded = peak
+        if plain is not None:  # the verdict is a comparison here
+            return total * plain[0] <= plain[1]
+        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
+        return None if not v.host_ok else v.fits
+
+    def _plain_of(self, hw: Hardware, split: Split, off: str) -> tuple[float, float] | None:
+        """``memory.plain_limit`` for this GPU type, count and kind of layout (kept)."""
         mp = split.tp > 1 or split.pp > 1
         key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp)
         if key not in self._plain:
             self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp)
-        plain = self._plain[key]
-        total, offloaded = peak
-        if plain is not None:  # the verdict is a comparison here
-            return total * plain[0] <= plain[1]
-        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, mp)
-        return None if not v.host_ok else v.fits
+        return self._plain[key]
 
     # ---- the fastest per count ---------------------------------------------------------------------
     def _time_fitting(self) -> None:
         """Time this run's fitting layouts, per GPU type and count in the order of their step floor, until
         the floor is above the best step found; a tie goes to the first in canonical order."""
         by_count: dict[tuple[str, int], list] = defaultdict(list)
+        timed = {g.id: has_compute_peak(g) for g in {hw.gpu for _, _, hw in self._fitting}}
         for rank, where, hw in self._fitting:
-            floor = self._floor(where, hw) if has_compute_peak(hw.gpu) else 0.0
+            floor = self._floor(where, hw) if timed[hw.gpu.id] else 0.0
             by_count[(hw.gpu.id, hw.gpus)].append((floor, rank, where, hw))
         self._fitting = []
         for key, items in by_count.items():
