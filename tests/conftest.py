@@ -41,3 +41,20 @@ def one_line(capsys, argv: list[str], limit_s: float = 5.0) -> str:
     assert len(lines[0]) <= 1100 and "internal error" not in lines[0] and "Traceback" not in err
     assert took < limit_s, took
     return lines[0]
+
+
+def evaluate_config_json(cfg: dict, tmp_path: Any, seq_len: int) -> dict:
+    """Evaluate a model given as its config.json file (as a user has it) on 8 H100s, ZeRO-3, 64 sequences;
+    checks the answer counts the config's parameters and has a memory and an MFU; the JSON answer."""
+    import json
+
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.catalog.models import load_model
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    est = evaluate_scenario(make(str(path), "h100-sxm", 8, training={"seq_len": seq_len, "global_batch": 64},
+                                 layout={"zero": 3})).to_json()
+    assert est["model"]["params"] == load_model(cfg).params
+    assert 0 < est["memory"]["total"] and 0 < est["time"]["mfu"] < 1
+    return est

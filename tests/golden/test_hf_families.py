@@ -5,10 +5,8 @@ published figure to the rounding it is published with (source on the line above)
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import make
+from conftest import evaluate_config_json, make
 
 from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.models import load_model
@@ -134,12 +132,7 @@ def test_arcee_is_llama_with_a_two_matrix_relu2_mlp():
                                  {**COMMAND_R, "model_type": "cohere2", "num_hidden_layers": 8}],
                          ids=["nemotron", "starcoder2", "cohere", "gemma3", "arcee", "cohere2"])
 def test_each_config_evaluates(cfg, tmp_path):
-    path = tmp_path / "config.json"  # a model folder's config.json, as a user has it
-    path.write_text(json.dumps(cfg))
-    est = evaluate(make(str(path), "h100-sxm", 8, training={"seq_len": 8192, "global_batch": 64},
-                        layout={"zero": 3})).to_json()
-    assert est["model"]["params"] == load_model(cfg).params
-    assert 0 < est["memory"]["total"] and 0 < est["time"]["mfu"] < 1
+    evaluate_config_json(cfg, tmp_path, 8192)  # a model folder's config.json, as a user has it
 
 
 def test_squared_relu_costs_what_a_gelu_mlp_costs():

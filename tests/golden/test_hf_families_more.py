@@ -7,12 +7,9 @@ family builders list one by one."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import make
+from conftest import evaluate_config_json
 
-from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.models import load_model
 
 # EleutherAI/gpt-j-6b config.json
@@ -100,12 +97,7 @@ def test_blocks_as_the_classes_run_them():
 @pytest.mark.parametrize("cfg", [GPTJ_6B, PHI_2, STARCODER, STABLELM_3B, OLMOE, {**DBRX, "n_layers": 4}],
                          ids=["gptj", "phi", "gpt_bigcode", "stablelm", "olmoe", "dbrx"])
 def test_each_config_evaluates(cfg, tmp_path):
-    path = tmp_path / "config.json"  # a model folder's config.json, as a user has it
-    path.write_text(json.dumps(cfg))
-    est = evaluate(make(str(path), "h100-sxm", 8, training={"seq_len": 2048, "global_batch": 64},
-                        layout={"zero": 3})).to_json()
-    assert est["model"]["params"] == load_model(cfg).params
-    assert 0 < est["memory"]["total"] and 0 < est["time"]["mfu"] < 1
+    evaluate_config_json(cfg, tmp_path, 2048)  # a model folder's config.json, as a user has it
 
 
 def test_a_nested_dbrx_config_that_is_not_a_mapping_is_one_clear_error():
