@@ -118,9 +118,10 @@ def stablelm(c: Cfg, name: str) -> ModelSpec:
     h, L, nh, ffn, V = _shape(c)
     nkv = c.kv_heads(nh, "num_key_value_heads")
     d = c.head_dim(h, nh)
-    attn = (lin("self_attn.q_proj", nh * d, h, "attention", c.flag("use_qkv_bias", default=False))
-            + lin("self_attn.k_proj", nkv * d, h, "attention", c.flag("use_qkv_bias", default=False))
-            + lin("self_attn.v_proj", nkv * d, h, "attention", c.flag("use_qkv_bias", default=False))
+    qkv_bias = c.flag("use_qkv_bias", default=False)
+    attn = (lin("self_attn.q_proj", nh * d, h, "attention", qkv_bias)
+            + lin("self_attn.k_proj", nkv * d, h, "attention", qkv_bias)
+            + lin("self_attn.v_proj", nkv * d, h, "attention", qkv_bias)
             + lin("self_attn.o_proj", h, nh * d, "attention"))
     if c.flag("qk_layernorm", default=False):
         attn += nrm("self_attn.q_layernorm", nh * d) + nrm("self_attn.k_layernorm", nkv * d)

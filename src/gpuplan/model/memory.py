@@ -202,41 +202,38 @@ def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, 
 
 
 def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, nd: int, nd_e: int,
-                temp: float) -> tuple[ModelStates, float, float, int]:
+                temp: float) -> tuple[ModelStates, float, float, bool, bool, bool]:
     """What a stage's peak holds whatever the micro-batch: its model states (DualPipe's mirrored), the
-    optimizer step's temporaries and that phase's total, and which backward the peak follows (1: a 16-bit
-    gradient per parameter beside the fp32 buffer; 2: one GPU, gradients made as activations free, when
-    one micro-batch makes the step; 3: the first stage's embedding gradient; 0: none of them)."""
+    optimizer step's temporaries and that phase's total, and which backwards can shape the peak: a 16-bit
+    gradient per parameter beside the fp32 buffer; one GPU, whose gradients appear as activations free
+    (when one micro-batch makes the step); the first stage's embedding gradient."""
     states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
                           lay.offload, lay.dp * lay.cp)
     if lay.pp_schedule == "dualpipe":
         states = _mirrored(states)
     opt_temp = states.optimizer_params * temp
-    if training.method == "full" and training.grad_dtype == "fp32" and keeps_half_grads(training.framework):
-        backward = 1
-    elif lay.zero == 0 and lay.dp * lay.cp * lay.tp * lay.pp == 1:
-        backward = 2
-    elif stage == 0 and lay.zero < 3 and training.method == "full":
-        backward = 3
-    else:
-        backward = 0
-    return states, opt_temp, states.total + opt_temp, backward
+    full = training.method == "full"
+    half = full and training.grad_dtype == "fp32" and keeps_half_grads(training.framework)
+    one_gpu = lay.zero == 0 and lay.dp * lay.cp * lay.tp * lay.pp == 1
+    embedding = stage == 0 and lay.zero < 3 and full
+    return states, opt_temp, states.total + opt_temp, half, one_gpu, embedding
 
 
 def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
-              base: tuple[ModelStates, float, float, int], communicators: int, mb: int, n_mb: int) -> tuple:
+              base: tuple[ModelStates, float, float, bool, bool, bool], communicators: int, mb: int,
+              n_mb: int) -> tuple:
     """One stage's peak parts at micro-batch ``mb`` (``n_mb`` per step) on ``base`` (``_stage_base``)."""
-    states, opt_temp, step_phase, backward = base
+    states, opt_temp, step_phase, half, one_gpu, embedding = base
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
                             lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
                             every=lay.recompute_every)
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
-    if backward == 1:
+    if half:
         grads_held, act_held, logits_held = half_grads_backward(states, act, flight)
-    elif backward == 2 and n_mb == 1:
+    elif one_gpu and n_mb == 1:
         grads_held, act_held, logits_held = one_gpu_backward(model, training, states, act)
-    elif backward == 3 or (backward == 2 and stage == 0 and training.method == "full"):
+    elif embedding:
         grads_held, act_held, logits_held = embedding_backward(model, training, lay, states, act, flight)
     train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers
     total, fragmentation, fixed = _peak_bytes(max(train_phase, step_phase), communicators)

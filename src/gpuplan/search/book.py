@@ -78,15 +78,14 @@ class Book:
         """(total, offloaded bytes) of the most loaded stage (the same on every GPU type); a family's first asked
         sizes all its micro-batches at once (``memory.peaks_bytes``: the stage states are shared)."""
         split, fam, mb, sp, off = where
-        key = (split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb, sp, off)
-        hit = self._peaks.get(key)
+        hit = self._peaks.get(_peak_key(split, fam, mb, sp, off))
         if hit is None:
             mbs = fam.micro_batches
             peaks = peaks_bytes(self.sc.model, self.tr, self._layout(split, fam, mbs[0], sp, off), mbs,
                                 self.sc.corrections)
             for m, peak in zip(mbs, peaks, strict=True):
-                self._peaks[(split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, m, sp, off)] = peak
-            hit = self._peaks[key]
+                self._peaks[_peak_key(split, fam, m, sp, off)] = peak
+            hit = self._peaks[_peak_key(split, fam, mb, sp, off)]
         return hit
 
     # ---- the closest miss ------------------------------------------------------------------------
@@ -120,3 +119,6 @@ class Book:
         return Miss(over, lay, hw, memory(self.sc.model, hw, self.tr, lay, self.sc.corrections))
 
 
+def _peak_key(split: Split, fam: Family, mb: int, sp: bool, off: str) -> tuple:
+    """What a layout's peak depends on (its family's fields that memory reads, the micro-batch)."""
+    return (split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb, sp, off)
