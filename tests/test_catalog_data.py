@@ -162,3 +162,15 @@ def test_golden_values(gpus):
     assert g["l40"]["bf16_dense_tflops"] == pytest.approx(181.05)
     # source: NVIDIA A40 datasheet, memory bandwidth 696 GB/s
     assert g["a40"]["memory_bw_tb_per_s"] == pytest.approx(0.696)
+    # source: NVIDIA A800 datasheet, A800 80GB SXM: 2,039 GB/s, NVLink 400 GB/s (bidirectional: 200 per direction)
+    assert g["a800-80gb-sxm"]["memory_bw_tb_per_s"] == pytest.approx(2.039)
+    assert g["a800-80gb-sxm"]["scale_up_gb_per_s"] == 200
+    # source: NVIDIA GH200 datasheet, 96 GB HBM3 at 4 TB/s or 144 GB HBM3e at 4.9 TB/s; BF16 1,979* TFLOPS -> 989.4
+    assert (g["gh200"]["memory_gib"], g["gh200"]["memory_bw_tb_per_s"]) == (96, pytest.approx(4.0))
+    assert (g["gh200-144gb"]["memory_gib"], g["gh200-144gb"]["memory_bw_tb_per_s"]) == (144, pytest.approx(4.9))
+    assert g["gh200"]["bf16_dense_tflops"] == pytest.approx(989.4)
+    # source: AMD MI250 spec page, 362.1 TFLOPS FP16/BF16 per OAM of 2 GCDs -> 181 per GCD; MI210 181.0, 1.6384 TB/s
+    assert g["mi250"]["bf16_dense_tflops"] == pytest.approx(362.1 / 2, rel=1e-3)
+    assert g["mi210"]["memory_bw_tb_per_s"] == pytest.approx(1.6384)
+    # source: NVIDIA A30 datasheet, BF16 165 | 330* TFLOPS, 24 GB HBM2 at 933 GB/s
+    assert (g["a30"]["bf16_dense_tflops"], g["a30"]["memory_gib"]) == (pytest.approx(165.0), 24)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from functools import cache
 
 from gpuplan.catalog import load_json
@@ -12,9 +13,15 @@ from gpuplan.errors import GpuplanError
 from gpuplan.spec import GPU, BusCurve, Fabric, Hardware
 from gpuplan.units import GiB, MiB
 
+# words a GPU's name may carry that do not tell parts apart: the vendor's and product line's, the memory's kind
+_NOISE_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon", "hbm", "gddr"})
+
 
 def _key(name: str) -> str:
-    return name.strip().lower().replace("_", "-").replace(" ", "-")
+    """A name's lookup key: its words and numbers, in any order, any separator, any case — 'H100 80GB HBM3',
+    'NVIDIA H100-80GB' and 'h100_80gb' are one key; vendor and memory-kind words are left out."""
+    text = re.sub(r"\b(hbm|gddr)\d*[ex]?\b", " ", name.lower())
+    return "-".join(sorted(w for w in re.findall(r"[a-z]+|\d+(?:\.\d+)?", text) if w not in _NOISE_WORDS))
 
 
 def _gpu_from_row(row: dict) -> GPU:

@@ -1,0 +1,57 @@
+"""GPUs and fabrics named as users write them (nvidia-smi, papers, cloud pages) find their catalogue row."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuplan.catalog.hardware import _key, get_fabric, get_gpu
+from gpuplan.errors import GpuplanError
+
+CATALOG = Path(__file__).parents[1] / "src/gpuplan/catalog"
+
+
+@pytest.mark.parametrize("name, gid", [
+    ("H100 80GB HBM3", "h100-sxm"),            # nvidia-smi's name without the vendor
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("H100 SXM5 80GB HBM3", "h100-sxm"),
+    ("h100_80gb", "h100-sxm"),
+    ("A100 40GB PCIe", "a100-40gb-pcie"),       # the words in another order than the alias
+    ("A100-PCIE-40GB", "a100-40gb-pcie"),
+    ("NVIDIA A800-SXM4-80GB", "a800-80gb-sxm"),
+    ("A800", "a800-80gb-sxm"),
+    ("NVIDIA A800 80GB PCIe", "a800-80gb-pcie"),
+    ("GH200", "gh200"),
+    ("GH200 144GB", "gh200-144gb"),
+    ("AMD Instinct MI250", "mi250"),
+    ("MI250X", "mi250x"),
+    ("MI210", "mi210"),
+    ("Tesla V100-SXM2-16GB", "v100-16gb"),
+    ("A10", "a10"),
+    ("A10G", "a10g"),
+    ("H20", "h20"),
+    ("H200", "h200"),
+])
+def test_a_gpu_as_users_write_it(name, gid):
+    assert get_gpu(name).id == gid
+
+
+@pytest.mark.parametrize("name, fid", [
+    ("NDR", "ib-ndr-400g"), ("400G RoCE", "roce-400g"), ("100 GbE", "eth-100g"), ("NVLink 4", "nvlink4"),
+    ("Slingshot", "slingshot-11"), ("EFA", "efa-p5"), ("EDR", "ib-edr-100g"),
+])
+def test_a_fabric_as_users_write_it(name, fid):
+    assert get_fabric(name).id == fid
+
+
+def test_no_two_catalogue_rows_share_a_lookup_key():
+    for path, section in (("gpus.json", "gpus"), ("fabrics.json", "fabrics")):
+        owner: dict[str, str] = {}
+        for row in json.loads((CATALOG / path).read_text())[section]:
+            for name in (row["id"], *row["aliases"]):
+                assert owner.setdefault(_key(name), row["id"]) == row["id"], (name, owner[_key(name)])
+
+
+def test_a_name_that_differs_in_a_number_is_not_matched():
+    with pytest.raises(GpuplanError, match="unknown GPU 'H300'"):
+        get_gpu("H300")
