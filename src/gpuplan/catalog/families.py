@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog.builder_parts import (
@@ -33,6 +32,7 @@ from gpuplan.catalog.builder_parts import (
 )
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
+from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -87,6 +87,43 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
                       generic="InternLM2's fused wqkv and w1/w2/w3 hold the Llama shapes"),
     # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
     # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
+    # Seed-OSS (SeedOssConfig): Llama's block, q/k/v biases on by default, o's own key
+    "seed_oss": dict(tie=False, qkv="attention_bias", qkv_default=True, o="attention_out_bias", mlp="mlp_bias",
+                     hd=128),
+    # ERNIE 4.5 (Ernie4_5Config): one use_bias key for every projection, tied embeddings, head_dim 128
+    "ernie4_5": dict(tie=True, qkv="use_bias", o="use_bias", mlp="use_bias", hd=128),
+    # GLM-4 (GlmConfig / Glm4Config): q/k/v biases, gate and up fused as gate_up_proj; GLM-4-0414 (glm4) adds
+    # norms after attention and after the MLP (4 per block); partial rotary changes no shape
+    "glm": dict(tie=False, qkv="attention_bias", qkv_default=True, gate_up=True, hd=128),
+    "glm4": dict(tie=False, qkv="attention_bias", qkv_default=True, gate_up=True, hd=128, norms=4),
+    # EXAONE 4.0 (Exaone4Config): q/k norms, norms after attention and MLP only (post-norm, 2 per block), every
+    # sliding_window_pattern-th layer global
+    "exaone4": dict(tie=False, qk=True, post=True, win=4096, every=4),
+    # Apertus (ApertusConfig): q/k norms and a two-matrix MLP with the xIELU activation (two learned scalars)
+    "apertus": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, plain=True, act="xielu"),
+    # Ministral (MinistralConfig): Mistral's block with layer_types for its sliding layers
+    "ministral": dict(tie=False, win=4096),
+    # Hunyuan dense (HunYuanDenseV1Config): q/k norms (query_layernorm, key_layernorm) over head_dim
+    "hunyuan_v1_dense": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True),
+    # Granite-MoE and PhiMoE: Mixtral's MoE (PhiMoE with LayerNorms that carry a bias)
+    "granitemoe": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral",
+                       generic="Granite's embedding, residual, attention and logits multipliers change no shape or "
+                       "FLOP count"),
+    "phimoe": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral", ln=True, win=None),
+    # gpt-oss (GptOssConfig): biases on q/k/v/o, per-head attention sinks, every other layer a 128-token sliding
+    # window, every layer a top-4 MoE whose router and experts carry biases
+    "gpt_oss": dict(tie=False, qkv="attention_bias", qkv_default=True, o="attention_bias", sinks=True, hd=64,
+                    moe="gpt_oss", win=128, every=2,
+                    note="trained in bf16: the released MXFP4 expert weights are an inference format"),
+    # Llama 4 text (Llama4TextConfig): routed experts plus a shared expert on moe_layers, dense layers of
+    # intermediate_size_mlp; its q/k L2 norms have no weights; chunked attention is timed as full attention
+    "llama4_text": dict(tie=False, qkv="attention_bias", o="attention_bias", hd=128, moe="llama4",
+                        note="its chunked local attention (attention_chunk_size) is timed as full causal attention "
+                        "(the same up to one chunk's length)"),
+    # GLM-4.5 (Glm4MoeConfig) and dots.llm1 (Dots1Config): DeepSeek-V3's shared + routed experts on a GQA block
+    "glm4_moe": dict(tie=False, qkv="attention_bias", o=False, qk="use_qk_norm", moe="shared_routed"),
+    "dots1": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, moe="shared_routed",
+                  qwen_win=62),
     "baichuan": dict(tie=False,
                      generic="Baichuan 2's fused W_pack holds the q/k/v shapes; the 13B's ALiBi attention bias "
                      "(no RoPE) is timed as rotary attention"),
@@ -100,37 +137,39 @@ def _bias(c: Cfg, key: Any, default: bool = False) -> bool:
 
 def llama_like(c: Cfg, name: str) -> ModelSpec:
     f = _LLAMA_LIKE[c.mt]
+    if "note" in f:
+        c.assumed.append(f"model_type {c.mt}: {f['note']}")
     if "generic" in f:
         c.assumed.append(f"model_type {c.mt} read through the generic Llama-shaped decoder mapping (RMSNorm, RoPE, "
                          f"SwiGLU, the Llama config keys): {f['generic']}")
     moe = f.get("moe")
-    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-              *(("num_local_experts",) if moe == "mixtral" else ()),
-              *(("num_experts", "moe_intermediate_size") if moe in ("qwen2_moe", "qwen3_moe") else ()),
-              *(("shared_expert_intermediate_size",) if moe == "qwen2_moe" else ()),
-              *(("intermediate_size",) if moe != "qwen3_moe" else ()))
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", *moe_required(moe))
     h, L, nh, V = (c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"),
                    c.int("vocab_size"))
     nkv = c.kv_heads(nh, "num_key_value_heads")
     d = c.head_dim(h, nh, None if c.raw("head_dim") is not None else f.get("hd"))
     qkv_b = _bias(c, f.get("qkv"), f.get("qkv_default", False))
-    o_b, mlp_b = _bias(c, f.get("o")), _bias(c, f.get("mlp"))
+    # o's bias defaults as q/k/v's where one key sets both (gpt-oss attention_bias: true)
+    o_b = _bias(c, f.get("o"), f.get("qkv_default", False) and f.get("o") == f.get("qkv"))
+    mlp_b = _bias(c, f.get("mlp"))
     tied = tie(c, f["tie"])
-    ffn = c.int("intermediate_size", default=0, minimum=0 if moe == "qwen3_moe" else 1, note=False)
-    attn = _llama_attention(f, h, nh, nkv, d, qkv_b, o_b)
-    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    ffn = c.int("intermediate_size", default=0, minimum=0 if moe in ("qwen3_moe", "llama4") else 1, note=False)
+    attn = _llama_attention(c, f, h, nh, nkv, d, qkv_b, o_b)
+    ln = bool(f.get("ln"))  # LayerNorm with a bias (PhiMoE) instead of RMSNorm
+    norms = nrm("input_layernorm", h, ln) + nrm("post_attention_layernorm", h, ln)
     if f.get("norms", 2) == 4:
         norms += nrm("pre_feedforward_layernorm", h) + nrm("post_feedforward_layernorm", h)
+    m = llama_moe(c, moe, h, L, ffn)
+    ffn = m.dense_ffn or ffn
     dense_mlp = _llama_mlp(f, h, ffn, mlp_b)
-    m = _llama_moe(c, moe, h, L, ffn)
     if not all(m.sparse) and ffn == 0:
         c.require("intermediate_size")
     layers = [(attn + norms + (m.mlp if s else dense_mlp), s) for s in m.sparse]
-    head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
+    head = nrm("norm", h, ln) + ([] if tied else emb("lm_head", V, h, "head"))
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=0 if all(m.sparse) else ffn, vocab=V,
                 max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=not f.get("plain"),
-                norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                norm="layernorm" if ln else "rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
                 layers=groups(layers), head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn,
                 shared_ffn=m.shared, activation=f.get("act", "silu"),
                 post_norms=f.get("norms", 2) == 4 or f.get("post", False), **_llama_windows(c, f, L))
@@ -138,10 +177,12 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
 
 def _llama_mlp(f: dict[str, Any], h: int, ffn: int, bias: bool) -> list[Weight]:
     """The dense MLP: SwiGLU/GeGLU (gate, up, down; Phi-3 fuses gate and up) or, ``plain``, up and down only."""
-    if f.get("fused"):
+    if f.get("fused") or f.get("gate_up"):
         return lin("mlp.gate_up_proj", 2 * ffn, h, "mlp") + lin("mlp.down_proj", h, ffn, "mlp")
     if f.get("plain"):
-        return lin("mlp.up_proj", ffn, h, "mlp", bias) + lin("mlp.down_proj", h, ffn, "mlp", bias)
+        xielu = [Weight(name=f"mlp.act_fn.{a}", shape=(1,), group="mlp", bias=True) for a in ("alpha_p", "alpha_n")]
+        return (lin("mlp.up_proj", ffn, h, "mlp", bias) + lin("mlp.down_proj", h, ffn, "mlp", bias)
+                + (xielu if f.get("act") == "xielu" else []))
     return gated("mlp", h, ffn, "mlp", bias)
 
 
@@ -155,10 +196,12 @@ def _llama_windows(c: Cfg, f: dict[str, Any], L: int) -> dict[str, Any]:
     return {}
 
 
-def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b: bool,
+def _llama_attention(c: Cfg, f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b: bool,
                      o_b: bool) -> list[Weight]:
-    """Self-attention weights of one block: q/k/v (or fused qkv), o, and q/k norms where the family has them."""
-    attn: list[Weight] = []
+    """Self-attention weights of one block: q/k/v (or fused qkv), o, q/k norms where the family has them (or
+    where its ``qk`` flag key says so) and gpt-oss's per-head attention sinks."""
+    attn: list[Weight] = [Weight(name="self_attn.sinks", shape=(nh,), group="attention", bias=True)] \
+        if f.get("sinks") else []
     if f.get("fused"):
         attn += lin("self_attn.qkv_proj", (nh + 2 * nkv) * d, h, "attention", qkv_b)
     else:
@@ -166,51 +209,14 @@ def _llama_attention(f: dict[str, Any], h: int, nh: int, nkv: int, d: int, qkv_b
                  + lin("self_attn.k_proj", nkv * d, h, "attention", qkv_b)
                  + lin("self_attn.v_proj", nkv * d, h, "attention", qkv_b))
     attn += lin("self_attn.o_proj", h, nh * d, "attention", o_b)
-    if f.get("qk") == "full":
+    qk = f.get("qk")
+    if isinstance(qk, str) and qk != "full":  # a config flag turns the q/k norms on (GLM-4.5 use_qk_norm)
+        qk = c.flag(qk, default=False)
+    if qk == "full":
         attn += nrm("self_attn.q_norm", nh * d) + nrm("self_attn.k_norm", nkv * d)
-    elif f.get("qk"):
+    elif qk:
         attn += nrm("self_attn.q_norm", d) + nrm("self_attn.k_norm", d)
     return attn
-
-
-@dataclass(frozen=True, slots=True)
-class _Moe:
-    """The mixture-of-experts part of a Llama-like model (all zero and no sparse layer when dense)."""
-    experts: int
-    top_k: int
-    ffn: int
-    shared: int
-    sparse: list[bool]      # per layer: does it use ``mlp`` (the MoE block) instead of the dense MLP
-    mlp: list[Weight]
-
-
-def _llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> _Moe:
-    """Experts, routing and the MoE MLP weights of Mixtral / Qwen2-MoE / Qwen3-MoE."""
-    if moe == "mixtral":
-        E, k = c.int("num_local_experts"), c.int("num_experts_per_tok", default=2)
-        mlp = (lin("block_sparse_moe.gate", E, h, "router")
-               + gated("block_sparse_moe.experts", h, ffn, "expert", count=E, names=("w1", "w3", "w2")))
-        return _Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
-    if not moe:
-        return _Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
-    if moe == "olmoe":
-        E, k = c.int("num_experts", default=64), c.int("num_experts_per_tok", default=8)
-        mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, ffn, "expert", count=E)
-        return _Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
-    E, moe_ffn = c.int("num_experts"), c.int("moe_intermediate_size")
-    k = c.int("num_experts_per_tok")
-    step = c.int("decoder_sparse_step", default=1, note=False)
-    only = c.raw("mlp_only_layers", default=[])
-    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
-        raise GpuplanError(f"{c.source}: mlp_only_layers must be a list of layer indices")
-    sparse = [i not in only and (i + 1) % step == 0 for i in range(L)]
-    mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
-    shared = 0
-    if moe == "qwen2_moe":
-        shared = c.int("shared_expert_intermediate_size")
-        mlp += gated("mlp.shared_expert", h, shared, "shared_expert")
-        mlp += lin("mlp.shared_expert_gate", 1, h, "router")
-    return _Moe(experts=E, top_k=k, ffn=moe_ffn, shared=shared, sparse=sparse, mlp=mlp)
 
 
 # ---- Gemma 3 image-text models: the Gemma 3 decoder of text_config, the vision tower apart ----------

@@ -1,0 +1,118 @@
+"""The mixture-of-experts part of the Llama-shaped decoders (catalog/families.py ``llama_like``): which layers
+route, how many experts, their sizes and every weight of the MoE block, per family as its ``transformers``
+class builds it (defaults of the config class, noted in ``ModelSpec.assumed`` where they shape a weight)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.catalog.builder_parts import Cfg, gated, lin
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import Weight
+
+__all__ = ["Moe", "llama_moe", "moe_required"]
+
+
+@dataclass(frozen=True, slots=True)
+class Moe:
+    """The mixture-of-experts part of a Llama-like model (all zero and no sparse layer when dense)."""
+    experts: int
+    top_k: int
+    ffn: int
+    shared: int
+    sparse: list[bool]      # per layer: does it use ``mlp`` (the MoE block) instead of the dense MLP
+    mlp: list[Weight]
+    dense_ffn: int | None = None  # the dense layers' MLP width where it is not intermediate_size (Llama 4)
+
+
+def moe_required(moe: str | None) -> tuple[str, ...]:
+    """Config keys a family's MoE cannot do without (no transformers default that fits a real model)."""
+    return {"mixtral": ("num_local_experts", "intermediate_size"),
+            "qwen2_moe": ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size",
+                          "intermediate_size"),
+            "qwen3_moe": ("num_experts", "moe_intermediate_size"),
+            "shared_routed": ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                              "intermediate_size")}.get(moe or "", ("intermediate_size",))
+
+
+def _fused_experts(prefix: str, h: int, ffn: int, E: int, bias: bool = False) -> list[Weight]:
+    """Experts stored as one gate_up projection and one down projection per expert (3-D parameters)."""
+    return (lin(f"{prefix}.gate_up_proj", 2 * ffn, h, "expert", bias, count=E)
+            + lin(f"{prefix}.down_proj", h, ffn, "expert", bias, count=E))
+
+
+def llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> Moe:
+    """Experts, routing and the MoE MLP weights of the family's kind of MoE."""
+    if not moe:
+        return Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
+    if moe in ("mixtral", "olmoe", "gpt_oss"):
+        return _every_layer(c, moe, h, L, ffn)
+    if moe == "llama4":
+        return _llama4(c, h, L)
+    if moe == "shared_routed":
+        return _shared_routed(c, h, L)
+    return _qwen(c, moe, h, L)
+
+
+def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
+    """Every layer a top-k MoE without shared experts: Mixtral (and Granite-MoE, PhiMoE), OLMoE, gpt-oss."""
+    if moe == "mixtral":
+        E, k = c.int("num_local_experts"), c.int("num_experts_per_tok", default=2)
+        mlp = (lin("block_sparse_moe.gate", E, h, "router")
+               + gated("block_sparse_moe.experts", h, ffn, "expert", count=E, names=("w1", "w3", "w2")))
+    elif moe == "olmoe":
+        E, k = c.int("num_experts", default=64), c.int("num_experts_per_tok", default=8)
+        mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, ffn, "expert", count=E)
+    else:  # gpt-oss: a router with a bias, experts with biases on both projections (GptOssExperts)
+        E, k = c.int("num_local_experts", default=128), c.int("num_experts_per_tok", default=4)
+        mlp = lin("mlp.router", E, h, "router", True) + _fused_experts("mlp.experts", h, ffn, E, bias=True)
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
+
+
+def _llama4(c: Cfg, h: int, L: int) -> Moe:
+    """Llama 4 (Llama4TextConfig): routed experts and one shared expert of intermediate_size on the layers of
+    moe_layers (default every interleave_moe_layer_step-th), the others a dense MLP of intermediate_size_mlp."""
+    E, k = c.int("num_local_experts", default=16), c.int("num_experts_per_tok", default=1)
+    ffn, dense = c.int("intermediate_size", default=8192), c.int("intermediate_size_mlp", default=16384)
+    step = c.int("interleave_moe_layer_step", default=1)
+    listed = c.raw("moe_layers")
+    if listed is not None and (not isinstance(listed, list) or not all(isinstance(i, int) for i in listed)):
+        raise GpuplanError(f"{c.source}: moe_layers must be a list of layer indices")
+    layers = set(listed) if listed is not None else set(range(step - 1, L, step))
+    mlp = (_fused_experts("feed_forward.experts", h, ffn, E) + lin("feed_forward.router", E, h, "router")
+           + gated("feed_forward.shared_expert", h, ffn, "shared_expert"))
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn, sparse=[i in layers for i in range(L)], mlp=mlp,
+               dense_ffn=dense)
+
+
+def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
+    """DeepSeek-V3's MoE on a plain attention block (GLM-4.5 glm4_moe, dots.llm1 dots1): routed experts and
+    n_shared_experts shared ones of moe_intermediate_size from layer first_k_dense_replace on; the router's
+    score-correction bias is a buffer, not a parameter, in these classes."""
+    E, k = c.int("n_routed_experts"), c.int("num_experts_per_tok")
+    ffn = c.int("moe_intermediate_size")
+    n_shared = c.int("n_shared_experts", default=1, minimum=0)
+    first = c.int("first_k_dense_replace", default=1 if c.mt == "glm4_moe" else 0, minimum=0)
+    mlp = _fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
+    if n_shared:
+        mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, sparse=[i >= first for i in range(L)], mlp=mlp)
+
+
+def _qwen(c: Cfg, moe: str, h: int, L: int) -> Moe:
+    """Qwen2-MoE / Qwen3-MoE: experts on every decoder_sparse_step-th layer not in mlp_only_layers; Qwen2-MoE
+    adds a gated shared expert."""
+    E, moe_ffn = c.int("num_experts"), c.int("moe_intermediate_size")
+    k = c.int("num_experts_per_tok")
+    step = c.int("decoder_sparse_step", default=1, note=False)
+    only = c.raw("mlp_only_layers", default=[])
+    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+        raise GpuplanError(f"{c.source}: mlp_only_layers must be a list of layer indices")
+    sparse = [i not in only and (i + 1) % step == 0 for i in range(L)]
+    mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
+    shared = 0
+    if moe == "qwen2_moe":
+        shared = c.int("shared_expert_intermediate_size")
+        mlp += gated("mlp.shared_expert", h, shared, "shared_expert")
+        mlp += lin("mlp.shared_expert_gate", 1, h, "router")
+    return Moe(experts=E, top_k=k, ffn=moe_ffn, shared=shared, sparse=sparse, mlp=mlp)
