@@ -85,14 +85,17 @@ def test_optimizer_offload_moves_master_and_moments_to_cpu():
 
 def test_pure_bf16_and_fp32_and_8bit_adam_bytes_per_param():
     # bf16-pure: 2 + 2 + 2·2 (bf16 moments); fp32: 4 + 4 + 8; 8-bit Adam (Dettmers et al. 2022):
-    # 2 + 2 + 4 (master) + 2·(1 + 4/2048)
+    # 2 + 2 + 4 (master) + 2·(1 + 4/2048) beside 16-bit weights (DeepSpeed), 4 + 4 + 2·(1 + 4/2048) under
+    # PyTorch AMP (the generic stack on one GPU: the fp32 weights are the master)
     n = 1e9
     pure = mem({"params": n}, training={"precision": "bf16-pure"})
     assert pure["weights"] + pure["gradients"] + pure["optimizer"] == pytest.approx(8 * n)
     fp32 = mem({"params": n}, training={"precision": "fp32"})
     assert fp32["weights"] + fp32["gradients"] + fp32["optimizer"] == pytest.approx(16 * n)
-    a8 = mem({"params": n}, training={"optimizer": "adamw-8bit"})
+    a8 = mem({"params": n}, training={"optimizer": "adamw-8bit", "framework": "deepspeed"})
     assert a8["optimizer"] == pytest.approx(n * (4 + 2 * (1 + 4 / 2048)))
+    amp = mem({"params": n}, training={"optimizer": "adamw-8bit"})
+    assert (amp["weights"], amp["optimizer"]) == pytest.approx((4 * n, n * 2 * (1 + 4 / 2048)))
 
 
 def test_foreach_adamw_step_temporary_can_set_the_peak():

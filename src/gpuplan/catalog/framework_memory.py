@@ -51,3 +51,11 @@ def lora_keeps_shared_input(framework: str) -> bool:
     """Whether the framework's LoRA adapters keep their input tensor itself (frameworks.json ``memory.lora_input``
     "shared": torchtune's LoRALinear) rather than a copy each (PEFT's cast to its fp32 adapters, the default)."""
     return _memory_fact(framework, "lora_input") == "shared"
+
+
+@cache
+def autocast_fp32_weights(framework: str) -> bool:
+    """Whether the framework's ZeRO-0 (plain DDP or one GPU) trains under bf16/fp16 mixed precision as PyTorch's
+    AMP does — fp32 parameters and gradients, autocast casting each linear's weight and input to 16 bits
+    (frameworks.json ``memory.autocast_fp32_weights``) — rather than 16-bit parameters beside an fp32 master."""
+    return _memory_fact(framework, "autocast_fp32_weights") is True

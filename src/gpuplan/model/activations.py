@@ -76,6 +76,11 @@ class ActShape:
     lora_rank: int = 0
     lora_copy: float = 0.0
     lora_weight_cast: float = 0.0
+    # AMP over fp32 weights (model/kept.py amp_fp32): each linear reading a normalized stream keeps its own
+    # 16-bit cast of it — as many copies as separate linears read it (q, k, v: 3; gate, up: 2)
+    qkv_copies: int = 1
+    mlp_copies: int = 1
+    stream: int = 0  # bytes per element of the residual stream between layers (0: ``elem``; 4 under AMP)
 
     @property
     def norm(self) -> float:
@@ -94,7 +99,7 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
     terms = {
         # attention block
         "attn_norm_input": x.norm * sbh * rep,
-        "qkv_input": x.linear_in * sbh * rep,
+        "qkv_input": x.linear_in * sbh * rep * x.qkv_copies,
         "q": e * s * b * a * d / t,
         "k": e * s * b * kv_local * d,
         "v": e * s * b * kv_local * dv,
@@ -111,7 +116,7 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
         terms["dropout_masks"] = 2 * sbh * rep
     # MLP block
     terms["mlp_norm_input"] = x.norm * sbh * rep
-    terms["mlp_input"] = x.linear_in * sbh * rep
+    terms["mlp_input"] = x.linear_in * sbh * rep * x.mlp_copies
     per_f = (3 * e + x.linear_in) if m.gated_mlp else (e + x.linear_in)  # gated: 8 (2+2+2+2), else 4
     if moe_layer:
         k, n_exp = m.top_k, m.n_experts
@@ -130,7 +135,7 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
 # projections whose input is the heads' output or the MLP's inner product (row-parallel under tensor
 # parallelism), by their module's leaf name across the families; every other adapted matrix reads the hidden
 # stream
-_ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "dense_4h_to_h", "w2",
+ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "dense_4h_to_h", "w2",
                            "wo", "proj"})
 
 
@@ -166,7 +171,7 @@ def lora_terms(m: ModelSpec, moe_layer: bool, x: ActShape, terms: dict[str, floa
     for w in adapted:
         leaf = w.name.rsplit(".", 1)[-1]
         out_f, in_f = w.shape
-        row = leaf in _ROW_PARALLEL
+        row = leaf in ROW_PARALLEL
         local_in = in_f / t if row else in_f * rep
         if x.lora_copy:
             kept += x.lora_copy * s * b * local_in * w.count
@@ -185,7 +190,7 @@ def op_sac_bytes(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
     """torchtitan per-op SAC: layer input + every other matmul output + attention output and LSE."""
     lg = next((g for g in m.layers if g.moe == moe_layer), m.layers[0])
     rep = 1 / x.t if x.sp else 1.0
-    saved = x.elem * x.s * x.b * m.hidden * rep
+    saved = (x.stream or x.elem) * x.s * x.b * m.hidden * rep
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert")]
     for i, w in enumerate(mats):
         if i % 2 == 0:  # the 1st, 3rd, ... matmul of the block (torchtitan's mm_count odd)
@@ -199,7 +204,7 @@ def op_sac_bytes(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
 def layer_bytes(m: ModelSpec, moe_layer: bool, x: ActShape, recompute: str) -> float:
     """Bytes one layer keeps between its forward and backward pass."""
     if recompute == "full":
-        return x.elem * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0)
+        return (x.stream or x.elem) * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0)
     terms = layer_terms(m, moe_layer, x)
     if recompute in ("selective", "selective-op") and not x.flash:
         terms.pop("attn_core")

@@ -7,14 +7,16 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gpuplan.model.breakdown import ModelStates, StageActivations
+from gpuplan.model.kept import amp_of
 from gpuplan.model.states import StateBytes, state_bytes
 from gpuplan.spec import Layout, ModelSpec, Training
 
 
 @lru_cache(maxsize=1024)
-def cached_state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool) -> StateBytes:
-    """``states.state_bytes``, once per (precision, optimizer, model, gradient dtype)."""
-    return state_bytes(precision, optimizer, model, grad_fp32)
+def cached_state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool, amp: bool = False
+                       ) -> StateBytes:
+    """``states.state_bytes``, once per (precision, optimizer, model, gradient dtype, AMP over fp32 weights)."""
+    return state_bytes(precision, optimizer, model, grad_fp32, amp)
 
 
 def one_gpu_backward(model: ModelSpec, training: Training, states: ModelStates, act: StageActivations,
@@ -52,7 +54,8 @@ def embedding_backward(model: ModelSpec, training: Training, lay: Layout, states
     shapes, seq 512): zero 1 over 4 and zero 2 over 8 ranks end with the three gradients (allocated peak
     to the formula's 50 MiB of DDP buckets, which the trace does not allocate), pp 4's first stage with
     one beside 3 micro-batches in flight (to 0.2 %); before, the formula was 5-9 % under them."""
-    grad = cached_state_bytes(training.precision, training.optimizer, model, False).grad  # made in the weights' dtype
+    # made in the weights' dtype (fp32 under AMP)
+    grad = cached_state_bytes(training.precision, training.optimizer, model, False, amp_of(training, lay)).grad
     made = model.vocab * model.hidden / lay.tp * grad * (3 if model.tied_embeddings and lay.pp == 1 else 1)
     others = act.per_microbatch * max(flight - 1, 0)
     if made + others > act.held + act.logits:

@@ -4,17 +4,51 @@ smaller set, and how LoRA adapters keep their input (``memory.lora_input``)."""
 
 from __future__ import annotations
 
-from gpuplan.catalog.framework_memory import lora_keeps_shared_input, norm_keeps_fp32_copy
-from gpuplan.spec import ModelSpec, Training
+from functools import lru_cache
+
+from gpuplan.catalog.framework_memory import autocast_fp32_weights, lora_keeps_shared_input, norm_keeps_fp32_copy
+from gpuplan.model.activations import ROW_PARALLEL
+from gpuplan.spec import Layout, ModelSpec, Training
 
 
-def norm_keeps(eager: bool, method: str, elem: int) -> float:
+def norm_keeps(eager: bool, method: str, elem: int, amp: bool = False) -> float:
     """Bytes per element an RMSNorm keeps: fused, its input; eager (Hugging Face), the fp32 copy of its input
     and — when its weight trains — the normalized tensor the weight multiplies (a frozen weight needs no
-    gradient, so LoRA/QLoRA keep the fp32 copy only; measured with PEFT, model/activations.py lora_terms)."""
+    gradient, so LoRA/QLoRA keep the fp32 copy only; measured with PEFT, model/activations.py lora_terms).
+    Under AMP over fp32 weights (``amp_fp32``) the residual stream is fp32: a norm keeps its fp32 input, an
+    eager one also its fp32 normalized tensor (the fp32 weight multiplies it: 4 + 4)."""
+    if amp:
+        return 8 if eager else 4
     if not eager:
         return elem
     return 4 + elem if method == "full" else 4
+
+
+def amp_fp32(training: Training, zero: int, model_parallel: int, offload: str) -> bool:
+    """Whether the run is PyTorch AMP over fp32 parameters (frameworks.json ``memory.autocast_fp32_weights``):
+    a full fine-tune in bf16/fp16 mixed precision on plain DDP or one GPU — ZeRO-0, no tensor, pipeline, context
+    or expert parallelism (``model_parallel``: the product of their degrees), nothing offloaded — on a stack that
+    trains so. Model-parallel and offloading runs use stacks that keep 16-bit parameters beside an fp32 master
+    (DeepSpeed's ZeRO-Offload keeps that master on the host)."""
+    return (zero == 0 and model_parallel == 1 and offload == "none" and training.method == "full"
+            and training.precision in ("bf16", "fp16") and autocast_fp32_weights(training.framework))
+
+
+def amp_of(training: Training, lay: Layout) -> bool:
+    """``amp_fp32`` for a layout."""
+    return amp_fp32(training, lay.zero, lay.tp * lay.pp * lay.cp * lay.ep, lay.offload)
+
+
+@lru_cache(maxsize=256)
+def normed_readers(model: ModelSpec) -> tuple[int, int]:
+    """How many separate linears read each normalized stream of a dense block — (attention: q, k, v = 3, a fused
+    qkv 1, MLA's q_a and kv_a 2; MLP: gate and up = 2, a fused gate_up or a plain MLP 1): under autocast each
+    casts its fp32 input to 16 bits itself and keeps that copy."""
+    group = next((lg for lg in model.layers if not lg.moe), model.layers[0])
+    def readers(kind: str) -> int:
+        return max(1, sum(1 for w in group.weights if w.is_matrix and w.group == kind and w.shape[1] == model.hidden
+                          and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL))
+    return readers("attention"), readers("mlp")
 
 
 def lora_shape(training: Training) -> dict:

@@ -37,7 +37,7 @@ from gpuplan.model.activations import (
 )
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
-from gpuplan.model.kept import keeps_fp32_norm_copy, lora_shape, norm_keeps
+from gpuplan.model.kept import amp_fp32, amp_of, keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
 from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
@@ -51,10 +51,11 @@ _make_peak = maker(StagePeak)
 
 @lru_cache(maxsize=65536)
 def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
-                 zero: int, nd: int, nd_e: int, offload: str, dp_group: int) -> ModelStates:
+                 zero: int, nd: int, nd_e: int, offload: str, dp_group: int, cp: int = 1) -> ModelStates:
     """One rank's model states — see the module doc for the sharding rules."""
     method = training.method
-    sb = cached_state_bytes(training.precision, training.optimizer, model, training.grad_dtype == "fp32")
+    sb = cached_state_bytes(training.precision, training.optimizer, model, training.grad_dtype == "fp32",
+                            amp_fp32(training, zero, tp * pp * ep * cp, offload))
     targets = training.lora_targets if method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
 
@@ -104,12 +105,13 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
 
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                       cp: int, sp: bool, mb: int, recompute: str, flight: float,
-                      factor: float = 1.0, *, every: int = 1) -> StageActivations:
+                      factor: float = 1.0, *, every: int = 1, amp: bool = False) -> StageActivations:
     """One rank's activations; ``factor`` is a correction fitted by `gpuplan trace --calibrate`;
-    ``every`` > 1 with full recompute: only every k-th block is recomputed."""
-    per_mb, extra, logits = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, recompute)
+    ``every`` > 1 with full recompute: only every k-th block is recomputed; ``amp``: PyTorch AMP over fp32
+    weights (model/kept.py ``amp_fp32``)."""
+    per_mb, extra, logits = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, recompute, amp)
     if recompute == "full" and every > 1:  # the other blocks keep what they would without recompute
-        kept, _, _ = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, "none")
+        kept, _, _ = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, "none", amp)
         per_mb = per_mb / every + kept * (1 - 1 / every)
     if factor != 1.0:
         per_mb, extra = per_mb * factor, extra * factor
@@ -118,26 +120,41 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
 
 @lru_cache(maxsize=65536)
 def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
-                     cp: int, sp: bool, mb: int, recompute: str) -> tuple[float, float, float]:
-    """(activations per micro-batch in flight, held once — recompute working set, LM-head inputs —, logits)."""
+                     cp: int, sp: bool, mb: int, recompute: str, amp: bool = False) -> tuple[float, float, float]:
+    """(activations per micro-batch in flight, held once — recompute working set, LM-head inputs —, logits).
+    ``amp``: PyTorch AMP over fp32 weights — the fp32 stream into the norms, each linear's own 16-bit input cast,
+    and autocast's 16-bit cast of every matmul weight, kept from forward to backward (model/kept.py)."""
     targets = training.lora_targets if training.method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]
     eager_norm = keeps_fp32_norm_copy(model, training)
+    qkv, mlp = normed_readers(model) if amp else (1, 1)
     x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
                  flash=training.attention in ("flash", "flash1"), elem=elem,
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
-                 norm_in=norm_keeps(eager_norm, training.method, elem), **lora_shape(training))
+                 norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
+                 stream=4 if amp else 0, **lora_shape(training))
     per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
               + rp.moe_layers * layer_bytes(model, True, x, recompute))
+    # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,
+    # unless a checkpointed block's forward saved none (full and per-op recompute: freed as its autocast region
+    # ends, remade one block at a time in the recompute); the LM head's (or the tied embedding's) on the last stage
+    checkpointed = recompute in ("full", "selective-op")
+    casts = elem * rp.quantizable if amp and not checkpointed else 0.0
+    head_cast = elem * model.vocab * model.hidden / tp if amp and stage == pp - 1 else 0.0
+    extra = casts + (0.0 if checkpointed else head_cast)
     rep = 1 / x.t if x.sp else 1.0
     if eager_norm and pp > 1 and recompute in ("none", "selective"):
         # a received stage input is held for its gradient; a fused norm keeps it as its own input, an eager one
         # an fp32 copy instead: one elem·s·b·h more per micro-batch in flight past the first stage (gpuplan trace)
         per_mb += (vstages - (stage == 0)) * elem * x.s * x.b * model.hidden * rep
-    extra = 0.0
-    if recompute in ("full", "selective-op") and (rp.dense_layers or rp.moe_layers):
-        extra += recompute_working_set(model, rp.moe_layers > 0, x)
+    if checkpointed and (rp.dense_layers or rp.moe_layers):
+        # one block rebuilt at a time (under AMP with its own weight casts); the LM head's cast is freed with its
+        # backward, before the first rebuild
+        rebuilt = recompute_working_set(model, rp.moe_layers > 0, x) + (elem * rp.largest_layer if amp else 0.0)
+        extra += max(rebuilt, head_cast)
+    elif checkpointed:
+        extra += head_cast
     logits = 0.0
     if stage == pp - 1:
         extra += (x.norm + elem) * x.s * x.b * model.hidden * rep  # what the final norm keeps; the LM-head input
@@ -208,7 +225,7 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
     gradient per parameter beside the fp32 buffer; one GPU, whose gradients appear as activations free
     (when one micro-batch makes the step); the first stage's embedding gradient."""
     states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
-                          lay.offload, lay.dp * lay.cp)
+                          lay.offload, lay.dp * lay.cp, lay.cp)
     if lay.pp_schedule == "dualpipe":
         states = _mirrored(states)
     opt_temp = states.optimizer_params * temp
@@ -227,7 +244,7 @@ def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, cor
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
                             lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
-                            every=lay.recompute_every)
+                            every=lay.recompute_every, amp=amp_of(training, lay))
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if half:
         grads_held, act_held, logits_held = half_grads_backward(states, act, flight)
@@ -361,7 +378,7 @@ def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tup
         for zero, group in shards:
             nd = (group or dp * cp) if zero else 1
             nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
-            held = max(model_states(model, training, tp, ep, pp, v, s, zero, nd, nd_e, lay.offload, dp * cp).total
+            held = max(model_states(model, training, tp, ep, pp, v, s, zero, nd, nd_e, lay.offload, dp * cp, cp).total
                        for s in stages)
             least = min(least, held)
     return _peak_bytes(least, _communicators(lay))[0]

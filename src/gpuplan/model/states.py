@@ -51,7 +51,8 @@ def adafactor_state_ratio(model: ModelSpec) -> float:
     return elems / max(model.params_formula, 1)
 
 
-def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool = False) -> StateBytes:
+def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool = False, amp: bool = False
+                ) -> StateBytes:
     """Bytes per parameter of each model-state kind.
 
     weights: 16-bit compute copy (fp32: 4; fp8: 2 + 1 for the fp8 weight cache that
@@ -59,6 +60,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
     gradients: the compute dtype (ZeRO's 2Ψ); fp32 under bf16/fp8 mixed precision where the framework keeps
     fp32 gradients (``grad_fp32``: training.grad_dtype, e.g. Megatron's main_grad buffers).
     master: 4 (fp32) under bf16/fp16/fp8 mixed precision; none for bf16-pure and fp32.
+    amp: PyTorch AMP over fp32 parameters (model/kept.py ``amp_fp32``): the fp32 parameters are the master
+    copy — 4 B weights, 4 B gradients, no separate master.
     optimizer moments per parameter:
       adamw/adam: 2 moments (Kingma & Ba 2015) → 8 B fp32;
       adamw-8bit: 2 moments × 1 B + one fp32 absmax per 2048-block each (Dettmers et al. 2022);
@@ -81,6 +84,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
         states = mb * adafactor_state_ratio(model)
     else:  # spec.Training validates the name
         raise AssertionError(optimizer)
+    if amp:
+        w, g, master = 4, 4, 0
     return StateBytes(weight=w, grad=g, master=master, states=states)
 
 

@@ -16,6 +16,7 @@ from gpuplan.catalog.constants import constant
 from gpuplan.errors import GpuplanError
 from gpuplan.model.estimate import evaluate
 from gpuplan.model.flops import attention_flops, head_flops, layer_matmul_flops
+from gpuplan.model.kept import amp_of
 from gpuplan.model.memory import stage_activations, stage_peak, verdict
 from gpuplan.model.pipeline import layer_owners
 from gpuplan.report.render import estimate_json
@@ -93,7 +94,7 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
     flight = pm["microbatches_in_flight"] if lay.pp > 1 else 1.0
     act_pred = stage_activations(
         sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, r.stage or 0, lay.cp, lay.sequence_parallel,
-        lay.micro_batch, lay.recompute, flight, sc.corrections.activations).held
+        lay.micro_batch, lay.recompute, flight, sc.corrections.activations, amp=amp_of(sc.training, lay)).held
     mm = measured_memory(r, pm["detail"]["runtime"])
     mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay, r)
     mm["detail"]["stage_outputs_kept"] = stage_outputs_bytes(sc, lay, r)

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
-from gpuplan.model.kept import keeps_fp32_norm_copy
+from gpuplan.model.kept import amp_of, keeps_fp32_norm_copy
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.trace.build import (
@@ -151,8 +151,9 @@ def _step(step: _Step, tr: StepTracker | None) -> str | None:
     phase = tr.set_phase if tr is not None else (lambda _p: None)
     note = None
     if step.pipe is not None:
-        run_schedule(step.model, step.pipe.ops if tr is not None else warm_up_ops(len(step.model.chunks)),
-                     step.pipe.feed, tr)
+        with _autocast(step):  # one autocast region for the stage's schedule
+            run_schedule(step.model, step.pipe.ops if tr is not None else warm_up_ops(len(step.model.chunks)),
+                         step.pipe.feed, tr)
     else:
         note = _forward_backward(step, tr)
     phase("optimizer")
@@ -164,19 +165,27 @@ def _step(step: _Step, tr: StepTracker | None) -> str | None:
     return note
 
 
+def _autocast(step: _Step) -> Any:
+    """torch.autocast to the step's AMP dtype on the device of its parameters, or no context without AMP."""
+    if step.autocast is None:
+        return nullcontext()
+    return torch.autocast(step.params[0].device.type if step.params else "cpu", dtype=step.autocast)
+
+
 def _forward_backward(step: _Step, tr: StepTracker | None) -> str | None:
     phase = tr.set_phase if tr is not None else (lambda _p: None)
     phase("forward")
-    try:
-        out = step.model(*step.args, **step.kwargs)
-    except GpuplanError:
-        raise
-    except Exception as err:  # noqa: BLE001 - the user's forward on the inputs we made
-        raise GpuplanError(f"the model's forward() failed on the traced inputs ({type(err).__name__}: "
-                           f"{str(err).splitlines()[0] if str(err) else ''}); give a matching "
-                           "--input-factory package.module:function(batch, seq_len)") from None
-    with tr.loss_scope() if tr is not None else nullcontext():
-        loss, note = _to_loss(out, step.labels)
+    with _autocast(step):  # AMP as Hugging Face Trainer / accelerate run it: the forward and loss, not backward
+        try:
+            out = step.model(*step.args, **step.kwargs)
+        except GpuplanError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the user's forward on the inputs we made
+            raise GpuplanError(f"the model's forward() failed on the traced inputs ({type(err).__name__}: "
+                               f"{str(err).splitlines()[0] if str(err) else ''}); give a matching "
+                               "--input-factory package.module:function(batch, seq_len)") from None
+        with tr.loss_scope() if tr is not None else nullcontext():
+            loss, note = _to_loss(out, step.labels)
     del out
     phase("backward")
     loss.backward()
@@ -213,7 +222,8 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     fsdp, sharded_opt = lay.zero == 3 and nd > 1, lay.zero in (1, 2) and nd > 1
     mixed = sc.training.precision in MIXED
     compute = DTYPES[sc.training.precision]
-    param_dtype = torch.float32 if (mixed and fsdp) else compute
+    amp = amp_of(sc.training, lay)  # PyTorch AMP: fp32 parameters, the forward under autocast
+    param_dtype = torch.float32 if (mixed and fsdp) or amp else compute
     model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes, pipe)
     if fsdp and pipe is not None and keeps_unsharded_under_pp(sc.training.framework):
         notes.append(f"{sc.training.framework} keeps a stage's parameters gathered and its gradients unsharded "
@@ -236,7 +246,9 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
                                                       sc.model.hidden), dtype=compute, device=device)
             group = meshes["dp"].get_group() if sharded_opt else None
             step = _make_step(model, sc, lay, device, infac, vocab=sc.model.vocab if not module else None,
-                              master_fp32=mixed and not fsdp, shards=nd if sharded_opt else 1, group=group, pipe=pipe)
+                              master_fp32=mixed and not fsdp and not amp, shards=nd if sharded_opt else 1, group=group,
+                              pipe=pipe)
+            step.autocast = compute if amp else None
             tracker, note = _tracked_step(step, fsdp, loss_ctx)
     finally:
         if meshes is not None:
@@ -311,6 +323,7 @@ class _Step:
     kwargs: dict
     labels: torch.Tensor | None
     pipe: StagePlan | None = None
+    autocast: torch.dtype | None = None  # AMP: the forward (and loss) under torch.autocast to this dtype
 
 
 def _make_step(model: nn.Module, sc: Scenario, lay: Layout, device: torch.device, infac: Callable | None, *,
