@@ -23,10 +23,12 @@ from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import fp8_recipe_of
+from gpuplan.model.amp import amp_cast_bytes
 from gpuplan.model.attention import attention_core_s, attention_kernel
 from gpuplan.model.flops import expert_imbalance
 from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
+from gpuplan.model.kept import amp_of
 from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
@@ -148,7 +150,7 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
     sw = software(tr.framework, tr.compile, m)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
-            tr.method, sw)
+            tr.method, sw, amp_of(tr, lay), microbatches > 1)
     if tr.precision != "fp8" or dev16 is None:
         return _layer_time(*args, None, dev, None)
     scheme = fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp, lay.sequence_parallel,
@@ -205,8 +207,8 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 
 @lru_cache(maxsize=65536)
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
-                recompute: str, attention: str, dropout: float, method: str, sw: Software, fp8: Fp8Scheme | None,
-                dev: Device, dev16: Device | None) -> LayerTime:
+                recompute: str, attention: str, dropout: float, method: str, sw: Software, amp: bool,
+                accumulating: bool, fp8: Fp8Scheme | None, dev: Device, dev16: Device | None) -> LayerTime:
     mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts)
     # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
     mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts)[0] if fp8 and fp8.grad_weight_hp and dev16 \
@@ -226,6 +228,9 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     elem_f = streamed_s(tokens * per_token, kernels, dev)
     cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method) if fp8 else (0.0, 0.0)
     cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
+    if amp:  # PyTorch AMP over fp32 weights: the weight and input casts (model/amp.py)
+        af, ab, kf, kb = amp_cast_bytes(m, lg, tokens, accumulating)
+        cast_f, cast_b = cast_f + streamed_s(af, kf, dev), cast_b + streamed_s(ab, kb, dev)
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
     fwd = mm_f + att_f + elem_f + cast_f + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's

@@ -19,7 +19,7 @@ from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
-from gpuplan.model.runtime import StepTime, step_time
+from gpuplan.model.runtime import StepTime, bf16_run, step_time
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
@@ -218,7 +218,7 @@ def settle_fp8(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correc
     st = step_time(model, hw, tr, lay, corrections)
     if tr.precision != "fp8" or st.fp8_layers:
         return st, None
-    mem16 = memory(model, hw, replace(tr, precision="bf16", fp8_recipe=None), lay, corrections)
+    mem16 = memory(model, hw, bf16_run(tr), lay, corrections)
     if mem16.fits or not fp8_fits:
         return st, mem16
     return step_time(model, hw, tr, lay, corrections, allow_bf16=False), None

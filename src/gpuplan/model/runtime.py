@@ -13,7 +13,7 @@ model/pipeline.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
@@ -32,6 +32,7 @@ from gpuplan.model.comm import (
 )
 from gpuplan.model.compute import Device, LayerTime, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
+from gpuplan.model.kept import amp_of
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
 from gpuplan.model.software import software
@@ -80,9 +81,12 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
                    corrections: Corrections, n_mb: int = 1) -> StageCompute:
     """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch; cached by
     what it reads: the layout's tp, ep, sequence parallelism, recompute, pp and virtual stages (not dp,
-    ZeRO or the schedule), and the micro-batch count only where an fp8 weight cast is spread over it."""
+    ZeRO or the schedule), and the micro-batch count only where an fp8 weight cast is spread over it; whether
+    the run is PyTorch AMP (ZeRO-0 on its stacks: model/amp.py) and then whether it accumulates gradients."""
+    amp = amp_of(tr, lay)
     key = (m, tr, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, lay.recompute_every, lay.pp,
-           lay.virtual_stages, dev, dev16, tokens, corrections.compute, n_mb if dev16 is not None else 0)
+           lay.virtual_stages, dev, dev16, tokens, corrections.compute, n_mb if dev16 is not None else 0,
+           amp, amp and n_mb > 1)
     stages = _memo()[0]
     hit = stages.get(key)
     if hit is None:
@@ -203,7 +207,7 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     Transformer Engine users leave layers out of ``fp8_autocast`` — ``fp8_layers`` says which."""
     st = _step_time(m, hw, tr, lay, corrections, fp8_layers=tr.precision == "fp8")
     if allow_bf16 and tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
-        st16 = _step_time(m, hw, tr, lay, corrections, fp8_layers=False)
+        st16 = _step_time(m, hw, bf16_run(tr), lay, corrections, fp8_layers=False)
         if st16.step_s < st.step_s:
             return st16
     return st
@@ -218,7 +222,13 @@ def step_floor(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     variants = [tr.precision == "fp8"]
     if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
         variants.append(False)
-    return min(_pipeline(m, hw, tr, lay, corrections, fp8).floor for fp8 in variants)
+    return min(_pipeline(m, hw, tr if fp8 or tr.precision != "fp8" else bf16_run(tr), lay, corrections, fp8).floor
+               for fp8 in variants)
+
+
+def bf16_run(tr: Training) -> Training:
+    """The bf16 mixed-precision run an fp8 run falls back to where fp8 does not pay (its memory and time)."""
+    return replace(tr, precision="bf16", fp8_recipe=None)
 
 
 FLOOR_SLACK = 1e-12  # relative, for safety: the floor is below the step by construction
