@@ -18,13 +18,13 @@ def test_llama_8b_layer_casts_in_bytes():
     P = 2 * h * h + 2 * kv * h + 3 * f * h  # q, o; k, v; gate, up, down
     stream = T * h
     # forward: each matrix cast fp32 -> bf16 (4 + 2 B), q/k/v and gate/up each cast their fp32 input (5 casts)
-    fwd, bwd, kf, kb = amp_cast_bytes(m, lg, T, accumulating=True)
-    assert fwd == 6 * (P + 5 * stream) and kf == 7 + 5
+    c = amp_cast_bytes(m, lg, T, accumulating=True)
+    assert c.fwd_bytes == 6 * (P + 5 * stream) and c.fwd_kernels == 7 + 5
     # backward: each bf16 gradient cast back (6 B), added into the kept fp32 .grad (12 B), the five input
     # gradients cast back and summed into the stream's (3 more fp32 adds of 12 B)
-    assert bwd == 6 * (P + 5 * stream) + 12 * 3 * stream + 12 * P and kb == 2 * 7 + 2 * 5 - 2
+    assert c.bwd_bytes == 6 * (P + 5 * stream) + 12 * 3 * stream + 12 * P and c.bwd_kernels == 2 * 7 + 2 * 5 - 2
     # one micro-batch per step: the first gradient is the kept one, no add
-    assert amp_cast_bytes(m, lg, T, accumulating=False)[1] == bwd - 12 * P
+    assert amp_cast_bytes(m, lg, T, accumulating=False).bwd_bytes == c.bwd_bytes - 12 * P
 
 
 @pytest.mark.parametrize("framework, layout, amp", [
@@ -39,6 +39,8 @@ def test_only_plain_ddp_amp_runs_pay_the_casts(framework, layout, amp):
     lg = next(g for g in m.layers if not g.moe)
     with_amp = layer_time(m, lg, tokens, 4096, lay, sc.training, dev, microbatches=8)
     without = layer_time(m, lg, tokens, 4096, sharded, sc.training, dev, microbatches=8)
-    af, ab, kf, kb = amp_cast_bytes(m, lg, tokens / lay.tp, accumulating=True) if amp else (0.0, 0.0, 0, 0)
-    assert with_amp.fwd - without.fwd == pytest.approx(streamed_s(af, kf, dev), abs=1e-12)
-    assert with_amp.bwd - without.bwd == pytest.approx(streamed_s(ab, kb, dev), abs=1e-12)
+    c = amp_cast_bytes(m, lg, tokens / lay.tp, accumulating=True)
+    fwd, bwd = (streamed_s(c.fwd_bytes, c.fwd_kernels, dev), streamed_s(c.bwd_bytes, c.bwd_kernels, dev)) if amp \
+        else (0.0, 0.0)
+    assert with_amp.fwd - without.fwd == pytest.approx(fwd, abs=1e-12)
+    assert with_amp.bwd - without.bwd == pytest.approx(bwd, abs=1e-12)

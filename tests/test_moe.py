@@ -102,8 +102,8 @@ def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
     moe = next(lg for lg in core.model.layers if lg.moe)
     dev = device(core.hardware, core.training)
     args = (core.model, moe, 4096.0, 4096, 1, 1, False, "none", "flash", 0.0, "full")
-    looped = _layer_time(*args, sw, None, dev, None)
-    grouped = _layer_time(*args, replace(sw, grouped_experts=True), None, dev, None)
+    looped = _layer_time(*args, sw, False, False, None, dev, None)  # not AMP (megatron-core), no fp8
+    grouped = _layer_time(*args, replace(sw, grouped_experts=True), False, False, None, dev, None)
     # ep=1: all 8 experts local, one GEMM each (each kernel with its own fixed time and waves) instead
     # of one grouped GEMM per matrix over the 8 experts' tokens (4096 tokens x top-2 / 8 experts each)
     m = core.model

@@ -10,6 +10,8 @@ each stream)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuplan.model.kept import normed_readers
 from gpuplan.spec import LayerGroup, ModelSpec
 
@@ -18,10 +20,19 @@ FP32_ADD_BYTES = 12.0  # an fp32 a + b into a new or the same tensor: 4 + 4 read
 _BLOCK = ("attention", "mlp", "shared_expert", "expert", "router")
 
 
-def amp_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, accumulating: bool) -> tuple[float, float, int, int]:
-    """(forward bytes, backward bytes, forward kernels, backward kernels) of one layer's AMP casts for one
-    micro-batch of ``tokens`` on one GPU (AMP runs without model parallelism); ``accumulating``: the step has
-    more than one micro-batch, so each weight gradient is added into the kept one."""
+@dataclass(frozen=True, slots=True)
+class AmpCasts:
+    """One layer's AMP casts for one micro-batch: bytes moved and kernels launched, forward and backward."""
+    fwd_bytes: float
+    bwd_bytes: float
+    fwd_kernels: int
+    bwd_kernels: int
+
+
+def amp_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, accumulating: bool) -> AmpCasts:
+    """One layer's AMP casts for one micro-batch of ``tokens`` on one GPU (AMP runs without model parallelism);
+    ``accumulating``: the step has more than one micro-batch, so each weight gradient is added into the kept
+    one."""
     mats = [w for w in lg.weights if w.is_matrix and w.group in _BLOCK]
     params = sum(w.numel for w in mats)
     casts = sum(w.count for w in mats)
@@ -32,4 +43,4 @@ def amp_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, accumulating: bo
     bwd = CAST_BYTES * (params + readers * stream) + FP32_ADD_BYTES * (readers - 2) * stream
     if accumulating:
         bwd += FP32_ADD_BYTES * params
-    return fwd, bwd, casts + readers, casts * (2 if accumulating else 1) + 2 * readers - 2
+    return AmpCasts(fwd, bwd, casts + readers, casts * (2 if accumulating else 1) + 2 * readers - 2)

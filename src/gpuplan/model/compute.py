@@ -229,8 +229,9 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method) if fp8 else (0.0, 0.0)
     cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
     if amp:  # PyTorch AMP over fp32 weights: the weight and input casts (model/amp.py)
-        af, ab, kf, kb = amp_cast_bytes(m, lg, tokens, accumulating)
-        cast_f, cast_b = cast_f + streamed_s(af, kf, dev), cast_b + streamed_s(ab, kb, dev)
+        c = amp_cast_bytes(m, lg, tokens, accumulating)
+        cast_f += streamed_s(c.fwd_bytes, c.fwd_kernels, dev)
+        cast_b += streamed_s(c.bwd_bytes, c.bwd_kernels, dev)
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
     fwd = mm_f + att_f + elem_f + cast_f + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
