@@ -223,6 +223,9 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     mixed = sc.training.precision in MIXED
     compute = DTYPES[sc.training.precision]
     amp = amp_of(sc.training, lay)  # PyTorch AMP: fp32 parameters, the forward under autocast
+    if amp:
+        notes.append(f"traced as PyTorch AMP, as the {sc.training.framework} stack trains one GPU or plain DDP: fp32 "
+                     "parameters, the forward and the loss under torch.autocast, backward outside (docs/amp.md)")
     param_dtype = torch.float32 if (mixed and fsdp) or amp else compute
     model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes, pipe)
     if fsdp and pipe is not None and keeps_unsharded_under_pp(sc.training.framework):
