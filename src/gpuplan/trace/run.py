@@ -166,10 +166,8 @@ def _step(step: _Step, tr: StepTracker | None) -> str | None:
 
 
 def _autocast(step: _Step) -> Any:
-    """torch.autocast to the step's AMP dtype on the device of its parameters, or no context without AMP."""
-    if step.autocast is None:
-        return nullcontext()
-    return torch.autocast(step.params[0].device.type if step.params else "cpu", dtype=step.autocast)
+    """torch.autocast to the step's AMP dtype (on its parameters' device), else no context."""
+    return nullcontext() if step.autocast is None else torch.autocast(step.params[0].device.type, dtype=step.autocast)
 
 
 def _forward_backward(step: _Step, tr: StepTracker | None) -> str | None:
@@ -224,8 +222,7 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     compute = DTYPES[sc.training.precision]
     amp = amp_of(sc.training, lay)  # PyTorch AMP: fp32 parameters, the forward under autocast
     if amp:
-        notes.append(f"traced as PyTorch AMP, as the {sc.training.framework} stack trains one GPU or plain DDP: fp32 "
-                     "parameters, the forward and the loss under torch.autocast, backward outside (docs/amp.md)")
+        notes.append("traced as PyTorch AMP (fp32 parameters, forward and loss under torch.autocast; docs/amp.md)")
     param_dtype = torch.float32 if (mixed and fsdp) or amp else compute
     model, infac, tied = _build(sc, lay, module, input_factory, param_dtype, notes, pipe)
     if fsdp and pipe is not None and keeps_unsharded_under_pp(sc.training.framework):
@@ -249,7 +246,7 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
                                                       sc.model.hidden), dtype=compute, device=device)
             group = meshes["dp"].get_group() if sharded_opt else None
             step = _make_step(model, sc, lay, device, infac, vocab=sc.model.vocab if not module else None,
-                              master_fp32=mixed and not fsdp and not amp, shards=nd if sharded_opt else 1, group=group,
+                              master_fp32=mixed and not (fsdp or amp), shards=nd if sharded_opt else 1, group=group,
                               pipe=pipe)
             step.autocast = compute if amp else None
             tracker, note = _tracked_step(step, fsdp, loss_ctx)
