@@ -85,8 +85,6 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # q/k/v fused as wqkv and the MLP as w1/w3/w2 — the same shapes; bias is one key for q/k/v and o
     "internlm2": dict(tie=False, qkv="bias", o="bias",
                       generic="InternLM2's fused wqkv and w1/w2/w3 hold the Llama shapes"),
-    # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
-    # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     # Seed-OSS (SeedOssConfig): Llama's block, q/k/v biases on by default, o's own key
     "seed_oss": dict(tie=False, qkv="attention_bias", qkv_default=True, o="attention_out_bias", mlp="mlp_bias",
                      hd=128),
@@ -124,6 +122,8 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "glm4_moe": dict(tie=False, qkv="attention_bias", o=False, qk="use_qk_norm", moe="shared_routed"),
     "dots1": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, moe="shared_routed",
                   qwen_win=62),
+    # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
+    # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     "baichuan": dict(tie=False,
                      generic="Baichuan 2's fused W_pack holds the q/k/v shapes; the 13B's ALiBi attention bias "
                      "(no RoPE) is timed as rotary attention"),

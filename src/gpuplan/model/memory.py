@@ -219,11 +219,12 @@ def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, 
 
 
 def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, nd: int, nd_e: int,
-                temp: float) -> tuple[ModelStates, float, float, bool, bool, bool]:
+                temp: float) -> tuple[ModelStates, float, float, bool, bool, bool, bool]:
     """What a stage's peak holds whatever the micro-batch: its model states (DualPipe's mirrored), the
     optimizer step's temporaries and that phase's total, and which backwards can shape the peak: a 16-bit
     gradient per parameter beside the fp32 buffer; one GPU, whose gradients appear as activations free
-    (when one micro-batch makes the step); the first stage's embedding gradient."""
+    (when one micro-batch makes the step); the first stage's embedding gradient; whether the layout trains as
+    PyTorch AMP (model/kept.py)."""
     states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
                           lay.offload, lay.dp * lay.cp, lay.cp)
     if lay.pp_schedule == "dualpipe":
@@ -233,18 +234,18 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
     half = full and training.grad_dtype == "fp32" and keeps_half_grads(training.framework)
     one_gpu = lay.zero == 0 and lay.dp * lay.cp * lay.tp * lay.pp == 1
     embedding = stage == 0 and lay.zero < 3 and full
-    return states, opt_temp, states.total + opt_temp, half, one_gpu, embedding
+    return states, opt_temp, states.total + opt_temp, half, one_gpu, embedding, amp_of(training, lay)
 
 
 def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
-              base: tuple[ModelStates, float, float, bool, bool, bool], communicators: int, mb: int,
+              base: tuple[ModelStates, float, float, bool, bool, bool, bool], communicators: int, mb: int,
               n_mb: int) -> tuple:
     """One stage's peak parts at micro-batch ``mb`` (``n_mb`` per step) on ``base`` (``_stage_base``)."""
-    states, opt_temp, step_phase, half, one_gpu, embedding = base
+    states, opt_temp, step_phase, half, one_gpu, embedding, amp = base
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
                             lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
-                            every=lay.recompute_every, amp=amp_of(training, lay))
+                            every=lay.recompute_every, amp=amp)
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if half:
         grads_held, act_held, logits_held = half_grads_backward(states, act, flight)

@@ -222,7 +222,7 @@ def step_floor(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     variants = [tr.precision == "fp8"]
     if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
         variants.append(False)
-    return min(_pipeline(m, hw, tr if fp8 or tr.precision != "fp8" else bf16_run(tr), lay, corrections, fp8).floor
+    return min(_pipeline(m, hw, bf16_run(tr) if tr.precision == "fp8" and not fp8 else tr, lay, corrections, fp8).floor
                for fp8 in variants)
 
 
