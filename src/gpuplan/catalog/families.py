@@ -11,7 +11,7 @@ recorded in ``ModelSpec.assumed`` so nothing is assumed silently.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from gpuplan.catalog.builder_parts import (
@@ -33,6 +33,14 @@ from gpuplan.catalog.builder_parts import (
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.catalog.families_moe import llama_moe, moe_required
+from gpuplan.catalog.families_vlm import (
+    GEMMA3_TEXT,
+    LLAMA4_TEXT,
+    llama4_vision_params,
+    siglip_params,
+    text_config,
+    vision_note,
+)
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -90,6 +98,9 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
                      hd=128),
     # ERNIE 4.5 (Ernie4_5Config): one use_bias key for every projection, tied embeddings, head_dim 128
     "ernie4_5": dict(tie=True, qkv="use_bias", o="use_bias", mlp="use_bias", hd=128),
+    # ERNIE 4.5 MoE (Ernie4_5_MoeConfig): routed + shared experts on every moe_layer_interval-th layer from
+    # moe_layer_start_index to moe_layer_end_index; head_dim hidden // heads unless given; use_bias also on lm_head
+    "ernie4_5_moe": dict(tie=True, qkv="use_bias", o="use_bias", mlp="use_bias", head_bias="use_bias", moe="ernie"),
     # GLM-4 (GlmConfig / Glm4Config): q/k/v biases, gate and up fused as gate_up_proj; GLM-4-0414 (glm4) adds
     # norms after attention and after the MLP (4 per block); partial rotary changes no shape
     "glm": dict(tie=False, qkv="attention_bias", qkv_default=True, gate_up=True, hd=128),
@@ -118,6 +129,9 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "llama4_text": dict(tie=False, qkv="attention_bias", o="attention_bias", hd=128, moe="llama4",
                         note="its chunked local attention (attention_chunk_size) is timed as full causal attention "
                         "(the same up to one chunk's length)"),
+    # MiniMax-M2 (MiniMaxM2Config): every layer a top-8 MoE of 256 experts (no shared expert; the router's
+    # score-correction bias a buffer), q/k RMSNorms over the whole projection; partial rotary changes no shape
+    "minimax_m2": dict(tie=False, qk="full", hd=128, moe="minimax"),
     # GLM-4.5 (Glm4MoeConfig) and dots.llm1 (Dots1Config): DeepSeek-V3's shared + routed experts on a GQA block
     "glm4_moe": dict(tie=False, qkv="attention_bias", o=False, qk="use_qk_norm", moe="shared_routed"),
     "dots1": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, moe="shared_routed",
@@ -166,6 +180,8 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
         c.require("intermediate_size")
     layers = [(attn + norms + (m.mlp if s else dense_mlp), s) for s in m.sparse]
     head = nrm("norm", h, ln) + ([] if tied else emb("lm_head", V, h, "head"))
+    if _bias(c, f.get("head_bias")):  # the LM head's own bias, apart from a tied weight (ERNIE 4.5 MoE)
+        head.append(Weight(name="lm_head", shape=(V,), group="head", bias=True))
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=0 if all(m.sparse) else ffn, vocab=V,
                 max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=not f.get("plain"),
@@ -219,56 +235,45 @@ def _llama_attention(c: Cfg, f: dict[str, Any], h: int, nh: int, nkv: int, d: in
     return attn
 
 
-# ---- Gemma 3 image-text models: the Gemma 3 decoder of text_config, the vision tower apart ----------
-# Gemma3TextConfig defaults (transformers): the text_config of google/gemma-3-4b-pt gives only what differs
-_GEMMA3_TEXT = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-                "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}
-# SiglipVisionConfig defaults (transformers): hidden, MLP, layers, channels, image and patch size
-_SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
-           "image_size": 224, "patch_size": 16}
-
-
+# ---- image-text wrappers: the decoder of text_config, the vision tower apart (families_vlm) ------------
 def gemma3(c: Cfg, name: str) -> ModelSpec:
     """Gemma3ForConditionalGeneration: its language model is the Gemma 3 decoder of ``text_config`` (read as
     gemma3_text); the SigLIP vision tower and the projector are counted apart, in ``extra_params``, because a
     text step does not run them (an image fine-tune adds their weights and FLOPs: noted in assumed)."""
-    text = c.raw("text_config", default={})
-    if not isinstance(text, Mapping):
-        raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
-    filled = {k: v for k, v in _GEMMA3_TEXT.items() if text.get(k) is None}
-    t = Cfg({**text, **filled, "model_type": "gemma3_text"}, f"{c.source} text_config", "gemma3_text", c.quote)
-    t.assumed += c.assumed + [f"text_config.{k} not given: using the transformers default {v}"
-                              for k, v in filled.items()]
-    vision = _siglip_params(c, t.int("hidden_size"))
-    t.assumed.append(f"model_type gemma3 (image-text): the language model is costed on text; the vision tower and "
-                     f"projector ({vision:,} parameters) are counted apart (extra_params), without their memory "
-                     "and FLOPs")
+    t = text_config(c, "gemma3_text", GEMMA3_TEXT)
+    vision = siglip_params(c, t.int("hidden_size"))
+    vision_note(t, "gemma3", vision)
     return dataclasses.replace(llama_like(t, name), model_type="gemma3", extra_params=vision)
 
 
-def _siglip_params(c: Cfg, text_hidden: int) -> int:
-    """SigLIP vision tower (patch embedding with bias, learned positions, pre-norm blocks with biased q/k/v/out and
-    fc1/fc2, post LayerNorm; the attention-pooling head when vision_use_head, absent meaning present) and the
-    Gemma 3 projector (mm_input_projection_weight, mm_soft_emb_norm)."""
-    raw = c.raw("vision_config", default={})
-    if not isinstance(raw, Mapping):
-        raise GpuplanError(f"{c.source}: vision_config must be a mapping of the vision tower's config keys")
-    v = Cfg({**_SIGLIP, **{k: x for k, x in raw.items() if x is not None}}, f"{c.source} vision_config", "siglip",
-            c.quote)
-    h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
-    p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
-    layer = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
-    tower = v.int("num_channels") * p * p * h + h + side * side * h + L * layer + 2 * h
-    if v.flag("vision_use_head", default=True):  # probe, nn.MultiheadAttention, LayerNorm, MLP
-        tower += h + 4 * h * h + 4 * h + 2 * h + (h * f + f) + (f * h + h)
-    total = tower + h * text_hidden + h
-    if total > MAX_PARAMS:
-        raise GpuplanError(f"{c.source}: vision_config gives {total:.3g} parameters, more than the limit "
-                           f"{MAX_PARAMS:.0e} (far above any real model): check its sizes")
-    return total
+def llama4(c: Cfg, name: str) -> ModelSpec:
+    """Llama4ForConditionalGeneration (the released Llama 4 Scout and Maverick config.json): its language model is
+    the Llama 4 decoder of ``text_config`` (read as llama4_text); the vision tower, its pixel-shuffle adapter and
+    the projector are counted apart, in ``extra_params``."""
+    t = text_config(c, "llama4_text", LLAMA4_TEXT)
+    vision = llama4_vision_params(c, t.int("hidden_size"))
+    vision_note(t, "llama4", vision)
+    return dataclasses.replace(llama_like(t, name), model_type="llama4", extra_params=vision)
 
 
-# ---- DeepSeek V2/V3: multi-head latent attention + fine-grained MoE ----------------------------
+# ---- DeepSeek V2/V3/V3.2: multi-head latent attention + fine-grained MoE ------------------------
+def _dsa_indexer(c: Cfg, h: int, qr: int) -> list[Weight]:
+    """DeepSeek-V3.2's lightning indexer (DeepSeek Sparse Attention; transformers' DeepseekV32Indexer): index_n_heads
+    query heads of index_head_dim from the compressed query (wq_b), one shared key head (wk) with a LayerNorm, and a
+    per-head weight (weights_proj). The step is timed as dense MLA attention: the indexer's own scores and the
+    top-index_topk selection are not modelled (noted)."""
+    if c.mt != "deepseek_v32":
+        return []
+    if not qr:
+        raise GpuplanError(f"{c.source}: deepseek_v32 needs q_lora_rank (its indexer reads the compressed query)")
+    n, d = c.int("index_n_heads", default=64), c.int("index_head_dim", default=128)
+    c.assumed.append(f"deepseek_v32: attention timed as dense MLA over the whole sequence; DeepSeek Sparse "
+                     f"Attention's top-{c.int('index_topk', default=2048):,} keys per query and its indexer's "
+                     "scores are not modelled")
+    return (lin("self_attn.indexer.wq_b", n * d, qr, "attention") + lin("self_attn.indexer.wk", d, h, "attention")
+            + nrm("self_attn.indexer.k_norm", d, bias=True) + lin("self_attn.indexer.weights_proj", n, h, "attention"))
+
+
 def deepseek(c: Cfg, name: str) -> ModelSpec:
     c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size",
               "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
@@ -288,7 +293,7 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
     attn += (lin("self_attn.kv_a_proj_with_mqa", kvr + rope, h, "attention", ab)
              + nrm("self_attn.kv_a_layernorm", kvr)
              + lin("self_attn.kv_b_proj", nh * (nope + vd), kvr, "attention")
-             + lin("self_attn.o_proj", h, nh * vd, "attention", ab))
+             + lin("self_attn.o_proj", h, nh * vd, "attention", ab) + _dsa_indexer(c, h, qr))
     norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
     dense = attn + norms + gated("mlp", h, ffn, "mlp")
     E = c.int("n_routed_experts", default=0, minimum=0, note=False)
@@ -297,11 +302,14 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
     moe_block: list[Weight] = []
     if E:
         moe_ffn, k = c.int("moe_intermediate_size"), c.int("num_experts_per_tok")
-        n_shared = c.int("n_shared_experts", default=0, minimum=0, note=False)
-        first, freq = c.int("first_k_dense_replace", default=0, minimum=0), c.int("moe_layer_freq", default=1)
+        n_shared = c.int("n_shared_experts", default=1 if c.mt == "deepseek_v32" else 0, minimum=0,
+                         note=c.mt == "deepseek_v32")
+        first = c.int("first_k_dense_replace", default=3 if c.mt == "deepseek_v32" else 0, minimum=0)
+        freq = c.int("moe_layer_freq", default=1)
         sparse = [i >= first and i % freq == 0 for i in range(L)]
         router = lin("mlp.gate", E, h, "router")
-        if c.mt == "deepseek_v3" or c.raw("topk_method") == "noaux_tc":
+        # V3's score-correction bias is a parameter in transformers' DeepseekV3TopkRouter, a buffer in V3.2's
+        if c.mt != "deepseek_v32" and (c.mt == "deepseek_v3" or c.raw("topk_method") == "noaux_tc"):
             router.append(Weight(name="mlp.gate.e_score_correction_bias", shape=(E,), group="router",
                                  bias=True))
         moe_block = attn + norms + router + gated("mlp.experts", h, moe_ffn, "expert", count=E)
@@ -324,10 +332,10 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
 
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
-    "deepseek_v2": deepseek, "deepseek_v3": deepseek,
+    "deepseek_v2": deepseek, "deepseek_v3": deepseek, "deepseek_v32": deepseek,
     "gpt2": gpt2, "bloom": bloom, "opt": opt,
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
-    "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx,
+    "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
 }

@@ -45,17 +45,20 @@ def llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> Moe:
     """Experts, routing and the MoE MLP weights of the family's kind of MoE."""
     if not moe:
         return Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
-    if moe in ("mixtral", "olmoe", "gpt_oss"):
+    if moe in ("mixtral", "olmoe", "gpt_oss", "minimax"):
         return _every_layer(c, moe, h, L, ffn)
     if moe == "llama4":
         return _llama4(c, h, L)
     if moe == "shared_routed":
         return _shared_routed(c, h, L)
+    if moe == "ernie":
+        return _ernie(c, h, L)
     return _qwen(c, moe, h, L)
 
 
 def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
-    """Every layer a top-k MoE without shared experts: Mixtral (and Granite-MoE, PhiMoE), OLMoE, gpt-oss."""
+    """Every layer a top-k MoE without shared experts: Mixtral (and Granite-MoE, PhiMoE), OLMoE, gpt-oss,
+    MiniMax-M2."""
     if moe == "mixtral":
         E, k = c.int("num_local_experts"), c.int("num_experts_per_tok", default=2)
         mlp = (lin("block_sparse_moe.gate", E, h, "router")
@@ -63,6 +66,9 @@ def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
     elif moe == "olmoe":
         E, k = c.int("num_experts", default=64), c.int("num_experts_per_tok", default=8)
         mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, ffn, "expert", count=E)
+    elif moe == "minimax":
+        E, k = c.int("num_local_experts", default=256), c.int("num_experts_per_tok", default=8)
+        mlp = lin("mlp.gate", E, h, "router") + _fused_experts("mlp.experts", h, ffn, E)
     else:  # gpt-oss: a router with a bias, experts with biases on both projections (GptOssExperts)
         E, k = c.int("num_local_experts", default=128), c.int("num_experts_per_tok", default=4)
         mlp = lin("mlp.router", E, h, "router", True) + _fused_experts("mlp.experts", h, ffn, E, bias=True)
@@ -97,6 +103,26 @@ def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
     if n_shared:
         mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")
     return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, sparse=[i >= first for i in range(L)], mlp=mlp)
+
+
+def _ernie(c: Cfg, h: int, L: int) -> Moe:
+    """ERNIE 4.5 MoE (Ernie4_5_MoeSparseMoeBlock): an fp32 router with its score-correction bias (a parameter
+    there, moe_statics), bias-free fused experts and moe_num_shared_experts shared ones (use_bias), on every
+    moe_layer_interval-th layer from moe_layer_start_index to moe_layer_end_index (-1: the last)."""
+    E, k = c.int("moe_num_experts", default=64), c.int("moe_k", default=6)
+    ffn, n_shared = c.int("moe_intermediate_size", default=1536), c.int("moe_num_shared_experts", default=2, minimum=0)
+    start, step = c.int("moe_layer_start_index", default=1, minimum=0), c.int("moe_layer_interval", default=1)
+    end = c.raw("moe_layer_end_index", default=-1)
+    if not isinstance(end, int) or isinstance(end, bool) or end < -1:
+        raise GpuplanError(f"{c.source}: moe_layer_end_index must be a layer index or -1 (the last layer)")
+    end = L - 1 if end == -1 else end
+    mlp = (lin("mlp.gate", E, h, "router") + [Weight(name="mlp.gate.moe_statics.e_score_correction_bias",
+                                                     shape=(E,), group="router", bias=True)]
+           + _fused_experts("mlp.experts", h, ffn, E))
+    if n_shared:
+        mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert", c.flag("use_bias", default=False))
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, mlp=mlp,
+               sparse=[(i + 1) % step == 0 and start <= i <= end for i in range(L)])
 
 
 def _qwen(c: Cfg, moe: str, h: int, L: int) -> Moe:

@@ -1,0 +1,92 @@
+"""Image-text wrappers whose language model is a decoder gpuplan reads: the decoder comes from
+``text_config`` (keys it does not give take the transformers default of its config class, each recorded in
+``assumed``); the vision tower and projector are counted exactly but apart, in ``extra_params``, because a
+text step does not run them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuplan.catalog.builder_parts import MAX_PARAMS, Cfg
+from gpuplan.errors import GpuplanError
+
+# Gemma3TextConfig defaults (transformers): the text_config of google/gemma-3-4b-pt gives only what differs
+GEMMA3_TEXT = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+               "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}
+# SiglipVisionConfig defaults (transformers): hidden, MLP, layers, channels, image and patch size
+_SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+           "image_size": 224, "patch_size": 16}
+# Llama4TextConfig defaults (transformers 5.24): the shape keys, Llama 4 Scout's
+LLAMA4_TEXT = {"vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+               "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+               "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+               "tie_word_embeddings": False}
+# Llama4VisionConfig defaults (transformers 5.24)
+_LLAMA4_VISION = {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_channels": 3,
+                  "image_size": 448, "patch_size": 14, "vision_output_dim": 7680, "projector_input_dim": 4096,
+                  "projector_output_dim": 4096}
+
+
+def text_config(c: Cfg, text_type: str, defaults: Mapping[str, Any]) -> Cfg:
+    """The language model's config: ``text_config`` read as ``text_type``, the wrapper's notes carried over."""
+    text = c.raw("text_config", default={})
+    if not isinstance(text, Mapping):
+        raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
+    filled = {k: v for k, v in defaults.items() if text.get(k) is None}
+    t = Cfg({**text, **filled, "model_type": text_type}, f"{c.source} text_config", text_type, c.quote)
+    t.assumed += c.assumed + [f"text_config.{k} not given: using the transformers default {v}"
+                              for k, v in filled.items()]
+    return t
+
+
+def vision_note(t: Cfg, model_type: str, vision: int) -> None:
+    t.assumed.append(f"model_type {model_type} (image-text): the language model is costed on text; the vision tower "
+                     f"and projector ({vision:,} parameters) are counted apart (extra_params), without their memory "
+                     "and FLOPs")
+
+
+def _vision_cfg(c: Cfg, defaults: Mapping[str, Any], kind: str) -> Cfg:
+    raw = c.raw("vision_config", default={})
+    if not isinstance(raw, Mapping):
+        raise GpuplanError(f"{c.source}: vision_config must be a mapping of the vision tower's config keys")
+    return Cfg({**defaults, **{k: x for k, x in raw.items() if x is not None}}, f"{c.source} vision_config", kind,
+               c.quote)
+
+
+def _checked(c: Cfg, total: int) -> int:
+    if total > MAX_PARAMS:
+        raise GpuplanError(f"{c.source}: vision_config gives {total:.3g} parameters, more than the limit "
+                           f"{MAX_PARAMS:.0e} (far above any real model): check its sizes")
+    return total
+
+
+def _encoder_layer(h: int, f: int) -> int:
+    """A pre-norm ViT block: two LayerNorms, biased q/k/v/out (heads × head_dim = hidden), biased fc1/fc2."""
+    return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
+
+
+def siglip_params(c: Cfg, text_hidden: int) -> int:
+    """SigLIP vision tower (patch embedding with bias, learned positions, pre-norm blocks, post LayerNorm; the
+    attention-pooling head when vision_use_head, absent meaning present) and the Gemma 3 projector
+    (mm_input_projection_weight, mm_soft_emb_norm)."""
+    v = _vision_cfg(c, _SIGLIP, "siglip")
+    h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
+    tower = v.int("num_channels") * p * p * h + h + side * side * h + L * _encoder_layer(h, f) + 2 * h
+    if v.flag("vision_use_head", default=True):  # probe, nn.MultiheadAttention, LayerNorm, MLP
+        tower += h + 4 * h * h + 4 * h + 2 * h + (h * f + f) + (f * h + h)
+    return _checked(c, tower + h * text_hidden + h)
+
+
+def llama4_vision_params(c: Cfg, text_hidden: int) -> int:
+    """Llama4VisionModel (transformers 5.24 modeling_llama4): the unfold-convolution patch projection (no bias),
+    class token, positions for every patch and the class token, pre and post LayerNorm, pre-norm blocks; the
+    pixel-shuffle adapter's two bias-free matrices (intermediate_size → projector_input_dim,
+    projector_output_dim²); and the multi-modal projector (vision_output_dim → text hidden, no bias)."""
+    v = _vision_cfg(c, _LLAMA4_VISION, "llama4_vision")
+    h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
+    tower = v.int("num_channels") * p * p * h + h + (side * side + 1) * h + 2 * 2 * h + L * _encoder_layer(h, f)
+    adapter = f * v.int("projector_input_dim") + v.int("projector_output_dim") ** 2
+    return _checked(c, tower + adapter + v.int("vision_output_dim") * text_hidden)

@@ -1,0 +1,67 @@
+"""Golden parameter counts of Llama 4's image-text config.json (model_type llama4), DeepSeek-V3.2 (deepseek_v32),
+MiniMax-M2 (minimax_m2) and ERNIE 4.5 MoE (ernie4_5_moe), read from config.json (issue 21, item 5). The reference
+is transformers 5.24.0's own count on the meta device: ``Llama4ForConditionalGeneration(Llama4Config(...))`` for
+llama4 (total, and its ``language_model`` parameters alone), ``AutoModelForCausalLM.from_config`` otherwise,
+``sum(p.numel() for p in model.parameters())``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.catalog.models import load_model
+
+SMALL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+         "intermediate_size": 512, "vocab_size": 40000, "max_position_embeddings": 4096}
+# meta-llama/Llama-4-Scout-17B-16E config.json vision_config shape keys; its text_config gives Llama4TextConfig's
+# defaults (the Scout shape)
+SCOUT_VISION = {"hidden_size": 1408, "intermediate_size": 5632, "num_hidden_layers": 34, "num_attention_heads": 16,
+                "image_size": 336, "patch_size": 14, "projector_input_dim": 4096, "projector_output_dim": 4096,
+                "vision_output_dim": 4096, "pixel_shuffle_ratio": 0.5}
+SMALL_TEXT = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+              "head_dim": 32, "intermediate_size": 128, "intermediate_size_mlp": 512, "vocab_size": 4000,
+              "num_local_experts": 4, "interleave_moe_layer_step": 2}
+SMALL_VISION = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "image_size": 56, "patch_size": 14, "vision_output_dim": 192, "projector_input_dim": 192,
+                "projector_output_dim": 192}
+
+
+# (text_config, vision_config, transformers' language-model parameters, its total)
+@pytest.mark.parametrize("text, vision, language, total", [
+    ({}, SCOUT_VISION, 107_769_861_120, 108_641_793_536),          # Llama 4 Scout: 17B active, 109B total
+    (SMALL_TEXT, SMALL_VISION, 4_608_256, 5_086_464),
+    (SMALL_TEXT, {}, 4_608_256, 422_430_976),                       # Llama4VisionConfig's defaults
+])
+def test_llama4_image_text_config_reads_its_decoder_and_counts_the_tower_apart(text, vision, language, total):
+    m = load_model({"model_type": "llama4", "text_config": text, "vision_config": vision})
+    assert (m.params, m.params + m.extra_params) == (language, total)
+    assert m.model_type == "llama4"
+    assert any("vision tower" in a for a in m.assumed)
+    # a shape key text_config leaves out takes Llama4TextConfig's default, said in assumed
+    assert any(a.startswith("text_config.vocab_size not given") for a in m.assumed) == ("vocab_size" not in text)
+
+
+MLA = {"q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16, "v_head_dim": 16,
+       "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "index_n_heads": 4,
+       "index_head_dim": 32}
+ERNIE = {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 128}
+
+
+@pytest.mark.parametrize("model_type, extra, params", [
+    # the lightning indexer (wq_b, wk, k_norm with bias, weights_proj) in every block; no router bias parameter
+    ("deepseek_v32", {**MLA, "first_k_dense_replace": 1}, 22_030_208),
+    ("deepseek_v32", MLA, 22_323_072),                               # DeepseekV32Config: first 3 layers dense
+    ("minimax_m2", {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 32}, 27_565_824),
+    ("ernie4_5_moe", ERNIE, 13_194_508),                             # 2 shared experts, MoE from layer 1
+    ("ernie4_5_moe", {**ERNIE, "use_bias": True, "moe_layer_interval": 2, "moe_layer_start_index": 0,
+                      "moe_num_shared_experts": 1}, 12_846_920),     # use_bias: the LM head's bias too
+    ("ernie4_5_moe", {**ERNIE, "moe_layer_end_index": 2, "moe_num_shared_experts": 0}, 12_603_656),
+    ("ernie4_5_moe", {**ERNIE, "use_bias": True, "tie_word_embeddings": False}, 23_481_164),
+])
+def test_each_family_holds_transformers_count(model_type, extra, params):
+    assert load_model({"model_type": model_type, **SMALL, **extra}).params == params
+
+
+def test_deepseek_v32_says_its_sparse_attention_is_timed_dense():
+    m = load_model({"model_type": "deepseek_v32", **SMALL, **MLA})
+    assert any("DeepSeek Sparse Attention" in a for a in m.assumed)
+    assert [g.moe for g in m.layers for _ in range(g.count)] == [False, False, False, True]
