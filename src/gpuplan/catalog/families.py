@@ -309,7 +309,7 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
         sparse = [i >= first and i % freq == 0 for i in range(L)]
         router = lin("mlp.gate", E, h, "router")
         # V3's score-correction bias is a parameter in transformers' DeepseekV3TopkRouter, a buffer in V3.2's
-        if c.mt != "deepseek_v32" and (c.mt == "deepseek_v3" or c.raw("topk_method") == "noaux_tc"):
+        if c.mt != "deepseek_v32" and (c.mt in ("deepseek_v3", "kimi_k2") or c.raw("topk_method") == "noaux_tc"):
             router.append(Weight(name="mlp.gate.e_score_correction_bias", shape=(E,), group="router",
                                  bias=True))
         moe_block = attn + norms + router + gated("mlp.experts", h, moe_ffn, "expert", count=E)
@@ -332,7 +332,7 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
 
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
-    "deepseek_v2": deepseek, "deepseek_v3": deepseek, "deepseek_v32": deepseek,
+    "deepseek_v2": deepseek, "deepseek_v3": deepseek, "deepseek_v32": deepseek, "kimi_k2": deepseek,
     "gpt2": gpt2, "bloom": bloom, "opt": opt,
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,

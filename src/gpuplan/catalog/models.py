@@ -81,8 +81,9 @@ def _from_catalog(mid: str) -> ModelSpec:
     cfg = _read_json(CATALOG / f"{mid}.json", f"catalogue config for '{mid}'")
     spec = _from_config(cfg, f"catalogue model '{mid}'", _index()[mid].get("name", mid))
     # a catalogue config is the model's own (its parameter count checked against the published one):
-    # keys it leaves out take the transformers defaults by design, not by assumption
-    return dataclasses.replace(spec, assumed=())
+    # keys it leaves out take the transformers defaults by design, not by assumption; what the family's
+    # costing leaves out (a vision tower apart, sparse attention timed dense) is still said
+    return dataclasses.replace(spec, assumed=tuple(a for a in spec.assumed if "not given" not in a))
 
 
 def list_models() -> list[dict[str, Any]]:
