@@ -1,5 +1,6 @@
 """Golden parameter counts of Llama 4's image-text config.json (model_type llama4), DeepSeek-V3.2 (deepseek_v32),
-MiniMax-M2 (minimax_m2) and ERNIE 4.5 MoE (ernie4_5_moe), read from config.json (issue 21, item 5). The reference
+Glm4MoeLite (glm4_moe_lite) and MiniCPM3 (minicpm3) — latent attention —, MiniMax-M2 (minimax_m2) and ERNIE 4.5 MoE
+(ernie4_5_moe), read from config.json (issue 21, item 5). The reference
 is transformers 5.24.0's own count on the meta device: ``Llama4ForConditionalGeneration(Llama4Config(...))`` for
 llama4 (total, and its ``language_model`` parameters alone), ``AutoModelForCausalLM.from_config`` otherwise,
 ``sum(p.numel() for p in model.parameters())``."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.catalog.models import load_model
+from gpuplan.errors import GpuplanError
 
 SMALL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
          "intermediate_size": 512, "vocab_size": 40000, "max_position_embeddings": 4096}
@@ -44,12 +46,21 @@ MLA = {"q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_h
        "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "index_n_heads": 4,
        "index_head_dim": 32}
 ERNIE = {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 128}
+MLA_NO_INDEX = {k: v for k, v in MLA.items() if not k.startswith("index")}
 
 
 @pytest.mark.parametrize("model_type, extra, params", [
     # the lightning indexer (wq_b, wk, k_norm with bias, weights_proj) in every block; no router bias parameter
     ("deepseek_v32", {**MLA, "first_k_dense_replace": 1}, 22_030_208),
     ("deepseek_v32", MLA, 22_323_072),                               # DeepseekV32Config: first 3 layers dense
+    # Glm4MoeLite: MLA, one shared expert, MoE from the second layer; its router bias a buffer
+    ("glm4_moe_lite", MLA_NO_INDEX, 21_960_320),
+    ("glm4_moe_lite", {**MLA_NO_INDEX, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"],
+                       "n_shared_experts": 2}, 22_205_056),
+    # MiniCPM3: dense MLA, tied embeddings, v_head_dim = hidden // heads unless given
+    ("minicpm3", {"q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16}, 12_307_072),
+    ("minicpm3", {"q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16,
+                  "mlp_bias": True, "v_head_dim": 16, "tie_word_embeddings": False}, 22_404_736),
     ("minimax_m2", {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 32}, 27_565_824),
     ("ernie4_5_moe", ERNIE, 13_194_508),                             # 2 shared experts, MoE from layer 1
     ("ernie4_5_moe", {**ERNIE, "use_bias": True, "moe_layer_interval": 2, "moe_layer_start_index": 0,
@@ -65,3 +76,8 @@ def test_deepseek_v32_says_its_sparse_attention_is_timed_dense():
     m = load_model({"model_type": "deepseek_v32", **SMALL, **MLA})
     assert any("DeepSeek Sparse Attention" in a for a in m.assumed)
     assert [g.moe for g in m.layers for _ in range(g.count)] == [False, False, False, True]
+
+
+def test_mlp_layer_types_must_name_each_layer():
+    with pytest.raises(GpuplanError, match="mlp_layer_types"):
+        load_model({"model_type": "glm4_moe_lite", **SMALL, **MLA_NO_INDEX, "mlp_layer_types": ["dense", "sparse"]})

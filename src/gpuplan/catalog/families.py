@@ -32,6 +32,7 @@ from gpuplan.catalog.builder_parts import (
 )
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
+from gpuplan.catalog.families_mla import MLA_TYPES, deepseek
 from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
@@ -41,7 +42,6 @@ from gpuplan.catalog.families_vlm import (
     text_config,
     vision_note,
 )
-from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
 __all__ = ["BUILDERS", "GENERIC_DECODERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB",
@@ -256,83 +256,9 @@ def llama4(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type="llama4", extra_params=vision)
 
 
-# ---- DeepSeek V2/V3/V3.2: multi-head latent attention + fine-grained MoE ------------------------
-def _dsa_indexer(c: Cfg, h: int, qr: int) -> list[Weight]:
-    """DeepSeek-V3.2's lightning indexer (DeepSeek Sparse Attention; transformers' DeepseekV32Indexer): index_n_heads
-    query heads of index_head_dim from the compressed query (wq_b), one shared key head (wk) with a LayerNorm, and a
-    per-head weight (weights_proj). The step is timed as dense MLA attention: the indexer's own scores and the
-    top-index_topk selection are not modelled (noted)."""
-    if c.mt != "deepseek_v32":
-        return []
-    if not qr:
-        raise GpuplanError(f"{c.source}: deepseek_v32 needs q_lora_rank (its indexer reads the compressed query)")
-    n, d = c.int("index_n_heads", default=64), c.int("index_head_dim", default=128)
-    c.assumed.append(f"deepseek_v32: attention timed as dense MLA over the whole sequence; DeepSeek Sparse "
-                     f"Attention's top-{c.int('index_topk', default=2048):,} keys per query and its indexer's "
-                     "scores are not modelled")
-    return (lin("self_attn.indexer.wq_b", n * d, qr, "attention") + lin("self_attn.indexer.wk", d, h, "attention")
-            + nrm("self_attn.indexer.k_norm", d, bias=True) + lin("self_attn.indexer.weights_proj", n, h, "attention"))
-
-
-def deepseek(c: Cfg, name: str) -> ModelSpec:
-    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size",
-              "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-    h, L, nh, V = (c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"),
-                   c.int("vocab_size"))
-    ffn, kvr = c.int("intermediate_size"), c.int("kv_lora_rank")
-    nope, rope, vd = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
-    qr = c.int("q_lora_rank", default=0, minimum=0, note=False)
-    ab = c.flag("attention_bias", default=False)
-    tied = tie(c, False)
-    attn: list[Weight] = []
-    if qr:
-        attn += (lin("self_attn.q_a_proj", qr, h, "attention", ab) + nrm("self_attn.q_a_layernorm", qr)
-                 + lin("self_attn.q_b_proj", nh * (nope + rope), qr, "attention"))
-    else:
-        attn += lin("self_attn.q_proj", nh * (nope + rope), h, "attention")
-    attn += (lin("self_attn.kv_a_proj_with_mqa", kvr + rope, h, "attention", ab)
-             + nrm("self_attn.kv_a_layernorm", kvr)
-             + lin("self_attn.kv_b_proj", nh * (nope + vd), kvr, "attention")
-             + lin("self_attn.o_proj", h, nh * vd, "attention", ab) + _dsa_indexer(c, h, qr))
-    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
-    dense = attn + norms + gated("mlp", h, ffn, "mlp")
-    E = c.int("n_routed_experts", default=0, minimum=0, note=False)
-    k = moe_ffn = n_shared = 0
-    sparse = [False] * L
-    moe_block: list[Weight] = []
-    if E:
-        moe_ffn, k = c.int("moe_intermediate_size"), c.int("num_experts_per_tok")
-        n_shared = c.int("n_shared_experts", default=1 if c.mt == "deepseek_v32" else 0, minimum=0,
-                         note=c.mt == "deepseek_v32")
-        first = c.int("first_k_dense_replace", default=3 if c.mt == "deepseek_v32" else 0, minimum=0)
-        freq = c.int("moe_layer_freq", default=1)
-        sparse = [i >= first and i % freq == 0 for i in range(L)]
-        router = lin("mlp.gate", E, h, "router")
-        # V3's score-correction bias is a parameter in transformers' DeepseekV3TopkRouter, a buffer in V3.2's
-        if c.mt != "deepseek_v32" and (c.mt in ("deepseek_v3", "kimi_k2") or c.raw("topk_method") == "noaux_tc"):
-            router.append(Weight(name="mlp.gate.e_score_correction_bias", shape=(E,), group="router",
-                                 bias=True))
-        moe_block = attn + norms + router + gated("mlp.experts", h, moe_ffn, "expert", count=E)
-        if n_shared:
-            moe_block += gated("mlp.shared_experts", h, moe_ffn * n_shared, "shared_expert")
-    layers = [(moe_block if s else dense, s) for s in sparse]
-    # Multi-token prediction (V3): per module embed_tokens, enorm, hnorm, eh_proj, one decoder block,
-    # shared_head.norm and shared_head.head, as stored in the released checkpoint (layers L..L+n-1).
-    n_mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, note=False)
-    mtp_block = moe_block if E else dense
-    extra = n_mtp * (sum(w.numel for w in mtp_block) + 2 * V * h + 2 * h * h + 3 * h)
-    head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
-    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nh, head_dim=nope + rope, v_head_dim=vd,
-                ffn=ffn if not all(sparse) else 0, vocab=V,
-                max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
-                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
-                head=tuple(head), n_experts=E, top_k=k, moe_ffn=moe_ffn, shared_ffn=moe_ffn * n_shared,
-                q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope, extra_params=extra)
-
-
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
-    "deepseek_v2": deepseek, "deepseek_v3": deepseek, "deepseek_v32": deepseek, "kimi_k2": deepseek,
+    **{mt: deepseek for mt in MLA_TYPES},
     "gpt2": gpt2, "bloom": bloom, "opt": opt,
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,

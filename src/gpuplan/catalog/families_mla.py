@@ -1,0 +1,121 @@
+"""Decoders with multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1): DeepSeek V2/V3/V3.2,
+Kimi K2 (DeepSeek-V3's architecture), Glm4MoeLite (glm4_moe_lite) and MiniCPM3 (dense), each as its
+``transformers`` class builds it — fine-grained routed experts plus shared ones from the first MoE layer on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import ModelSpec, Weight
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """What the config class defaults and the modelling class builds differently per model_type."""
+    tie: bool = False             # tie_word_embeddings default
+    shared: int = 0               # n_shared_experts default
+    first_dense: int = 0          # first_k_dense_replace default (layers before it are dense)
+    router_bias: bool = False     # e_score_correction_bias a parameter (not a buffer)
+    mlp_bias: bool = False        # the MLPs take config.mlp_bias
+    v_head_dim_default: bool = False  # v_head_dim defaults to hidden // heads
+
+
+_FAMILIES = {
+    "deepseek_v2": _Family(),
+    "deepseek_v3": _Family(router_bias=True),
+    "kimi_k2": _Family(router_bias=True),  # its config.json: architectures DeepseekV3ForCausalLM
+    "deepseek_v32": _Family(shared=1, first_dense=3),
+    "glm4_moe_lite": _Family(shared=1, first_dense=1),
+    "minicpm3": _Family(tie=True, mlp_bias=True, v_head_dim_default=True),
+}
+MLA_TYPES = tuple(_FAMILIES)
+
+
+def _dsa_indexer(c: Cfg, h: int, qr: int) -> list[Weight]:
+    """DeepSeek-V3.2's lightning indexer (DeepSeek Sparse Attention; transformers' DeepseekV32Indexer): index_n_heads
+    query heads of index_head_dim from the compressed query (wq_b), one shared key head (wk) with a LayerNorm, and a
+    per-head weight (weights_proj). The step is timed as dense MLA attention: the indexer's own scores and the
+    top-index_topk selection are not modelled (noted)."""
+    if c.mt != "deepseek_v32":
+        return []
+    if not qr:
+        raise GpuplanError(f"{c.source}: deepseek_v32 needs q_lora_rank (its indexer reads the compressed query)")
+    n, d = c.int("index_n_heads", default=64), c.int("index_head_dim", default=128)
+    c.assumed.append(f"deepseek_v32: attention timed as dense MLA over the whole sequence; DeepSeek Sparse "
+                     f"Attention's top-{c.int('index_topk', default=2048):,} keys per query and its indexer's "
+                     "scores are not modelled")
+    return (lin("self_attn.indexer.wq_b", n * d, qr, "attention") + lin("self_attn.indexer.wk", d, h, "attention")
+            + nrm("self_attn.indexer.k_norm", d, bias=True) + lin("self_attn.indexer.weights_proj", n, h, "attention"))
+
+
+def _mla(c: Cfg, h: int, nh: int, nope: int, rope: int, vd: int, qr: int, kvr: int) -> list[Weight]:
+    """The attention block: q through a low-rank latent (q_a, its norm, q_b) or one projection, the joint
+    key/value latent with the decoupled rotary key, its up-projection, the output projection."""
+    ab = c.flag("attention_bias", default=False)
+    if qr:
+        attn = (lin("self_attn.q_a_proj", qr, h, "attention", ab) + nrm("self_attn.q_a_layernorm", qr)
+                + lin("self_attn.q_b_proj", nh * (nope + rope), qr, "attention"))
+    else:
+        attn = lin("self_attn.q_proj", nh * (nope + rope), h, "attention")
+    return attn + (lin("self_attn.kv_a_proj_with_mqa", kvr + rope, h, "attention", ab)
+                   + nrm("self_attn.kv_a_layernorm", kvr)
+                   + lin("self_attn.kv_b_proj", nh * (nope + vd), kvr, "attention")
+                   + lin("self_attn.o_proj", h, nh * vd, "attention", ab) + _dsa_indexer(c, h, qr))
+
+
+def _sparse_layers(c: Cfg, f: _Family, L: int) -> list[bool]:
+    """Which layers route: mlp_layer_types where the config lists it, else from first_k_dense_replace on
+    (every moe_layer_freq-th)."""
+    listed = c.raw("mlp_layer_types")
+    if listed is not None:
+        if not isinstance(listed, list) or len(listed) != L or not all(t in ("dense", "sparse") for t in listed):
+            raise GpuplanError(f"{c.source}: mlp_layer_types must list 'dense' or 'sparse' for each of the {L} layers")
+        return [t == "sparse" for t in listed]
+    first = c.int("first_k_dense_replace", default=f.first_dense, minimum=0)
+    freq = c.int("moe_layer_freq", default=1)
+    return [i >= first and i % freq == 0 for i in range(L)]
+
+
+def deepseek(c: Cfg, name: str) -> ModelSpec:
+    f = _FAMILIES[c.mt]
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size",
+              "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+              *(() if f.v_head_dim_default else ("v_head_dim",)))
+    h, L, nh, V = (c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"),
+                   c.int("vocab_size"))
+    ffn, kvr = c.int("intermediate_size"), c.int("kv_lora_rank")
+    nope, rope = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim")
+    vd = c.int("v_head_dim", default=h // nh) if f.v_head_dim_default else c.int("v_head_dim")
+    qr = c.int("q_lora_rank", default=0, minimum=0, note=False)
+    tied = tie(c, f.tie)
+    attn = _mla(c, h, nh, nope, rope, vd, qr, kvr) + nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    dense = attn + gated("mlp", h, ffn, "mlp", f.mlp_bias and c.flag("mlp_bias", default=False))
+    E = c.int("n_routed_experts", default=0, minimum=0, note=False)
+    k = moe_ffn = n_shared = 0
+    sparse = [False] * L
+    moe_block: list[Weight] = []
+    if E:
+        moe_ffn, k = c.int("moe_intermediate_size"), c.int("num_experts_per_tok")
+        n_shared = c.int("n_shared_experts", default=f.shared, minimum=0, note=f.shared > 0)
+        sparse = _sparse_layers(c, f, L)
+        router = lin("mlp.gate", E, h, "router")
+        # the score-correction bias: a parameter in transformers' DeepseekV3TopkRouter, a buffer in the others
+        if f.router_bias or (c.mt == "deepseek_v2" and c.raw("topk_method") == "noaux_tc"):
+            router.append(Weight(name="mlp.gate.e_score_correction_bias", shape=(E,), group="router", bias=True))
+        moe_block = attn + router + gated("mlp.experts", h, moe_ffn, "expert", count=E)
+        if n_shared:
+            moe_block += gated("mlp.shared_experts", h, moe_ffn * n_shared, "shared_expert")
+    layers = [(moe_block if s else dense, s) for s in sparse]
+    # Multi-token prediction (V3): per module embed_tokens, enorm, hnorm, eh_proj, one decoder block,
+    # shared_head.norm and shared_head.head, as stored in the released checkpoint (layers L..L+n-1).
+    n_mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, note=False)
+    extra = n_mtp * (sum(w.numel for w in (moe_block if E else dense)) + 2 * V * h + 2 * h * h + 3 * h)
+    head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nh, head_dim=nope + rope, v_head_dim=vd,
+                ffn=ffn if not all(sparse) else 0, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
+                head=tuple(head), n_experts=E, top_k=k, moe_ffn=moe_ffn, shared_ffn=moe_ffn * n_shared,
+                q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope, extra_params=extra)
