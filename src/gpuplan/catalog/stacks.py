@@ -7,6 +7,8 @@ scenario is parsed.
 * A framework's own word for a precision means what that framework does: ``precision: bf16`` under
   ``framework: torchtune`` is torchtune's pure bf16 (``bf16-pure``), not gpuplan's mixed ``bf16``;
   ``bf16-true`` (Lightning), ``amp_bf16`` (Composer) and the like are read as the precision they name.
+* A library's word for an optimizer means the optimizer it runs: Hugging Face Trainer's ``optim`` names
+  (``adamw_torch_fused``, ``paged_adamw_8bit``), torch.optim and bitsandbytes class paths (torchtune's configs).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
-from gpuplan.spec import FRAMEWORKS, PRECISIONS
+from gpuplan.spec import FRAMEWORKS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +42,9 @@ def _data() -> dict[str, Any]:
         for word, row in words.items():
             if row["precision"] not in PRECISIONS:
                 raise GpuplanError(f"stacks.json: precision word {word} must mean one of {', '.join(PRECISIONS)}")
+    for word, row in data["optimizer_words"].items():
+        if row["optimizer"] not in OPTIMIZERS or row.get("impl", "fused") not in OPTIMIZER_IMPLS:
+            raise GpuplanError(f"stacks.json: optimizer word {word} must mean one of {', '.join(OPTIMIZERS)}")
     return data
 
 
@@ -86,3 +91,23 @@ def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
         return word, None
     rule = f"precision {word} read as {row['precision']}: {row['why']} ({row['source']})"
     return row["precision"], Reading(field="training.precision", given=word, value=row["precision"], rule=rule)
+
+
+def optimizer_words() -> tuple[str, ...]:
+    """The library words ``training.optimizer`` accepts besides gpuplan's own optimizers."""
+    return tuple(_data()["optimizer_words"])
+
+
+def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
+    """(optimizer, its kernel where the word fixes it, how it was read) for a ``training.optimizer`` word:
+    gpuplan's own name as it is, a library's word (matched without regard to case) as the optimizer it runs."""
+    if word in OPTIMIZERS:
+        return word, None, None
+    rows = {w.lower(): row for w, row in _data()["optimizer_words"].items()}
+    row = rows.get(word.lower())
+    if row is None:
+        return word, None, None  # spec.Training names the choices
+    impl = row.get("impl")
+    rule = (f"optimizer {word} read as {row['optimizer']}{f' ({impl} kernel)' if impl else ''}: {row['why']} "
+            f"({row['source']})")
+    return row["optimizer"], impl, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)

@@ -295,13 +295,19 @@ def _lora_targets(value: Any) -> tuple[str, ...]:
 
 
 def _words(kw: dict[str, Any]) -> tuple[tuple[str, str, Any, str], ...]:
-    """The user's words for the software and its precision, read as the profile and precision they mean
-    (catalog/stacks.py: hf-trainer → pytorch-fsdp, torchtune's bf16 → bf16-pure); an open precision takes the
+    """The user's words for the software, its precision and optimizer, read as the profile, precision and optimizer
+    they mean (catalog/stacks.py: hf-trainer → pytorch-fsdp, torchtune's bf16 → bf16-pure, paged_adamw_8bit →
+    adamw-8bit); an open precision takes the
     framework's documented default (frameworks.json defaults.precision) when it is one of gpuplan's."""
     from gpuplan.catalog.frameworks import get_framework
-    from gpuplan.catalog.stacks import read_framework, read_precision
+    from gpuplan.catalog.stacks import read_framework, read_optimizer, read_precision
 
     read = []
+    if isinstance(kw.get("optimizer"), str):
+        kw["optimizer"], impl, r = read_optimizer(kw["optimizer"])
+        if impl is not None and "optimizer_impl" not in kw:
+            kw["optimizer_impl"] = impl
+        read.append(r)
     if "framework" in kw:
         kw["framework"], r = read_framework(kw["framework"])
         read.append(r)

@@ -139,13 +139,17 @@ def _show(v: Any) -> str:
 
 def _more_values(key: str) -> str:
     """Words a key accepts beyond its spec type's values (catalog/stacks.json): the stacks read as a framework
-    profile, the frameworks' own words for a precision. Read when help is asked, not at import."""
-    if key not in ("training.framework", "training.precision"):
+    profile, the frameworks' own words for a precision, libraries' words for an optimizer. Read when help is asked,
+    not at import."""
+    if key not in ("training.framework", "training.precision", "training.optimizer"):
         return ""
-    from gpuplan.catalog.stacks import precision_words, stack_names
+    from gpuplan.catalog.stacks import optimizer_words, precision_words, stack_names
 
     if key == "training.framework":
         return "; or a stack read as its profile (the answer says so): " + " | ".join(stack_names())
+    if key == "training.optimizer":
+        return "; or a library's word, read as the optimizer it runs (Hugging Face optim, torch.optim classes): " + \
+            " | ".join(optimizer_words())
     return "; or a framework's own word, read as what it means there (torchtune's bf16 is bf16-pure): " + \
         " | ".join(precision_words())
 

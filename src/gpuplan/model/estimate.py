@@ -32,6 +32,7 @@ class Note(Enum):
     BEYOND_POSITIONS = "beyond_positions"  # seq_len beyond the positions the model was trained on
     NEAR_CAPACITY = "near_capacity"        # within NOT_MODELLED_MARGIN over the capacity
     FP8_DOES_NOT_PAY = "fp8_does_not_pay"  # a generic fp8 run's linears estimated in bf16
+    MUON = "muon"                          # how the Muon optimizer is costed (model/muon.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,6 +232,8 @@ def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[Note, ...]:
         out.append(Note.BEYOND_POSITIONS)
     if not mem.fits and mem.capacity < mem.total <= mem.capacity * (1 + NOT_MODELLED_MARGIN):
         out.append(Note.NEAR_CAPACITY)
+    if sc.training.optimizer == "muon":
+        out.append(Note.MUON)
     return tuple(out)
 
 

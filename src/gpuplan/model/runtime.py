@@ -33,6 +33,7 @@ from gpuplan.model.comm import (
 from gpuplan.model.compute import Device, LayerTime, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
 from gpuplan.model.kept import amp_of
+from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
 from gpuplan.model.software import software
@@ -186,16 +187,20 @@ def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: T
     return total, max(0.0, total - sc.total)
 
 
-def _optimizer_s(tr: Training, lay: Layout, rp: RankParams, dev: Device) -> float:
-    """The optimizer step: at HBM bandwidth on the GPU, or over PCIe and on the host CPU when offloaded."""
+def _optimizer_s(m: ModelSpec, tr: Training, lay: Layout, rp: RankParams, dev: Device) -> float:
+    """The optimizer step: at HBM bandwidth on the GPU, or over PCIe and on the host CPU when offloaded; Muon
+    adds its Newton–Schulz GEMMs (model/muon.py)."""
     t_dense, t_expert = trainable(tr, rp)
     dp_n = lay.dp * lay.cp
     edp_n = max(1, dp_n // lay.ep)
-    local = t_dense / (dp_n if lay.zero >= 1 else 1) + t_expert / (edp_n if lay.zero >= 1 else 1)
+    dense = t_dense / (dp_n if lay.zero >= 1 else 1)
+    expert = t_expert / (edp_n if lay.zero >= 1 else 1)
+    local = dense + expert
+    ns = _newton_schulz_s(m, tr, dense, expert, dev)  # offloaded too: timed at the GPU's rate (noted)
     if lay.offload == "none":
-        return local * constant("optimizer_bytes_per_param") / dev.bw
+        return local * constant("optimizer_bytes_per_param") / dev.bw + ns
     # grads down and weights up over PCIe, the update on the host CPU
-    return local * (4 + 2) / PCIE_HOST_BYTES_PER_S + local / CPU_ADAM_PARAMS_PER_S
+    return local * (4 + 2) / PCIE_HOST_BYTES_PER_S + local / CPU_ADAM_PARAMS_PER_S + ns
 
 
 def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections = NONE,
@@ -297,7 +302,19 @@ def _pipeline_of(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correcti
                         ep_exposed=ep_exposed, pp_s=pp_s, pp_exposed=pp_exposed,
                         # the send/recv is counted once, in the exposed communication
                         bubble=bubble_s(lay, sc.total + per_mb_comm - pp_exposed),
-                        opt_s=_optimizer_s(tr, lay, sc.params, dev))
+                        opt_s=_optimizer_s(m, tr, lay, sc.params, dev))
+
+
+def _newton_schulz_s(m: ModelSpec, tr: Training, dense: float, expert: float, dev: Device) -> float:
+    """Muon's orthogonalisation of the rank's share of the matrices, as bf16 GEMMs at the GPU's best GEMM share."""
+    if tr.optimizer != "muon":
+        return 0.0
+    if tr.method != "full":
+        flops = (dense + expert) * adapter_ns_flops_per_param(tr.lora_rank, m.hidden)
+    else:
+        _, per_dense, per_expert = muon_split(m)
+        flops = dense * per_dense + expert * per_expert
+    return flops / (dev.peak16 * dev.e_gemm)
 
 
 def _rates(hw: Hardware, tr: Training, lay: Layout, fp8_layers: bool) -> tuple[Device, Device | None, float, int]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gpuplan.catalog.constants import constant
 from gpuplan.catalog.framework_memory import ddp_bucket_in_param_dtype, ddp_copies_gradients
 from gpuplan.catalog.frameworks import zero3_buffers
+from gpuplan.model.muon import muon_split
 from gpuplan.model.params import RankParams
 from gpuplan.spec.job import Training
 from gpuplan.spec.model import ModelSpec
@@ -66,7 +67,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
       adamw/adam: 2 moments (Kingma & Ba 2015) → 8 B fp32;
       adamw-8bit: 2 moments × 1 B + one fp32 absmax per 2048-block each (Dettmers et al. 2022);
       sgd: none; sgd-momentum: 1 moment; lion: 1 moment (Chen et al. 2023, arXiv:2302.06675);
-      adafactor: factored second moment (see ``adafactor_state_ratio``).
+      adafactor: factored second moment (see ``adafactor_state_ratio``);
+      muon: one momentum per block matrix, AdamW's two moments for the rest (model/muon.py ``muon_split``).
     """
     w = {"fp32": 4, "fp8": 3}.get(precision, 2)
     g = 4 if precision == "fp32" or (grad_fp32 and precision in ("bf16", "fp8")) else 2
@@ -82,6 +84,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
         states = 0
     elif optimizer == "adafactor":
         states = mb * adafactor_state_ratio(model)
+    elif optimizer == "muon":
+        states = mb * (2 - muon_split(model)[0])
     else:  # spec.Training validates the name
         raise AssertionError(optimizer)
     if amp:

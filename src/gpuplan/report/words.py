@@ -29,6 +29,13 @@ FP8_DOES_NOT_PAY = ("fp8 does not pay on this layout: the blocks' linear layers 
                     "Megatron-Core (training.framework) run every block linear in fp8 regardless")
 
 
+MUON = ("optimizer muon: torch.optim.Muon on the blocks' weight matrices (one momentum each, 5 Newton-Schulz steps "
+        "in bf16 per optimizer step, split over the data-parallel ranks when the optimizer is sharded, on every rank "
+        "under plain DDP), AdamW on the embedding, LM head, norms and biases; the gradient all-gather a sharded "
+        "(distributed) Muon needs to see whole matrices is not timed, and with offload the orthogonalisation is "
+        "timed at the GPU's rate")
+
+
 def note_text(note: Note, est: Estimate) -> str:
     """One note of an estimate, in words."""
     sc = est.scenario
@@ -40,6 +47,8 @@ def note_text(note: Note, est: Estimate) -> str:
     if code == "near_capacity":
         return (f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers gpuplan "
                 "does not model — " + "; ".join(NOT_MODELLED_SAVERS))
+    if code == "muon":
+        return MUON
     return FP8_DOES_NOT_PAY
 
 

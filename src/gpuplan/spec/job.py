@@ -12,7 +12,7 @@ from gpuplan.spec._checks import positive as _positive
 from gpuplan.spec._value import ValueHashed, seal
 
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
-Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
+Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "muon"]
 Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe"]
