@@ -61,10 +61,20 @@ def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]
     ``domain`` GPUs (``tp_domain``)."""
     m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
-    pps = [fixed["pp"]] if "pp" in fixed else [p for p in divisors(m.n_layers) if p <= MAX_PP]
+    pps = [fixed["pp"]] if "pp" in fixed else pp_degrees(m.n_layers)
     cps = [fixed["cp"]] if "cp" in fixed else \
         ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
     return tps, pps, cps
+
+
+def pp_degrees(n_layers: int) -> list[int]:
+    """Pipeline degrees the search proposes: the divisors of the layer count (even stages) and the powers of two up
+    to half of it (uneven stages of two layers or more, the remainder on the middle ones: model/pipeline.py
+    ``chunk_sizes``) — what power-of-two GPU
+    counts need when the layer count is not one: Llama 3 405B's 126 layers on 16 stages (Dubey et al. 2024,
+    Sec. 3.3.2), DeepSeek-V3's 61 on 16 (arXiv:2412.19437, Sec. 3.2)."""
+    twos = {1 << k for k in range(MAX_PP.bit_length()) if 2 << k <= n_layers}  # two layers a stage or more
+    return sorted(p for p in set(divisors(n_layers)) | twos if p <= MAX_PP)
 
 
 def splits(sc: Scenario, hw: Hardware, counts: Callable[[int], bool], max_gpus: int,
