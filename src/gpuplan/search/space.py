@@ -27,7 +27,6 @@ from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
 from gpuplan.spec.scenario import Scenario
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)
-VIRTUAL_STAGES = (2, 4, 8)  # model chunks per stage the search tries under the interleaved schedule
 MAX_PP = 64  # pipeline stages the search proposes (published runs: ≤ 16; Llama 3 405B used 16)
 LONG_SEQUENCE = 32768  # from this sequence length on, context parallelism is searched
 CP_DEGREES = (1, 2, 4, 8, 16)
@@ -108,9 +107,8 @@ def schedules(sc: Scenario, pp: int) -> list[tuple[str, int]]:
     if "pp_schedule" in fixed or pp == 1:
         return [(fixed.get("pp_schedule", "1f1b"), 1)]
     out = [("1f1b", 1)]
-    # uneven chunks allowed (Llama 3: 126 layers on 16 stages); more chunks a stage from 4 stages on, as Megatron's
-    # recipes interleave (NeMo's Llama 3.1 405B: pp 8 with 8 virtual stages; 70B: pp 4 with 5)
-    out += [("interleaved", v) for v in VIRTUAL_STAGES if pp * v <= sc.model.n_layers and (v == 2 or pp >= 4)]
+    if pp * 2 <= sc.model.n_layers:  # uneven chunks allowed (Llama 3: 126 layers on 16 stages)
+        out.append(("interleaved", 2))
     if sc.model.moe and pp % 2 == 0:  # DualPipe: built for MoE's all-to-all (DeepSeek-V3, Sec. 3.2.1)
         out.append(("dualpipe", 1))
     return out
