@@ -185,3 +185,27 @@ def test_documented_defaults_used_by_the_brief():
     assert get_framework("deepspeed").zero3_gather.value == "module"
     assert get_framework("megatron-core").fp8_recipe["default"].value == "delayed"
     assert get_framework("torchtitan").fp8_recipe["default"].value == "tensorwise"
+
+
+def _pipelined(framework: str, schedule: str) -> object:
+    from gpuplan.api import evaluate
+
+    return evaluate({"model": "llama-3.1-70b", "hardware": {"gpu": "h100-sxm", "gpus": 64},
+                     "training": {"seq_len": 4096, "global_batch": 64, "framework": framework},
+                     "layout": {"tp": 8, "pp": 4, "dp": 2, "zero": 1, "micro_batch": 1, "pp_schedule": schedule,
+                                "recompute": "full"}}).time.step
+
+
+@pytest.mark.parametrize("schedule", ["interleaved", "1f1b"])
+def test_megatron_core_overlaps_the_interleaved_pipelines_send_recv(schedule):
+    # Megatron-LM's training CLI: overlap_p2p_comm on unless --no-overlap-p2p-communication, off outside the
+    # interleaved schedule (frameworks.json pp_comm_overlap); the 2021-22 megatron-lm profile: off by default
+    assert get_framework("megatron-core").pp_comm_overlap.value is True
+    assert get_framework("megatron-lm").pp_comm_overlap.value is False
+    core, lm = _pipelined("megatron-core", schedule), _pipelined("megatron-lm", schedule)
+    assert core.comm_detail["pp"] > 0 and lm.comm_detail["pp"] > 0
+    others = core.comm_exposed_s - core.comm_detail["tp_exposed"] - core.comm_detail["dp_exposed"]
+    if schedule == "interleaved":  # each chunk's send/recv hides under the next chunk's compute here
+        assert others == pytest.approx(0.0, abs=1e-12)
+    else:
+        assert others == pytest.approx(core.comm_detail["pp"], rel=1e-9)

@@ -36,7 +36,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
                "autocast_fp32_weights"),
     "defaults": (),
 })
-SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather")
+SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather", "pp_comm_overlap")
 _FACT_KEYS = {"value", "source", "note"}
 _RULE_KEYS = {"rule", "when", "why", "source"}
 _NOT_STATED = "not stated in frameworks.json"
@@ -100,6 +100,7 @@ class FrameworkProfile:
     dp_overlap: Mapping[str, Fact]
     fsdp_under_pp: Fact
     zero3_gather: Fact
+    pp_comm_overlap: Fact
     moe: Mapping[str, Fact]
     fp8_recipe: Mapping[str, Fact]
     memory: Mapping[str, Fact]
@@ -278,6 +279,13 @@ def rule_fields(framework: str) -> frozenset[str]:
     for r in get_framework(framework).cannot_run:
         walk(r.when)
     return frozenset(out)
+
+
+@cache
+def overlaps_pp_comm(framework: str) -> bool:
+    """Whether the framework's interleaved pipeline schedule overlaps its send/recv with the chunks' compute
+    (catalog/frameworks.json ``pp_comm_overlap``; an unstated fact is no overlap)."""
+    return get_framework(framework).pp_comm_overlap.value is True
 
 
 @cache

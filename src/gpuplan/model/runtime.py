@@ -20,6 +20,7 @@ from gpuplan.catalog.constants import constant
 from gpuplan.catalog.frameworks import (
     converts_every_block_linear,
     fp8_recipe_of,
+    overlaps_pp_comm,
 )
 from gpuplan.model.comm import (
     Topology,
@@ -295,14 +296,25 @@ def _pipeline_of(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correcti
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s, ep_exposed = _ep_comm(m, lay, sc, tokens, topo)
     pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)
-    # DualPipe hides the send/recv under the paired forward/backward chunk (arXiv:2412.19437, Sec. 3.2.1)
-    pp_exposed = 0.0 if lay.pp_schedule == "dualpipe" else pp_s
+    pp_exposed = _pp_exposed(tr, lay, pp_s, sc.total)
     per_mb_comm = tp_exposed + ep_exposed + cp_s + pp_exposed
     return PipelinePart(sc=sc, n_mb=n_mb, dev=dev, topo=topo, tp_s=tp_s, tp_exposed=tp_exposed, cp_s=cp_s, ep_s=ep_s,
                         ep_exposed=ep_exposed, pp_s=pp_s, pp_exposed=pp_exposed,
                         # the send/recv is counted once, in the exposed communication
                         bubble=bubble_s(lay, sc.total + per_mb_comm - pp_exposed),
                         opt_s=_optimizer_s(m, tr, lay, sc.params, dev))
+
+
+def _pp_exposed(tr: Training, lay: Layout, pp_s: float, compute_s: float) -> float:
+    """Pipeline send/recv left exposed per micro-batch. DualPipe hides it under the paired forward/backward chunk
+    (arXiv:2412.19437, Sec. 3.2.1); an interleaved schedule that posts each chunk's isend/irecv before the next
+    chunk's compute (catalog/frameworks.json ``pp_comm_overlap``: Megatron-Core) leaves only what exceeds that
+    compute."""
+    if lay.pp_schedule == "dualpipe":
+        return 0.0
+    if lay.pp_schedule == "interleaved" and overlaps_pp_comm(tr.framework):
+        return max(0.0, pp_s - compute_s)
+    return pp_s
 
 
 def _newton_schulz_s(m: ModelSpec, tr: Training, dense: float, expert: float, dev: Device) -> float:
