@@ -81,3 +81,32 @@ def test_deepseek_v32_says_its_sparse_attention_is_timed_dense():
 def test_mlp_layer_types_must_name_each_layer():
     with pytest.raises(GpuplanError, match="mlp_layer_types"):
         load_model({"model_type": "glm4_moe_lite", **SMALL, **MLA_NO_INDEX, "mlp_layer_types": ["dense", "sparse"]})
+
+
+# Qwen/Qwen2.5-VL-7B-Instruct config.json: its text keys at the top level, vision_config apart (transformers 5.24:
+# Qwen2_5_VLForConditionalGeneration 8,292,166,656 parameters, 7,615,616,512 outside ``visual``)
+QWEN25_VL_7B_TEXT = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+                     "intermediate_size": 18944, "vocab_size": 152064, "tie_word_embeddings": False}
+QWEN25_VL_7B_VISION = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                       "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                       "in_chans": 3}
+SMALL_QVL_VISION = {"depth": 2, "hidden_size": 128, "intermediate_size": 320, "num_heads": 4, "out_hidden_size": 256,
+                    "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+SMALL_QVL_TEXT = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                  "intermediate_size": 512, "vocab_size": 4000}
+
+
+@pytest.mark.parametrize("text, vision, language, total", [
+    (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION, 7_615_616_512, 8_292_166_656),
+    ({**SMALL_QVL_TEXT, "tie_word_embeddings": False}, SMALL_QVL_VISION, 3_164_160, 4_088_704),
+    ({**SMALL_QVL_TEXT, "tie_word_embeddings": True}, SMALL_QVL_VISION, 2_140_160, 3_064_704),
+])
+def test_qwen2_5_vl_reads_its_qwen2_decoder_and_counts_the_vision_transformer_apart(text, vision, language, total):
+    flat = load_model({"model_type": "qwen2_5_vl", **text, "vision_config": vision})
+    assert (flat.params, flat.params + flat.extra_params) == (language, total)
+    assert flat.model_type == "qwen2_5_vl" and any("vision tower" in a for a in flat.assumed)
+    # transformers v5 saves the same keys inside text_config (the tie at the top): the same model
+    nested = load_model({"model_type": "qwen2_5_vl", "tie_word_embeddings": text["tie_word_embeddings"],
+                         "text_config": {k: v for k, v in text.items() if k != "tie_word_embeddings"},
+                         "vision_config": vision})
+    assert (nested.params, nested.extra_params) == (flat.params, flat.extra_params)

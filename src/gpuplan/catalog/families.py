@@ -37,7 +37,9 @@ from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
+    QWEN25VL_TEXT,
     llama4_vision_params,
+    qwen25_vl_vision_params,
     siglip_params,
     text_config,
     vision_note,
@@ -256,6 +258,16 @@ def llama4(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type="llama4", extra_params=vision)
 
 
+def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
+    """Qwen2_5_VLForConditionalGeneration: its language model is a Qwen2 decoder (q/k/v biases), its keys at the
+    file's top level or in text_config; the vision transformer and patch merger are counted apart, in
+    ``extra_params``."""
+    t = text_config(c, "qwen2", QWEN25VL_TEXT, flat=True)
+    vision = qwen25_vl_vision_params(c)
+    vision_note(t, "qwen2_5_vl", vision)
+    return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision)
+
+
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
     **{mt: deepseek for mt in MLA_TYPES},
@@ -264,4 +276,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
     "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
+    "qwen2_5_vl": qwen2_5_vl,
 }

@@ -28,11 +28,24 @@ _LLAMA4_VISION = {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_lay
                   "projector_output_dim": 4096}
 
 
-def text_config(c: Cfg, text_type: str, defaults: Mapping[str, Any]) -> Cfg:
-    """The language model's config: ``text_config`` read as ``text_type``, the wrapper's notes carried over."""
+# Qwen2_5_VLTextConfig defaults (transformers 5.24: the 72B shape); the decoder is Qwen2's
+QWEN25VL_TEXT = {"vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
+                 "num_attention_heads": 64, "num_key_value_heads": 8}
+# Qwen2_5_VLVisionConfig defaults (transformers 5.24)
+_QWEN25VL_VISION = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
+                    "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584}
+_WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
+
+
+def text_config(c: Cfg, text_type: str, defaults: Mapping[str, Any], flat: bool = False) -> Cfg:
+    """The language model's config: ``text_config`` read as ``text_type``, the wrapper's notes carried over;
+    ``flat``: the released file may give the text keys at its top level (Qwen2.5-VL's config.json), which
+    transformers moves into text_config."""
     text = c.raw("text_config", default={})
     if not isinstance(text, Mapping):
         raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
+    if flat:
+        text = {**{k: v for k, v in c.d.items() if k not in _WRAPPER_KEYS}, **text}
     filled = {k: v for k, v in defaults.items() if text.get(k) is None}
     t = Cfg({**text, **filled, "model_type": text_type}, f"{c.source} text_config", text_type, c.quote)
     t.assumed += c.assumed + [f"text_config.{k} not given: using the transformers default {v}"
@@ -90,3 +103,16 @@ def llama4_vision_params(c: Cfg, text_hidden: int) -> int:
     tower = v.int("num_channels") * p * p * h + h + (side * side + 1) * h + 2 * 2 * h + L * _encoder_layer(h, f)
     adapter = f * v.int("projector_input_dim") + v.int("projector_output_dim") ** 2
     return _checked(c, tower + adapter + v.int("vision_output_dim") * text_hidden)
+
+
+def qwen25_vl_vision_params(c: Cfg) -> int:
+    """Qwen2.5-VL's vision transformer (transformers 5.24 modeling_qwen2_5_vl): the bias-free Conv3d patch embedding
+    over temporal_patch_size × patch_size² pixels of in_channels, depth blocks of two RMSNorms, a fused biased qkv and
+    biased projection, a biased SwiGLU MLP; the patch merger (an RMSNorm, then spatial_merge_size² patches through two
+    biased linears to out_hidden_size, the text hidden size)."""
+    v = _vision_cfg(c, _QWEN25VL_VISION, "qwen2_5_vl_vision")
+    h, f, depth = v.int("hidden_size"), v.int("intermediate_size"), v.int("depth")
+    p, t, m2 = v.int("patch_size"), v.int("temporal_patch_size"), v.int("spatial_merge_size") ** 2
+    block = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)
+    merger = h + (h * m2 * h * m2 + h * m2) + (h * m2 * v.int("out_hidden_size") + v.int("out_hidden_size"))
+    return _checked(c, v.int("in_channels", "in_chans") * t * p * p * h + depth * block + merger)
