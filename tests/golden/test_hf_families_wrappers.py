@@ -110,3 +110,25 @@ def test_qwen2_5_vl_reads_its_qwen2_decoder_and_counts_the_vision_transformer_ap
                          "text_config": {k: v for k, v in text.items() if k != "tie_word_embeddings"},
                          "vision_config": vision})
     assert (nested.params, nested.extra_params) == (flat.params, flat.extra_params)
+
+
+SMALL_Q3VL_TEXT = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                   "head_dim": 32, "intermediate_size": 512, "vocab_size": 4000}
+SMALL_Q3VL_VISION = {"depth": 4, "hidden_size": 128, "intermediate_size": 320, "num_heads": 4, "out_hidden_size": 256,
+                     "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                     "num_position_embeddings": 64, "deepstack_visual_indexes": [1, 2]}
+
+
+# transformers 5.24 Qwen3VL(Moe)ForConditionalGeneration: (total, outside ``visual``)
+@pytest.mark.parametrize("model_type, text, vision, tie, language, total", [
+    ("qwen3_vl", SMALL_Q3VL_TEXT, SMALL_Q3VL_VISION, False, 3_163_520, 5_148_416),
+    ("qwen3_vl", SMALL_Q3VL_TEXT, SMALL_Q3VL_VISION, True, 2_139_520, 4_124_416),
+    ("qwen3_vl", SMALL_Q3VL_TEXT, {}, False, 3_163_520, 570_112_624),            # Qwen3VLVisionConfig's defaults
+    ("qwen3_vl_moe", {**SMALL_Q3VL_TEXT, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128},
+     SMALL_Q3VL_VISION, False, 3_165_568, 5_150_464),
+])
+def test_qwen3_vl_reads_its_qwen3_decoder_and_counts_the_vision_transformer_apart(model_type, text, vision, tie,
+                                                                                  language, total):
+    m = load_model({"model_type": model_type, "text_config": text, "tie_word_embeddings": tie, "vision_config": vision})
+    assert (m.params, m.params + m.extra_params) == (language, total)
+    assert m.model_type == model_type and m.moe == (model_type == "qwen3_vl_moe")

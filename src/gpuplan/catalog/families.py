@@ -37,8 +37,10 @@ from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
+    QWEN3VL_TEXT,
     QWEN25VL_TEXT,
     llama4_vision_params,
+    qwen3_vl_vision_params,
     qwen25_vl_vision_params,
     siglip_params,
     text_config,
@@ -268,6 +270,17 @@ def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision)
 
 
+def qwen3_vl(c: Cfg, name: str) -> ModelSpec:
+    """Qwen3VLForConditionalGeneration / Qwen3VLMoeForConditionalGeneration: the Qwen3 (or Qwen3-MoE) decoder of
+    ``text_config``; the vision transformer, its patch merger and DeepStack mergers counted apart, in
+    ``extra_params``."""
+    moe = c.mt == "qwen3_vl_moe"
+    t = text_config(c, "qwen3_moe" if moe else "qwen3", QWEN3VL_TEXT, flat=True)
+    vision = qwen3_vl_vision_params(c)
+    vision_note(t, c.mt, vision)
+    return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision)
+
+
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
     **{mt: deepseek for mt in MLA_TYPES},
@@ -276,5 +289,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
     "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
-    "qwen2_5_vl": qwen2_5_vl,
+    "qwen2_5_vl": qwen2_5_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
 }

@@ -34,6 +34,13 @@ QWEN25VL_TEXT = {"vocab_size": 152064, "hidden_size": 8192, "intermediate_size":
 # Qwen2_5_VLVisionConfig defaults (transformers 5.24)
 _QWEN25VL_VISION = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
                     "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584}
+# Qwen3VLTextConfig defaults (transformers 5.24); the decoder is Qwen3's (q/k RMSNorms over head_dim)
+QWEN3VL_TEXT = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128}
+# Qwen3VLVisionConfig defaults (transformers 5.24)
+_QWEN3VL_VISION = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_channels": 3, "patch_size": 16,
+                   "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
+                   "num_position_embeddings": 2304}
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -116,3 +123,22 @@ def qwen25_vl_vision_params(c: Cfg) -> int:
     block = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)
     merger = h + (h * m2 * h * m2 + h * m2) + (h * m2 * v.int("out_hidden_size") + v.int("out_hidden_size"))
     return _checked(c, v.int("in_channels", "in_chans") * t * p * p * h + depth * block + merger)
+
+
+def qwen3_vl_vision_params(c: Cfg) -> int:
+    """Qwen3-VL's vision transformer (transformers 5.24 modeling_qwen3_vl): the biased Conv3d patch embedding, learned
+    positions (num_position_embeddings), depth blocks of two LayerNorms, a fused biased qkv and biased projection, a
+    biased two-matrix MLP; the patch merger (a LayerNorm over the hidden size, two biased linears from
+    spatial_merge_size² patches to out_hidden_size) and one DeepStack merger per deepstack_visual_indexes entry (the
+    same, its LayerNorm over the merged patches)."""
+    v = _vision_cfg(c, _QWEN3VL_VISION, "qwen3_vl_vision")
+    h, f, depth = v.int("hidden_size"), v.int("intermediate_size"), v.int("depth")
+    p, t, hm = v.int("patch_size"), v.int("temporal_patch_size"), h * v.int("spatial_merge_size") ** 2
+    out = v.int("out_hidden_size")
+    deepstack = v.raw("deepstack_visual_indexes", default=[8, 16, 24])
+    if not isinstance(deepstack, list | tuple):
+        raise GpuplanError(f"{c.source}: vision_config.deepstack_visual_indexes must be a list of block indices")
+    block = 4 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h)
+    mlp = (hm * hm + hm) + (hm * out + out)
+    embed = v.int("in_channels") * t * p * p * h + h + v.int("num_position_embeddings") * h
+    return _checked(c, embed + depth * block + (2 * h + mlp) + len(deepstack) * (2 * hm + mlp))
