@@ -132,3 +132,39 @@ def test_qwen3_vl_reads_its_qwen3_decoder_and_counts_the_vision_transformer_apar
     m = load_model({"model_type": model_type, "text_config": text, "tie_word_embeddings": tie, "vision_config": vision})
     assert (m.params, m.params + m.extra_params) == (language, total)
     assert m.model_type == model_type and m.moe == (model_type == "qwen3_vl_moe")
+
+
+# Mistral-Small-3.1-24B shape keys (text_config: Mistral; vision_config: Pixtral) and small configs; transformers 5.24
+# Mistral3ForConditionalGeneration: (total, outside the vision tower and the multi-modal projector)
+M3_TEXT = {"model_type": "mistral", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "vocab_size": 4000}
+M3_VISION = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "patch_size": 14, "image_size": 224}
+M3_24B_TEXT = {"model_type": "mistral", "hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 32768, "vocab_size": 131072}
+M3_24B_VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+                 "patch_size": 14, "image_size": 1540}
+
+
+@pytest.mark.parametrize("text, vision, top, language, total", [
+    (M3_24B_TEXT, M3_24B_VISION, {}, 23_572_403_200, 24_011_361_280),
+    (M3_TEXT, M3_VISION, {}, 3_163_392, 3_730_944),
+    (M3_TEXT, M3_VISION, {"multimodal_projector_bias": True, "vision_feature_layer": [-1, -2]}, 3_163_392, 3_764_224),
+])
+def test_mistral3_reads_its_mistral_decoder_and_counts_pixtral_apart(text, vision, top, language, total):
+    m = load_model({"model_type": "mistral3", "tie_word_embeddings": False, "text_config": text,
+                    "vision_config": vision, **top})
+    assert (m.params, m.params + m.extra_params) == (language, total)
+    assert m.model_type == "mistral3"
+
+
+@pytest.mark.parametrize("top, text, tied", [
+    ({}, {}, True),                                                      # Mistral3Config's default
+    ({}, {"tie_word_embeddings": False}, False),                         # a v4 file: the key in text_config
+    ({"tie_word_embeddings": False}, {}, False),                         # a v5 file: the key at the top
+    ({"tie_word_embeddings": True}, {"tie_word_embeddings": False}, True),
+])
+def test_mistral3_head_tie_is_read_where_the_file_puts_it(top, text, tied):
+    m = load_model({"model_type": "mistral3", "text_config": {**M3_TEXT, **text}, "vision_config": M3_VISION, **top})
+    assert m.tied_embeddings == tied
+    assert m.params + m.extra_params == (2_706_944 if tied else 3_730_944)  # transformers 5.24, tied and not

@@ -40,6 +40,7 @@ from gpuplan.catalog.families_vlm import (
     QWEN3VL_TEXT,
     QWEN25VL_TEXT,
     llama4_vision_params,
+    pixtral_params,
     qwen3_vl_vision_params,
     qwen25_vl_vision_params,
     siglip_params,
@@ -281,6 +282,25 @@ def qwen3_vl(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision)
 
 
+# MistralConfig defaults (transformers 5.24) for a Mistral 3 text_config that leaves a shape key out
+_MISTRAL_TEXT = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                 "num_attention_heads": 32, "num_key_value_heads": 8}
+
+
+def mistral3(c: Cfg, name: str) -> ModelSpec:
+    """Mistral3ForConditionalGeneration (Mistral Small 3.1 / 3.2): the Mistral decoder of ``text_config``; the
+    Pixtral vision encoder and the multi-modal projector counted apart, in ``extra_params``."""
+    # the head's tie: the top-level key where given (transformers v5 saves it there), else text_config's (v4),
+    # else Mistral3Config's default: tied
+    top_tie = c.raw("tie_word_embeddings")
+    t = text_config(c, "mistral", {**_MISTRAL_TEXT, "tie_word_embeddings": True if top_tie is None else top_tie})
+    if top_tie is not None:
+        t.d = {**t.d, "tie_word_embeddings": top_tie}
+    vision = pixtral_params(c, t.int("hidden_size"))
+    vision_note(t, "mistral3", vision)
+    return dataclasses.replace(llama_like(t, name), model_type="mistral3", extra_params=vision)
+
+
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
     **{mt: deepseek for mt in MLA_TYPES},
@@ -289,5 +309,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
     "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
-    "qwen2_5_vl": qwen2_5_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
+    "qwen2_5_vl": qwen2_5_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl, "mistral3": mistral3,
 }

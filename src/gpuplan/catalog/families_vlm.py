@@ -41,6 +41,9 @@ QWEN3VL_TEXT = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 
 _QWEN3VL_VISION = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_channels": 3, "patch_size": 16,
                    "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
                    "num_position_embeddings": 2304}
+# PixtralVisionConfig defaults (transformers 5.24)
+_PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
+            "patch_size": 16}
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -142,3 +145,21 @@ def qwen3_vl_vision_params(c: Cfg) -> int:
     mlp = (hm * hm + hm) + (hm * out + out)
     embed = v.int("in_channels") * t * p * p * h + h + v.int("num_position_embeddings") * h
     return _checked(c, embed + depth * block + (2 * h + mlp) + len(deepstack) * (2 * hm + mlp))
+
+
+def pixtral_params(c: Cfg, text_hidden: int) -> int:
+    """Mistral 3's Pixtral vision encoder (transformers 5.24 modeling_pixtral): the bias-free patch convolution, a
+    pre-RMSNorm, blocks of two RMSNorms, bias-free q/k/v/o and SwiGLU; and its multi-modal projector
+    (modeling_mistral3): an RMSNorm, the bias-free patch merger of spatial_merge_size² patches, then two linears to
+    the text hidden size (with multimodal_projector_bias), the first over every vision_feature_layer's features."""
+    v = _vision_cfg(c, _PIXTRAL, "pixtral")
+    h, f, L, p = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers"), v.int("patch_size")
+    layers = c.raw("vision_feature_layer", default=-1)
+    n_feat = len(layers) if isinstance(layers, list) else 1
+    bias = c.flag("multimodal_projector_bias", default=False)
+    m2 = c.int("spatial_merge_size", default=2) ** 2
+    tower = v.int("num_channels") * p * p * h + h + L * (2 * h + 4 * h * h + 3 * h * f)
+    linear_1 = (h * n_feat + bias) * text_hidden
+    linear_2 = (text_hidden + bias) * text_hidden
+    projector = h + h * m2 * h + linear_1 + linear_2
+    return _checked(c, tower + projector)
