@@ -168,3 +168,22 @@ def test_mistral3_head_tie_is_read_where_the_file_puts_it(top, text, tied):
     m = load_model({"model_type": "mistral3", "text_config": {**M3_TEXT, **text}, "vision_config": M3_VISION, **top})
     assert m.tied_embeddings == tied
     assert m.params + m.extra_params == (2_706_944 if tied else 3_730_944)  # transformers 5.24, tied and not
+
+
+@pytest.mark.parametrize("layout, held", [
+    ({"dp": 2, "zero": 1}, 1.0),          # every rank holds the whole frozen tower
+    ({"dp": 2, "zero": 3}, 0.5),          # FSDP / ZeRO-3 shards it with the rest
+])
+def test_a_vision_tower_is_held_as_frozen_16_bit_weights(layout, held):
+    from gpuplan.model.memory import model_states
+    from gpuplan.spec.job import Training
+
+    vlm = load_model({"model_type": "qwen2_5_vl", **QWEN25_VL_7B_TEXT, "vision_config": QWEN25_VL_7B_VISION})
+    text = load_model({"model_type": "qwen2", **QWEN25_VL_7B_TEXT})
+    assert vlm.frozen_params == vlm.extra_params == 676_550_144
+    tr = Training(seq_len=4096, precision="bf16")
+    z, nd = layout["zero"], layout["dp"]
+    args = (tr, 1, 1, 1, 1, 0, z, nd, nd, "none", nd)
+    a, b = model_states(vlm, *args), model_states(text, *args)
+    assert a.weights - b.weights == pytest.approx(2 * 676_550_144 * held)
+    assert (a.gradients, a.optimizer) == (b.gradients, b.optimizer)  # frozen: no gradient, no optimizer state

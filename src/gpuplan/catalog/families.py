@@ -248,7 +248,7 @@ def gemma3(c: Cfg, name: str) -> ModelSpec:
     t = text_config(c, "gemma3_text", GEMMA3_TEXT)
     vision = siglip_params(c, t.int("hidden_size"))
     vision_note(t, "gemma3", vision)
-    return dataclasses.replace(llama_like(t, name), model_type="gemma3", extra_params=vision)
+    return dataclasses.replace(llama_like(t, name), model_type="gemma3", extra_params=vision, frozen_params=vision)
 
 
 def llama4(c: Cfg, name: str) -> ModelSpec:
@@ -258,7 +258,7 @@ def llama4(c: Cfg, name: str) -> ModelSpec:
     t = text_config(c, "llama4_text", LLAMA4_TEXT)
     vision = llama4_vision_params(c, t.int("hidden_size"))
     vision_note(t, "llama4", vision)
-    return dataclasses.replace(llama_like(t, name), model_type="llama4", extra_params=vision)
+    return dataclasses.replace(llama_like(t, name), model_type="llama4", extra_params=vision, frozen_params=vision)
 
 
 def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
@@ -268,7 +268,7 @@ def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
     t = text_config(c, "qwen2", QWEN25VL_TEXT, flat=True)
     vision = qwen25_vl_vision_params(c)
     vision_note(t, "qwen2_5_vl", vision)
-    return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision)
+    return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision, frozen_params=vision)
 
 
 def qwen3_vl(c: Cfg, name: str) -> ModelSpec:
@@ -279,7 +279,7 @@ def qwen3_vl(c: Cfg, name: str) -> ModelSpec:
     t = text_config(c, "qwen3_moe" if moe else "qwen3", QWEN3VL_TEXT, flat=True)
     vision = qwen3_vl_vision_params(c)
     vision_note(t, c.mt, vision)
-    return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision)
+    return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)
 
 
 # MistralConfig defaults (transformers 5.24) for a Mistral 3 text_config that leaves a shape key out
@@ -298,7 +298,7 @@ def mistral3(c: Cfg, name: str) -> ModelSpec:
         t.d = {**t.d, "tie_word_embeddings": top_tie}
     vision = pixtral_params(c, t.int("hidden_size"))
     vision_note(t, "mistral3", vision)
-    return dataclasses.replace(llama_like(t, name), model_type="mistral3", extra_params=vision)
+    return dataclasses.replace(llama_like(t, name), model_type="mistral3", extra_params=vision, frozen_params=vision)
 
 
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {

@@ -65,8 +65,9 @@ def text_config(c: Cfg, text_type: str, defaults: Mapping[str, Any], flat: bool 
 
 def vision_note(t: Cfg, model_type: str, vision: int) -> None:
     t.assumed.append(f"model_type {model_type} (image-text): the language model is costed on text; the vision tower "
-                     f"and projector ({vision:,} parameters) are counted apart (extra_params), without their memory "
-                     "and FLOPs")
+                     f"and projector ({vision:,} parameters) are counted apart (extra_params) and held frozen: their "
+                     "16-bit weights on the first pipeline stage, without gradients, optimizer state, FLOPs or "
+                     "activations (an image fine-tune adds those)")
 
 
 def _vision_cfg(c: Cfg, defaults: Mapping[str, Any], kind: str) -> Cfg:

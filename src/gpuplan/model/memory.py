@@ -89,6 +89,8 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         opt_local = shard(rp.adapters_dense, rp.adapters_expert, z >= 1)
         optimizer = opt_local * sb.states
 
+    if stage == 0 and model.frozen_params:  # a vision tower loaded with the model, frozen (spec ModelSpec)
+        weights += model.frozen_params * (4 if training.precision == "fp32" else 2) / (nd if z >= 3 else 1)
     cpu = 0.0
     if offload in ("optimizer", "params"):
         cpu += optimizer

@@ -128,6 +128,9 @@ class ModelSpec(ValueHashed):
     window_layers: tuple[bool, ...] = ()
     # Extra modules not used in the main training step (DeepSeek-V3's multi-token-prediction layer)
     extra_params: int = 0
+    # Of those, the ones loaded with the model and held frozen: an image-text model's vision tower and projector
+    # (their 16-bit weights on the first pipeline stage; no gradients, optimizer state, FLOPs or activations)
+    frozen_params: int = 0
     # Where the exact count came from: "formula" | "safetensors" | "safetensors-index" | "given"
     params_source: str = "formula"
     params_override: int | None = None  # exact total from safetensors headers or {params: N}
