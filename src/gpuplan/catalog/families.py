@@ -290,12 +290,11 @@ _MISTRAL_TEXT = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 
 def mistral3(c: Cfg, name: str) -> ModelSpec:
     """Mistral3ForConditionalGeneration (Mistral Small 3.1 / 3.2): the Mistral decoder of ``text_config``; the
     Pixtral vision encoder and the multi-modal projector counted apart, in ``extra_params``."""
-    # the head's tie: the top-level key where given (transformers v5 saves it there), else text_config's (v4),
-    # else Mistral3Config's default: tied
     top_tie = c.raw("tie_word_embeddings")
-    t = text_config(c, "mistral", {**_MISTRAL_TEXT, "tie_word_embeddings": True if top_tie is None else top_tie})
-    if top_tie is not None:
-        t.d = {**t.d, "tie_word_embeddings": top_tie}
+    if top_tie is None:  # the head's tie: text_config's (transformers v4 saves it there), else Mistral3Config's: tied
+        t = text_config(c, "mistral", {**_MISTRAL_TEXT, "tie_word_embeddings": True})
+    else:  # the top-level key (v5 saves it there) wins
+        t = text_config(c, "mistral", _MISTRAL_TEXT, overrides={"tie_word_embeddings": top_tie})
     vision = pixtral_params(c, t.int("hidden_size"))
     vision_note(t, "mistral3", vision)
     return dataclasses.replace(llama_like(t, name), model_type="mistral3", extra_params=vision, frozen_params=vision)

@@ -47,17 +47,19 @@ _PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers":
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
-def text_config(c: Cfg, text_type: str, defaults: Mapping[str, Any], flat: bool = False) -> Cfg:
+def text_config(c: Cfg, text_type: str, defaults: Mapping[str, Any], flat: bool = False,
+                overrides: Mapping[str, Any] | None = None) -> Cfg:
     """The language model's config: ``text_config`` read as ``text_type``, the wrapper's notes carried over;
     ``flat``: the released file may give the text keys at its top level (Qwen2.5-VL's config.json), which
-    transformers moves into text_config."""
+    transformers moves into text_config; ``overrides``: the wrapper's keys that win over text_config's."""
     text = c.raw("text_config", default={})
     if not isinstance(text, Mapping):
         raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
     if flat:
         text = {**{k: v for k, v in c.d.items() if k not in _WRAPPER_KEYS}, **text}
     filled = {k: v for k, v in defaults.items() if text.get(k) is None}
-    t = Cfg({**text, **filled, "model_type": text_type}, f"{c.source} text_config", text_type, c.quote)
+    t = Cfg({**text, **filled, **(overrides or {}), "model_type": text_type}, f"{c.source} text_config", text_type,
+            c.quote)
     t.assumed += c.assumed + [f"text_config.{k} not given: using the transformers default {v}"
                               for k, v in filled.items()]
     return t
@@ -142,10 +144,9 @@ def qwen3_vl_vision_params(c: Cfg) -> int:
     deepstack = v.raw("deepstack_visual_indexes", default=[8, 16, 24])
     if not isinstance(deepstack, list | tuple):
         raise GpuplanError(f"{c.source}: vision_config.deepstack_visual_indexes must be a list of block indices")
-    block = 4 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h)
     mlp = (hm * hm + hm) + (hm * out + out)
     embed = v.int("in_channels") * t * p * p * h + h + v.int("num_position_embeddings") * h
-    return _checked(c, embed + depth * block + (2 * h + mlp) + len(deepstack) * (2 * hm + mlp))
+    return _checked(c, embed + depth * _encoder_layer(h, f) + (2 * h + mlp) + len(deepstack) * (2 * hm + mlp))
 
 
 def pixtral_params(c: Cfg, text_hidden: int) -> int:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from gpuplan.model.kept import normed_readers
 from gpuplan.spec import LayerGroup, ModelSpec
+from gpuplan.spec.model import BLOCK_MATRIX_GROUPS
 
 CAST_BYTES = 6.0    # one fp32 → bf16 (or bf16 → fp32) cast: 4 B read + 2 B written, or 2 read + 4 written
 FP32_ADD_BYTES = 12.0  # an fp32 a + b into a new or the same tensor: 4 + 4 read, 4 written
-_BLOCK = ("attention", "mlp", "shared_expert", "expert", "router")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ def amp_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, accumulating: bo
     """One layer's AMP casts for one micro-batch of ``tokens`` on one GPU (AMP runs without model parallelism);
     ``accumulating``: the step has more than one micro-batch, so each weight gradient is added into the kept
     one."""
-    mats = [w for w in lg.weights if w.is_matrix and w.group in _BLOCK]
+    mats = [w for w in lg.weights if w.is_matrix and w.group in BLOCK_MATRIX_GROUPS]
     params = sum(w.numel for w in mats)
     casts = sum(w.count for w in mats)
     attn, mlp = normed_readers(m)

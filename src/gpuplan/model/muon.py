@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.spec.model import ModelSpec, Weight
+from gpuplan.spec.model import BLOCK_MATRIX_GROUPS, ModelSpec
 
 NS_STEPS = 5  # torch.optim.Muon DEFAULT_NS_STEPS (Keller Jordan's muon.py)
-# the blocks' weight groups whose matrices Muon updates (the router's too: a 2-D hidden weight)
-MUON_GROUPS = ("attention", "mlp", "expert", "shared_expert", "router")
 
 
 def _ns_flops(out_f: int, in_f: int) -> float:
@@ -29,31 +27,23 @@ def _ns_flops(out_f: int, in_f: int) -> float:
     return NS_STEPS * (4.0 * m * m * n + 2.0 * m ** 3)
 
 
-def _muon_matrix(w: Weight) -> bool:
-    return w.is_matrix and w.group in MUON_GROUPS
-
-
 @lru_cache(maxsize=256)
 def muon_split(model: ModelSpec) -> tuple[float, float, float]:
-    """(share of the parameters Muon updates — the rest AdamW's —, Newton–Schulz FLOPs per non-expert parameter,
-    per routed-expert parameter), averaged over the whole model."""
-    muon = dense = expert = flops_d = flops_e = 0.0
+    """(share of the parameters Muon updates — the blocks' matrices, the router's too; the rest AdamW's —,
+    Newton–Schulz FLOPs per non-expert parameter, per routed-expert parameter), averaged over the whole model."""
+    muon = flops_d = flops_e = 0.0
     for lg in model.layers:
         for w in lg.weights:
-            if w.group == "expert":
-                expert += lg.count * w.numel
-            else:
-                dense += lg.count * w.numel
-            if _muon_matrix(w):
+            if w.is_matrix and w.group in BLOCK_MATRIX_GROUPS:
                 muon += lg.count * w.numel
                 f = lg.count * w.count * _ns_flops(*w.shape)
                 if w.group == "expert":
                     flops_e += f
                 else:
                     flops_d += f
-    dense += sum(w.numel for w in model.embedding + model.head)
-    total = max(dense + expert, 1.0)
-    return muon / total, flops_d / max(dense, 1.0), flops_e / max(expert, 1.0)
+    expert = model.params_by_group().get("expert", 0)
+    dense = model.params_formula - expert
+    return muon / max(model.params_formula, 1), flops_d / max(dense, 1), flops_e / max(expert, 1)
 
 
 def adapter_ns_flops_per_param(rank: int, hidden: int) -> float:

@@ -49,6 +49,7 @@ class Weight:
 
 
 LORA_GROUPS = {"attention", "mlp", "expert", "shared_expert"}  # the blocks' linear layers
+BLOCK_MATRIX_GROUPS = frozenset(LORA_GROUPS | {"router"})  # the blocks' weight matrices, the MoE router's too
 
 
 def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
