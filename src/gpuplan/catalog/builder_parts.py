@@ -136,15 +136,19 @@ def gated(prefix: str, h: int, ffn: int, group: str, bias: bool = False, count: 
             + lin(f"{prefix}.{d}", h, ffn, group, bias, count))
 
 
-def groups(layers: list[tuple[list[Weight], bool]]) -> tuple[LayerGroup, ...]:
-    """Run-length encode consecutive identical blocks into LayerGroups (keeps layer order)."""
+def groups(layers: list[tuple[list[Weight], bool]], mixers: list[tuple[str, bool]] | None = None
+           ) -> tuple[LayerGroup, ...]:
+    """Run-length encode consecutive identical blocks into LayerGroups (keeps layer order); ``mixers``: each
+    block's (token mixer, has an MLP) for a hybrid model (LayerGroup.mixer, .mlp), else attention and an MLP."""
     out: list[LayerGroup] = []
-    for ws, moe in layers:
+    for i, (ws, moe) in enumerate(layers):
         t = tuple(ws)
-        if out and out[-1].weights == t and out[-1].moe == moe:
-            out[-1] = LayerGroup(count=out[-1].count + 1, weights=t, moe=moe)
+        mixer, mlp = mixers[i] if mixers is not None else ("attention", True)
+        last = out[-1] if out else None
+        if last is not None and last.weights == t and last.kind == (moe, mixer, mlp):
+            out[-1] = LayerGroup(count=last.count + 1, weights=t, moe=moe, mixer=last.mixer, mlp=mlp)
         else:
-            out.append(LayerGroup(count=1, weights=t, moe=moe))
+            out.append(LayerGroup(count=1, weights=t, moe=moe, mixer=mixer, mlp=mlp))  # type: ignore[arg-type]
     return tuple(out)
 
 

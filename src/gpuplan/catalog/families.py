@@ -31,6 +31,7 @@ from gpuplan.catalog.builder_parts import (
     windows,
 )
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
+from gpuplan.catalog.families_hybrid import nemotron_h, qwen3_next
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.catalog.families_mla import MLA_TYPES, deepseek
 from gpuplan.catalog.families_moe import llama_moe, moe_required
@@ -282,6 +283,24 @@ def qwen3_vl(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)
 
 
+# Qwen3_5TextConfig / Qwen3_5MoeTextConfig shape defaults (transformers 5.24) for a text_config that leaves one out
+_QWEN35_TEXT = {"vocab_size": 248320, "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 16}
+_QWEN35_MOE_TEXT = {"vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16,
+                    "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+                    "shared_expert_intermediate_size": 512}
+
+
+def qwen3_5(c: Cfg, name: str) -> ModelSpec:
+    """Qwen3_5ForConditionalGeneration / Qwen3_5MoeForConditionalGeneration: the gated delta-rule hybrid decoder of
+    ``text_config`` (families_hybrid.qwen3_next); the vision transformer and its patch merger counted apart, in
+    ``extra_params``."""
+    moe = c.mt == "qwen3_5_moe"
+    t = text_config(c, f"{c.mt}_text", _QWEN35_MOE_TEXT if moe else _QWEN35_TEXT)
+    vision = qwen3_vl_vision_params(c, deepstack_mergers=False)
+    vision_note(t, c.mt, vision)
+    return dataclasses.replace(qwen3_next(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)
+
+
 # MistralConfig defaults (transformers 5.24) for a Mistral 3 text_config that leaves a shape key out
 _MISTRAL_TEXT = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                  "num_attention_heads": 32, "num_key_value_heads": 8}
@@ -309,4 +328,6 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
     "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
     "qwen2_5_vl": qwen2_5_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl, "mistral3": mistral3,
+    "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
+    "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5,
 }

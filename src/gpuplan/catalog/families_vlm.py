@@ -131,17 +131,18 @@ def qwen25_vl_vision_params(c: Cfg) -> int:
     return _checked(c, v.int("in_channels", "in_chans") * t * p * p * h + depth * block + merger)
 
 
-def qwen3_vl_vision_params(c: Cfg) -> int:
+def qwen3_vl_vision_params(c: Cfg, deepstack_mergers: bool = True) -> int:
     """Qwen3-VL's vision transformer (transformers 5.24 modeling_qwen3_vl): the biased Conv3d patch embedding, learned
     positions (num_position_embeddings), depth blocks of two LayerNorms, a fused biased qkv and biased projection, a
     biased two-matrix MLP; the patch merger (a LayerNorm over the hidden size, two biased linears from
     spatial_merge_size² patches to out_hidden_size) and one DeepStack merger per deepstack_visual_indexes entry (the
-    same, its LayerNorm over the merged patches)."""
+    same, its LayerNorm over the merged patches); Qwen3.5's tower (modeling_qwen3_5 Qwen3_5VisionModel) is the same
+    without the DeepStack mergers."""
     v = _vision_cfg(c, _QWEN3VL_VISION, "qwen3_vl_vision")
     h, f, depth = v.int("hidden_size"), v.int("intermediate_size"), v.int("depth")
     p, t, hm = v.int("patch_size"), v.int("temporal_patch_size"), h * v.int("spatial_merge_size") ** 2
     out = v.int("out_hidden_size")
-    deepstack = v.raw("deepstack_visual_indexes", default=[8, 16, 24])
+    deepstack = v.raw("deepstack_visual_indexes", default=[8, 16, 24]) if deepstack_mergers else []
     if not isinstance(deepstack, list | tuple):
         raise GpuplanError(f"{c.source}: vision_config.deepstack_visual_indexes must be a list of block indices")
     mlp = (hm * hm + hm) + (hm * out + out)

@@ -89,3 +89,14 @@ def _spread(kind: str, framework: str, generation: str, scale: str, parallel: st
         if hit is not None:
             return Spread(p10=hit["p10"], p90=hit["p90"], n=hit["n"], regime=key)
     return None
+
+
+def widened(s: Spread | None, share: float, factor: float) -> Spread | None:
+    """``s`` also holding a ``share`` of the step timed without a measured kernel rate running ``factor`` times
+    slower or faster than modelled (throughput: published / predicted − 1 down to 1 / (1 + share·(factor − 1)),
+    up to 1 / (1 − share·(1 − 1/factor))); the regime says so."""
+    if s is None or share <= 0:
+        return s
+    low = (1 + s.p10) / (1 + share * (factor - 1)) - 1
+    high = (1 + s.p90) / (1 - share * (1 - 1 / factor)) - 1
+    return Spread(p10=low, p90=high, n=s.n, regime=f"{s.regime}, {share:.0%} of the step on unmeasured kernels")

@@ -193,6 +193,8 @@ def _unexpressible(m: Any) -> str | None:
     megatron/core/transformer/transformer_layer.py runs the MLP on the attention's residual output, and neither
     TransformerConfig nor megatron/training/arguments.py has an option for one shared input (Megatron-LM
     d98e8a6, 2026-08)."""
+    if m.hybrid:
+        return "has Mamba / linear-attention blocks (pretrain_mamba.py's hybrid layer pattern, not GPTModel)"
     if m.position == "alibi":
         return "uses ALiBi positions"
     if m.parallel_block:

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplan.model.ssm import ssm_terms
 from gpuplan.spec.model import ModelSpec, is_lora_target
 
 # Bytes per saved activation element for the precisions of spec.Precision.
@@ -87,14 +88,25 @@ class ActShape:
         return self.norm_in or self.elem
 
 
-def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
-    """Bytes of each activation a layer keeps, without recomputation (see module doc)."""
+def layer_terms(m: ModelSpec, kind: int, x: ActShape) -> dict[str, float]:
+    """Bytes of each activation a block of ``m.kinds[kind]`` keeps, without recomputation (see module doc)."""
+    lg = m.kinds[kind]
+    rep = 1 / x.t if x.sp else 1.0           # the part outside the TP region
+    terms = _attention_terms(m, x, rep) if lg.mixer == "attention" else \
+        ssm_terms(m, lg.mixer, x.s * x.b, x.t, rep, x.elem, x.norm, x.linear_in) if lg.mixer != "none" else {}
+    if lg.mlp:
+        terms.update(_mlp_terms(m, lg.moe, x, rep))
+    if x.method != "full":
+        return lora_terms(m, kind, x, terms)
+    return terms
+
+
+def _attention_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:
     s, b, t, e = x.s, x.b, x.t, x.elem
     h, a, d, dv = m.hidden, m.n_heads, m.head_dim, m.v_head_dim
     kv_local = max(m.n_kv_heads / t, 1.0)  # K/V heads on one rank (replicated when t > kv)
     if m.kv_lora_rank:  # MLA: K and V are expanded per query head
         kv_local = a / t
-    rep = 1 / t if x.sp else 1.0           # the part outside the TP region
     sbh = s * b * h
     terms = {
         # attention block
@@ -114,8 +126,13 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
         terms["attn_core"] = (e + (3 if x.dropout else 0)) * a * s * s * b / t
     if x.dropout:
         terms["dropout_masks"] = 2 * sbh * rep
-    # MLP block
-    terms["mlp_norm_input"] = x.norm * sbh * rep
+    return terms
+
+
+def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[str, float]:
+    s, b, t, e, h = x.s, x.b, x.t, x.elem, m.hidden
+    sbh = s * b * h
+    terms = {"mlp_norm_input": x.norm * sbh * rep}
     terms["mlp_input"] = x.linear_in * sbh * rep * x.mlp_copies
     per_f = (3 * e + x.linear_in) if m.gated_mlp else (e + x.linear_in)  # gated: 8 (2+2+2+2), else 4
     if moe_layer:
@@ -127,8 +144,6 @@ def layer_terms(m: ModelSpec, moe_layer: bool, x: ActShape) -> dict[str, float]:
             terms["shared_expert_mlp"] = per_f * s * b * m.shared_ffn / t
     else:
         terms["mlp"] = per_f * s * b * m.ffn / t
-    if x.method != "full":
-        return lora_terms(m, moe_layer, x, terms)
     return terms
 
 
@@ -139,7 +154,7 @@ ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", 
                            "wo", "proj"})
 
 
-def lora_terms(m: ModelSpec, moe_layer: bool, x: ActShape, terms: dict[str, float]) -> dict[str, float]:
+def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) -> dict[str, float]:
     """A LoRA/QLoRA layer's activations, from the full fine-tune's ``terms``: a frozen linear keeps nothing of its
     input (its weight needs no gradient), except QLoRA's 4-bit base (bitsandbytes
     bitsandbytes/autograd/_functions.py MatMul4Bit.forward: ``if any(ctx.needs_input_grad[:2]): ctx.tensors =
@@ -155,7 +170,7 @@ def lora_terms(m: ModelSpec, moe_layer: bool, x: ActShape, terms: dict[str, floa
     rep = 1 / t if x.sp else 1.0
     base_keeps = x.method == "qlora"
     out = dict(terms)
-    lg = next((g for g in m.layers if g.moe == moe_layer), m.layers[0])
+    lg = m.kinds[kind]
     adapted = [w for w in lg.weights if w.group in ("attention", "mlp", "shared_expert")
                and is_lora_target(w, x.lora_targets)]
     if not base_keeps:  # the frozen projections' inputs are not kept (the adapters keep theirs below)
@@ -186,9 +201,9 @@ def lora_terms(m: ModelSpec, moe_layer: bool, x: ActShape, terms: dict[str, floa
     return out
 
 
-def op_sac_bytes(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
+def op_sac_bytes(m: ModelSpec, kind: int, x: ActShape) -> float:
     """torchtitan per-op SAC: layer input + every other matmul output + attention output and LSE."""
-    lg = next((g for g in m.layers if g.moe == moe_layer), m.layers[0])
+    lg = m.kinds[kind]
     rep = 1 / x.t if x.sp else 1.0
     saved = (x.stream or x.elem) * x.s * x.b * m.hidden * rep
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert")]
@@ -196,27 +211,28 @@ def op_sac_bytes(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
         if i % 2 == 0:  # the 1st, 3rd, ... matmul of the block (torchtitan's mm_count odd)
             per_token = w.shape[0] * (m.top_k if w.group == "expert" else 1)
             saved += x.elem * x.s * x.b * per_token / x.t
-    saved += x.elem * x.s * x.b * m.n_heads * m.v_head_dim / x.t + 4 * m.n_heads * x.s * x.b / x.t
+    if lg.mixer == "attention":
+        saved += x.elem * x.s * x.b * m.n_heads * m.v_head_dim / x.t + 4 * m.n_heads * x.s * x.b / x.t
     return saved
 
 
 @lru_cache(maxsize=65536)
-def layer_bytes(m: ModelSpec, moe_layer: bool, x: ActShape, recompute: str) -> float:
-    """Bytes one layer keeps between its forward and backward pass."""
+def layer_bytes(m: ModelSpec, kind: int, x: ActShape, recompute: str) -> float:
+    """Bytes one block of ``m.kinds[kind]`` keeps between its forward and backward pass."""
     if recompute == "full":
         return (x.stream or x.elem) * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0)
-    terms = layer_terms(m, moe_layer, x)
+    terms = layer_terms(m, kind, x)
     if recompute in ("selective", "selective-op") and not x.flash:
-        terms.pop("attn_core")
+        terms.pop("attn_core", None)
     if recompute == "selective-op":
-        return min(op_sac_bytes(m, moe_layer, x), sum(terms.values()))
+        return min(op_sac_bytes(m, kind, x), sum(terms.values()))
     return sum(terms.values())
 
 
 @lru_cache(maxsize=65536)
-def recompute_working_set(m: ModelSpec, moe_layer: bool, x: ActShape) -> float:
-    """Full recompute: the backward pass rebuilds one layer's activations at a time."""
-    return sum(layer_terms(m, moe_layer, x).values())
+def recompute_working_set(m: ModelSpec, kind: int, x: ActShape) -> float:
+    """Full recompute: the backward pass rebuilds one block's activations at a time."""
+    return sum(layer_terms(m, kind, x).values())
 
 
 def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False) -> float:

@@ -37,6 +37,7 @@ class StageCompute:
     recompute: float
     mm_fwd: float  # the forward's weight matmuls (what async TP hides its collectives behind)
     params: RankParams
+    scan: float = 0.0  # of fwd + bwd, the recurrent mixers' scans (timed without a measured kernel rate)
 
     @property
     def total(self) -> float:
@@ -87,9 +88,7 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     style = lay.zero3_gather
     if lay.pp > 1 and keeps_unsharded_under_pp(tr.framework):
         return _zero3_kept_comm(lay, sc, topo, w_bytes, g_bytes, overlap, shard)
-    groups = {lg.moe: lg for lg in m.layers}
-    calls = sum(n * gather_calls(groups[moe], style, lay.ep)
-                for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)) if n) or 1
+    calls = sum(n * gather_calls(lg, style, lay.ep) for lg, n in zip(m.kinds, rp.kind_layers, strict=True) if n) or 1
     # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
     # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
     gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from gpuplan.catalog.constants import table
+from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import why_not
-from gpuplan.catalog.intervals import Spread, spread
+from gpuplan.catalog.intervals import Spread, spread, widened
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
@@ -264,7 +264,8 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
         failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
         preemption_overhead=preemption_overhead(hw.gpus, hw.nodes) if hw.market and hw.market.preemptible else None,
         energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None,
-        spread=spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node))
+        spread=widened(spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node),
+                       st.scan_s / st.step_s, constant("unmeasured_kernel_factor")))
 
 
 def cost_of(time: TimeEstimate, price: float | None) -> Cost:

@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.spec.model import LayerGroup, ModelSpec
+from gpuplan.model.ssm import scan_flops
+from gpuplan.spec.model import SSM_MIXERS, LayerGroup, ModelSpec
 
 MATMUL_GROUPS = ("attention", "mlp", "shared_expert")
 
@@ -54,13 +55,13 @@ def attended_keys(m: ModelSpec, seq_len: int) -> float:
     s, w = seq_len, m.sliding_window
     if not m.window_layers or s <= w:
         return s / 2
-    windowed = m.windowed_layers
-    return ((m.n_layers - windowed) * s / 2 + windowed * (w - w * w / (2 * s))) / m.n_layers
+    windowed, n = m.windowed_layers, m.attention_layers
+    return ((n - windowed) * s / 2 + windowed * (w - w * w / (2 * s))) / n
 
 
 def attention_flops(m: ModelSpec, seq_len: int, causal_saving: bool) -> float:
-    """Forward FLOPs per token of one layer's attention core (Q·Kᵀ and P·V) at context ``seq_len``,
-    averaged over the layers. Without the causal saving (PaLM's model-FLOPs convention) twice what runs:
+    """Forward FLOPs per token of one attention layer's core (Q·Kᵀ and P·V) at context ``seq_len``,
+    averaged over the attention layers. Without the causal saving (PaLM's model-FLOPs convention) twice what runs:
     2·s·a·(d + d_v) for full attention, as before windows were read."""
     executed = 2 * attended_keys(m, seq_len) * m.n_heads * (m.head_dim + m.v_head_dim)
     return executed if causal_saving else 2 * executed
@@ -92,8 +93,11 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: boo
     # an exact count from safetensors headers or a given {params: N} rescales the shapes' FLOPs too
     k = m.params / m.params_formula if m.params_formula else 1.0
     layers = k * sum(lg.count * layer_matmul_flops(m, lg) for lg in m.layers)
-    att_full = m.n_layers * attention_flops(m, seq_len, causal_saving=False)
+    att_full = m.attention_layers * attention_flops(m, seq_len, causal_saving=False) if m.attention_layers else 0.0
     att_exec = att_full / 2
+    # a hybrid's recurrent layers: their chunked scans, counted as they run (no causal saving to undo)
+    scans = sum(lg.count * scan_flops(m, lg.mixer) for lg in m.layers if lg.mixer in SSM_MIXERS)
+    att_full, att_exec = att_full + scans, att_exec + scans
     head = k * head_flops(m)
     passes = 2 if frozen_base else 3  # forward + input gradient (+ weight gradient when trained)
     adapters = 6 * adapter_params

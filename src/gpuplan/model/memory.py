@@ -136,8 +136,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
                  norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
                  stream=4 if amp else 0, **lora_shape(training))
-    per_mb = (rp.dense_layers * layer_bytes(model, False, x, recompute)
-              + rp.moe_layers * layer_bytes(model, True, x, recompute))
+    per_mb = sum(n * layer_bytes(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,
     # unless a checkpointed block's forward saved none (full and per-op recompute: freed as its autocast region
     # ends, remade one block at a time in the recompute); the LM head's (or the tied embedding's) on the last stage
@@ -150,10 +149,11 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         # a received stage input is held for its gradient; a fused norm keeps it as its own input, an eager one
         # an fp32 copy instead: one elem·s·b·h more per micro-batch in flight past the first stage (gpuplan trace)
         per_mb += (vstages - (stage == 0)) * elem * x.s * x.b * model.hidden * rep
-    if checkpointed and (rp.dense_layers or rp.moe_layers):
+    if checkpointed and rp.layers:
         # one block rebuilt at a time (under AMP with its own weight casts); the LM head's cast is freed with its
         # backward, before the first rebuild
-        rebuilt = recompute_working_set(model, rp.moe_layers > 0, x) + (elem * rp.largest_layer if amp else 0.0)
+        rebuilt = max(recompute_working_set(model, kind, x) for kind, n in enumerate(rp.kind_layers) if n) \
+            + (elem * rp.largest_layer if amp else 0.0)
         extra += max(rebuilt, head_cast)
     elif checkpointed:
         extra += head_cast

@@ -40,6 +40,9 @@ class RankParams:
     largest_matrix: float
     moe_layers: int
     dense_layers: int
+    kind_layers: tuple[int, ...] = ()  # blocks of each of the model's kinds (ModelSpec.kinds) on the rank
+    sublayers: int = 0                 # their residual branches (LayerGroup.sublayers): tensor parallelism's reductions
+    attention_layers: int = 0          # those whose mixer is softmax attention (context parallelism's K/V exchange)
 
     @property
     def total(self) -> float:
@@ -87,13 +90,17 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
     owner = layer_owners(model.n_layers, pp, vstages)
     tally = _Tally(model, tp, ep, lora_targets, lora_rank)
     largest = 0.0
-    moe_layers = dense_layers = 0
+    moe_layers = dense_layers = sublayers = attention = 0
+    kinds = [0] * len(model.kinds)
     index = 0
     for lg in model.layers:
         mine = sum(1 for i in range(index, index + lg.count) if owner[i] == stage)
         index += lg.count
         if mine:
             largest = max(largest, tally.add(lg.weights, mine, True))
+            kinds[model.kind_index(lg)] += mine
+            sublayers += mine * lg.sublayers
+            attention += mine if lg.mixer == "attention" else 0
             if lg.moe:
                 moe_layers += mine
             else:
@@ -107,7 +114,7 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
     # An exact count from safetensors headers (or a given {params: N}) rescales the shapes' count.
     k = model.params / model.params_formula if model.params_formula else 1.0
     return RankParams(tally.dense * k, tally.expert * k, tally.quant * k, tally.ad_d, tally.ad_e, largest * k,
-                      tally.big_matrix * k, moe_layers, dense_layers)
+                      tally.big_matrix * k, moe_layers, dense_layers, tuple(kinds), sublayers, attention)
 
 
 def trainable_params(model: ModelSpec, method: str, lora_targets: tuple[str, ...], lora_rank: int) -> int:

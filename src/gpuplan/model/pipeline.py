@@ -74,11 +74,12 @@ def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
 @lru_cache(maxsize=1024)
 def _mixed_peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
     """Mixed layer kinds: besides the ends, the first stage of each mix of layers (e.g. 2 dense +
-    2 MoE, 4 MoE) — the first holds the most micro-batches in flight among stages like it."""
-    kinds = [lg.moe for lg in model.layers for _ in range(lg.count)]
-    mix: dict[tuple[int, int], int] = {}
+    2 MoE, 4 MoE; a hybrid's Mamba, attention and MLP blocks) — the first holds the most micro-batches in
+    flight among stages like it."""
+    kinds = [model.kind_index(lg) for lg in model.layers for _ in range(lg.count)]
+    mix: dict[tuple[int, ...], int] = {}
     for stage, layers in enumerate(_stage_layers(model.n_layers, pp, vstages)):
-        key = (sum(1 for i in layers if not kinds[i]), sum(1 for i in layers if kinds[i]))
+        key = tuple(sum(1 for i in layers if kinds[i] == k) for k in range(len(model.kinds)))
         mix.setdefault(key, stage)
     return sorted({0, 1, pp - 2, pp - 1, *mix.values()})
 

@@ -31,7 +31,7 @@ from gpuplan.model.comm import (
     send_recv_s,
     topology,
 )
-from gpuplan.model.compute import Device, LayerTime, attention_s, device, fp8_tp_gather, layer_time, matmul_s
+from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
 from gpuplan.model.kept import amp_of
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
@@ -65,6 +65,7 @@ class StepTime:
     interference_s: float
     comm_detail: dict[str, float]  # tp, tp_exposed, cp, ep, pp, dp_total, dp_exposed (seconds per step)
     fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
+    scan_s: float = 0.0  # of compute_s, the recurrent mixers' scans: no measured kernel rate (widens the interval)
 
 
 _STAGES_MAX = 1 << 16
@@ -100,8 +101,8 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
 
 def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
                       corrections: Corrections, n_mb: int) -> StageCompute:
-    groups = {lg.moe: lg for lg in m.layers}  # one layer of each kind (dense, MoE) sets its time
-    times = {moe: layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16, n_mb) for moe, lg in groups.items()}
+    # one block of each kind (dense, MoE, a hybrid's mixers: ModelSpec.kinds) sets its time
+    times = [layer_time(m, lg, tokens, tr.seq_len, lay, tr, dev, dev16, n_mb) for lg in m.kinds]
     targets = tr.lora_targets if tr.method != "full" else None
     # the LM head stays in bf16 under fp8 (frameworks.json fp8_recipe.high_precision: torchtitan's
     # filter_fqns 'output', Megatron-Core's fp8 only inside the transformer blocks)
@@ -111,21 +112,21 @@ def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev1
     share = 1.0 / lay.recompute_every  # recompute full of every k-th block only
     for stage in peak_stages(m, lay.pp, lay.virtual_stages):
         rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank)
-        f = b = r = mm = 0.0
-        for moe, n in ((False, rp.dense_layers), (True, rp.moe_layers)):
+        f = b = r = mm = scan = 0.0
+        for lt, n in zip(times, rp.kind_layers, strict=True):
             if n:
-                lt: LayerTime = times[moe]
                 f, b, r, mm = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute * share, mm + n * lt.mm
+                scan += n * lt.scan
         if stage == lay.pp - 1:  # the LM head (frozen under LoRA/QLoRA: no weight gradient)
             f += head_mm + loss_bytes / 2 / dev.bw
             b += (2 if tr.method == "full" else 1) * head_mm + loss_bytes / 2 / dev.bw
         if best is None or f + b + r > best.total:
-            best = StageCompute(fwd=f, bwd=b, recompute=r, mm_fwd=mm, params=rp)
+            best = StageCompute(fwd=f, bwd=b, recompute=r, mm_fwd=mm, params=rp, scan=scan)
     assert best is not None
     c = corrections.compute
     if c != 1.0:  # a correction fitted on the user's own measured runs
         best = StageCompute(fwd=best.fwd / c, bwd=best.bwd / c, recompute=best.recompute / c,
-                            mm_fwd=best.mm_fwd / c, params=best.params)
+                            mm_fwd=best.mm_fwd / c, params=best.params, scan=best.scan / c)
     return best
 
 
@@ -144,7 +145,7 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         per_pass = all_gather_s(act_bytes, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
     else:
         per_pass = all_reduce_s(act_bytes, lay.tp, 1, topo)
-    tp_s = sc.params.layers * passes * 2 * per_pass
+    tp_s = sc.params.sublayers * passes * per_pass
     if not lay.tp_overlap or not tp_s:
         return tp_s, tp_s
     # async TP (PyTorch, torchtitan) / Megatron --tp-comm-overlap: each all-gather / reduce-
@@ -165,7 +166,7 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
     ring = (lay.cp - 1) * send_recv_s(kv_bytes, lay.tp * lay.cp > topo.domain, topo)
     att_f, att_b = attention_s(m, tokens, tr.seq_len, lay.tp, tr.dropout, dev,
                                software(tr.framework, tr.compile, m).fused_softmax)
-    return sc.params.layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
+    return sc.params.attention_layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
 
 
 def _ep_hidden(lay: Layout) -> bool:
@@ -354,4 +355,6 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
         comm_detail={"tp": n_mb * p.tp_s, "tp_exposed": n_mb * p.tp_exposed, "cp": n_mb * p.cp_s,
                      "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if _ep_hidden(lay) else {}),
                      "pp": n_mb * p.pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed},
-        fp8_layers=fp8_layers)
+        fp8_layers=fp8_layers,
+        # the scans' share of the stage's compute, and of the pipeline bubble that compute sets
+        scan_s=sc.scan / sc.total * (n_mb * sc.total + p.bubble) if sc.scan else 0.0)

@@ -89,7 +89,8 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
 
     rms_eager = model.norm == "rmsnorm" and not fused("norm")
     norm_b, norm_k = (36.0, 7) if rms_eager else (4.0, 1)
-    rope = model.qk_rope_dim > 0 or model.model_type not in ("gpt2", "mpt", "bloom", "opt", "gpt_neox")
+    rope = model.qk_rope_dim > 0 or (model.position == "rope"
+                                     and model.model_type not in ("gpt2", "mpt", "bloom", "opt", "gpt_neox"))
     rope_b, rope_k = ((4.0, 2) if fused("rope") else (24.0, 6)) if rope else (0.0, 0)
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)

@@ -6,7 +6,7 @@ by the named rules of spec/rules.py), an offload choice, a pipeline schedule, a 
 (ZeRO stage, hybrid-shard group) and a micro-batch; canonical order is that nesting, outermost first.
   tp   divides the scale-up domain and splits the attention heads (KV heads divide tp or tp divides them)
   pp   divides the layers, at most 64 (uneven splits only when the user fixes pp)
-  cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens
+  cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens (1 for recurrent mixers)
   dp   divides the global batch; past one node the count is a whole number of nodes
   ep   (MoE) divides the experts and dp×cp
   schedule  1F1B; interleaved with 2 chunks when pp×2 ≤ layers; DualPipe for MoE with even pp
@@ -63,7 +63,7 @@ def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
     pps = [fixed["pp"]] if "pp" in fixed else pp_degrees(m.n_layers)
     cps = [fixed["cp"]] if "cp" in fixed else \
-        ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE else [1])
+        ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE and m.ssm is None else [1])
     return tps, pps, cps
 
 

@@ -61,17 +61,58 @@ def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
     return len(targets) == 7 or leaf in targets
 
 
+# What mixes tokens in a block: softmax attention; a Mamba-2 state-space mixer (Dao & Gu 2024, arXiv:2405.21060);
+# a gated delta-rule linear attention (Yang et al. 2024, arXiv:2412.06464: Qwen3-Next); none (an MLP-only block,
+# Nemotron-H's "-" and "E" layers)
+Mixer = Literal["attention", "mamba2", "gdn", "none"]
+SSM_MIXERS = ("mamba2", "gdn")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerGroup:
-    """``count`` identical transformer blocks (e.g. DeepSeek-V3: 3 dense + 58 MoE)."""
+    """``count`` identical transformer blocks (e.g. DeepSeek-V3: 3 dense + 58 MoE). A hybrid model's blocks
+    differ in their token mixer and in whether they have an MLP (Nemotron-H: each block is one or the other)."""
 
     count: int
     weights: tuple[Weight, ...]
     moe: bool = False
+    mixer: Mixer = "attention"
+    mlp: bool = True  # an MLP (dense or MoE) sublayer
 
     @property
     def params_per_layer(self) -> int:
         return sum(w.numel for w in self.weights)
+
+    @property
+    def kind(self) -> tuple[bool, str, bool]:
+        """What sets a block's time and activations besides its shapes: blocks of one kind are costed alike."""
+        return (self.moe, self.mixer, self.mlp)
+
+    @property
+    def sublayers(self) -> int:
+        """Residual branches of the block (a mixer, an MLP): each ends in one row-parallel linear whose output
+        tensor parallelism reduces."""
+        return (self.mixer != "none") + self.mlp
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SsmDims:
+    """The recurrent mixer's sizes (one value per model). Mamba-2: ``heads`` x ``head_dim`` (P) values,
+    ``groups`` sharing B and C of ``state`` (N) each; a gated delta-rule layer: ``heads`` value heads of
+    ``head_dim``, ``groups`` query/key heads of ``state`` (its key head size: the state is state x head_dim
+    per value head). ``chunk``: the length of the chunked (state-space-dual / WY) algorithm's blocks."""
+
+    heads: int
+    head_dim: int
+    groups: int
+    state: int
+    conv_kernel: int
+    chunk: int
+
+    @property
+    def inner(self) -> int:
+        """Value width of the mixer (Mamba-2's d_inner; the gated delta rule's value_dim)."""
+        return self.heads * self.head_dim
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -132,12 +173,17 @@ class ModelSpec(ValueHashed):
     # Of those, the ones loaded with the model and held frozen: an image-text model's vision tower and projector
     # (their 16-bit weights on the first pipeline stage; no gradients, optimizer state, FLOPs or activations)
     frozen_params: int = 0
+    # A hybrid model's recurrent mixer (LayerGroup.mixer mamba2 / gdn); None when every mixer is attention
+    ssm: SsmDims | None = None
     # Where the exact count came from: "formula" | "safetensors" | "safetensors-index" | "given"
     params_source: str = "formula"
     params_override: int | None = None  # exact total from safetensors headers or {params: N}
     assumed: tuple[str, ...] = field(default=())  # shape assumptions (e.g. for {params: N})
     _formula: int = field(init=False, default=0, repr=False, compare=False)  # cached sum over the weight list
     _by_group: tuple[tuple[str, int], ...] = field(init=False, default=(), repr=False, compare=False)
+    # one block of each kind, in the order they first appear (LayerGroup.kind): what time and activations key on
+    kinds: tuple[LayerGroup, ...] = field(init=False, default=(), repr=False, compare=False)
+    attention_layers: int = field(init=False, default=0, repr=False, compare=False)  # blocks whose mixer is attention
     _hash: tuple = field(init=False, default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -146,7 +192,24 @@ class ModelSpec(ValueHashed):
                              f"(sliding_window {self.sliding_window}): give one per layer and a window of at least 1")
         object.__setattr__(self, "_formula", self._sum(set(WeightGroup.__args__)))  # type: ignore[attr-defined]
         object.__setattr__(self, "_by_group", tuple((g, self._sum({g})) for g in WeightGroup.__args__))  # type: ignore[attr-defined]
+        kinds: dict[tuple[bool, str, bool], LayerGroup] = {}
+        for lg in self.layers:
+            kinds.setdefault(lg.kind, lg)
+        object.__setattr__(self, "kinds", tuple(kinds.values()))
+        object.__setattr__(self, "attention_layers", sum(lg.count for lg in self.layers if lg.mixer == "attention"))
+        if any(lg.mixer in SSM_MIXERS for lg in self.layers) and self.ssm is None:
+            raise ValueError("a block with a recurrent mixer needs the model's SsmDims (ModelSpec.ssm)")
         seal(self)
+
+    def kind_index(self, lg: LayerGroup) -> int:
+        """Which of ``kinds`` the block ``lg`` is."""
+        key = lg.kind
+        return next(i for i, k in enumerate(self.kinds) if k.kind == key)
+
+    @property
+    def hybrid(self) -> bool:
+        """Some block mixes tokens without softmax attention (Mamba-2, gated delta rule) or has no mixer."""
+        return self.attention_layers != self.n_layers
 
     # ---- parameter counts -------------------------------------------------------------
     def _sum(self, groups: set[str], active: bool = False) -> int:

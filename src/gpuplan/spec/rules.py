@@ -12,6 +12,7 @@ same products on construction).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,8 +58,11 @@ def divisors(n: int) -> list[int]:
 
 
 def tp_splits_heads(model: ModelSpec, t: int) -> bool:
-    """tp divides the attention heads, and the KV heads divide tp or tp divides them."""
-    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
+    """tp divides the attention heads, and the KV heads divide tp or tp divides them; a recurrent mixer's heads
+    and its groups (Mamba-2's B/C groups, the delta rule's key heads) divide too (Megatron-Core's MambaMixer
+    asserts ngroups % tp == 0, its GatedDeltaNet the key and value heads)."""
+    ok = model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
+    return ok and (model.ssm is None or (model.ssm.heads % t == 0 and model.ssm.groups % t == 0))
 
 
 def ep_choices(model: ModelSpec, group: int) -> list[int]:
@@ -72,9 +76,13 @@ def _tp_heads(c: Context) -> str | None:
     if m.n_heads % tp:
         return (f"layout.tp={tp} does not divide the {m.n_heads} attention heads of {m.name}: "
                 f"use a tp that divides {m.n_heads}")
-    if not tp_splits_heads(m, tp):
+    if m.n_kv_heads % tp and tp % m.n_kv_heads:
         return (f"layout.tp={tp} and the {m.n_kv_heads} key/value heads of {m.name} do not divide either way: "
                 f"use a tp that divides {m.n_kv_heads} or a multiple of it")
+    if not tp_splits_heads(m, tp):
+        assert m.ssm is not None
+        return (f"layout.tp={tp} does not divide the recurrent layers' {m.ssm.heads} heads and {m.ssm.groups} "
+                f"groups of {m.name}: use a tp that divides {math.gcd(m.ssm.heads, m.ssm.groups)}")
     return None
 
 
@@ -165,6 +173,10 @@ RULES: tuple[Rule, ...] = (
         lambda c: (c.lay["dp"] * c.lay["cp"]) % c.lay["ep"] != 0,
         lambda c: f"layout.ep={c.lay['ep']} must divide dp×cp = {c.lay['dp'] * c.lay['cp']} "
                   "(experts are spread over data-parallel ranks)")),
+    Rule("context parallelism needs attention mixers", ("cp", "model"), _msg(
+        lambda c: c.lay["cp"] > 1 and c.model.ssm is not None,  # type: ignore[union-attr]
+        lambda c: f"layout.cp={c.lay['cp']}: context parallelism over {_name(c)}'s recurrent (Mamba / linear-"
+                  "attention) layers is not modelled: use cp 1 (tensor, pipeline and data parallelism are)")),
     Rule("cp divides the sequence", ("cp", "seq_len"), _msg(
         lambda c: c.seq_len % c.lay["cp"] != 0,  # type: ignore[operator]
         lambda c: f"layout.cp={c.lay['cp']} does not divide seq_len={c.seq_len}")),

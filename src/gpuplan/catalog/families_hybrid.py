@@ -1,0 +1,198 @@
+"""Hybrid decoders whose blocks are not all softmax attention: Nemotron-H (Mamba-2, attention, MLP and MoE
+blocks in the order of its layer pattern) and Qwen3-Next (gated delta-rule linear attention in three of each
+four blocks, gated softmax attention in the fourth, a routed + shared-expert MoE in every block). Each lists
+every parameter tensor the matching ``transformers`` 5.24 class creates (checked against it on the meta device:
+tests/golden/test_hf_families_hybrid.py); defaults are those of the config class, recorded in ``assumed``
+where they shape the weights. The blocks' mixers are costed in model/ssm.py."""
+
+from __future__ import annotations
+
+from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.catalog.families_moe import llama_moe
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import ModelSpec, SsmDims, Weight
+
+__all__ = ["nemotron_h", "qwen3_next"]
+
+# NemotronHConfig: the pattern's letters (hybrid_override_pattern) and the layer types they stand for
+_PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+
+
+def _vector(name: str, size: int) -> list[Weight]:
+    """A per-channel parameter of a recurrent mixer (split with its heads under tensor parallelism)."""
+    return [Weight(name=name, shape=(size,), group="attention", bias=True)]
+
+
+def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool) -> list[Weight]:
+    """NemotronHMamba2Mixer: in_proj to z, x, B, C and dt; a depthwise causal conv1d over x, B, C; dt_bias,
+    A_log, D per head; the gated RMSNorm over the inner width; out_proj."""
+    conv = d.inner + 2 * d.groups * d.state
+    ws = lin("mixer.in_proj", d.inner + conv + d.heads, h, "attention", bias)
+    ws.append(Weight(name="mixer.conv1d", shape=(conv, 1, d.conv_kernel), group="attention"))
+    if c.flag("use_conv_bias", "mamba_conv_bias", default=True):
+        ws += _vector("mixer.conv1d.bias", conv)
+    ws += _vector("mixer.dt_bias", d.heads) + _vector("mixer.A_log", d.heads) + _vector("mixer.D", d.heads)
+    ws += _vector("mixer.norm", d.inner)
+    return ws + lin("mixer.out_proj", h, d.inner, "attention", bias)
+
+
+def _layer_types(c: Cfg) -> list[str]:
+    types = c.raw("layers_block_type", "layer_types")
+    if types is None:
+        pattern = c.raw("hybrid_override_pattern")
+        if not isinstance(pattern, str) or not pattern or any(ch not in _PATTERN for ch in pattern):
+            raise GpuplanError(f"{c.source}: nemotron_h needs hybrid_override_pattern (a string of M, *, - and E, "
+                               f"one letter per layer) or layers_block_type: add it from the model's config.json")
+        return [_PATTERN[ch] for ch in pattern]
+    if not isinstance(types, list) or not types or any(t not in _PATTERN.values() for t in types):
+        raise GpuplanError(f"{c.source}: layers_block_type must list one of {', '.join(_PATTERN.values())} per "
+                           f"layer: fix the list")
+    return types
+
+
+def _nemotron_moe(c: Cfg, h: int) -> tuple[list[Weight], dict[str, int]]:
+    """NemotronHMoE: non-gated (up, down) experts, optionally behind a latent projection, a top-k router (its
+    score-correction bias a buffer) and a shared expert MLP."""
+    E, k = c.int("n_routed_experts", default=8), c.int("num_experts_per_tok", default=2)
+    ffn = c.int("moe_intermediate_size", default=7688)
+    shared = c.int("moe_shared_expert_intermediate_size", default=7688)
+    latent = c.int("moe_latent_size", default=None, note=False)
+    width = latent or h
+    mb = c.flag("mlp_bias", default=False)
+    ws = (lin("mixer.experts.up_proj", ffn, width, "expert", count=E)
+          + lin("mixer.experts.down_proj", width, ffn, "expert", count=E)
+          + lin("mixer.gate", E, h, "router")
+          + lin("mixer.shared_experts.up_proj", shared, h, "shared_expert", mb)
+          + lin("mixer.shared_experts.down_proj", h, shared, "shared_expert", mb))
+    if latent:
+        ws += (lin("mixer.fc1_latent_proj", latent, h, "shared_expert", mb)
+               + lin("mixer.fc2_latent_proj", h, latent, "shared_expert", mb))
+    return ws, {"n_experts": E, "top_k": k, "moe_ffn": ffn, "shared_ffn": shared}
+
+
+def nemotron_h(c: Cfg, name: str) -> ModelSpec:
+    """NemotronHForCausalLM: each block one pre-RMSNorm and one mixer — Mamba-2 (M), attention without
+    positional encoding (*), a squared-ReLU MLP (-) or a MoE (E) — as hybrid_override_pattern orders them."""
+    c.require("hidden_size", "vocab_size")
+    h, V = c.int("hidden_size"), c.int("vocab_size")
+    types = _layer_types(c)
+    nh = c.int("num_attention_heads", default=32)
+    nkv = c.kv_heads(nh, "num_key_value_heads", default=8)
+    hd = c.int("head_dim", "attention_head_dim", default=128)
+    ffn = c.int("intermediate_size", default=21504)
+    d = SsmDims(heads=c.int("mamba_num_heads", default=128), head_dim=c.int("mamba_head_dim", default=64),
+                groups=c.int("n_groups", "mamba_n_groups", default=8), state=c.int("ssm_state_size", default=128),
+                conv_kernel=c.int("conv_kernel", "mamba_d_conv", default=4),
+                chunk=c.int("chunk_size", "mamba_chunk_size", default=128))
+    if d.heads % d.groups:
+        raise GpuplanError(f"{c.source}: mamba_num_heads = {d.heads} is not a multiple of n_groups = {d.groups}: "
+                           f"fix the sizes")
+    norm = nrm("norm", h)
+    mb = c.flag("mlp_bias", default=False)
+    moe_ws, moe = _nemotron_moe(c, h) if "moe" in types else ([], {})
+    blocks = {
+        "linear_attention": (norm + _mamba2(c, h, d, c.flag("use_bias", default=False)), False, ("mamba2", False)),
+        "full_attention": (norm + lin("mixer.q_proj", nh * hd, h, "attention") + lin("mixer.k_proj", nkv * hd, h,
+                           "attention") + lin("mixer.v_proj", nkv * hd, h, "attention")
+                           + lin("mixer.o_proj", h, nh * hd, "attention"), False, ("attention", False)),
+        "mlp": (norm + lin("mixer.up_proj", ffn, h, "mlp", mb) + lin("mixer.down_proj", h, ffn, "mlp", mb), False,
+                ("none", True)),
+        "moe": (norm + moe_ws, True, ("none", True)),
+    }
+    if c.flag("tie_word_embeddings", default=False):  # NemotronHForCausalLM._tied_weights_keys is empty
+        c.assumed.append("tie_word_embeddings true: transformers' NemotronH keeps its own lm_head (counted)")
+    tied = False
+    head = tuple(nrm("norm_f", h) + emb("lm_head", V, h, "head"))
+    layers = groups([blocks[t][:2] for t in types], [blocks[t][2] for t in types])  # type: ignore[misc]
+    scan_note(c)
+    if c.int("num_nextn_predict_layers", default=0, minimum=0, note=False):
+        c.assumed.append("the multi-token-prediction layers are not counted (num_nextn_predict_layers)")
+    return spec(c, name, n_layers=len(types), hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=4096), gated_mlp=False, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embeddings", V, h)), layers=layers, head=head,
+                activation=str(c.raw("mlp_hidden_act", default="relu2")), position="none", ssm=d, **moe)
+
+
+def _gated_delta(h: int, d: SsmDims, split: bool) -> list[Weight]:
+    """Qwen3NextGatedDeltaNet: in_proj_qkvz and in_proj_ba (Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b,
+    in_proj_a — the same sizes), a depthwise causal conv1d over q, k, v (no bias), dt_bias and A_log per value
+    head, the gated RMSNorm over one value head's width (shared by the heads), out_proj."""
+    key = d.groups * d.state
+    conv = 2 * key + d.inner
+    if split:
+        proj = (lin("linear_attn.in_proj_qkv", 2 * key + d.inner, h, "attention")
+                + lin("linear_attn.in_proj_z", d.inner, h, "attention")
+                + lin("linear_attn.in_proj_b", d.heads, h, "attention")
+                + lin("linear_attn.in_proj_a", d.heads, h, "attention"))
+    else:
+        proj = (lin("linear_attn.in_proj_qkvz", 2 * key + 2 * d.inner, h, "attention")
+                + lin("linear_attn.in_proj_ba", 2 * d.heads, h, "attention"))
+    return (proj + [Weight(name="linear_attn.conv1d", shape=(conv, 1, d.conv_kernel), group="attention")]
+            + _vector("linear_attn.dt_bias", d.heads) + _vector("linear_attn.A_log", d.heads)
+            + nrm("linear_attn.norm", d.head_dim) + lin("linear_attn.out_proj", h, d.inner, "attention"))
+
+
+def _gdn_types(c: Cfg, L: int) -> list[str]:
+    types = c.raw("layer_types")
+    if types is None:
+        every = c.int("full_attention_interval", default=4)
+        return ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(L)]
+    if not isinstance(types, list) or len(types) != L or any(t not in ("linear_attention", "full_attention")
+                                                             for t in types):
+        raise GpuplanError(f"{c.source}: layer_types must list linear_attention or full_attention for each of the "
+                           f"{L} layers: fix the list")
+    return types
+
+
+# the config classes' defaults (transformers 5.24): key/value heads, head size, dense MLP width, MoE or not
+_GDN = {"qwen3_next": (2, 256, 5632, True), "qwen3_5_text": (4, 256, 12288, False),
+        "qwen3_5_moe_text": (2, 256, 0, True)}
+
+
+def qwen3_next(c: Cfg, name: str) -> ModelSpec:
+    """Qwen3NextForCausalLM and Qwen3.5's text models (Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM): gated
+    delta-rule blocks with full (output-gated, q/k-normed, partially rotary) attention in every
+    full_attention_interval-th (or as layer_types lists them); each block's MLP a Qwen2-MoE-style routed + gated
+    shared-expert MoE (a dense SwiGLU on mlp_only_layers) or, Qwen3.5 dense, a SwiGLU."""
+    nkv_default, hd_default, ffn_default, moe = _GDN[c.mt]
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+    h, L, nh, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    nkv = c.kv_heads(nh, "num_key_value_heads", default=nkv_default)
+    hd = c.head_dim(h, nh, default=hd_default)
+    d = SsmDims(heads=c.int("linear_num_value_heads", default=32), head_dim=c.int("linear_value_head_dim", default=128),
+                groups=c.int("linear_num_key_heads", default=16), state=c.int("linear_key_head_dim", default=128),
+                conv_kernel=c.int("linear_conv_kernel_dim", default=4), chunk=64)
+    if d.heads % d.groups:
+        raise GpuplanError(f"{c.source}: linear_num_value_heads = {d.heads} is not a multiple of "
+                           f"linear_num_key_heads = {d.groups}: fix the sizes")
+    ab = c.flag("attention_bias", default=False)
+    attention = (lin("self_attn.q_proj", 2 * nh * hd, h, "attention", ab) + lin("self_attn.k_proj", nkv * hd, h,
+                 "attention", ab) + lin("self_attn.v_proj", nkv * hd, h, "attention", ab)
+                 + lin("self_attn.o_proj", h, nh * hd, "attention", ab)
+                 + nrm("self_attn.q_norm", hd) + nrm("self_attn.k_norm", hd))
+    mixers = {"full_attention": (attention, "attention"),
+              "linear_attention": (_gated_delta(h, d, c.mt != "qwen3_next"), "gdn")}
+    ffn = c.int("intermediate_size", default=ffn_default, minimum=0 if moe else 1) if ffn_default or not moe else 0
+    if moe:
+        c.require("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size", "num_experts_per_tok")
+    m = llama_moe(c, "qwen2_moe" if moe else None, h, L, ffn)
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    types = _gdn_types(c, L)
+    layers = [(mixers[t][0] + norms + (m.mlp if sparse else gated("mlp", h, ffn, "mlp")), sparse)
+              for t, sparse in zip(types, m.sparse, strict=True)]
+    tied = tie(c, False)
+    c.assumed.append(f"{c.mt}: the attention output's sigmoid gate (q_proj's second half) is costed with q; the "
+                     "multi-token-prediction layer is not counted")
+    scan_note(c)
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd,
+                ffn=0 if all(m.sparse) else ffn, vocab=V, max_positions=c.int("max_position_embeddings", default=32768),
+                gated_mlp=True, norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups(layers, [(mixers[t][1], True) for t in types]),
+                head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
+                n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn, shared_ffn=m.shared, rotary_percent=0.25, ssm=d)
+
+
+def scan_note(c: Cfg) -> None:
+    c.assumed.append("the recurrent layers' chunked scans (Mamba-2 SSD / gated delta rule) are timed from their "
+                     "matmuls at the GEMM model's rates and their memory traffic (model/ssm.py): no measured kernel "
+                     "rate backs them")

@@ -1,0 +1,114 @@
+"""Golden parameter counts of the hybrid decoders read from config.json (issue 21, item 5): Nemotron-H
+(nemotron_h: Mamba-2, attention, MLP and MoE blocks), Qwen3-Next (qwen3_next) and Qwen3.5 (qwen3_5_text,
+qwen3_5_moe_text, and their image-text wrappers qwen3_5 / qwen3_5_moe). The reference is transformers 5.24.0's
+own count on the meta device (``AutoModelForCausalLM.from_config``; ``Qwen3_5ForConditionalGeneration`` /
+``Qwen3_5MoeForConditionalGeneration`` for the wrappers, total and language model + LM head),
+``sum(p.numel() for p in model.parameters())``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.catalog.models import load_model
+from gpuplan.errors import GpuplanError
+
+# nvidia/Nemotron-H-8B-Base-8K config.json (the copy in NVIDIA-NeMo/Megatron-Bridge's tests,
+# tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py, states the same keys)
+NEMOTRON_H_8B = {
+    "model_type": "nemotron_h", "attention_head_dim": 128, "chunk_size": 128, "conv_kernel": 4, "hidden_act": "relu2",
+    "hidden_size": 4096, "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_num_heads": 128,
+    "mamba_proj_bias": False, "max_position_embeddings": 8192, "mlp_bias": False, "mlp_hidden_act": "relu2",
+    "n_groups": 8, "num_attention_heads": 32, "num_hidden_layers": 52, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "ssm_state_size": 128, "tie_word_embeddings": False, "use_bias": False,
+    "use_conv_bias": True, "vocab_size": 131072}
+SMALL_MOE = {"model_type": "nemotron_h", "hidden_size": 256, "hybrid_override_pattern": "MEM*EME-",
+             "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "mamba_num_heads": 16,
+             "mamba_head_dim": 32, "n_groups": 4, "ssm_state_size": 64, "n_routed_experts": 16,
+             "num_experts_per_tok": 4, "moe_intermediate_size": 128, "moe_shared_expert_intermediate_size": 192,
+             "intermediate_size": 512, "vocab_size": 1000, "tie_word_embeddings": False}
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json shape keys
+QWEN3_NEXT_80B = {
+    "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "linear_num_value_heads": 32, "linear_num_key_heads": 16,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 512,
+    "num_experts_per_tok": 10, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+    "intermediate_size": 5120, "vocab_size": 151936, "full_attention_interval": 4, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "tie_word_embeddings": False}
+# Qwen/Qwen3.5-9B config.json text_config / vision_config shape keys
+QWEN35_9B_TEXT = {"full_attention_interval": 4, "head_dim": 256, "hidden_size": 4096, "intermediate_size": 12288,
+                  "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+                  "linear_num_value_heads": 32, "linear_value_head_dim": 128, "num_attention_heads": 16,
+                  "num_key_value_heads": 4, "num_hidden_layers": 32, "vocab_size": 248320, "tie_word_embeddings": False}
+QWEN35_9B_VISION = {"depth": 27, "hidden_size": 1152, "in_channels": 3, "intermediate_size": 4304, "num_heads": 16,
+                    "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16, "spatial_merge_size": 2,
+                    "temporal_patch_size": 2}
+SMALL_GDN_MOE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+                 "head_dim": 32, "linear_num_value_heads": 8, "linear_num_key_heads": 4, "linear_key_head_dim": 32,
+                 "linear_value_head_dim": 48, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                 "shared_expert_intermediate_size": 96, "vocab_size": 1000}
+SMALL_VISION = {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 4, "out_hidden_size": 256,
+                "num_position_embeddings": 64}
+
+
+@pytest.mark.parametrize("cfg, total, kinds", [
+    # transformers 5.24: NemotronHForCausalLM(Nemotron-H-8B-Base-8K) 8,100,852,736; 24 Mamba-2, 4 attention, 24 MLP
+    (NEMOTRON_H_8B, 8_100_852_736, {("mamba2", False, False): 24, ("attention", False, False): 4,
+                                    ("none", True, False): 24}),
+    (SMALL_MOE, 5_995_408, {("mamba2", False, False): 3, ("none", True, True): 3, ("attention", False, False): 1,
+                            ("none", True, False): 1}),
+    # with a latent MoE projection, no conv bias, and tie_word_embeddings true (NemotronH never ties: 2,538,080)
+    ({**SMALL_MOE, "hybrid_override_pattern": "MEM*E", "moe_latent_size": 64, "tie_word_embeddings": True,
+      "use_conv_bias": False}, 2_538_080, {("mamba2", False, False): 2, ("none", True, True): 2,
+                                           ("attention", False, False): 1}),
+])
+def test_nemotron_h_counts_every_block_kind_as_transformers_does(cfg, total, kinds):
+    m = load_model(cfg)
+    assert m.params == total
+    seen: dict[tuple[str, bool, bool], int] = {}
+    for lg in m.layers:
+        key = (lg.mixer, lg.mlp, lg.moe)
+        seen[key] = seen.get(key, 0) + lg.count
+    assert seen == kinds
+    assert m.position == "none" and m.hybrid and m.attention_layers == kinds.get(("attention", False, False))
+    assert any("no measured kernel rate" in a for a in m.assumed)
+
+
+def test_nemotron_h_reads_the_layer_list_as_the_pattern():
+    types = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    pattern = SMALL_MOE["hybrid_override_pattern"]
+    listed = {k: v for k, v in SMALL_MOE.items() if k != "hybrid_override_pattern"}
+    assert load_model({**listed, "layers_block_type": [types[ch] for ch in pattern]}) == load_model(SMALL_MOE)
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"hybrid_override_pattern": "M-X"}, "hybrid_override_pattern"),
+    ({"hybrid_override_pattern": None, "layers_block_type": ["mamba"]}, "layers_block_type"),
+    ({"mamba_num_heads": 12, "n_groups": 8}, "not a multiple of n_groups"),
+])
+def test_a_bad_nemotron_h_config_is_one_clear_error(bad, words):
+    with pytest.raises(GpuplanError, match=words):
+        load_model({k: v for k, v in {**SMALL_MOE, **bad}.items() if v is not None})
+
+
+def test_qwen3_next_80b_is_transformers_count_and_the_published_active_count():
+    m = load_model(QWEN3_NEXT_80B)
+    # transformers 5.24 Qwen3NextForCausalLM: 79,674,391,296; active (10 routed of 512 + the shared expert):
+    # 3,874,929,408 — "80B in total and 3B activated" (the model card, the active count without embeddings)
+    assert (m.params, m.params_active) == (79_674_391_296, 3_874_929_408)
+    assert m.attention_layers == 12 and m.ssm is not None and m.ssm.chunk == 64
+    assert {lg.mixer for lg in m.layers} == {"gdn", "attention"}
+
+
+@pytest.mark.parametrize("mt, text, vision, language, total", [
+    # Qwen3_5ForConditionalGeneration(Qwen3.5-9B): language model + head 8,953,803,264, total 9,409,813,744
+    ("qwen3_5", QWEN35_9B_TEXT, QWEN35_9B_VISION, 8_953_803_264, 9_409_813_744),
+    ("qwen3_5_moe", SMALL_GDN_MOE, SMALL_VISION, 3_722_240, 4_023_360),
+])
+def test_qwen3_5_image_text_configs_read_the_hybrid_decoder_and_count_the_tower_apart(mt, text, vision, language,
+                                                                                      total):
+    m = load_model({"model_type": mt, "text_config": text, "vision_config": vision})
+    assert (m.params, m.params + m.extra_params, m.frozen_params) == (language, total, total - language)
+    assert m.model_type == mt
+    # the text model alone (qwen3_5_text / qwen3_5_moe_text): transformers' own count is the language model's
+    assert load_model({"model_type": f"{mt}_text", **text}).params == language

@@ -1,0 +1,91 @@
+"""Hybrid decoders (issue 21, item 5): the blocks' token mixers costed one kind at a time — Mamba-2 and gated
+delta-rule scans (model/ssm.py), attention only on attention blocks, an MLP only where a block has one, tensor
+parallelism's reductions one per residual branch — and the layouts their kernels cannot run refused."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpuplan
+from gpuplan.catalog.models import load_model
+from gpuplan.errors import GpuplanError
+from gpuplan.model import ssm
+from gpuplan.model.activations import ActShape, layer_terms
+from gpuplan.model.flops import attention_flops, flops_per_token
+from gpuplan.model.params import rank_params
+from gpuplan.spec.rules import tp_splits_heads
+from tests.golden.test_hf_families_hybrid import NEMOTRON_H_8B, QWEN3_NEXT_80B
+
+NH = load_model(NEMOTRON_H_8B)
+QN = load_model(QWEN3_NEXT_80B)
+
+
+def _kind(m, mixer, mlp, moe=False):
+    return next(i for i, lg in enumerate(m.kinds) if lg.kind == (moe, mixer, mlp))
+
+
+def test_mamba2_scan_flops_are_the_ssd_algorithm_matmuls():
+    # Dao & Gu 2024 (arXiv:2405.21060) Sec. 6, chunk Q: per token C·Bᵀ 2·Q·N per group, (L∘CBᵀ)·X 2·Q·P per head,
+    # the chunk state Bᵀ·X and the output C·h 2·N·P each per head. Nemotron-H-8B: Q 128, N 128, G 8, P 64, H 128.
+    q, n, g, p, h = 128, 128, 8, 64, 128
+    assert ssm.scan_flops(NH, "mamba2") == 2 * q * n * g + 2 * q * p * h + 4 * n * p * h == 6_553_600
+
+
+def test_gated_delta_rule_scan_flops_are_the_chunked_wy_matmuls():
+    # Yang et al. 2024 (arXiv:2412.06464) Sec. 3.3, chunk C 64, per value head: β·K·Kᵀ and Q·Kᵀ 2·C·d_k each, the
+    # triangular inverse 2·C², W = A·K 2·C·d_k, U = A·V and (QKᵀ)·V 2·C·d_v each, W·h, Kᵀ·V and Q·h 2·d_k·d_v each.
+    c, dk, dv, h = 64, 128, 128, 32
+    assert ssm.scan_flops(QN, "gdn") == h * (6 * c * dk + 2 * c * c + 4 * c * dv + 6 * dk * dv) == 6_029_312
+
+
+def test_attention_flops_only_on_attention_blocks_and_scans_on_the_rest():
+    s = 8192
+    f = flops_per_token(NH, s, "none")
+    attention = NH.attention_layers * attention_flops(NH, s, causal_saving=True)
+    assert NH.attention_layers == 4
+    assert f.forward_attention == pytest.approx(attention + 24 * ssm.scan_flops(NH, "mamba2"), rel=1e-12)
+
+
+def test_a_mamba_block_keeps_what_the_kernels_save():
+    x = ActShape(s=4096, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2)
+    terms = layer_terms(NH, _kind(NH, "mamba2", False), x)
+    # norm input and in_proj input (h each), in_proj output z|xBC|dt (2·8192 + 2·8·128 + 128), conv output
+    # (8192 + 2·8·128), scan output and out_proj input (8192 each): 2 B each; fp32 cumulative decays per head (4 B)
+    per_token = 2 * (2 * 4096 + 18_560 + 10_240 + 2 * 8192) + 4 * 128
+    assert sum(terms.values()) == 4096 * per_token
+    assert not {"q", "k", "v", "attn_core", "mlp"} & terms.keys()
+    mlp_only = layer_terms(NH, _kind(NH, "none", True), x)
+    assert set(mlp_only) == {"mlp_norm_input", "mlp_input", "mlp"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]))
+def test_tensor_parallel_reductions_are_one_per_residual_branch(tp, pp):
+    # Nemotron-H: every block is one branch (a mixer or an MLP); Qwen3-Next: two (a mixer and an MoE)
+    for m, per_block in ((NH, 1), (QN, 2)):
+        total = sum(rank_params(m, tp, 1, pp, 1, stage, None, 0).sublayers for stage in range(pp))
+        assert total == per_block * m.n_layers
+
+
+def test_tp_must_split_the_recurrent_heads_and_groups():
+    assert tp_splits_heads(NH, 8) and not tp_splits_heads(NH, 16)  # 8 B/C groups
+    with pytest.raises(GpuplanError, match="8 groups"):
+        gpuplan.evaluate(model=NEMOTRON_H_8B, gpu="h100-sxm", gpus=16, tp=16, seq_len=4096, global_batch=16)
+
+
+def test_context_parallelism_over_recurrent_layers_is_refused_and_not_searched():
+    with pytest.raises(GpuplanError, match="cp 1"):
+        gpuplan.evaluate(model=QWEN3_NEXT_80B, gpu="h100-sxm", gpus=64, cp=2, ep=8, seq_len=65536, global_batch=64)
+    best = gpuplan.plan(model=NEMOTRON_H_8B, gpu="h100-sxm", gpus=16, seq_len=65536, global_batch=64).best
+    assert best is not None and best.layout.cp == 1
+
+
+def test_nemotron_h_8b_on_one_node_fits_and_its_scans_take_time():
+    est = gpuplan.evaluate(model=NEMOTRON_H_8B, gpu="h100-sxm", gpus=8, zero=3, seq_len=8192, global_batch=64,
+                           micro_batch=1, recompute="full")
+    assert est.memory.fits
+    # the Mamba blocks' scans are part of the step: drop them and the forward FLOPs fall by their share
+    f = est.time.flops
+    assert f.forward_attention > NH.attention_layers * attention_flops(NH, 8192, causal_saving=True)
