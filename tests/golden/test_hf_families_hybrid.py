@@ -83,7 +83,7 @@ def test_nemotron_h_reads_the_layer_list_as_the_pattern():
 
 @pytest.mark.parametrize("bad, words", [
     ({"hybrid_override_pattern": "M-X"}, "hybrid_override_pattern"),
-    ({"hybrid_override_pattern": None, "layers_block_type": ["mamba"]}, "layers_block_type"),
+    ({"hybrid_override_pattern": None, "layers_block_type": ["mamba2", "mlp"]}, "layers_block_type"),
     ({"mamba_num_heads": 12, "n_groups": 8}, "not a multiple of n_groups"),
 ])
 def test_a_bad_nemotron_h_config_is_one_clear_error(bad, words):
@@ -112,3 +112,24 @@ def test_qwen3_5_image_text_configs_read_the_hybrid_decoder_and_count_the_tower_
     assert m.model_type == mt
     # the text model alone (qwen3_5_text / qwen3_5_moe_text): transformers' own count is the language model's
     assert load_model({"model_type": f"{mt}_text", **text}).params == language
+
+
+@pytest.mark.parametrize("cfg, total, active", [
+    # GraniteMoeHybridForCausalLM, transformers 5.24: legacy layer names (mamba / attention, as Granite 4.0's
+    # config.json writes them), NoPE, a top-2 MoE beside the gated shared MLP, tied head
+    ({"hidden_size": 256, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "intermediate_size": 128, "shared_intermediate_size": 384, "num_local_experts": 8, "num_experts_per_tok": 2,
+      "vocab_size": 1000, "mamba_n_heads": 16, "mamba_n_groups": 2, "mamba_d_state": 32, "mamba_expand": 2,
+      "position_embedding_type": "nope", "layer_types": ["mamba", "mamba", "attention", "mamba", "mamba", "attention"],
+      "tie_word_embeddings": True}, 8_822_720, 5_283_776),
+    # no experts: the shared MLP is the dense MLP; biased attention, no conv bias, untied
+    ({"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "shared_intermediate_size": 384, "num_local_experts": 0, "vocab_size": 1000, "mamba_n_heads": 8,
+      "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"],
+      "tie_word_embeddings": False, "mamba_conv_bias": False, "attention_bias": True}, 3_101_896, 3_101_896),
+])
+def test_granite_4_hybrid_counts_as_transformers_does(cfg, total, active):
+    m = load_model({"model_type": "granitemoehybrid", **cfg})
+    assert (m.params, m.params_active) == (total, active)
+    assert m.attention_layers == sum(t == "attention" for t in cfg["layer_types"])
+    assert m.position == ("none" if cfg.get("position_embedding_type") == "nope" else "rope")

@@ -187,3 +187,36 @@ def test_a_vision_tower_is_held_as_frozen_16_bit_weights(layout, held):
     a, b = model_states(vlm, *args), model_states(text, *args)
     assert a.weights - b.weights == pytest.approx(2 * 676_550_144 * held)
     assert (a.gradients, a.optimizer) == (b.gradients, b.optimizer)  # frozen: no gradient, no optimizer state
+
+
+MLA_SMALL = {"hidden_size": 256, "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 8,
+             "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
+             "kv_lora_rank": 64, "q_lora_rank": 96, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32,
+             "vocab_size": 1000}
+
+
+@pytest.mark.parametrize("mt, extra, total", [
+    # transformers 5.24 Mistral4ForCausalLM: DeepSeek-V3's latent attention and routed + shared experts (every layer
+    # routed by default, one shared expert, the router without a score-correction parameter)
+    ("mistral4", {}, 3_638_816),
+    ("mistral4", {"first_k_dense_replace": 2, "n_shared_experts": 2, "tie_word_embeddings": True}, 3_427_872),
+    # GlmMoeDsaForCausalLM (GLM-5): DeepSeek-V3.2's indexer on every layer by default ...
+    ("glm_moe_dsa", {"index_n_heads": 4, "index_head_dim": 32}, 3_593_056),
+    # ... and none on the layers whose indexer_types entry is "shared" (F/S pattern, or every index_topk_freq-th)
+    ("glm_moe_dsa", {"index_n_heads": 4, "index_head_dim": 32, "index_topk_pattern": "FFSFS"}, 3_549_920),
+    ("glm_moe_dsa", {"index_n_heads": 4, "index_head_dim": 32, "index_topk_freq": 2}, 3_549_920),
+    # DeepseekV3Config's defaults for what a config leaves out: 1 shared expert, the first 3 layers dense
+    # (transformers counts 3,485,216: its score-correction bias is a buffer; the released checkpoint stores it,
+    # as the count here does: + 2 MoE layers x 8)
+    ("deepseek_v3", {}, 3_485_216 + 16),
+    ("deepseek_v2", {}, 3_884_576),  # DeepseekV2Config: 2 shared experts
+])
+def test_latent_attention_families_count_as_transformers_does(mt, extra, total):
+    assert load_model({"model_type": mt, **MLA_SMALL, **extra}).params == total
+
+
+def test_glm5_shared_indexer_layers_are_read_and_a_bad_list_refused():
+    m = load_model({"model_type": "glm_moe_dsa", **MLA_SMALL, "indexer_types": ["full", "shared"] * 2 + ["full"]})
+    assert sum(lg.count for lg in m.layers if any(".indexer." in w.name for w in lg.weights)) == 3
+    with pytest.raises(GpuplanError, match="indexer_types"):
+        load_model({"model_type": "glm_moe_dsa", **MLA_SMALL, "indexer_types": ["full"]})

@@ -12,7 +12,7 @@ from gpuplan.catalog.families_moe import llama_moe
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["nemotron_h", "qwen3_next"]
+__all__ = ["granitemoehybrid", "nemotron_h", "qwen3_next"]
 
 # NemotronHConfig: the pattern's letters (hybrid_override_pattern) and the layer types they stand for
 _PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
@@ -23,30 +23,46 @@ def _vector(name: str, size: int) -> list[Weight]:
     return [Weight(name=name, shape=(size,), group="attention", bias=True)]
 
 
-def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool) -> list[Weight]:
-    """NemotronHMamba2Mixer: in_proj to z, x, B, C and dt; a depthwise causal conv1d over x, B, C; dt_bias,
-    A_log, D per head; the gated RMSNorm over the inner width; out_proj."""
+def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.") -> list[Weight]:
+    """NemotronHMamba2Mixer (GraniteMoeHybridMambaLayer, the same): in_proj to z, x, B, C and dt; a depthwise
+    causal conv1d over x, B, C; dt_bias, A_log, D per head; the gated RMSNorm over the inner width; out_proj."""
     conv = d.inner + 2 * d.groups * d.state
-    ws = lin("mixer.in_proj", d.inner + conv + d.heads, h, "attention", bias)
-    ws.append(Weight(name="mixer.conv1d", shape=(conv, 1, d.conv_kernel), group="attention"))
+    ws = lin(f"{at}in_proj", d.inner + conv + d.heads, h, "attention", bias)
+    ws.append(Weight(name=f"{at}conv1d", shape=(conv, 1, d.conv_kernel), group="attention"))
     if c.flag("use_conv_bias", "mamba_conv_bias", default=True):
-        ws += _vector("mixer.conv1d.bias", conv)
-    ws += _vector("mixer.dt_bias", d.heads) + _vector("mixer.A_log", d.heads) + _vector("mixer.D", d.heads)
-    ws += _vector("mixer.norm", d.inner)
-    return ws + lin("mixer.out_proj", h, d.inner, "attention", bias)
+        ws += _vector(f"{at}conv1d.bias", conv)
+    ws += _vector(f"{at}dt_bias", d.heads) + _vector(f"{at}A_log", d.heads) + _vector(f"{at}D", d.heads)
+    ws += _vector(f"{at}norm", d.inner)
+    return ws + lin(f"{at}out_proj", h, d.inner, "attention", bias)
+
+
+# transformers' configuration_utils._LEGACY_LAYER_TYPE_REMAP: the names released configs use for the new ones
+_LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
+def _listed_types(c: Cfg, allowed: tuple[str, ...], n: int | None = None) -> list[str] | None:
+    """The config's per-layer block types (layers_block_type / layer_types, legacy names read as transformers
+    remaps them), None when it gives none."""
+    types = c.raw("layers_block_type", "layer_types")
+    if types is None:
+        return None
+    if isinstance(types, list):
+        types = [_LEGACY.get(t, t) if isinstance(t, str) else t for t in types]
+    if not isinstance(types, list) or not types or any(t not in allowed for t in types) or \
+            (n is not None and len(types) != n):
+        count = f" for each of the {n} layers" if n is not None else " per layer"
+        raise GpuplanError(f"{c.source}: layers_block_type must list one of {', '.join(allowed)}{count}: fix the list")
+    return types
 
 
 def _layer_types(c: Cfg) -> list[str]:
-    types = c.raw("layers_block_type", "layer_types")
+    types = _listed_types(c, tuple(_PATTERN.values()))
     if types is None:
         pattern = c.raw("hybrid_override_pattern")
         if not isinstance(pattern, str) or not pattern or any(ch not in _PATTERN for ch in pattern):
             raise GpuplanError(f"{c.source}: nemotron_h needs hybrid_override_pattern (a string of M, *, - and E, "
                                f"one letter per layer) or layers_block_type: add it from the model's config.json")
         return [_PATTERN[ch] for ch in pattern]
-    if not isinstance(types, list) or not types or any(t not in _PATTERN.values() for t in types):
-        raise GpuplanError(f"{c.source}: layers_block_type must list one of {', '.join(_PATTERN.values())} per "
-                           f"layer: fix the list")
     return types
 
 
@@ -133,14 +149,10 @@ def _gated_delta(h: int, d: SsmDims, split: bool) -> list[Weight]:
 
 
 def _gdn_types(c: Cfg, L: int) -> list[str]:
-    types = c.raw("layer_types")
+    types = _listed_types(c, ("linear_attention", "full_attention"), L)
     if types is None:
         every = c.int("full_attention_interval", default=4)
         return ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(L)]
-    if not isinstance(types, list) or len(types) != L or any(t not in ("linear_attention", "full_attention")
-                                                             for t in types):
-        raise GpuplanError(f"{c.source}: layer_types must list linear_attention or full_attention for each of the "
-                           f"{L} layers: fix the list")
     return types
 
 
@@ -196,3 +208,50 @@ def scan_note(c: Cfg) -> None:
     c.assumed.append("the recurrent layers' chunked scans (Mamba-2 SSD / gated delta rule) are timed from their "
                      "matmuls at the GEMM model's rates and their memory traffic (model/ssm.py): no measured kernel "
                      "rate backs them")
+
+
+def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
+    """GraniteMoeHybridForCausalLM (IBM Granite 4.0 H): each block Mamba-2 or attention (layer_types; no positional
+    encoding where position_embedding_type is nope), then a top-k MoE of intermediate_size experts beside a gated
+    shared MLP of shared_intermediate_size (the shared MLP alone with 0 experts)."""
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+    h, L, nh, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    nkv = c.kv_heads(nh, "num_key_value_heads")
+    hd = c.head_dim(h, nh)
+    inner = c.int("mamba_expand", default=2) * h
+    heads = c.int("mamba_n_heads", default=128)
+    head_dim = c.raw("mamba_d_head", default="auto")
+    head_dim = inner // heads if head_dim == "auto" else c.int("mamba_d_head")
+    if heads * head_dim != inner:
+        raise GpuplanError(f"{c.source}: mamba_n_heads x mamba_d_head = {heads} x {head_dim} is not mamba_expand x "
+                           f"hidden_size = {inner}: fix the sizes")
+    d = SsmDims(heads=heads, head_dim=head_dim, groups=c.int("mamba_n_groups", default=1),
+                state=c.int("mamba_d_state", default=256), conv_kernel=c.int("mamba_d_conv", default=4),
+                chunk=c.int("mamba_chunk_size", default=256))
+    types = _listed_types(c, ("linear_attention", "full_attention"), L) or ["linear_attention"] * L
+    ab = c.flag("attention_bias", default=False)
+    mixers = {"linear_attention": (_mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."), "mamba2"),
+              "full_attention": (lin("self_attn.q_proj", nh * hd, h, "attention", ab)
+                                 + lin("self_attn.k_proj", nkv * hd, h, "attention", ab)
+                                 + lin("self_attn.v_proj", nkv * hd, h, "attention", ab)
+                                 + lin("self_attn.o_proj", h, nh * hd, "attention", ab), "attention")}
+    E = c.int("num_local_experts", default=8, minimum=0)
+    k = c.int("num_experts_per_tok", default=2) if E else 0
+    ffn = c.int("intermediate_size", default=11008) if E else 0
+    shared = c.int("shared_intermediate_size", default=1024)
+    moe = lin("block_sparse_moe.router", E, h, "router") + gated("block_sparse_moe.experts", h, ffn, "expert", count=E) \
+        if E else []
+    mlp = moe + lin("shared_mlp.input_linear", 2 * shared, h, "shared_expert" if E else "mlp") \
+        + lin("shared_mlp.output_linear", h, shared, "shared_expert" if E else "mlp")
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    tied = tie(c, False)
+    scan_note(c)
+    nope = c.raw("position_embedding_type") == "nope"
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=0 if E else shared,
+                vocab=V, max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups([(mixers[t][0] + norms + mlp, bool(E)) for t in types],
+                              [(mixers[t][1], True) for t in types]),
+                head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
+                n_experts=E, top_k=k, moe_ffn=ffn, shared_ffn=shared if E else 0, ssm=d,
+                **({"position": "none"} if nope else {}))

@@ -1,5 +1,6 @@
 """Decoders with multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1): DeepSeek V2/V3/V3.2,
-Kimi K2 (DeepSeek-V3's architecture), Glm4MoeLite (glm4_moe_lite) and MiniCPM3 (dense), each as its
+Kimi K2 (DeepSeek-V3's architecture), Glm4MoeLite (glm4_moe_lite), MiniCPM3 (dense), Mistral 4 (mistral4) and
+GLM-5 (glm_moe_dsa: DeepSeek-V3.2's sparse attention, an indexer on the "full" layers), each as its
 ``transformers`` class builds it — fine-grained routed experts plus shared ones from the first MoE layer on."""
 
 from __future__ import annotations
@@ -20,32 +21,37 @@ class _Family:
     router_bias: bool = False     # e_score_correction_bias a parameter (not a buffer)
     mlp_bias: bool = False        # the MLPs take config.mlp_bias
     v_head_dim_default: bool = False  # v_head_dim defaults to hidden // heads
+    indexer: int = 0              # index_n_heads default of DeepSeek Sparse Attention's indexer (0: none)
 
 
 _FAMILIES = {
-    "deepseek_v2": _Family(),
-    "deepseek_v3": _Family(router_bias=True),
-    "kimi_k2": _Family(router_bias=True),  # its config.json: architectures DeepseekV3ForCausalLM
-    "deepseek_v32": _Family(shared=1, first_dense=3),
+    "deepseek_v2": _Family(shared=2),
+    "deepseek_v3": _Family(shared=1, first_dense=3, router_bias=True),
+    "kimi_k2": _Family(shared=1, first_dense=3, router_bias=True),  # its config.json: DeepseekV3ForCausalLM
+    "deepseek_v32": _Family(shared=1, first_dense=3, indexer=64),
     "glm4_moe_lite": _Family(shared=1, first_dense=1),
     "minicpm3": _Family(tie=True, mlp_bias=True, v_head_dim_default=True),
+    "mistral4": _Family(shared=1),  # Mistral 4: DeepSeek-V3's MLA + routed/shared experts, a buffer-less router
+    "glm_moe_dsa": _Family(shared=1, first_dense=3, indexer=32),  # GLM-5: DeepSeek-V3.2's sparse attention
 }
 MLA_TYPES = tuple(_FAMILIES)
 
 
 def _dsa_indexer(c: Cfg, h: int, qr: int) -> list[Weight]:
-    """DeepSeek-V3.2's lightning indexer (DeepSeek Sparse Attention; transformers' DeepseekV32Indexer): index_n_heads
-    query heads of index_head_dim from the compressed query (wq_b), one shared key head (wk) with a LayerNorm, and a
-    per-head weight (weights_proj). The step is timed as dense MLA attention: the indexer's own scores and the
-    top-index_topk selection are not modelled (noted)."""
-    if c.mt != "deepseek_v32":
+    """DeepSeek-V3.2's lightning indexer (DeepSeek Sparse Attention; transformers' DeepseekV32Indexer, GLM-5's
+    GlmMoeDsaIndexer): index_n_heads query heads of index_head_dim from the compressed query (wq_b), one shared key
+    head (wk) with a LayerNorm, and a per-head weight (weights_proj). The step is timed as dense MLA attention: the
+    indexer's own scores and the top-index_topk selection are not modelled (noted)."""
+    f = _FAMILIES[c.mt]
+    if not f.indexer:
         return []
     if not qr:
-        raise GpuplanError(f"{c.source}: deepseek_v32 needs q_lora_rank (its indexer reads the compressed query)")
-    n, d = c.int("index_n_heads", default=64), c.int("index_head_dim", default=128)
-    c.assumed.append(f"deepseek_v32: attention timed as dense MLA over the whole sequence; DeepSeek Sparse "
-                     f"Attention's top-{c.int('index_topk', default=2048):,} keys per query and its indexer's "
-                     "scores are not modelled")
+        raise GpuplanError(f"{c.source}: {c.mt} needs q_lora_rank (its indexer reads the compressed query)")
+    n, d = c.int("index_n_heads", default=f.indexer), c.int("index_head_dim", default=128)
+    note = (f"{c.mt}: attention timed as dense MLA over the whole sequence; DeepSeek Sparse Attention's "
+            f"top-{c.int('index_topk', default=2048):,} keys per query and its indexer's scores are not modelled")
+    if note not in c.assumed:
+        c.assumed.append(note)
     return (lin("self_attn.indexer.wq_b", n * d, qr, "attention") + lin("self_attn.indexer.wk", d, h, "attention")
             + nrm("self_attn.indexer.k_norm", d, bias=True) + lin("self_attn.indexer.weights_proj", n, h, "attention"))
 
@@ -78,6 +84,21 @@ def _sparse_layers(c: Cfg, f: _Family, L: int) -> list[bool]:
     return [i >= first and i % freq == 0 for i in range(L)]
 
 
+def _indexed_layers(c: Cfg, L: int) -> list[bool]:
+    """Which layers hold their own indexer: all, except GLM-5's "shared" ones (GlmMoeDsaConfig: indexer_types, else
+    the index_topk_pattern string of F and S, else every index_topk_freq-th layer from index_skip_topk_offset)."""
+    if c.mt != "glm_moe_dsa":
+        return [True] * L
+    listed = c.raw("indexer_types", "index_topk_pattern")
+    if listed is not None:
+        kinds = [{"F": "full", "S": "shared"}.get(k, k) for k in listed] if isinstance(listed, str | list) else None
+        if kinds is None or len(kinds) != L or any(k not in ("full", "shared") for k in kinds):
+            raise GpuplanError(f"{c.source}: indexer_types must list full or shared for each of the {L} layers")
+        return [k == "full" for k in kinds]
+    freq, offset = c.int("index_topk_freq", default=1), c.int("index_skip_topk_offset", default=2, minimum=0)
+    return [max(i - offset + 1, 0) % freq == 0 for i in range(L)]
+
+
 def deepseek(c: Cfg, name: str) -> ModelSpec:
     f = _FAMILIES[c.mt]
     c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size",
@@ -90,12 +111,15 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
     vd = c.int("v_head_dim", default=h // nh) if f.v_head_dim_default else c.int("v_head_dim")
     qr = c.int("q_lora_rank", default=0, minimum=0, note=False)
     tied = tie(c, f.tie)
-    attn = _mla(c, h, nh, nope, rope, vd, qr, kvr) + nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
-    dense = attn + gated("mlp", h, ffn, "mlp", f.mlp_bias and c.flag("mlp_bias", default=False))
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    attn = _mla(c, h, nh, nope, rope, vd, qr, kvr) + norms
+    mlp = gated("mlp", h, ffn, "mlp", f.mlp_bias and c.flag("mlp_bias", default=False))
+    dense = attn + mlp
     E = c.int("n_routed_experts", default=0, minimum=0, note=False)
     k = moe_ffn = n_shared = 0
     sparse = [False] * L
     moe_block: list[Weight] = []
+    moe_mlp: list[Weight] = []
     if E:
         moe_ffn, k = c.int("moe_intermediate_size"), c.int("num_experts_per_tok")
         n_shared = c.int("n_shared_experts", default=f.shared, minimum=0, note=f.shared > 0)
@@ -104,10 +128,14 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
         # the score-correction bias: a parameter in transformers' DeepseekV3TopkRouter, a buffer in the others
         if f.router_bias or (c.mt == "deepseek_v2" and c.raw("topk_method") == "noaux_tc"):
             router.append(Weight(name="mlp.gate.e_score_correction_bias", shape=(E,), group="router", bias=True))
-        moe_block = attn + router + gated("mlp.experts", h, moe_ffn, "expert", count=E)
+        moe_mlp = router + gated("mlp.experts", h, moe_ffn, "expert", count=E)
         if n_shared:
-            moe_block += gated("mlp.shared_experts", h, moe_ffn * n_shared, "shared_expert")
-    layers = [(moe_block if s else dense, s) for s in sparse]
+            moe_mlp += gated("mlp.shared_experts", h, moe_ffn * n_shared, "shared_expert")
+        moe_block = attn + moe_mlp
+    # GLM-5: a layer whose indexer_types entry is "shared" reuses the previous layer's top-k and holds no indexer
+    bare = [w for w in attn if ".indexer." not in w.name]
+    own = _indexed_layers(c, L)
+    layers = [((attn if own[i] else bare) + ((moe_mlp if s else mlp) if E else mlp), s) for i, s in enumerate(sparse)]
     # Multi-token prediction (V3): per module embed_tokens, enorm, hnorm, eh_proj, one decoder block,
     # shared_head.norm and shared_head.head, as stored in the released checkpoint (layers L..L+n-1).
     n_mtp = c.int("num_nextn_predict_layers", default=0, minimum=0, note=False)
