@@ -89,3 +89,27 @@ def test_nemotron_h_8b_on_one_node_fits_and_its_scans_take_time():
     # the Mamba blocks' scans are part of the step: drop them and the forward FLOPs fall by their share
     f = est.time.flops
     assert f.forward_attention > NH.attention_layers * attention_flops(NH, 8192, causal_saving=True)
+
+
+def test_the_unmeasured_scans_widen_the_throughput_interval_by_their_share():
+    from gpuplan.catalog.constants import constant
+    from gpuplan.catalog.intervals import spread, widened
+
+    est = gpuplan.evaluate(model=NEMOTRON_H_8B, gpu="h100-sxm", gpus=8, zero=3, seq_len=8192, global_batch=64,
+                           micro_batch=1, recompute="full")
+    t, st = est.time, est.time.step
+    share = st.scan_s / st.step_s
+    assert 0.02 < share < 0.5  # the Mamba blocks' scans: a real part of the step, not most of it
+    base = spread("throughput", "generic", "hopper", 8, 8)
+    assert base is not None and t.spread is not None
+    # factor k = 2: the scans taking twice as long lower the low end by 1/(1 + share), half as long raise the high
+    # end by 1/(1 - share/2)
+    assert constant("unmeasured_kernel_factor") == 2.0
+    assert t.spread.p10 == pytest.approx((1 + base.p10) / (1 + share) - 1, rel=1e-12)
+    assert t.spread.p90 == pytest.approx((1 + base.p90) / (1 - share / 2) - 1, rel=1e-12)
+    assert "unmeasured kernels" in t.spread.regime
+    assert widened(base, 0.0, 2.0) is base
+    # an all-attention model's interval is the regime's own
+    llama = gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, zero=3, seq_len=8192, global_batch=64,
+                             micro_batch=1, recompute="full")
+    assert llama.time.step.scan_s == 0.0 and llama.time.spread == base

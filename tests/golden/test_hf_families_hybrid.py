@@ -125,11 +125,33 @@ def test_qwen3_5_image_text_configs_read_the_hybrid_decoder_and_count_the_tower_
     # no experts: the shared MLP is the dense MLP; biased attention, no conv bias, untied
     ({"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
       "shared_intermediate_size": 384, "num_local_experts": 0, "vocab_size": 1000, "mamba_n_heads": 8,
-      "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"],
-      "tie_word_embeddings": False, "mamba_conv_bias": False, "attention_bias": True}, 3_101_896, 3_101_896),
+      "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 32,
+      "layer_types": ["mamba", "attention", "mamba", "mamba"], "tie_word_embeddings": False,
+      "mamba_conv_bias": False, "attention_bias": True}, 3_101_896, 3_101_896),
 ])
 def test_granite_4_hybrid_counts_as_transformers_does(cfg, total, active):
     m = load_model({"model_type": "granitemoehybrid", **cfg})
     assert (m.params, m.params_active) == (total, active)
     assert m.attention_layers == sum(t == "attention" for t in cfg["layer_types"])
     assert m.position == ("none" if cfg.get("position_embedding_type") == "nope" else "rope")
+
+
+@pytest.mark.parametrize("cfg, total", [
+    # BambaForCausalLM, transformers 5.24: Mamba-2 blocks, attention on attn_layer_indices, SwiGLU in every block
+    ({"hidden_size": 256, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "intermediate_size": 512, "vocab_size": 1000, "mamba_n_heads": 16, "mamba_n_groups": 2, "mamba_d_state": 32,
+      "attn_layer_indices": [2, 5]}, 4_937_664),
+    ({"hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 8, "intermediate_size": 512,
+      "vocab_size": 1000, "mamba_n_heads": 8, "mamba_d_head": 64, "tie_word_embeddings": True, "mamba_conv_bias": False,
+      "mlp_bias": True, "attention_bias": True, "attn_layer_indices": [1]}, 2_766_384),
+])
+def test_bamba_counts_as_transformers_does(cfg, total):
+    m = load_model({"model_type": "bamba", **cfg})
+    assert m.params == total and m.attention_layers == len(cfg["attn_layer_indices"])
+    assert m.rotary_percent == 0.5
+
+
+def test_mamba_heads_that_do_not_tile_the_inner_width_are_one_clear_error():
+    with pytest.raises(GpuplanError, match="mamba_n_heads x mamba_d_head"):
+        load_model({"model_type": "bamba", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+                    "mamba_n_heads": 8, "mamba_d_head": 32})

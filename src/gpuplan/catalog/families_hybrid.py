@@ -12,7 +12,7 @@ from gpuplan.catalog.families_moe import llama_moe
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["granitemoehybrid", "nemotron_h", "qwen3_next"]
+__all__ = ["bamba", "granitemoehybrid", "nemotron_h", "qwen3_next"]
 
 # NemotronHConfig: the pattern's letters (hybrid_override_pattern) and the layer types they stand for
 _PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
@@ -210,6 +210,54 @@ def scan_note(c: Cfg) -> None:
                      "rate backs them")
 
 
+def _mamba_dims(c: Cfg, h: int) -> SsmDims:
+    """Mamba-2 sizes in the mamba_* keys of Granite 4.0 H and Bamba (their config classes' defaults): mamba_d_head
+    "auto" is mamba_expand x hidden_size / mamba_n_heads."""
+    inner = c.int("mamba_expand", default=2) * h
+    heads = c.int("mamba_n_heads", default=128)
+    head_dim = inner // heads if c.raw("mamba_d_head", default="auto") == "auto" else c.int("mamba_d_head")
+    if heads * head_dim != inner:
+        raise GpuplanError(f"{c.source}: mamba_n_heads x mamba_d_head = {heads} x {head_dim} is not mamba_expand x "
+                           f"hidden_size = {inner}: fix the sizes")
+    return SsmDims(heads=heads, head_dim=head_dim, groups=c.int("mamba_n_groups", default=1),
+                   state=c.int("mamba_d_state", default=256), conv_kernel=c.int("mamba_d_conv", default=4),
+                   chunk=c.int("mamba_chunk_size", default=256))
+
+
+def _gqa(h: int, nh: int, nkv: int, hd: int, bias: bool) -> list[Weight]:
+    return (lin("self_attn.q_proj", nh * hd, h, "attention", bias) + lin("self_attn.k_proj", nkv * hd, h, "attention",
+            bias) + lin("self_attn.v_proj", nkv * hd, h, "attention", bias)
+            + lin("self_attn.o_proj", h, nh * hd, "attention", bias))
+
+
+def bamba(c: Cfg, name: str) -> ModelSpec:
+    """BambaForCausalLM (IBM Bamba): Mamba-2 blocks with attention (half the head dimension rotated) on
+    attn_layer_indices, a SwiGLU MLP in every block."""
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads")
+    h, L, nh = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads")
+    V, ffn = c.int("vocab_size", default=128000), c.int("intermediate_size", default=14336)
+    nkv = c.kv_heads(nh, "num_key_value_heads", default=8)
+    hd = c.head_dim(h, nh)
+    d = _mamba_dims(c, h)
+    at = c.raw("attn_layer_indices", default=[])
+    if not isinstance(at, list) or any(not isinstance(i, int) or not 0 <= i < L for i in at):
+        raise GpuplanError(f"{c.source}: attn_layer_indices must list layer indices below {L}")
+    norms = nrm("input_layernorm", h) + nrm("pre_ff_layernorm", h)
+    mlp = gated("feed_forward", h, ffn, "mlp", c.flag("mlp_bias", default=False))
+    mamba = _mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.")
+    attention = _gqa(h, nh, nkv, hd, c.flag("attention_bias", default=False))
+    kinds = [i in at for i in range(L)]
+    tied = tie(c, False)
+    scan_note(c)
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=262144), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups([((attention if a else mamba) + norms + mlp, False) for a in kinds],
+                              [("attention" if a else "mamba2", True) for a in kinds]),
+                head=tuple(nrm("final_layernorm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
+                rotary_percent=0.5, ssm=d)
+
+
 def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
     """GraniteMoeHybridForCausalLM (IBM Granite 4.0 H): each block Mamba-2 or attention (layer_types; no positional
     encoding where position_embedding_type is nope), then a top-k MoE of intermediate_size experts beside a gated
@@ -218,29 +266,16 @@ def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
     h, L, nh, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
     nkv = c.kv_heads(nh, "num_key_value_heads")
     hd = c.head_dim(h, nh)
-    inner = c.int("mamba_expand", default=2) * h
-    heads = c.int("mamba_n_heads", default=128)
-    head_dim = c.raw("mamba_d_head", default="auto")
-    head_dim = inner // heads if head_dim == "auto" else c.int("mamba_d_head")
-    if heads * head_dim != inner:
-        raise GpuplanError(f"{c.source}: mamba_n_heads x mamba_d_head = {heads} x {head_dim} is not mamba_expand x "
-                           f"hidden_size = {inner}: fix the sizes")
-    d = SsmDims(heads=heads, head_dim=head_dim, groups=c.int("mamba_n_groups", default=1),
-                state=c.int("mamba_d_state", default=256), conv_kernel=c.int("mamba_d_conv", default=4),
-                chunk=c.int("mamba_chunk_size", default=256))
+    d = _mamba_dims(c, h)
     types = _listed_types(c, ("linear_attention", "full_attention"), L) or ["linear_attention"] * L
-    ab = c.flag("attention_bias", default=False)
     mixers = {"linear_attention": (_mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."), "mamba2"),
-              "full_attention": (lin("self_attn.q_proj", nh * hd, h, "attention", ab)
-                                 + lin("self_attn.k_proj", nkv * hd, h, "attention", ab)
-                                 + lin("self_attn.v_proj", nkv * hd, h, "attention", ab)
-                                 + lin("self_attn.o_proj", h, nh * hd, "attention", ab), "attention")}
+              "full_attention": (_gqa(h, nh, nkv, hd, c.flag("attention_bias", default=False)), "attention")}
     E = c.int("num_local_experts", default=8, minimum=0)
     k = c.int("num_experts_per_tok", default=2) if E else 0
     ffn = c.int("intermediate_size", default=11008) if E else 0
     shared = c.int("shared_intermediate_size", default=1024)
-    moe = lin("block_sparse_moe.router", E, h, "router") + gated("block_sparse_moe.experts", h, ffn, "expert", count=E) \
-        if E else []
+    moe = (lin("block_sparse_moe.router", E, h, "router")
+           + gated("block_sparse_moe.experts", h, ffn, "expert", count=E)) if E else []
     mlp = moe + lin("shared_mlp.input_linear", 2 * shared, h, "shared_expert" if E else "mlp") \
         + lin("shared_mlp.output_linear", h, shared, "shared_expert" if E else "mlp")
     norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
