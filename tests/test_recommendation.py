@@ -132,3 +132,15 @@ def test_nothing_fits_even_at_the_point_estimate_names_a_miss_over_capacity():
     miss = out["closest_miss"]
     # "needs X of Y GiB" is a number over the capacity: the miss is sized by its point estimate
     assert miss["over_bytes"] > 0 and miss["total"] > miss["capacity"]
+
+
+def test_beside_a_deadline_answer_the_alternative_is_the_equilibrium_not_a_run_past_it():
+    # a 100M-token fine-tune with a 2 h deadline: 8 GPUs meet it; the fastest run (thousands of GPUs at a few
+    # percent efficiency) is no alternative a practitioner weighs — the compute equilibrium is
+    res = _plan(model="llama-3.1-8b", gpu="h100-sxm", tokens="100M", deadline_s="2h", seq_len=4096)
+    rec = res["recommendation"]
+    assert rec["rule"] == "deadline" and rec["fastest"]["efficiency"] < 0.8
+    alt = rec["equilibrium_alternative"]
+    assert alt["gpus"] == res["equilibrium"]["gpus"] > rec["gpus"]
+    assert alt["efficiency"] >= 0.8 and alt["speedup"] > 1
+    assert f"the compute equilibrium, {alt['gpus']}× h100-sxm" in rec["text"] and "the fastest" not in rec["text"]

@@ -99,14 +99,17 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
     fast = r.fastest
     if fast is not None and (fast.gpu, fast.gpus, fast.layout) != (best.gpu, best.gpus, best.layout) \
             and fast.tokens_per_s > best.tokens_per_s:
-        speedup = fast.tokens_per_s / best.tokens_per_s
-        eff = speedup * best.gpus / fast.gpus
-        extra = fast.usd - best.usd if fast.usd is not None and best.usd is not None else None
-        out["fastest"] = {"gpu": fast.gpu, "gpus": fast.gpus, "speedup": speedup, "efficiency": eff,
-                          "extra_usd": extra, "train_s": fast.train_s}
-        head += (f"; the fastest, {fast.gpus}× {fast.gpu}, is {speedup:.2f}× faster at {eff:.0%} efficiency"
-                 + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
-                    f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
+        out["fastest"] = _beside(best, fast)
+        shown, label = fast, "the fastest"
+        if r.rule != "equilibrium" and out["fastest"]["efficiency"] < r.options.threshold:
+            # past the compute equilibrium more GPUs stop paying: beside a deadline's or budget's answer the
+            # alternative worth naming is the equilibrium, where the speed-up still pays for itself
+            eq = r.equilibrium.get(best.gpu)
+            at_eq = next((c for c in r.candidates if eq and c.gpu == best.gpu and c.gpus == eq.gpus), None)
+            if at_eq is not None and at_eq.tokens_per_s > best.tokens_per_s:
+                out["equilibrium_alternative"] = _beside(best, at_eq)
+                shown, label = at_eq, "the compute equilibrium"
+        head += _beside_words(best, shown, label)
     out["text"] = f"{head} — rule: {RULES[r.rule]}"
     if r.rule in ("deadline", "pareto") and r.options.deadline_s is not None:
         risk = deadline_risk(r, best)
@@ -119,6 +122,22 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
                        "peak does — runs like it have run and have run out of memory: measure it with `gpuplan "
                        f"profile` before paying for the cluster. {out['text']}")
     return out
+
+
+def _beside(best: Candidate, other: Candidate) -> dict[str, Any]:
+    """A faster option set beside the answer: its speed-up, the parallel efficiency of going there, the extra cost."""
+    speedup = other.tokens_per_s / best.tokens_per_s
+    extra = other.usd - best.usd if other.usd is not None and best.usd is not None else None
+    return {"gpu": other.gpu, "gpus": other.gpus, "speedup": speedup, "efficiency": speedup * best.gpus / other.gpus,
+            "extra_usd": extra, "train_s": other.train_s}
+
+
+def _beside_words(best: Candidate, other: Candidate, label: str) -> str:
+    b = _beside(best, other)
+    extra = b["extra_usd"]
+    return (f"; {label}, {other.gpus}× {other.gpu}, is {b['speedup']:.2f}× faster at {b['efficiency']:.0%} efficiency"
+            + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
+               f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
 
 
 def _upper_train_s(c: Candidate) -> float | None:
