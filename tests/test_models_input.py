@@ -74,7 +74,10 @@ def test_evaluate_llama_3_8b_by_name(capsys: pytest.CaptureFixture[str]) -> None
     ("01-ai/Yi-1.5-34B-Chat", "yi-1.5-34b"), ("deepseek-llm-7b-base", "deepseek-llm-7b"),
     ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "tinyllama-1.1b"), ("Qwen/Qwen1.5-7B-Chat", "qwen1.5-7b"),
     ("qwen1_5-72b", "qwen1.5-72b"), ("deepseek-ai/deepseek-llm-67b-chat", "deepseek-llm-67b"),
-    ("DeepSeek-V2-Chat", "deepseek-v2"), ("deepseek-ai/DeepSeek-V2", "deepseek-v2")])
+    ("DeepSeek-V2-Chat", "deepseek-v2"), ("deepseek-ai/DeepSeek-V2", "deepseek-v2"),
+    # a Hugging Face repo's name without its organisation, as run tables write it
+    ("Qwen3-Next-80B-A3B-Instruct", "qwen3-next-80b-a3b"), ("Nemotron-H-56B-Base-8K", "nemotron-h-56b"),
+    ("NemotronH 56B", "nemotron-h-56b"), ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron-3-nano-30b-a3b")])
 def test_new_catalogue_aliases(ref: str, mid: str) -> None:
     assert load_model(ref).params == load_model(mid).params
     assert load_model(ref).name == load_model(mid).name

@@ -66,10 +66,13 @@ def _loose(s: str) -> str:
 
 @functools.cache
 def _lookup() -> dict[str, str]:
-    """Every accepted spelling (id, name, HF repo, aliases; exact and loose) → catalogue id."""
+    """Every accepted spelling (id, name, HF repo, aliases; exact and loose; a Hugging Face repo also without its
+    organisation: "Qwen3-Next-80B-A3B-Instruct" as "Qwen/Qwen3-Next-80B-A3B-Instruct") → catalogue id."""
     table: dict[str, str] = {}
     for mid, row in _index().items():
-        for key in (mid, row.get("name"), row.get("hf_repo"), *row.get("aliases", ())):
+        keys = [mid, row.get("name"), row.get("hf_repo"), *row.get("aliases", ())]
+        keys += [k.split("/", 1)[1] for k in keys if k and "/" in k]
+        for key in keys:
             if key:
                 table.setdefault(key.lower(), mid)
                 table.setdefault(_loose(key), mid)
