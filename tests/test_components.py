@@ -18,7 +18,7 @@ from gpuplan.validation import components as comp
 DOC = comp.corpus()
 POINTS = {p["id"]: p for p in DOC["points"]}
 QUANTITIES = {"gemm": {"flop_per_s"}, "attention": {"flop_per_s"}, "memory": {"bytes_per_s", "seconds"},
-              "collective": {"bus_bytes_per_s", "algorithm_bytes_per_s"}}
+              "collective": {"bus_bytes_per_s", "algorithm_bytes_per_s"}, "scan": {"seconds"}}
 
 
 def value(pid: str) -> float:
@@ -119,3 +119,16 @@ def test_command_json_gives_rows(capsys):
     assert set(res["summary"]) == set(comp.COMPONENTS)
     row = res["rows"][0]
     assert {"id", "component", "source", "gpu", "measured", "modelled", "unit", "error"} <= set(row)
+
+
+def test_the_chunked_scan_is_timed_at_the_published_fused_kernel_rate():
+    # tile-ai/tilelang benchmark/mamba2/README.md: chunk_scan_fwd on an H800, batch 8, 8,192 tokens, 80 heads,
+    # chunk 256, head dim 64, state 128: 1.278 ms = 134.4 TFLOP/s (its FLOP count); the model times the kernel
+    # at the curve's median rate (constants.json scan_kernel_share 0.1351 of the 989.4 TFLOP/s peak)
+    # at the curve's median rate (constants.json scan_kernel_share 0.1351 of the 989.4 TFLOP/s peak), compute-bound,
+    # plus one Hopper kernel floor (6.93 µs)
+    pid = "scan/tilelang/h800-sxm/mamba2_chunk_scan_fwd/s8192"
+    flops = 2 * 8 * 8192 * 256 * 80 * 64 * 0.5 + 2 * 8 * 8192 * 80 * 64 * 128
+    assert value(pid) == 1.278e-3
+    modelled_s = flops / (0.1351 * 989.4e12) + 6.93e-6
+    assert comp.evaluate(POINTS[pid])["error"] == pytest.approx(1.278e-3 / modelled_s - 1, rel=1e-9)

@@ -65,7 +65,7 @@ class StepTime:
     interference_s: float
     comm_detail: dict[str, float]  # tp, tp_exposed, cp, ep, pp, dp_total, dp_exposed (seconds per step)
     fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
-    scan_s: float = 0.0  # of compute_s, the recurrent mixers' scans: no measured kernel rate (widens the interval)
+    scan_s: float = 0.0  # of compute_s, the recurrent mixers' scans: a borrowed kernel rate (widens the interval)
 
 
 _STAGES_MAX = 1 << 16

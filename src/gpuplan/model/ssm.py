@@ -16,10 +16,15 @@ tokens plus a pass of states between chunks:
   C×C×C matmul), W = A·K and U = A·V, the state recurrence (W·h and Kᵀ·V_new, d_k×d_v per chunk) and the output
   (Q·h, Q·Kᵀ, and that times V_new). The backward recomputes W, U and the states.
 
-Time: those matmuls at the GEMM model's rate for their (small, batched) shapes, plus the bytes the kernels
-read and write (inputs, outputs, the fp32 chunk cumulative decays and the chunk states written and read
-back) at streaming bandwidth and a floor per kernel. No published microbenchmark of these kernels is in the
-component corpus: the time is the kernels' arithmetic and traffic, not a measured rate (said in ``assumed``).
+Time: each pass is a fused kernel, at the larger of its matmul FLOPs over the measured rate of the published
+fused chunk-scan kernel (``scan_kernel_share`` of the GPU's 16-bit peak: tile-ai/tilelang's Mamba-2 chunk_scan
+benchmark, 126-136 TFLOP/s on an H800 over 1K-32K tokens; validation/components.json, component ``scan``) times
+the step's sustained share, and of the bytes it reads and writes (inputs, outputs, fp32 cumulative decays, the
+chunk states written and read back) at streaming bandwidth, plus a floor per kernel. The masked intra-chunk
+product counts half its FLOPs (the kernels skip the blocks above the diagonal; TileLang's FLOP count). That
+rate is one kernel's (TileLang's, not the mamba-ssm Triton kernels Megatron-Core runs, nor the backward or the
+gated delta rule's), so the answer widens the throughput interval for the scans' share (catalog/intervals.py
+``widened``) and says so in ``assumed``.
 
 Activations (per token, 16-bit ``e``): the block norm's input and the in-projection's input, the in-projection's
 output (the kernels keep slices of it: z, the convolution's input, dt), the convolution's output (the
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from gpuplan.catalog.constants import constant
 from gpuplan.spec.model import ModelSpec, SsmDims
 
 if TYPE_CHECKING:
@@ -70,34 +76,38 @@ def _dims(m: ModelSpec) -> SsmDims:
     return m.ssm
 
 
-def _gemms(m: ModelSpec, mixer: str, tokens: float, tp: int) -> tuple[list[tuple[float, float, float, float]], int]:
-    """The forward's matmuls as (m, n, k, batch) over ``tokens`` local tokens, and how many of the first of them
-    the backward recomputes."""
+Gemm = tuple[float, float, float, float, bool]
+
+
+def _gemms(m: ModelSpec, mixer: str, tokens: float, tp: int) -> tuple[list[Gemm], int]:
+    """The forward's matmuls as (m, n, k, batch, masked) over ``tokens`` local tokens — masked: a causal product
+    inside the chunk, whose blocks above the diagonal the kernel skips — and how many of the first of them the
+    backward recomputes."""
     d = _dims(m)
     q, n, p = d.chunk, d.state, d.head_dim
     chunks = max(tokens / q, 1.0)
     heads, groups = chunks * d.heads / tp, chunks * max(d.groups / tp, 1.0)
     if mixer == "mamba2":
-        return [(q, q, n, groups),      # C·Bᵀ per group
-                (n, p, q, heads),       # chunk states Bᵀ·X
-                (q, p, q, heads),       # (L∘CBᵀ)·X
-                (q, p, n, heads)], 2    # C·h from the passed states
-    return [(q, q, n, heads),           # β·K·Kᵀ
-            (q, q, q, heads),           # its triangular inverse
-            (q, n, q, heads),           # W = A·K
-            (q, p, q, heads),           # U = A·V
-            (q, p, n, heads),           # W·h
-            (n, p, q, heads),           # Kᵀ·V_new (the state update)
-            (q, p, n, heads),           # Q·h
-            (q, q, n, heads),           # Q·Kᵀ
-            (q, p, q, heads)], 6        # (QKᵀ∘mask)·V_new
+        return [(q, q, n, groups, False),      # C·Bᵀ per group
+                (n, p, q, heads, False),       # chunk states Bᵀ·X
+                (q, p, q, heads, True),        # (L∘CBᵀ)·X
+                (q, p, n, heads, False)], 2    # C·h from the passed states
+    return [(q, q, n, heads, False),           # β·K·Kᵀ
+            (q, q, q, heads, True),            # its triangular inverse
+            (q, n, q, heads, True),            # W = A·K
+            (q, p, q, heads, True),            # U = A·V
+            (q, p, n, heads, False),           # W·h
+            (n, p, q, heads, False),           # Kᵀ·V_new (the state update)
+            (q, p, n, heads, False),           # Q·h
+            (q, q, n, heads, False),           # Q·Kᵀ
+            (q, p, q, heads, True)], 6         # (QKᵀ∘mask)·V_new
 
 
 @lru_cache(maxsize=64)
 def scan_flops(m: ModelSpec, mixer: str) -> float:
     """Forward FLOPs per token of one recurrent layer's chunked scan (its projections are weight matmuls)."""
     tokens = float(_dims(m).chunk * 64)
-    return sum(2 * a * b * c * n for a, b, c, n in _gemms(m, mixer, tokens, 1)[0]) / tokens
+    return sum(2 * a * b * c * n for a, b, c, n, _ in _gemms(m, mixer, tokens, 1)[0]) / tokens
 
 
 def _state_bytes(m: ModelSpec, tp: int) -> float:
@@ -109,16 +119,22 @@ def _state_bytes(m: ModelSpec, tp: int) -> float:
 
 def scan_s(m: ModelSpec, mixer: str, tokens: float, tp: int, dev: Device) -> tuple[float, float]:
     """(forward, backward) seconds of one recurrent layer's chunked scan over ``tokens`` local tokens."""
-    from gpuplan.model.compute import matmul_s, streamed_s
-
     gemms, recomputed = _gemms(m, mixer, tokens, tp)
-    times = [matmul_s(a, b, c, dev, elem=2.0, batch=n) for a, b, c, n in gemms]
+    flops = [2 * a * b * c * n * (0.5 if masked else 1.0) for a, b, c, n, masked in gemms]
     w = widths(m, mixer)
     io = tokens * (2 * (w.conv + 2 * w.inner + w.heads + w.extra) / tp + 12 * w.heads / tp + _state_bytes(m, tp))
     k_fwd, k_bwd = SCAN_KERNELS[mixer]
-    fwd = sum(times) + streamed_s(io, k_fwd, dev)
-    bwd = sum(times[:recomputed]) + 2 * sum(times) + streamed_s(2 * io, k_bwd, dev)
+    fwd = fused_kernel_s(sum(flops), io, k_fwd, dev)
+    bwd = fused_kernel_s(sum(flops[:recomputed]) + 2 * sum(flops), 2 * io, k_bwd, dev)
     return fwd, bwd
+
+
+def fused_kernel_s(flops: float, nbytes: float, kernels: float, dev: Device) -> float:
+    """Seconds of fused scan kernels: their matmul FLOPs at the measured fused chunk-scan rate
+    (``scan_kernel_share`` of the 16-bit peak, times the share a step sustains) or their bytes at streaming
+    bandwidth, whichever is longer, plus each kernel's fixed time."""
+    rate = constant("scan_kernel_share") * dev.peak16 * dev.sustain
+    return max(flops / rate, nbytes / dev.bw) + kernels * dev.floor_s
 
 
 def stream_bytes(m: ModelSpec, mixer: str, tp: int) -> tuple[float, int]:

@@ -13,6 +13,8 @@ one kernel alone, so the share a training step sustains (``gemm_share_of_mamf``)
   scores, with the causal mask's add).
 * memory-bound: the bytes and kernels model/software.py charges for the op (``Software.cost``), at
   the GPU's measured streaming bandwidth plus the per-kernel floor (``compute.streamed_s``).
+* chunked scans (Mamba-2 SSD): ``ssm.fused_kernel_s`` — the kernel's FLOPs at the fused chunk-scan rate or
+  its bytes at streaming bandwidth, whichever is longer, plus the kernel floor.
 * collectives: ``comm.all_reduce_s`` / ``all_gather_s`` / ``reduce_scatter_s`` / ``all_to_all_s``
   on ``comm.topology`` of the catalogue's hardware; a point that states the algorithm NCCL ran
   (``NCCL_ALGO=Ring``, NVLS switched off) is modelled with that algorithm only.
@@ -30,6 +32,7 @@ from gpuplan.model.attention import SOFTMAX_FWD_BYTES, attention_core_s, runs_on
 from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, topology
 from gpuplan.model.compute import Device, kernel_device, matmul_s, streamed_s
 from gpuplan.model.software import software
+from gpuplan.model.ssm import fused_kernel_s
 from gpuplan.spec import ModelSpec
 
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "fp64": 8.0}
@@ -134,3 +137,24 @@ def collective_measured_s(p: dict[str, Any]) -> float:
     if meas["quantity"] == "bus_bytes_per_s":
         algbw /= NCCL_BUS_FACTOR[x["collective"]](x["group"])
     return x["bytes"] / algbw
+
+
+def scan_flops(p: dict[str, Any]) -> float:
+    """FLOPs of one Mamba-2 chunk-scan forward as its benchmark counts them: the masked intra-chunk product at
+    half, 2·b·L·chunk·heads·dim·0.5, plus the output from the chunk states, 2·b·L·heads·dim·state."""
+    x = p["inputs"]
+    tokens = x["batch"] * x["seq_len"]
+    per_head = x["chunk"] * 0.5 + x["state"]
+    return 2 * tokens * x["heads"] * x["head_dim"] * per_head
+
+
+def scan_modelled_s(p: dict[str, Any]) -> float:
+    """Seconds of the chunk-scan forward kernel (one launch) as model/ssm.py times a scan pass, at burst rates:
+    it reads x, C, dt, the fp32 cumulative decays, the passed 16-bit chunk states and the fp32 C·Bᵀ blocks, and
+    writes the output."""
+    x = p["inputs"]
+    tokens = x["batch"] * x["seq_len"]
+    chunks = tokens / x["chunk"]
+    nbytes = (tokens * (2 * 2 * x["heads"] * x["head_dim"] + 2 * x["groups"] * x["state"] + 2 * 4 * x["heads"])
+              + chunks * (2 * x["heads"] * x["head_dim"] * x["state"] + 4 * x["groups"] * x["chunk"] ** 2))
+    return fused_kernel_s(scan_flops(p), nbytes, 1, _device(p["gpu"], x["dtype"]))

@@ -2,9 +2,9 @@
 
 ``components.json`` holds published measurements — GEMM throughput by shape and dtype, attention
 kernels by pass, mask, head size and sequence, collective bandwidth by size and group, memory-bound
-kernels — each with its source. For every point the model's own component function gives its time
-(``component_models``, computed by the functions the step model calls, at burst rates: the share a
-training step sustains, the one fitted constant the kernels carry, is left out); the two
+kernels, the Mamba-2 chunked scan — each with its source. For every point the model's own component
+function gives its time (``component_models``, computed by the functions the step model calls, at burst
+rates: the share a training step sustains, the one fitted constant the kernels carry, is left out); the two
 are compared as rates (FLOP/s, bytes/s), error = modelled / measured − 1. Summaries per component,
 per source and per GPU: median |error|, the share within ±15 %, the median signed error and the worst
 points. A component's bias here is what an end-to-end fit would otherwise absorb.
@@ -22,7 +22,7 @@ from gpuplan.catalog.constants import entries
 from gpuplan.catalog.hardware import gpus
 from gpuplan.validation import component_models as cm
 
-COMPONENTS = ("gemm", "attention", "memory", "collective")
+COMPONENTS = ("gemm", "attention", "memory", "collective", "scan")
 WITHIN = 0.15
 WORST = 5
 # the constants each component's modelled value uses (catalog/constants.json; the GEMM's tiles, sweeps and
@@ -32,6 +32,7 @@ APPLIED = {
     "attention": ("attention_kernels", "hbm_stream_share", "kernel_floor_s"),
     "memory": ("hbm_stream_share", "kernel_floor_s"),
     "collective": ("scale_up_efficiency", "scale_out_efficiency", "ring_latency_s"),
+    "scan": ("scan_kernel_share", "hbm_stream_share", "kernel_floor_s"),
 }
 
 
@@ -55,6 +56,8 @@ def _label(p: dict[str, Any]) -> str:
                 f"s{x['seq_len']} b{x['batch']}")
     if c == "memory":
         return x["op"] + (f" {x['dtype']} {x['rows']}x{x['cols']}" if "rows" in x else "")
+    if c == "scan":
+        return f"{x['kernel']} h{x['heads']} P{x['head_dim']} N{x['state']} Q{x['chunk']} s{x['seq_len']} b{x['batch']}"
     return f"{x['collective']} {x['group']}/{x['gpus']} gpus {_size(x['bytes'])}" + (
         f" {x['algorithm']}" if x.get("algorithm") else "")
 
@@ -78,6 +81,8 @@ def _rates(p: dict[str, Any]) -> tuple[float, float, str]:
             return meas["value"], cm.memory_bandwidth(p), "B/s"
         model_s, nbytes = cm.memory_modelled(p)
         return nbytes / meas["value"], nbytes / model_s, "B/s"
+    if c == "scan":
+        return cm.scan_flops(p) / meas["value"], cm.scan_flops(p) / cm.scan_modelled_s(p), "flop/s"
     nbytes = p["inputs"]["bytes"]
     return nbytes / cm.collective_measured_s(p), nbytes / cm.collective_modelled_s(p), "B/s"
 
