@@ -181,7 +181,8 @@ def _catalogues(sub: argparse._SubParsersAction) -> None:
     va.add_argument("--constants", action="store_true",
                     help="list every modelling constant: value, how it was set (cited, fitted, estimate), source")
     va.add_argument("--components", action="store_true",
-                    help="the model's components (GEMM, attention, memory-bound kernels, collectives) against "
+                    help="the model's components (GEMM, attention, memory-bound kernels, collectives, chunked "
+                         "scans) against "
                          "published microbenchmarks: modelled vs measured per point, error per component")
 
 
