@@ -113,3 +113,14 @@ def test_the_unmeasured_scans_widen_the_throughput_interval_by_their_share():
     llama = gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, zero=3, seq_len=8192, global_batch=64,
                              micro_batch=1, recompute="full")
     assert llama.time.step.scan_s == 0.0 and llama.time.spread == base
+
+
+def test_under_lora_a_recurrent_block_keeps_only_what_its_kernels_and_adapters_need():
+    # a frozen in_proj / out_proj keeps neither input (no weight gradient); the scan's own saved tensors stay
+    base = dict(s=4096, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2)
+    kind = _kind(NH, "mamba2", False)
+    full = layer_terms(NH, kind, ActShape(**base))
+    lora = layer_terms(NH, kind, ActShape(**base, method="lora", lora_targets=("q_proj", "v_proj"), lora_rank=16))
+    assert lora["qkv_input"] == lora["out_proj_input"] == 0.0 and full["out_proj_input"] > 0
+    assert {k: lora[k] for k in ("in_proj_output", "conv_output", "scan_output", "decays")} == \
+        {k: full[k] for k in ("in_proj_output", "conv_output", "scan_output", "decays")}

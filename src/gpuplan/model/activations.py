@@ -25,6 +25,10 @@ We keep those pieces and generalise each one (``layer_terms``):
   per routed copy, plus fp32 router logits and probabilities (8·s·b·E).
 * MLA (DeepSeek-V2/V3): the latent query/key-value tensors and their norms are kept too.
 
+* Hybrid blocks (``LayerGroup.mixer``, ``.mlp``): a block keeps its mixer's terms — attention's above, a
+  Mamba-2 or gated delta-rule layer's saved tensors (model/ssm.py ``ssm_terms``), none for an MLP-only block —
+  and the MLP's only where it has one.
+
 Tensor parallelism (Korthikanti Eq. 2/4): every term inside the TP region divides by t;
 the norm inputs, the inputs of the column-parallel linears and the dropout masks (10·sbh in
 their count) divide by t only with sequence parallelism. Context parallelism splits s.
@@ -176,6 +180,8 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     if not base_keeps:  # the frozen projections' inputs are not kept (the adapters keep theirs below)
         out["qkv_input"] = 0.0
         out["mlp_input"] = 0.0
+        if "scan_output" in out:  # a recurrent block's out_proj reads the gated norm's output, which no kernel keeps
+            out["out_proj_input"] = 0.0
         inner = e if m.gated_mlp else 0.0  # the activation's input and output, the up projection's output
         if "mlp" in out:
             out["mlp"] = (2 * e + inner) * s * b * m.ffn / t
