@@ -67,7 +67,8 @@ def test_lightning_and_composer_words(word, meant):
                                                 ("llm-foundry", "pytorch-fsdp"), ("nemo", "megatron-core"),
                                                 ("megatron-bridge", "megatron-core"),
                                                 ("megatron-deepspeed", "megatron-lm"),
-                                                ("llamafactory", "pytorch-fsdp"), ("ms-swift", "pytorch-fsdp")])
+                                                ("llamafactory", "pytorch-fsdp"), ("ms-swift", "pytorch-fsdp"),
+                                                ("nemo-automodel", "pytorch-fsdp"), ("automodel", "pytorch-fsdp")])
 def test_a_stack_without_a_profile_is_read_as_the_one_underneath(stack, profile):
     est = _answer(framework=stack)
     assert est["scenario"]["training"]["framework"] == profile
