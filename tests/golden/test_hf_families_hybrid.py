@@ -155,3 +155,20 @@ def test_mamba_heads_that_do_not_tile_the_inner_width_are_one_clear_error():
     with pytest.raises(GpuplanError, match="mamba_n_heads x mamba_d_head"):
         load_model({"model_type": "bamba", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
                     "mamba_n_heads": 8, "mamba_d_head": 32})
+
+
+@pytest.mark.parametrize("cfg, total, attention", [
+    # OlmoHybridForCausalLM, transformers 5.24: every 4th block OLMo 2 attention, the rest the gated delta rule
+    # with its separate q/k/v/g/a/b/o projections; the delta rule's sizes from OlmoHybridConfig's defaults
+    ({"num_hidden_layers": 8}, 6_590_080, 2),
+    ({"num_hidden_layers": 3, "num_key_value_heads": 2, "linear_num_key_heads": 4, "linear_num_value_heads": 8,
+      "linear_key_head_dim": 32, "linear_value_head_dim": 48, "tie_word_embeddings": True,
+      "layer_types": ["linear_attention", "full_attention", "linear_attention"]}, 2_335_936, 1),
+    ({"num_hidden_layers": 2}, 1_962_816, 1),  # too few layers for the pattern: the last is made attention
+])
+def test_olmo_hybrid_counts_as_transformers_does(cfg, total, attention):
+    base = {"model_type": "olmo_hybrid", "hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 512,
+            "vocab_size": 1000}
+    m = load_model({**base, **cfg})
+    assert (m.params, m.attention_layers) == (total, attention)
+    assert {lg.mixer for lg in m.layers} == {"gdn", "attention"}

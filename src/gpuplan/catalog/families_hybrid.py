@@ -1,6 +1,7 @@
 """Hybrid decoders whose blocks are not all softmax attention: Nemotron-H (Mamba-2, attention, MLP and MoE
-blocks in the order of its layer pattern) and Qwen3-Next (gated delta-rule linear attention in three of each
-four blocks, gated softmax attention in the fourth, a routed + shared-expert MoE in every block). Each lists
+blocks in the order of its layer pattern), Qwen3-Next and Qwen3.5 (gated delta-rule linear attention in three of
+each four blocks, gated softmax attention in the fourth), Granite 4.0 H and Bamba (Mamba-2 or attention, then an
+MLP or MoE) and OLMo Hybrid (gated delta rule and OLMo 2 attention blocks). Each lists
 every parameter tensor the matching ``transformers`` 5.24 class creates (checked against it on the meta device:
 tests/golden/test_hf_families_hybrid.py); defaults are those of the config class, recorded in ``assumed``
 where they shape the weights. The blocks' mixers are costed in model/ssm.py."""
@@ -12,7 +13,7 @@ from gpuplan.catalog.families_moe import llama_moe
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["bamba", "granitemoehybrid", "nemotron_h", "qwen3_next"]
+__all__ = ["bamba", "granitemoehybrid", "nemotron_h", "olmo_hybrid", "qwen3_next"]
 
 # NemotronHConfig: the pattern's letters (hybrid_override_pattern) and the layer types they stand for
 _PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
@@ -129,12 +130,21 @@ def nemotron_h(c: Cfg, name: str) -> ModelSpec:
                 activation=str(c.raw("mlp_hidden_act", default="relu2")), position="none", ssm=d, **moe)
 
 
-def _gated_delta(h: int, d: SsmDims, split: bool) -> list[Weight]:
+def _gated_delta(h: int, d: SsmDims, split: bool, olmo: bool = False) -> list[Weight]:
     """Qwen3NextGatedDeltaNet: in_proj_qkvz and in_proj_ba (Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b,
-    in_proj_a — the same sizes), a depthwise causal conv1d over q, k, v (no bias), dt_bias and A_log per value
-    head, the gated RMSNorm over one value head's width (shared by the heads), out_proj."""
+    in_proj_a; OLMo Hybrid: q, k, v, g, a, b and o projections — the same sizes), a depthwise causal conv1d over
+    q, k, v (no bias), dt_bias and A_log per value head, the gated RMSNorm over one value head's width (shared by
+    the heads), out_proj."""
     key = d.groups * d.state
     conv = 2 * key + d.inner
+    if olmo:
+        at = "linear_attn."
+        return (lin(f"{at}q_proj", key, h, "attention") + lin(f"{at}k_proj", key, h, "attention")
+                + lin(f"{at}v_proj", d.inner, h, "attention") + lin(f"{at}a_proj", d.heads, h, "attention")
+                + lin(f"{at}b_proj", d.heads, h, "attention") + lin(f"{at}g_proj", d.inner, h, "attention")
+                + lin(f"{at}o_proj", h, d.inner, "attention")
+                + [Weight(name=f"{at}conv1d", shape=(conv, 1, d.conv_kernel), group="attention")]
+                + _vector(f"{at}A_log", d.heads) + _vector(f"{at}dt_bias", d.heads) + nrm(f"{at}o_norm", d.head_dim))
     if split:
         proj = (lin("linear_attn.in_proj_qkv", 2 * key + d.inner, h, "attention")
                 + lin("linear_attn.in_proj_z", d.inner, h, "attention")
@@ -290,3 +300,41 @@ def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
                 head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
                 n_experts=E, top_k=k, moe_ffn=ffn, shared_ffn=shared if E else 0, ssm=d,
                 **({"position": "none"} if nope else {}))
+
+
+def olmo_hybrid(c: Cfg, name: str) -> ModelSpec:
+    """OlmoHybridForCausalLM (OLMo Hybrid): gated delta-rule blocks (pre-norm) and OLMo 2 attention blocks (norms
+    after attention and MLP, whole-width q/k norms) as layer_types orders them (every 4th attention by default),
+    a SwiGLU MLP in every block; the delta rule's heads default to the attention heads, key head size to
+    0.75·hidden / key heads, value head size to twice that (OlmoHybridConfig)."""
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    h, L, nh = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads")
+    V, ffn = c.int("vocab_size", default=100352), c.int("intermediate_size")
+    nkv = c.kv_heads(nh, "num_key_value_heads")
+    hd = c.head_dim(h, nh)
+    nk = c.int("linear_num_key_heads", default=nh)
+    dk = c.int("linear_key_head_dim", default=int(0.75 * h / nk))
+    d = SsmDims(heads=c.int("linear_num_value_heads", default=nh),
+                head_dim=c.int("linear_value_head_dim", default=2 * dk), groups=nk, state=dk,
+                conv_kernel=c.int("linear_conv_kernel_dim", default=4), chunk=64)
+    if d.heads % d.groups:
+        raise GpuplanError(f"{c.source}: linear_num_value_heads = {d.heads} is not a multiple of "
+                           f"linear_num_key_heads = {d.groups}: fix the sizes")
+    types = _listed_types(c, ("linear_attention", "full_attention"), L)
+    if types is None:
+        types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(L)]
+        if "full_attention" not in types:
+            types[-1] = "full_attention"
+    ab = c.flag("attention_bias", default=False)
+    attention = (_gqa(h, nh, nkv, hd, ab) + nrm("self_attn.q_norm", nh * hd) + nrm("self_attn.k_norm", nkv * hd)
+                 + nrm("post_attention_layernorm", h) + nrm("post_feedforward_layernorm", h))
+    linear = _gated_delta(h, d, True, olmo=True) + nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    mlp = gated("mlp", h, ffn, "mlp")
+    blocks = {"full_attention": (attention, "attention"), "linear_attention": (linear, "gdn")}
+    tied = tie(c, False)
+    scan_note(c)
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=65536), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups([(blocks[t][0] + mlp, False) for t in types], [(blocks[t][1], True) for t in types]),
+                head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))), post_norms=True, ssm=d)
