@@ -68,7 +68,7 @@ def test_lightning_and_composer_words(word, meant):
                                                 ("megatron-bridge", "megatron-core"),
                                                 ("megatron-deepspeed", "megatron-lm"),
                                                 ("llamafactory", "pytorch-fsdp"), ("ms-swift", "pytorch-fsdp"),
-                                                ("nemo-automodel", "pytorch-fsdp"), ("automodel", "pytorch-fsdp")])
+                                                ("nemo-automodel", "torchtitan"), ("automodel", "torchtitan")])
 def test_a_stack_without_a_profile_is_read_as_the_one_underneath(stack, profile):
     est = _answer(framework=stack)
     assert est["scenario"]["training"]["framework"] == profile
