@@ -121,6 +121,27 @@ def test_under_lora_a_recurrent_block_keeps_only_what_its_kernels_and_adapters_n
     kind = _kind(NH, "mamba2", False)
     full = layer_terms(NH, kind, ActShape(**base))
     lora = layer_terms(NH, kind, ActShape(**base, method="lora", lora_targets=("q_proj", "v_proj"), lora_rank=16))
-    assert lora["qkv_input"] == lora["out_proj_input"] == 0.0 and full["out_proj_input"] > 0
+    assert lora["qkv_input"] == lora["ssm_out_proj_input"] == 0.0 and full["ssm_out_proj_input"] > 0
     assert {k: lora[k] for k in ("in_proj_output", "conv_output", "scan_output", "decays")} == \
         {k: full[k] for k in ("in_proj_output", "conv_output", "scan_output", "decays")}
+
+
+def test_a_falcon_h1_block_costs_attention_and_the_scan_side_by_side():
+    cfg = {"model_type": "falcon_h1", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "intermediate_size": 2048, "vocab_size": 32000, "mamba_n_heads": 16,
+           "mamba_d_state": 64, "mamba_d_ssm": 1024}
+    m = load_model(cfg)
+    x = ActShape(s=2048, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2)
+    both = layer_terms(m, 0, x)
+    # the attention block's terms and the scan's own tensors (the normed input q, k, v and in_proj all read is one)
+    scan = ssm.ssm_terms(m, "mamba2", 2048, 1, 1.0, 2, 2, 2)
+    assert {"q", "k", "v", "attn_core", "scan_output", "ssm_out_proj_input", "mlp"} <= both.keys()
+    assert both["scan_output"] == scan["scan_output"] and both["attn_norm_input"] == scan["mixer_norm_input"]
+    assert "mixer_norm_input" not in both
+    # one reduction for the two mixers (their outputs are summed), one for the MLP
+    assert rank_params(m, 2, 1, 1, 1, 0, None, 0).sublayers == 2 * m.n_layers
+    f = flops_per_token(m, 2048, "none")
+    assert f.forward_attention == pytest.approx(
+        m.n_layers * (attention_flops(m, 2048, causal_saving=True) + ssm.scan_flops(m, "mamba2")), rel=1e-12)
+    est = gpuplan.evaluate(model=cfg, gpu="h100-sxm", gpus=1, seq_len=2048, global_batch=8)
+    assert est.time is not None and 0 < est.time.step.scan_s < est.time.step.compute_s

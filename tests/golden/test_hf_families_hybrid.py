@@ -172,3 +172,23 @@ def test_olmo_hybrid_counts_as_transformers_does(cfg, total, attention):
     m = load_model({**base, **cfg})
     assert (m.params, m.attention_layers) == (total, attention)
     assert {lg.mixer for lg in m.layers} == {"gdn", "attention"}
+
+
+FALCON_H1 = {"model_type": "falcon_h1", "hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 512,
+             "vocab_size": 1000}
+
+
+@pytest.mark.parametrize("cfg, total", [
+    # FalconH1ForCausalLM, transformers 5.24: attention and Mamba-2 side by side in every block, then SwiGLU
+    ({"num_hidden_layers": 3, "num_key_value_heads": 2, "mamba_n_heads": 8, "mamba_d_state": 32, "mamba_d_ssm": 512},
+     3_428_616),
+    # mamba_d_ssm null: the inner width is mamba_expand x hidden; the gated norm with mamba_rms_norm; biases
+    ({"num_hidden_layers": 2, "mamba_n_heads": 16, "mamba_n_groups": 2, "mamba_d_state": 32, "mamba_d_ssm": None,
+      "mamba_rms_norm": True, "projectors_bias": True, "mamba_conv_bias": False, "tie_word_embeddings": True,
+      "attention_bias": True}, 2_436_960),
+    ({"num_hidden_layers": 2, "mamba_n_heads": 8, "mamba_d_state": 32}, 3_444_656),  # FalconH1Config's mamba_d_ssm 1024
+])
+def test_falcon_h1_counts_as_transformers_does(cfg, total):
+    m = load_model({**FALCON_H1, **cfg})
+    assert m.params == total
+    assert m.attention_layers == m.n_layers and {lg.mixer for lg in m.layers} == {"attention+mamba2"}

@@ -13,7 +13,7 @@ from gpuplan.catalog.families_moe import llama_moe
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["bamba", "granitemoehybrid", "nemotron_h", "olmo_hybrid", "qwen3_next"]
+__all__ = ["bamba", "falcon_h1", "granitemoehybrid", "nemotron_h", "olmo_hybrid", "qwen3_next"]
 
 # NemotronHConfig: the pattern's letters (hybrid_override_pattern) and the layer types they stand for
 _PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
@@ -24,17 +24,20 @@ def _vector(name: str, size: int) -> list[Weight]:
     return [Weight(name=name, shape=(size,), group="attention", bias=True)]
 
 
-def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.") -> list[Weight]:
-    """NemotronHMamba2Mixer (GraniteMoeHybridMambaLayer, the same): in_proj to z, x, B, C and dt; a depthwise
-    causal conv1d over x, B, C; dt_bias, A_log, D per head; the gated RMSNorm over the inner width; out_proj."""
+def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.", gated_norm: bool = True,
+            out_bias: bool | None = None) -> list[Weight]:
+    """NemotronHMamba2Mixer (GraniteMoeHybridMambaLayer, BambaMixer, FalconH1Mixer the same): in_proj to z, x, B, C
+    and dt; a depthwise causal conv1d over x, B, C; dt_bias, A_log, D per head; the gated RMSNorm over the inner
+    width (Falcon-H1: only with mamba_rms_norm); out_proj."""
     conv = d.inner + 2 * d.groups * d.state
     ws = lin(f"{at}in_proj", d.inner + conv + d.heads, h, "attention", bias)
     ws.append(Weight(name=f"{at}conv1d", shape=(conv, 1, d.conv_kernel), group="attention"))
     if c.flag("use_conv_bias", "mamba_conv_bias", default=True):
         ws += _vector(f"{at}conv1d.bias", conv)
     ws += _vector(f"{at}dt_bias", d.heads) + _vector(f"{at}A_log", d.heads) + _vector(f"{at}D", d.heads)
-    ws += _vector(f"{at}norm", d.inner)
-    return ws + lin(f"{at}out_proj", h, d.inner, "attention", bias)
+    if gated_norm:
+        ws += _vector(f"{at}norm", d.inner)
+    return ws + lin(f"{at}out_proj", h, d.inner, "attention", bias if out_bias is None else out_bias)
 
 
 # transformers' configuration_utils._LEGACY_LAYER_TYPE_REMAP: the names released configs use for the new ones
@@ -220,10 +223,10 @@ def scan_note(c: Cfg) -> None:
                      "rate backs the kernels these stacks run, so the throughput interval is widened for them")
 
 
-def _mamba_dims(c: Cfg, h: int) -> SsmDims:
-    """Mamba-2 sizes in the mamba_* keys of Granite 4.0 H and Bamba (their config classes' defaults): mamba_d_head
-    "auto" is mamba_expand x hidden_size / mamba_n_heads."""
-    inner = c.int("mamba_expand", default=2) * h
+def _mamba_dims(c: Cfg, h: int, inner: int | None = None) -> SsmDims:
+    """Mamba-2 sizes in the mamba_* keys of Granite 4.0 H, Bamba and Falcon-H1 (their config classes' defaults):
+    the inner width mamba_expand x hidden_size unless given, mamba_d_head "auto" that width / mamba_n_heads."""
+    inner = inner or c.int("mamba_expand", default=2) * h
     heads = c.int("mamba_n_heads", default=128)
     head_dim = inner // heads if c.raw("mamba_d_head", default="auto") == "auto" else c.int("mamba_d_head")
     if heads * head_dim != inner:
@@ -338,3 +341,28 @@ def olmo_hybrid(c: Cfg, name: str) -> ModelSpec:
                 tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
                 layers=groups([(blocks[t][0] + mlp, False) for t in types], [(blocks[t][1], True) for t in types]),
                 head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))), post_norms=True, ssm=d)
+
+
+def falcon_h1(c: Cfg, name: str) -> ModelSpec:
+    """FalconH1ForCausalLM (TII Falcon-H1): every block attention and Mamba-2 side by side on one normed input, their
+    outputs summed, then a SwiGLU MLP; the Mamba inner width mamba_d_ssm (1,024 by default) unless null."""
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads")
+    h, L, nh = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads")
+    V, ffn = c.int("vocab_size", default=128000), c.int("intermediate_size", default=14336)
+    nkv = c.kv_heads(nh, "num_key_value_heads", default=8)
+    hd = c.head_dim(h, nh)
+    inner = None if "mamba_d_ssm" in c.d and c.d["mamba_d_ssm"] is None else c.int("mamba_d_ssm", default=1024)
+    d = _mamba_dims(c, h, inner)
+    mamba = _mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.",
+                    gated_norm=c.flag("mamba_rms_norm", default=False),
+                    out_bias=c.flag("projectors_bias", default=False))
+    block = (_gqa(h, nh, nkv, hd, c.flag("attention_bias", default=False)) + mamba
+             + gated("feed_forward", h, ffn, "mlp", c.flag("mlp_bias", default=False))
+             + nrm("input_layernorm", h) + nrm("pre_ff_layernorm", h))
+    tied = tie(c, False)
+    scan_note(c)
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=8192), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups([(block, False)] * L, [("attention+mamba2", True)] * L),
+                head=tuple(nrm("final_layernorm", h) + ([] if tied else emb("lm_head", V, h, "head"))), ssm=d)

@@ -96,8 +96,10 @@ def layer_terms(m: ModelSpec, kind: int, x: ActShape) -> dict[str, float]:
     """Bytes of each activation a block of ``m.kinds[kind]`` keeps, without recomputation (see module doc)."""
     lg = m.kinds[kind]
     rep = 1 / x.t if x.sp else 1.0           # the part outside the TP region
-    terms = _attention_terms(m, x, rep) if lg.mixer == "attention" else \
-        ssm_terms(m, lg.mixer, x.s * x.b, x.t, rep, x.elem, x.norm, x.linear_in) if lg.mixer != "none" else {}
+    terms = _attention_terms(m, x, rep) if lg.attends else {}
+    if lg.scan:  # beside attention (Falcon-H1) the in-projection reads the normed input q, k and v read
+        scan = ssm_terms(m, lg.scan, x.s * x.b, x.t, rep, x.elem, x.norm, x.linear_in)
+        terms.update({k: v for k, v in scan.items() if not (lg.attends and k in ("mixer_norm_input", "qkv_input"))})
     if lg.mlp:
         terms.update(_mlp_terms(m, lg.moe, x, rep))
     if x.method != "full":
@@ -180,8 +182,8 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     if not base_keeps:  # the frozen projections' inputs are not kept (the adapters keep theirs below)
         out["qkv_input"] = 0.0
         out["mlp_input"] = 0.0
-        if "scan_output" in out:  # a recurrent block's out_proj reads the gated norm's output, which no kernel keeps
-            out["out_proj_input"] = 0.0
+        if "ssm_out_proj_input" in out:  # a recurrent mixer's out_proj reads the gated norm's output, kept by no kernel
+            out["ssm_out_proj_input"] = 0.0
         inner = e if m.gated_mlp else 0.0  # the activation's input and output, the up projection's output
         if "mlp" in out:
             out["mlp"] = (2 * e + inner) * s * b * m.ffn / t
@@ -217,7 +219,7 @@ def op_sac_bytes(m: ModelSpec, kind: int, x: ActShape) -> float:
         if i % 2 == 0:  # the 1st, 3rd, ... matmul of the block (torchtitan's mm_count odd)
             per_token = w.shape[0] * (m.top_k if w.group == "expert" else 1)
             saved += x.elem * x.s * x.b * per_token / x.t
-    if lg.mixer == "attention":
+    if lg.attends:
         saved += x.elem * x.s * x.b * m.n_heads * m.v_head_dim / x.t + 4 * m.n_heads * x.s * x.b / x.t
     return saved
 

@@ -33,7 +33,6 @@ from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
-from gpuplan.spec.model import SSM_MIXERS
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
            "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
@@ -199,19 +198,33 @@ def attention_s(m: ModelSpec, tokens: float, seq: int, tp: int, dropout: float, 
     return attention_core_s(*args, "fwd", **kw), attention_core_s(*args, "bwd", **kw)
 
 
+@dataclass(frozen=True, slots=True)
+class _Mixer:
+    """A block's token-mixing core (forward, backward seconds), its forward memory-bound bytes per token and
+    kernels, the seconds of its recurrent scan (forward and backward) and of its attention's forward."""
+
+    fwd: float = 0.0
+    bwd: float = 0.0
+    nbytes: float = 0.0
+    kernels: float = 0.0
+    scan: float = 0.0
+    attention_fwd: float = 0.0
+
+
 def _mixer_s(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, dropout: float, sw: Software,
-             dev: Device, dev16: Device | None) -> tuple[float, float, float, float]:
-    """(forward, backward seconds of the block's token-mixing core, forward memory-bound bytes per token and
-    kernels of its mixer): softmax attention with its rotary embedding, a recurrent layer's chunked scan with its
-    convolution and gated norm (model/ssm.py, in 16-bit under fp8 too), or nothing (an MLP-only block)."""
-    if lg.mixer == "attention":
+             dev: Device, dev16: Device | None) -> _Mixer:
+    """Softmax attention with its rotary embedding, a recurrent layer's chunked scan with its convolution and
+    gated norm (model/ssm.py, in 16-bit under fp8 too), both side by side (Falcon-H1), or nothing (an MLP-only
+    block)."""
+    f = b = nbytes = 0.0
+    if lg.attends:
         f, b = attention_s(m, tokens, seq, tp, dropout, dev, sw.fused_softmax)
-        return f, b, sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp, 0.0
-    if lg.mixer == "none":
-        return 0.0, 0.0, 0.0, 0.0
-    f, b = scan_s(m, lg.mixer, tokens, tp, dev16 or dev)
-    nbytes, kernels = stream_bytes(m, lg.mixer, tp)
-    return f, b, nbytes, float(kernels)
+        nbytes = sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp
+    if not lg.scan:
+        return _Mixer(f, b, nbytes, 0.0, 0.0, f)
+    sf, sb = scan_s(m, lg.scan, tokens, tp, dev16 or dev)
+    s_bytes, s_kernels = stream_bytes(m, lg.scan, tp)
+    return _Mixer(f + sf, b + sb, nbytes + s_bytes, float(s_kernels), sf + sb, f)
 
 
 def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -> float:
@@ -231,13 +244,14 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
     mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts)[0] if fp8 and fp8.grad_weight_hp and dev16 \
         else mm_f
-    att_f, att_b, mixer_bytes, mixer_kernels = _mixer_s(m, lg, tokens, seq, tp, dropout, sw, dev, dev16)
+    mix = _mixer_s(m, lg, tokens, seq, tp, dropout, sw, dev, dev16)
+    att_f, att_b = mix.fwd, mix.bwd
     f_local = ((m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn) if lg.mlp else 0.0
     # the block's norms and residual adds (per branch: a hybrid's blocks may have one), its MLP activation
     per_token = (sw.per_h * m.hidden * (1 / tp if sp else 1.0) * lg.sublayers / 2
-                 + (sw.per_f_gated if m.gated_mlp else sw.per_f_plain) * f_local / tp + mixer_bytes)
+                 + (sw.per_f_gated if m.gated_mlp else sw.per_f_plain) * f_local / tp + mix.nbytes)
     # memory-bound kernels: the block's, less its matmuls and the attention core (timed above)
-    kernels = (sw.kernels - MATMULS_PER_BLOCK - 1) * lg.sublayers / 2 + mixer_kernels
+    kernels = (sw.kernels - MATMULS_PER_BLOCK - 1) * lg.sublayers / 2 + mix.kernels
     if lg.moe:
         # the token dispatcher's permute and unpermute (Megatron-Core moe_utils.permute/unpermute):
         # each copies the hidden state of every routed token — read h, write top_k·h, and back
@@ -254,10 +268,10 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     fwd = mm_f + att_f + elem_f + cast_f + dq
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
     bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq
-    eager_core = att_f if attention == "eager" and lg.mixer == "attention" else 0.0
+    eager_core = mix.attention_fwd if attention == "eager" else 0.0
     rec = {"none": 0.0, "selective": eager_core,
            "selective-op": every_other + elem_f, "full": fwd}[recompute]
-    return LayerTime(fwd, bwd, rec, mm_f, att_f + att_b if lg.mixer in SSM_MIXERS else 0.0)
+    return LayerTime(fwd, bwd, rec, mm_f, mix.scan)
 
 
 def kernel_device(g: GPU, precision: str, attention_kernel_id: str = "flash2") -> Device:

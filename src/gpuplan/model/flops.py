@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.model.ssm import scan_flops
-from gpuplan.spec.model import SSM_MIXERS, LayerGroup, ModelSpec
+from gpuplan.spec.model import LayerGroup, ModelSpec
 
 MATMUL_GROUPS = ("attention", "mlp", "shared_expert")
 
@@ -96,7 +96,7 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: boo
     att_full = m.attention_layers * attention_flops(m, seq_len, causal_saving=False) if m.attention_layers else 0.0
     att_exec = att_full / 2
     # a hybrid's recurrent layers: their chunked scans, counted as they run (no causal saving to undo)
-    scans = sum(lg.count * scan_flops(m, lg.mixer) for lg in m.layers if lg.mixer in SSM_MIXERS)
+    scans = sum(lg.count * scan_flops(m, lg.scan) for lg in m.layers if lg.scan)
     att_full, att_exec = att_full + scans, att_exec + scans
     head = k * head_flops(m)
     passes = 2 if frozen_base else 3  # forward + input gradient (+ weight gradient when trained)

@@ -44,7 +44,7 @@ def normed_readers(model: ModelSpec) -> tuple[int, int]:
     """How many separate linears read each normalized stream of a dense block — (attention: q, k, v = 3, a fused
     qkv 1, MLA's q_a and kv_a 2; MLP: gate and up = 2, a fused gate_up or a plain MLP 1): under autocast each
     casts its fp32 input to 16 bits itself and keeps that copy."""
-    group = next((lg for lg in model.layers if not lg.moe and lg.mixer == "attention"), model.layers[0])
+    group = next((lg for lg in model.layers if not lg.moe and lg.attends), model.layers[0])
     def readers(kind: str) -> int:
         return max(1, sum(1 for w in group.weights if w.is_matrix and w.group == kind and w.shape[1] == model.hidden
                           and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL))

@@ -100,7 +100,7 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
             largest = max(largest, tally.add(lg.weights, mine, True))
             kinds[model.kind_index(lg)] += mine
             sublayers += mine * lg.sublayers
-            attention += mine if lg.mixer == "attention" else 0
+            attention += mine if lg.attends else 0
             if lg.moe:
                 moe_layers += mine
             else:

@@ -163,6 +163,6 @@ def ssm_terms(m: ModelSpec, mixer: str, sb: float, t: int, rep: float, e: float,
         "in_proj_output": e * sb * w.in_proj / t,        # z, the convolution's input and dt
         "conv_output": e * sb * w.conv / t,              # the scan's x, B, C (q, k, v)
         "scan_output": e * sb * w.inner / t,             # kept by the scan and the gated norm
-        "out_proj_input": linear_in * sb * w.inner / t,  # the gated norm's output
+        "ssm_out_proj_input": linear_in * sb * w.inner / t,  # the gated norm's output
         "decays": 4 * sb * w.heads / t + e * sb * w.extra / t,
     }

@@ -62,10 +62,10 @@ def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
 
 
 # What mixes tokens in a block: softmax attention; a Mamba-2 state-space mixer (Dao & Gu 2024, arXiv:2405.21060);
-# a gated delta-rule linear attention (Yang et al. 2024, arXiv:2412.06464: Qwen3-Next); none (an MLP-only block,
-# Nemotron-H's "-" and "E" layers)
-Mixer = Literal["attention", "mamba2", "gdn", "none"]
-SSM_MIXERS = ("mamba2", "gdn")
+# a gated delta-rule linear attention (Yang et al. 2024, arXiv:2412.06464: Qwen3-Next); attention and Mamba-2 side by
+# side on the same input, their outputs summed (Falcon-H1); none (an MLP-only block, Nemotron-H's "-" and "E" layers)
+Mixer = Literal["attention", "mamba2", "gdn", "attention+mamba2", "none"]
+SSM_MIXERS = ("mamba2", "gdn", "attention+mamba2")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,9 +89,19 @@ class LayerGroup:
         return (self.moe, self.mixer, self.mlp)
 
     @property
+    def attends(self) -> bool:
+        """The block runs softmax attention (alone or beside a recurrent mixer)."""
+        return self.mixer in ("attention", "attention+mamba2")
+
+    @property
+    def scan(self) -> str | None:
+        """The recurrent mixer's kind (model/ssm.py: mamba2, gdn), None when the block has none."""
+        return "mamba2" if self.mixer == "attention+mamba2" else self.mixer if self.mixer in SSM_MIXERS else None
+
+    @property
     def sublayers(self) -> int:
-        """Residual branches of the block (a mixer, an MLP): each ends in one row-parallel linear whose output
-        tensor parallelism reduces."""
+        """Residual branches of the block (a mixer, an MLP): each ends in one reduction of tensor parallelism (side-by-
+        side mixers add their row-parallel outputs before it)."""
         return (self.mixer != "none") + self.mlp
 
 
@@ -196,7 +206,7 @@ class ModelSpec(ValueHashed):
         for lg in self.layers:
             kinds.setdefault(lg.kind, lg)
         object.__setattr__(self, "kinds", tuple(kinds.values()))
-        object.__setattr__(self, "attention_layers", sum(lg.count for lg in self.layers if lg.mixer == "attention"))
+        object.__setattr__(self, "attention_layers", sum(lg.count for lg in self.layers if lg.attends))
         if any(lg.mixer in SSM_MIXERS for lg in self.layers) and self.ssm is None:
             raise ValueError("a block with a recurrent mixer needs the model's SsmDims (ModelSpec.ssm)")
         seal(self)
