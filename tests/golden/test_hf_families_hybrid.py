@@ -192,3 +192,35 @@ def test_falcon_h1_counts_as_transformers_does(cfg, total):
     m = load_model({**FALCON_H1, **cfg})
     assert m.params == total
     assert m.attention_layers == m.n_layers and {lg.mixer for lg in m.layers} == {"attention+mamba2"}
+
+
+KIMI_SMALL = {"model_type": "kimi_linear", "hidden_size": 256, "num_hidden_layers": 6, "num_attention_heads": 8,
+              "vocab_size": 1000, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+              "num_local_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "intermediate_size": 512,
+              "linear_num_heads": 4, "linear_head_dim": 32}
+
+
+@pytest.mark.parametrize("cfg, total, attention", [
+    # KimiLinearForCausalLM, transformers 5.24: Kimi Delta Attention blocks and MLA (no positional encoding) on every
+    # 4th layer from the 5th; the first layer dense, the rest routed + shared experts
+    ({}, 4_139_636, 1),
+    # a compressed query, two shared experts, tie_word_embeddings true (KimiLinear never ties: its head counted)
+    ({"q_lora_rank": 48, "n_shared_experts": 2, "tie_word_embeddings": True}, 4_317_860, 1),
+    # the released config's nested linear_attn_config: 1-indexed full / KDA layer lists and the KDA sizes
+    ({"linear_num_heads": None, "linear_head_dim": None,
+      "linear_attn_config": {"full_attn_layers": [2, 6], "kda_layers": [1, 3, 4, 5], "num_heads": 8, "head_dim": 16,
+                             "short_conv_kernel_size": 4}}, 4_153_312, 2),
+])
+def test_kimi_linear_counts_as_transformers_does(cfg, total, attention):
+    m = load_model({k: v for k, v in {**KIMI_SMALL, **cfg}.items() if v is not None})
+    assert (m.params, m.attention_layers) == (total, attention)
+    assert m.kv_lora_rank == 64 and m.position == "none" and {lg.mixer for lg in m.layers} == {"gdn", "attention"}
+
+
+def test_kimi_linear_48b_is_the_config_class_defaults():
+    # KimiLinearConfig's defaults are Kimi-Linear-48B-A3B's shapes: transformers 5.24 counts 49,133,074,464
+    # ("48B total, 3B activated")
+    m = load_model({"model_type": "kimi_linear", "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128, "hidden_size": 2304, "num_hidden_layers": 27, "num_attention_heads": 32,
+                    "vocab_size": 163840})
+    assert (m.params, m.params_active) == (49_133_074_464, 3_494_852_640)

@@ -33,7 +33,7 @@ from gpuplan.catalog.builder_parts import (
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
 from gpuplan.catalog.families_hybrid import bamba, falcon_h1, granitemoehybrid, nemotron_h, olmo_hybrid, qwen3_next
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
-from gpuplan.catalog.families_mla import MLA_TYPES, deepseek
+from gpuplan.catalog.families_mla import MLA_TYPES, deepseek, kimi_linear
 from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
@@ -330,5 +330,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "qwen2_5_vl": qwen2_5_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl, "mistral3": mistral3,
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
-    "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1,
+    "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,
 }

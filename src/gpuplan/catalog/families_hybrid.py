@@ -19,7 +19,7 @@ __all__ = ["bamba", "falcon_h1", "granitemoehybrid", "nemotron_h", "olmo_hybrid"
 _PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
 
 
-def _vector(name: str, size: int) -> list[Weight]:
+def vector(name: str, size: int) -> list[Weight]:
     """A per-channel parameter of a recurrent mixer (split with its heads under tensor parallelism)."""
     return [Weight(name=name, shape=(size,), group="attention", bias=True)]
 
@@ -33,10 +33,10 @@ def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.", gated_no
     ws = lin(f"{at}in_proj", d.inner + conv + d.heads, h, "attention", bias)
     ws.append(Weight(name=f"{at}conv1d", shape=(conv, 1, d.conv_kernel), group="attention"))
     if c.flag("use_conv_bias", "mamba_conv_bias", default=True):
-        ws += _vector(f"{at}conv1d.bias", conv)
-    ws += _vector(f"{at}dt_bias", d.heads) + _vector(f"{at}A_log", d.heads) + _vector(f"{at}D", d.heads)
+        ws += vector(f"{at}conv1d.bias", conv)
+    ws += vector(f"{at}dt_bias", d.heads) + vector(f"{at}A_log", d.heads) + vector(f"{at}D", d.heads)
     if gated_norm:
-        ws += _vector(f"{at}norm", d.inner)
+        ws += vector(f"{at}norm", d.inner)
     return ws + lin(f"{at}out_proj", h, d.inner, "attention", bias if out_bias is None else out_bias)
 
 
@@ -147,7 +147,7 @@ def _gated_delta(h: int, d: SsmDims, split: bool, olmo: bool = False) -> list[We
                 + lin(f"{at}b_proj", d.heads, h, "attention") + lin(f"{at}g_proj", d.inner, h, "attention")
                 + lin(f"{at}o_proj", h, d.inner, "attention")
                 + [Weight(name=f"{at}conv1d", shape=(conv, 1, d.conv_kernel), group="attention")]
-                + _vector(f"{at}A_log", d.heads) + _vector(f"{at}dt_bias", d.heads) + nrm(f"{at}o_norm", d.head_dim))
+                + vector(f"{at}A_log", d.heads) + vector(f"{at}dt_bias", d.heads) + nrm(f"{at}o_norm", d.head_dim))
     if split:
         proj = (lin("linear_attn.in_proj_qkv", 2 * key + d.inner, h, "attention")
                 + lin("linear_attn.in_proj_z", d.inner, h, "attention")
@@ -157,7 +157,7 @@ def _gated_delta(h: int, d: SsmDims, split: bool, olmo: bool = False) -> list[We
         proj = (lin("linear_attn.in_proj_qkvz", 2 * key + 2 * d.inner, h, "attention")
                 + lin("linear_attn.in_proj_ba", 2 * d.heads, h, "attention"))
     return (proj + [Weight(name="linear_attn.conv1d", shape=(conv, 1, d.conv_kernel), group="attention")]
-            + _vector("linear_attn.dt_bias", d.heads) + _vector("linear_attn.A_log", d.heads)
+            + vector("linear_attn.dt_bias", d.heads) + vector("linear_attn.A_log", d.heads)
             + nrm("linear_attn.norm", d.head_dim) + lin("linear_attn.out_proj", h, d.inner, "attention"))
 
 

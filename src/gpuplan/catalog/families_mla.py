@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.catalog.families_hybrid import scan_note, vector
 from gpuplan.errors import GpuplanError
-from gpuplan.spec.model import ModelSpec, Weight
+from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +43,8 @@ def _dsa_indexer(c: Cfg, h: int, qr: int) -> list[Weight]:
     GlmMoeDsaIndexer): index_n_heads query heads of index_head_dim from the compressed query (wq_b), one shared key
     head (wk) with a LayerNorm, and a per-head weight (weights_proj). The step is timed as dense MLA attention: the
     indexer's own scores and the top-index_topk selection are not modelled (noted)."""
-    f = _FAMILIES[c.mt]
-    if not f.indexer:
+    f = _FAMILIES.get(c.mt)
+    if f is None or not f.indexer:
         return []
     if not qr:
         raise GpuplanError(f"{c.source}: {c.mt} needs q_lora_rank (its indexer reads the compressed query)")
@@ -147,3 +148,83 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
                 tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
                 head=tuple(head), n_experts=E, top_k=k, moe_ffn=moe_ffn, shared_ffn=moe_ffn * n_shared,
                 q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope, extra_params=extra)
+
+
+def _kda(h: int, d: SsmDims) -> list[Weight]:
+    """KimiLinearDeltaAttention: q, k, v projections, a depthwise causal conv1d over them (no bias), the forget gate
+    (low-rank f_a/f_b, per-channel dt_bias, per-head A_log), β (b_proj), the output gate (low-rank g_a/g_b), the
+    gated RMSNorm over one head's width, o_proj."""
+    qkv = d.inner
+    return (lin("self_attn.q_proj", qkv, h, "attention") + lin("self_attn.k_proj", qkv, h, "attention")
+            + lin("self_attn.v_proj", qkv, h, "attention")
+            + [Weight(name="self_attn.conv1d", shape=(3 * qkv, 1, d.conv_kernel), group="attention")]
+            + lin("self_attn.forget_gate.f_a_proj", d.head_dim, h, "attention")
+            + lin("self_attn.forget_gate.f_b_proj", qkv, d.head_dim, "attention")
+            + vector("self_attn.forget_gate.dt_bias", qkv) + vector("self_attn.forget_gate.A_log", d.heads)
+            + lin("self_attn.b_proj", d.heads, h, "attention") + lin("self_attn.g_a_proj", d.head_dim, h, "attention")
+            + lin("self_attn.g_b_proj", qkv, d.head_dim, "attention") + nrm("self_attn.o_norm", d.head_dim)
+            + lin("self_attn.o_proj", h, qkv, "attention"))
+
+
+def _kimi_layer_types(c: Cfg, L: int) -> list[str]:
+    """KimiLinearConfig: layer_types, else linear_attn_config's 1-indexed full_attn_layers / kda_layers, else full
+    attention on every 4th layer from the 5th."""
+    types = c.raw("layer_types")
+    lac = c.raw("linear_attn_config", default={})
+    if types is None and isinstance(lac, dict) and "full_attn_layers" in lac and "kda_layers" in lac:
+        types = [None] * L
+        for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
+            for i in lac[key]:
+                if not isinstance(i, int) or not 1 <= i <= L:
+                    raise GpuplanError(f"{c.source}: linear_attn_config.{key} must list layer numbers 1 to {L}")
+                types[i - 1] = kind
+    if types is None:
+        return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(L)]
+    if len(types) != L or any(t not in ("full_attention", "linear_attention") for t in types):
+        raise GpuplanError(f"{c.source}: layer_types must give full_attention or linear_attention for each of the "
+                           f"{L} layers")
+    return types
+
+
+def kimi_linear(c: Cfg, name: str) -> ModelSpec:
+    """KimiLinearForCausalLM (Kimi Linear): Kimi Delta Attention blocks (a gated delta rule with per-channel decay:
+    costed as the gated delta rule) and MLA blocks without positional encoding, each with a routed + shared-expert
+    MoE from first_k_dense_replace on (a dense SwiGLU before)."""
+    c.require("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "kv_lora_rank",
+              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    h, L, nh, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    lac = c.raw("linear_attn_config", default={})
+    lac = lac if isinstance(lac, dict) else {}
+    heads = c.int("linear_num_heads", default=lac.get("num_heads", 32))
+    hd = c.int("linear_head_dim", default=lac.get("head_dim", 128))
+    d = SsmDims(heads=heads, head_dim=hd, groups=heads, state=hd,
+                conv_kernel=c.int("linear_conv_kernel_dim", default=lac.get("short_conv_kernel_size", 4)), chunk=64)
+    nope, rope, vd, kvr = (c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim"),
+                           c.int("kv_lora_rank"))
+    qr = c.int("q_lora_rank", default=0, minimum=0, note=False)
+    E, k = c.int("num_local_experts", "n_routed_experts", default=256), c.int("num_experts_per_tok", default=8)
+    moe_ffn, ffn = c.int("moe_intermediate_size", default=1024), c.int("intermediate_size", default=9216)
+    shared = c.int("n_shared_experts", default=1, minimum=0) * moe_ffn
+    sparse = _sparse_layers(c, _Family(first_dense=1), L)
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    mixers = {"full_attention": (_mla(c, h, nh, nope, rope, vd, qr, kvr), "attention"),
+              "linear_attention": (_kda(h, d), "gdn")}
+    moe = (lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
+           + (gated("mlp.shared_experts", h, shared, "shared_expert") if shared else []))
+    types = _kimi_layer_types(c, L)
+    layers = [(mixers[t][0] + norms + (moe if s else gated("mlp", h, ffn, "mlp")), s)
+              for t, s in zip(types, sparse, strict=True)]
+    if c.flag("tie_word_embeddings", default=False):  # KimiLinearForCausalLM._tied_weights_keys is empty
+        c.assumed.append("tie_word_embeddings true: transformers' KimiLinear keeps its own lm_head (counted)")
+    tied = False
+    c.assumed.append("kimi_linear: Kimi Delta Attention is costed as the gated delta rule (its decay is per channel, "
+                     "not per head)")
+    scan_note(c)
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nh, head_dim=nope + rope, v_head_dim=vd,
+                ffn=ffn if not all(sparse) else 0, vocab=V, max_positions=c.int("max_position_embeddings",
+                                                                                 default=1048576),
+                gated_mlp=True, norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups(layers, [(mixers[t][1], True) for t in types]),
+                head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))), n_experts=E, top_k=k,
+                moe_ffn=moe_ffn, shared_ffn=shared, q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope,
+                position="none", ssm=d)
