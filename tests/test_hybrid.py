@@ -145,3 +145,21 @@ def test_a_falcon_h1_block_costs_attention_and_the_scan_side_by_side():
         m.n_layers * (attention_flops(m, 2048, causal_saving=True) + ssm.scan_flops(m, "mamba2")), rel=1e-12)
     est = gpuplan.evaluate(model=cfg, gpu="h100-sxm", gpus=1, seq_len=2048, global_batch=8)
     assert est.time is not None and 0 < est.time.step.scan_s < est.time.step.compute_s
+
+
+def test_a_gated_short_convolution_block_keeps_its_products_inputs_and_moves_16_bytes_per_unit():
+    from gpuplan.model.compute import CONV_MIXER_BYTES
+
+    m = load_model({"model_type": "lfm2", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                    "intermediate_size": 4096, "vocab_size": 32000, "full_attn_idxs": [3]})
+    conv = _kind(m, "conv", True)
+    x = ActShape(s=2048, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2)
+    terms = layer_terms(m, conv, x)
+    sbh = 2048 * 1024
+    # the norm's and in_proj's inputs, B|C|x (3h), B·x, the convolution's output, C·y: 2 B each
+    assert sum(v for k, v in terms.items() if not k.startswith("mlp")) == 2 * sbh * (1 + 1 + 3 + 1 + 1 + 1)
+    assert not {"q", "attn_core", "scan_output"} & terms.keys()
+    assert CONV_MIXER_BYTES == 2 * (3 + 2 + 3)  # B·x, the convolution, C·y: 8 tensor passes of 2 B
+    assert m.ssm is None and m.hybrid
+    est = gpuplan.evaluate(model="llama-3.2-1b", gpu="h100-sxm", gpus=1, seq_len=2048, global_batch=8)
+    assert est.time.step.scan_s == 0.0

@@ -224,3 +224,18 @@ def test_kimi_linear_48b_is_the_config_class_defaults():
                     "v_head_dim": 128, "hidden_size": 2304, "num_hidden_layers": 27, "num_attention_heads": 32,
                     "vocab_size": 163840})
     assert (m.params, m.params_active) == (49_133_074_464, 3_494_852_640)
+
+
+@pytest.mark.parametrize("cfg, total, attention", [
+    # Lfm2ForCausalLM, transformers 5.24: gated short-convolution blocks, GQA attention on full_attn_idxs, SwiGLU
+    # of 2/3 intermediate_size rounded up to block_multiple_of (512 here), tied head
+    ({"num_hidden_layers": 6, "num_key_value_heads": 2, "intermediate_size": 768, "full_attn_idxs": [2, 5]},
+     3_998_080, 2),
+    # conv biases, an untied head, a multiplier 1.5 (1000 -> 666 -> 999 -> 1024), layer_types
+    ({"num_hidden_layers": 4, "intermediate_size": 1000, "conv_bias": True, "tie_word_embeddings": False,
+      "block_ffn_dim_multiplier": 1.5, "layer_types": ["conv", "full_attention", "conv", "conv"]}, 4_714_816, 1),
+    ({"num_hidden_layers": 3, "intermediate_size": 700, "block_auto_adjust_ff_dim": False}, 2_657_216, 3),
+])
+def test_lfm2_counts_as_transformers_does(cfg, total, attention):
+    m = load_model({"model_type": "lfm2", "hidden_size": 256, "num_attention_heads": 8, "vocab_size": 1000, **cfg})
+    assert (m.params, m.attention_layers) == (total, attention)

@@ -30,6 +30,7 @@ from gpuplan.catalog.builder_parts import (
     tie,
     windows,
 )
+from gpuplan.catalog.families_conv import lfm2
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
 from gpuplan.catalog.families_hybrid import bamba, falcon_h1, granitemoehybrid, nemotron_h, olmo_hybrid, qwen3_next
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
@@ -331,4 +332,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,
+    "lfm2": lfm2,
 }

@@ -96,7 +96,7 @@ def layer_terms(m: ModelSpec, kind: int, x: ActShape) -> dict[str, float]:
     """Bytes of each activation a block of ``m.kinds[kind]`` keeps, without recomputation (see module doc)."""
     lg = m.kinds[kind]
     rep = 1 / x.t if x.sp else 1.0           # the part outside the TP region
-    terms = _attention_terms(m, x, rep) if lg.attends else {}
+    terms = _attention_terms(m, x, rep) if lg.attends else _conv_terms(m, x, rep) if lg.mixer == "conv" else {}
     if lg.scan:  # beside attention (Falcon-H1) the in-projection reads the normed input q, k and v read
         scan = ssm_terms(m, lg.scan, x.s * x.b, x.t, rep, x.elem, x.norm, x.linear_in)
         terms.update({k: v for k, v in scan.items() if not (lg.attends and k in ("mixer_norm_input", "qkv_input"))})
@@ -133,6 +133,16 @@ def _attention_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:
     if x.dropout:
         terms["dropout_masks"] = 2 * sbh * rep
     return terms
+
+
+def _conv_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:
+    """A gated short convolution (LFM2's Lfm2ShortConv): the norm's and the in-projection's inputs, its output B, C,
+    x (kept by the two products), B·x (the convolution's input), the convolution's output (kept by C·y) and C·y (the
+    out-projection's input)."""
+    sbh = x.s * x.b * m.hidden
+    return {"mixer_norm_input": x.norm * sbh * rep, "qkv_input": x.linear_in * sbh * rep,
+            "in_proj_output": x.elem * 3 * sbh / x.t, "conv_input": x.elem * sbh / x.t,
+            "conv_output": x.elem * sbh / x.t, "ssm_out_proj_input": x.linear_in * sbh / x.t}
 
 
 def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[str, float]:

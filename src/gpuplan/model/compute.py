@@ -198,6 +198,11 @@ def attention_s(m: ModelSpec, tokens: float, seq: int, tp: int, dropout: float, 
     return attention_core_s(*args, "fwd", **kw), attention_core_s(*args, "bwd", **kw)
 
 
+# a gated short convolution's forward memory traffic per token per hidden unit (LFM2's Lfm2ShortConv): B·x reads two
+# and writes one, the depthwise convolution reads and writes one, C·y reads two and writes one — 8 elements of 2 B
+CONV_MIXER_BYTES = 16.0
+
+
 @dataclass(frozen=True, slots=True)
 class _Mixer:
     """A block's token-mixing core (forward, backward seconds), its forward memory-bound bytes per token and
@@ -217,6 +222,8 @@ def _mixer_s(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, dro
     gated norm (model/ssm.py, in 16-bit under fp8 too), both side by side (Falcon-H1), or nothing (an MLP-only
     block)."""
     f = b = nbytes = 0.0
+    if lg.mixer == "conv":  # B·x, the depthwise causal convolution, C·y: 16-bit reads and writes of width h each
+        return _Mixer(nbytes=CONV_MIXER_BYTES * m.hidden / tp, kernels=3.0)
     if lg.attends:
         f, b = attention_s(m, tokens, seq, tp, dropout, dev, sw.fused_softmax)
         nbytes = sw.per_qk * (m.n_heads + max(m.n_kv_heads / tp, 1)) * m.head_dim / tp
