@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.model.ssm import ssm_terms
-from gpuplan.spec.model import ModelSpec, is_lora_target
+from gpuplan.spec.model import LORA_GROUPS, ModelSpec, is_lora_target
 
 # Bytes per saved activation element for the precisions of spec.Precision.
 ACT_BYTES = {"bf16": 2, "fp16": 2, "bf16-pure": 2, "fp8": 2, "fp32": 4}
@@ -224,7 +224,7 @@ def op_sac_bytes(m: ModelSpec, kind: int, x: ActShape) -> float:
     lg = m.kinds[kind]
     rep = 1 / x.t if x.sp else 1.0
     saved = (x.stream or x.elem) * x.s * x.b * m.hidden * rep
-    mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert")]
+    mats = [w for w in lg.weights if w.is_matrix and w.group in LORA_GROUPS]
     for i, w in enumerate(mats):
         if i % 2 == 0:  # the 1st, 3rd, ... matmul of the block (torchtitan's mm_count odd)
             per_token = w.shape[0] * (m.top_k if w.group == "expert" else 1)

@@ -33,6 +33,7 @@ from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
+from gpuplan.spec.model import LORA_GROUPS
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
            "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
@@ -239,7 +240,7 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
     ``dequantize_4bit`` before the matmul: read the 4-bit codes and their scales, write 2 B per
     parameter — Dettmers et al. 2023, QLoRA, Sec. 3), at HBM bandwidth."""
     params = sum(w.numel / (ep if w.group == "expert" else 1) for w in lg.weights
-                 if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert")) / tp
+                 if w.is_matrix and w.group in LORA_GROUPS) / tp
     return params * (constant("nf4_bytes_per_param") + 2) / dev.bw
 
 

@@ -13,6 +13,7 @@ from gpuplan.catalog.frameworks import fp8_gathers_tp, fp8_input_cast_shared, fp
 from gpuplan.catalog.matmul import fp8_scaling_costs
 from gpuplan.model.flops import expert_imbalance
 from gpuplan.spec import LayerGroup, ModelSpec
+from gpuplan.spec.model import LORA_GROUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int
     cast_inputs: set[tuple[str, int]] = set()
     busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
     for w in lg.weights:
-        if not w.is_matrix or w.group not in ("attention", "mlp", "shared_expert", "expert"):
+        if not w.is_matrix or w.group not in LORA_GROUPS:
             continue
         out_f, in_f = w.shape
         row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
