@@ -72,3 +72,20 @@ def test_a_given_kernel_wins_over_the_words_kernel():
     sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
                          "training": {"optimizer": "adamw_torch", "optimizer_impl": "fused"}})
     assert sc.training.optimizer_impl == "fused"
+
+
+@pytest.mark.parametrize("optimizer", ["muon", "adafactor", "adamw"])
+def test_under_lora_the_adapters_states_follow_the_adapters_shapes(optimizer):
+    # every adapter is a matrix (A: r x in, B: out x r): Muon keeps one fp32 momentum per adapter parameter,
+    # Adafactor r + in and out + r factors per pair, AdamW two moments — not the full model's mix
+    sc = parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm", "gpus": 1},
+                         "training": {"method": "lora", "lora_rank": 16, "optimizer": optimizer, "seq_len": 1024}})
+    est = evaluate(sc)
+    adapters = est.params_trainable
+    m = load_model("llama-3.2-1b")
+    targets = [(lg.count * w.count, w.shape) for lg in m.layers for w in lg.weights
+               if w.is_matrix and w.group in ("attention", "mlp")]
+    per_param = {"muon": 4.0, "adamw": 8.0,
+                 "adafactor": 4.0 * sum(n * (32 + o + i) for n, (o, i) in targets)
+                 / sum(n * 16 * (o + i) for n, (o, i) in targets)}[optimizer]
+    assert est.memory.peak.states.optimizer == pytest.approx(adapters * per_param, rel=1e-9)

@@ -41,12 +41,19 @@ from gpuplan.model.kept import amp_fp32, amp_of, keeps_fp32_norm_copy, lora_shap
 from gpuplan.model.params import rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
-from gpuplan.model.states import optimizer_step_temp_bytes, transient_buffers
+from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
 
 _make_peak = maker(StagePeak)
+
+
+@lru_cache(maxsize=256)
+def adapter_states(training: Training, model: ModelSpec, full_model: float) -> float:
+    """Optimizer-state bytes per adapter parameter (model/states.py ``adapter_state_bytes``)."""
+    return adapter_state_bytes(training.optimizer, training.precision, model, training.lora_targets,
+                               training.lora_rank, full_model)
 
 
 @lru_cache(maxsize=65536)
@@ -87,7 +94,7 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         weights = base_share + shard(rp.adapters_dense, rp.adapters_expert, z >= 3 and not kept) * ad_w
         grads = shard(rp.adapters_dense, rp.adapters_expert, z >= 2 and not kept) * ad_g
         opt_local = shard(rp.adapters_dense, rp.adapters_expert, z >= 1)
-        optimizer = opt_local * sb.states
+        optimizer = opt_local * adapter_states(training, model, sb.states)
 
     if stage == 0 and model.frozen_params:  # a vision tower loaded with the model, frozen (spec ModelSpec)
         weights += model.frozen_params * (4 if training.precision == "fp32" else 2) / (nd if z >= 3 else 1)

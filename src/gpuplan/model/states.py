@@ -16,7 +16,7 @@ from gpuplan.catalog.frameworks import zero3_buffers
 from gpuplan.model.muon import muon_split
 from gpuplan.model.params import RankParams
 from gpuplan.spec.job import Training
-from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.model import ModelSpec, is_lora_target
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,26 @@ def adafactor_state_ratio(model: ModelSpec) -> float:
             per = (w.shape[0] + w.shape[1]) * w.count if w.is_matrix else w.numel
             elems += lg_count * per
     return elems / max(model.params_formula, 1)
+
+
+def adapter_state_bytes(optimizer: str, precision: str, model: ModelSpec, targets: tuple[str, ...], rank: int,
+                        full_model: float) -> float:
+    """Optimizer-state bytes per LoRA adapter parameter: every adapter is a matrix (A: r x in, B: out x r), so Muon
+    keeps one momentum for all of them and Adafactor r + in and out + r factors per pair; the other optimizers keep
+    what they keep per parameter of the model (``full_model``, ``state_bytes``'s states)."""
+    mb = _moment_bytes(precision)
+    if optimizer == "muon":
+        return float(mb)
+    if optimizer != "adafactor":
+        return full_model
+    params = factors = 0
+    for lg in model.layers:
+        for w in lg.weights:
+            if is_lora_target(w, targets):
+                out_f, in_f = w.shape
+                params += lg.count * w.count * rank * (out_f + in_f)
+                factors += lg.count * w.count * (2 * rank + out_f + in_f)
+    return mb * factors / params if params else full_model
 
 
 def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: bool = False, amp: bool = False
