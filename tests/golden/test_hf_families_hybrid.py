@@ -239,3 +239,15 @@ def test_kimi_linear_48b_is_the_config_class_defaults():
 def test_lfm2_counts_as_transformers_does(cfg, total, attention):
     m = load_model({"model_type": "lfm2", "hidden_size": 256, "num_attention_heads": 8, "vocab_size": 1000, **cfg})
     assert (m.params, m.attention_layers) == (total, attention)
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({**KIMI_SMALL, "layer_types": ["full_attention"] * 5}, "layer_types must list one of .* each of the 6 layers"),
+    ({**KIMI_SMALL, "linear_attn_config": {"full_attn_layers": [2], "kda_layers": [1, 3]}},
+     "together name each of the 6 layers"),
+    ({"model_type": "lfm2", "hidden_size": 256, "num_attention_heads": 8, "num_hidden_layers": 2,
+      "layer_types": ["conv", "mamba2"]}, "layer_types must list one of full_attention, conv"),
+])
+def test_a_wrong_layer_list_is_named(cfg, message):
+    with pytest.raises(GpuplanError, match=message):
+        load_model(cfg)

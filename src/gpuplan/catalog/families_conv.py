@@ -7,6 +7,7 @@ tests/golden/test_hf_families_hybrid.py); the MLP width follows Lfm2MLP's block_
 from __future__ import annotations
 
 from gpuplan.catalog.builder_parts import Cfg, emb, groups, lin, nrm, spec, tie
+from gpuplan.catalog.families_hybrid import listed_types
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -28,15 +29,14 @@ def _ffn(c: Cfg) -> int:
 
 
 def _types(c: Cfg, L: int) -> list[str]:
-    types = c.raw("layer_types")
-    if types is None:
-        idxs = c.raw("full_attn_idxs", default=list(range(L)))
-        if not isinstance(idxs, list) or any(not isinstance(i, int) for i in idxs):
-            raise GpuplanError(f"{c.source}: full_attn_idxs must list layer indices")
-        return ["full_attention" if i in idxs else "conv" for i in range(L)]
-    if not isinstance(types, list) or len(types) != L or any(t not in ("full_attention", "conv") for t in types):
-        raise GpuplanError(f"{c.source}: layer_types must give full_attention or conv for each of the {L} layers")
-    return types
+    """Lfm2Config: layer_types, else full attention on full_attn_idxs (every layer when neither is given)."""
+    types = listed_types(c, ("full_attention", "conv"), L)
+    if types is not None:
+        return types
+    idxs = c.raw("full_attn_idxs", default=list(range(L)))
+    if not isinstance(idxs, list) or any(not isinstance(i, int) for i in idxs):
+        raise GpuplanError(f"{c.source}: full_attn_idxs must list layer indices")
+    return ["full_attention" if i in idxs else "conv" for i in range(L)]
 
 
 def lfm2(c: Cfg, name: str) -> ModelSpec:

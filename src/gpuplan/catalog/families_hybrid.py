@@ -9,6 +9,7 @@ where they shape the weights. The blocks' mixers are costed in model/ssm.py."""
 from __future__ import annotations
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.catalog.families_ln import qkvo
 from gpuplan.catalog.families_moe import llama_moe
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
@@ -44,23 +45,24 @@ def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.", gated_no
 _LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}
 
 
-def _listed_types(c: Cfg, allowed: tuple[str, ...], n: int | None = None) -> list[str] | None:
+def listed_types(c: Cfg, allowed: tuple[str, ...], n: int | None = None) -> list[str] | None:
     """The config's per-layer block types (layers_block_type / layer_types, legacy names read as transformers
     remaps them), None when it gives none."""
-    types = c.raw("layers_block_type", "layer_types")
-    if types is None:
+    key = next((k for k in ("layers_block_type", "layer_types") if c.raw(k) is not None), None)
+    if key is None:
         return None
+    types = c.raw(key)
     if isinstance(types, list):
         types = [_LEGACY.get(t, t) if isinstance(t, str) else t for t in types]
     if not isinstance(types, list) or not types or any(t not in allowed for t in types) or \
             (n is not None and len(types) != n):
         count = f" for each of the {n} layers" if n is not None else " per layer"
-        raise GpuplanError(f"{c.source}: layers_block_type must list one of {', '.join(allowed)}{count}: fix the list")
+        raise GpuplanError(f"{c.source}: {key} must list one of {', '.join(allowed)}{count}: fix the list")
     return types
 
 
 def _layer_types(c: Cfg) -> list[str]:
-    types = _listed_types(c, tuple(_PATTERN.values()))
+    types = listed_types(c, tuple(_PATTERN.values()))
     if types is None:
         pattern = c.raw("hybrid_override_pattern")
         if not isinstance(pattern, str) or not pattern or any(ch not in _PATTERN for ch in pattern):
@@ -162,7 +164,7 @@ def _gated_delta(h: int, d: SsmDims, split: bool, olmo: bool = False) -> list[We
 
 
 def _gdn_types(c: Cfg, L: int) -> list[str]:
-    types = _listed_types(c, ("linear_attention", "full_attention"), L)
+    types = listed_types(c, ("linear_attention", "full_attention"), L)
     if types is None:
         every = c.int("full_attention_interval", default=4)
         return ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(L)]
@@ -237,12 +239,6 @@ def _mamba_dims(c: Cfg, h: int, inner: int | None = None) -> SsmDims:
                    chunk=c.int("mamba_chunk_size", default=256))
 
 
-def _gqa(h: int, nh: int, nkv: int, hd: int, bias: bool) -> list[Weight]:
-    return (lin("self_attn.q_proj", nh * hd, h, "attention", bias) + lin("self_attn.k_proj", nkv * hd, h, "attention",
-            bias) + lin("self_attn.v_proj", nkv * hd, h, "attention", bias)
-            + lin("self_attn.o_proj", h, nh * hd, "attention", bias))
-
-
 def bamba(c: Cfg, name: str) -> ModelSpec:
     """BambaForCausalLM (IBM Bamba): Mamba-2 blocks with attention (half the head dimension rotated) on
     attn_layer_indices, a SwiGLU MLP in every block."""
@@ -258,7 +254,7 @@ def bamba(c: Cfg, name: str) -> ModelSpec:
     norms = nrm("input_layernorm", h) + nrm("pre_ff_layernorm", h)
     mlp = gated("feed_forward", h, ffn, "mlp", c.flag("mlp_bias", default=False))
     mamba = _mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.")
-    attention = _gqa(h, nh, nkv, hd, c.flag("attention_bias", default=False))
+    attention = qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False))
     kinds = [i in at for i in range(L)]
     tied = tie(c, False)
     scan_note(c)
@@ -280,9 +276,9 @@ def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
     nkv = c.kv_heads(nh, "num_key_value_heads")
     hd = c.head_dim(h, nh)
     d = _mamba_dims(c, h)
-    types = _listed_types(c, ("linear_attention", "full_attention"), L) or ["linear_attention"] * L
+    types = listed_types(c, ("linear_attention", "full_attention"), L) or ["linear_attention"] * L
     mixers = {"linear_attention": (_mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."), "mamba2"),
-              "full_attention": (_gqa(h, nh, nkv, hd, c.flag("attention_bias", default=False)), "attention")}
+              "full_attention": (qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False)), "attention")}
     E = c.int("num_local_experts", default=8, minimum=0)
     k = c.int("num_experts_per_tok", default=2) if E else 0
     ffn = c.int("intermediate_size", default=11008) if E else 0
@@ -323,13 +319,13 @@ def olmo_hybrid(c: Cfg, name: str) -> ModelSpec:
     if d.heads % d.groups:
         raise GpuplanError(f"{c.source}: linear_num_value_heads = {d.heads} is not a multiple of "
                            f"linear_num_key_heads = {d.groups}: fix the sizes")
-    types = _listed_types(c, ("linear_attention", "full_attention"), L)
+    types = listed_types(c, ("linear_attention", "full_attention"), L)
     if types is None:
         types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(L)]
         if "full_attention" not in types:
             types[-1] = "full_attention"
     ab = c.flag("attention_bias", default=False)
-    attention = (_gqa(h, nh, nkv, hd, ab) + nrm("self_attn.q_norm", nh * hd) + nrm("self_attn.k_norm", nkv * hd)
+    attention = (qkvo(h, nh, nkv, hd, ab) + nrm("self_attn.q_norm", nh * hd) + nrm("self_attn.k_norm", nkv * hd)
                  + nrm("post_attention_layernorm", h) + nrm("post_feedforward_layernorm", h))
     linear = _gated_delta(h, d, True, olmo=True) + nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
     mlp = gated("mlp", h, ffn, "mlp")
@@ -356,7 +352,7 @@ def falcon_h1(c: Cfg, name: str) -> ModelSpec:
     mamba = _mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.",
                     gated_norm=c.flag("mamba_rms_norm", default=False),
                     out_bias=c.flag("projectors_bias", default=False))
-    block = (_gqa(h, nh, nkv, hd, c.flag("attention_bias", default=False)) + mamba
+    block = (qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False)) + mamba
              + gated("feed_forward", h, ffn, "mlp", c.flag("mlp_bias", default=False))
              + nrm("input_layernorm", h) + nrm("pre_ff_layernorm", h))
     tied = tie(c, False)

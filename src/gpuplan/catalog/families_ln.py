@@ -22,7 +22,8 @@ def _shape(c: Cfg) -> tuple[int, int, int, int, int]:
             c.int("intermediate_size"), c.int("vocab_size"))
 
 
-def _qkvo(h: int, nh: int, nkv: int, d: int, bias: bool) -> list[Weight]:
+def qkvo(h: int, nh: int, nkv: int, d: int, bias: bool) -> list[Weight]:
+    """Grouped-query attention's q/k/v/o_proj (nkv key-value heads of head dimension d), with or without bias."""
     return (lin("self_attn.q_proj", nh * d, h, "attention", bias)
             + lin("self_attn.k_proj", nkv * d, h, "attention", bias)
             + lin("self_attn.v_proj", nkv * d, h, "attention", bias)
@@ -41,7 +42,7 @@ def nemotron(c: Cfg, name: str) -> ModelSpec:
     nkv = c.kv_heads(nh, "num_key_value_heads")
     d = c.head_dim(h, nh)
     mb = c.flag("mlp_bias", default=False)
-    block = (nrm("input_layernorm", h, True) + _qkvo(h, nh, nkv, d, c.flag("attention_bias", default=False))
+    block = (nrm("input_layernorm", h, True) + qkvo(h, nh, nkv, d, c.flag("attention_bias", default=False))
              + nrm("post_attention_layernorm", h, True)
              + lin("mlp.up_proj", ffn, h, "mlp", mb) + lin("mlp.down_proj", h, ffn, "mlp", mb))
     tied = tie(c, False)
@@ -59,7 +60,7 @@ def starcoder2(c: Cfg, name: str) -> ModelSpec:
     nkv = c.kv_heads(nh, "num_key_value_heads", default=2)  # Starcoder2Config num_key_value_heads=2
     d = c.head_dim(h, nh)
     b = c.flag("use_bias", default=True)
-    block = (nrm("input_layernorm", h, True) + _qkvo(h, nh, nkv, d, b) + nrm("post_attention_layernorm", h, True)
+    block = (nrm("input_layernorm", h, True) + qkvo(h, nh, nkv, d, b) + nrm("post_attention_layernorm", h, True)
              + lin("mlp.c_fc", ffn, h, "mlp", b) + lin("mlp.c_proj", h, ffn, "mlp", b))
     tied = tie(c, True)
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d, ffn=ffn, vocab=V,
@@ -76,7 +77,7 @@ def cohere(c: Cfg, name: str) -> ModelSpec:
     h, L, nh, ffn, V = _shape(c)
     nkv = c.kv_heads(nh, "num_key_value_heads")
     d = c.head_dim(h, nh)
-    attn = _qkvo(h, nh, nkv, d, c.flag("attention_bias", default=False))
+    attn = qkvo(h, nh, nkv, d, c.flag("attention_bias", default=False))
     if c.mt == "cohere" and c.flag("use_qk_norm", default=False):
         attn += nrm("self_attn.q_norm", nh * d) + nrm("self_attn.k_norm", nkv * d)
     block = nrm("input_layernorm", h) + attn + gated("mlp", h, ffn, "mlp")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
-from gpuplan.catalog.families_hybrid import scan_note, vector
+from gpuplan.catalog.families_hybrid import listed_types, scan_note, vector
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
@@ -169,21 +169,22 @@ def _kda(h: int, d: SsmDims) -> list[Weight]:
 def _kimi_layer_types(c: Cfg, L: int) -> list[str]:
     """KimiLinearConfig: layer_types, else linear_attn_config's 1-indexed full_attn_layers / kda_layers, else full
     attention on every 4th layer from the 5th."""
-    types = c.raw("layer_types")
+    types = listed_types(c, ("full_attention", "linear_attention"), L)
+    if types is not None:
+        return types
     lac = c.raw("linear_attn_config", default={})
-    if types is None and isinstance(lac, dict) and "full_attn_layers" in lac and "kda_layers" in lac:
-        types = [None] * L
-        for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
-            for i in lac[key]:
-                if not isinstance(i, int) or not 1 <= i <= L:
-                    raise GpuplanError(f"{c.source}: linear_attn_config.{key} must list layer numbers 1 to {L}")
-                types[i - 1] = kind
-    if types is None:
+    if not (isinstance(lac, dict) and "full_attn_layers" in lac and "kda_layers" in lac):
         return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(L)]
-    if len(types) != L or any(t not in ("full_attention", "linear_attention") for t in types):
-        raise GpuplanError(f"{c.source}: layer_types must give full_attention or linear_attention for each of the "
-                           f"{L} layers")
-    return types
+    listed: list[str | None] = [None] * L
+    for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
+        for i in lac[key]:
+            if not isinstance(i, int) or not 1 <= i <= L:
+                raise GpuplanError(f"{c.source}: linear_attn_config.{key} must list layer numbers 1 to {L}")
+            listed[i - 1] = kind
+    if None in listed:
+        raise GpuplanError(f"{c.source}: linear_attn_config's full_attn_layers and kda_layers must together name each "
+                           f"of the {L} layers")
+    return [t for t in listed if t is not None]
 
 
 def kimi_linear(c: Cfg, name: str) -> ModelSpec:
