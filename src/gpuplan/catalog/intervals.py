@@ -92,9 +92,9 @@ def _spread(kind: str, framework: str, generation: str, scale: str, parallel: st
 
 
 def widened(s: Spread | None, share: float, factor: float) -> Spread | None:
-    """``s`` also holding a ``share`` of the step timed without a measured kernel rate running ``factor`` times
-    slower or faster than modelled (throughput: published / predicted − 1 down to 1 / (1 + share·(factor − 1)),
-    up to 1 / (1 − share·(1 − 1/factor))); the regime says so."""
+    """``s`` also holding a ``share`` of the step timed at a borrowed kernel rate (no measurement of the kernel
+    itself) running ``factor`` times slower or faster than modelled (throughput: published / predicted − 1 down to
+    1 / (1 + share·(factor − 1)), up to 1 / (1 − share·(1 − 1/factor))); the regime says so."""
     if s is None or share <= 0:
         return s
     low = (1 + s.p10) / (1 + share * (factor - 1)) - 1

@@ -142,7 +142,7 @@ class LayerTime:
     bwd: float
     recompute: float
     mm: float = 0.0  # the forward's weight matmuls (what async tensor parallelism hides its collectives behind)
-    scan: float = 0.0  # forward and backward of a recurrent mixer's scan: timed without a measured kernel rate
+    scan: float = 0.0  # forward and backward of a recurrent mixer's scan, at a borrowed kernel rate (interval widened)
 
 
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,

@@ -37,7 +37,7 @@ class StageCompute:
     recompute: float
     mm_fwd: float  # the forward's weight matmuls (what async TP hides its collectives behind)
     params: RankParams
-    scan: float = 0.0  # of fwd + bwd, the recurrent mixers' scans (timed without a measured kernel rate)
+    scan: float = 0.0  # of fwd + bwd, the recurrent mixers' scans (a borrowed kernel rate: the interval widened)
 
     @property
     def total(self) -> float:

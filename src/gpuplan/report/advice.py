@@ -100,7 +100,7 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
     if fast is not None and (fast.gpu, fast.gpus, fast.layout) != (best.gpu, best.gpus, best.layout) \
             and fast.tokens_per_s > best.tokens_per_s:
         out["fastest"] = _beside(best, fast)
-        shown, label = fast, "the fastest"
+        shown, label = out["fastest"], "the fastest"
         if r.rule != "equilibrium" and out["fastest"]["efficiency"] < r.options.threshold:
             # past the compute equilibrium more GPUs stop paying: beside a deadline's or budget's answer the
             # alternative worth naming is the equilibrium, where the speed-up still pays for itself
@@ -108,8 +108,8 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
             at_eq = next((c for c in r.candidates if eq and c.gpu == best.gpu and c.gpus == eq.gpus), None)
             if at_eq is not None and at_eq.tokens_per_s > best.tokens_per_s:
                 out["equilibrium_alternative"] = _beside(best, at_eq)
-                shown, label = at_eq, "the compute equilibrium"
-        head += _beside_words(best, shown, label)
+                shown, label = out["equilibrium_alternative"], "the compute equilibrium"
+        head += _beside_words(shown, label)
     out["text"] = f"{head} — rule: {RULES[r.rule]}"
     if r.rule in ("deadline", "pareto") and r.options.deadline_s is not None:
         risk = deadline_risk(r, best)
@@ -132,10 +132,10 @@ def _beside(best: Candidate, other: Candidate) -> dict[str, Any]:
             "extra_usd": extra, "train_s": other.train_s}
 
 
-def _beside_words(best: Candidate, other: Candidate, label: str) -> str:
-    b = _beside(best, other)
+def _beside_words(b: dict[str, Any], label: str) -> str:
+    """The words for an option _beside computed."""
     extra = b["extra_usd"]
-    return (f"; {label}, {other.gpus}× {other.gpu}, is {b['speedup']:.2f}× faster at {b['efficiency']:.0%} efficiency"
+    return (f"; {label}, {b['gpus']}× {b['gpu']}, is {b['speedup']:.2f}× faster at {b['efficiency']:.0%} efficiency"
             + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
                f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
 
