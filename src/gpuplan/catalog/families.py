@@ -36,6 +36,7 @@ from gpuplan.catalog.families_hybrid import bamba, falcon_h1, granitemoehybrid, 
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.catalog.families_mla import MLA_TYPES, deepseek, kimi_linear
 from gpuplan.catalog.families_moe import llama_moe, moe_required
+from gpuplan.catalog.families_ssm import mamba2
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
@@ -125,6 +126,8 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "granitemoe": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral",
                        generic="Granite's embedding, residual, attention and logits multipliers change no shape or "
                        "FLOP count"),
+    "granitemoeshared": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral",
+                             generic="as Granite-MoE (multipliers change no shape or FLOP count)"),
     "phimoe": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral", ln=True, win=None),
     # gpt-oss (GptOssConfig): biases on q/k/v/o, per-head attention sinks, every other layer a 128-token sliding
     # window, every layer a top-4 MoE whose router and experts carry biases
@@ -145,6 +148,23 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
                   qwen_win=62),
     # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
     # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
+    # EXAONE 3/3.5 (ExaoneConfig): Llama's block under its own key names (num_layers, layer_norm_epsilon)
+    "exaone": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
+                   keys={"num_layers": "num_hidden_layers"}),
+    # InternLM3 (InternLM3Config: qkv_bias for q/k/v, bias for o and the MLP), IQuest-Coder (IQuestCoderConfig)
+    "internlm3": dict(tie=False, qkv="qkv_bias", o="bias", mlp="bias", hd=128),
+    "iquestcoder": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias", hd=128),
+    # Ministral 3 (Ministral3Config: sliding_window null by default) and CWM (CwmConfig: layer_types, a window
+    # of 8192 on three layers of each four)
+    "ministral3": dict(tie=False, win=None, hd=128),
+    "cwm": dict(tie=False, mlp="mlp_bias", win=8192, hd=128),
+    # VaultGemma (VaultGemmaConfig): Gemma 2's block with only the two pre-norms; sliding layers in layer_types
+    "vaultgemma": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256,
+                       win=4096, every=2),
+    # Sarvam MoE (SarvamMoEConfig, transformers' Glm4MoeForCausalLM): GLM-4.5's block, q/k norms on by default
+    "sarvam_moe": dict(tie=False, qkv="attention_bias", o=False, qk="use_qk_norm", qk_default=True, hd=64,
+                       moe="shared_routed", keys={"use_qkv_bias": "attention_bias", "num_experts": "n_routed_experts",
+                                                  "num_shared_experts": "n_shared_experts"}),
     "baichuan": dict(tie=False,
                      generic="Baichuan 2's fused W_pack holds the q/k/v shapes; the 13B's ALiBi attention bias "
                      "(no RoPE) is timed as rotary attention"),
@@ -158,6 +178,8 @@ def _bias(c: Cfg, key: Any, default: bool = False) -> bool:
 
 def llama_like(c: Cfg, name: str) -> ModelSpec:
     f = _LLAMA_LIKE[c.mt]
+    if "keys" in f:  # the config class's attribute_map: its own key names for the Llama ones
+        c.d = {**{new: c.d[old] for old, new in f["keys"].items() if c.d.get(old) is not None}, **c.d}
     if "note" in f:
         c.assumed.append(f"model_type {c.mt}: {f['note']}")
     if "generic" in f:
@@ -234,7 +256,7 @@ def _llama_attention(c: Cfg, f: dict[str, Any], h: int, nh: int, nkv: int, d: in
     attn += lin("self_attn.o_proj", h, nh * d, "attention", o_b)
     qk = f.get("qk")
     if isinstance(qk, str) and qk != "full":  # a config flag turns the q/k norms on (GLM-4.5 use_qk_norm)
-        qk = c.flag(qk, default=False)
+        qk = c.flag(qk, default=f.get("qk_default", False))
     if qk == "full":
         attn += nrm("self_attn.q_norm", nh * d) + nrm("self_attn.k_norm", nkv * d)
     elif qk:
@@ -323,7 +345,7 @@ def mistral3(c: Cfg, name: str) -> ModelSpec:
 BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **{mt: llama_like for mt in _LLAMA_LIKE},
     **{mt: deepseek for mt in MLA_TYPES},
-    "gpt2": gpt2, "bloom": bloom, "opt": opt,
+    "gpt2": gpt2, "gpt-sw3": gpt2, "bloom": bloom, "opt": opt,
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
@@ -332,5 +354,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,
-    "lfm2": lfm2,
+    "lfm2": lfm2, "mamba2": mamba2,
 }

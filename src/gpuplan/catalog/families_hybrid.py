@@ -25,7 +25,7 @@ def vector(name: str, size: int) -> list[Weight]:
     return [Weight(name=name, shape=(size,), group="attention", bias=True)]
 
 
-def _mamba2(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.", gated_norm: bool = True,
+def mamba2_mixer(c: Cfg, h: int, d: SsmDims, bias: bool, at: str = "mixer.", gated_norm: bool = True,
             out_bias: bool | None = None) -> list[Weight]:
     """NemotronHMamba2Mixer (GraniteMoeHybridMambaLayer, BambaMixer, FalconH1Mixer the same): in_proj to z, x, B, C
     and dt; a depthwise causal conv1d over x, B, C; dt_bias, A_log, D per head; the gated RMSNorm over the inner
@@ -113,7 +113,7 @@ def nemotron_h(c: Cfg, name: str) -> ModelSpec:
     mb = c.flag("mlp_bias", default=False)
     moe_ws, moe = _nemotron_moe(c, h) if "moe" in types else ([], {})
     blocks = {
-        "linear_attention": (norm + _mamba2(c, h, d, c.flag("use_bias", default=False)), False, ("mamba2", False)),
+        "linear_attention": (norm + mamba2_mixer(c, h, d, c.flag("use_bias", default=False)), False, ("mamba2", False)),
         "full_attention": (norm + lin("mixer.q_proj", nh * hd, h, "attention") + lin("mixer.k_proj", nkv * hd, h,
                            "attention") + lin("mixer.v_proj", nkv * hd, h, "attention")
                            + lin("mixer.o_proj", h, nh * hd, "attention"), False, ("attention", False)),
@@ -253,7 +253,7 @@ def bamba(c: Cfg, name: str) -> ModelSpec:
         raise GpuplanError(f"{c.source}: attn_layer_indices must list layer indices below {L}")
     norms = nrm("input_layernorm", h) + nrm("pre_ff_layernorm", h)
     mlp = gated("feed_forward", h, ffn, "mlp", c.flag("mlp_bias", default=False))
-    mamba = _mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.")
+    mamba = mamba2_mixer(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.")
     attention = qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False))
     kinds = [i in at for i in range(L)]
     tied = tie(c, False)
@@ -277,7 +277,7 @@ def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
     hd = c.head_dim(h, nh)
     d = _mamba_dims(c, h)
     types = listed_types(c, ("linear_attention", "full_attention"), L) or ["linear_attention"] * L
-    mixers = {"linear_attention": (_mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."), "mamba2"),
+    mixers = {"linear_attention": (mamba2_mixer(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."), "mamba2"),
               "full_attention": (qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False)), "attention")}
     E = c.int("num_local_experts", default=8, minimum=0)
     k = c.int("num_experts_per_tok", default=2) if E else 0
@@ -349,7 +349,7 @@ def falcon_h1(c: Cfg, name: str) -> ModelSpec:
     hd = c.head_dim(h, nh)
     inner = None if "mamba_d_ssm" in c.d and c.d["mamba_d_ssm"] is None else c.int("mamba_d_ssm", default=1024)
     d = _mamba_dims(c, h, inner)
-    mamba = _mamba2(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.",
+    mamba = mamba2_mixer(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba.",
                     gated_norm=c.flag("mamba_rms_norm", default=False),
                     out_bias=c.flag("projectors_bias", default=False))
     block = (qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False)) + mamba

@@ -57,8 +57,8 @@ def llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> Moe:
 
 
 def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
-    """Every layer a top-k MoE without shared experts: Mixtral (and Granite-MoE, PhiMoE), OLMoE, gpt-oss,
-    MiniMax-M2."""
+    """Every layer a top-k MoE: Mixtral (and Granite-MoE, PhiMoE; Granite-MoE-Shared adds a shared expert of
+    shared_intermediate_size), OLMoE, gpt-oss, MiniMax-M2."""
     if moe == "mixtral":
         E, k = c.int("num_local_experts"), c.int("num_experts_per_tok", default=2)
         mlp = (lin("block_sparse_moe.gate", E, h, "router")
@@ -72,7 +72,11 @@ def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
     else:  # gpt-oss: a router with a bias, experts with biases on both projections (GptOssExperts)
         E, k = c.int("num_local_experts", default=128), c.int("num_experts_per_tok", default=4)
         mlp = lin("mlp.router", E, h, "router", True) + _fused_experts("mlp.experts", h, ffn, E, bias=True)
-    return Moe(experts=E, top_k=k, ffn=ffn, shared=0, sparse=[True] * L, mlp=mlp)
+    shared = c.int("shared_intermediate_size", default=0, minimum=0) if c.mt == "granitemoeshared" else 0
+    if shared:  # GraniteMoeSharedMLP: a gated shared expert beside the routed ones (input_linear holds gate and up)
+        mlp += (lin("shared_mlp.input_linear", 2 * shared, h, "shared_expert")
+                + lin("shared_mlp.output_linear", h, shared, "shared_expert"))
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=shared, sparse=[True] * L, mlp=mlp)
 
 
 def _llama4(c: Cfg, h: int, L: int) -> Moe:
@@ -98,7 +102,7 @@ def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
     E, k = c.int("n_routed_experts"), c.int("num_experts_per_tok")
     ffn = c.int("moe_intermediate_size")
     n_shared = c.int("n_shared_experts", default=1, minimum=0)
-    first = c.int("first_k_dense_replace", default=1 if c.mt == "glm4_moe" else 0, minimum=0)
+    first = c.int("first_k_dense_replace", default=1 if c.mt in ("glm4_moe", "sarvam_moe") else 0, minimum=0)
     mlp = _fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
     if n_shared:
         mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")

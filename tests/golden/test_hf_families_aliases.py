@@ -1,0 +1,62 @@
+"""Golden parameter counts of decoder families read through the existing builders (issue 21, item 5: "inputs as
+users have them"): EXAONE 3.x (its own key names), InternLM3, IQuest-Coder, Ministral 3, CWM, VaultGemma,
+Granite-MoE-Shared, Sarvam MoE / MLA and GPT-SW3. The reference is transformers 5.24.0's own count:
+``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in model.parameters())``
+(the config classes' defaults where a key is absent)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.catalog.models import load_model
+
+# hidden 256, 4 layers, 8 heads, 4 kv heads, MLP 512, vocab 40,000 (as tests/golden/test_hf_families_2026.py)
+SMALL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+         "intermediate_size": 512, "vocab_size": 40000, "max_position_embeddings": 4096}
+EXPERTS = {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128}
+CWM_TYPES = ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"]
+
+
+@pytest.mark.parametrize("model_type, extra, params", [
+    # ExaoneConfig: head_dim hidden // heads, untied; released configs say num_layers (its attribute_map)
+    ("exaone", {}, 22_841_600),
+    ("exaone", {"tie_word_embeddings": True, "head_dim": 64}, 13_388_032),
+    # InternLM3Config, IQuestCoderConfig, Ministral3Config, CwmConfig: head_dim 128 by default
+    ("internlm3", {}, 25_200_896),
+    ("internlm3", {"qkv_bias": True, "bias": True}, 25_215_232),        # q/k/v biases; o and MLP biases
+    ("iquestcoder", {}, 25_200_896),
+    ("ministral3", {}, 25_200_896),
+    ("cwm", {"layer_types": CWM_TYPES}, 25_200_896),
+    # VaultGemmaConfig: head_dim 256, tied, two pre-norms per block
+    ("vaultgemma", {}, 18_106_624),
+    # GraniteMoeSharedConfig: Granite-MoE plus a gated shared expert of shared_intermediate_size
+    ("granitemoeshared", {"num_local_experts": 4, "shared_intermediate_size": 384}, 28_743_936),
+    # SarvamMoEConfig (Glm4MoeForCausalLM): head_dim 64, q/k norms on, the first layer dense, one shared expert
+    ("sarvam_moe", EXPERTS, 23_926_528),
+    # SarvamMLAConfig (DeepseekV3ForCausalLM): MLA, the first layer dense, the router's bias a buffer
+    ("sarvam_mla", {**EXPERTS, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+                    "q_lora_rank": 96}, 23_074_688),
+])
+def test_counts_as_transformers_does(model_type, extra, params):
+    cfg = {"model_type": model_type, **SMALL, **extra}
+    if model_type == "exaone":
+        cfg["num_layers"] = cfg.pop("num_hidden_layers")
+    assert load_model(cfg).params == params
+
+
+def test_windows_follow_layer_types_and_the_config_class():
+    # CWM: the layers layer_types calls sliding attend within sliding_window (CwmConfig default 8192)
+    cwm = load_model({"model_type": "cwm", **SMALL, "layer_types": CWM_TYPES})
+    assert (cwm.sliding_window, cwm.window_layers) == (8192, (False, True, True, True))
+    # VaultGemma: every other layer (from the first) within 4096 tokens; Ministral 3: no window unless given
+    vg = load_model({"model_type": "vaultgemma", **SMALL})
+    assert (vg.sliding_window, vg.window_layers) == (4096, (True, False, True, False))
+    assert load_model({"model_type": "ministral3", **SMALL}).window_layers == ()
+
+
+def test_gpt_sw3_reads_as_gpt2():
+    # AI Sweden's GPT-SW3 configs say model_type gpt-sw3 for transformers' GPT2LMHeadModel: 12 layers of 768 over
+    # 50,257 tokens, 1,024 positions — GPT-2 small's 124,439,808
+    m = load_model({"model_type": "gpt-sw3", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
+                    "n_positions": 1024})
+    assert m.params == 124_439_808
