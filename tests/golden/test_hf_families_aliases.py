@@ -1,14 +1,15 @@
 """Golden parameter counts of decoder families read through the existing builders (issue 21, item 5: "inputs as
 users have them"): EXAONE 3.x (its own key names), InternLM3, IQuest-Coder, Ministral 3, CWM, VaultGemma,
-Granite-MoE-Shared, Sarvam MoE / MLA and GPT-SW3. The reference is transformers 5.24.0's own count:
-``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in model.parameters())``
-(the config classes' defaults where a key is absent)."""
+Granite-MoE-Shared, Sarvam MoE / MLA, GPT-SW3, FlexOlmo, nanochat, Solar Open, EXAONE MoE, LFM2-MoE, AFMoE and
+BitNet. The reference is transformers 5.24.0's own count: ``AutoModelForCausalLM.from_config(config)`` on the meta
+device, ``sum(p.numel() for p in model.parameters())`` (the config classes' defaults where a key is absent)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuplan.catalog.models import load_model
+from gpuplan.errors import GpuplanError
 
 # hidden 256, 4 layers, 8 heads, 4 kv heads, MLP 512, vocab 40,000 (as tests/golden/test_hf_families_2026.py)
 SMALL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
@@ -36,6 +37,24 @@ CWM_TYPES = ["full_attention", "sliding_attention", "sliding_attention", "slidin
     # SarvamMLAConfig (DeepseekV3ForCausalLM): MLA, the first layer dense, the router's bias a buffer
     ("sarvam_mla", {**EXPERTS, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
                     "q_lora_rank": 96}, 23_074_688),
+    # FlexOlmoConfig: OLMoE's block with post-norms, fused experts
+    ("flex_olmo", {"num_experts": 4, "num_experts_per_tok": 2}, 27_565_824),
+    # NanoChatConfig: no norm weights, fc1/fc2 squared-ReLU MLP, untied
+    ("nanochat", {}, 22_315_008),
+    # SolarOpenConfig: shared + routed experts on every layer, head_dim 128
+    ("solar_open", EXPERTS, 25_598_208),
+    # ExaoneMoeConfig: num_experts / num_shared_experts (its key names), first layer dense; or mlp_layer_types
+    ("exaone_moe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128}, 23_139_840),
+    ("exaone_moe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+                    "mlp_layer_types": ["sparse", "dense", "sparse", "dense"], "num_shared_experts": 2}, 23_237_120),
+    # Lfm2MoeConfig: LFM2's conv and attention blocks, a top-k MoE after num_dense_layers (intermediate_size as given)
+    ("lfm2_moe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "num_dense_layers": 1,
+                  "layer_types": ["conv", "full_attention", "conv", "conv"]}, 12_803_648),
+    # AfmoeConfig (Arcee Trinity): gated attention, head_dim 128, the router's expert bias a parameter, 2 shared
+    ("afmoe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "num_dense_layers": 1},
+     26_845_452),
+    # BitNetConfig: the sub-norms before o_proj and down_proj
+    ("bitnet", {}, 22_844_672),
 ])
 def test_counts_as_transformers_does(model_type, extra, params):
     cfg = {"model_type": model_type, **SMALL, **extra}
@@ -60,3 +79,9 @@ def test_gpt_sw3_reads_as_gpt2():
     m = load_model({"model_type": "gpt-sw3", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
                     "n_positions": 1024})
     assert m.params == 124_439_808
+
+
+def test_a_wrong_mlp_layer_list_is_named():
+    with pytest.raises(GpuplanError, match="mlp_layer_types must give dense or sparse for each of the 4 layers"):
+        load_model({"model_type": "exaone_moe", **SMALL, "num_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 128, "mlp_layer_types": ["dense", "moe", "sparse", "sparse"]})

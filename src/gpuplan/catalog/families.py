@@ -36,7 +36,7 @@ from gpuplan.catalog.families_hybrid import bamba, falcon_h1, granitemoehybrid, 
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.catalog.families_mla import MLA_TYPES, deepseek, kimi_linear
 from gpuplan.catalog.families_moe import llama_moe, moe_required
-from gpuplan.catalog.families_ssm import mamba2
+from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
@@ -165,6 +165,26 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "sarvam_moe": dict(tie=False, qkv="attention_bias", o=False, qk="use_qk_norm", qk_default=True, hd=64,
                        moe="shared_routed", keys={"use_qkv_bias": "attention_bias", "num_experts": "n_routed_experts",
                                                   "num_shared_experts": "n_shared_experts"}),
+    # FlexOlmo (FlexOlmoConfig): OLMoE's MoE and whole-width q/k norms with OLMo 2's post-norms
+    "flex_olmo": dict(tie=False, qkv="attention_bias", o="attention_bias", qk="full", moe="olmoe", post=True),
+    # nanochat (NanoChatConfig): no norm weights (RMSNorm without a scale), a two-matrix squared-ReLU MLP (fc1, fc2)
+    "nanochat": dict(tie=False, qkv="attention_bias", o="attention_bias", plain=True, act="relu2", norms=0),
+    # Solar Open (SolarOpenConfig): every layer DeepSeek-V3's shared + routed experts, head_dim 128
+    "solar_open": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="shared_routed", hd=128,
+                       keys={"num_local_experts": "n_routed_experts"}),
+    # EXAONE MoE (ExaoneMoeConfig): EXAONE 4's q/k norms and windows, shared + routed experts after
+    # first_k_dense_replace dense layers (or as mlp_layer_types lists them)
+    "exaone_moe": dict(tie=False, qk=True, win=4096, every=4, moe="shared_routed",
+                       keys={"num_experts": "n_routed_experts", "num_shared_experts": "n_shared_experts"}),
+    # BitNet b1.58 (BitNetConfig): Llama's block with RMSNorms before o_proj (h) and down_proj (the MLP width), a
+    # squared-ReLU gated MLP; trained quantization-aware (BitLinear), costed as 16-bit matmuls (noted)
+    "bitnet": dict(tie=False, qkv="attention_bias", o="attention_bias", sub_norms=True, act="relu2",
+                   note="its ternary BitLinear weights train quantization-aware over 16-bit masters: the matmuls are "
+                   "costed in the training precision"),
+    # AFMoE (AfmoeConfig, Arcee Trinity): a sigmoid output gate on attention (gate_proj), q/k norms, four norms per
+    # block, windows on three layers of each four, shared + routed experts after num_dense_layers dense layers
+    "afmoe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, norms=4, hd=128, attn_gate=True,
+                  moe="afmoe", win=1024, every=4),
     "baichuan": dict(tie=False,
                      generic="Baichuan 2's fused W_pack holds the q/k/v shapes; the 13B's ALiBi attention bias "
                      "(no RoPE) is timed as rotary attention"),
@@ -199,7 +219,7 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     ffn = c.int("intermediate_size", default=0, minimum=0 if moe in ("qwen3_moe", "llama4") else 1, note=False)
     attn = _llama_attention(c, f, h, nh, nkv, d, qkv_b, o_b)
     ln = bool(f.get("ln"))  # LayerNorm with a bias (PhiMoE) instead of RMSNorm
-    norms = nrm("input_layernorm", h, ln) + nrm("post_attention_layernorm", h, ln)
+    norms = nrm("input_layernorm", h, ln) + nrm("post_attention_layernorm", h, ln) if f.get("norms", 2) else []
     if f.get("norms", 2) == 4:
         norms += nrm("pre_feedforward_layernorm", h) + nrm("post_feedforward_layernorm", h)
     m = llama_moe(c, moe, h, L, ffn)
@@ -208,7 +228,7 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     if not all(m.sparse) and ffn == 0:
         c.require("intermediate_size")
     layers = [(attn + norms + (m.mlp if s else dense_mlp), s) for s in m.sparse]
-    head = nrm("norm", h, ln) + ([] if tied else emb("lm_head", V, h, "head"))
+    head = (nrm("norm", h, ln) if f.get("norms", 2) else []) + ([] if tied else emb("lm_head", V, h, "head"))
     if _bias(c, f.get("head_bias")):  # the LM head's own bias, apart from a tied weight (ERNIE 4.5 MoE)
         head.append(Weight(name="lm_head", shape=(V,), group="head", bias=True))
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
@@ -226,9 +246,10 @@ def _llama_mlp(f: dict[str, Any], h: int, ffn: int, bias: bool) -> list[Weight]:
         return lin("mlp.gate_up_proj", 2 * ffn, h, "mlp") + lin("mlp.down_proj", h, ffn, "mlp")
     if f.get("plain"):
         xielu = [Weight(name=f"mlp.act_fn.{a}", shape=(1,), group="mlp", bias=True) for a in ("alpha_p", "alpha_n")]
-        return (lin("mlp.up_proj", ffn, h, "mlp", bias) + lin("mlp.down_proj", h, ffn, "mlp", bias)
+        up, down = ("fc1", "fc2") if f.get("norms", 2) == 0 else ("up_proj", "down_proj")  # nanochat's names
+        return (lin(f"mlp.{up}", ffn, h, "mlp", bias) + lin(f"mlp.{down}", h, ffn, "mlp", bias)
                 + (xielu if f.get("act") == "xielu" else []))
-    return gated("mlp", h, ffn, "mlp", bias)
+    return gated("mlp", h, ffn, "mlp", bias) + (nrm("mlp.ffn_sub_norm", ffn) if f.get("sub_norms") else [])
 
 
 def _llama_windows(c: Cfg, f: dict[str, Any], L: int) -> dict[str, Any]:
@@ -254,6 +275,10 @@ def _llama_attention(c: Cfg, f: dict[str, Any], h: int, nh: int, nkv: int, d: in
                  + lin("self_attn.k_proj", nkv * d, h, "attention", qkv_b)
                  + lin("self_attn.v_proj", nkv * d, h, "attention", qkv_b))
     attn += lin("self_attn.o_proj", h, nh * d, "attention", o_b)
+    if f.get("attn_gate"):  # AFMoE: the attention output's sigmoid gate
+        attn += lin("self_attn.gate_proj", nh * d, h, "attention")
+    if f.get("sub_norms"):  # BitNet: the norm before o_proj
+        attn += nrm("self_attn.attn_sub_norm", h)
     qk = f.get("qk")
     if isinstance(qk, str) and qk != "full":  # a config flag turns the q/k norms on (GLM-4.5 use_qk_norm)
         qk = c.flag(qk, default=f.get("qk_default", False))
@@ -354,5 +379,6 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,
-    "lfm2": lfm2, "mamba2": mamba2,
+    "lfm2": lfm2, "lfm2_moe": lfm2, "mamba2": mamba2, "mamba": mamba, "falcon_mamba": mamba,
+    "jamba": jamba,
 }

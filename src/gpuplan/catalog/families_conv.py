@@ -1,17 +1,19 @@
 """Decoders whose token mixer is mostly a gated short convolution: LFM2 (Liquid AI; Lfm2ForCausalLM) — conv blocks
 (in_proj to B, C, x; B·x through a depthwise causal convolution of conv_L_cache taps; times C; out_proj) with GQA
 attention (q/k RMSNorms over the head) on the layers layer_types or full_attn_idxs name, a SwiGLU MLP in every
-block. Every parameter tensor the ``transformers`` 5.24 class creates is listed (checked on the meta device:
-tests/golden/test_hf_families_hybrid.py); the MLP width follows Lfm2MLP's block_auto_adjust_ff_dim rule."""
+block (LFM2-MoE, lfm2_moe: a top-k MoE after the first num_dense_layers blocks). Every parameter tensor the
+``transformers`` 5.24 class creates is listed (checked on the meta device: tests/golden/test_hf_families_hybrid.py);
+the MLP width follows Lfm2MLP's block_auto_adjust_ff_dim rule (LFM2-MoE: intermediate_size as given)."""
 
 from __future__ import annotations
 
 from gpuplan.catalog.builder_parts import Cfg, emb, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import listed_types
+from gpuplan.catalog.families_moe import Moe
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["lfm2"]
+__all__ = ["lfm2"]  # lfm2 and lfm2_moe
 
 
 def _ffn(c: Cfg) -> int:
@@ -55,15 +57,31 @@ def lfm2(c: Cfg, name: str) -> ModelSpec:
                  + lin("self_attn.v_proj", nkv * hd, h, "attention")
                  + lin("self_attn.out_proj", h, nh * hd, "attention")
                  + nrm("self_attn.q_layernorm", hd) + nrm("self_attn.k_layernorm", hd))
-    ffn = _ffn(c)
+    ffn = c.int("intermediate_size", default=7168) if c.mt == "lfm2_moe" else _ffn(c)
+    norms = nrm("operator_norm", h) + nrm("ffn_norm", h)
     mlp = (lin("feed_forward.w1", ffn, h, "mlp") + lin("feed_forward.w3", ffn, h, "mlp")
-           + lin("feed_forward.w2", h, ffn, "mlp") + nrm("operator_norm", h) + nrm("ffn_norm", h))
+           + lin("feed_forward.w2", h, ffn, "mlp") + norms)
+    moe = _moe(c, h, L)
     types = _types(c, L)
     # Lfm2Config reads the released files' tie_embedding as tie_word_embeddings
     tied = c.flag("tie_embedding", default=True) if c.raw("tie_embedding") is not None else tie(c, True)
     blocks = {"full_attention": (attention, "attention"), "conv": (conv, "conv")}
+    layers = [(blocks[t][0] + (moe.mlp + norms if s else mlp), s) for t, s in zip(types, moe.sparse, strict=True)]
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=ffn, vocab=V,
                 max_positions=c.int("max_position_embeddings", default=128000), gated_mlp=True, norm="rmsnorm",
                 tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
-                layers=groups([(blocks[t][0] + mlp, False) for t in types], [(blocks[t][1], True) for t in types]),
-                head=tuple(nrm("embedding_norm", h) + ([] if tied else emb("lm_head", V, h, "head"))))
+                layers=groups(layers, [(blocks[t][1], True) for t in types]),
+                head=tuple(nrm("embedding_norm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
+                n_experts=moe.experts, top_k=moe.top_k, moe_ffn=moe.ffn)
+
+
+def _moe(c: Cfg, h: int, L: int) -> Moe:
+    """Lfm2MoeConfig (LFM2-8B-A1B): after num_dense_layers dense blocks, a top-k MoE of num_experts experts of
+    moe_intermediate_size (fused gate/up; the router's expert bias a buffer), no shared expert."""
+    if c.mt != "lfm2_moe":
+        return Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
+    E, k = c.int("num_experts", default=32), c.int("num_experts_per_tok", default=4)
+    f, first = c.int("moe_intermediate_size", default=1792), c.int("num_dense_layers", default=2, minimum=0)
+    mlp = (lin("feed_forward.experts.gate_up_proj", 2 * f, h, "expert", count=E)
+           + lin("feed_forward.experts.down_proj", h, f, "expert", count=E) + lin("feed_forward.gate", E, h, "router"))
+    return Moe(experts=E, top_k=k, ffn=f, shared=0, sparse=[i >= first for i in range(L)], mlp=mlp)

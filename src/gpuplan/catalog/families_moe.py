@@ -31,8 +31,8 @@ def moe_required(moe: str | None) -> tuple[str, ...]:
             "qwen2_moe": ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size",
                           "intermediate_size"),
             "qwen3_moe": ("num_experts", "moe_intermediate_size"),
-            "shared_routed": ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
-                              "intermediate_size")}.get(moe or "", ("intermediate_size",))
+            "shared_routed": ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")
+            }.get(moe or "", ("intermediate_size",))
 
 
 def _fused_experts(prefix: str, h: int, ffn: int, E: int, bias: bool = False) -> list[Weight]:
@@ -51,6 +51,8 @@ def llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> Moe:
         return _llama4(c, h, L)
     if moe == "shared_routed":
         return _shared_routed(c, h, L)
+    if moe == "afmoe":
+        return _afmoe(c, h, L)
     if moe == "ernie":
         return _ernie(c, h, L)
     return _qwen(c, moe, h, L)
@@ -64,8 +66,10 @@ def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
         mlp = (lin("block_sparse_moe.gate", E, h, "router")
                + gated("block_sparse_moe.experts", h, ffn, "expert", count=E, names=("w1", "w3", "w2")))
     elif moe == "olmoe":
-        E, k = c.int("num_experts", default=64), c.int("num_experts_per_tok", default=8)
-        mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, ffn, "expert", count=E)
+        flex = c.mt == "flex_olmo"  # FlexOlmoConfig: 7 experts, top-5
+        E, k = c.int("num_experts", default=7 if flex else 64), c.int("num_experts_per_tok", default=5 if flex else 8)
+        mlp = lin("mlp.gate", E, h, "router") + (_fused_experts("mlp.experts", h, ffn, E) if flex else
+                                                 gated("mlp.experts", h, ffn, "expert", count=E))
     elif moe == "minimax":
         E, k = c.int("num_local_experts", default=256), c.int("num_experts_per_tok", default=8)
         mlp = lin("mlp.gate", E, h, "router") + _fused_experts("mlp.experts", h, ffn, E)
@@ -102,8 +106,28 @@ def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
     E, k = c.int("n_routed_experts"), c.int("num_experts_per_tok")
     ffn = c.int("moe_intermediate_size")
     n_shared = c.int("n_shared_experts", default=1, minimum=0)
-    first = c.int("first_k_dense_replace", default=1 if c.mt in ("glm4_moe", "sarvam_moe") else 0, minimum=0)
+    first = c.int("first_k_dense_replace", default=1 if c.mt in ("glm4_moe", "sarvam_moe", "exaone_moe") else 0,
+                  minimum=0)
+    sparse = [i >= first for i in range(L)]
+    kinds = c.raw("mlp_layer_types")  # EXAONE MoE: "dense" / "sparse" per layer, before first_k_dense_replace
+    if kinds is not None:
+        if not isinstance(kinds, list) or len(kinds) != L or any(k not in ("dense", "sparse") for k in kinds):
+            raise GpuplanError(f"{c.source}: mlp_layer_types must give dense or sparse for each of the {L} layers")
+        sparse = [k == "sparse" for k in kinds]
     mlp = _fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
+    if n_shared:
+        mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, sparse=sparse, mlp=mlp)
+
+
+def _afmoe(c: Cfg, h: int, L: int) -> Moe:
+    """AFMoE (AfmoeConfig): after num_dense_layers dense layers, num_experts routed experts (fused gate/up) of
+    moe_intermediate_size, top-k, with the router's expert bias a parameter, and num_shared_experts shared ones."""
+    E, k = c.int("num_experts", default=64), c.int("num_experts_per_tok", default=6)
+    ffn, n_shared = c.int("moe_intermediate_size", default=1408), c.int("num_shared_experts", default=2, minimum=0)
+    first = c.int("num_dense_layers", default=1, minimum=0)
+    mlp = (lin("mlp.router.gate", E, h, "router") + [Weight(name="mlp.expert_bias", shape=(E,), group="router",
+                                                            bias=True)] + _fused_experts("mlp.experts", h, ffn, E))
     if n_shared:
         mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")
     return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, sparse=[i >= first for i in range(L)], mlp=mlp)

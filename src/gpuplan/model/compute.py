@@ -53,6 +53,7 @@ class Device(ValueHashed):
     attn_kernel: str     # the kernel that runs the attention core (model/attention.py)
     sustain: float       # share of the burst (microbenchmark) rates a training step sustains
     elem: float = 2.0    # bytes per element of a matmul operand
+    peak32: float = 0.0  # fp32 FLOP/s of the vector units (FMA = 2; clock-scaled): a non-matmul kernel's arithmetic
     # hashed once (spec/_value.py): the step model's memo tables key on devices ~10^5 times a plan
     _hash: tuple = field(init=False, default=(), repr=False, compare=False)
 
@@ -123,7 +124,7 @@ def _device(g: GPU, power_limit_w: float | None, precision: str, kernel: str = "
     gemm16 = gemm if prec in ("bf16", "fp16") else gemm_kernel(g, "bf16", half, bw, sustain)
     return Device(peak=peak * clock, e_gemm=gemm.burst * sustain, gemm=gemm, gemm16=gemm16, bw=bw,
                   floor_s=kernel_floor_s(g), arch=g.architecture, peak16=half, attn_kernel=kernel, sustain=sustain,
-                  elem=ELEMENT_BYTES.get(prec, 2.0))
+                  elem=ELEMENT_BYTES.get(prec, 2.0), peak32=(g.peak_flops.get("fp32") or 0.0) * clock)
 
 
 def matmul_s(m: float, n: float, k: float, dev: Device, elem: float | None = None, batch: float = 1.0) -> float:

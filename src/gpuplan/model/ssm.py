@@ -1,4 +1,5 @@
-"""The recurrent token mixers of hybrid models: Mamba-2's state-space layer and the gated delta rule.
+"""The recurrent token mixers of hybrid models: Mamba-2's state-space layer and the gated delta rule (Mamba-1's
+selective scan, which has no matmul, is model/selective_scan.py; the functions here dispatch to it).
 
 Both train with a chunked algorithm that turns the recurrence into small matmuls inside chunks of ``Q``
 tokens plus a pass of states between chunks:
@@ -40,6 +41,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gpuplan.catalog.constants import constant
+from gpuplan.model import selective_scan
 from gpuplan.spec.model import ModelSpec, SsmDims
 
 if TYPE_CHECKING:
@@ -105,7 +107,11 @@ def _gemms(m: ModelSpec, mixer: str, tokens: float, tp: int) -> tuple[list[Gemm]
 
 @lru_cache(maxsize=64)
 def scan_flops(m: ModelSpec, mixer: str) -> float:
-    """Forward FLOPs per token of one recurrent layer's chunked scan (its projections are weight matmuls)."""
+    """Forward FLOPs per token of one recurrent layer's chunked scan (its projections are weight matmuls); none for
+    Mamba-1's selective scan, whose arithmetic runs on the vector units (model/selective_scan.py) and, like the norms
+    and activations, is not a model FLOP."""
+    if mixer == "mamba1":
+        return 0.0
     tokens = float(_dims(m).chunk * 64)
     return sum(2 * a * b * c * n for a, b, c, n, _ in _gemms(m, mixer, tokens, 1)[0]) / tokens
 
@@ -118,7 +124,10 @@ def _state_bytes(m: ModelSpec, tp: int) -> float:
 
 
 def scan_s(m: ModelSpec, mixer: str, tokens: float, tp: int, dev: Device) -> tuple[float, float]:
-    """(forward, backward) seconds of one recurrent layer's chunked scan over ``tokens`` local tokens."""
+    """(forward, backward) seconds of one recurrent layer's chunked scan over ``tokens`` local tokens (Mamba-1's
+    selective scan: model/selective_scan.py)."""
+    if mixer == "mamba1":
+        return selective_scan.scan_s(m, tokens, tp, dev)
     gemms, recomputed = _gemms(m, mixer, tokens, tp)
     flops = [2 * a * b * c * n * (0.5 if masked else 1.0) for a, b, c, n, masked in gemms]
     w = widths(m, mixer)
@@ -140,7 +149,10 @@ def fused_kernel_s(flops: float, nbytes: float, kernels: float, dev: Device) -> 
 def stream_bytes(m: ModelSpec, mixer: str, tp: int) -> tuple[float, int]:
     """(bytes per token, kernels) of a recurrent layer's forward memory-bound work besides the scan: the causal
     convolution with its SiLU (read and write its channels, 16-bit), the gated RMSNorm (read the scan's output
-    and z, write the normed product); the delta rule's q/k L2 norms and its a/b gates (β = sigmoid(b), g)."""
+    and z, write the normed product); the delta rule's q/k L2 norms and its a/b gates (β = sigmoid(b), g); Mamba-1's
+    convolution alone (model/selective_scan.py)."""
+    if mixer == "mamba1":
+        return selective_scan.stream_bytes(m, tp)
     w = widths(m, mixer)
     conv = 4 * w.conv / tp
     norm = 6 * w.inner / tp
@@ -154,7 +166,10 @@ def stream_bytes(m: ModelSpec, mixer: str, tp: int) -> tuple[float, int]:
 
 def ssm_terms(m: ModelSpec, mixer: str, sb: float, t: int, rep: float, e: float, norm: float,
               linear_in: float) -> dict[str, float]:
-    """Bytes a recurrent layer keeps for its backward pass over ``sb`` local tokens (see module doc)."""
+    """Bytes a recurrent layer keeps for its backward pass over ``sb`` local tokens (see module doc; Mamba-1:
+    model/selective_scan.py)."""
+    if mixer == "mamba1":
+        return selective_scan.terms(m, sb, t, rep, e, norm, linear_in)
     w = widths(m, mixer)
     h = m.hidden
     return {

@@ -64,9 +64,10 @@ def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
 # What mixes tokens in a block: softmax attention; a Mamba-2 state-space mixer (Dao & Gu 2024, arXiv:2405.21060);
 # a gated delta-rule linear attention (Yang et al. 2024, arXiv:2412.06464: Qwen3-Next); attention and Mamba-2 side by
 # side on the same input, their outputs summed (Falcon-H1); a gated short convolution (LFM2: B·x through a depthwise
-# causal convolution, times C); none (an MLP-only block, Nemotron-H's "-" and "E" layers)
-Mixer = Literal["attention", "mamba2", "gdn", "attention+mamba2", "conv", "none"]
-SSM_MIXERS = ("mamba2", "gdn", "attention+mamba2")
+# causal convolution, times C); none (an MLP-only block, Nemotron-H's "-" and "E" layers); Mamba-1's selective
+# scan (Gu & Dao 2023, arXiv:2312.00752: Mamba, Falcon Mamba, Jamba)
+Mixer = Literal["attention", "mamba2", "gdn", "attention+mamba2", "conv", "none", "mamba1"]
+SSM_MIXERS = ("mamba2", "gdn", "attention+mamba2", "mamba1")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

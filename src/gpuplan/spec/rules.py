@@ -73,6 +73,10 @@ def ep_choices(model: ModelSpec, group: int) -> list[int]:
 def _tp_heads(c: Context) -> str | None:
     m, tp = c.model, c.lay["tp"]
     assert m is not None
+    if tp > 1 and any(lg.mixer == "mamba1" for lg in m.layers):
+        return (f"layout.tp={tp}: {m.name}'s Mamba-1 layers make Δ, B and C from the whole inner width (x_proj), and "
+                "no framework catalogued splits them over tensor-parallel ranks (Megatron-Core's MambaMixer is "
+                "Mamba-2): use tp 1 (data, ZeRO/FSDP and pipeline parallelism are)")
     if m.n_heads % tp:
         return (f"layout.tp={tp} does not divide the {m.n_heads} attention heads of {m.name}: "
                 f"use a tp that divides {m.n_heads}")
