@@ -85,3 +85,18 @@ def test_a_wrong_mlp_layer_list_is_named():
     with pytest.raises(GpuplanError, match="mlp_layer_types must give dense or sparse for each of the 4 layers"):
         load_model({"model_type": "exaone_moe", **SMALL, "num_experts": 4, "num_experts_per_tok": 2,
                     "moe_intermediate_size": 128, "mlp_layer_types": ["dense", "moe", "sparse", "sparse"]})
+
+
+def test_qwen2_vl_is_its_qwen2_decoder_and_the_vision_tower_apart():
+    # Qwen/Qwen2-VL-7B-Instruct: transformers 5.24 counts 8,291,375,616 — the Qwen2 decoder 7,615,616,512 and the
+    # vision transformer with its patch merger 675,759,104 (Qwen2VLVisionConfig's defaults: 32 blocks of 1,280)
+    m = load_model({"model_type": "qwen2_vl", "text_config": {
+        "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "intermediate_size": 18944, "vocab_size": 152064}})
+    assert (m.params, m.extra_params, m.frozen_params) == (7_615_616_512, 675_759_104, 675_759_104)
+    # a small tower: 2 blocks of 128, mlp_ratio 2, merged into a 256-wide decoder (transformers: 809,728)
+    small = load_model({"model_type": "qwen2_vl", "vision_config": {"depth": 2, "embed_dim": 128, "num_heads": 4,
+                                                                    "hidden_size": 256, "mlp_ratio": 2},
+                        "text_config": {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+                                        "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}})
+    assert (small.params, small.extra_params) == (1_628_160, 809_728)

@@ -44,6 +44,7 @@ from gpuplan.catalog.families_vlm import (
     QWEN25VL_TEXT,
     llama4_vision_params,
     pixtral_params,
+    qwen2_vl_vision_params,
     qwen3_vl_vision_params,
     qwen25_vl_vision_params,
     siglip_params,
@@ -320,6 +321,14 @@ def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision, frozen_params=vision)
 
 
+def qwen2_vl(c: Cfg, name: str) -> ModelSpec:
+    """Qwen2VLForConditionalGeneration: a Qwen2 decoder (as Qwen2.5-VL's), Qwen2-VL's vision tower counted apart."""
+    t = text_config(c, "qwen2", QWEN25VL_TEXT, flat=True)
+    vision = qwen2_vl_vision_params(c)
+    vision_note(t, "qwen2_vl", vision)
+    return dataclasses.replace(llama_like(t, name), model_type="qwen2_vl", extra_params=vision, frozen_params=vision)
+
+
 def qwen3_vl(c: Cfg, name: str) -> ModelSpec:
     """Qwen3VLForConditionalGeneration / Qwen3VLMoeForConditionalGeneration: the Qwen3 (or Qwen3-MoE) decoder of
     ``text_config``; the vision transformer, its patch merger and DeepStack mergers counted apart, in
@@ -375,7 +384,8 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
     "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
-    "qwen2_5_vl": qwen2_5_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl, "mistral3": mistral3,
+    "qwen2_5_vl": qwen2_5_vl, "qwen2_vl": qwen2_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
+    "mistral3": mistral3,
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,

@@ -34,6 +34,9 @@ QWEN25VL_TEXT = {"vocab_size": 152064, "hidden_size": 8192, "intermediate_size":
 # Qwen2_5_VLVisionConfig defaults (transformers 5.24)
 _QWEN25VL_VISION = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
                     "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584}
+# Qwen2VLVisionConfig defaults (transformers 5.24): hidden_size is the merger's output, the text width
+_QWEN2VL_VISION = {"depth": 32, "embed_dim": 1280, "hidden_size": 3584, "mlp_ratio": 4, "in_channels": 3,
+                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
 # Qwen3VLTextConfig defaults (transformers 5.24); the decoder is Qwen3's (q/k RMSNorms over head_dim)
 QWEN3VL_TEXT = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128}
@@ -129,6 +132,21 @@ def qwen25_vl_vision_params(c: Cfg) -> int:
     block = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)
     merger = h + (h * m2 * h * m2 + h * m2) + (h * m2 * v.int("out_hidden_size") + v.int("out_hidden_size"))
     return _checked(c, v.int("in_channels", "in_chans") * t * p * p * h + depth * block + merger)
+
+
+def qwen2_vl_vision_params(c: Cfg) -> int:
+    """Qwen2-VL's vision transformer (transformers 5.24 modeling_qwen2_vl): the bias-free Conv3d patch embedding,
+    depth pre-norm blocks of embed_dim (two LayerNorms, a fused biased qkv and biased projection, a biased two-matrix
+    QuickGELU MLP of mlp_ratio x embed_dim); the patch merger (a LayerNorm, then spatial_merge_size² patches through
+    two biased linears to hidden_size, the text width)."""
+    v = _vision_cfg(c, _QWEN2VL_VISION, "qwen2_vl_vision")
+    h, depth, out = v.int("embed_dim"), v.int("depth"), v.int("hidden_size")
+    ratio = v.number("mlp_ratio", default=4)
+    assert ratio is not None
+    p, t, hm = v.int("patch_size"), v.int("temporal_patch_size"), h * v.int("spatial_merge_size") ** 2
+    merger = 2 * h + (hm * hm + hm) + (hm * out + out)
+    return _checked(c, v.int("in_channels", "in_chans") * t * p * p * h + depth * _encoder_layer(h, int(ratio * h))
+                    + merger)
 
 
 def qwen3_vl_vision_params(c: Cfg, deepstack_mergers: bool = True) -> int:
