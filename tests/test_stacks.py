@@ -108,3 +108,30 @@ def test_the_text_answer_says_what_a_word_was_read_as(capsys):
           "--framework", "hf-trainer", "--precision", "bf16-true"])
     out = capsys.readouterr().out
     assert "read as: framework hf-trainer → pytorch-fsdp, precision bf16-true → bf16-pure" in out
+
+
+@pytest.mark.parametrize("word, profile", [
+    # the profiles as published runs spell them: capitals, spaces, underscores, a version
+    ("Megatron Core", "megatron-core"), ("megatron_core 0.12", "megatron-core"), ("DeepSpeed v0.14", "deepspeed"),
+    ("PyTorch FSDP", "pytorch-fsdp"), ("TorchTitan", "torchtitan"), ("NeMo 2.0", "megatron-core"),
+    # stacks built on a profile (catalog/stacks.json, each with its source)
+    ("GPT-NeoX", "megatron-lm"), ("MegaBlocks", "megatron-lm"), ("Primus", "megatron-core"),
+    ("Pai-Megatron-Patch", "megatron-core"), ("ColossalAI", "deepspeed"), ("OpenRLHF", "deepspeed"),
+    ("metaseq", "pytorch-fsdp"), ("fairseq", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("verl", "pytorch-fsdp"),
+    ("Hugging Face", "pytorch-fsdp"), ("MaxText", "generic"), ("T5X", "generic"),
+])
+def test_a_framework_word_is_read_as_its_profile(word, profile):
+    value, reading = read_framework(word)
+    assert value == profile
+    if word.lower() == profile:  # only the case differs: nothing to say
+        assert reading is None
+    else:
+        assert reading is not None and reading.given == word and reading.value == profile
+
+
+def test_a_stack_reading_names_what_runs_underneath():
+    est = _answer(framework="gpt-neox")
+    (read,) = _assumed(est, "training.framework")
+    assert read["value"] == "megatron-lm" and "DeepSpeed" in read["rule"] and "github.com/EleutherAI" in read["rule"]
+    # a profile spelled differently is the profile itself: the same answer
+    assert _answer(framework="PyTorch FSDP")["time"] == _answer(framework="pytorch-fsdp")["time"]

@@ -13,6 +13,7 @@ scenario is parsed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -69,11 +70,22 @@ def precision_words() -> tuple[str, ...]:
                                if w not in PRECISIONS))
 
 
+def _spelling(word: str) -> str:
+    """A framework word as the names are spelled: lower case, spaces and underscores as hyphens, a trailing version
+    dropped ("Megatron Core", "megatron_core 0.12", "NeMo-2.0", "DeepSpeed v0.14" → megatron-core, nemo, deepspeed)."""
+    key = re.sub(r"[\s_]+", "-", word.strip().lower())
+    return re.sub(r"-v?\d[\w.]*$", "", key) or key
+
+
 def read_framework(word: str) -> tuple[str, Reading | None]:
     """The profile a ``training.framework`` word names, and how it was read when it is a stack's name."""
     if word in FRAMEWORKS:
         return word, None
-    stack = _names().get(word)
+    key = _spelling(word)
+    if key in FRAMEWORKS:
+        return key, (None if key == word.strip().lower() else
+                     Reading(field="training.framework", given=word, value=key, rule=f"{word} read as {key}"))
+    stack = _names().get(key)
     if stack is None:
         raise GpuplanError(f"training.framework: {word!r} is not one of {', '.join(FRAMEWORKS)}; a stack built on "
                            f"one of them is read as its profile: {', '.join(stack_names())}")
