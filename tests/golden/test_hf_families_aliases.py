@@ -100,3 +100,19 @@ def test_qwen2_vl_is_its_qwen2_decoder_and_the_vision_tower_apart():
                         "text_config": {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
                                         "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}})
     assert (small.params, small.extra_params) == (1_628_160, 809_728)
+
+
+def test_jetmoe_routes_its_attention_and_mlp_experts():
+    # JetMoE-8B (jetmoe/jetmoe-8b config.json shape keys): transformers 5.24 counts 8,522,237,952; a token takes 2
+    # of the 8 query/output experts and 2 of the 8 MLP experts: 2,331,445,248 active (JetMoE's "2.2B" leaves out
+    # the tied 65.5M embedding)
+    m = load_model({"model_type": "jetmoe", "hidden_size": 2048, "num_hidden_layers": 24, "num_key_value_heads": 16,
+                    "kv_channels": 128, "vocab_size": 32000, "intermediate_size": 5632, "num_local_experts": 8,
+                    "num_experts_per_tok": 2})
+    assert (m.params, m.params_active) == (8_522_237_952, 2_331_445_248)
+    # mixture of attention heads: 16 key/value heads, 16 x 2 query heads of 128
+    assert (m.n_heads, m.n_kv_heads, m.head_dim, m.n_experts, m.top_k) == (32, 16, 128, 8, 2)
+    small = load_model({"model_type": "jetmoe", "hidden_size": 256, "num_hidden_layers": 2, "num_key_value_heads": 4,
+                        "vocab_size": 1000, "intermediate_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2,
+                        "kv_channels": 32})
+    assert small.params == 4_063_488

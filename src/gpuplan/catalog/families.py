@@ -35,6 +35,7 @@ from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_n
 from gpuplan.catalog.families_hybrid import bamba, falcon_h1, granitemoehybrid, nemotron_h, olmo_hybrid, qwen3_next
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.catalog.families_mla import MLA_TYPES, deepseek, kimi_linear
+from gpuplan.catalog.families_moa import jetmoe
 from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_vlm import (
@@ -390,5 +391,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,
     "lfm2": lfm2, "lfm2_moe": lfm2, "mamba2": mamba2, "mamba": mamba, "falcon_mamba": mamba,
-    "jamba": jamba,
+    "jamba": jamba, "jetmoe": jetmoe,
 }
