@@ -135,3 +135,16 @@ def test_a_stack_reading_names_what_runs_underneath():
     assert read["value"] == "megatron-lm" and "DeepSpeed" in read["rule"] and "github.com/EleutherAI" in read["rule"]
     # a profile spelled differently is the profile itself: the same answer
     assert _answer(framework="PyTorch FSDP")["time"] == _answer(framework="pytorch-fsdp")["time"]
+
+
+def test_an_open_precision_on_a_gpu_without_bf16_is_fp16_mixed():
+    # V100 and T4 have fp16 tensor cores and no bf16 ones (Volta, Turing): training there runs fp16 mixed
+    # precision, so an open precision is read as that, named under assumed — a given bf16 is still refused
+    est = evaluate(make("llama-3.1-8b", "v100-32gb", 8, layout={"zero": 3})).to_json()
+    assert est["scenario"]["training"]["precision"] == "fp16"
+    (read,) = _assumed(est, "training.precision")
+    assert read["value"] == "fp16" and "no bf16 tensor cores" in read["rule"]
+    with pytest.raises(GpuplanError, match="v100-32gb has no bf16 tensor cores in the catalogue"):
+        evaluate(make("llama-3.1-8b", "v100-32gb", 8, training={"precision": "bf16"}, layout={"zero": 3}))
+    # a GPU with bf16 keeps the bf16 default
+    assert _answer()["scenario"]["training"]["precision"] == "bf16"

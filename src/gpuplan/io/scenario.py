@@ -187,7 +187,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hardware = _hardware(hw_raw)
     _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
-    training, words = _training(tr_raw, model)
+    training, words = _training(_precision_for(tr_raw, hardware), model)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
@@ -198,6 +198,28 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     return Scenario(name=name, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,
                     gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None, read_as=words)
+
+
+def _no_bf16(hardware: Hardware) -> bool:
+    """The GPU lists tensor peaks but none for bf16, one for fp16 (Volta, Turing: V100, T4)."""
+    peaks = hardware.gpu.peak_flops
+    return bool(peaks) and "bf16" not in peaks and "fp16" in peaks
+
+
+def _precision_for(tr_raw: dict, hardware: Hardware) -> dict:
+    """An open precision on a GPU without bf16 tensor cores is fp16 mixed precision — what training on V100 or T4
+    runs (bf16, the default elsewhere, has no tensor cores there) — unless the framework documents its own."""
+    if "precision" in tr_raw or not _no_bf16(hardware):
+        return tr_raw
+    from gpuplan.catalog.frameworks import get_framework
+
+    framework = tr_raw.get("framework", "generic")
+    try:
+        if get_framework(str(framework).lower()).defaults.get("precision") is not None:
+            return tr_raw
+    except GpuplanError:
+        pass  # a stack's name: read with the training section
+    return {**tr_raw, "precision": "fp16"}
 
 
 def _name(value: Any) -> str | None:

@@ -114,7 +114,11 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
         out.append({"field": "training.global_batch", "value": training.global_batch, "rule": rule})
     for key, rule in _TRAINING_RULES.items():
         if f"training.{key}" not in given:
-            if key == "precision" and training.precision != _TRAINING_DEFAULTS["precision"]:
+            peaks = hw.gpu.peak_flops
+            if key == "precision" and training.precision == "fp16" and peaks and "bf16" not in peaks:
+                rule = (f"{hw.gpu.id} has no bf16 tensor cores: fp16 mixed precision (fp32 master weights, dynamic "
+                        "loss scaling), what training on it runs")
+            elif key == "precision" and training.precision != _TRAINING_DEFAULTS["precision"]:
                 rule = (f"{training.framework}'s documented default precision "
                         "(catalog/frameworks.json defaults.precision)")
             out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
