@@ -148,3 +148,23 @@ def test_an_open_precision_on_a_gpu_without_bf16_is_fp16_mixed():
         evaluate(make("llama-3.1-8b", "v100-32gb", 8, training={"precision": "bf16"}, layout={"zero": 3}))
     # a GPU with bf16 keeps the bf16 default
     assert _answer()["scenario"]["training"]["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("word, precision", [
+    ("mixed", "bf16"), ("Mixed Precision", "bf16"), ("AMP", "bf16"), ("16-bit", "bf16"), ("fp16 mixed", "fp16"),
+    ("bf16_mixed", "bf16"), ("TF32", "fp32"), ("FP8 hybrid", "fp8"), ("fp8-e4m3", "fp8"), ("pure-bf16", "bf16-pure"),
+])
+def test_precision_words_as_papers_write_them(word, precision):
+    value, reading = read_precision(word, "generic")
+    assert value == precision and reading is not None and reading.given == word
+
+
+def test_sixteen_bit_mixed_precision_is_fp16_on_a_gpu_without_bf16():
+    est = evaluate(make("llama-3.1-8b", "v100-32gb", 8, training={"precision": "mixed precision"},
+                        layout={"zero": 3})).to_json()
+    assert est["scenario"]["training"]["precision"] == "fp16"
+    (read,) = _assumed(est, "training.precision")
+    assert read["given"] == "mixed precision" and "no bf16 tensor cores" in read["rule"]
+    # an unknown word is still one line naming the choices
+    with pytest.raises(GpuplanError, match="'nvfp4' is not one of"):
+        _answer(precision="nvfp4")

@@ -99,6 +99,11 @@ def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
     read when the framework's word differs from gpuplan's (torchtune's bf16) or is not gpuplan's word."""
     words = _data()["precision_words"]
     row = words.get(framework, {}).get(word) or words["*"].get(word)
+    if row is None and _spelling(word) != word:  # "fp16 mixed", "Mixed Precision", "FP8_hybrid"
+        key = _spelling(word)
+        if key in PRECISIONS:
+            return key, None
+        row = words.get(framework, {}).get(key) or words["*"].get(key)
     if row is None:
         return word, None
     rule = f"precision {word} read as {row['precision']}: {row['why']} ({row['source']})"

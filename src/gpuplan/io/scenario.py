@@ -8,6 +8,7 @@ key left out (a layout field left open, a training or hardware field at its defa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,9 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hardware = _hardware(hw_raw)
     _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
-    training, words = _training(_precision_for(tr_raw, hardware), model)
+    tr_in, read16 = _precision_for(tr_raw, hardware)
+    training, words = _training(tr_in, model)
+    words += read16
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
@@ -206,20 +209,31 @@ def _no_bf16(hardware: Hardware) -> bool:
     return bool(peaks) and "bf16" not in peaks and "fp16" in peaks
 
 
-def _precision_for(tr_raw: dict, hardware: Hardware) -> dict:
-    """An open precision on a GPU without bf16 tensor cores is fp16 mixed precision — what training on V100 or T4
-    runs (bf16, the default elsewhere, has no tensor cores there) — unless the framework documents its own."""
-    if "precision" in tr_raw or not _no_bf16(hardware):
-        return tr_raw
+# words for "16-bit mixed precision" that name no format (catalog/stacks.json): bf16, or fp16 on a GPU without bf16
+_SIXTEEN_BIT = ("mixed", "mixed-precision", "amp", "16-bit", "16")
+
+
+def _precision_for(tr_raw: dict, hardware: Hardware) -> tuple[dict, tuple[tuple[str, str, Any, str], ...]]:
+    """On a GPU without bf16 tensor cores (V100, T4) 16-bit mixed precision is fp16: an open precision — what
+    training there runs, bf16 the default elsewhere — unless the framework documents its own, and a word for
+    16-bit mixed precision that names no format ("mixed", "amp"), said so."""
+    if not _no_bf16(hardware):
+        return tr_raw, ()
+    word = tr_raw.get("precision")
+    if isinstance(word, str) and re.sub(r"[\s_]+", "-", word.strip().lower()) in _SIXTEEN_BIT:
+        rule = (f"precision {word} read as fp16: 16-bit mixed precision on {hardware.gpu.id}, which has no bf16 "
+                "tensor cores, is fp16 with loss scaling over fp32 master weights")
+        return {**tr_raw, "precision": "fp16"}, (("training.precision", word, "fp16", rule),)
+    if word is not None:
+        return tr_raw, ()
     from gpuplan.catalog.frameworks import get_framework
 
-    framework = tr_raw.get("framework", "generic")
     try:
-        if get_framework(str(framework).lower()).defaults.get("precision") is not None:
-            return tr_raw
+        if get_framework(str(tr_raw.get("framework", "generic")).lower()).defaults.get("precision") is not None:
+            return tr_raw, ()
     except GpuplanError:
         pass  # a stack's name: read with the training section
-    return {**tr_raw, "precision": "fp16"}
+    return {**tr_raw, "precision": "fp16"}, ()
 
 
 def _name(value: Any) -> str | None:
