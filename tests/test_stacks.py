@@ -168,3 +168,16 @@ def test_sixteen_bit_mixed_precision_is_fp16_on_a_gpu_without_bf16():
     # an unknown word is still one line naming the choices
     with pytest.raises(GpuplanError, match="'nvfp4' is not one of"):
         _answer(precision="nvfp4")
+
+
+@pytest.mark.parametrize("word, optimizer, impl", [
+    ("8-bit Adam", "adamw-8bit", None), ("AdamW 8bit", "adamw-8bit", None), ("bnb_8bit_adam", "adamw-8bit", None),
+    ("FusedAdam", "adamw", "fused"), ("LAMB", "adamw", None), ("Fused LAMB", "adamw", "fused"),
+    ("SGD momentum", "sgd-momentum", None),
+])
+def test_optimizer_words_as_papers_write_them(word, optimizer, impl):
+    from gpuplan.catalog.stacks import read_optimizer
+
+    value, kernel, reading = read_optimizer(word)
+    assert (value, kernel) == (optimizer, impl)
+    assert reading is not None or word.lower().replace(" ", "-") == optimizer

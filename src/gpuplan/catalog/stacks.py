@@ -70,18 +70,19 @@ def precision_words() -> tuple[str, ...]:
                                if w not in PRECISIONS))
 
 
-def _spelling(word: str) -> str:
-    """A framework word as the names are spelled: lower case, spaces and underscores as hyphens, a trailing version
-    dropped ("Megatron Core", "megatron_core 0.12", "NeMo-2.0", "DeepSpeed v0.14" → megatron-core, nemo, deepspeed)."""
+def _spelling(word: str, version: bool = False) -> str:
+    """A word as the names are spelled: lower case, spaces and underscores as hyphens; ``version``: a trailing
+    version number dropped ("Megatron Core", "megatron_core 0.12", "NeMo-2.0", "DeepSpeed v0.14" → megatron-core,
+    nemo, deepspeed)."""
     key = re.sub(r"[\s_]+", "-", word.strip().lower())
-    return re.sub(r"-v?\d[\w.]*$", "", key) or key
+    return (re.sub(r"-v?\d+(\.\d+)*$", "", key) or key) if version else key
 
 
 def read_framework(word: str) -> tuple[str, Reading | None]:
     """The profile a ``training.framework`` word names, and how it was read when it is a stack's name."""
     if word in FRAMEWORKS:
         return word, None
-    key = _spelling(word)
+    key = _spelling(word, version=True)
     if key in FRAMEWORKS:
         return key, (None if key == word.strip().lower() else
                      Reading(field="training.framework", given=word, value=key, rule=f"{word} read as {key}"))
@@ -121,7 +122,9 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
     if word in OPTIMIZERS:
         return word, None, None
     rows = {w.lower(): row for w, row in _data()["optimizer_words"].items()}
-    row = rows.get(word.lower())
+    row = rows.get(word.lower()) or rows.get(_spelling(word))  # "8-bit Adam", "Fused Adam", "LAMB"
+    if row is None and _spelling(word) in OPTIMIZERS:
+        return _spelling(word), None, None
     if row is None:
         return word, None, None  # spec.Training names the choices
     impl = row.get("impl")
