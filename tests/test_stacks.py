@@ -181,3 +181,21 @@ def test_optimizer_words_as_papers_write_them(word, optimizer, impl):
     value, kernel, reading = read_optimizer(word)
     assert (value, kernel) == (optimizer, impl)
     assert reading is not None or word.lower().replace(" ", "-") == optimizer
+
+
+@pytest.mark.parametrize("word, attention", [
+    ("FlashAttention-2", "flash"), ("flash_attention_2", "flash"), ("FA3", "flash"), ("sdpa", "flash"),
+    ("cuDNN", "flash"), ("math", "eager"), ("fa1", "flash1"), ("flash", "flash"),
+])
+def test_attention_words_as_papers_write_them(word, attention):
+    from gpuplan.catalog.stacks import read_attention
+
+    value, reading = read_attention(word.lower())
+    assert value == attention and (reading is None) == (word == attention)
+
+
+def test_an_attention_word_is_listed_under_assumed():
+    est = _answer(attention="FlashAttention-2")
+    (read,) = _assumed(est, "training.attention")
+    assert read["value"] == "flash" and "Dao 2023" in read["rule"]
+    assert est["time"] == _answer(attention="flash")["time"]

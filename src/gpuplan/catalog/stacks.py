@@ -43,6 +43,9 @@ def _data() -> dict[str, Any]:
         for word, row in words.items():
             if row["precision"] not in PRECISIONS:
                 raise GpuplanError(f"stacks.json: precision word {word} must mean one of {', '.join(PRECISIONS)}")
+    for word, row in data.get("attention_words", {}).items():
+        if row["attention"] not in ("flash", "flash1", "eager"):
+            raise GpuplanError(f"stacks.json: attention word {word} must mean flash, flash1 or eager")
     for word, row in data["optimizer_words"].items():
         if row["optimizer"] not in OPTIMIZERS or row.get("impl", "fused") not in OPTIMIZER_IMPLS:
             raise GpuplanError(f"stacks.json: optimizer word {word} must mean one of {', '.join(OPTIMIZERS)}")
@@ -131,3 +134,15 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
     rule = (f"optimizer {word} read as {row['optimizer']}{f' ({impl} kernel)' if impl else ''}: {row['why']} "
             f"({row['source']})")
     return row["optimizer"], impl, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)
+
+
+def read_attention(word: str) -> tuple[str, Reading | None]:
+    """The attention choice a ``training.attention`` word names (FlashAttention-2/3, SDPA, cuDNN → flash; math →
+    eager), and how it was read; gpuplan's own names as they are."""
+    if word in ("flash", "flash1", "eager"):
+        return word, None
+    row = _data().get("attention_words", {}).get(_spelling(word))
+    if row is None:
+        return word, None  # spec.Training names the choices
+    rule = f"attention {word} read as {row['attention']}: {row['why']} ({row['source']})"
+    return row["attention"], Reading(field="training.attention", given=word, value=row["attention"], rule=rule)

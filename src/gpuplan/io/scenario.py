@@ -336,9 +336,12 @@ def _words(kw: dict[str, Any]) -> tuple[tuple[str, str, Any, str], ...]:
     adamw-8bit); an open precision takes the
     framework's documented default (frameworks.json defaults.precision) when it is one of gpuplan's."""
     from gpuplan.catalog.frameworks import get_framework
-    from gpuplan.catalog.stacks import read_framework, read_optimizer, read_precision
+    from gpuplan.catalog.stacks import read_attention, read_framework, read_optimizer, read_precision
 
     read = []
+    if isinstance(kw.get("attention"), str):
+        kw["attention"], r = read_attention(kw["attention"])
+        read.append(r)
     if isinstance(kw.get("optimizer"), str):
         kw["optimizer"], impl, r = read_optimizer(kw["optimizer"])
         if impl is not None and "optimizer_impl" not in kw:
