@@ -175,10 +175,10 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
     return table[gid]
 
 
-def get_fabric(name: str, kind: str | None = None, what: str | None = None) -> Fabric:
+def get_fabric(name: str, kind: str | None = None, what: str | None = None, default: str | None = None) -> Fabric:
     table, names = _fabric_index()
     text = _name(name, what or f"hardware.{kind or 'fabric'}")
-    fid = names.get(_key(text))
+    fid = names.get(_key(text)) or network_words(text, default)
     if fid is None:
         hint = _suggest(text, names)
         known = sorted(f.id for f in table.values() if kind is None or f.kind == kind)
@@ -193,6 +193,30 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None) -> F
 
 
 DEFAULT_SCALE_OUT = "ib-ndr-400g"
+# a network as papers describe it: InfiniBand by generation (EDR 100, HDR 200, NDR 400, XDR 800 Gb/s per port) or
+# rate, RoCE and Ethernet by rate (Spectrum-X: 400 Gb/s RoCE); NVIDIA Quantum InfiniBand and Spectrum-X datasheets
+_IB_GENERATIONS = {"edr": 100, "hdr": 200, "ndr": 400, "xdr": 800}
+
+
+def network_words(text: str, default: str | None = None) -> str | None:
+    """The fabric a description names ("200 Gb/s HDR InfiniBand", "8x 400Gb/s IB", "RoCEv2 400G", "Spectrum-X",
+    "100GbE"), or None. InfiniBand without a generation or rate is the GPU's own default network when that is
+    InfiniBand (``default``)."""
+    t = text.lower()
+    rate = next((int(m) for m in re.findall(r"(\d{2,3})\s*(?:g\b|gb/s|gbps|gbit|gbe|g\s|gb\b)", t + " ")), None)
+    gen = next((v for k, v in _IB_GENERATIONS.items() if re.search(rf"\b{k}\b", t)), None)
+    if re.search(r"infiniband|\bib\b", t) or gen is not None:
+        r = gen or rate
+        if r is None:
+            return default if default and default.startswith("ib-") else None
+        return {100: "ib-edr-100g", 200: "ib-hdr-200g", 400: "ib-ndr-400g", 800: "ib-xdr-800g"}.get(r)
+    if "spectrum-x" in t:
+        return "roce-400g"
+    if "roce" in t:
+        return {100: "roce-100g", 200: "roce-200g", 400: "roce-400g"}.get(rate or 0)
+    if "ethernet" in t or re.search(r"\d\s*gbe\b", t):
+        return {10: "eth-10g", 25: "eth-25g", 100: "eth-100g", 400: "eth-400g"}.get(rate or 0)
+    return None
 # Upper bounds of the hardware: far above any real cluster, low enough that a typo (1e12 for
 # 1e3) or a wrong unit is an error instead of a nonsense answer.
 MAX_GPUS = 2**20               # a million GPUs (the largest clusters: ~2e5)
@@ -262,7 +286,8 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
                            f"{MAX_GPUS_PER_NODE:,}: give the GPUs in one server, e.g. 8")
     per_node = gpus_per_node if gpus_per_node is not None else g.gpus_per_node
     up = get_fabric(g.scale_up if scale_up is None else scale_up, "scale_up")
-    out = get_fabric(scale_out if scale_out is not None else g.scale_out or DEFAULT_SCALE_OUT, "scale_out")
+    out = get_fabric(scale_out if scale_out is not None else g.scale_out or DEFAULT_SCALE_OUT, "scale_out",
+                     default=g.scale_out or DEFAULT_SCALE_OUT)
     if price_per_gpu_hour is not None and price_per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
         raise GpuplanError(f"hardware.price_per_gpu_hour = {price_per_gpu_hour:,.6g} is more than the limit "
                            f"${MAX_PRICE_PER_GPU_HOUR:,} per GPU-hour: give USD per GPU per hour, e.g. 2.5")
