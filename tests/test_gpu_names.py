@@ -62,6 +62,8 @@ def test_a_name_that_differs_in_a_number_is_not_matched():
     ("200 Gb/s HDR InfiniBand", "ib-hdr-200g"), ("8x 400Gb/s InfiniBand", "ib-ndr-400g"), ("NDR 400", "ib-ndr-400g"),
     ("InfiniBand EDR", "ib-edr-100g"), ("XDR InfiniBand", "ib-xdr-800g"), ("Spectrum-X", "roce-400g"),
     ("RoCE 200G", "roce-200g"), ("100GbE", "eth-100g"), ("25 GbE", "eth-25g"), ("10 Gb Ethernet", "eth-10g"),
+    # a rate given decides over the generation: an HDR port split to 100 Gb/s
+    ("HDR 100Gb/s", "ib-edr-100g"), ("HDR100 InfiniBand", "ib-edr-100g"),
 ])
 def test_a_network_described_in_words_is_its_fabric(words, fid):
     assert get_fabric(words, "scale_out").id == fid
@@ -73,3 +75,5 @@ def test_infiniband_without_a_generation_is_the_gpus_own_network_or_an_error():
         get_fabric("InfiniBand", "scale_out", default="eth-10g")
     with pytest.raises(GpuplanError, match="unknown fabric 'RoCEv2'"):
         get_fabric("RoCEv2", "scale_out")  # no rate: which one is not said
+    with pytest.raises(GpuplanError, match="unknown fabric '3200 Gbps InfiniBand'"):
+        get_fabric("3200 Gbps InfiniBand", "scale_out", default="ib-ndr-400g")  # a node's total, not a port's

@@ -151,7 +151,7 @@ def test_an_open_precision_on_a_gpu_without_bf16_is_fp16_mixed():
 
 
 @pytest.mark.parametrize("word, precision", [
-    ("mixed", "bf16"), ("Mixed Precision", "bf16"), ("AMP", "bf16"), ("16-bit", "bf16"), ("fp16 mixed", "fp16"),
+    ("mixed", "bf16"), ("Mixed Precision", "bf16"), ("AMP", "fp16"), ("16-bit", "bf16"), ("fp16 mixed", "fp16"),
     ("bf16_mixed", "bf16"), ("TF32", "fp32"), ("FP8 hybrid", "fp8"), ("fp8-e4m3", "fp8"), ("pure-bf16", "bf16-pure"),
 ])
 def test_precision_words_as_papers_write_them(word, precision):
@@ -199,3 +199,16 @@ def test_an_attention_word_is_listed_under_assumed():
     (read,) = _assumed(est, "training.attention")
     assert read["value"] == "flash" and "Dao 2023" in read["rule"]
     assert est["time"] == _answer(attention="flash")["time"]
+
+
+def test_a_frameworks_own_word_wins_in_any_spelling():
+    # torchtune's bf16 is its pure bf16 however it is written
+    assert read_precision("BF16", "torchtune")[0] == read_precision("bf16", "torchtune")[0] == "bf16-pure"
+
+
+def test_a_bf16_default_on_a_gpu_without_bf16_is_fp16_for_a_stack_as_for_its_profile():
+    # pytorch-fsdp documents bf16; on a V100 it and a stack running on it (hf-trainer) both train in fp16
+    for framework in ("pytorch-fsdp", "hf-trainer", "PyTorch FSDP"):
+        est = evaluate(make("llama-3.1-8b", "v100-32gb", 8, training={"framework": framework},
+                            layout={"zero": 3})).to_json()
+        assert est["scenario"]["training"]["precision"] == "fp16", framework

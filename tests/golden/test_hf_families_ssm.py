@@ -102,6 +102,10 @@ def test_a_mamba1_block_keeps_what_mamba_inner_fn_saves():
     per_token = 2 * (2 * 4096 + 2 * 8192 + 288 + 8192) + 8 * 16 * 8192 / 2048
     assert sum(terms.values()) == pytest.approx(4096 * per_token, rel=1e-12)
     assert selective_scan.dt_rank(FM) == 256
+    # under LoRA the scan's output stays (the gated output the frozen out_proj reads is rebuilt from it)
+    lora = layer_terms(FM, 0, ActShape(s=4096, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2,
+                                       method="lora", lora_targets=("in_proj", "out_proj"), lora_rank=16))
+    assert lora["scan_output"] == terms["scan_output"] == 2 * 4096 * 8192
 
 
 def test_tensor_parallelism_over_mamba1_is_refused_with_the_reason():

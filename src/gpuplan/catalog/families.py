@@ -148,16 +148,14 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "glm4_moe": dict(tie=False, qkv="attention_bias", o=False, qk="use_qk_norm", moe="shared_routed"),
     "dots1": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, moe="shared_routed",
                   qwen_win=62),
-    # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
-    # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     # EXAONE 3/3.5 (ExaoneConfig): Llama's block under its own key names (num_layers, layer_norm_epsilon)
     "exaone": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
                    keys={"num_layers": "num_hidden_layers"}),
     # InternLM3 (InternLM3Config: qkv_bias for q/k/v, bias for o and the MLP), IQuest-Coder (IQuestCoderConfig)
     "internlm3": dict(tie=False, qkv="qkv_bias", o="bias", mlp="bias", hd=128),
     "iquestcoder": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias", hd=128),
-    # Ministral 3 (Ministral3Config: sliding_window null by default) and CWM (CwmConfig: layer_types, a window
-    # of 8192 on three layers of each four)
+    # Ministral 3 (Ministral3Config: sliding_window null by default) and CWM (CwmConfig: a window of 8192 on the
+    # layers its config.json's layer_types call sliding — three of each four in the released model)
     "ministral3": dict(tie=False, win=None, hd=128),
     "cwm": dict(tie=False, mlp="mlp_bias", win=8192, hd=128),
     # VaultGemma (VaultGemmaConfig): Gemma 2's block with only the two pre-norms; sliding layers in layer_types
@@ -187,6 +185,8 @@ _LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # block, windows on three layers of each four, shared + routed experts after num_dense_layers dense layers
     "afmoe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, norms=4, hd=128, attn_gate=True,
                   moe="afmoe", win=1024, every=4),
+    # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
+    # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     "baichuan": dict(tie=False,
                      generic="Baichuan 2's fused W_pack holds the q/k/v shapes; the 13B's ALiBi attention bias "
                      "(no RoPE) is timed as rotary attention"),

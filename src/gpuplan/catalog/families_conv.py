@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuplan.catalog.builder_parts import Cfg, emb, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import listed_types
-from gpuplan.catalog.families_moe import Moe
+from gpuplan.catalog.families_moe import Moe, fused_experts
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -82,6 +82,5 @@ def _moe(c: Cfg, h: int, L: int) -> Moe:
         return Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
     E, k = c.int("num_experts", default=32), c.int("num_experts_per_tok", default=4)
     f, first = c.int("moe_intermediate_size", default=1792), c.int("num_dense_layers", default=2, minimum=0)
-    mlp = (lin("feed_forward.experts.gate_up_proj", 2 * f, h, "expert", count=E)
-           + lin("feed_forward.experts.down_proj", h, f, "expert", count=E) + lin("feed_forward.gate", E, h, "router"))
+    mlp = fused_experts("feed_forward.experts", h, f, E) + lin("feed_forward.gate", E, h, "router")
     return Moe(experts=E, top_k=k, ffn=f, shared=0, sparse=[i >= first for i in range(L)], mlp=mlp)

@@ -10,7 +10,7 @@ from gpuplan.catalog.builder_parts import Cfg, gated, lin
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import Weight
 
-__all__ = ["Moe", "llama_moe", "moe_required"]
+__all__ = ["Moe", "fused_experts", "llama_moe", "moe_required"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ def moe_required(moe: str | None) -> tuple[str, ...]:
             }.get(moe or "", ("intermediate_size",))
 
 
-def _fused_experts(prefix: str, h: int, ffn: int, E: int, bias: bool = False) -> list[Weight]:
+def fused_experts(prefix: str, h: int, ffn: int, E: int, bias: bool = False) -> list[Weight]:
     """Experts stored as one gate_up projection and one down projection per expert (3-D parameters)."""
     return (lin(f"{prefix}.gate_up_proj", 2 * ffn, h, "expert", bias, count=E)
             + lin(f"{prefix}.down_proj", h, ffn, "expert", bias, count=E))
@@ -68,14 +68,14 @@ def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
     elif moe == "olmoe":
         flex = c.mt == "flex_olmo"  # FlexOlmoConfig: 7 experts, top-5
         E, k = c.int("num_experts", default=7 if flex else 64), c.int("num_experts_per_tok", default=5 if flex else 8)
-        mlp = lin("mlp.gate", E, h, "router") + (_fused_experts("mlp.experts", h, ffn, E) if flex else
+        mlp = lin("mlp.gate", E, h, "router") + (fused_experts("mlp.experts", h, ffn, E) if flex else
                                                  gated("mlp.experts", h, ffn, "expert", count=E))
     elif moe == "minimax":
         E, k = c.int("num_local_experts", default=256), c.int("num_experts_per_tok", default=8)
-        mlp = lin("mlp.gate", E, h, "router") + _fused_experts("mlp.experts", h, ffn, E)
+        mlp = lin("mlp.gate", E, h, "router") + fused_experts("mlp.experts", h, ffn, E)
     else:  # gpt-oss: a router with a bias, experts with biases on both projections (GptOssExperts)
         E, k = c.int("num_local_experts", default=128), c.int("num_experts_per_tok", default=4)
-        mlp = lin("mlp.router", E, h, "router", True) + _fused_experts("mlp.experts", h, ffn, E, bias=True)
+        mlp = lin("mlp.router", E, h, "router", True) + fused_experts("mlp.experts", h, ffn, E, bias=True)
     shared = c.int("shared_intermediate_size", default=0, minimum=0) if c.mt == "granitemoeshared" else 0
     if shared:  # GraniteMoeSharedMLP: a gated shared expert beside the routed ones (input_linear holds gate and up)
         mlp += (lin("shared_mlp.input_linear", 2 * shared, h, "shared_expert")
@@ -93,7 +93,7 @@ def _llama4(c: Cfg, h: int, L: int) -> Moe:
     if listed is not None and (not isinstance(listed, list) or not all(isinstance(i, int) for i in listed)):
         raise GpuplanError(f"{c.source}: moe_layers must be a list of layer indices")
     layers = set(listed) if listed is not None else set(range(step - 1, L, step))
-    mlp = (_fused_experts("feed_forward.experts", h, ffn, E) + lin("feed_forward.router", E, h, "router")
+    mlp = (fused_experts("feed_forward.experts", h, ffn, E) + lin("feed_forward.router", E, h, "router")
            + gated("feed_forward.shared_expert", h, ffn, "shared_expert"))
     return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn, sparse=[i in layers for i in range(L)], mlp=mlp,
                dense_ffn=dense)
@@ -114,7 +114,7 @@ def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
         if not isinstance(kinds, list) or len(kinds) != L or any(k not in ("dense", "sparse") for k in kinds):
             raise GpuplanError(f"{c.source}: mlp_layer_types must give dense or sparse for each of the {L} layers")
         sparse = [k == "sparse" for k in kinds]
-    mlp = _fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
+    mlp = fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
     if n_shared:
         mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")
     return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, sparse=sparse, mlp=mlp)
@@ -127,7 +127,7 @@ def _afmoe(c: Cfg, h: int, L: int) -> Moe:
     ffn, n_shared = c.int("moe_intermediate_size", default=1408), c.int("num_shared_experts", default=2, minimum=0)
     first = c.int("num_dense_layers", default=1, minimum=0)
     mlp = (lin("mlp.router.gate", E, h, "router") + [Weight(name="mlp.expert_bias", shape=(E,), group="router",
-                                                            bias=True)] + _fused_experts("mlp.experts", h, ffn, E))
+                                                            bias=True)] + fused_experts("mlp.experts", h, ffn, E))
     if n_shared:
         mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert")
     return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, sparse=[i >= first for i in range(L)], mlp=mlp)
@@ -146,7 +146,7 @@ def _ernie(c: Cfg, h: int, L: int) -> Moe:
     end = L - 1 if end == -1 else end
     mlp = (lin("mlp.gate", E, h, "router") + [Weight(name="mlp.gate.moe_statics.e_score_correction_bias",
                                                      shape=(E,), group="router", bias=True)]
-           + _fused_experts("mlp.experts", h, ffn, E))
+           + fused_experts("mlp.experts", h, ffn, E))
     if n_shared:
         mlp += gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert", c.flag("use_bias", default=False))
     return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn * n_shared, mlp=mlp,

@@ -12,6 +12,7 @@ import math
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import mamba2_mixer, scan_note, vector
 from gpuplan.catalog.families_ln import qkvo
+from gpuplan.catalog.families_moe import fused_experts
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
@@ -131,9 +132,7 @@ def jamba(c: Cfg, name: str) -> ModelSpec:
                                       c.flag("mamba_conv_bias", default=True), "mamba.")
                          + nrm("mamba.dt_layernorm", rank) + nrm("mamba.b_layernorm", d.state)
                          + nrm("mamba.c_layernorm", d.state))}
-    moe = (lin("feed_forward.router", E, h, "router") + lin("feed_forward.experts.gate_up_proj", 2 * ffn, h, "expert",
-                                                            count=E)
-           + lin("feed_forward.experts.down_proj", h, ffn, "expert", count=E))
+    moe = lin("feed_forward.router", E, h, "router") + fused_experts("feed_forward.experts", h, ffn, E)
     norms = nrm("input_layernorm", h) + nrm("pre_ff_layernorm", h)
     kinds = ["attention" if i % ap == ao else "mamba1" for i in range(L)]
     sparse = [E > 1 and i % xp == xo for i in range(L)]

@@ -199,19 +199,21 @@ _IB_GENERATIONS = {"edr": 100, "hdr": 200, "ndr": 400, "xdr": 800}
 
 
 def network_words(text: str, default: str | None = None) -> str | None:
-    """The fabric a description names ("200 Gb/s HDR InfiniBand", "8x 400Gb/s IB", "RoCEv2 400G", "Spectrum-X",
-    "100GbE"), or None. InfiniBand without a generation or rate is the GPU's own default network when that is
-    InfiniBand (``default``)."""
+    """The fabric a description names ("200 Gb/s HDR InfiniBand", "8x 400Gb/s IB", "RoCE 400G", "Spectrum-X",
+    "100GbE"), or None. A rate per port, when given, decides; else the InfiniBand generation; InfiniBand with neither
+    (no figure at all) is the GPU's own default network when that is InfiniBand (``default``)."""
     t = text.lower()
-    rate = next((int(m) for m in re.findall(r"(\d{2,3})\s*(?:g\b|gb/s|gbps|gbit|gbe|g\s|gb\b)", t + " ")), None)
-    gen = next((v for k, v in _IB_GENERATIONS.items() if re.search(rf"\b{k}\b", t)), None)
+    rates = re.findall(r"(?<![\d.])(\d{2,3})(?!\d)\s*(?:g\b|gb/s|gbps|gbit|gbe|gb\b|g(?=[\s-]))", t + " ")
+    rates += re.findall(r"\b(?:edr|hdr|ndr|xdr)[\s-]?(\d{2,3})\b", t)  # HDR100: an HDR port split to 100 Gb/s
+    rate = int(rates[0]) if rates else None
+    gen = next((v for k, v in _IB_GENERATIONS.items() if re.search(rf"\b{k}", t)), None)
     if re.search(r"infiniband|\bib\b", t) or gen is not None:
-        r = gen or rate
+        r = rate or gen
         if r is None:
-            return default if default and default.startswith("ib-") else None
+            return default if default and default.startswith("ib-") and not re.search(r"\d", t) else None
         return {100: "ib-edr-100g", 200: "ib-hdr-200g", 400: "ib-ndr-400g", 800: "ib-xdr-800g"}.get(r)
     if "spectrum-x" in t:
-        return "roce-400g"
+        return {400: "roce-400g"}.get(rate or 400)
     if "roce" in t:
         return {100: "roce-100g", 200: "roce-200g", 400: "roce-400g"}.get(rate or 0)
     if "ethernet" in t or re.search(r"\d\s*gbe\b", t):

@@ -57,8 +57,8 @@ def _names() -> dict[str, str]:
     """Every accepted spelling of a stack (its name and aliases) → the stack's name."""
     out: dict[str, str] = {}
     for name, row in _data()["stacks"].items():
-        for spelling in (name, *row["aliases"]):
-            out[spelling] = name
+        for word in (name, *row["aliases"]):
+            out[word] = name
     return out
 
 
@@ -73,7 +73,7 @@ def precision_words() -> tuple[str, ...]:
                                if w not in PRECISIONS))
 
 
-def _spelling(word: str, version: bool = False) -> str:
+def spelling(word: str, version: bool = False) -> str:
     """A word as the names are spelled: lower case, spaces and underscores as hyphens; ``version``: a trailing
     version number dropped ("Megatron Core", "megatron_core 0.12", "NeMo-2.0", "DeepSpeed v0.14" → megatron-core,
     nemo, deepspeed)."""
@@ -85,7 +85,7 @@ def read_framework(word: str) -> tuple[str, Reading | None]:
     """The profile a ``training.framework`` word names, and how it was read when it is a stack's name."""
     if word in FRAMEWORKS:
         return word, None
-    key = _spelling(word, version=True)
+    key = spelling(word, version=True)
     if key in FRAMEWORKS:
         return key, (None if key == word.strip().lower() else
                      Reading(field="training.framework", given=word, value=key, rule=f"{word} read as {key}"))
@@ -102,12 +102,11 @@ def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
     """The precision a ``training.precision`` word means under ``framework`` (a profile name), and how it was
     read when the framework's word differs from gpuplan's (torchtune's bf16) or is not gpuplan's word."""
     words = _data()["precision_words"]
-    row = words.get(framework, {}).get(word) or words["*"].get(word)
-    if row is None and _spelling(word) != word:  # "fp16 mixed", "Mixed Precision", "FP8_hybrid"
-        key = _spelling(word)
-        if key in PRECISIONS:
-            return key, None
-        row = words.get(framework, {}).get(key) or words["*"].get(key)
+    key = spelling(word)  # "fp16 mixed", "Mixed Precision", "FP8_hybrid", "BF16" under torchtune
+    row = (words.get(framework, {}).get(word) or words.get(framework, {}).get(key) or words["*"].get(word)
+           or words["*"].get(key))
+    if row is None and key in PRECISIONS:
+        return key, None
     if row is None:
         return word, None
     rule = f"precision {word} read as {row['precision']}: {row['why']} ({row['source']})"
@@ -125,9 +124,9 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
     if word in OPTIMIZERS:
         return word, None, None
     rows = {w.lower(): row for w, row in _data()["optimizer_words"].items()}
-    row = rows.get(word.lower()) or rows.get(_spelling(word))  # "8-bit Adam", "Fused Adam", "LAMB"
-    if row is None and _spelling(word) in OPTIMIZERS:
-        return _spelling(word), None, None
+    row = rows.get(word.lower()) or rows.get(spelling(word))  # "8-bit Adam", "Fused Adam", "LAMB"
+    if row is None and spelling(word) in OPTIMIZERS:
+        return spelling(word), None, None
     if row is None:
         return word, None, None  # spec.Training names the choices
     impl = row.get("impl")
@@ -141,8 +140,14 @@ def read_attention(word: str) -> tuple[str, Reading | None]:
     eager), and how it was read; gpuplan's own names as they are."""
     if word in ("flash", "flash1", "eager"):
         return word, None
-    row = _data().get("attention_words", {}).get(_spelling(word))
+    row = _data().get("attention_words", {}).get(spelling(word))
     if row is None:
         return word, None  # spec.Training names the choices
     rule = f"attention {word} read as {row['attention']}: {row['why']} ({row['source']})"
     return row["attention"], Reading(field="training.attention", given=word, value=row["attention"], rule=rule)
+
+
+def sixteen_bit(word: str) -> bool:
+    """A word for 16-bit mixed precision that names no format ("mixed", "mixed precision", "16-bit"): bf16, or fp16
+    on a GPU without bf16 tensor cores (stacks.json precision_words, sixteen_bit)."""
+    return bool(_data()["precision_words"]["*"].get(spelling(word), {}).get("sixteen_bit"))

@@ -8,7 +8,6 @@ key left out (a layout field left open, a training or hardware field at its defa
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, LAYOUT_KEYS, TO
 from gpuplan.io.shares import check_nodes as _check_nodes
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
+from gpuplan.io.words import precision_for, read_words
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
-    PRECISIONS,
     Hardware,
     Training,
     check_layout_fields,
@@ -188,7 +187,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hardware = _hardware(hw_raw)
     _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
-    tr_in, read16 = _precision_for(tr_raw, hardware)
+    tr_in, read16 = precision_for(tr_raw, hardware)
     training, words = _training(tr_in, model)
     words += read16
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
@@ -201,39 +200,6 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     return Scenario(name=name, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,
                     gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None, read_as=words)
-
-
-def _no_bf16(hardware: Hardware) -> bool:
-    """The GPU lists tensor peaks but none for bf16, one for fp16 (Volta, Turing: V100, T4)."""
-    peaks = hardware.gpu.peak_flops
-    return bool(peaks) and "bf16" not in peaks and "fp16" in peaks
-
-
-# words for "16-bit mixed precision" that name no format (catalog/stacks.json): bf16, or fp16 on a GPU without bf16
-_SIXTEEN_BIT = ("mixed", "mixed-precision", "amp", "16-bit", "16")
-
-
-def _precision_for(tr_raw: dict, hardware: Hardware) -> tuple[dict, tuple[tuple[str, str, Any, str], ...]]:
-    """On a GPU without bf16 tensor cores (V100, T4) 16-bit mixed precision is fp16: an open precision — what
-    training there runs, bf16 the default elsewhere — unless the framework documents its own, and a word for
-    16-bit mixed precision that names no format ("mixed", "amp"), said so."""
-    if not _no_bf16(hardware):
-        return tr_raw, ()
-    word = tr_raw.get("precision")
-    if isinstance(word, str) and re.sub(r"[\s_]+", "-", word.strip().lower()) in _SIXTEEN_BIT:
-        rule = (f"precision {word} read as fp16: 16-bit mixed precision on {hardware.gpu.id}, which has no bf16 "
-                "tensor cores, is fp16 with loss scaling over fp32 master weights")
-        return {**tr_raw, "precision": "fp16"}, (("training.precision", word, "fp16", rule),)
-    if word is not None:
-        return tr_raw, ()
-    from gpuplan.catalog.frameworks import get_framework
-
-    try:
-        if get_framework(str(tr_raw.get("framework", "generic")).lower()).defaults.get("precision") is not None:
-            return tr_raw, ()
-    except GpuplanError:
-        pass  # a stack's name: read with the training section
-    return {**tr_raw, "precision": "fp16"}, ()
 
 
 def _name(value: Any) -> str | None:
@@ -330,37 +296,6 @@ def _lora_targets(value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _words(kw: dict[str, Any]) -> tuple[tuple[str, str, Any, str], ...]:
-    """The user's words for the software, its precision and optimizer, read as the profile, precision and optimizer
-    they mean (catalog/stacks.py: hf-trainer → pytorch-fsdp, torchtune's bf16 → bf16-pure, paged_adamw_8bit →
-    adamw-8bit); an open precision takes the
-    framework's documented default (frameworks.json defaults.precision) when it is one of gpuplan's."""
-    from gpuplan.catalog.frameworks import get_framework
-    from gpuplan.catalog.stacks import read_attention, read_framework, read_optimizer, read_precision
-
-    read = []
-    if isinstance(kw.get("attention"), str):
-        kw["attention"], r = read_attention(kw["attention"])
-        read.append(r)
-    if isinstance(kw.get("optimizer"), str):
-        kw["optimizer"], impl, r = read_optimizer(kw["optimizer"])
-        if impl is not None and "optimizer_impl" not in kw:
-            kw["optimizer_impl"] = impl
-        read.append(r)
-    if "framework" in kw:
-        kw["framework"], r = read_framework(kw["framework"])
-        read.append(r)
-    framework = kw.get("framework", "generic")
-    if "precision" in kw:
-        kw["precision"], r = read_precision(kw["precision"], framework)
-        read.append(r)
-    else:
-        default = get_framework(framework).defaults.get("precision")
-        if default is not None and default.value in PRECISIONS:
-            kw["precision"] = default.value
-    return tuple((r.field, r.given, r.value, r.rule) for r in read if r is not None)
-
-
 def _training(tr_raw: dict, model: ModelSpec) -> tuple[Training, tuple[tuple[str, str, Any, str], ...]]:
     kw: dict[str, Any] = {}
     for key, value in tr_raw.items():
@@ -383,7 +318,7 @@ def _training(tr_raw: dict, model: ModelSpec) -> tuple[Training, tuple[tuple[str
     if "tokens" in kw and "steps" in kw:
         raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
                            "seq_len is the tokens")
-    words = _words(kw)
+    words = read_words(kw)
     seq_len = kw.get("seq_len", 4096)
     Training(seq_len=seq_len)  # seq_len is checked before global_batch_tokens divides by it
     if "global_batch_tokens" in tr_raw:

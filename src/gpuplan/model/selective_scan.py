@@ -13,18 +13,21 @@ gradients of Δ, u, A, B and C (6): 16 slots. One slot is one fp32 lane-instruct
 FMA as 2 FLOPs) issues peak / 2 of them per second.
 
 Memory: the forward reads u, Δ and z (16-bit, d_inner each), B and C (N each) and writes the gated output, plus the
-chunk states it keeps for the backward (2·N fp32 per channel per 2,048-token chunk: kNThreads 128 x kNItems 16);
+chunk states it keeps for the backward (2·N fp32 per channel per chunk, SsmDims.chunk: 2,048 tokens, the kernel's
+kNThreads 128 x kNItems 16);
 the backward reads them again with the output gradient and writes the gradients of u, Δ, z, B and C — counted as
 twice the forward's bytes.
 
 Time: the larger of the slots at the fp32 vector peak (times the step's sustained share) and the bytes at streaming
-bandwidth, plus one kernel's floor per pass. No published measurement of this kernel was found
+bandwidth, plus one kernel's floor per pass (a GPU without a catalogued fp32 peak — A10, B300, MI355X — is timed by
+the bytes alone). No published measurement of this kernel was found
 (validation/components.json holds none), so the throughput interval is widened for the scans' share as for the
 chunked scans (catalog/intervals.py ``widened``) and the answer says so in ``assumed``.
 
 Activations (``mamba_inner_fn`` at its default checkpoint_lvl 1: the convolution's output and Δ are recomputed in
-the backward): the in-projection's output (x and z, 2·d_inner), x_proj's output (dt_rank + 2N), the gated scan
-output (out_proj's input) and the chunk states, with the block norm's and in_proj's inputs.
+the backward): the in-projection's output (x and z, 2·d_inner), x_proj's output (dt_rank + 2N), the scan's ungated
+output (the gated one, out_proj's input, is recomputed from it and z) and the chunk states, with the block norm's and
+in_proj's inputs — under LoRA too (a frozen out_proj still needs its input rebuilt for the gradient of z).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ if TYPE_CHECKING:
 
 FWD_SLOTS = 7     # fp32 issue slots per token, channel and state element in the forward kernel (module doc)
 BWD_SLOTS = 16    # in the backward kernel
-CHUNK = 2048      # tokens per chunk whose states the forward writes (kNThreads 128 x kNItems 16)
 
 
 def _dims(m: ModelSpec) -> SsmDims:
@@ -60,7 +62,7 @@ def scan_s(m: ModelSpec, tokens: float, tp: int, dev: Device) -> tuple[float, fl
     d = _dims(m)
     elements = tokens * d.inner / tp * d.state
     slots_per_s = dev.peak32 / 2 * dev.sustain
-    io = tokens * (2 * 4 * d.inner / tp + 2 * 2 * d.state + 8 * d.state * d.inner / tp / CHUNK)
+    io = tokens * (2 * 4 * d.inner / tp + 2 * 2 * d.state + 8 * d.state * d.inner / tp / d.chunk)
 
     def one(slots: float, nbytes: float) -> float:
         compute = elements * slots / slots_per_s if slots_per_s > 0 else 0.0
@@ -85,6 +87,6 @@ def terms(m: ModelSpec, sb: float, t: int, rep: float, e: float, norm: float, li
         "qkv_input": linear_in * sb * h * rep,              # the in-projection's input
         "in_proj_output": e * sb * 2 * d.inner / t,         # x and z
         "conv_output": e * sb * (dt_rank(m) + 2 * d.state),  # x_proj's output (Δ's rank, B, C): replicated
-        "ssm_out_proj_input": linear_in * sb * d.inner / t,  # the gated scan output
-        "decays": 8 * sb * d.state * d.inner / t / CHUNK,   # the chunk states (fp32 pairs)
+        "scan_output": e * sb * d.inner / t,                # the ungated scan output (out_z recomputed from it)
+        "decays": 8 * sb * d.state * d.inner / t / d.chunk,   # the chunk states (fp32 pairs)
     }

@@ -6,7 +6,8 @@ and the list of what it filled in (the answers' ``"assumed"``).
   LoRA/QLoRA, or a full fine-tune of at most ``FINE_TUNE_TOKENS``) takes ``FINE_TUNE_BATCH`` sequences, as
   fine-tuning recipes do;
 - training.seq_len, precision, optimizer, framework, headroom: the Training defaults (spec/job.py); an open
-  precision under a framework whose documented default differs (torchtune: bf16-pure) takes that default;
+  precision under a framework whose documented default differs (torchtune: bf16-pure) takes that default, and on a
+  GPU without bf16 tensor cores (V100, T4: ``GPU.lacks_bf16``) is fp16 mixed precision (io/words.py);
 - words read as something else (a stack's name as its profile, a framework's precision word as what it
   means there: catalog/stacks.py) are listed too, though given;
 - training.fp8_recipe (precision fp8): the framework's documented default, else tensorwise;
@@ -114,8 +115,7 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
         out.append({"field": "training.global_batch", "value": training.global_batch, "rule": rule})
     for key, rule in _TRAINING_RULES.items():
         if f"training.{key}" not in given:
-            peaks = hw.gpu.peak_flops
-            if key == "precision" and training.precision == "fp16" and peaks and "bf16" not in peaks:
+            if key == "precision" and training.precision == "fp16" and hw.gpu.lacks_bf16:
                 rule = (f"{hw.gpu.id} has no bf16 tensor cores: fp16 mixed precision (fp32 master weights, dynamic "
                         "loss scaling), what training on it runs")
             elif key == "precision" and training.precision != _TRAINING_DEFAULTS["precision"]:

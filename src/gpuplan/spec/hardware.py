@@ -82,6 +82,11 @@ class GPU:
     def __hash__(self) -> int:  # peak_flops is a dict: equal GPUs share an id
         return hash((self.id, self.memory_bytes, self.memory_bw_bytes_per_s))
 
+    @property
+    def lacks_bf16(self) -> bool:
+        """Tensor peaks are listed, an fp16 one but no bf16 one (Volta, Turing: V100, T4): 16-bit training is fp16."""
+        return bool(self.peak_flops) and "bf16" not in self.peak_flops and "fp16" in self.peak_flops
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Market:
