@@ -151,3 +151,9 @@ def sixteen_bit(word: str) -> bool:
     """A word for 16-bit mixed precision that names no format ("mixed", "mixed precision", "16-bit"): bf16, or fp16
     on a GPU without bf16 tensor cores (stacks.json precision_words, sixteen_bit)."""
     return bool(_data()["precision_words"]["*"].get(spelling(word), {}).get("sixteen_bit"))
+
+
+def stack_layout_fields(word: str) -> dict[str, Any]:
+    """The layout fields the stack ``word`` names fixes (stacks.json ``layout``), {} for a profile or another word."""
+    stack = _names().get(spelling(word, version=True))
+    return dict(_data()["stacks"][stack].get("layout", {})) if stack else {}
