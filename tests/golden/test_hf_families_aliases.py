@@ -116,3 +116,33 @@ def test_jetmoe_routes_its_attention_and_mlp_experts():
                         "vocab_size": 1000, "intermediate_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2,
                         "kv_channels": 32})
     assert small.params == 4_063_488
+
+
+@pytest.mark.parametrize("cfg, params", [
+    # GPTNeoConfig: local attention (window 256) on every other layer; EleutherAI/gpt-neo-1.3B's shape keys
+    ({"model_type": "gpt_neo", "hidden_size": 2048, "num_layers": 24, "num_heads": 16, "vocab_size": 50257,
+      "attention_types": [[["global", "local"], 12]]}, 1_315_575_808),
+    # CodeGen is GPT-J's block (fused bias-free qkv_proj, a biased untied head)
+    ({"model_type": "codegen", "n_embd": 256, "n_layer": 2, "n_head": 8, "vocab_size": 1000, "rotary_dim": 16},
+     2_089_960),
+    # Persimmon: q/k LayerNorms with bias over the head, squared-ReLU MLP with biases, untied
+    ({"model_type": "persimmon", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+      "vocab_size": 1000, "intermediate_size": 1024}, 2_092_288),
+    # XGLM: fairseq blocks, sinusoidal positions (no parameters), tied
+    ({"model_type": "xglm", "d_model": 256, "num_layers": 2, "attention_heads": 8, "vocab_size": 1000,
+      "ffn_dim": 1024}, 1_836_032),
+    # BioGPT: fairseq blocks, learned positions offset by 2, tied
+    ({"model_type": "biogpt", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+      "vocab_size": 1000, "intermediate_size": 1024}, 2_098_688),
+])
+def test_gpt_style_decoders_count_as_transformers_does(cfg, params):
+    assert load_model(cfg).params == params
+
+
+def test_gpt_neo_attends_locally_on_its_local_layers():
+    m = load_model({"model_type": "gpt_neo", "hidden_size": 256, "num_layers": 4, "num_heads": 8,
+                    "vocab_size": 1000, "attention_types": [[["global", "local"], 2]]})
+    assert (m.sliding_window, m.window_layers) == (256, (False, True, False, True))
+    with pytest.raises(GpuplanError, match="attention_types must expand to global or local for each of the 4"):
+        load_model({"model_type": "gpt_neo", "hidden_size": 256, "num_layers": 4, "num_heads": 8,
+                    "attention_types": [[["global", "local"], 1]]})

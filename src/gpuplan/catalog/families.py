@@ -32,6 +32,7 @@ from gpuplan.catalog.builder_parts import (
 )
 from gpuplan.catalog.families_conv import lfm2
 from gpuplan.catalog.families_gpt import bloom, falcon, gpt2, gpt_bigcode, gpt_neox, gptj, mpt, opt
+from gpuplan.catalog.families_gpt_more import biogpt, gpt_neo, persimmon, xglm
 from gpuplan.catalog.families_hybrid import bamba, falcon_h1, granitemoehybrid, nemotron_h, olmo_hybrid, qwen3_next
 from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, starcoder2
 from gpuplan.catalog.families_mla import MLA_TYPES, deepseek, kimi_linear
@@ -384,7 +385,8 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "falcon": falcon, "RefinedWeb": falcon, "RefinedWebModel": falcon,
     "mpt": mpt, "gpt_neox": gpt_neox,
     "nemotron": nemotron, "starcoder2": starcoder2, "cohere": cohere, "cohere2": cohere, "gemma3": gemma3,
-    "gptj": gptj, "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
+    "gptj": gptj, "codegen": gptj, "gpt_neo": gpt_neo, "persimmon": persimmon, "xglm": xglm, "biogpt": biogpt,
+    "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
     "qwen2_5_vl": qwen2_5_vl, "qwen2_vl": qwen2_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
     "mistral3": mistral3,
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,

@@ -11,10 +11,10 @@ from gpuplan.catalog.builder_parts import Cfg, emb, groups, lin, nrm, spec, tie
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["bloom", "falcon", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "mpt", "opt"]
+__all__ = ["bloom", "falcon", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "mpt", "opt", "plain_decoder"]
 
 
-def _plain(c: Cfg, name: str, *, L: int, h: int, nh: int, nkv: int, ffn: int, V: int, max_pos: int,
+def plain_decoder(c: Cfg, name: str, *, L: int, h: int, nh: int, nkv: int, ffn: int, V: int, max_pos: int,
            tied: bool, embedding: list[Weight], block: list[Weight], final: list[Weight],
            head_name: str = "lm_head", head_in: int | None = None, **arch: Any) -> ModelSpec:
     head = final + ([] if tied else emb(head_name, V, head_in or h, "head"))
@@ -34,7 +34,7 @@ def gpt2(c: Cfg, name: str) -> ModelSpec:
     block = (nrm("ln_1", h, True) + lin("attn.c_attn", 3 * h, h, "attention", True)
              + lin("attn.c_proj", h, h, "attention", True) + nrm("ln_2", h, True)
              + lin("mlp.c_fc", ffn, h, "mlp", True) + lin("mlp.c_proj", h, ffn, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
                   embedding=emb("wte", V, h) + emb("wpe", P, h, "position"), block=block,
                   final=nrm("ln_f", h, True), activation="gelu_new")
 
@@ -50,7 +50,7 @@ def bloom(c: Cfg, name: str) -> ModelSpec:
              + lin("self_attention.dense", h, h, "attention", True) + nrm("post_attention_layernorm", h, True)
              + lin("mlp.dense_h_to_4h", 4 * h, h, "mlp", True)
              + lin("mlp.dense_4h_to_h", h, 4 * h, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=4 * h, V=V, max_pos=c.int("seq_length", default=2048),
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=4 * h, V=V, max_pos=c.int("seq_length", default=2048),
                   tied=tie(c, True),
                   embedding=emb("word_embeddings", V, h) + nrm("word_embeddings_layernorm", h, True),
                   block=block, final=nrm("ln_f", h, True), position="alibi", activation="gelu")
@@ -76,7 +76,7 @@ def opt(c: Cfg, name: str) -> ModelSpec:
              and not c.flag("_remove_final_layer_norm", default=False) else [])
     if pd != h:
         final += lin("project_out", pd, h, "head")
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
                   embedding=embedding, block=block, final=final, head_in=pd, activation="relu")
 
 
@@ -104,7 +104,7 @@ def falcon(c: Cfg, name: str) -> ModelSpec:
     block = (norms + lin("self_attention.query_key_value", (nh + 2 * nkv) * d, h, "attention", b)
              + lin("self_attention.dense", h, h, "attention", b)
              + lin("mlp.dense_h_to_4h", ffn, h, "mlp", b) + lin("mlp.dense_4h_to_h", h, ffn, "mlp", b))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V,
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V,
                   max_pos=c.int("max_position_embeddings", default=2048), tied=tie(c, True),
                   embedding=emb("word_embeddings", V, h), block=block, final=nrm("ln_f", h, True),
                   position="alibi" if c.flag("alibi", default=False) else "rope", parallel_block=parallel,
@@ -135,7 +135,7 @@ def mpt(c: Cfg, name: str) -> ModelSpec:
     if (c.flag("learned_pos_emb", default=True) and not attn_cfg.get("alibi", False)
             and not attn_cfg.get("rope", False)):
         embedding += emb("wpe", P, h, "position")
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P,
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P,
                   tied=c.flag("tie_word_embeddings", default=True), embedding=embedding, block=block,
                   final=nrm("norm_f", h, b), activation="gelu",
                   position="alibi" if attn_cfg.get("alibi") else "rope" if attn_cfg.get("rope") else
@@ -152,7 +152,7 @@ def gpt_neox(c: Cfg, name: str) -> ModelSpec:
              + lin("attention.query_key_value", 3 * h, h, "attention", b)
              + lin("attention.dense", h, h, "attention", b)
              + lin("mlp.dense_h_to_4h", ffn, h, "mlp", True) + lin("mlp.dense_4h_to_h", h, ffn, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V,
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V,
                   max_pos=c.int("max_position_embeddings", default=2048), tied=tie(c, False),
                   embedding=emb("embed_in", V, h), block=block, final=nrm("final_layer_norm", h, True),
                   head_name="embed_out", rotary_percent=0.25, activation="gelu",
@@ -173,7 +173,7 @@ def gptj(c: Cfg, name: str) -> ModelSpec:
              + lin("mlp.fc_in", ffn, h, "mlp", True) + lin("mlp.fc_out", h, ffn, "mlp", True))
     tied = tie(c, False)
     final = nrm("ln_f", h, True) + ([] if tied else [Weight(name="lm_head", shape=(V,), group="head", bias=True)])
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=c.int("n_positions", default=2048),
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=c.int("n_positions", default=2048),
                   tied=tied, embedding=emb("wte", V, h), block=block, final=final, parallel_block=True,
                   rotary_percent=min(rotary, d) / d, activation="gelu_new")
 
@@ -193,6 +193,6 @@ def gpt_bigcode(c: Cfg, name: str) -> ModelSpec:
     block = (nrm("ln_1", h, True) + lin("attn.c_attn", h + 2 * nkv * d, h, "attention", True)
              + lin("attn.c_proj", h, h, "attention", True) + nrm("ln_2", h, True)
              + lin("mlp.c_fc", ffn, h, "mlp", True) + lin("mlp.c_proj", h, ffn, "mlp", True))
-    return _plain(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
+    return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nkv, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
                   embedding=emb("wte", V, h) + emb("wpe", P, h, "position"), block=block,
                   final=nrm("ln_f", h, True), activation="gelu_pytorch_tanh")
