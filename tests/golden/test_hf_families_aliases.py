@@ -1,8 +1,9 @@
 """Golden parameter counts of decoder families read through the existing builders (issue 21, item 5: "inputs as
 users have them"): EXAONE 3.x (its own key names), InternLM3, IQuest-Coder, Ministral 3, CWM, VaultGemma,
-Granite-MoE-Shared, Sarvam MoE / MLA, GPT-SW3, FlexOlmo, nanochat, Solar Open, EXAONE MoE, LFM2-MoE, AFMoE and
-BitNet. The reference is transformers 5.24.0's own count: ``AutoModelForCausalLM.from_config(config)`` on the meta
-device, ``sum(p.numel() for p in model.parameters())`` (the config classes' defaults where a key is absent)."""
+Granite-MoE-Shared, Sarvam MoE / MLA, GPT-SW3, FlexOlmo, nanochat, Solar Open, EXAONE MoE, LFM2-MoE, AFMoE, BitNet,
+Mellum, HY-V3 and Flint. The reference is transformers 5.24.0's own count:
+``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in model.parameters())``
+(the config classes' defaults where a key is absent)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ CWM_TYPES = ["full_attention", "sliding_attention", "sliding_attention", "slidin
      26_845_452),
     # BitNetConfig: the sub-norms before o_proj and down_proj
     ("bitnet", {}, 22_844_672),
+    # MellumConfig: routed experts on every layer (or as mlp_layer_types says), no shared one
+    ("mellum", {"moe_intermediate_size": 128, "num_local_experts": 4, "num_experts_per_tok": 2}, 25_206_016),
+    ("mellum", {"moe_intermediate_size": 128, "num_local_experts": 4, "num_experts_per_tok": 2,
+                "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]}, 25_204_992),
+    # HYV3Config: the first layer dense, one shared expert, q/k norms
+    ("hy_v3", {"moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2}, 25_499_904),
+    # FlintConfig: attention sinks, an ungated shared expert, dense on mlp_only_layers
+    ("flint", {"moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2,
+               "shared_expert_intermediate_size": 192, "mlp_only_layers": [0]}, 25_647_392),
 ])
 def test_counts_as_transformers_does(model_type, extra, params):
     cfg = {"model_type": model_type, **SMALL, **extra}

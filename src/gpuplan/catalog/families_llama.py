@@ -134,6 +134,16 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # block, windows on three layers of each four, shared + routed experts after num_dense_layers dense layers
     "afmoe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, norms=4, hd=128, attn_gate=True,
                   moe="afmoe", win=1024, every=4),
+    # Mellum (MellumConfig) and HY-V3 (HYV3Config): DeepSeek-V3's routed (+ shared) experts on a GQA block with q/k
+    # norms, dense or sparse per mlp_layer_types (Mellum: all sparse, no shared expert; HY-V3: the first dense)
+    "mellum": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, moe="shared_routed",
+                   keys={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"}),
+    "hy_v3": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias", qk=True, hd=128,
+                  moe="shared_routed", keys={"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts",
+                                             "num_shared_experts": "n_shared_experts"}),
+    # Flint (FlintConfig): per-head attention sinks and q/k norms, Qwen3-MoE's experts with an ungated shared expert,
+    # dense on mlp_only_layers
+    "flint": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, sinks=True, moe="qwen3_moe"),
     # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
     # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     "baichuan": dict(tie=False,

@@ -105,9 +105,9 @@ def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
     score-correction bias is a buffer, not a parameter, in these classes."""
     E, k = c.int("n_routed_experts"), c.int("num_experts_per_tok")
     ffn = c.int("moe_intermediate_size")
-    n_shared = c.int("n_shared_experts", default=1, minimum=0)
-    first = c.int("first_k_dense_replace", default=1 if c.mt in ("glm4_moe", "sarvam_moe", "exaone_moe") else 0,
-                  minimum=0)
+    n_shared = c.int("n_shared_experts", default=0 if c.mt == "mellum" else 1, minimum=0, note=c.mt != "mellum")
+    first = c.int("first_k_dense_replace", default=1 if c.mt in ("glm4_moe", "sarvam_moe", "exaone_moe", "hy_v3")
+                  else 0, minimum=0)
     sparse = [i >= first for i in range(L)]
     kinds = c.raw("mlp_layer_types")  # EXAONE MoE: "dense" / "sparse" per layer, before first_k_dense_replace
     if kinds is not None:
@@ -165,8 +165,8 @@ def _qwen(c: Cfg, moe: str, h: int, L: int) -> Moe:
     sparse = [i not in only and (i + 1) % step == 0 for i in range(L)]
     mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
     shared = 0
-    if moe == "qwen2_moe":
-        shared = c.int("shared_expert_intermediate_size")
-        mlp += gated("mlp.shared_expert", h, shared, "shared_expert")
-        mlp += lin("mlp.shared_expert_gate", 1, h, "router")
+    if moe == "qwen2_moe" or c.mt == "flint":  # Flint: Qwen2-MoE's shared expert without its sigmoid gate
+        shared = c.int("shared_expert_intermediate_size", default=0 if c.mt == "flint" else None, minimum=0)
+        mlp += gated("mlp.shared_expert", h, shared, "shared_expert") if shared else []
+        mlp += lin("mlp.shared_expert_gate", 1, h, "router") if c.mt != "flint" else []
     return Moe(experts=E, top_k=k, ffn=moe_ffn, shared=shared, sparse=sparse, mlp=mlp)
