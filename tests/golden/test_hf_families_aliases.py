@@ -1,7 +1,7 @@
 """Golden parameter counts of decoder families read through the existing builders (issue 21, item 5: "inputs as
 users have them"): EXAONE 3.x (its own key names), InternLM3, IQuest-Coder, Ministral 3, CWM, VaultGemma,
 Granite-MoE-Shared, Sarvam MoE / MLA, GPT-SW3, FlexOlmo, nanochat, Solar Open, EXAONE MoE, LFM2-MoE, AFMoE, BitNet,
-Mellum, HY-V3 and Flint. The reference is transformers 5.24.0's own count:
+Mellum, HY-V3, Flint, Granite SWA, Apertus 1.5 and Jais 2. The reference is transformers 5.24.0's own count:
 ``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in model.parameters())``
 (the config classes' defaults where a key is absent)."""
 
@@ -62,6 +62,9 @@ CWM_TYPES = ["full_attention", "sliding_attention", "sliding_attention", "slidin
                 "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]}, 25_204_992),
     # HYV3Config: the first layer dense, one shared expert, q/k norms
     ("hy_v3", {"moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2}, 25_499_904),
+    # Granite SWA / Granite-MoE SWA: attention sinks; Apertus 1.5; Jais 2 (biased LayerNorms, q/k/v/o and MLP)
+    ("granite_swa", {}, 12_601_632), ("granitemoe_swa", {"num_local_experts": 4}, 27_564_320),
+    ("apertus1p5_text", {}, 22_317_576), ("jais2", {}, 22_325_760),
     # FlintConfig: attention sinks, an ungated shared expert, dense on mlp_only_layers
     ("flint", {"moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2,
                "shared_expert_intermediate_size": 192, "mlp_only_layers": [0]}, 25_647_392),
@@ -156,3 +159,9 @@ def test_gpt_neo_attends_locally_on_its_local_layers():
     with pytest.raises(GpuplanError, match="attention_types must expand to global or local for each of the 4"):
         load_model({"model_type": "gpt_neo", "hidden_size": 256, "num_layers": 4, "num_heads": 8,
                     "attention_types": [[["global", "local"], 1]]})
+
+
+def test_granite_swa_windows_three_layers_of_each_four():
+    # GraniteSWAConfig's default layer_types: full attention on layers 0, 4, ..., a 128-token window elsewhere
+    m = load_model({"model_type": "granite_swa", **SMALL, "num_hidden_layers": 8})
+    assert (m.sliding_window, m.window_layers) == (128, (False, True, True, True) * 2)

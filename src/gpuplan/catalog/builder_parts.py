@@ -191,11 +191,12 @@ def _architecture(c: Cfg, kw: dict[str, Any]) -> None:
 
 
 def windows(c: Cfg, L: int, default: int | None, every: int | None = None,
-            full_below: int | None = None) -> dict[str, Any]:
+            full_below: int | None = None, full_every: int | None = None) -> dict[str, Any]:
     """Sliding-window attention as the config gives it: ``sliding_window`` (a key absent takes the family's
     transformers default ``default``; null means none) and which layers use it — ``layer_types`` when the
     config lists them ("sliding_attention"), else every layer but each ``every``-th (Gemma 2: 2, Gemma 3:
-    ``sliding_window_pattern`` 6, Cohere 2: 4; the transformers rule ``(i + 1) % every != 0``), else the
+    ``sliding_window_pattern`` 6, Cohere 2: 4; the transformers rule ``(i + 1) % every != 0``), else full on each
+    ``full_every``-th from the first, else the
     layers from ``max_window_layers`` on (Qwen 2/3 with use_sliding_window: ``full_below`` the default), else all."""
     if "sliding_window" in c.d and c.d["sliding_window"] is None:
         return {}
@@ -211,6 +212,8 @@ def windows(c: Cfg, L: int, default: int | None, every: int | None = None,
     elif every is not None:
         n = c.int("sliding_window_pattern", default=every)
         pattern = tuple((i + 1) % n != 0 for i in range(L))
+    elif full_every is not None:  # full attention on layers 0, n, 2n, ... (Granite SWA's config class)
+        pattern = tuple(i % full_every != 0 for i in range(L))
     elif full_below is not None:
         first = c.int("max_window_layers", default=full_below, minimum=0)
         pattern = tuple(i >= first for i in range(L))

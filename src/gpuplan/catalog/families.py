@@ -85,7 +85,7 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     qkv_b = _bias(c, f.get("qkv"), f.get("qkv_default", False))
     # o's bias defaults as q/k/v's where one key sets both (gpt-oss attention_bias: true)
     o_b = _bias(c, f.get("o"), f.get("qkv_default", False) and f.get("o") == f.get("qkv"))
-    mlp_b = _bias(c, f.get("mlp"))
+    mlp_b = _bias(c, f.get("mlp"), f.get("mlp_default", False))
     tied = tie(c, f["tie"])
     ffn = c.int("intermediate_size", default=0, minimum=0 if moe in ("qwen3_moe", "llama4") else 1, note=False)
     attn = _llama_attention(c, f, h, nh, nkv, d, qkv_b, o_b)
@@ -127,7 +127,7 @@ def _llama_windows(c: Cfg, f: dict[str, Any], L: int) -> dict[str, Any]:
     """Sliding-window layers (builder_parts.windows) with the family's transformers defaults; Qwen 2/3 only
     with use_sliding_window, on the layers from max_window_layers on."""
     if "win" in f:
-        return windows(c, L, f["win"], f.get("every"))
+        return windows(c, L, f["win"], f.get("every"), full_every=f.get("full_every"))
     if "qwen_win" in f and c.flag("use_sliding_window", default=False):
         return windows(c, L, 4096, full_below=f["qwen_win"])
     return {}

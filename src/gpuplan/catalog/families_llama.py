@@ -144,6 +144,17 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # Flint (FlintConfig): per-head attention sinks and q/k norms, Qwen3-MoE's experts with an ungated shared expert,
     # dense on mlp_only_layers
     "flint": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, sinks=True, moe="qwen3_moe"),
+    # Granite SWA / Granite-MoE SWA: Granite's blocks with per-head attention sinks, a 128-token window on three
+    # layers of each four (full on 0, 4, ...; layer_types when given)
+    "granite_swa": dict(tie=True, qkv="attention_bias", o="attention_bias", mlp="mlp_bias", sinks=True, win=128,
+                        full_every=4, generic="Granite's multipliers change no shape or FLOP count"),
+    "granitemoe_swa": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral", sinks=True, win=128,
+                           full_every=4, generic="as Granite-MoE (multipliers change no shape or FLOP count)"),
+    # Apertus 1.5 (Apertus1p5TextConfig): Apertus's block (its norms renamed)
+    "apertus1p5_text": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, plain=True, act="xielu"),
+    # Jais 2 (Jais2Config): LayerNorms with bias, biased q/k/v/o and a biased squared-ReLU two-matrix MLP
+    "jais2": dict(tie=False, qkv="attention_bias", qkv_default=True, o="attention_bias", mlp="mlp_bias",
+                  mlp_default=True, ln=True, plain=True, act="relu2"),
     # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
     # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     "baichuan": dict(tie=False,
