@@ -165,3 +165,12 @@ def test_granite_swa_windows_three_layers_of_each_four():
     # GraniteSWAConfig's default layer_types: full attention on layers 0, 4, ..., a 128-token window elsewhere
     m = load_model({"model_type": "granite_swa", **SMALL, "num_hidden_layers": 8})
     assert (m.sliding_window, m.window_layers) == (128, (False, True, True, True) * 2)
+
+
+def test_youtu_is_dense_latent_attention():
+    # YoutuConfig (Tencent Youtu-LLM): DeepSeek-V2's latent attention with a dense MLP in every layer, tied; the
+    # transformers 5.24 count of a small config
+    m = load_model({"model_type": "youtu", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+                    "vocab_size": 1000, "intermediate_size": 512, "kv_lora_rank": 32, "q_lora_rank": 48,
+                    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16})
+    assert (m.params, m.kv_lora_rank, m.n_experts, m.tied_embeddings) == (1_189_280, 32, 0, True)

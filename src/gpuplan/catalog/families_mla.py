@@ -34,6 +34,7 @@ _FAMILIES = {
     "minicpm3": _Family(tie=True, mlp_bias=True, v_head_dim_default=True),
     "mistral4": _Family(shared=1),  # Mistral 4: DeepSeek-V3's MLA + routed/shared experts, a buffer-less router
     "glm_moe_dsa": _Family(shared=1, first_dense=3, indexer=32),  # GLM-5: DeepSeek-V3.2's sparse attention
+    "youtu": _Family(tie=True),  # Youtu-LLM: dense MLA (no experts), tied
     "sarvam_mla": _Family(shared=1, first_dense=1),  # Sarvam: DeepSeek-V3 MLA + experts, the router bias a buffer
 }
 MLA_TYPES = tuple(_FAMILIES)
