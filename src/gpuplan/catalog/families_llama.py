@@ -155,6 +155,11 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # Jais 2 (Jais2Config): LayerNorms with bias, biased q/k/v/o and a biased squared-ReLU two-matrix MLP
     "jais2": dict(tie=False, qkv="attention_bias", qkv_default=True, o="attention_bias", mlp="mlp_bias",
                   mlp_default=True, ln=True, plain=True, act="relu2"),
+    # Kolibri (Kolibri1Config): q/k norms, four norms per block, routed experts and a shared one of
+    # shared_expert_intermediate_size on every layer
+    "kolibri1": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, norms=4,
+                     moe="shared_routed", keys={"num_local_experts": "n_routed_experts",
+                                                "num_experts": "n_routed_experts"}),
     # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
     # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     "baichuan": dict(tie=False,
