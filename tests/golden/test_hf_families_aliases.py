@@ -1,7 +1,7 @@
 """Golden parameter counts of decoder families read through the existing builders (issue 21, item 5: "inputs as
 users have them"): EXAONE 3.x (its own key names), InternLM3, IQuest-Coder, Ministral 3, CWM, VaultGemma,
 Granite-MoE-Shared, Sarvam MoE / MLA, GPT-SW3, FlexOlmo, nanochat, Solar Open, EXAONE MoE, LFM2-MoE, AFMoE, BitNet,
-Mellum, HY-V3, Flint, Kolibri, Granite SWA, Apertus 1.5 and Jais 2. The reference is transformers 5.24.0's own count:
+Mellum, HY-V3, Flint, Kolibri, Beam, Granite SWA, Apertus 1.5 and Jais 2. The reference is transformers 5.24.0's own count:
 ``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in model.parameters())``
 (the config classes' defaults where a key is absent)."""
 
@@ -68,6 +68,9 @@ CWM_TYPES = ["full_attention", "sliding_attention", "sliding_attention", "slidin
     # Kolibri1Config: four norms per block, a shared expert of shared_expert_intermediate_size on every layer
     ("kolibri1", {"moe_intermediate_size": 128, "num_local_experts": 4, "num_experts_per_tok": 2,
                   "shared_expert_intermediate_size": 192}, 25_797_888),
+    # BeamConfig: a gated attention output with a bias per head, routed experts per mlp_layer_types
+    ("beam", {"moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2, "n_group": 1,
+              "topk_group": 1, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]}, 26_255_648),
     # FlintConfig: attention sinks, an ungated shared expert, dense on mlp_only_layers
     ("flint", {"moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2,
                "shared_expert_intermediate_size": 192, "mlp_only_layers": [0]}, 25_647_392),

@@ -146,8 +146,10 @@ def _llama_attention(c: Cfg, f: dict[str, Any], h: int, nh: int, nkv: int, d: in
                  + lin("self_attn.k_proj", nkv * d, h, "attention", qkv_b)
                  + lin("self_attn.v_proj", nkv * d, h, "attention", qkv_b))
     attn += lin("self_attn.o_proj", h, nh * d, "attention", o_b)
-    if f.get("attn_gate"):  # AFMoE: the attention output's sigmoid gate
+    if f.get("attn_gate"):  # AFMoE, Beam: the attention output's sigmoid gate (Beam: with a bias per head)
         attn += lin("self_attn.gate_proj", nh * d, h, "attention")
+        attn += [Weight(name="self_attn.gate_bias", shape=(nh,), group="attention", bias=True)] \
+            if f.get("attn_gate") == "bias" else []
     if f.get("sub_norms"):  # BitNet: the norm before o_proj
         attn += nrm("self_attn.attn_sub_norm", h)
     qk = f.get("qk")

@@ -160,6 +160,10 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "kolibri1": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, norms=4,
                      moe="shared_routed", keys={"num_local_experts": "n_routed_experts",
                                                 "num_experts": "n_routed_experts"}),
+    # Beam (BeamConfig): a gated attention output (gate_proj, a bias per head), q/k norms, four norms per block, a
+    # window on five layers of each six, routed experts after three dense layers (or per mlp_layer_types)
+    "beam": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, norms=4, attn_gate="bias",
+                 win=512, every=6, moe="shared_routed", keys={"num_experts": "n_routed_experts"}),
     # Baichuan 2 (baichuan-inc/Baichuan2-*: configuration_baichuan.py): Llama's block with q/k/v fused as W_pack,
     # multi-head attention (no num_key_value_heads); the 13B uses ALiBi instead of RoPE
     "baichuan": dict(tie=False,

@@ -99,15 +99,20 @@ def _llama4(c: Cfg, h: int, L: int) -> Moe:
                dense_ffn=dense)
 
 
+# the config classes' defaults: (dense layers before the first MoE one, shared experts)
+_SHARED_ROUTED_DEFAULTS = {"glm4_moe": (1, 1), "sarvam_moe": (1, 1), "exaone_moe": (1, 1), "hy_v3": (1, 1),
+                           "mellum": (0, 0), "beam": (3, 0)}
+
+
 def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
     """DeepSeek-V3's MoE on a plain attention block (GLM-4.5 glm4_moe, dots.llm1 dots1): routed experts and
     n_shared_experts shared ones of moe_intermediate_size from layer first_k_dense_replace on; the router's
     score-correction bias is a buffer, not a parameter, in these classes."""
     E, k = c.int("n_routed_experts"), c.int("num_experts_per_tok")
     ffn = c.int("moe_intermediate_size")
-    n_shared = c.int("n_shared_experts", default=0 if c.mt == "mellum" else 1, minimum=0, note=c.mt != "mellum")
-    first = c.int("first_k_dense_replace", default=1 if c.mt in ("glm4_moe", "sarvam_moe", "exaone_moe", "hy_v3")
-                  else 0, minimum=0)
+    dense0, shared0 = _SHARED_ROUTED_DEFAULTS.get(c.mt, (0, 1))
+    n_shared = c.int("n_shared_experts", default=shared0, minimum=0, note=shared0 > 0)
+    first = c.int("first_k_dense_replace", default=dense0, minimum=0)
     sparse = [i >= first for i in range(L)]
     kinds = c.raw("mlp_layer_types")  # EXAONE MoE: "dense" / "sparse" per layer, before first_k_dense_replace
     if kinds is not None:
