@@ -1,9 +1,9 @@
 """Golden parameter counts of decoder families read through the existing builders (issue 21, item 5: "inputs as
 users have them"): EXAONE 3.x (its own key names), InternLM3, IQuest-Coder, Ministral 3, CWM, VaultGemma,
 Granite-MoE-Shared, Sarvam MoE / MLA, GPT-SW3, FlexOlmo, nanochat, Solar Open, EXAONE MoE, LFM2-MoE, AFMoE, BitNet,
-Mellum, HY-V3, Flint, Kolibri, Beam, Granite SWA, Apertus 1.5 and Jais 2. The reference is transformers 5.24.0's own count:
-``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in model.parameters())``
-(the config classes' defaults where a key is absent)."""
+Mellum, HY-V3, Flint, Kolibri, Beam, Granite SWA, Apertus 1.5 and Jais 2. The reference is transformers 5.24.0's
+own count: ``AutoModelForCausalLM.from_config(config)`` on the meta device, ``sum(p.numel() for p in
+model.parameters())`` (the config classes' defaults where a key is absent)."""
 
 from __future__ import annotations
 
