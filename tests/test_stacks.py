@@ -213,12 +213,3 @@ def test_a_bf16_default_on_a_gpu_without_bf16_is_fp16_for_a_stack_as_for_its_pro
                             layout={"zero": 3})).to_json()
         assert est["scenario"]["training"]["precision"] == "fp16", framework
 
-
-def test_ddp_replicates_the_model_states():
-    # PyTorch DDP keeps the whole model states on every rank: a plan named ddp searches zero 0 only
-    import gpuplan
-
-    sc = {"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
-          "training": {"framework": "ddp", "tokens": 1e9}}
-    res = gpuplan.plan(sc).result
-    assert res.ranked and {c.layout.zero for c in res.candidates} == {0}

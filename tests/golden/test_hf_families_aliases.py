@@ -180,3 +180,19 @@ def test_youtu_is_dense_latent_attention():
                     "vocab_size": 1000, "intermediate_size": 512, "kv_lora_rank": 32, "q_lora_rank": 48,
                     "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16})
     assert (m.params, m.kv_lora_rank, m.n_experts, m.tied_embeddings) == (1_189_280, 32, 0, True)
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"model_type": "persimmon", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+      "vocab_size": 1000, "intermediate_size": 1024, "rope_parameters": {"partial_rotary_factor": "x"}},
+     "partial_rotary_factor = 'x' must be a positive number"),
+    ({"model_type": "persimmon", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+      "vocab_size": 1000, "intermediate_size": 1024, "partial_rotary_factor": 5},
+     "at most 1"),
+    # a repeat count far past the layers is refused before anything is expanded
+    ({"model_type": "gpt_neo", "hidden_size": 256, "num_layers": 2, "num_heads": 8,
+      "attention_types": [[["global", "local"], 10**10]]}, "attention_types must expand"),
+])
+def test_a_malformed_value_is_one_line(cfg, message):
+    with pytest.raises(GpuplanError, match=message):
+        load_model(cfg)

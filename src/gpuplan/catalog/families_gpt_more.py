@@ -16,11 +16,12 @@ __all__ = ["biogpt", "gpt_neo", "persimmon", "xglm"]
 def _neo_types(c: Cfg, L: int) -> list[str]:
     """GPTNeoConfig.attention_types ([[["global", "local"], 12]]: each pattern repeated) expanded per layer."""
     spec_ = c.raw("attention_types", default=[[["global", "local"], L // 2]])
-    try:
-        types = [t for pattern, n in spec_ for _ in range(n) for t in pattern]
-    except (TypeError, ValueError):
-        types = None
-    if not types or len(types) != L or any(t not in ("global", "local") for t in types):
+    ok = isinstance(spec_, list) and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], list) and isinstance(p[1], int)
+        and not isinstance(p[1], bool) and p[1] >= 0 for p in spec_)
+    types = [t for pattern, n in spec_ for _ in range(n) for t in pattern] \
+        if ok and sum(len(p[0]) * p[1] for p in spec_) == L else None
+    if not types or any(t not in ("global", "local") for t in types):
         raise GpuplanError(f"{c.source}: attention_types must expand to global or local for each of the {L} layers, "
                            "e.g. [[[\"global\", \"local\"], 12]]")
     return types
@@ -57,9 +58,12 @@ def persimmon(c: Cfg, name: str) -> ModelSpec:
     block = (nrm("input_layernorm", h, True) + lin("self_attn.query_key_value", 3 * h, h, "attention", True)
              + lin("self_attn.dense", h, h, "attention", True) + qk + nrm("post_attention_layernorm", h, True)
              + lin("mlp.dense_h_to_4h", ffn, h, "mlp", True) + lin("mlp.dense_4h_to_h", h, ffn, "mlp", True))
-    rope = c.raw("rope_parameters", default={}) or {}
-    share = c.number("partial_rotary_factor", default=None) or (rope.get("partial_rotary_factor", 0.5)
-                                                                 if isinstance(rope, dict) else 0.5)
+    rope = c.raw("rope_parameters", default={})
+    nested = Cfg(rope if isinstance(rope, dict) else {}, f"{c.source} rope_parameters", c.mt, c.quote)
+    share = c.number("partial_rotary_factor", default=None) or nested.number("partial_rotary_factor", default=0.5)
+    if share is None or share > 1:
+        raise GpuplanError(f"{c.source}: partial_rotary_factor = {share} must be a share of the head dimension, "
+                           "at most 1: fix the value")
     return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V,
                          max_pos=c.int("max_position_embeddings", default=16384), tied=tie(c, False),
                          embedding=emb("embed_tokens", V, h), block=block, final=nrm("final_layernorm", h, True),

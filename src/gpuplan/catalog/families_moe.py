@@ -120,8 +120,10 @@ def _shared_routed(c: Cfg, h: int, L: int) -> Moe:
             raise GpuplanError(f"{c.source}: mlp_layer_types must give dense or sparse for each of the {L} layers")
         sparse = [k == "sparse" for k in kinds]
     mlp = fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
-    # the shared experts' width: n_shared_experts x moe_intermediate_size, or as given (Kolibri)
-    shared = c.int("shared_expert_intermediate_size", default=ffn * n_shared, minimum=0, note=False)
+    # the shared experts' width: n_shared_experts x moe_intermediate_size; Kolibri's own key (the other classes
+    # ignore a stray one)
+    shared = c.int("shared_expert_intermediate_size", default=ffn * n_shared, minimum=0, note=False) \
+        if c.mt == "kolibri1" else ffn * n_shared
     if shared:
         mlp += gated("mlp.shared_experts", h, shared, "shared_expert")
     return Moe(experts=E, top_k=k, ffn=ffn, shared=shared, sparse=sparse, mlp=mlp)

@@ -152,8 +152,3 @@ def sixteen_bit(word: str) -> bool:
     on a GPU without bf16 tensor cores (stacks.json precision_words, sixteen_bit)."""
     return bool(_data()["precision_words"]["*"].get(spelling(word), {}).get("sixteen_bit"))
 
-
-def stack_layout_fields(word: str) -> dict[str, Any]:
-    """The layout fields the stack ``word`` names fixes (stacks.json ``layout``), {} for a profile or another word."""
-    stack = _names().get(spelling(word, version=True))
-    return dict(_data()["stacks"][stack].get("layout", {})) if stack else {}

@@ -19,7 +19,7 @@ from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, LAYOUT_KEYS, TO
 from gpuplan.io.shares import check_nodes as _check_nodes
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
-from gpuplan.io.words import precision_for, read_words, stack_layout
+from gpuplan.io.words import precision_for, read_words
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
@@ -190,7 +190,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     tr_in, read16 = precision_for(tr_raw, hardware)
     training, words = _training(tr_in, model)
     words += read16
-    layout = {**stack_layout(tr_raw.get("framework")), **_layout(_section(raw, "layout", LAYOUT_KEYS))}
+    layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)

@@ -68,10 +68,3 @@ def precision_for(tr_raw: dict, hardware: Hardware) -> tuple[dict, tuple[Reading
         return tr_raw, ()  # a documented default that is not bf16 runs as documented
     return {**tr_raw, "precision": "fp16"}, ()
 
-
-def stack_layout(framework: Any) -> dict[str, Any]:
-    """The layout fields a named stack fixes (stacks.json ``layout``: DDP replicates the model states, zero 0); the
-    scenario's own layout fields win."""
-    from gpuplan.catalog.stacks import stack_layout_fields
-
-    return stack_layout_fields(framework) if isinstance(framework, str) else {}
