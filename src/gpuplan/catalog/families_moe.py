@@ -175,7 +175,8 @@ def _qwen(c: Cfg, moe: str, h: int, L: int) -> Moe:
     mlp = lin("mlp.gate", E, h, "router") + gated("mlp.experts", h, moe_ffn, "expert", count=E)
     shared = 0
     if moe == "qwen2_moe" or c.mt == "flint":  # Flint: Qwen2-MoE's shared expert without its sigmoid gate
-        shared = c.int("shared_expert_intermediate_size", default=0 if c.mt == "flint" else None, minimum=0)
+        shared = c.int("shared_expert_intermediate_size", default=0, minimum=0) if c.mt == "flint" else \
+            c.int("shared_expert_intermediate_size")
         mlp += gated("mlp.shared_expert", h, shared, "shared_expert") if shared else []
         mlp += lin("mlp.shared_expert_gate", 1, h, "router") if c.mt != "flint" else []
     return Moe(experts=E, top_k=k, ffn=moe_ffn, shared=shared, sparse=sparse, mlp=mlp)

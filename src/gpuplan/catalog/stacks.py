@@ -124,9 +124,10 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
     if word in OPTIMIZERS:
         return word, None, None
     rows = {w.lower(): row for w, row in _data()["optimizer_words"].items()}
-    row = rows.get(word.lower()) or rows.get(spelling(word))  # "8-bit Adam", "Fused Adam", "LAMB"
-    if row is None and spelling(word) in OPTIMIZERS:
-        return spelling(word), None, None
+    key = spelling(word)  # "8-bit Adam", "Fused Adam", "LAMB"
+    row = rows.get(word.lower()) or rows.get(key)
+    if row is None and key in OPTIMIZERS:
+        return key, None, None
     if row is None:
         return word, None, None  # spec.Training names the choices
     impl = row.get("impl")

@@ -19,7 +19,7 @@ from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, LAYOUT_KEYS, TO
 from gpuplan.io.shares import check_nodes as _check_nodes
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
-from gpuplan.io.words import precision_for, read_words
+from gpuplan.io.words import read_words
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     MAX_GLOBAL_BATCH,
@@ -187,9 +187,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hardware = _hardware(hw_raw)
     _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
-    tr_in, read16 = precision_for(tr_raw, hardware)
-    training, words = _training(tr_in, model)
-    words += read16
+    training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
@@ -296,7 +294,8 @@ def _lora_targets(value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _training(tr_raw: dict, model: ModelSpec) -> tuple[Training, tuple[tuple[str, str, Any, str], ...]]:
+def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
+              ) -> tuple[Training, tuple[tuple[str, str, Any, str], ...]]:
     kw: dict[str, Any] = {}
     for key, value in tr_raw.items():
         if key in INT_KEYS:
@@ -318,7 +317,7 @@ def _training(tr_raw: dict, model: ModelSpec) -> tuple[Training, tuple[tuple[str
     if "tokens" in kw and "steps" in kw:
         raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
                            "seq_len is the tokens")
-    words = read_words(kw)
+    words = read_words(kw, no_bf16)
     seq_len = kw.get("seq_len", 4096)
     Training(seq_len=seq_len)  # seq_len is checked before global_batch_tokens divides by it
     if "global_batch_tokens" in tr_raw:
