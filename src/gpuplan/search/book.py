@@ -4,7 +4,7 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 from __future__ import annotations
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
-from gpuplan.model.memory import memory, peaks_bytes, verdict
+from gpuplan.model.memory import memory, peaks_bytes, plain_limit, verdict
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
@@ -27,6 +27,7 @@ class Book:
     def _book(self, sc: Scenario, tr: Training) -> None:
         self._peaks: dict[tuple, tuple[float, float]] = {}
         self._refusals: dict[tuple, Rejection | None] = {}
+        self._plain: dict[tuple, tuple[float, float] | None] = {}  # ``plain_limit`` per GPU type, count, kind
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
                       "recompute_every": fixed.get("recompute_every", 1)}
@@ -87,6 +88,29 @@ class Book:
                 self._peaks[_peak_key(split, fam, m, sp, off)] = peak
             hit = self._peaks[_peak_key(split, fam, mb, sp, off)]
         return hit
+
+    def _fits(self, hw: Hardware, where: Where) -> bool | None:
+        """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
+        host memory (the caller counts)."""
+        return self._fits_peak(hw, self._peak(where), where[0], where[4])
+
+    def _fits_peak(self, hw: Hardware, peak: tuple[float, float], split: Split, off: str) -> bool | None:
+        """``memory.verdict`` on a (total, offloaded) peak, as the plain comparison where it reduces to one
+        (``plain_limit``, kept per GPU type, count and kind of layout)."""
+        plain = self._plain_of(hw, split, off)
+        total, offloaded = peak
+        if plain is not None:  # the verdict is a comparison here
+            return total * plain[0] <= plain[1]
+        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
+        return None if not v.host_ok else v.fits
+
+    def _plain_of(self, hw: Hardware, split: Split, off: str) -> tuple[float, float] | None:
+        """``memory.plain_limit`` for this GPU type, count and kind of layout (kept)."""
+        mp = split.tp > 1 or split.pp > 1
+        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp)
+        if key not in self._plain:
+            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp)
+        return self._plain[key]
 
     # ---- the closest miss ------------------------------------------------------------------------
     def _remember(self, rank: tuple[int, ...], hw: Hardware, where: Where) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
-from gpuplan.model.memory import peak_floor, plain_limit, verdict
+from gpuplan.model.memory import peak_floor, verdict
 from gpuplan.model.runtime import FLOOR_SLACK, step_floor
 from gpuplan.search.book import Book, Where
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
@@ -59,8 +59,6 @@ __all__ = ["MAX_SPLITS", "Candidate", "Miss", "Search", "default_global_batch", 
 # and said so.
 MAX_SPLITS = 15_000
 
-
-
 UNPRICED = Cost(usd=None, usd_per_gpu_hour=None, usd_with_failures=None)
 
 
@@ -89,13 +87,13 @@ class Search(Book):
         # a layout's rank in canonical order: (GPU type searched, split, family, micro-batch); ties go to the first
         self._run = 0
         self._ranks: dict[tuple[str, int], tuple[int, ...]] = {}
-        self._fitting: list[tuple[tuple[int, ...], Where, Hardware]] = []  # this run's fitting layouts
+        # this run's fitting layouts: (step floor, rank, layout, hardware)
+        self._fitting: list[tuple[float, tuple[int, ...], Where, Hardware]] = []
         self._visited: list[tuple[tuple[int, ...], Hardware, Where]] | None = []  # for the closest miss
-        self._floors: dict[tuple, float] = {}
+        self._timed: dict[str, bool] = {}  # per GPU type: whether it has a compute peak to time by
         # per (GPU type, parallel degrees but dp, family kind, offload): the largest micro-batch that fit last
         # (0: none) — the guess for the next data-parallel width's family (``first_miss``)
         self._hints: dict[tuple, int] = {}
-        self._plain: dict[tuple, tuple[float, float] | None] = {}  # ``plain_limit`` per GPU type, count, kind
         self._book(sc, self.tr)
 
     # ---- the space, split by split ---------------------------------------------------------------
@@ -156,6 +154,7 @@ class Search(Book):
         floors = self._floors_fit(hws, split, fams, sp, off)
         found: set[int] = set()
         prefix: dict[tuple[str, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
+        step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
@@ -171,7 +170,8 @@ class Search(Book):
                 continue
             for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix):
                 found.add(t)
-                self._fitting.append(((*ranks[t], i, j), (split, fam, mb, sp, off), live[t]))
+                where = (split, fam, mb, sp, off)
+                self._fitting.append((self._floor(step_floors, t, where, live[t]), (*ranks[t], i, j), where, live[t]))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
         return found
@@ -229,6 +229,10 @@ class Search(Book):
             floor = peak_floor(self.sc.model, self.tr, base, (shard,), (v,))
             least = min(least, floor)
             for t, hw in hws.items():
+                plain = self._plain_of(hw, split, off)
+                if plain is not None:  # ``verdict``'s comparison, without building it per GPU type
+                    out[(t, v, shard)] = floor * plain[0] <= plain[1]
+                    continue
                 fv = verdict(floor, 0.0, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
                 out[(t, v, shard)] = fv.high <= fv.usable
         n = split.world
@@ -306,38 +310,14 @@ class Search(Book):
                     self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
         return fitting, left
 
-    def _fits(self, hw: Hardware, where: Where) -> bool | None:
-        """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
-        host memory (the caller counts)."""
-        return self._fits_peak(hw, self._peak(where), where[0], where[4])
-
-    def _fits_peak(self, hw: Hardware, peak: tuple[float, float], split: Split, off: str) -> bool | None:
-        """``memory.verdict`` on a (total, offloaded) peak, as the plain comparison where it reduces to one
-        (``plain_limit``, kept per GPU type, count and kind of layout)."""
-        plain = self._plain_of(hw, split, off)
-        total, offloaded = peak
-        if plain is not None:  # the verdict is a comparison here
-            return total * plain[0] <= plain[1]
-        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
-        return None if not v.host_ok else v.fits
-
-    def _plain_of(self, hw: Hardware, split: Split, off: str) -> tuple[float, float] | None:
-        """``memory.plain_limit`` for this GPU type, count and kind of layout (kept)."""
-        mp = split.tp > 1 or split.pp > 1
-        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp)
-        if key not in self._plain:
-            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp)
-        return self._plain[key]
-
     # ---- the fastest per count ---------------------------------------------------------------------
     def _time_fitting(self) -> None:
         """Time this run's fitting layouts, per GPU type and count in the order of their step floor, until
         the floor is above the best step found; a tie goes to the first in canonical order."""
         by_count: dict[tuple[str, int], list] = defaultdict(list)
-        timed = {g.id: has_compute_peak(g) for g in {hw.gpu for _, _, hw in self._fitting}}
-        for rank, where, hw in self._fitting:
-            floor = self._floor(where, hw) if timed[hw.gpu.id] else 0.0
-            by_count[(hw.gpu.id, hw.gpus)].append((floor, rank, where, hw))
+        for item in self._fitting:
+            hw = item[3]
+            by_count[(hw.gpu.id, hw.gpus)].append(item)
         self._fitting = []
         for key, items in by_count.items():
             if not has_compute_peak(items[0][3].gpu):  # no time to rank by: the first that fits
@@ -367,14 +347,20 @@ class Search(Book):
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
 
-    def _floor(self, where: Where, hw: Hardware) -> float:
-        """``runtime.step_floor``: it reads the stage compute, the bubble and the optimizer step — the same
+    def _floor(self, floors: dict[tuple, float], t: int, where: Where, hw: Hardware) -> float:
+        """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
+        kept per split in ``floors``: it reads the stage compute, the bubble and the optimizer step — the same
         for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
-        split, fam, mb, sp, off = where
-        key = (hw.gpu.id, split, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1, mb, sp, off)
-        hit = self._floors.get(key)
+        timed = self._timed.get(hw.gpu.id)
+        if timed is None:
+            timed = self._timed[hw.gpu.id] = has_compute_peak(hw.gpu)
+        if not timed:
+            return 0.0
+        _, fam, mb, _, _ = where
+        key = (t, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1, mb)
+        hit = floors.get(key)
         if hit is None:
-            hit = self._floors[key] = step_floor(self.sc.model, hw, self.tr, self._layout(*where), self.sc.corrections)
+            hit = floors[key] = step_floor(self.sc.model, hw, self.tr, self._layout(*where), self.sc.corrections)
         return hit
 
 def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:
