@@ -77,3 +77,27 @@ def test_infiniband_without_a_generation_is_the_gpus_own_network_or_an_error():
         get_fabric("RoCEv2", "scale_out")  # no rate: which one is not said
     with pytest.raises(GpuplanError, match="unknown fabric '3200 Gbps InfiniBand'"):
         get_fabric("3200 Gbps InfiniBand", "scale_out", default="ib-ndr-400g")  # a node's total, not a port's
+
+
+@pytest.mark.parametrize("name, gid, bf16, fp8, memory_gib", [
+    # RTX 5090: FP16 tensor 838.4 TFLOPS sparse (FP16 accumulate) = 419.2 dense; GeForce halves it with FP32
+    # accumulate (NVIDIA RTX Blackwell whitepaper; 47.0 vs 87.9 TFLOP/s measured on an RTX 5060 Ti) -> 209.6
+    ("GeForce RTX 5090", "rtx-5090", 209.6e12, None, 32),
+    # RTX PRO 6000 Blackwell: 4,000 AI TOPS = FP4 sparse; dense BF16 503.8 (FP32 accumulate at full rate), FP8 1,007.6
+    ("RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000", 503.8e12, 1007.6e12, 96),
+    # H20: FP8 dense = its cited INT8 296 TOPS (Hopper runs FP8 and INT8 at one rate)
+    ("NVIDIA H20", "h20", 148e12, 296e12, 96),
+])
+def test_recent_gpus_read_by_their_market_names_with_datasheet_rates(name, gid, bf16, fp8, memory_gib):
+    g = get_gpu(name)
+    assert g.id == gid
+    assert g.peak_flops["bf16"] == bf16
+    assert g.peak_flops.get("fp8") == fp8
+    assert g.memory_bytes == memory_gib * 2**30
+
+
+def test_consumer_blackwell_attends_with_flashattention2():
+    # sm_120 has no tcgen05 / tensor memory: FlashAttention-3/4 do not run there; FA2 does
+    from gpuplan.model.attention import attention_kernel
+    for gid in ("rtx-5090", "rtx-pro-6000"):
+        assert attention_kernel("generic", get_gpu(gid).architecture) == "flash2"
