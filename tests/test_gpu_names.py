@@ -101,3 +101,17 @@ def test_consumer_blackwell_attends_with_flashattention2():
     from gpuplan.model.attention import attention_kernel
     for gid in ("rtx-5090", "rtx-pro-6000"):
         assert attention_kernel("generic", get_gpu(gid).architecture) == "flash2"
+
+
+@pytest.mark.parametrize("name, gid", [
+    ("RTX 4090 24GB", "rtx-4090"), ("L40S 48 GB", "l40s"), ("H200 141GB", "h200"), ("RTX 3090 24 GB", "rtx-3090"),
+    ("MI300X 192GB", "mi300x"),
+])
+def test_a_name_with_its_cards_memory_size_is_that_card(name, gid):
+    assert get_gpu(name).id == gid
+
+
+def test_a_memory_size_the_card_does_not_have_matches_nothing():
+    # a 48 GB RTX 4090 is a modified card, not the catalogue's 24 GB one
+    with pytest.raises(GpuplanError, match="unknown GPU 'RTX 4090 48GB'"):
+        get_gpu("RTX 4090 48GB")

@@ -168,11 +168,25 @@ def _name(name: object, what: str) -> str:
 def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
     table, names = _gpu_index()
     text = _name(name, what)
-    gid = names.get(_key(text))
+    gid = names.get(_key(text)) or _with_memory_size(text, table, names)
     if gid is None:
         hint = _suggest(text, names)
         raise GpuplanError(f"unknown GPU {text!r}: {hint + ' ' if hint else ''}`gpuplan gpus` lists them")
     return table[gid]
+
+
+_MEMORY_SIZE = re.compile(r"\b(\d+(?:\.\d+)?)\s*gi?b?\b", re.IGNORECASE)
+
+
+def _with_memory_size(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
+    """A name that adds its card's memory size to a catalogue name ('RTX 4090 24GB', 'L40S 48 GB'): the GPU
+    the rest names, when its memory is that size (within 1 GB: 141 GB is the H200's 140.4 GiB); a size that
+    contradicts it matches nothing."""
+    for m in _MEMORY_SIZE.finditer(text):
+        gid = names.get(_key(text[:m.start()] + " " + text[m.end():]))
+        if gid is not None and abs(table[gid].memory_bytes / GiB - float(m.group(1))) <= 1.0:
+            return gid
+    return None
 
 
 def get_fabric(name: str, kind: str | None = None, what: str | None = None, default: str | None = None) -> Fabric:
