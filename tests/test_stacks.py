@@ -119,6 +119,10 @@ def test_the_text_answer_says_what_a_word_was_read_as(capsys):
     ("Pai-Megatron-Patch", "megatron-core"), ("ColossalAI", "deepspeed"), ("OpenRLHF", "deepspeed"),
     ("metaseq", "pytorch-fsdp"), ("fairseq", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("verl", "pytorch-fsdp"),
     ("Hugging Face", "pytorch-fsdp"), ("MaxText", "generic"), ("T5X", "generic"),
+    ("HuggingFace Transformers", "pytorch-fsdp"), ("nanoGPT", "pytorch-fsdp"), ("Horovod", "pytorch-fsdp"),
+    ("picotron", "nanotron"), ("veScale", "torchtitan"), ("DeepSpeed ZeRO-3", "deepspeed"),
+    ("DeepSpeed ZeRO 2", "deepspeed"), ("Mesh TensorFlow", "generic"), ("PaddlePaddle", "generic"),
+    ("MindSpore", "generic"),
 ])
 def test_a_framework_word_is_read_as_its_profile(word, profile):
     value, reading = read_framework(word)
@@ -153,6 +157,8 @@ def test_an_open_precision_on_a_gpu_without_bf16_is_fp16_mixed():
 @pytest.mark.parametrize("word, precision", [
     ("mixed", "bf16"), ("Mixed Precision", "bf16"), ("AMP", "fp16"), ("16-bit", "bf16"), ("fp16 mixed", "fp16"),
     ("bf16_mixed", "bf16"), ("TF32", "fp32"), ("FP8 hybrid", "fp8"), ("fp8-e4m3", "fp8"), ("pure-bf16", "bf16-pure"),
+    ("AMP fp16", "fp16"), ("AMP (bf16)", "bf16"), ("FP8 (Transformer Engine)", "fp8"), ("TE FP8", "fp8"),
+    ("fp8 delayed scaling", "fp8"),
 ])
 def test_precision_words_as_papers_write_them(word, precision):
     value, reading = read_precision(word, "generic")
@@ -173,7 +179,8 @@ def test_sixteen_bit_mixed_precision_is_fp16_on_a_gpu_without_bf16():
 @pytest.mark.parametrize("word, optimizer, impl", [
     ("8-bit Adam", "adamw-8bit", None), ("AdamW 8bit", "adamw-8bit", None), ("bnb_8bit_adam", "adamw-8bit", None),
     ("FusedAdam", "adamw", "fused"), ("LAMB", "adamw", None), ("Fused LAMB", "adamw", "fused"),
-    ("SGD momentum", "sgd-momentum", None),
+    ("SGD momentum", "sgd-momentum", None), ("AdamW (fused)", "adamw", "fused"), ("fused AdamW", "adamw", "fused"),
+    ("SGD with momentum", "sgd-momentum", None), ("SGD (Nesterov)", "sgd-momentum", None),
 ])
 def test_optimizer_words_as_papers_write_them(word, optimizer, impl):
     from gpuplan.catalog.stacks import read_optimizer
@@ -213,3 +220,18 @@ def test_a_bf16_default_on_a_gpu_without_bf16_is_fp16_for_a_stack_as_for_its_pro
                             layout={"zero": 3})).to_json()
         assert est["scenario"]["training"]["precision"] == "fp16", framework
 
+
+
+def test_an_open_zero_stage_under_torchtune_is_its_fsdp_not_a_refusal():
+    # torchtune's distributed recipes shard with FSDP only ('DDP is currently not supported'): an open zero takes
+    # its documented stage, 3, named under assumed; a given zero 0 is still refused
+    est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune"})).to_json()
+    assert est["scenario"]["layout"]["zero"] == 3
+    (a,) = _assumed(est, "layout.zero")
+    assert a["value"] == 3 and "torchtune" in a["rule"] and "zero 0" in a["rule"]
+    with pytest.raises(GpuplanError, match="torchtune cannot run this"):
+        evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune"}, layout={"zero": 0}))
+    # a framework that runs zero 0 keeps the one rule's default
+    other = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "megatron-lm"})).to_json()
+    assert other["scenario"]["layout"]["zero"] == 0
+    assert _assumed(other, "layout.zero")[0]["rule"] == "the layout default"

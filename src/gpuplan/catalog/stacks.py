@@ -74,10 +74,10 @@ def precision_words() -> tuple[str, ...]:
 
 
 def spelling(word: str, version: bool = False) -> str:
-    """A word as the names are spelled: lower case, spaces and underscores as hyphens; ``version``: a trailing
-    version number dropped ("Megatron Core", "megatron_core 0.12", "NeMo-2.0", "DeepSpeed v0.14" → megatron-core,
-    nemo, deepspeed)."""
-    key = re.sub(r"[\s_]+", "-", word.strip().lower())
+    """A word as the names are spelled: lower case, spaces, underscores, brackets, commas and slashes as one hyphen
+    ("AdamW (fused)" → adamw-fused); ``version``: a trailing version number dropped ("Megatron Core",
+    "megatron_core 0.12", "NeMo-2.0", "DeepSpeed v0.14" → megatron-core, nemo, deepspeed)."""
+    key = re.sub(r"[\s_()\[\],/]+", "-", word.strip().lower()).strip("-")
     return (re.sub(r"-v?\d+(\.\d+)*$", "", key) or key) if version else key
 
 

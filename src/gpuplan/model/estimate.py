@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.catalog.frameworks import why_not
+from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
@@ -143,7 +143,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    lay = layout if layout is not None else complete_layout(sc, **overrides)
+    lay = layout if layout is not None else _completed(sc, overrides)
     if sc.training.global_batch is None:
         sc = replace(sc, training=replace(sc.training, global_batch=default_global_batch(
             sc.training, lay.dp * lay.micro_batch)))
@@ -165,6 +165,20 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
                     notes=_notes(sc, mem) + extra, params_trainable=trainable, searched=searched,
                     alternatives=named_alternatives(sc, lay))
+
+
+def _completed(sc: Scenario, overrides: dict[str, Any]) -> Layout:
+    """The scenario's layout completed with the defaults — where the named framework cannot run the default
+    ZeRO stage (torchtune shards with FSDP only) and the input leaves it open, its documented default stage
+    (frameworks.json ``defaults.zero``; listed under ``assumed``)."""
+    lay = complete_layout(sc, **overrides)
+    if "zero" in sc.layout or "zero" in overrides or not why_not(sc.training.framework, lay.values(), sc.training):
+        return lay
+    fact = get_framework(sc.training.framework).defaults.get("zero")
+    if fact is None or fact.value == lay.zero:
+        return lay
+    other = complete_layout(sc, **overrides, zero=fact.value)
+    return other if not why_not(sc.training.framework, other.values(), sc.training) else lay
 
 
 NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune")

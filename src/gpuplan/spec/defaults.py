@@ -14,7 +14,8 @@ and the list of what it filled in (the answers' ``"assumed"``).
 - training.grad_dtype (bf16/fp8 mixed precision): the framework's documented choice, fp32 when none is named;
 - hardware.gpus_per_node, scale_up, scale_out, price: the GPU's catalogue entry (catalog/gpus.json);
 - layout fields: ``evaluate`` completes them with Layout's defaults (dp derived, micro_batch 1,
-  recompute none, zero 0, sequence parallel when tp > 1, interleaving with 2 chunks); ``plan``,
+  recompute none, zero 0 — the named framework's documented stage where it cannot run zero 0, torchtune's FSDP —,
+  sequence parallel when tp > 1, interleaving with 2 chunks); ``plan``,
   ``fit`` and ``export`` search them instead (listed as ``"searched"``, not assumed).
 """
 
@@ -143,8 +144,11 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     if layout is not None and not searched:
         for f in fields(Layout):
             if f.name not in sc.layout:
-                out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name),
-                            "rule": "derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default"})
+                rule = "derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default"
+                if f.name == "zero" and layout.zero != f.default:
+                    rule = (f"{training.framework}'s documented default stage (frameworks.json defaults.zero): it "
+                            "cannot run the layout default, zero 0")
+                out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name), "rule": rule})
     return out
 
 
