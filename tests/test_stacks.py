@@ -158,7 +158,7 @@ def test_an_open_precision_on_a_gpu_without_bf16_is_fp16_mixed():
     ("mixed", "bf16"), ("Mixed Precision", "bf16"), ("AMP", "fp16"), ("16-bit", "bf16"), ("fp16 mixed", "fp16"),
     ("bf16_mixed", "bf16"), ("TF32", "fp32"), ("FP8 hybrid", "fp8"), ("fp8-e4m3", "fp8"), ("pure-bf16", "bf16-pure"),
     ("AMP fp16", "fp16"), ("AMP (bf16)", "bf16"), ("FP8 (Transformer Engine)", "fp8"), ("TE FP8", "fp8"),
-    ("fp8 delayed scaling", "fp8"),
+    ("fp8 delayed scaling", "fp8"), ("MXFP8", "fp8"),
 ])
 def test_precision_words_as_papers_write_them(word, precision):
     value, reading = read_precision(word, "generic")
@@ -235,3 +235,41 @@ def test_an_open_zero_stage_under_torchtune_is_its_fsdp_not_a_refusal():
     other = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "megatron-lm"})).to_json()
     assert other["scenario"]["layout"]["zero"] == 0
     assert _assumed(other, "layout.zero")[0]["rule"] == "the layout default"
+
+
+def test_a_precision_word_that_names_an_fp8_recipe_sets_it():
+    # Transformer Engine's fp8_autocast runs the DelayedScaling recipe by default; MXFP8 is its own recipe
+    est = evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"precision": "FP8 (Transformer Engine)"},
+                        layout={"zero": 3})).to_json()
+    assert est["scenario"]["training"]["fp8_recipe"] == "delayed"
+    (a,) = _assumed(est, "training.fp8_recipe")  # once: read from the word, not also as a default
+    assert a["given"] and "delayed" in a["rule"]
+    mx = evaluate(make("llama-3.1-8b", "b200", 8, training={"precision": "MXFP8"}, layout={"zero": 3})).to_json()
+    assert mx["scenario"]["training"]["fp8_recipe"] == "mxfp8"
+    # a recipe given beside the word wins
+    given = evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"precision": "TE FP8", "fp8_recipe": "tensorwise"},
+                          layout={"zero": 3})).to_json()
+    assert given["scenario"]["training"]["fp8_recipe"] == "tensorwise"
+
+
+def test_a_framework_word_that_names_a_zero_stage_sets_it():
+    est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "DeepSpeed ZeRO-3"})).to_json()
+    assert est["scenario"]["training"]["framework"] == "deepspeed" and est["scenario"]["layout"]["zero"] == 3
+    (a,) = _assumed(est, "layout.zero")
+    assert a["given"] == "DeepSpeed ZeRO-3" and "stage 3" in a["rule"]
+    with pytest.raises(GpuplanError, match="names ZeRO stage 2, layout.zero is 1"):
+        evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "deepspeed_zero2"},
+                      layout={"zero": 1}))
+
+
+def test_a_frameworks_stage_is_taken_where_the_default_layout_is_invalid_and_the_refusal_names_what_remains():
+    # offloaded parameters need ZeRO 3: torchtune's own stage, 3, makes the layout valid
+    est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune"},
+                        layout={"offload": "params"})).to_json()
+    assert est["scenario"]["layout"]["zero"] == 3
+    # fp16 is refused by torchtune whatever the stage: the error names fp16, not DDP
+    with pytest.raises(GpuplanError, match="fp16"):
+        evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune", "precision": "fp16"}))
+    # a stack read as a profile keeps the one rule (DDP stacks are not switched to FSDP)
+    with pytest.raises(GpuplanError, match="cannot run this"):
+        evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "ddp"}, layout={"tp": 2}))

@@ -180,8 +180,8 @@ _MEMORY_SIZE = re.compile(r"\b(\d+(?:\.\d+)?)\s*gi?b?\b", re.IGNORECASE)
 
 def _with_memory_size(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
     """A name that adds its card's memory size to a catalogue name ('RTX 4090 24GB', 'L40S 48 GB'): the GPU
-    the rest names, when its memory is that size (within 1 GB: 141 GB is the H200's 140.4 GiB); a size that
-    contradicts it matches nothing."""
+    the rest names, when its memory is that size within 1 GiB (a datasheet's GB against the catalogue's GiB); a
+    size that contradicts it matches nothing."""
     for m in _MEMORY_SIZE.finditer(text):
         gid = names.get(_key(text[:m.start()] + " " + text[m.end():]))
         if gid is not None and abs(table[gid].memory_bytes / GiB - float(m.group(1))) <= 1.0:

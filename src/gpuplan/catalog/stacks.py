@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuplan.catalog import load_json
 from gpuplan.errors import GpuplanError
-from gpuplan.spec import FRAMEWORKS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
+from gpuplan.spec import FP8_RECIPES, FRAMEWORKS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,8 +41,9 @@ def _data() -> dict[str, Any]:
             raise GpuplanError(f"stacks.json: stack {name} must map a new name to a profile of {', '.join(FRAMEWORKS)}")
     for words in data["precision_words"].values():
         for word, row in words.items():
-            if row["precision"] not in PRECISIONS:
-                raise GpuplanError(f"stacks.json: precision word {word} must mean one of {', '.join(PRECISIONS)}")
+            if row["precision"] not in PRECISIONS or row.get("fp8_recipe", "delayed") not in FP8_RECIPES:
+                raise GpuplanError(f"stacks.json: precision word {word} must mean one of {', '.join(PRECISIONS)} "
+                                   f"(and an fp8 recipe one of {', '.join(FP8_RECIPES)})")
     for word, row in data.get("attention_words", {}).items():
         if row["attention"] not in ("flash", "flash1", "eager"):
             raise GpuplanError(f"stacks.json: attention word {word} must mean flash, flash1 or eager")
@@ -98,13 +99,30 @@ def read_framework(word: str) -> tuple[str, Reading | None]:
     return row["profile"], Reading(field="training.framework", given=word, value=row["profile"], rule=rule)
 
 
+def _precision_row(word: str, framework: str) -> dict[str, Any] | None:
+    words = _data()["precision_words"]
+    key = spelling(word)  # "fp16 mixed", "Mixed Precision", "FP8_hybrid", "BF16" under torchtune
+    return (words.get(framework, {}).get(word) or words.get(framework, {}).get(key) or words["*"].get(word)
+            or words["*"].get(key))
+
+
+def precision_recipe(word: str, framework: str) -> str | None:
+    """The fp8 recipe a ``training.precision`` word names besides the precision (TE FP8: delayed; MXFP8), or None."""
+    row = _precision_row(word, framework)
+    return row.get("fp8_recipe") if row is not None else None
+
+
+def zero_stage(word: str) -> int | None:
+    """The ZeRO stage a ``training.framework`` word names ("DeepSpeed ZeRO-3", "deepspeed_zero2"), or None."""
+    m = re.search(r"zero[-_\s]?([0-3])\b", word.strip().lower())
+    return int(m.group(1)) if m else None
+
+
 def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
     """The precision a ``training.precision`` word means under ``framework`` (a profile name), and how it was
     read when the framework's word differs from gpuplan's (torchtune's bf16) or is not gpuplan's word."""
-    words = _data()["precision_words"]
-    key = spelling(word)  # "fp16 mixed", "Mixed Precision", "FP8_hybrid", "BF16" under torchtune
-    row = (words.get(framework, {}).get(word) or words.get(framework, {}).get(key) or words["*"].get(word)
-           or words["*"].get(key))
+    key = spelling(word)
+    row = _precision_row(word, framework)
     if row is None and key in PRECISIONS:
         return key, None
     if row is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplan.errors import GpuplanError
 from gpuplan.spec import PRECISIONS
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
@@ -19,7 +20,14 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     training there runs — and a word for 16-bit mixed precision that names no format ("mixed", "mixed
     precision"), said so."""
     from gpuplan.catalog.frameworks import get_framework
-    from gpuplan.catalog.stacks import read_attention, read_framework, read_optimizer, read_precision, sixteen_bit
+    from gpuplan.catalog.stacks import (
+        precision_recipe,
+        read_attention,
+        read_framework,
+        read_optimizer,
+        read_precision,
+        sixteen_bit,
+    )
 
     read: list[Any] = []
     if isinstance(kw.get("attention"), str):
@@ -43,6 +51,10 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     elif word is not None:
         kw["precision"], r = read_precision(word, framework)
         out += [(r.field, r.given, r.value, r.rule)] if r is not None else []
+        recipe = precision_recipe(word, framework) if isinstance(word, str) else None
+        if recipe is not None and "fp8_recipe" not in kw:  # the recipe the word names (TE FP8: delayed scaling)
+            kw["fp8_recipe"] = recipe
+            out.append(("training.fp8_recipe", word, recipe, f"precision {word} names the fp8 recipe {recipe}"))
     else:
         default = get_framework(framework).defaults.get("precision")
         if no_bf16 and (default is None or default.value in ("bf16", "bf16-pure")):
@@ -50,3 +62,20 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         elif default is not None and default.value in PRECISIONS:
             kw["precision"] = default.value
     return tuple(out)
+
+
+def stage_from_framework(word: Any, layout: dict[str, Any]) -> Reading | None:
+    """A ZeRO stage the ``training.framework`` word names ("DeepSpeed ZeRO-3") set as ``layout.zero`` in place when
+    the layout leaves it open (the user stated it); one that contradicts a given ``layout.zero`` is refused."""
+    from gpuplan.catalog.stacks import zero_stage
+
+    stage = zero_stage(word) if isinstance(word, str) else None
+    if stage is None:
+        return None
+    if "zero" in layout and layout["zero"] != stage:
+        raise GpuplanError(f"training.framework {word!r} names ZeRO stage {stage}, layout.zero is {layout['zero']}: "
+                           "give the stage once")
+    if "zero" in layout:
+        return None
+    layout["zero"] = stage
+    return ("layout.zero", word, stage, f"training.framework {word} names ZeRO stage {stage}")

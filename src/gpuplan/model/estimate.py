@@ -14,13 +14,14 @@ from typing import Any
 from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
+from gpuplan.catalog.stacks import spelling
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
-from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
+from gpuplan.spec import FRAMEWORKS, GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
 from gpuplan.spec.scenario import Scenario, complete_layout
@@ -135,6 +136,7 @@ class Estimate:
     # framework not named: each named framework that can run this layout, and the throughput it would give
     alternatives: tuple[tuple[str, float], ...] = ()
     searched: bool = False  # the layout was chosen by plan/fit's search, not completed with defaults
+    layout_rules: tuple[tuple[str, str], ...] = ()  # layout fields a framework's documented default set, and why
 
 
 def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
@@ -143,7 +145,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    lay = layout if layout is not None else _completed(sc, overrides)
+    lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:
         sc = replace(sc, training=replace(sc.training, global_batch=default_global_batch(
             sc.training, lay.dp * lay.micro_batch)))
@@ -157,28 +159,41 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if not has_compute_peak(hw.gpu):
         return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem),
                         cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
-                        params_trainable=trainable, searched=searched)
+                        params_trainable=trainable, searched=searched, layout_rules=rules)
     a = assess(sc.model, hw, tr, lay, sc.corrections, mem.fits)
     extra: tuple[Note, ...] = ()
     if a.bf16_memory is not None:
         mem, extra = a.bf16_memory, (Note.FP8_DOES_NOT_PAY,)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
                     notes=_notes(sc, mem) + extra, params_trainable=trainable, searched=searched,
-                    alternatives=named_alternatives(sc, lay))
+                    alternatives=named_alternatives(sc, lay), layout_rules=rules)
 
 
-def _completed(sc: Scenario, overrides: dict[str, Any]) -> Layout:
-    """The scenario's layout completed with the defaults — where the named framework cannot run the default
-    ZeRO stage (torchtune shards with FSDP only) and the input leaves it open, its documented default stage
-    (frameworks.json ``defaults.zero``; listed under ``assumed``)."""
-    lay = complete_layout(sc, **overrides)
-    if "zero" in sc.layout or "zero" in overrides or not why_not(sc.training.framework, lay.values(), sc.training):
-        return lay
-    fact = get_framework(sc.training.framework).defaults.get("zero")
-    if fact is None or fact.value == lay.zero:
-        return lay
-    other = complete_layout(sc, **overrides, zero=fact.value)
-    return other if not why_not(sc.training.framework, other.values(), sc.training) else lay
+def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tuple[str, str], ...]]:
+    """The scenario's layout completed with the defaults (spec/scenario.py ``complete_layout``) — where the framework
+    the user named (a profile, not a stack read as one) cannot run the default ZeRO stage, zero 0, and the input
+    leaves the stage open, its documented stage (frameworks.json ``defaults.zero``: torchtune shards with FSDP only).
+    Returns the layout and the rule of each field so set (listed under ``assumed``)."""
+    fw = sc.training.framework
+    stack = any(f == "training.framework" and spelling(g, version=True) not in FRAMEWORKS for f, g, _, _ in sc.read_as)
+    fact = None if "zero" in sc.layout or "zero" in overrides or stack else get_framework(fw).defaults.get("zero")
+    if fact is None or fact.value == 0:
+        return complete_layout(sc, **overrides), ()
+    try:
+        lay: Layout | None = complete_layout(sc, **overrides)
+    except GpuplanError as err:  # offloaded parameters or a hybrid-shard group need a sharded stage
+        lay, first = None, err
+    if lay is not None and not why_not(fw, lay.values(), sc.training):
+        return lay, ()
+    try:
+        other = complete_layout(sc, **overrides, zero=fact.value)
+    except GpuplanError:
+        if lay is None:
+            raise first from None
+        return lay, ()
+    # refused as well: the refusal then names what still stands in the way (not the default the user never gave)
+    return other, (("zero", f"{fw}'s documented default stage (frameworks.json defaults.zero): it cannot run the "
+                             "layout default, zero 0"),)
 
 
 NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune")

@@ -28,7 +28,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
             "params_by_group": model.params_by_group(), "assumed": list(model.assumed),
         },
         "notes": [note_text(n, est) for n in est.notes],
-        "assumed": assumed(sc, tr, est.layout, est.searched),
+        "assumed": assumed(sc, tr, est.layout, est.searched, est.layout_rules),
         "memory": est.memory.to_json(),
     }
     if est.alternatives and est.time is not None:  # what naming the framework would change

@@ -10,14 +10,14 @@ from dataclasses import dataclass, replace
 from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
+from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_compute_peak
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, same_space, search_types
 from gpuplan.search.rank import Equilibrium, ScalingPoint, pareto, rank_by_rule, rule_of, scaling_curve
 from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
 from gpuplan.spec.defaults import gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
-from gpuplan.spec.scenario import Scenario, complete_layout
+from gpuplan.spec.scenario import Scenario
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,7 +236,7 @@ def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], s
 def _user_layout(sc: Scenario, gb: int) -> UserLayout:
     """The user's own layout evaluated, and the fastest the free search finds on the same GPUs."""
     try:
-        est = evaluate(sc, complete_layout(sc))
+        est = evaluate(sc, completed_layout(sc)[0])
     except GpuplanError as err:
         return UserLayout(estimate=None, error=str(err), best_same_count=None)
     if not has_compute_peak(sc.hardware.gpu):  # no time to compare with

@@ -103,9 +103,11 @@ def default_global_batch(training: Training, replicas: int = 1) -> int:
     return max(replicas, seqs // replicas * replicas)
 
 
-def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: bool) -> list[dict[str, Any]]:
+def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: bool,
+            layout_rules: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     """``{"field", "value", "rule"}`` for every value the answer used that the input did not give.
-    ``searched``: the layout was chosen by a search (then its fields are not assumptions)."""
+    ``searched``: the layout was chosen by a search (then its fields are not assumptions); ``layout_rules``: the
+    rule of a layout field a framework's documented default set (model/estimate.py ``completed_layout``)."""
     given, hw = sc.given, sc.hardware
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
@@ -144,10 +146,8 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     if layout is not None and not searched:
         for f in fields(Layout):
             if f.name not in sc.layout:
-                rule = "derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default"
-                if f.name == "zero" and layout.zero != f.default:
-                    rule = (f"{training.framework}'s documented default stage (frameworks.json defaults.zero): it "
-                            "cannot run the layout default, zero 0")
+                rule = dict(layout_rules).get(f.name) or \
+                    ("derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default")
                 out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name), "rule": rule})
     return out
 

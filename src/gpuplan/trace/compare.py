@@ -14,13 +14,13 @@ from typing import Any
 
 from gpuplan.catalog.constants import constant
 from gpuplan.errors import GpuplanError
-from gpuplan.model.estimate import evaluate
+from gpuplan.model.estimate import completed_layout, evaluate
 from gpuplan.model.flops import attention_flops, head_flops, layer_matmul_flops
 from gpuplan.model.kept import amp_of
 from gpuplan.model.memory import stage_activations, stage_peak, verdict
 from gpuplan.model.pipeline import layer_owners
 from gpuplan.report.render import estimate_json
-from gpuplan.spec.scenario import Scenario, complete_layout, normalized
+from gpuplan.spec.scenario import Scenario, normalized
 from gpuplan.trace.calibration import record_ratios
 from gpuplan.trace.explain import explain, sp_gathered_bytes, stage_outputs_bytes
 from gpuplan.trace.run import TraceResult, run_trace
@@ -87,7 +87,7 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
         from gpuplan.catalog.models import load_model
 
         sc = replace(sc, model=load_model({"params": r.params}))
-    lay = complete_layout(sc)
+    lay = completed_layout(sc)[0]
     est_obj = evaluate(sc, lay)
     est = estimate_json(est_obj)
     pm = _stage_memory(est_obj, r.stage) if r.stage is not None else est["memory"]

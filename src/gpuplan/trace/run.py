@@ -27,9 +27,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
+from gpuplan.model.estimate import completed_layout
 from gpuplan.model.kept import amp_of, keeps_fp32_norm_copy
 from gpuplan.spec import Layout
-from gpuplan.spec.scenario import Scenario, complete_layout
+from gpuplan.spec.scenario import Scenario
 from gpuplan.trace.build import (
     DTYPES,
     MIXED,
@@ -212,7 +213,7 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     """Trace one step of ``sc``; under a pipeline, of ``stage`` (default: the most loaded, as
     ``model.memory.worst_stage`` says)."""
     t0 = time.perf_counter()
-    lay = complete_layout(sc)
+    lay = completed_layout(sc)[0]
     nd = check_layout_traceable(lay)
     _check_model(sc, lay, module)
     pipe = plan_stage(sc, lay, module, stage, MAX_TRACE_LAYERS) if lay.pp > 1 else None

@@ -23,11 +23,10 @@ from gpuplan.catalog import load_json
 from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
-from gpuplan.model.estimate import Estimate, evaluate
+from gpuplan.model.estimate import Estimate, completed_layout, evaluate
 from gpuplan.search.enumerate import Search, default_global_batch
 from gpuplan.search.rank import scaling_curve
 from gpuplan.spec import Layout, Scenario, check_layout_fields
-from gpuplan.spec.scenario import complete_layout
 
 THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
                       "step_s")
@@ -81,7 +80,7 @@ def _resolve(row: dict[str, Any]) -> Resolved:
     gpus_given = "gpus" in row["scenario"].get("hardware", {})
     if not row.get("open") and gpus_given:
         sc = replace(sc0, layout={**defaults, **sc0.layout})
-        return Resolved(sc, complete_layout(sc), "as stated")
+        return Resolved(sc, completed_layout(sc)[0], "as stated")
     # offloading is the last resort of a run that does not fit: published runs state it when they do
     tries = [(defaults, ("none",), "framework defaults")] if defaults else []
     tries += [({}, ("none",), "searched"), ({}, ("optimizer", "params"), "searched, with offload")]
