@@ -222,19 +222,24 @@ def test_a_bf16_default_on_a_gpu_without_bf16_is_fp16_for_a_stack_as_for_its_pro
 
 
 
-def test_an_open_zero_stage_under_torchtune_is_its_fsdp_not_a_refusal():
+def test_an_open_zero_stage_is_the_named_frameworks_documented_stage():
     # torchtune's distributed recipes shard with FSDP only ('DDP is currently not supported'): an open zero takes
     # its documented stage, 3, named under assumed; a given zero 0 is still refused
     est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune"})).to_json()
     assert est["scenario"]["layout"]["zero"] == 3
     (a,) = _assumed(est, "layout.zero")
-    assert a["value"] == 3 and "torchtune" in a["rule"] and "zero 0" in a["rule"]
+    assert a["value"] == 3 and "torchtune's documented default" in a["rule"]
     with pytest.raises(GpuplanError, match="torchtune cannot run this"):
         evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune"}, layout={"zero": 0}))
-    # a framework that runs zero 0 keeps the one rule's default
+    # a framework whose documented stage is 0 keeps the one rule's default; an FSDP profile named shards fully
     other = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "megatron-lm"})).to_json()
     assert other["scenario"]["layout"]["zero"] == 0
     assert _assumed(other, "layout.zero")[0]["rule"] == "the layout default"
+    fsdp = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "pytorch-fsdp"})).to_json()
+    assert fsdp["scenario"]["layout"]["zero"] == 3 and fsdp["scenario"]["layout"]["recompute"] == "none"
+    # a stack read as that profile keeps the layout default (HF Trainer runs DDP unless FSDP is configured)
+    hf = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "hf-trainer"})).to_json()
+    assert hf["scenario"]["layout"]["zero"] == 0
 
 
 def test_a_precision_word_that_names_an_fp8_recipe_sets_it():

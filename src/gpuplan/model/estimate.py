@@ -7,7 +7,7 @@ function that times and prices a layout, for ``evaluate`` and the planner alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Any
 
@@ -169,31 +169,46 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
                     alternatives=named_alternatives(sc, lay), layout_rules=rules)
 
 
+# the layout fields a framework the user names fills from its documented defaults when the input leaves them open:
+# the ZeRO stage (FSDP stacks shard fully by default); recompute stays off — the frameworks' code defaults are off,
+# their example configs differ by model (frameworks.json notes)
+DOCUMENTED_LAYOUT = ("zero",)
+
+
 def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tuple[str, str], ...]]:
-    """The scenario's layout completed with the defaults (spec/scenario.py ``complete_layout``) — where the framework
-    the user named (a profile, not a stack read as one) cannot run the default ZeRO stage, zero 0, and the input
-    leaves the stage open, its documented stage (frameworks.json ``defaults.zero``: torchtune shards with FSDP only).
-    Returns the layout and the rule of each field so set (listed under ``assumed``)."""
+    """The scenario's layout completed by the one rule: the ZeRO stage the framework the user named documents
+    (frameworks.json ``defaults.zero``: torchtitan, torchtune and PyTorch FSDP shard fully, as ``gpuplan validate``
+    evaluates the corpus), else the layout defaults (spec/scenario.py ``complete_layout``: zero 0). A stack read as a
+    profile (HF Trainer, DDP) takes the layout defaults: the profile's choice is not its. Where the documented
+    choice does not make a valid layout the framework runs, the layout defaults; where neither does, the documented
+    one's error. Returns the layout and the rule of each field the framework's default set (under ``assumed``)."""
     fw = sc.training.framework
     stack = any(f == "training.framework" and spelling(g, version=True) not in FRAMEWORKS for f, g, _, _ in sc.read_as)
-    fact = None if "zero" in sc.layout or "zero" in overrides or stack else get_framework(fw).defaults.get("zero")
-    if fact is None or fact.value == 0:
+    facts = {} if stack else get_framework(fw).defaults
+    fill = {k: facts[k].value for k in DOCUMENTED_LAYOUT
+            if k in facts and facts[k].value is not None and k not in sc.layout and k not in overrides}
+    plain = {k: v for k, v in fill.items() if v != _LAYOUT_DEFAULTS[k]}
+    if not plain:
         return complete_layout(sc, **overrides), ()
     try:
-        lay: Layout | None = complete_layout(sc, **overrides)
-    except GpuplanError as err:  # offloaded parameters or a hybrid-shard group need a sharded stage
-        lay, first = None, err
-    if lay is not None and not why_not(fw, lay.values(), sc.training):
-        return lay, ()
+        lay = complete_layout(sc, **overrides, **plain)
+        refused = why_not(fw, lay.values(), sc.training)
+    except GpuplanError as err:
+        lay, refused = None, str(err)
+    if refused is None:
+        return lay, tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
     try:
-        other = complete_layout(sc, **overrides, zero=fact.value)
+        other = complete_layout(sc, **overrides)
     except GpuplanError:
-        if lay is None:
-            raise first from None
-        return lay, ()
-    # refused as well: the refusal then names what still stands in the way (not the default the user never gave)
-    return other, (("zero", f"{fw}'s documented default stage (frameworks.json defaults.zero): it cannot run the "
-                             "layout default, zero 0"),)
+        other = None
+    if other is not None and not why_not(fw, other.values(), sc.training):
+        return other, ()
+    if lay is None:  # neither makes a valid layout: the documented choice's error
+        raise GpuplanError(refused)
+    return lay, tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
+
+
+_LAYOUT_DEFAULTS = {f.name: f.default for f in fields(Layout)}
 
 
 NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune")

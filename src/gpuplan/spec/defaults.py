@@ -14,8 +14,9 @@ and the list of what it filled in (the answers' ``"assumed"``).
 - training.grad_dtype (bf16/fp8 mixed precision): the framework's documented choice, fp32 when none is named;
 - hardware.gpus_per_node, scale_up, scale_out, price: the GPU's catalogue entry (catalog/gpus.json);
 - layout fields: ``evaluate`` completes them with Layout's defaults (dp derived, micro_batch 1,
-  recompute none, zero 0 — the named framework's documented stage where it cannot run zero 0, torchtune's FSDP —,
-  sequence parallel when tp > 1, interleaving with 2 chunks); ``plan``,
+  recompute none, zero 0 — the documented stage of a framework named directly, 3 for torchtitan, torchtune and
+  PyTorch FSDP: model/estimate.py ``completed_layout`` —, sequence parallel when tp > 1, interleaving with 2
+  chunks); ``plan``,
   ``fit`` and ``export`` search them instead (listed as ``"searched"``, not assumed).
 """
 
