@@ -237,9 +237,12 @@ def test_an_open_zero_stage_is_the_named_frameworks_documented_stage():
     assert _assumed(other, "layout.zero")[0]["rule"] == "the layout default"
     fsdp = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "pytorch-fsdp"})).to_json()
     assert fsdp["scenario"]["layout"]["zero"] == 3 and fsdp["scenario"]["layout"]["recompute"] == "none"
-    # a stack read as that profile keeps the layout default (HF Trainer runs DDP unless FSDP is configured)
+    # a stack read as that profile keeps the layout default (HF Trainer runs DDP unless FSDP is configured) unless
+    # it runs the profile's own choices (stacks.json profile_defaults: Composer/llm-foundry, the FSDP profile's source)
     hf = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "hf-trainer"})).to_json()
     assert hf["scenario"]["layout"]["zero"] == 0
+    foundry = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "llm-foundry"})).to_json()
+    assert foundry["scenario"]["layout"]["zero"] == 3
 
 
 def test_a_precision_word_that_names_an_fp8_recipe_sets_it():

@@ -63,6 +63,17 @@ def _names() -> dict[str, str]:
     return out
 
 
+def runs_profile_defaults(word: str) -> bool:
+    """Whether the stack a ``training.framework`` word names runs its profile's documented layout defaults
+    (stacks.json ``profile_defaults``: Composer, a loop of one's own on FSDP, NeMo AutoModel, verl, metaseq shard
+    fully as the FSDP profiles do); a profile's own name does too."""
+    key = spelling(word, version=True)
+    if key in FRAMEWORKS:
+        return True
+    stack = _names().get(key)
+    return stack is not None and bool(_data()["stacks"][stack].get("profile_defaults"))
+
+
 def stack_names() -> tuple[str, ...]:
     """The stacks ``training.framework`` accepts besides the profiles, in the file's order."""
     return tuple(_data()["stacks"])

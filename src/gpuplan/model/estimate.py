@@ -14,14 +14,14 @@ from typing import Any
 from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
-from gpuplan.catalog.stacks import spelling
+from gpuplan.catalog.stacks import runs_profile_defaults
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
-from gpuplan.spec import FRAMEWORKS, GPU, Hardware, Layout, ModelSpec, Training
+from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
 from gpuplan.spec.scenario import Scenario, complete_layout
@@ -179,11 +179,12 @@ def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tupl
     """The scenario's layout completed by the one rule: the ZeRO stage the framework the user named documents
     (frameworks.json ``defaults.zero``: torchtitan, torchtune and PyTorch FSDP shard fully, as ``gpuplan validate``
     evaluates the corpus), else the layout defaults (spec/scenario.py ``complete_layout``: zero 0). A stack read as a
-    profile (HF Trainer, DDP) takes the layout defaults: the profile's choice is not its. Where the documented
+    profile takes them only where it runs them (stacks.json ``profile_defaults``: Composer, verl); others (HF Trainer,
+    DDP) take the layout defaults: the profile's choice is not theirs. Where the documented
     choice does not make a valid layout the framework runs, the layout defaults; where neither does, the documented
     one's error. Returns the layout and the rule of each field the framework's default set (under ``assumed``)."""
     fw = sc.training.framework
-    stack = any(f == "training.framework" and spelling(g, version=True) not in FRAMEWORKS for f, g, _, _ in sc.read_as)
+    stack = any(f == "training.framework" and not runs_profile_defaults(g) for f, g, _, _ in sc.read_as)
     facts = {} if stack else get_framework(fw).defaults
     fill = {k: facts[k].value for k in DOCUMENTED_LAYOUT
             if k in facts and facts[k].value is not None and k not in sc.layout and k not in overrides}
