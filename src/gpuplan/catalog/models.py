@@ -199,6 +199,10 @@ def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
         from gpuplan.catalog.params_model import from_params
 
         return from_params(m)
+    from gpuplan.catalog.dims_model import from_dims, has_dims
+
+    if has_dims(m):  # a paper's table or a launch script: layers, hidden, heads (ffn, vocab, kv_heads)
+        return from_dims(m)
     raise GpuplanError("inline model has neither model_type nor params: add model_type (with Hugging Face "
                        "config keys) or give {params: N}")
 

@@ -180,10 +180,9 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
                                "{params: 7e9} or {model_type: llama, ...}") from None
     if isinstance(model_ref, str) and base_dir is not None and is_path(str(base_dir / model_ref)):
         model_ref = str(base_dir / model_ref)
-    model = load_model(model_ref)
-
     hw_raw = _section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS)
     tr_raw = _section(raw, "training", TRAINING_KEYS)
+    model = load_model(_with_positions(model_ref, tr_raw))
     hardware = _hardware(hw_raw)
     _check_nodes(hw_raw, hardware.nodes)
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
@@ -201,6 +200,18 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     return Scenario(name=name, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,
                     gpu_ref=gpu_ref if isinstance(gpu_ref, dict) else None, read_as=words)
+
+
+def _with_positions(model_ref: Any, tr_raw: dict) -> Any:
+    """A model given by its dimensions without a sequence length has the positions the run trains at."""
+    from gpuplan.catalog.dims_model import SYNONYMS, has_dims
+
+    if not isinstance(model_ref, dict) or "model_type" in model_ref or "params" in model_ref or not has_dims(model_ref):
+        return model_ref
+    seq = tr_raw.get("seq_len", Training().seq_len)
+    if any(k in model_ref for k in SYNONYMS["seq"]) or not isinstance(seq, int) or isinstance(seq, bool):
+        return model_ref  # a seq_len not yet read stays the training section's to check
+    return {**model_ref, "seq_len": seq}
 
 
 def _name(value: Any) -> str | None:

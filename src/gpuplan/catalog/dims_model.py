@@ -1,0 +1,119 @@
+"""A model given by its dimensions, as papers' tables and launch scripts state them — ``{layers: 24, hidden: 2304,
+heads: 24, ffn: 9216, vocab: 51200}``, Megatron-LM's ``num_layers``/``hidden_size``/``ffn_hidden_size``/
+``num_query_groups``, MPT's ``n_layers``/``d_model`` — without a ``model_type``: read as the decoder those
+dimensions describe, every choice named under ``assumed``. catalog/models.py routes inline models here.
+
+The rule:
+* a gated MLP (SwiGLU) — said by ``swiglu: true``, an activation word (swiglu, silu, geglu), an architecture text
+  naming SwiGLU, Llama or RMSNorm, grouped-query attention (fewer key/value heads than query heads), or an FFN
+  width that is not 4 × hidden — reads as a Llama-shaped decoder (RMSNorm, RoPE, SwiGLU, no biases, untied
+  embeddings: ``model_type: llama``); its FFN, when not given, is 8h/3 rounded up to a multiple of 256 (Llama);
+* otherwise a GPT-shaped decoder (LayerNorm, learned positions, GeLU MLP of ``ffn`` = 4 × hidden unless given,
+  biases, tied embeddings: Megatron-LM's GPT and GPT-2, ``model_type: gpt2``);
+* vocabulary 50,257 (the GPT-2 BPE) for a GPT-shaped and 32,000 for a Llama-shaped one unless given; positions
+  the given sequence length, else 2,048.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.spec.model import ModelSpec
+
+# each dimension's spellings (papers, Megatron-LM arguments, MPT and GPT-2 configs, Hugging Face configs)
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "layers": ("layers", "n_layers", "num_layers", "num_hidden_layers", "n_layer", "depth"),
+    "hidden": ("hidden", "hidden_size", "d_model", "dim", "model_dim", "width"),
+    "heads": ("heads", "n_heads", "num_attention_heads", "num_heads", "attention_heads"),
+    "kv_heads": ("kv_heads", "num_key_value_heads", "n_kv_heads", "num_query_groups", "num_kv_heads", "kv_groups"),
+    "ffn": ("ffn", "ffn_hidden_size", "intermediate_size", "ffn_dim", "d_ff", "mlp_dim", "ffn_size"),
+    "vocab": ("vocab", "vocab_size", "padded_vocab_size", "n_vocab"),
+    "seq": ("seq_len", "seq", "seq_length", "max_position_embeddings", "max_seq_len", "n_positions", "n_ctx"),
+}
+# keys read as words, not dimensions
+WORD_KEYS = ("name", "arch", "architecture", "activation", "hidden_act", "activation_function", "swiglu", "gated",
+             "tie_word_embeddings", "untie_embeddings_and_output_weights", "params_b", "normalization",
+             "position_embedding_type")
+_GATED_WORDS = re.compile(r"swiglu|silu|geglu|swish|llama|rmsnorm|gated")
+
+
+def has_dims(m: Mapping[str, Any]) -> bool:
+    """Whether a mapping gives a decoder's layers, width and heads in any of their spellings."""
+    return all(_first(m, key) is not None for key in ("layers", "hidden", "heads"))
+
+
+def _first(m: Mapping[str, Any], key: str) -> Any:
+    for k in SYNONYMS[key]:
+        if k in m and m[k] is not None:
+            return m[k]
+    return None
+
+
+def _gated(m: Mapping[str, Any], h: int, heads: int, kv: int, ffn: int | None) -> tuple[bool, str]:
+    """Whether the dimensions describe a gated (SwiGLU) MLP, and what said so."""
+    for key in ("swiglu", "gated"):
+        if isinstance(m.get(key), bool):
+            return m[key], f"{key}: {str(m[key]).lower()}"
+    for key in ("activation", "hidden_act", "activation_function", "arch", "architecture", "normalization"):
+        text = m.get(key)
+        if isinstance(text, str) and text.strip():
+            if _GATED_WORDS.search(text.lower()):
+                return True, f"{key} {text!r}"
+            if key != "normalization" and re.search(r"gelu|relu|gpt", text.lower()):
+                return False, f"{key} {text!r}"
+    if kv < heads:
+        return True, "grouped-query attention"
+    if ffn is not None and ffn != 4 * h:
+        return True, f"an FFN of {ffn / h:.3g} × hidden (a plain GeLU MLP is 4 ×)"
+    return False, "no gated MLP, activation or grouped-query attention stated"
+
+
+def from_dims(m: Mapping[str, Any]) -> ModelSpec:
+    """The decoder a mapping of dimensions describes (the module docstring's rule), its reading under ``assumed``."""
+    from gpuplan.catalog.models import _from_config
+    from gpuplan.catalog.params_model import count
+
+    dims = {key: _first(m, key) for key in SYNONYMS}
+    h, L = count(dims["hidden"], "hidden"), count(dims["layers"], "layers")
+    heads = count(dims["heads"], "heads")
+    kv = count(dims["kv_heads"], "kv_heads") if dims["kv_heads"] is not None else heads
+    ffn = count(dims["ffn"], "hidden") if dims["ffn"] is not None else None
+    if h % heads or heads % kv:
+        raise GpuplanError(f"model dimensions: heads {heads} must divide hidden {h} and kv_heads {kv} divide heads "
+                           "(head_dim = hidden / heads; each key/value head serves heads / kv_heads query heads)")
+    gated, why = _gated(m, h, heads, kv, ffn)
+    seq = count(dims["seq"], "seq") if dims["seq"] is not None else 2048
+    tied = _tied(m)
+    if gated:
+        ffn = ffn or -(-8 * h // 3 // 256) * 256
+        vocab = count(dims["vocab"], "vocab") if dims["vocab"] is not None else 32000
+        cfg: dict[str, Any] = {
+            "model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "intermediate_size": ffn, "vocab_size": vocab, "max_position_embeddings": seq,
+            "tie_word_embeddings": bool(tied)}
+        shape = (f"a Llama-shaped decoder ({why}): RMSNorm, RoPE, SwiGLU FFN {ffn}, no biases, "
+                 f"{'tied' if tied else 'untied'} embeddings")
+    else:
+        vocab = count(dims["vocab"], "vocab") if dims["vocab"] is not None else 50257
+        ffn = ffn or 4 * h
+        cfg = {"model_type": "gpt2", "n_embd": h, "n_layer": L, "n_head": heads, "n_inner": ffn, "vocab_size": vocab,
+               "n_positions": seq, "tie_word_embeddings": tied is not False}
+        shape = (f"a GPT-shaped decoder ({why}): LayerNorm, learned positions, GeLU MLP {ffn}, biases, "
+                 f"{'untied' if tied is False else 'tied'} embeddings (Megatron-LM's GPT, GPT-2)")
+    rule = (f"model given by its dimensions, read as {shape}; vocabulary {vocab}"
+            f"{'' if dims['vocab'] is not None else ' (not given)'}, {seq} positions"
+            f"{'' if dims['seq'] is not None else ' (not given)'}")
+    name = str(m.get("name") or f"custom-{L}x{h}")
+    return _from_config(cfg, "model dimensions", name, (rule,))
+
+
+def _tied(m: Mapping[str, Any]) -> bool | None:
+    """Whether the embeddings are tied to the LM head, where the mapping says (Megatron's untie flag, or HF's)."""
+    if isinstance(m.get("untie_embeddings_and_output_weights"), bool):
+        return not m["untie_embeddings_and_output_weights"]
+    if isinstance(m.get("tie_word_embeddings"), bool):
+        return m["tie_word_embeddings"]
+    return None
