@@ -15,7 +15,7 @@ from typing import Any
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError, shown
-from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
+from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, KEY_ALIASES, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
 from gpuplan.io.shares import check_nodes as _check_nodes
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
@@ -69,10 +69,21 @@ def _describe(value: Any) -> str:
 
 
 def _section(raw: dict, name: str, allowed: tuple[str, ...]) -> dict:
-    """``raw[name]`` checked as a mapping of known keys; null values dropped (a null is not given)."""
+    """``raw[name]`` checked as a mapping of known keys — a framework's spelling of one (``KEY_ALIASES``:
+    tensor_model_parallel_size) read as it —; null values dropped (a null is not given)."""
     section = raw.get(name)
     if section is None:
         return {}
+    if isinstance(section, dict):
+        aliases = KEY_ALIASES.get(name, {})
+        out: dict = {}
+        for key, value in section.items():
+            own = aliases.get(key, key)
+            if own in out:
+                spelled = [k for k in section if aliases.get(k, k) == own]
+                raise GpuplanError(f"{name}.{own} is given twice ({' and '.join(spelled)}): give it once")
+            out[own] = value
+        section = out
     _check_keys(section, allowed, name)
     return {k: v for k, v in section.items() if v is not None}
 

@@ -19,6 +19,39 @@ LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
 ECHO_HARDWARE_KEYS = ("nodes", "memory_factor", "compute_factor")
 SECTIONS = (("hardware", HARDWARE_KEYS), ("training", TRAINING_KEYS), ("layout", LAYOUT_KEYS))
+# a scenario file's keys as the frameworks' own configs spell them (Megatron-LM's arguments, DeepSpeed's and
+# Hugging Face's config keys, torchrun's): read as gpuplan's key; giving both is refused
+KEY_ALIASES: dict[str, dict[str, str]] = {
+    "layout": {
+        **dict.fromkeys(("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel_degree", "tp_size"),
+                        "tp"),
+        **dict.fromkeys(("pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel_degree",
+                         "pp_size"), "pp"),
+        **dict.fromkeys(("context_parallel_size", "context_parallel_degree", "cp_size"), "cp"),
+        **dict.fromkeys(("expert_model_parallel_size", "expert_parallel_size", "expert_parallel_degree", "ep_size"),
+                        "ep"),
+        **dict.fromkeys(("data_parallel_size", "data_parallel_degree", "dp_size"), "dp"),
+        **dict.fromkeys(("micro_batch_size", "train_micro_batch_size_per_gpu", "per_device_train_batch_size",
+                         "micro_batch_size_per_gpu", "mbs"), "micro_batch"),
+        **dict.fromkeys(("zero_stage", "zero_optimization_stage"), "zero"),
+        **dict.fromkeys(("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp"),
+                        "virtual_stages"),
+        "recompute_granularity": "recompute",
+    },
+    "training": {
+        **dict.fromkeys(("global_batch_size", "train_batch_size", "gbs"), "global_batch"),
+        **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len", "max_seq_length", "context_length"),
+                        "seq_len"),
+        **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
+        **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
+        "lora_r": "lora_rank",
+    },
+    "hardware": {
+        **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size"), "gpus"),
+        **dict.fromkeys(("nproc_per_node", "gpus_per_host"), "gpus_per_node"),
+        "gpu_type": "gpu",
+    },
+}
 # flags (and API keywords) that are shorter than their key; every other flag is the key itself
 SHORT_NAMES = {"price_per_gpu_hour": "price", "power_limit_w": "power_limit"}
 

@@ -1,0 +1,33 @@
+"""Scenario keys as the frameworks' own configs spell them (io/schema.py KEY_ALIASES)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.errors import GpuplanError
+from gpuplan.io.scenario import parse_scenario
+
+BASE = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 16}}
+
+
+def test_megatron_and_deepspeed_names_are_the_scenarios_keys():
+    megatron = parse_scenario({**BASE, "training": {"seq_length": 8192, "global_batch_size": 512, "train_iters": 100},
+                               "layout": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
+                                          "micro_batch_size": 1, "zero_stage": 1, "recompute_granularity": "selective",
+                                          "virtual_pipeline_model_parallel_size": 2}})
+    own = parse_scenario({**BASE, "training": {"seq_len": 8192, "global_batch": 512, "steps": 100},
+                          "layout": {"tp": 2, "pp": 2, "micro_batch": 1, "zero": 1, "recompute": "selective",
+                                     "virtual_stages": 2}})
+    assert megatron.layout == own.layout and megatron.training == own.training
+    # given, not assumed: the aliases count as the keys they spell
+    assert {"layout.tp", "training.global_batch", "training.steps"} <= megatron.given
+    hw = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu_type": "h100-sxm", "num_gpus": 16,
+                                                                "nproc_per_node": 8}})
+    assert (hw.hardware.gpus, hw.hardware.gpus_per_node) == (16, 8)
+
+
+def test_a_key_given_twice_in_two_spellings_is_refused():
+    with pytest.raises(GpuplanError, match=r"layout.tp is given twice \(tp and tensor_model_parallel_size\)"):
+        parse_scenario({**BASE, "layout": {"tp": 2, "tensor_model_parallel_size": 4}})
+    with pytest.raises(GpuplanError, match="unknown key layout.tensor_parallel"):
+        parse_scenario({**BASE, "layout": {"tensor_parallel": 2}})  # not a framework's name: still an error
