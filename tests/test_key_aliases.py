@@ -31,3 +31,13 @@ def test_a_key_given_twice_in_two_spellings_is_refused():
         parse_scenario({**BASE, "layout": {"tp": 2, "tensor_model_parallel_size": 4}})
     with pytest.raises(GpuplanError, match="unknown key layout.tensor_parallel"):
         parse_scenario({**BASE, "layout": {"tensor_parallel": 2}})  # not a framework's name: still an error
+
+
+def test_the_python_api_takes_the_frameworks_names_as_keywords():
+    import gpuplan
+
+    est = gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=16, tensor_model_parallel_size=2,
+                           micro_batch_size=2, seq_length=4096).to_json()
+    assert (est["scenario"]["layout"]["tp"], est["scenario"]["layout"]["micro_batch"]) == (2, 2)
+    with pytest.raises(GpuplanError, match="'tp' is given twice"):
+        gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=16, tp=2, tensor_model_parallel_size=4)
