@@ -41,3 +41,15 @@ def test_the_python_api_takes_the_frameworks_names_as_keywords():
     assert (est["scenario"]["layout"]["tp"], est["scenario"]["layout"]["micro_batch"]) == (2, 2)
     with pytest.raises(GpuplanError, match="'tp' is given twice"):
         gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=16, tp=2, tensor_model_parallel_size=4)
+
+
+def test_nodes_without_a_gpu_count_give_the_count_they_hold():
+    # "4 nodes of 8 H100": 32 GPUs, given (plan answers on them); the GPU's usual node when gpus_per_node is open
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "nodes": 4}})
+    assert sc.hardware.gpus == 32 and "hardware.gpus" in sc.given
+    assert parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "num_nodes": 2,
+                                                                 "gpus_per_node": 4}}).hardware.gpus == 8
+    with pytest.raises(GpuplanError, match="does not match gpus / gpus_per_node"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "nodes": 3, "gpus": 16}})
+    with pytest.raises(GpuplanError, match="not a whole number of nodes"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "nodes": 1.5}})

@@ -16,7 +16,7 @@ from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, 
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, KEY_ALIASES, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
-from gpuplan.io.shares import check_nodes as _check_nodes
+from gpuplan.io.shares import nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.words import read_words, stage_from_framework
@@ -194,8 +194,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hw_raw = _section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS)
     tr_raw = _section(raw, "training", TRAINING_KEYS)
     model = load_model(_with_positions(model_ref, tr_raw))
-    hardware = _hardware(hw_raw)
-    _check_nodes(hw_raw, hardware.nodes)
+    hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))

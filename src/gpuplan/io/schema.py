@@ -50,6 +50,7 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size"), "gpus"),
         **dict.fromkeys(("nproc_per_node", "gpus_per_host"), "gpus_per_node"),
         "gpu_type": "gpu",
+        **dict.fromkeys(("num_nodes", "nnodes", "node_count"), "nodes"),
     },
 }
 # flags (and API keywords) that are shorter than their key; every other flag is the key itself

@@ -1,10 +1,12 @@
-"""Two small value rules of the scenario file: shares (0.05 or 5%) and the echoed node count."""
+"""Small value rules of the scenario file: shares (0.05 or 5%) and node counts (for the GPU count, or echoed)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.spec import Hardware
 from gpuplan.units import parse_count
 
 
@@ -24,3 +26,16 @@ def check_nodes(hw_raw: dict, nodes: int) -> None:
     if "nodes" in hw_raw and parse_count(hw_raw["nodes"], "hardware.nodes") != nodes:
         raise GpuplanError(f"hardware.nodes = {hw_raw['nodes']!r} does not match gpus / gpus_per_node "
                            f"(= {nodes} nodes): drop nodes, it is derived")
+
+
+def nodes_as_gpus(hw_raw: dict, hardware: Hardware) -> tuple[dict, Hardware]:
+    """"4 nodes of 8 GPUs": ``hardware.nodes`` without ``gpus`` gives the count the nodes hold (``gpus_per_node`` as
+    given or the GPU's usual node); with ``gpus`` it must agree with it (``check_nodes``)."""
+    if "nodes" not in hw_raw or "gpus" in hw_raw:
+        check_nodes(hw_raw, hardware.nodes)
+        return hw_raw, hardware
+    nodes = parse_count(hw_raw["nodes"], "hardware.nodes")
+    if nodes < 1 or nodes != int(nodes):
+        raise GpuplanError(f"hardware.nodes = {hw_raw['nodes']!r} is not a whole number of nodes: give e.g. nodes: 4")
+    hardware = replace(hardware, gpus=int(nodes) * hardware.gpus_per_node)
+    return {**hw_raw, "gpus": hardware.gpus}, hardware
