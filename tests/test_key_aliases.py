@@ -53,3 +53,11 @@ def test_nodes_without_a_gpu_count_give_the_count_they_hold():
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "nodes": 3, "gpus": 16}})
     with pytest.raises(GpuplanError, match="not a whole number of nodes"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "nodes": 1.5}})
+
+
+def test_a_gpu_named_with_its_count_gives_the_count():
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "8x A100-80GB"}})
+    assert (sc.hardware.gpu.id, sc.hardware.gpus) == ("a100-80gb-sxm", 8) and "hardware.gpus" in sc.given
+    assert parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "64× H100"}}).hardware.gpus == 64
+    with pytest.raises(GpuplanError, match="names 8 GPUs, hardware.gpus is 64: give the count once"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "8x A100 80GB", "gpus": 64}})

@@ -16,7 +16,7 @@ from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, 
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, KEY_ALIASES, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
-from gpuplan.io.shares import nodes_as_gpus
+from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.words import read_words, stage_from_framework
@@ -191,7 +191,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
                                "{params: 7e9} or {model_type: llama, ...}") from None
     if isinstance(model_ref, str) and base_dir is not None and is_path(str(base_dir / model_ref)):
         model_ref = str(base_dir / model_ref)
-    hw_raw = _section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS)
+    hw_raw = counted_gpu(_section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS))
     tr_raw = _section(raw, "training", TRAINING_KEYS)
     model = load_model(_with_positions(model_ref, tr_raw))
     hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -39,3 +40,20 @@ def nodes_as_gpus(hw_raw: dict, hardware: Hardware) -> tuple[dict, Hardware]:
         raise GpuplanError(f"hardware.nodes = {hw_raw['nodes']!r} is not a whole number of nodes: give e.g. nodes: 4")
     hardware = replace(hardware, gpus=int(nodes) * hardware.gpus_per_node)
     return {**hw_raw, "gpus": hardware.gpus}, hardware
+
+
+_COUNTED = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*)$", re.IGNORECASE)
+
+
+def counted_gpu(hw_raw: dict) -> dict:
+    """A GPU named with its count, as papers write it ("8x A100-80GB", "64× H100"): the name, and the count as
+    ``hardware.gpus`` when that is not given; a different count given beside it is refused."""
+    gpu = hw_raw.get("gpu")
+    m = _COUNTED.match(gpu) if isinstance(gpu, str) else None
+    if m is None:
+        return hw_raw
+    n, name = int(m[1]), m[2].strip()
+    if "gpus" in hw_raw and parse_count(hw_raw["gpus"], "hardware.gpus") != n:
+        raise GpuplanError(f"hardware.gpu {gpu!r} names {n} GPUs, hardware.gpus is {hw_raw['gpus']!r}: give the count "
+                           f"once (gpu: {name}, gpus: N)")
+    return {**hw_raw, "gpu": name, "gpus": n}
