@@ -281,3 +281,24 @@ def test_a_frameworks_stage_is_taken_where_the_default_layout_is_invalid_and_the
     # a stack read as a profile keeps the one rule (DDP stacks are not switched to FSDP)
     with pytest.raises(GpuplanError, match="cannot run this"):
         evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "ddp"}, layout={"tp": 2}))
+
+
+@pytest.mark.parametrize("word, method", [
+    ("SFT", "full"), ("pretraining", "full"), ("Full fine-tuning", "full"), ("full-parameter", "full"),
+    ("PEFT", "lora"), ("LoRA (r=16)", "lora"), ("4-bit LoRA", "qlora"), ("QLoRA", "qlora"),
+])
+def test_method_words_as_recipes_write_them(word, method):
+    from gpuplan.catalog.stacks import read_method
+
+    assert read_method(word)[0] == method
+
+
+def test_a_lora_rank_in_the_method_word_is_the_rank():
+    est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "LoRA (r=64)"})).to_json()
+    assert (est["scenario"]["training"]["method"], est["scenario"]["training"]["lora_rank"]) == ("lora", 64)
+    (a,) = _assumed(est, "training.lora_rank")
+    assert a["given"] and "rank 64" in a["rule"]
+    given = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "LoRA (r=64)", "lora_rank": 8}))
+    assert given.to_json()["scenario"]["training"]["lora_rank"] == 8
+    with pytest.raises(GpuplanError, match="'banana' is not one of full, lora, qlora"):
+        evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "banana"}))

@@ -165,6 +165,31 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
     return row["optimizer"], impl, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)
 
 
+# what is trained, as papers and recipes say it: every weight (pre-training, supervised or full fine-tuning) or
+# low-rank adapters over frozen weights, 16-bit (LoRA, PEFT's default) or over 4-bit NF4 ones (QLoRA)
+_METHOD_WORDS = {
+    "full": ("full-fine-tuning", "full-finetuning", "full-finetune", "full-fine-tune", "fft", "sft", "pretrain",
+             "pretraining", "pre-training", "continued-pretraining", "full-parameter", "full-sft"),
+    "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation"),
+    "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4"),
+}
+
+
+def read_method(word: str) -> tuple[str, Reading | None]:
+    """The method a ``training.method`` word names: every weight trained (pre-training, SFT, full fine-tuning) or
+    adapters (LoRA, QLoRA), a rank or options in brackets aside ("LoRA (r=16)"); gpuplan's own names as they are."""
+    key = spelling(re.sub(r"\(.*\)", "", word))
+    if key in ("full", "lora", "qlora"):
+        return key, (None if key == word else Reading(field="training.method", given=word, value=key,
+                                                       rule=f"method {word} read as {key}"))
+    for method, words in _METHOD_WORDS.items():
+        if key in words:
+            what = "every weight trained" if method == "full" else "adapters over frozen weights"
+            return method, Reading(field="training.method", given=word, value=method,
+                                   rule=f"method {word} read as {method}: {what}")
+    return word, None  # spec.Training names the choices
+
+
 def read_attention(word: str) -> tuple[str, Reading | None]:
     """The attention choice a ``training.attention`` word names (FlashAttention-2/3, SDPA, cuDNN → flash; math →
     eager), and how it was read; gpuplan's own names as they are."""

@@ -199,13 +199,13 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     stage = stage_from_framework(tr_raw.get("framework"), layout)
-    words += (stage,) if stage is not None else ()
+    words += ((stage.field, stage.given, layout["zero"], stage.rule),) if stage is not None else ()
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
     if "training.global_batch_tokens" in given:
         given |= {"training.global_batch"}
-    given |= {w[0] for w in words if w[0] == "training.fp8_recipe"}  # named by the precision word
+    given |= {w[0] for w in words if w[0] in ("training.fp8_recipe", "training.lora_rank")}  # named by a word
     gpu_ref = hw_raw["gpu"] if isinstance(hw_raw["gpu"], dict) else _inline_mapping(hw_raw["gpu"], "hardware.gpu", "")
     return Scenario(name=name, model=model, hardware=hardware,
                     training=training, layout=layout, model_ref=model_ref, corrections=corrections, given=given,

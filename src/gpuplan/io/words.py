@@ -5,10 +5,14 @@ trains in when the input leaves it open or names no 16-bit format — each read 
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import PRECISIONS
+
+if TYPE_CHECKING:
+    from gpuplan.catalog.stacks import Reading as StackReading
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
@@ -24,6 +28,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         precision_recipe,
         read_attention,
         read_framework,
+        read_method,
         read_optimizer,
         read_precision,
         sixteen_bit,
@@ -41,8 +46,17 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     if "framework" in kw:
         kw["framework"], r = read_framework(kw["framework"])
         read.append(r)
+    ranks: list[Reading] = []
+    if isinstance(kw.get("method"), str):
+        word_m = kw["method"]
+        rank = re.search(r"\br\s*=\s*(\d+)|\brank\s*=?\s*(\d+)", kw["method"].lower())
+        kw["method"], r = read_method(kw["method"])
+        read.append(r)
+        if rank and "lora_rank" not in kw and kw["method"] != "full":  # "LoRA (r=64)": the rank it names
+            kw["lora_rank"] = int(rank[1] or rank[2])
+            ranks = [("training.lora_rank", word_m, kw["lora_rank"], f"method {word_m} names rank {kw['lora_rank']}")]
     framework = kw.get("framework", "generic")
-    out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None]
+    out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + ranks
     word = kw.get("precision")
     if no_bf16 and isinstance(word, str) and sixteen_bit(word):
         kw["precision"] = "fp16"
@@ -64,9 +78,10 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     return tuple(out)
 
 
-def stage_from_framework(word: Any, layout: dict[str, Any]) -> Reading | None:
+def stage_from_framework(word: Any, layout: dict[str, Any]) -> StackReading | None:
     """A ZeRO stage the ``training.framework`` word names ("DeepSpeed ZeRO-3") set as ``layout.zero`` in place when
     the layout leaves it open (the user stated it); one that contradicts a given ``layout.zero`` is refused."""
+    from gpuplan.catalog.stacks import Reading as StackReading
     from gpuplan.catalog.stacks import zero_stage
 
     stage = zero_stage(word) if isinstance(word, str) else None
@@ -78,4 +93,5 @@ def stage_from_framework(word: Any, layout: dict[str, Any]) -> Reading | None:
     if "zero" in layout:
         return None
     layout["zero"] = stage
-    return ("layout.zero", word, stage, f"training.framework {word} names ZeRO stage {stage}")
+    return StackReading(field="layout.zero", given=word, value=str(stage),
+                        rule=f"training.framework {word} names ZeRO stage {stage}")

@@ -29,8 +29,7 @@ from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
 from gpuplan.model.estimate import completed_layout
 from gpuplan.model.kept import amp_of, keeps_fp32_norm_copy
-from gpuplan.spec import Layout
-from gpuplan.spec.scenario import Scenario
+from gpuplan.spec import Layout, Scenario
 from gpuplan.trace.build import (
     DTYPES,
     MIXED,
