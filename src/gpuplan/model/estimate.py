@@ -176,37 +176,42 @@ DOCUMENTED_LAYOUT = ("zero",)
 
 
 def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tuple[str, str], ...]]:
-    """The scenario's layout completed by the one rule: the ZeRO stage the framework the user named documents
-    (frameworks.json ``defaults.zero``: torchtitan, torchtune and PyTorch FSDP shard fully, as ``gpuplan validate``
-    evaluates the corpus), else the layout defaults (spec/scenario.py ``complete_layout``: zero 0). A stack read as a
-    profile takes them only where it runs them (stacks.json ``profile_defaults``: Composer, verl); others (HF Trainer,
-    DDP) take the layout defaults: the profile's choice is not theirs. Where the documented
-    choice does not make a valid layout the framework runs, the layout defaults; where neither does, the documented
-    one's error. Returns the layout and the rule of each field the framework's default set (under ``assumed``)."""
+    """The scenario's layout completed by the one rule: over data-parallel replicas, the ZeRO stage the framework the
+    user named documents (frameworks.json ``defaults.zero``: torchtitan, torchtune and PyTorch FSDP shard fully, as
+    ``gpuplan validate`` evaluates the corpus), else the layout defaults (spec/scenario.py ``complete_layout``: zero 0;
+    one replica has nothing to shard over). A stack read as a profile takes the profile's stage only where it runs it
+    (stacks.json ``profile_defaults``: Composer, verl); others (HF Trainer, DDP) keep the layout defaults. Where one
+    completion is not a valid layout the framework runs, the other; where neither is, the documented one's error.
+    Returns the layout and the rule of each field the framework's default set (listed under ``assumed``)."""
     fw = sc.training.framework
     stack = any(f == "training.framework" and not runs_profile_defaults(g) for f, g, _, _ in sc.read_as)
     facts = {} if stack else get_framework(fw).defaults
-    fill = {k: facts[k].value for k in DOCUMENTED_LAYOUT
-            if k in facts and facts[k].value is not None and k not in sc.layout and k not in overrides}
-    plain = {k: v for k, v in fill.items() if v != _LAYOUT_DEFAULTS[k]}
-    if not plain:
-        return complete_layout(sc, **overrides), ()
+    plain = {k: facts[k].value for k in DOCUMENTED_LAYOUT if k in facts and facts[k].value is not None
+             and facts[k].value != _LAYOUT_DEFAULTS[k] and k not in sc.layout and k not in overrides}
+    base, base_error = _completion(sc, fw, overrides)
+    if not plain or (base is not None and base_error is None and base.dp * base.cp == 1):
+        if base is None:
+            raise GpuplanError(base_error)
+        return base, ()
+    lay, error = _completion(sc, fw, {**overrides, **plain})
+    rules = tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
+    if error is None or (base is not None and base_error is not None and lay is not None):
+        return lay, rules  # valid — or refused as the default is too: its refusal names what still stands in the way
+    if base is not None and base_error is None:
+        return base, ()
+    if lay is None:
+        raise GpuplanError(error)
+    return lay, rules
+
+
+def _completion(sc: Scenario, fw: str, fixed: dict[str, Any]) -> tuple[Layout | None, str | None]:
+    """The layout completed with ``fixed``, and why it is not one the framework runs (None: it is): no layout where
+    the fields make none (the error)."""
     try:
-        lay = complete_layout(sc, **overrides, **plain)
-        refused = why_not(fw, lay.values(), sc.training)
+        lay = complete_layout(sc, **fixed)
     except GpuplanError as err:
-        lay, refused = None, str(err)
-    if refused is None:
-        return lay, tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
-    try:
-        other = complete_layout(sc, **overrides)
-    except GpuplanError:
-        other = None
-    if other is not None and not why_not(fw, other.values(), sc.training):
-        return other, ()
-    if lay is None:  # neither makes a valid layout: the documented choice's error
-        raise GpuplanError(refused)
-    return lay, tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
+        return None, str(err)
+    return lay, why_not(fw, lay.values(), sc.training)
 
 
 _LAYOUT_DEFAULTS = {f.name: f.default for f in fields(Layout)}
