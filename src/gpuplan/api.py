@@ -27,7 +27,7 @@ from gpuplan.catalog.models import load_model as _load_model
 from gpuplan.errors import GpuplanError
 from gpuplan.io.options import plan_options, reading_gpu, targets
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
-from gpuplan.io.schema import FLAG_KEYS, KEY_ALIASES
+from gpuplan.io.schema import FIELD_ALIASES, FLAG_KEYS, own_keys
 from gpuplan.model.caches import clear_model_caches
 from gpuplan.model.estimate import Estimate as _Estimate
 from gpuplan.model.estimate import evaluate as _evaluate
@@ -54,7 +54,7 @@ def scenario(source: ScenarioInput = None, /, **fields: Any) -> Scenario:
         if fields:
             raise GpuplanError("give scenario fields or a parsed Scenario, not both")
         return source
-    fields = _own_names(fields)
+    fields = own_keys(fields, FIELD_ALIASES, "scenario field {!r}")
     unknown = sorted(set(fields) - set(FLAG_KEYS))
     if unknown:
         raise GpuplanError(f"unknown scenario field {unknown[0]!r}: valid fields are {', '.join(FLAG_KEYS)}")
@@ -72,19 +72,6 @@ def scenario(source: ScenarioInput = None, /, **fields: Any) -> Scenario:
         raise GpuplanError(f"a scenario is a file path or a mapping, got {type(source).__name__}")
     flags = {FLAG_KEYS[k]: v for k, v in fields.items() if v is not None}
     return parse_scenario(merge_flags(raw, flags), base)
-
-
-def _own_names(fields: dict[str, Any]) -> dict[str, Any]:
-    """Keyword fields spelled as a framework's config spells them (``tensor_model_parallel_size=2``) under gpuplan's
-    names (io/schema.py ``KEY_ALIASES``); one field given twice is refused."""
-    aliases = {a: own for section in KEY_ALIASES.values() for a, own in section.items()}
-    out: dict[str, Any] = {}
-    for key, value in fields.items():
-        own = aliases.get(key, key)
-        if own in out:
-            raise GpuplanError(f"scenario field {own!r} is given twice ({key} is its other name): give it once")
-        out[own] = value
-    return out
 
 
 class Estimate(_Estimate):

@@ -33,10 +33,6 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "vocab": ("vocab", "vocab_size", "padded_vocab_size", "n_vocab"),
     "seq": ("seq_len", "seq", "seq_length", "max_position_embeddings", "max_seq_len", "n_positions", "n_ctx"),
 }
-# keys read as words, not dimensions
-WORD_KEYS = ("name", "arch", "architecture", "activation", "hidden_act", "activation_function", "swiglu", "gated",
-             "tie_word_embeddings", "untie_embeddings_and_output_weights", "params_b", "normalization",
-             "position_embedding_type")
 _GATED_WORDS = re.compile(r"swiglu|silu|geglu|swish|llama|rmsnorm|gated")
 
 

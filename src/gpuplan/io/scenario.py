@@ -15,7 +15,15 @@ from typing import Any
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.errors import GpuplanError, shown
-from gpuplan.io.schema import ECHO_HARDWARE_KEYS, HARDWARE_KEYS, KEY_ALIASES, LAYOUT_KEYS, TOP_KEYS, TRAINING_KEYS
+from gpuplan.io.schema import (
+    ECHO_HARDWARE_KEYS,
+    HARDWARE_KEYS,
+    KEY_ALIASES,
+    LAYOUT_KEYS,
+    TOP_KEYS,
+    TRAINING_KEYS,
+    own_keys,
+)
 from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
@@ -75,15 +83,7 @@ def _section(raw: dict, name: str, allowed: tuple[str, ...]) -> dict:
     if section is None:
         return {}
     if isinstance(section, dict):
-        aliases = KEY_ALIASES.get(name, {})
-        out: dict = {}
-        for key, value in section.items():
-            own = aliases.get(key, key)
-            if own in out:
-                spelled = [k for k in section if aliases.get(k, k) == own]
-                raise GpuplanError(f"{name}.{own} is given twice ({' and '.join(spelled)}): give it once")
-            out[own] = value
-        section = out
+        section = own_keys(section, KEY_ALIASES.get(name, {}), f"{name}.{{}}")
     _check_keys(section, allowed, name)
     return {k: v for k, v in section.items() if v is not None}
 

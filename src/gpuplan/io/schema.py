@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from gpuplan.errors import GpuplanError
 from gpuplan.spec import Layout, Training
 
 TOP_KEYS = ("name", "model", "hardware", "training", "layout")
@@ -53,6 +54,23 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("num_nodes", "nnodes", "node_count"), "nodes"),
     },
 }
+# the same, for flags and Python keywords (one namespace: no spelling stands for two keys)
+FIELD_ALIASES = {alias: key for section in KEY_ALIASES.values() for alias, key in section.items()}
+
+
+def own_keys(items: dict[str, Any], aliases: dict[str, str], label: str) -> dict[str, Any]:
+    """``items`` under gpuplan's keys (``aliases``: a framework's spelling → the key); a key given in two spellings
+    is refused, named by ``label`` formatted with the key ("layout.{}", "scenario field {!r}")."""
+    out: dict[str, Any] = {}
+    for key, value in items.items():
+        own = aliases.get(key, key)
+        if own in out:
+            spelled = [k for k in items if aliases.get(k, k) == own]
+            raise GpuplanError(f"{label.format(own)} is given twice ({' and '.join(spelled)}): give it once")
+        out[own] = value
+    return out
+
+
 # flags (and API keywords) that are shorter than their key; every other flag is the key itself
 SHORT_NAMES = {"price_per_gpu_hour": "price", "power_limit_w": "power_limit"}
 

@@ -188,10 +188,10 @@ def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tupl
     facts = {} if stack else get_framework(fw).defaults
     plain = {k: facts[k].value for k in DOCUMENTED_LAYOUT if k in facts and facts[k].value is not None
              and facts[k].value != _LAYOUT_DEFAULTS[k] and k not in sc.layout and k not in overrides}
+    if not plain:  # the layout defaults: evaluate checks the framework's refusals itself
+        return complete_layout(sc, **overrides), ()
     base, base_error = _completion(sc, fw, overrides)
-    if not plain or (base is not None and base_error is None and base.dp * base.cp == 1):
-        if base is None:
-            raise GpuplanError(base_error)
+    if base is not None and base_error is None and base.dp * base.cp == 1:
         return base, ()
     lay, error = _completion(sc, fw, {**overrides, **plain})
     rules = tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
-from gpuplan.model.memory import peak_floor, verdict
+from gpuplan.model.memory import peak_floor
 from gpuplan.model.runtime import FLOOR_SLACK, step_floor
 from gpuplan.search.book import Book, Where
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
@@ -228,13 +228,8 @@ class Search(Book):
         for v, shard in dict.fromkeys((f.virtual_stages, f.shard) for f in fams):
             floor = peak_floor(self.sc.model, self.tr, base, (shard,), (v,))
             least = min(least, floor)
-            for t, hw in hws.items():
-                plain = self._plain_of(hw, split, off)
-                if plain is not None:  # ``verdict``'s comparison, without building it per GPU type
-                    out[(t, v, shard)] = floor * plain[0] <= plain[1]
-                    continue
-                fv = verdict(floor, 0.0, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
-                out[(t, v, shard)] = fv.high <= fv.usable
+            for t, hw in hws.items():  # nothing offloaded: the host holds it, the verdict is True or False
+                out[(t, v, shard)] = bool(self._fits_peak(hw, (floor, 0.0), split, off))
         n = split.world
         self.least_floor[n] = min(self.least_floor.get(n, math.inf), least)
         return out
