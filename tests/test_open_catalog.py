@@ -218,3 +218,14 @@ def test_an_unknown_family_says_how_to_read_it_as_llama():
     with pytest.raises(GpuplanError, match="model_type: llama"):
         load_model({"model_type": "mystery", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                     "intermediate_size": 128, "vocab_size": 100})
+
+
+def test_an_inline_gpu_is_named_in_the_text_answers(tmp_path, capsys):
+    gpu = {"base": "h100-sxm", "id": "h100-96gb", "name": "H100 96GB (Grand Teton)", "memory_gib": 96}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"model": "llama-3.2-1b", "hardware": {"gpu": gpu, "gpus": 8},
+                                "training": {"seq_len": 2048, "tokens": 1e9}}))
+    for command in ("evaluate", "plan"):
+        assert main([command, str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "8× H100 96GB (Grand Teton)" in out and "'base'" not in out

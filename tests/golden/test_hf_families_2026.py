@@ -1,5 +1,5 @@
 """Golden parameter counts of the newer decoder families read from config.json (issue 21, item 5): gpt-oss,
-Llama 4 (text), GLM-4 / GLM-4.5, dots.llm1, Seed-OSS, ERNIE 4.5, EXAONE 4, Apertus, Ministral, Hunyuan dense,
+Llama 4 (text), GLM-4 / GLM-4.5, dots.llm1, Seed-OSS, ERNIE 4.5, EXAONE 4, Apertus, Ministral, Hunyuan dense and MoE,
 Granite-MoE and PhiMoE. The reference count is transformers' own: ``AutoModelForCausalLM.from_config(config)``
 on the meta device with transformers 5.24.0, ``sum(p.numel() for p in model.parameters())``. The released
 models' shape keys are written as their config.json has them (no network); the small configs exercise each
@@ -32,6 +32,14 @@ GLM45_AIR = {"model_type": "glm4_moe", "hidden_size": 4096, "num_hidden_layers":
              "tie_word_embeddings": False}
 
 
+# tencent/Hunyuan-A13B-Instruct config.json shape keys (model card: 80B total, 13B active)
+HUNYUAN_A13B = {"model_type": "hunyuan_v1_moe", "hidden_size": 4096, "intermediate_size": 3072,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128167,
+                "num_experts": 64, "moe_topk": [8] * 32, "num_shared_expert": [1] * 32,
+                "moe_intermediate_size": [3072] * 32, "use_qk_norm": True, "head_dim": 128,
+                "tie_word_embeddings": True}
+
+
 # total: transformers' count; active: the publisher's figure in billions, which leaves out ``tables`` of the
 # vocab x hidden tables: OpenAI's gpt-oss model card 3.6B / 5.1B (the input embedding left out), Meta's Llama 4
 # 17B (both counted), Z.ai's GLM-4.5-Air 12B (neither)
@@ -41,6 +49,7 @@ GLM45_AIR = {"model_type": "glm4_moe", "hidden_size": 4096, "num_hidden_layers":
     (LLAMA4_SCOUT, 107_769_861_120, 17, 0),
     (LLAMA4_MAVERICK, 400_711_848_960, 17, 0),
     (GLM45_AIR, 106_852_245_504, 12, 2),
+    (HUNYUAN_A13B, 80_393_183_232, 13, 0),
 ])
 def test_released_models_hold_transformers_count(cfg, params, active_b, tables):
     m = load_model(cfg)
@@ -66,6 +75,8 @@ EXPERTS = {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_si
     ("ministral", {"head_dim": 32}, 22_841_600),
     ("hunyuan_v1_dense", {"head_dim": 32}, 22_841_856),
     ("hunyuan_v1_dense", {"head_dim": 32, "attention_bias": True}, 22_844_928),
+    ("hunyuan_v1_moe", {"num_experts": 4, "moe_topk": 2, "head_dim": 32}, 29_137_408),  # + one shared MLP
+    ("hunyuan_v1_moe", {"num_experts": 4, "moe_topk": [2] * 4, "head_dim": 32, "attention_bias": True}, 29_140_480),
     ("granitemoe", {"num_local_experts": 4, "num_experts_per_tok": 2}, 27_564_288),
     ("phimoe", {"num_local_experts": 4, "num_experts_per_tok": 2}, 27_566_592),   # LayerNorms with a bias
     ("gpt_oss", {"num_local_experts": 4, "num_experts_per_tok": 2}, 28_376_368),  # sinks, biased experts
@@ -96,3 +107,12 @@ def test_llama4_dense_layers_take_intermediate_size_mlp():
     # interleave_moe_layer_step 2: moe_layers = 1, 3, ..., 47 (Llama4TextConfig)
     assert [g.moe for g in m.layers for _ in range(g.count)] == [False, True] * 24
     assert any("chunked local attention" in a for a in m.assumed)
+
+
+def test_hunyuan_moe_layers_that_route_differently_are_refused_with_the_fix():
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="moe_topk differs between layers"):
+        load_model({**HUNYUAN_A13B, "moe_topk": [8] * 31 + [4]})
+    with pytest.raises(GpuplanError, match="one per layer"):
+        load_model({**HUNYUAN_A13B, "moe_topk": [8] * 3})

@@ -73,6 +73,9 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "ministral": dict(tie=False, win=4096),
     # Hunyuan dense (HunYuanDenseV1Config): q/k norms (query_layernorm, key_layernorm) over head_dim
     "hunyuan_v1_dense": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True),
+    # Hunyuan MoE (HunYuanMoEV1Config, Hunyuan-A13B): the dense block's attention, every layer a routed MoE beside
+    # one shared MLP (catalog/families_moe.py _hunyuan)
+    "hunyuan_v1_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, moe="hunyuan"),
     # Granite-MoE and PhiMoE: Mixtral's MoE (PhiMoE with LayerNorms that carry a bias)
     "granitemoe": dict(tie=False, qkv="attention_bias", o="attention_bias", moe="mixtral",
                        generic="Granite's embedding, residual, attention and logits multipliers change no shape or "

@@ -47,6 +47,8 @@ def llama_moe(c: Cfg, moe: str | None, h: int, L: int, ffn: int) -> Moe:
         return Moe(experts=0, top_k=0, ffn=0, shared=0, sparse=[False] * L, mlp=[])
     if moe in ("mixtral", "olmoe", "gpt_oss", "minimax"):
         return _every_layer(c, moe, h, L, ffn)
+    if moe == "hunyuan":
+        return _hunyuan(c, h, L, ffn)
     if moe == "llama4":
         return _llama4(c, h, L)
     if moe == "shared_routed":
@@ -81,6 +83,31 @@ def _every_layer(c: Cfg, moe: str, h: int, L: int, ffn: int) -> Moe:
         mlp += (lin("shared_mlp.input_linear", 2 * shared, h, "shared_expert")
                 + lin("shared_mlp.output_linear", h, shared, "shared_expert"))
     return Moe(experts=E, top_k=k, ffn=ffn, shared=shared, sparse=[True] * L, mlp=mlp)
+
+
+def _per_layer_int(c: Cfg, key: str, L: int, default: int) -> int:
+    """A config value that may be one integer or one per layer (HunYuanMoEV1Config's moe_topk, num_experts): the
+    same for every layer, as the released models give it; layers that differ are refused."""
+    v = c.raw(key)
+    if not isinstance(v, list):
+        return c.int(key, default=default)
+    if len(v) != L or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in v):
+        raise GpuplanError(f"{c.source}: {key} must be one positive integer or one per layer ({L}): fix the value")
+    if len(set(v)) > 1:
+        raise GpuplanError(f"{c.source}: {key} differs between layers ({sorted(set(v))}); gpuplan models one value "
+                           "for every MoE layer: give the most common one")
+    return v[0]
+
+
+def _hunyuan(c: Cfg, h: int, L: int, ffn: int) -> Moe:
+    """Hunyuan MoE (HunYuanMoEV1Config, transformers' HunYuanMoEV1Moe): every layer routes moe_topk of num_experts
+    experts of intermediate_size (MixtralExperts: fused gate_up, down) through a bias-free router (gate.wg) and
+    adds one shared MLP of intermediate_size; the config's moe_intermediate_size and num_shared_expert lists are
+    not read by that class."""
+    E, k = _per_layer_int(c, "num_experts", L, 1), _per_layer_int(c, "moe_topk", L, 1)
+    mlp = (lin("mlp.gate.wg", E, h, "router") + fused_experts("mlp.experts", h, ffn, E)
+           + gated("mlp.shared_mlp", h, ffn, "shared_expert"))
+    return Moe(experts=E, top_k=k, ffn=ffn, shared=ffn, sparse=[True] * L, mlp=mlp)
 
 
 def _llama4(c: Cfg, h: int, L: int) -> Moe:

@@ -59,3 +59,12 @@ def autocast_fp32_weights(framework: str) -> bool:
     AMP does — fp32 parameters and gradients, autocast casting each linear's weight and input to 16 bits
     (frameworks.json ``memory.autocast_fp32_weights``) — rather than 16-bit parameters beside an fp32 master."""
     return _memory_fact(framework, "autocast_fp32_weights") is True
+
+
+@cache
+def pp_grads_in_fp32(framework: str) -> bool:
+    """Whether a pipeline stage that keeps its parameters gathered (frameworks.``keeps_unsharded_under_pp``)
+    accumulates its unsharded gradients in fp32 between micro-batches (frameworks.json ``memory.pp_grad_dtype``:
+    FSDP2 moves each unsharded bf16 gradient into an accumulator of the fp32 reduce dtype while gradient sync
+    is off, and torchtitan reduces in fp32)."""
+    return _memory_fact(framework, "pp_grad_dtype") == "fp32"

@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_memory import keeps_half_grads
+from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
@@ -73,9 +73,11 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     kept = z >= 3 and pp > 1 and keeps_unsharded_under_pp(training.framework)
     if method == "full":
         # kept: the stage's parameters stay gathered and its gradients accumulate unsharded over
-        # the micro-batches, reduce-scattered at the last backward (ZeRO-1-like for both)
+        # the micro-batches, reduce-scattered at the last backward (ZeRO-1-like for both), in fp32 where
+        # FSDP accumulates them in its fp32 reduce dtype (catalog.framework_memory.pp_grads_in_fp32)
         weights = shard(rp.dense, rp.expert, z >= 3 and not kept) * sb.weight
-        grads = shard(rp.dense, rp.expert, z >= 2 and not kept) * sb.grad
+        grad_bytes = 4 if kept and pp_grads_in_fp32(training.framework) else sb.grad
+        grads = shard(rp.dense, rp.expert, z >= 2 and not kept) * grad_bytes
         opt_local = shard(rp.dense, rp.expert, z >= 1)
         optimizer = opt_local * sb.optimizer
     else:

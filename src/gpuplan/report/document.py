@@ -15,7 +15,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.outfiles import write_atomic
 from gpuplan.report.spans import peak_span, span, tight_line
-from gpuplan.report.text import layout_str, market_line
+from gpuplan.report.text import gpu_label, layout_str, market_line
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [items]) | ("table", headers, rows)
@@ -30,7 +30,7 @@ def _inputs(est: dict) -> list[Block]:
     rows = [["model", f"{m['name']} — {fmt_count(m['params'])} parameters"
              + (f", {fmt_count(m['params_active'])} active" if m["params_active"] != m["params"] else "")
              + f" (count from {m.get('params_source', 'formula')})"],
-            ["GPU", f"{hw['gpu']}, {hw['gpus_per_node']} per node, scale-up {hw['scale_up']}, "
+            ["GPU", f"{gpu_label(hw['gpu'])}, {hw['gpus_per_node']} per node, scale-up {hw['scale_up']}, "
                     f"scale-out {hw['scale_out'] or '-'}"],
             ["price", f"{fmt_usd(hw['price_per_gpu_hour'])} per GPU-hour" if hw["price_per_gpu_hour"] else "-"],
             ["sequence length", str(tr["seq_len"])],
@@ -46,7 +46,7 @@ def _estimate_rows(ests: list[dict]) -> list[list[str]]:
     rows = []
     for e in ests:
         t, hw = e["time"], e["scenario"]["hardware"]
-        rows.append([f"{hw['gpus']}× {hw['gpu']}", layout_str(e["scenario"]["layout"]),
+        rows.append([f"{hw['gpus']}× {gpu_label(hw['gpu'])}", layout_str(e["scenario"]["layout"]),
                      fmt_duration(t["train_s"]) if t.get("train_s") else "-", fmt_usd(e["cost"]["usd"]),
                      f"{t['tokens_per_s_per_gpu']:,.0f}" if t.get("tokens_per_s_per_gpu") else "-",
                      f"{t['mfu']:.0%}" if t.get("mfu") is not None else "-",
@@ -102,8 +102,8 @@ def _assumptions(est: dict | None) -> list[Block]:
         notes = list(est["model"].get("assumed") or [])
         hw = est["scenario"]["hardware"]
         notes.append(f"GPU and fabric figures from the catalogue (src/gpuplan/catalog/gpus.json, fabrics.json): "
-                     f"{hw['gpu']}, {hw['scale_up']}, {hw['scale_out'] or 'no scale-out'}; each row cites its "
-                     "datasheet; prices are dated list prices")
+                     f"{gpu_label(hw['gpu'])}, {hw['scale_up']}, {hw['scale_out'] or 'no scale-out'}; each row cites "
+                     "its datasheet; prices are dated list prices")
         notes.append("memory is per GPU for the most loaded rank (first pipeline stage); MFU counts model FLOPs "
                      "only (PaLM convention)")
         out.append(("ul", notes))
@@ -140,7 +140,7 @@ def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
     blocks += _inputs(best)
     sc = best["scenario"]
     blocks += [("h", 2, "Recommendation"),
-               ("p", f"**{sc['hardware']['gpus']}× {sc['hardware']['gpu']}** "
+               ("p", f"**{sc['hardware']['gpus']}× {gpu_label(sc['hardware']['gpu'])}** "
                      f"({sc['hardware']['nodes']} node{'s' if sc['hardware']['nodes'] > 1 else ''}), layout "
                      f"`{layout_str(sc['layout'])}`: {fmt_duration(best['time']['train_s'])}"
                      f"{span(best['time'], 'train_s', fmt_duration)} to train, {fmt_usd(best['cost']['usd'])}"
@@ -183,7 +183,7 @@ def estimate_blocks(est: dict, scores: dict | None = None) -> list[Block]:
         return [("h", 1, "gpuplan evaluate"), ("p", f"error: {est['error']}")]
     sc = est["scenario"]
     blocks: list[Block] = [("h", 1, f"Training estimate: {est['model']['name']} on {sc['hardware']['gpus']}× "
-                                    f"{sc['hardware']['gpu']}")]
+                                    f"{gpu_label(sc['hardware']['gpu'])}")]
     blocks += _inputs(est)
     mem = est["memory"]
     blocks += [("h", 2, "Layout and verdict"), ("p", f"`{layout_str(sc['layout'])}`"), ("ul", _why(est)),

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.outfiles import write_atomic
+from gpuplan.report.text import gpu_label
 from gpuplan.units import GiB
 
 DAY_S = 86400.0
@@ -39,7 +40,7 @@ def _figure_class() -> Any:
 def _short(est: dict) -> str:
     lay = est["scenario"]["layout"]
     hw = est["scenario"]["hardware"]
-    parts = [f"{hw['gpus']}×{hw['gpu']}", f"tp{lay['tp']} pp{lay['pp']}"]
+    parts = [f"{hw['gpus']}×{gpu_label(hw['gpu'])}", f"tp{lay['tp']} pp{lay['pp']}"]
     if lay["cp"] > 1:
         parts.append(f"cp{lay['cp']}")
     parts.append(f"z{lay['zero']}" + (f"/{lay['zero_group']}" if lay.get("zero_group") else ""))
@@ -203,7 +204,7 @@ def plan_figure(res: dict) -> Any:
     title = "gpuplan plan"
     if best:
         title += f": {best['model']['name']}, recommended {best['scenario']['hardware']['gpus']}× " \
-                 f"{best['scenario']['hardware']['gpu']}"
+                 f"{gpu_label(best['scenario']['hardware']['gpu'])}"
     fig.suptitle(title, fontsize=12)
     return fig
 
@@ -215,7 +216,7 @@ def estimate_figure(est: dict) -> Any:
     memory_panel(ax1, [est])
     time_panel(ax2, [est])
     fig.suptitle(f"gpuplan evaluate: {est['model']['name']} on {est['scenario']['hardware']['gpus']}× "
-                 f"{est['scenario']['hardware']['gpu']}", fontsize=12)
+                 f"{gpu_label(est['scenario']['hardware']['gpu'])}", fontsize=12)
     return fig
 
 

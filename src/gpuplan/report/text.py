@@ -88,6 +88,13 @@ def _assumed_value(field: str, value: Any) -> str:
     return str(value)
 
 
+def gpu_label(gpu: object) -> str:
+    """The GPU as the scenario names it: a catalogue id, or an inline GPU's own name (its id, else its base)."""
+    if isinstance(gpu, dict):
+        return str(gpu.get("name") or gpu.get("id") or gpu.get("base") or "inline GPU")
+    return str(gpu)
+
+
 def estimate_text(est: dict) -> str:
     if "error" in est:
         return f"error: {est['error']}"
@@ -96,7 +103,7 @@ def estimate_text(est: dict) -> str:
     head = (f"{sc['name'] + ': ' if sc.get('name') else ''}{model['name']} "
             f"({fmt_count(model['params'])} params"
             + (f", {fmt_count(model['params_active'])} active" if model["params_active"] != model["params"] else "")
-            + f") on {hw['gpus']}× {hw['gpu']} ({hw['nodes']} node{'s' if hw['nodes'] > 1 else ''})\n"
+            + f") on {hw['gpus']}× {gpu_label(hw['gpu'])} ({hw['nodes']} node{'s' if hw['nodes'] > 1 else ''})\n"
             f"layout: {layout_str(sc['layout'])}; seq {sc['training']['seq_len']}, "
             f"{sc['training']['precision']} {sc['training']['optimizer']} {sc['training']['method']}")
     host = mem.get("host_memory")
@@ -203,7 +210,7 @@ def _default(o: Any) -> Any:
 
 def _row(est: dict) -> list[str]:
     t, m, hw = est["time"], est["memory"], est["scenario"]["hardware"]
-    return [f"{hw['gpus']}", hw["gpu"], layout_str(est["scenario"]["layout"]), fmt_duration(t["train_s"]),
+    return [f"{hw['gpus']}", gpu_label(hw["gpu"]), layout_str(est["scenario"]["layout"]), fmt_duration(t["train_s"]),
             fmt_usd(est["cost"]["usd"]), f"{t['tokens_per_s_per_gpu']:,.0f}", f"{t['mfu']:.0%}",
             f"{fmt_gib(m['total'])}/{fmt_gib(m['capacity'], 0)}"]
 
@@ -263,8 +270,8 @@ def plan_text(res: dict, explain: bool = False) -> str:
     if best is None:
         lines.append("no layout meets the deadline or budget." if res.get("pareto") else "no layout fits.")
     else:
-        tr = best["scenario"]["training"]
-        lines.append(f"best: {best['scenario']['hardware']['gpus']}× {best['scenario']['hardware']['gpu']} — "
+        tr, hw = best["scenario"]["training"], best["scenario"]["hardware"]
+        lines.append(f"best: {hw['gpus']}× {gpu_label(hw['gpu'])} — "
                      f"{layout_str(best['scenario']['layout'])}; "
                      f"{fmt_duration(best['time']['train_s'])}{span(best['time'], 'train_s', fmt_duration)} for "
                      f"{fmt_count(tr['tokens'])} tokens, {fmt_usd(best['cost']['usd'])}"

@@ -13,10 +13,13 @@ from gpuplan.catalog.frameworks import grad_dtype_of
 from gpuplan.catalog.intervals import regime, regime_key
 from gpuplan.model.estimate import evaluate
 
-# finest regime first; each needs MIN_ROWS held-out rows, else the next coarser one answers
+# finest regime first; each needs MIN_ROWS held-out rows from MIN_SOURCES sources, else the next coarser one
+# answers (the coarsest, every row, always does): rows of one source cannot tell how far sources differ — their
+# own stack, their own way of measuring — which is the spread a run from another source meets
 BACKOFF = {"throughput": (["framework", "generation", "scale"], ["framework", "scale"], ["framework"], []),
            "memory": (["parallel"], [])}
 MIN_ROWS = {"throughput": 15, "memory": 6}
+MIN_SOURCES = 2
 Z80 = 1.2816  # the standard normal's 90th percentile: an 80 % two-sided interval
 KINDS = {"throughput": "throughput", "memory": "memory"}  # corpus category → interval kind
 
@@ -90,11 +93,12 @@ def table(rows: list[tuple[str, dict[str, str], float]], kind: str, width: float
         for level in BACKOFF[kind]:
             groups.setdefault(regime_key(attrs, level), []).append((source, r))
     out = {}
+    coarsest = regime_key({}, BACKOFF[kind][-1])
     for key, values in sorted(groups.items()):
-        if len(values) >= MIN_ROWS[kind]:
+        sources = len({s for s, _ in values})
+        if len(values) >= MIN_ROWS[kind] and (sources >= MIN_SOURCES or key == coarsest):
             lo, hi = interval(values, width)
-            out[key] = {"p10": round(lo, 4), "p90": round(hi, 4), "n": len(values),
-                        "sources": len({s for s, _ in values})}
+            out[key] = {"p10": round(lo, 4), "p90": round(hi, 4), "n": len(values), "sources": sources}
     return out
 
 
@@ -142,13 +146,13 @@ def build(held: list[dict[str, Any]], info: dict[str, tuple[dict[str, str], floa
                                        "median of the sources' median log residuals, +- 1.28 x the root of the "
                                        "between- and within-source variances, x 'width' (the least that makes "
                                        "intervals built without a source hold 80 % of its rows, where enough can "
-                                       "be checked); a regime needs 'min_rows' rows, else the next coarser one "
-                                       "answers (gpuplan/validation/intervals.py). 'coverage': that leave-one-"
-                                       "source-out share."}
+                                       "be checked); a regime needs 'min_rows' rows from 'min_sources' sources, "
+                                       "else the next coarser one answers (gpuplan/validation/intervals.py). "
+                                       "'coverage': that leave-one-source-out share."}
     for kind in ("throughput", "memory"):
         rows = residuals(held, info, kind)
         width = calibrated_width(rows, kind)
-        out[kind] = {"backoff": [list(level) for level in BACKOFF[kind]], "min_rows": MIN_ROWS[kind], "width": width,
-                     "regimes": table(rows, kind, width), "coverage": coverage(rows, kind, width),
-                     "coverage_unwidened": coverage(rows, kind)}
+        out[kind] = {"backoff": [list(level) for level in BACKOFF[kind]], "min_rows": MIN_ROWS[kind],
+                     "min_sources": MIN_SOURCES, "width": width, "regimes": table(rows, kind, width),
+                     "coverage": coverage(rows, kind, width), "coverage_unwidened": coverage(rows, kind)}
     return out
