@@ -73,6 +73,10 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "ministral": dict(tie=False, win=4096),
     # Hunyuan dense (HunYuanDenseV1Config): q/k norms (query_layernorm, key_layernorm) over head_dim
     "hunyuan_v1_dense": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True),
+    # remote-code decoders (catalog/families_remote.py translates their config.json to these keys): Qwen v1 (q/k/v
+    # biases always, the output and MLP biases where no_bias is false) and ChatGLM2/3 / GLM-4
+    "qwen": dict(tie=False, qkv=True, o="linear_bias", mlp="linear_bias"),
+    "chatglm": dict(tie=False, qkv="qkv_bias", o="linear_bias", mlp="linear_bias"),
     # Hunyuan MoE (HunYuanMoEV1Config, Hunyuan-A13B): the dense block's attention, every layer a routed MoE beside
     # one shared MLP (catalog/families_moe.py _hunyuan)
     "hunyuan_v1_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, moe="hunyuan"),
