@@ -146,9 +146,10 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if problem:
         raise GpuplanError(problem)
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
-    if sc.training.global_batch is None:
-        sc = replace(sc, training=replace(sc.training, global_batch=default_global_batch(
-            sc.training, lay.dp * lay.micro_batch)))
+    if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
+        gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \
+            default_global_batch(sc.training, lay.dp * lay.micro_batch)
+        sc = replace(sc, training=replace(sc.training, global_batch=gb))
     searched = layout is not None
     refused = why_not(sc.training.framework, lay.values(), sc.training)
     if refused:

@@ -38,7 +38,7 @@ from gpuplan.model.activations import (
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
 from gpuplan.model.kept import amp_fp32, amp_of, keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
-from gpuplan.model.params import rank_params
+from gpuplan.model.params import largest_param, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
 from gpuplan.model.software import software
 from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
@@ -78,6 +78,8 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         weights = shard(rp.dense, rp.expert, z >= 3 and not kept) * sb.weight
         grad_bytes = 4 if kept and pp_grads_in_fp32(training.framework) else sb.grad
         grads = shard(rp.dense, rp.expert, z >= 2 and not kept) * grad_bytes
+        if training.optimizer_in_backward:  # one parameter's gradient at a time, freed by its own step
+            grads = min(grads, largest_param(model, tp, ep) / (nd if z >= 2 else 1) * grad_bytes)
         opt_local = shard(rp.dense, rp.expert, z >= 1)
         optimizer = opt_local * sb.optimizer
     else:
@@ -241,6 +243,8 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
     if lay.pp_schedule == "dualpipe":
         states = _mirrored(states)
     opt_temp = states.optimizer_params * temp
+    if training.optimizer_in_backward:  # one parameter steps at a time (no pipeline): the largest one's temporaries
+        opt_temp = min(opt_temp, temp * largest_param(model, lay.tp, lay.ep))
     full = training.method == "full"
     half = full and training.grad_dtype == "fp32" and keeps_half_grads(training.framework)
     one_gpu = lay.zero == 0 and lay.dp * lay.cp * lay.tp * lay.pp == 1

@@ -117,6 +117,12 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
                       tally.big_matrix * k, moe_layers, dense_layers, tuple(kinds), sublayers, attention)
 
 
+def largest_param(model: ModelSpec, tp: int, ep: int) -> float:
+    """The largest single parameter on a rank without pipeline stages: the vocabulary table (vocab-parallel over
+    tp) or the largest block matrix."""
+    return max(model.vocab * model.hidden / tp, rank_params(model, tp, ep, 1, 1, 0, None, 0).largest_matrix)
+
+
 def trainable_params(model: ModelSpec, method: str, lora_targets: tuple[str, ...], lora_rank: int) -> int:
     """Parameters the optimizer updates: all of them, or the LoRA adapters (PEFT's count)."""
     if method == "full":

@@ -61,7 +61,7 @@ def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]
     ``domain`` GPUs (``tp_domain``)."""
     m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
-    pps = [fixed["pp"]] if "pp" in fixed else pp_degrees(m.n_layers)
+    pps = [fixed["pp"]] if "pp" in fixed else ([1] if sc.training.optimizer_in_backward else pp_degrees(m.n_layers))
     cps = [fixed["cp"]] if "cp" in fixed else \
         ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE and m.ssm is None else [1])
     return tps, pps, cps
@@ -139,8 +139,12 @@ def shardings(sc: Scenario, split: Split, per_node: int) -> tuple[Shard, ...]:
 
 
 def micro_batches(sc: Scenario, split: Split, schedule: str, global_batch: int) -> tuple[int, ...]:
-    """Micro-batches that divide the per-replica batch (DualPipe: an even count of them per step)."""
+    """Micro-batches that divide the per-replica batch (DualPipe: an even count of them per step); with the
+    optimizer in backward, the per-replica batch itself (spec/rules.py: no gradient accumulation)."""
     mbs = [sc.layout["micro_batch"]] if "micro_batch" in sc.layout else MICRO_BATCHES
+    if sc.training.optimizer_in_backward:
+        mbs = [mb for mb in mbs if split.dp * mb == global_batch] if "micro_batch" in sc.layout \
+            else [global_batch // split.dp]
     return tuple(mb for mb in mbs if global_batch % (split.dp * mb) == 0
                  and not (schedule == "dualpipe" and global_batch // (split.dp * mb) % 2))
 

@@ -112,7 +112,10 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     given, hw = sc.given, sc.hardware
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
-        rule = (f"a fine-tune's batch: {FINE_TUNE_BATCH} sequences per step, as torchtune's LoRA/QLoRA recipes "
+        rule = ("one micro-batch per step, dp × micro_batch: the optimizer in backward accumulates no gradients"
+                if training.optimizer_in_backward and layout is not None
+                and training.global_batch == layout.dp * layout.micro_batch else
+                f"a fine-tune's batch: {FINE_TUNE_BATCH} sequences per step, as torchtune's LoRA/QLoRA recipes "
                 "(a multiple of dp × micro_batch)" if is_fine_tune(training) else
                 f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "
                 f"{training.seq_len} tokens), a multiple of dp × micro_batch")

@@ -76,6 +76,9 @@ class Training(ValueHashed):
     attention: Attention = "flash"
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
+    # each parameter's optimizer step runs in backward as its gradient is made, which is then freed (torchtune's
+    # optimizer_in_bwd): one micro-batch per step, no pipeline, full fine-tune
+    optimizer_in_backward: bool = False
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     dropout: float = 0.0
@@ -114,6 +117,9 @@ class Training(ValueHashed):
             if self.precision not in ("bf16", "fp8"):
                 raise GpuplanError(f"training.grad_dtype ({self.grad_dtype}) chooses the gradient dtype under bf16/fp8 "
                                    f"mixed precision, but precision is {self.precision}: drop grad_dtype")
+        if self.optimizer_in_backward and self.method != "full":
+            raise GpuplanError(f"training.optimizer_in_backward steps every trained parameter in backward (torchtune's "
+                               f"full fine-tune recipes), but method is {self.method}: drop optimizer_in_backward")
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:

@@ -30,9 +30,10 @@ class Context:
     seq_len: int | None = None
     gpus: int | None = None
     global_batch: int | None = None
+    in_backward: bool | None = None  # training.optimizer_in_backward
 
     def known(self, name: str) -> bool:
-        if name in ("model", "seq_len", "gpus", "global_batch"):
+        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward"):
             return getattr(self, name) is not None
         return self.lay.get(name) is not None or (name == "zero_group" and "zero_group" in self.lay)
 
@@ -188,6 +189,15 @@ RULES: tuple[Rule, ...] = (
         lambda c: c.lay["sequence_parallel"] and c.seq_len % c.lay["tp"] != 0,  # type: ignore[operator]
         lambda c: f"sequence_parallel: tp={c.lay['tp']} does not divide seq_len={c.seq_len}")),
     Rule("hybrid shard group divides dp×cp", ("zero_group", "dp", "cp"), _zero_group_divides),
+    Rule("optimizer in backward takes one micro-batch per step", ("in_backward", "global_batch", "dp", "micro_batch"),
+         _msg(lambda c: bool(c.in_backward) and c.global_batch != c.lay["dp"] * c.lay["micro_batch"],
+              lambda c: f"training.optimizer_in_backward steps each parameter as its gradient is made (torchtune "
+                        f"optimizer_in_bwd), so gradients cannot accumulate over micro-batches: set micro_batch = "
+                        f"global_batch / dp = {c.global_batch / c.lay['dp']:g}, or optimizer_in_backward: false")),
+    Rule("optimizer in backward has no pipeline", ("in_backward", "pp"), _msg(
+        lambda c: bool(c.in_backward) and c.lay["pp"] > 1,
+        lambda c: f"training.optimizer_in_backward runs without pipeline stages (torchtune's recipes), but "
+                  f"layout.pp = {c.lay['pp']}: set pp: 1, or optimizer_in_backward: false")),
     Rule("global batch divides into micro-batches", ("global_batch", "dp", "micro_batch"), _msg(
         lambda c: c.global_batch % (c.lay["dp"] * c.lay["micro_batch"]) != 0,  # type: ignore[operator]
         lambda c: f"training.global_batch={c.global_batch} is not a multiple of dp×micro_batch = "

@@ -63,6 +63,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "attention": tr.attention, "dropout": tr.dropout, "framework": tr.framework,
                      "compile": tr.compile, "headroom": tr.headroom,
                      **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {}),
-                     **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {})},
+                     **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {}),
+                     **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }
