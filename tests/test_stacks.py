@@ -88,11 +88,22 @@ def test_every_stack_maps_to_a_profile_and_no_word_shadows_one():
     assert "bf16" not in precision_words() and "bf16-true" in precision_words()
 
 
-def test_an_unknown_framework_is_one_line_naming_profiles_and_stacks():
-    with pytest.raises(GpuplanError) as err:
-        _answer(framework="my-loop")
-    msg = str(err.value)
-    assert "\n" not in msg and "torchtune" in msg and "hf-trainer" in msg and "'my-loop'" in msg
+def test_an_unknown_framework_runs_as_the_typical_stack_with_a_note_naming_the_profiles():
+    # issue 21 item 3: a stack without a profile ("your own loop") maps to a documented one, with a note
+    est = _answer(framework="my-loop")
+    assert est["scenario"]["training"]["framework"] == "generic"
+    assert est["time"]["step_s"] == _answer()["time"]["step_s"]
+    (note,) = _assumed(est, "training.framework")
+    assert note["value"] == "generic" and "'my-loop'" in note["rule"]
+    assert "torchtune" in note["rule"] and "hf-trainer" in note["rule"] and "\n" not in note["rule"]
+
+
+@pytest.mark.parametrize("word, profile", [("torchtitn", "torchtitan"), ("deepspeeed", "deepspeed"),
+                                           ("nanotorn", "nanotron"), ("megatron", "megatron-core"),
+                                           ("LightningAI", "pytorch-fsdp"), ("Keras", "generic")])
+def test_a_misspelt_or_bare_name_is_read_as_its_stack(word, profile):
+    found, reading = read_framework(word)
+    assert found == profile and reading is not None and reading.value == profile
 
 
 def test_help_lists_the_stacks_and_precision_words(capsys):

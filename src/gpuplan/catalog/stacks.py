@@ -13,6 +13,7 @@ scenario is parsed.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -103,11 +104,27 @@ def read_framework(word: str) -> tuple[str, Reading | None]:
                      Reading(field="training.framework", given=word, value=key, rule=f"{word} read as {key}"))
     stack = _names().get(key)
     if stack is None:
-        raise GpuplanError(f"training.framework: {word!r} is not one of {', '.join(FRAMEWORKS)}; a stack built on "
-                           f"one of them is read as its profile: {', '.join(stack_names())}")
+        return _unknown_framework(word, key)
     row = _data()["stacks"][stack]
     rule = f"{word} has no profile of its own: {row['uses']}; read as the {row['profile']} profile ({row['source']})"
     return row["profile"], Reading(field="training.framework", given=word, value=row["profile"], rule=rule)
+
+
+def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
+    """A stack not in the catalogue: a misspelling of a name it has (one close spelling) is read as that name;
+    any other (a loop of one's own, a framework not catalogued) runs as the typical stack, ``generic`` — said under
+    ``assumed`` with the names that have a profile, never refused (issue 21: a stack without a profile maps to a
+    documented one, with a note)."""
+    names = {**{f: f for f in FRAMEWORKS}, **_names()}
+    close = difflib.get_close_matches(key, names, n=2, cutoff=0.85)
+    if len(close) == 1 or (close and names[close[0]] == names[close[1]]):
+        found, _ = read_framework(close[0])
+        return found, Reading(field="training.framework", given=word, value=found,
+                              rule=f"{word!r} is not a catalogued stack; read as its closest name, {close[0]}")
+    return "generic", Reading(field="training.framework", given=word, value="generic",
+                              rule=f"{word!r} is not a catalogued stack: the typical stack (generic: Hugging Face "
+                                   f"model code in eager PyTorch) is assumed; name one of {', '.join(FRAMEWORKS)} "
+                                   f"or a stack built on one ({', '.join(stack_names())}) for its profile")
 
 
 def _precision_row(word: str, framework: str) -> dict[str, Any] | None:
