@@ -313,3 +313,20 @@ def test_a_lora_rank_in_the_method_word_is_the_rank():
     assert given.to_json()["scenario"]["training"]["lora_rank"] == 8
     with pytest.raises(GpuplanError, match="'banana' is not one of full, lora, qlora"):
         evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "banana"}))
+
+
+@pytest.mark.parametrize("field, word, value", [
+    # two fp32 states per parameter: Sophia (m, h), Schedule-Free AdamW (z, exp_avg_sq) — AdamW's 8 B
+    ("optimizer", "Sophia", "adamw"), ("optimizer", "schedule-free AdamW", "adamw"),
+    ("optimizer", "AdamWScheduleFree", "adamw"),
+    # one: RMSprop's square_avg, Adagrad's sum — one momentum buffer's 4 B
+    ("optimizer", "RMSprop", "sgd-momentum"), ("optimizer", "Adagrad", "sgd-momentum"),
+    ("optimizer", "AdamW8bit", "adamw-8bit"),
+    # LoRA's A and B of the same shapes: rsLoRA, LoRA+, PiSSA
+    ("method", "rsLoRA", "lora"), ("method", "LoRA+", "lora"), ("method", "PiSSA", "lora"),
+])
+def test_optimizer_and_method_words_mean_their_states(field, word, value):
+    est = _answer(**{field: word})
+    assert est["scenario"]["training"][field] == value
+    (note,) = _assumed(est, f"training.{field}")
+    assert note["given"].lower() == word.lower() and note["value"] == value

@@ -187,7 +187,10 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
 _METHOD_WORDS = {
     "full": ("full-fine-tuning", "full-finetuning", "full-finetune", "full-fine-tune", "fft", "sft", "pretrain",
              "pretraining", "pre-training", "continued-pretraining", "full-parameter", "full-sft"),
-    "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation"),
+    # rsLoRA (a rank-scaled multiplier), LoRA+ (a larger learning rate for B) and PiSSA (adapters initialised from
+    # the principal singular vectors) train LoRA's A and B of the same shapes: LoRA's memory and FLOPs
+    "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation", "rslora", "rs-lora",
+             "lora+", "loraplus", "lora-plus", "pissa"),
     "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4"),
 }
 
