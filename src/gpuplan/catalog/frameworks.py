@@ -245,6 +245,7 @@ def training_fields(training: Any) -> dict[str, Any]:
     """The training-job fields the ``cannot_run`` rules read, from a ``spec.Training``."""
     return {"method": training.method, "precision": training.precision, "compile": training.compile,
             "optimizer": training.optimizer, "attention": training.attention,
+            "activation_offloading": training.activation_offloading,
             "fp8_recipe": fp8_recipe_of(training) if training.precision == "fp8" else None}
 
 

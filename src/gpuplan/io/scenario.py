@@ -334,7 +334,7 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             kw[key] = _lora_targets(value)
         elif key == "trace_calibration":  # the activation ratio: see _corrections
             continue
-        elif key in ("compile", "optimizer_in_backward"):
+        elif key in ("compile", "optimizer_in_backward", "activation_offloading"):
             kw[key] = _bool(value, f"training.{key}")
         elif key in TRAINING_NAMES:
             kw[key] = _name_value(value, f"training.{key}")

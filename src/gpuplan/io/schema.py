@@ -15,7 +15,7 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout", "headroom",
                  "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
-                 "optimizer_in_backward")
+                 "optimizer_in_backward", "activation_offloading")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -48,6 +48,7 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
         "optimizer_in_bwd": "optimizer_in_backward",
+        "enable_activation_offloading": "activation_offloading",
     },
     "hardware": {
         **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size"), "gpus"),
@@ -146,6 +147,9 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.optimizer_in_backward": FieldDoc("each parameter's optimizer step in backward, its gradient freed "
                                                "(torchtune optimizer_in_bwd): no gradient accumulation, no pipeline",
                                                default="false"),
+    "training.activation_offloading": FieldDoc("saved activations to host memory in forward, back in backward "
+                                               "(torchtune enable_activation_offloading, Megatron-Core "
+                                               "cpu_offloading): no pipeline", default="false"),
     "training.headroom": FieldDoc("share of GPU memory kept free: `fits` means fits with this margin",
                                   "fraction of capacity (0-1)"),
     "layout.dp": FieldDoc("data-parallel degree", "ranks", default="derived: gpus / (tp·pp·cp)"),

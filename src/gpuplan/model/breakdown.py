@@ -4,7 +4,7 @@ take from ``memory.verdict`` (bytes per GPU throughout)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 
@@ -32,6 +32,13 @@ class ModelStates:
     @property
     def total(self) -> float:
         return self.weights + self.gradients + self.optimizer
+
+    def mirrored(self) -> ModelStates:
+        """DualPipe: each rank holds its stage and the mirrored one (stage pp−1−i), "2× parameters"
+        (DeepSeek-V3, arXiv:2412.19437, Table 2) — weights, gradients and optimizer states of both."""
+        return replace(self, weights=2 * self.weights, gradients=2 * self.gradients, optimizer=2 * self.optimizer,
+                       cpu_offload=2 * self.cpu_offload, optimizer_params=2 * self.optimizer_params,
+                       params_on_rank=2 * self.params_on_rank, trainable_on_rank=2 * self.trainable_on_rank)
 
 
 @dataclass(frozen=True, slots=True)

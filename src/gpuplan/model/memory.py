@@ -20,7 +20,6 @@ and gradients whole, as stage 1 does (catalog.frameworks.keeps_unsharded_under_p
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
@@ -128,7 +127,10 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
         per_mb = per_mb / every + kept * (1 - 1 / every)
     if factor != 1.0:
         per_mb, extra = per_mb * factor, extra * factor
-    return StageActivations(per_mb, per_mb * flight + extra, logits)
+    # activation offloading (torchtune OffloadActivations, Megatron-Core cpu_offloading; no pipeline): the saved
+    # tensors go to host memory in forward, back in backward — two blocks' on the GPU, the one in use and the next
+    on_gpu = per_mb * min(1.0, 2 / model.n_layers) if training.activation_offloading else per_mb
+    return StageActivations(per_mb, on_gpu * flight + extra, logits)
 
 
 @lru_cache(maxsize=65536)
@@ -200,15 +202,6 @@ def _peak_bytes(allocated: float, communicators: int) -> tuple[float, float, flo
     return allocated + fragmentation + fixed, fragmentation, fixed
 
 
-def _mirrored(states: ModelStates) -> ModelStates:
-    """DualPipe: each rank holds its stage and the mirrored one (stage pp−1−i), "2× parameters"
-    (DeepSeek-V3, arXiv:2412.19437, Table 2) — weights, gradients and optimizer states of both."""
-    return replace(states, weights=2 * states.weights, gradients=2 * states.gradients,
-                   optimizer=2 * states.optimizer, cpu_offload=2 * states.cpu_offload,
-                   optimizer_params=2 * states.optimizer_params, params_on_rank=2 * states.params_on_rank,
-                   trainable_on_rank=2 * states.trainable_on_rank)
-
-
 def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: int,
                  corrections: Corrections) -> tuple:
     """The pieces of one stage's peak, as a tuple (``_peak_from`` names them): total, states, activations
@@ -241,7 +234,7 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
     states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
                           lay.offload, lay.dp * lay.cp, lay.cp)
     if lay.pp_schedule == "dualpipe":
-        states = _mirrored(states)
+        states = states.mirrored()
     opt_temp = states.optimizer_params * temp
     if training.optimizer_in_backward:  # one parameter steps at a time (no pipeline): the largest one's temporaries
         opt_temp = min(opt_temp, temp * largest_param(model, lay.tp, lay.ep))

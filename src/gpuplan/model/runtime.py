@@ -34,6 +34,7 @@ from gpuplan.model.comm import (
 from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
 from gpuplan.model.kept import amp_of
+from gpuplan.model.memory import activation_parts
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
@@ -320,6 +321,18 @@ def _pp_exposed(tr: Training, lay: Layout, pp_s: float, compute_s: float) -> flo
     return pp_s
 
 
+def _activation_offload_s(m: ModelSpec, tr: Training, lay: Layout, compute_s: float) -> float:
+    """Activation offloading, per micro-batch: its saved activations cross PCIe to the host in forward and back in
+    backward on a side stream (torchtune OffloadActivations use_streams; Megatron-Core's offload context), two
+    blocks' staying on the GPU (model/memory.py) — exposed where the copies outlast the micro-batch's compute."""
+    if not tr.activation_offloading:
+        return 0.0
+    per_mb, _, _ = activation_parts(m, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp,
+                                    lay.sequence_parallel, lay.micro_batch, lay.recompute, amp_of(tr, lay))
+    moved = per_mb * max(0.0, 1 - 2 / m.n_layers)
+    return max(0.0, 2 * moved / PCIE_HOST_BYTES_PER_S - compute_s)
+
+
 def _newton_schulz_s(m: ModelSpec, tr: Training, dense: float, expert: float, dev: Device) -> float:
     """Muon's orthogonalisation of the rank's share of the matrices, as bf16 GEMMs at the GPU's best GEMM share."""
     if tr.optimizer != "muon":
@@ -349,14 +362,16 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     interference = constant("comm_interference") * (dp.hidden + n_mb * (p.tp_s - p.tp_exposed + p.ep_s - p.ep_exposed
                                                                         + p.pp_s - p.pp_exposed))
     compute_s = n_mb * sc.total + interference
-    comm_exposed = n_mb * p.per_mb_comm + dp.exposed
+    offload_s = _activation_offload_s(m, tr, lay, sc.total)
+    comm_exposed = n_mb * (p.per_mb_comm + offload_s) + dp.exposed
     return StepTime(
         step_s=compute_s + comm_exposed + p.bubble + p.opt_s, compute_s=compute_s, comm_exposed_s=comm_exposed,
         bubble_s=p.bubble, optimizer_s=p.opt_s, microbatches=n_mb, recompute_s=n_mb * sc.recompute,
         interference_s=interference,
         comm_detail={"tp": n_mb * p.tp_s, "tp_exposed": n_mb * p.tp_exposed, "cp": n_mb * p.cp_s,
                      "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if _ep_hidden(lay) else {}),
-                     "pp": n_mb * p.pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed},
+                     "pp": n_mb * p.pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed,
+                     **({"activation_offload": n_mb * offload_s} if tr.activation_offloading else {})},
         fp8_layers=fp8_layers,
         # the scans' share of the stage's compute, and of the pipeline bubble that compute sets
         scan_s=sc.scan / sc.total * (n_mb * sc.total + p.bubble) if sc.scan else 0.0)

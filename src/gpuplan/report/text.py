@@ -140,7 +140,8 @@ def time_table(est: dict) -> str:
          fmt_duration(t["compute_s"])],
         ["  exposed communication", fmt_duration(t["comm_exposed_s"])],
         [f"    tp {fmt_duration(d['tp'])}, cp {fmt_duration(d['cp'])}, ep {fmt_duration(d['ep'])}, "
-         f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} of {fmt_duration(d['dp_total'])}", ""],
+         f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} of {fmt_duration(d['dp_total'])}"
+         + (f", activation offload {fmt_duration(d['activation_offload'])}" if "activation_offload" in d else ""), ""],
         ["  pipeline bubble", fmt_duration(t["bubble_s"])],
         ["  optimizer step", fmt_duration(t["optimizer_s"])],
         ["tokens/s", f"{t['tokens_per_s']:,.0f}" + span(t, "tokens_per_s", lambda x: f"{x:,.0f}")],

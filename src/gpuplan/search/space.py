@@ -61,7 +61,8 @@ def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]
     ``domain`` GPUs (``tp_domain``)."""
     m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
-    pps = [fixed["pp"]] if "pp" in fixed else ([1] if sc.training.optimizer_in_backward else pp_degrees(m.n_layers))
+    no_pipeline = sc.training.optimizer_in_backward or sc.training.activation_offloading  # spec/rules.py
+    pps = [fixed["pp"]] if "pp" in fixed else ([1] if no_pipeline else pp_degrees(m.n_layers))
     cps = [fixed["cp"]] if "cp" in fixed else \
         ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE and m.ssm is None else [1])
     return tps, pps, cps

@@ -79,6 +79,9 @@ class Training(ValueHashed):
     # each parameter's optimizer step runs in backward as its gradient is made, which is then freed (torchtune's
     # optimizer_in_bwd): one micro-batch per step, no pipeline, full fine-tune
     optimizer_in_backward: bool = False
+    # saved activations to host memory in forward, back in backward (torchtune enable_activation_offloading,
+    # Megatron-Core cpu_offloading): no pipeline
+    activation_offloading: bool = False
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     dropout: float = 0.0

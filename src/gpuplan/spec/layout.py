@@ -132,11 +132,12 @@ def check_layout_fields(values: dict[str, Any]) -> None:
 def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> None:
     """Rules that need model, hardware, training and layout together (spec/rules.py). Raises GpuplanError."""
     check(Context(lay=layout.values(), model=model, seq_len=training.seq_len, gpus=hw.gpus,
-                  global_batch=training.global_batch, in_backward=training.optimizer_in_backward))
+                  global_batch=training.global_batch, in_backward=training.optimizer_in_backward,
+                  act_offload=training.activation_offloading))
 
 
 def check_fixed_layout(sc: Scenario) -> None:
     """The rules for the fields a scenario fixes while the search picks the rest (``plan``, ``fit``):
     a fixed field no layout can satisfy is named, not dropped."""
     check(Context(lay=sc.layout, model=sc.model, seq_len=sc.training.seq_len,
-                  in_backward=sc.training.optimizer_in_backward))
+                  in_backward=sc.training.optimizer_in_backward, act_offload=sc.training.activation_offloading))

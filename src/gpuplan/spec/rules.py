@@ -31,9 +31,10 @@ class Context:
     gpus: int | None = None
     global_batch: int | None = None
     in_backward: bool | None = None  # training.optimizer_in_backward
+    act_offload: bool | None = None  # training.activation_offloading
 
     def known(self, name: str) -> bool:
-        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward"):
+        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward", "act_offload"):
             return getattr(self, name) is not None
         return self.lay.get(name) is not None or (name == "zero_group" and "zero_group" in self.lay)
 
@@ -198,6 +199,11 @@ RULES: tuple[Rule, ...] = (
         lambda c: bool(c.in_backward) and c.lay["pp"] > 1,
         lambda c: f"training.optimizer_in_backward runs without pipeline stages (torchtune's recipes), but "
                   f"layout.pp = {c.lay['pp']}: set pp: 1, or optimizer_in_backward: false")),
+    Rule("activation offloading has no pipeline", ("act_offload", "pp"), _msg(
+        lambda c: bool(c.act_offload) and c.lay["pp"] > 1,
+        lambda c: f"training.activation_offloading runs without pipeline stages (Megatron-Core: 'no support for "
+                  f"Pipeline parallelism with CPU offloading'; torchtune has no pipeline), but layout.pp = "
+                  f"{c.lay['pp']}: set pp: 1, or activation_offloading: false")),
     Rule("global batch divides into micro-batches", ("global_batch", "dp", "micro_batch"), _msg(
         lambda c: c.global_batch % (c.lay["dp"] * c.lay["micro_batch"]) != 0,  # type: ignore[operator]
         lambda c: f"training.global_batch={c.global_batch} is not a multiple of dp×micro_batch = "

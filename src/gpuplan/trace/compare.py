@@ -69,9 +69,10 @@ def traced_as(sc: Scenario) -> Scenario:
     (bf16 beside the fp32 master on one GPU; fp32 beside FSDP2's fp32 shards — the same 2 + 2 + 12 B/param
     of state), so the prediction it is compared with takes ``grad_dtype: param`` (not the generic stack's
     fp32 gradients)."""
-    if sc.training.optimizer_in_backward:
-        raise GpuplanError("trace runs the optimizer step after backward: drop training.optimizer_in_backward to "
-                           "trace this scenario (the formula frees each gradient as its parameter steps)")
+    if sc.training.optimizer_in_backward or sc.training.activation_offloading:
+        raise GpuplanError("trace runs the optimizer step after backward and keeps saved activations on the GPU: "
+                           "drop training.optimizer_in_backward and training.activation_offloading to trace this "
+                           "scenario (the formula counts both)")
     if sc.training.grad_dtype != "fp32":
         return sc
     if "training.grad_dtype" in sc.given:
