@@ -44,9 +44,11 @@ from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
+    LLAVA_TEXT,
     QWEN3VL_TEXT,
     QWEN25VL_TEXT,
     llama4_vision_params,
+    llava_vision_params,
     pixtral_params,
     qwen2_vl_vision_params,
     qwen3_vl_vision_params,
@@ -55,6 +57,7 @@ from gpuplan.catalog.families_vlm import (
     text_config,
     vision_note,
 )
+from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
 __all__ = ["BUILDERS", "GENERIC_DECODERS", "MAX_CONFIG_INT", "MAX_HIDDEN", "MAX_LAYERS", "MAX_PARAMS", "MAX_VOCAB",
@@ -194,6 +197,21 @@ def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision, frozen_params=vision)
 
 
+def llava(c: Cfg, name: str) -> ModelSpec:
+    """LlavaForConditionalGeneration and LLaVA-NeXT (llava_next): the decoder of ``text_config`` (its own model_type,
+    a Llama-shaped one; LlavaConfig's default is Llama), the CLIP vision tower and projector counted apart, in
+    ``extra_params`` (families_vlm.llava_vision_params)."""
+    text = c.raw("text_config", default={})
+    kind = text.get("model_type", "llama") if isinstance(text, dict) else "llama"
+    if kind not in LLAMA_LIKE:
+        raise GpuplanError(f"{c.source}: text_config model_type {kind!r} of {c.mt} is not a Llama-shaped decoder "
+                           f"gpuplan reads: give {{params: N}} for this model")
+    t = text_config(c, kind, LLAVA_TEXT)
+    vision = llava_vision_params(c, t.int("hidden_size"))
+    vision_note(t, c.mt, vision)
+    return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)
+
+
 def qwen2_vl(c: Cfg, name: str) -> ModelSpec:
     """Qwen2VLForConditionalGeneration: a Qwen2 decoder (as Qwen2.5-VL's), Qwen2-VL's vision tower counted apart."""
     t = text_config(c, "qwen2", QWEN25VL_TEXT, flat=True)
@@ -259,7 +277,7 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "gptj": gptj, "codegen": gptj, "gpt_neo": gpt_neo, "persimmon": persimmon, "xglm": xglm, "biogpt": biogpt,
     "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
     "qwen2_5_vl": qwen2_5_vl, "qwen2_vl": qwen2_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
-    "mistral3": mistral3,
+    "mistral3": mistral3, "llava": llava, "llava_next": llava,
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,

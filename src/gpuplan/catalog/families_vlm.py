@@ -47,6 +47,11 @@ _QWEN3VL_VISION = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, 
 # PixtralVisionConfig defaults (transformers 5.24)
 _PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
             "patch_size": 16}
+# LlavaConfig defaults (transformers 5.24): text_config LlamaConfig's shape, vision_config CLIP ViT-L/14 at 336 px
+LLAVA_TEXT = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32}
+_CLIP_L336 = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
+              "image_size": 336, "patch_size": 14}
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -184,3 +189,19 @@ def pixtral_params(c: Cfg, text_hidden: int) -> int:
     linear_2 = (text_hidden + bias) * text_hidden
     projector = h + h * m2 * h + linear_1 + linear_2
     return _checked(c, tower + projector)
+
+
+def llava_vision_params(c: Cfg, text_hidden: int) -> int:
+    """LLaVA's CLIP vision transformer (transformers 5.24 modeling_clip: a class embedding, the bias-free patch
+    convolution, learned positions for the patches and the class token, pre- and post-LayerNorms, pre-norm blocks)
+    and its projector (modeling_llava: two linears to the text width, biased where multimodal_projector_bias, default
+    true, the first over every vision_feature_layer's features); LLaVA-NeXT adds its image_newline vector."""
+    v = _vision_cfg(c, _CLIP_L336, "clip_vision_model")
+    h, f, L, p = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers"), v.int("patch_size")
+    side = v.int("image_size") // p
+    tower = h + v.int("num_channels") * p * p * h + (side * side + 1) * h + L * _encoder_layer(h, f) + 4 * h
+    layers = c.raw("vision_feature_layer", default=-2)
+    n_feat = len(layers) if isinstance(layers, list) else 1
+    bias = c.flag("multimodal_projector_bias", default=True)
+    projector = (h * n_feat + bias) * text_hidden + (text_hidden + bias) * text_hidden
+    return _checked(c, tower + projector + (text_hidden if c.mt == "llava_next" else 0))

@@ -1,0 +1,48 @@
+"""Golden parameter counts of LLaVA (model_type llava) and LLaVA-NeXT (llava_next) read from config.json: the decoder
+of text_config, the CLIP vision tower and the projector counted apart. The reference is transformers 5.24.0's own
+count on the meta device, ``AutoModelForImageTextToText.from_config(LlavaConfig(...))``, ``sum(p.numel() for p in
+model.parameters())`` (and the names under ``vision_tower`` / ``multi_modal_projector`` for the split)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.catalog.models import load_model
+from gpuplan.errors import GpuplanError
+
+# llava-hf/llava-1.5-7b-hf config.json shape keys: a Vicuna-7B (Llama) decoder of 32,064 tokens, CLIP ViT-L/14-336
+LLAVA15_TEXT = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+                "max_position_embeddings": 4096, "tie_word_embeddings": False}
+CLIP_L336 = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096,
+             "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+             "projection_dim": 768}
+SMALL_TEXT = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+              "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 40000}
+SMALL_VISION = {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 256,
+                "num_hidden_layers": 3, "num_attention_heads": 4, "image_size": 64, "patch_size": 16}
+
+
+@pytest.mark.parametrize("config, language, apart", [
+    # LLaVA-1.5-7B: 7,063,427,072 = the decoder + 303,507,456 (CLIP tower) + 20,979,712 (projector)
+    ({"model_type": "llava", "text_config": LLAVA15_TEXT, "vision_config": CLIP_L336}, 6_738_939_904, 324_487_168),
+    # LlavaConfig's defaults: a Llama-7B decoder of 32,000 tokens, the same tower
+    ({"model_type": "llava"}, 6_738_415_616, 324_487_168),
+    ({"model_type": "llava", "text_config": SMALL_TEXT, "vision_config": SMALL_VISION}, 22_841_600, 597_376),
+    ({"model_type": "llava", "text_config": {**SMALL_TEXT, "model_type": "mistral"}, "vision_config": SMALL_VISION},
+     22_841_600, 597_376),
+    # two feature layers into a bias-free projector: 2 x 128 x 256 + 256 x 256
+    ({"model_type": "llava", "text_config": SMALL_TEXT, "vision_config": SMALL_VISION,
+      "multimodal_projector_bias": False, "vision_feature_layer": [-2, -1]}, 22_841_600, 629_632),
+    # LLaVA-NeXT adds its image_newline vector (text width)
+    ({"model_type": "llava_next", "text_config": SMALL_TEXT, "vision_config": SMALL_VISION}, 22_841_600, 597_632),
+])
+def test_llava_reads_its_decoder_and_counts_the_tower_apart(config, language, apart):
+    m = load_model(config)
+    assert (m.params, m.extra_params, m.frozen_params) == (language, apart, apart)
+    assert any("counted apart" in a for a in m.assumed)
+
+
+def test_a_decoder_gpuplan_does_not_read_is_refused_with_the_fix():
+    with pytest.raises(GpuplanError, match="give {params: N}"):
+        load_model({"model_type": "llava", "text_config": {**SMALL_TEXT, "model_type": "t5"}})
