@@ -1,5 +1,6 @@
-"""Golden parameter counts of LLaVA (model_type llava) and LLaVA-NeXT (llava_next) read from config.json: the decoder
-of text_config, the CLIP vision tower and the projector counted apart. The reference is transformers 5.24.0's own
+"""Golden parameter counts of LLaVA (model_type llava), LLaVA-NeXT (llava_next), LLaVA-OneVision (llava_onevision) and
+PaliGemma (paligemma) read from config.json: the decoder of text_config, the vision tower (CLIP or SigLIP) and the
+projector counted apart. The reference is transformers 5.24.0's own
 count on the meta device, ``AutoModelForImageTextToText.from_config(LlavaConfig(...))``, ``sum(p.numel() for p in
 model.parameters())`` (and the names under ``vision_tower`` / ``multi_modal_projector`` for the split)."""
 
@@ -19,6 +20,10 @@ CLIP_L336 = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermedia
              "projection_dim": 768}
 SMALL_TEXT = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
               "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 40000}
+SMALL_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 128, "intermediate_size": 256,
+                "num_hidden_layers": 3, "num_attention_heads": 4, "image_size": 64, "patch_size": 16}
+SMALL_GEMMA = {"model_type": "gemma", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+               "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 40000, "head_dim": 32}
 SMALL_VISION = {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 256,
                 "num_hidden_layers": 3, "num_attention_heads": 4, "image_size": 64, "patch_size": 16}
 
@@ -36,6 +41,17 @@ SMALL_VISION = {"model_type": "clip_vision_model", "hidden_size": 128, "intermed
       "multimodal_projector_bias": False, "vision_feature_layer": [-2, -1]}, 22_841_600, 629_632),
     # LLaVA-NeXT adds its image_newline vector (text width)
     ({"model_type": "llava_next", "text_config": SMALL_TEXT, "vision_config": SMALL_VISION}, 22_841_600, 597_632),
+    # a vision_config that leaves keys out takes CLIPVisionConfig's defaults (ViT-B/32 at 224 px), not LLaVA's tower
+    ({"model_type": "llava", "text_config": SMALL_TEXT, "vision_config": {"model_type": "clip_vision_model"}},
+     22_841_600, 87_456_000 + 769 * 256 + 257 * 256),
+    # LLaVA-OneVision's defaults: Qwen2Config's decoder, SigLIP so400m at 384 px without its head: 12,469,102,112
+    ({"model_type": "llava_onevision"}, 12_049_846_272, 419_255_840),
+    # a given SigLIP config without vision_use_head keeps the attention-pooling head (132,352 here)
+    ({"model_type": "llava_onevision", "text_config": {**SMALL_TEXT, "model_type": "qwen2"},
+      "vision_config": SMALL_SIGLIP}, 22_843_648, 729_600),
+    # PaliGemma's defaults: a Gemma-2B-shaped decoder, SigLIP so400m at 224 px, one linear to 2,048: 2,910,390,528
+    ({"model_type": "paligemma"}, 2_508_531_712, 401_858_816),
+    ({"model_type": "paligemma", "text_config": SMALL_GEMMA, "vision_config": SMALL_SIGLIP}, 12_601_600, 894_720),
 ])
 def test_llava_reads_its_decoder_and_counts_the_tower_apart(config, language, apart):
     m = load_model(config)

@@ -45,10 +45,14 @@ from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
     LLAVA_TEXT,
+    ONEVISION_TEXT,
+    PALIGEMMA_TEXT,
     QWEN3VL_TEXT,
     QWEN25VL_TEXT,
     llama4_vision_params,
     llava_vision_params,
+    onevision_vision_params,
+    paligemma_vision_params,
     pixtral_params,
     qwen2_vl_vision_params,
     qwen3_vl_vision_params,
@@ -197,17 +201,27 @@ def qwen2_5_vl(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type="qwen2_5_vl", extra_params=vision, frozen_params=vision)
 
 
+# image-text models whose decoder is text_config's own model_type: (the config class's default text model_type and
+# shape, the vision tower and projector's parameters given the text width)
+_LLAVA_LIKE: dict[str, tuple[str, dict[str, Any], Callable[[Cfg, int], int]]] = {
+    "llava": ("llama", LLAVA_TEXT, llava_vision_params), "llava_next": ("llama", LLAVA_TEXT, llava_vision_params),
+    "llava_onevision": ("qwen2", ONEVISION_TEXT, onevision_vision_params),
+    "paligemma": ("gemma", PALIGEMMA_TEXT, lambda c, _: paligemma_vision_params(c)),
+}
+
+
 def llava(c: Cfg, name: str) -> ModelSpec:
-    """LlavaForConditionalGeneration and LLaVA-NeXT (llava_next): the decoder of ``text_config`` (its own model_type,
-    a Llama-shaped one; LlavaConfig's default is Llama), the CLIP vision tower and projector counted apart, in
-    ``extra_params`` (families_vlm.llava_vision_params)."""
+    """LLaVA (llava), LLaVA-NeXT (llava_next), LLaVA-OneVision (llava_onevision) and PaliGemma (paligemma): the
+    Llama-shaped decoder of ``text_config`` (its own model_type, else the config class's default), the vision tower
+    and projector counted apart, in ``extra_params`` (families_vlm)."""
+    default_kind, defaults, vision_params = _LLAVA_LIKE[c.mt]
     text = c.raw("text_config", default={})
-    kind = text.get("model_type", "llama") if isinstance(text, dict) else "llama"
+    kind = text.get("model_type", default_kind) if isinstance(text, dict) else default_kind
     if kind not in LLAMA_LIKE:
         raise GpuplanError(f"{c.source}: text_config model_type {kind!r} of {c.mt} is not a Llama-shaped decoder "
                            f"gpuplan reads: give {{params: N}} for this model")
-    t = text_config(c, kind, LLAVA_TEXT)
-    vision = llava_vision_params(c, t.int("hidden_size"))
+    t = text_config(c, kind, defaults)
+    vision = vision_params(c, t.int("hidden_size"))
     vision_note(t, c.mt, vision)
     return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)
 
@@ -277,7 +291,7 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "gptj": gptj, "codegen": gptj, "gpt_neo": gpt_neo, "persimmon": persimmon, "xglm": xglm, "biogpt": biogpt,
     "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
     "qwen2_5_vl": qwen2_5_vl, "qwen2_vl": qwen2_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
-    "mistral3": mistral3, "llava": llava, "llava_next": llava,
+    "mistral3": mistral3, **{mt: llava for mt in _LLAVA_LIKE},
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,

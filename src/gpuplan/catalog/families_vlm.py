@@ -50,8 +50,21 @@ _PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers":
 # LlavaConfig defaults (transformers 5.24): text_config LlamaConfig's shape, vision_config CLIP ViT-L/14 at 336 px
 LLAVA_TEXT = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
               "num_attention_heads": 32}
+# CLIPVisionConfig defaults (transformers 5.24): what a given vision_config leaves out
+_CLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3, "image_size": 224,
+         "patch_size": 32}
 _CLIP_L336 = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
               "image_size": 336, "patch_size": 14}
+# LlavaOnevisionConfig defaults (transformers 5.24): a Qwen2 decoder (Qwen2Config's shape), SigLIP so400m at 384 px
+ONEVISION_TEXT = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "num_key_value_heads": 32}
+_SIGLIP_SO400M_384 = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 26, "num_channels": 3,
+                      "image_size": 384, "patch_size": 14, "vision_use_head": False}
+# PaliGemmaConfig defaults (transformers 5.24): a Gemma-2B-shaped decoder, SigLIP so400m at 224 px without its head
+PALIGEMMA_TEXT = {"vocab_size": 257152, "hidden_size": 2048, "intermediate_size": 16384, "num_hidden_layers": 18,
+                  "num_attention_heads": 8, "num_key_value_heads": 1}
+_SIGLIP_SO400M_224 = {"hidden_size": 1152, "intermediate_size": 4096, "num_hidden_layers": 27, "num_channels": 3,
+                      "image_size": 224, "patch_size": 14, "vision_use_head": False}
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -88,6 +101,12 @@ def _vision_cfg(c: Cfg, defaults: Mapping[str, Any], kind: str) -> Cfg:
                c.quote)
 
 
+def _tower_cfg(c: Cfg, absent: Mapping[str, Any], given: Mapping[str, Any], kind: str) -> Cfg:
+    """The vision config: the wrapper class's own default tower when vision_config is absent; else what it gives,
+    the vision config class's defaults (``given``) for the keys it leaves out."""
+    return _vision_cfg(c, absent if c.raw("vision_config") is None else given, kind)
+
+
 def _checked(c: Cfg, total: int) -> int:
     if total > MAX_PARAMS:
         raise GpuplanError(f"{c.source}: vision_config gives {total:.3g} parameters, more than the limit "
@@ -100,16 +119,21 @@ def _encoder_layer(h: int, f: int) -> int:
     return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
 
 
-def siglip_params(c: Cfg, text_hidden: int) -> int:
+def _siglip_tower(v: Cfg) -> int:
     """SigLIP vision tower (patch embedding with bias, learned positions, pre-norm blocks, post LayerNorm; the
-    attention-pooling head when vision_use_head, absent meaning present) and the Gemma 3 projector
-    (mm_input_projection_weight, mm_soft_emb_norm)."""
-    v = _vision_cfg(c, _SIGLIP, "siglip")
+    attention-pooling head when vision_use_head, absent meaning present)."""
     h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
     p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
     tower = v.int("num_channels") * p * p * h + h + side * side * h + L * _encoder_layer(h, f) + 2 * h
     if v.flag("vision_use_head", default=True):  # probe, nn.MultiheadAttention, LayerNorm, MLP
         tower += h + 4 * h * h + 4 * h + 2 * h + (h * f + f) + (f * h + h)
+    return tower
+
+
+def siglip_params(c: Cfg, text_hidden: int) -> int:
+    """The SigLIP vision tower and the Gemma 3 projector (mm_input_projection_weight, mm_soft_emb_norm)."""
+    v = _vision_cfg(c, _SIGLIP, "siglip")
+    h, tower = v.int("hidden_size"), _siglip_tower(v)
     return _checked(c, tower + h * text_hidden + h)
 
 
@@ -191,17 +215,38 @@ def pixtral_params(c: Cfg, text_hidden: int) -> int:
     return _checked(c, tower + projector)
 
 
+def _llava_projector(c: Cfg, vision_hidden: int, text_hidden: int, feature_layer: int) -> int:
+    """LLaVA's projector (modeling_llava): two linears to the text width, biased where multimodal_projector_bias
+    (default true), the first over every vision_feature_layer's features."""
+    layers = c.raw("vision_feature_layer", default=feature_layer)
+    n_feat = len(layers) if isinstance(layers, list) else 1
+    bias = c.flag("multimodal_projector_bias", default=True)
+    return (vision_hidden * n_feat + bias) * text_hidden + (text_hidden + bias) * text_hidden
+
+
+def onevision_vision_params(c: Cfg, text_hidden: int) -> int:
+    """LLaVA-OneVision (modeling_llava_onevision): the SigLIP tower, LLaVA's projector and the image_newline
+    vector."""
+    v = _tower_cfg(c, _SIGLIP_SO400M_384, _SIGLIP, "siglip_vision_model")
+    projector = _llava_projector(c, v.int("hidden_size"), text_hidden, -1)
+    return _checked(c, _siglip_tower(v) + projector + text_hidden)
+
+
+def paligemma_vision_params(c: Cfg) -> int:
+    """PaliGemma (modeling_paligemma): the SigLIP tower and one biased linear to projection_dim (default 2048)."""
+    v = _tower_cfg(c, _SIGLIP_SO400M_224, _SIGLIP, "siglip_vision_model")
+    return _checked(c, _siglip_tower(v) + (v.int("hidden_size") + 1) * c.int("projection_dim", default=2048))
+
+
 def llava_vision_params(c: Cfg, text_hidden: int) -> int:
     """LLaVA's CLIP vision transformer (transformers 5.24 modeling_clip: a class embedding, the bias-free patch
     convolution, learned positions for the patches and the class token, pre- and post-LayerNorms, pre-norm blocks)
     and its projector (modeling_llava: two linears to the text width, biased where multimodal_projector_bias, default
-    true, the first over every vision_feature_layer's features); LLaVA-NeXT adds its image_newline vector."""
-    v = _vision_cfg(c, _CLIP_L336, "clip_vision_model")
+    true, the first over every vision_feature_layer's features: ``_llava_projector``); LLaVA-NeXT adds its
+    image_newline vector."""
+    v = _tower_cfg(c, _CLIP_L336, _CLIP, "clip_vision_model")
     h, f, L, p = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers"), v.int("patch_size")
     side = v.int("image_size") // p
     tower = h + v.int("num_channels") * p * p * h + (side * side + 1) * h + L * _encoder_layer(h, f) + 4 * h
-    layers = c.raw("vision_feature_layer", default=-2)
-    n_feat = len(layers) if isinstance(layers, list) else 1
-    bias = c.flag("multimodal_projector_bias", default=True)
-    projector = (h * n_feat + bias) * text_hidden + (text_hidden + bias) * text_hidden
+    projector = _llava_projector(c, h, text_hidden, -2)
     return _checked(c, tower + projector + (text_hidden if c.mt == "llava_next" else 0))
