@@ -1,8 +1,8 @@
-"""Golden parameter counts of LLaVA (model_type llava), LLaVA-NeXT (llava_next), LLaVA-OneVision (llava_onevision) and
-PaliGemma (paligemma) read from config.json: the decoder of text_config, the vision tower (CLIP or SigLIP) and the
-projector counted apart. The reference is transformers 5.24.0's own
-count on the meta device, ``AutoModelForImageTextToText.from_config(LlavaConfig(...))``, ``sum(p.numel() for p in
-model.parameters())`` (and the names under ``vision_tower`` / ``multi_modal_projector`` for the split)."""
+"""Golden parameter counts of LLaVA (model_type llava), LLaVA-NeXT (llava_next), LLaVA-OneVision (llava_onevision),
+PaliGemma (paligemma), Idefics3 and SmolVLM (idefics3, smolvlm) read from config.json: the decoder of text_config,
+the vision tower (CLIP or SigLIP) and the projector counted apart. The reference is transformers 5.24.0's own count
+on the meta device, ``AutoModelForImageTextToText.from_config(LlavaConfig(...))`` (and the other config classes),
+``sum(p.numel() for p in model.parameters())``, split by the names under the vision tower and projector."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ SMALL_VISION = {"model_type": "clip_vision_model", "hidden_size": 128, "intermed
     # PaliGemma's defaults: a Gemma-2B-shaped decoder, SigLIP so400m at 224 px, one linear to 2,048: 2,910,390,528
     ({"model_type": "paligemma"}, 2_508_531_712, 401_858_816),
     ({"model_type": "paligemma", "text_config": SMALL_GEMMA, "vision_config": SMALL_SIGLIP}, 12_601_600, 894_720),
+    # Idefics3 / SmolVLM: a SigLIP tower without its pooling head and the connector's bias-free 4 x 128 -> 256
+    # projection (scale_factor 2): 23,470,848; at their defaults 6,909,685,760
+    ({"model_type": "idefics3", "text_config": SMALL_TEXT, "vision_config": SMALL_SIGLIP}, 22_841_600, 629_248),
+    ({"model_type": "smolvlm", "text_config": SMALL_TEXT, "vision_config": SMALL_SIGLIP}, 22_841_600, 629_248),
+    ({"model_type": "smolvlm"}, 6_738_415_616, 171_270_144),
 ])
 def test_llava_reads_its_decoder_and_counts_the_tower_apart(config, language, apart):
     m = load_model(config)

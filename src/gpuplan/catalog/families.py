@@ -49,6 +49,7 @@ from gpuplan.catalog.families_vlm import (
     PALIGEMMA_TEXT,
     QWEN3VL_TEXT,
     QWEN25VL_TEXT,
+    idefics3_vision_params,
     llama4_vision_params,
     llava_vision_params,
     onevision_vision_params,
@@ -207,11 +208,13 @@ _LLAVA_LIKE: dict[str, tuple[str, dict[str, Any], Callable[[Cfg, int], int]]] = 
     "llava": ("llama", LLAVA_TEXT, llava_vision_params), "llava_next": ("llama", LLAVA_TEXT, llava_vision_params),
     "llava_onevision": ("qwen2", ONEVISION_TEXT, onevision_vision_params),
     "paligemma": ("gemma", PALIGEMMA_TEXT, lambda c, _: paligemma_vision_params(c)),
+    "idefics3": ("llama", LLAVA_TEXT, idefics3_vision_params), "smolvlm": ("llama", LLAVA_TEXT, idefics3_vision_params),
 }
 
 
 def llava(c: Cfg, name: str) -> ModelSpec:
-    """LLaVA (llava), LLaVA-NeXT (llava_next), LLaVA-OneVision (llava_onevision) and PaliGemma (paligemma): the
+    """LLaVA (llava), LLaVA-NeXT (llava_next), LLaVA-OneVision (llava_onevision), PaliGemma (paligemma), Idefics3 and
+    SmolVLM (idefics3, smolvlm; their config classes' default decoder is Llama's too): the
     Llama-shaped decoder of ``text_config`` (its own model_type, else the config class's default), the vision tower
     and projector counted apart, in ``extra_params`` (families_vlm)."""
     default_kind, defaults, vision_params = _LLAVA_LIKE[c.mt]

@@ -65,6 +65,9 @@ PALIGEMMA_TEXT = {"vocab_size": 257152, "hidden_size": 2048, "intermediate_size"
                   "num_attention_heads": 8, "num_key_value_heads": 1}
 _SIGLIP_SO400M_224 = {"hidden_size": 1152, "intermediate_size": 4096, "num_hidden_layers": 27, "num_channels": 3,
                       "image_size": 224, "patch_size": 14, "vision_use_head": False}
+# Idefics3VisionConfig / SmolVLMVisionConfig defaults (transformers 5.24): SigLIP's blocks, no pooling head
+_IDEFICS3_VISION = {"hidden_size": 1152, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+                    "image_size": 224, "patch_size": 32}
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -119,13 +122,13 @@ def _encoder_layer(h: int, f: int) -> int:
     return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
 
 
-def _siglip_tower(v: Cfg) -> int:
+def _siglip_tower(v: Cfg, head: bool | None = None) -> int:
     """SigLIP vision tower (patch embedding with bias, learned positions, pre-norm blocks, post LayerNorm; the
-    attention-pooling head when vision_use_head, absent meaning present)."""
+    attention-pooling head when ``head``, else when vision_use_head, absent meaning present)."""
     h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
     p, side = v.int("patch_size"), v.int("image_size") // v.int("patch_size")
     tower = v.int("num_channels") * p * p * h + h + side * side * h + L * _encoder_layer(h, f) + 2 * h
-    if v.flag("vision_use_head", default=True):  # probe, nn.MultiheadAttention, LayerNorm, MLP
+    if v.flag("vision_use_head", default=True) if head is None else head:  # probe, MultiheadAttention, LN, MLP
         tower += h + 4 * h * h + 4 * h + 2 * h + (h * f + f) + (f * h + h)
     return tower
 
@@ -236,6 +239,14 @@ def paligemma_vision_params(c: Cfg) -> int:
     """PaliGemma (modeling_paligemma): the SigLIP tower and one biased linear to projection_dim (default 2048)."""
     v = _tower_cfg(c, _SIGLIP_SO400M_224, _SIGLIP, "siglip_vision_model")
     return _checked(c, _siglip_tower(v) + (v.int("hidden_size") + 1) * c.int("projection_dim", default=2048))
+
+
+def idefics3_vision_params(c: Cfg, text_hidden: int) -> int:
+    """Idefics3 and SmolVLM (modeling_idefics3, modeling_smolvlm): a SigLIP tower without the pooling head and the
+    connector's bias-free projection of scale_factor² pixel-shuffled patches (default 2) to the text width."""
+    v = _vision_cfg(c, _IDEFICS3_VISION, "idefics3_vision")
+    connector = v.int("hidden_size") * c.int("scale_factor", default=2) ** 2 * text_hidden
+    return _checked(c, _siglip_tower(v, head=False) + connector)
 
 
 def llava_vision_params(c: Cfg, text_hidden: int) -> int:
