@@ -97,3 +97,18 @@ def test_every_corpus_row_is_converted_or_skipped():
 
 def test_corpus_json_is_package_data():
     assert (files("gpuplan") / "validation" / "corpus.json").is_file()
+
+
+def test_memory_is_summarised_apart_for_the_model_state_table_and_the_measured_peaks():
+    from gpuplan.validation.corpus_check import summarize
+
+    rows = [{"category": "memory", "source_key": "a", "metric": "model_state_bytes", "error": 0.0},
+            {"category": "memory", "source_key": "b", "metric": "peak_memory_bytes", "error": -0.2},
+            {"category": "memory", "source_key": "b", "metric": "peak_memory_bytes", "error": 0.1},
+            {"category": "throughput", "source_key": "a", "metric": "mfu", "error": 0.1},
+            {"category": "throughput", "source_key": "a", "metric": "tokens_per_s", "error": 0.3}]
+    s = summarize(rows)
+    peaks = s["memory"]["by_metric"]["peak_memory_bytes"]
+    assert peaks["n"] == 2 and peaks["median_abs_error"] == pytest.approx(0.15)
+    assert s["memory"]["by_metric"]["model_state_bytes"]["n"] == 1
+    assert s["throughput"]["by_metric"] == {}  # one quantity in several units

@@ -62,6 +62,7 @@ def validate_text(s: dict) -> str:
             continue
         for cat, v in summary.items():
             lines.append(_error_line(cat, v["all"]))
+            lines += [_error_line("  as " + m, b) for m, b in v.get("by_metric", {}).items()]
             lines += [_error_line("  " + src, b) for src, b in v["by_source"].items()]
         lines.append("")
     for kind, c in (s.get("interval_coverage") or {}).items():

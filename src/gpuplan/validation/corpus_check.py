@@ -194,13 +194,17 @@ def error_stats(errors: list[float]) -> dict[str, Any]:
 
 
 def summarize(rows: list[dict[str, Any]], key: str = "error") -> dict[str, Any]:
-    """By category, and by source within each category."""
+    """By category, by source within each category, and for memory by what was published (ZeRO's model-state table
+    beside measured peaks: the exact table would hide the peaks' error)."""
     out: dict[str, Any] = {}
     for cat in sorted({r["category"] for r in rows}):
         sub = [r for r in rows if r["category"] == cat]
         by_source = {s: error_stats([r[key] for r in sub if r["source_key"] == s])
                      for s in sorted({r["source_key"] for r in sub})}
-        out[cat] = {"all": error_stats([r[key] for r in sub]), "by_source": by_source}
+        metrics = sorted({r.get("metric") for r in sub if r.get("metric")})
+        by_metric = {m: error_stats([r[key] for r in sub if r.get("metric") == m]) for m in metrics} \
+            if cat == "memory" and len(metrics) > 1 else {}
+        out[cat] = {"all": error_stats([r[key] for r in sub]), "by_source": by_source, "by_metric": by_metric}
     return out
 
 
