@@ -67,3 +67,24 @@ def test_llava_reads_its_decoder_and_counts_the_tower_apart(config, language, ap
 def test_a_decoder_gpuplan_does_not_read_is_refused_with_the_fix():
     with pytest.raises(GpuplanError, match="give {params: N}"):
         load_model({"model_type": "llava", "text_config": {**SMALL_TEXT, "model_type": "t5"}})
+
+
+MLLAMA_SMALL_TEXT = {"hidden_size": 256, "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 4,
+                     "intermediate_size": 512, "vocab_size": 40000, "cross_attention_layers": [1, 3]}
+MLLAMA_SMALL_VISION = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 3, "num_global_layers": 2,
+                       "image_size": 56, "patch_size": 14, "max_num_tiles": 2, "vision_output_dim": 640,
+                       "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}
+
+
+@pytest.mark.parametrize("config, total, apart", [
+    # MllamaConfig's defaults (Llama 3.2 11B Vision): transformers' 10,642,941,475, of which the tower (32 local and
+    # 8 gated global blocks, tiled position embeddings) and projector 867,749,395
+    ({"model_type": "mllama"}, 10_642_941_475, 867_749_395),
+    ({"model_type": "mllama", "text_config": MLLAMA_SMALL_TEXT, "vision_config": MLLAMA_SMALL_VISION},
+     24_355_595, 921_479),
+])
+def test_mllama_reads_its_cross_attention_blocks_and_counts_the_tower_apart(config, total, apart):
+    m = load_model(config)
+    assert (m.params + m.extra_params, m.extra_params) == (total, apart)
+    assert sum(g.count for g in m.layers) == m.n_layers and len(m.layers) > 1  # two kinds of blocks, in layer order
+    assert any("cross-attention blocks are timed" in a for a in m.assumed)

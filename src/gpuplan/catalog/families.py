@@ -45,6 +45,8 @@ from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
     LLAVA_TEXT,
+    MLLAMA_CROSS_LAYERS,
+    MLLAMA_TEXT,
     ONEVISION_TEXT,
     PALIGEMMA_TEXT,
     QWEN3VL_TEXT,
@@ -52,6 +54,7 @@ from gpuplan.catalog.families_vlm import (
     idefics3_vision_params,
     llama4_vision_params,
     llava_vision_params,
+    mllama_vision_params,
     onevision_vision_params,
     paligemma_vision_params,
     pixtral_params,
@@ -229,6 +232,32 @@ def llava(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)
 
 
+def mllama(c: Cfg, name: str) -> ModelSpec:
+    """MllamaForConditionalGeneration (Llama 3.2 Vision): a Llama decoder of ``text_config`` whose
+    cross_attention_layers are cross-attention blocks (q/k/v/o with q/k RMSNorms over head_dim and two tanh gates
+    beside the MLP) and whose embedding holds 8 more rows than the vocabulary; the vision tower and projector counted
+    apart (families_vlm.mllama_vision_params). A cross-attention block is timed as a self-attention block over the
+    text: with images its keys and values come from the image tokens instead (noted)."""
+    t = text_config(c, "llama", MLLAMA_TEXT)
+    base = llama_like(t, name)
+    cross = t.raw("cross_attention_layers", default=list(MLLAMA_CROSS_LAYERS))
+    if not isinstance(cross, list) or any(not isinstance(i, int) or not 0 <= i < base.n_layers for i in cross):
+        raise GpuplanError(f"{c.source}: text_config.cross_attention_layers must list layer indices below "
+                           f"{base.n_layers}: fix the value")
+    block = list(base.layers[0].weights)
+    gates = [Weight(name=g, shape=(1,), group="attention", bias=True) for g in ("cross_attn_attn_gate",
+                                                                                 "cross_attn_mlp_gate")]
+    cross_block = block + nrm("cross_attn.q_norm", base.head_dim) + nrm("cross_attn.k_norm", base.head_dim) + gates
+    layers = groups([(cross_block if i in set(cross) else block, False) for i in range(base.n_layers)])
+    vocab_rows = emb("embed_tokens", base.vocab + 8, base.hidden)
+    vision = mllama_vision_params(c, base.hidden)
+    vision_note(t, "mllama", vision)
+    note = (f"model_type mllama: its {len(cross)} cross-attention blocks are timed as self-attention over the text "
+            "(with images they attend to the image tokens; a text-only step skips them)")
+    return dataclasses.replace(base, model_type="mllama", layers=layers, embedding=tuple(vocab_rows),
+                               extra_params=vision, frozen_params=vision, assumed=(*base.assumed, note))
+
+
 def qwen2_vl(c: Cfg, name: str) -> ModelSpec:
     """Qwen2VLForConditionalGeneration: a Qwen2 decoder (as Qwen2.5-VL's), Qwen2-VL's vision tower counted apart."""
     t = text_config(c, "qwen2", QWEN25VL_TEXT, flat=True)
@@ -294,7 +323,7 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "gptj": gptj, "codegen": gptj, "gpt_neo": gpt_neo, "persimmon": persimmon, "xglm": xglm, "biogpt": biogpt,
     "gpt_bigcode": gpt_bigcode, "phi": phi, "stablelm": stablelm, "dbrx": dbrx, "llama4": llama4,
     "qwen2_5_vl": qwen2_5_vl, "qwen2_vl": qwen2_vl, "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl,
-    "mistral3": mistral3, **{mt: llava for mt in _LLAVA_LIKE},
+    "mistral3": mistral3, **{mt: llava for mt in _LLAVA_LIKE}, "mllama": mllama,
     "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_next, "qwen3_5_moe_text": qwen3_next,
     "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "granitemoehybrid": granitemoehybrid,
     "bamba": bamba, "olmo_hybrid": olmo_hybrid, "falcon_h1": falcon_h1, "kimi_linear": kimi_linear,

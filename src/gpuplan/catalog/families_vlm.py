@@ -68,6 +68,15 @@ _SIGLIP_SO400M_224 = {"hidden_size": 1152, "intermediate_size": 4096, "num_hidde
 # Idefics3VisionConfig / SmolVLMVisionConfig defaults (transformers 5.24): SigLIP's blocks, no pooling head
 _IDEFICS3_VISION = {"hidden_size": 1152, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                     "image_size": 224, "patch_size": 32}
+# MllamaTextConfig defaults (transformers 5.24: Llama 3.2 11B Vision's decoder) and MllamaVisionConfig's
+MLLAMA_TEXT = {"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 40,
+               "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": False,
+               "max_position_embeddings": 131072}
+MLLAMA_CROSS_LAYERS = (3, 8, 13, 18, 23, 28, 33, 38)
+_MLLAMA_VISION = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_global_layers": 8,
+                  "num_channels": 3, "image_size": 448, "patch_size": 14, "max_num_tiles": 4,
+                  "vision_output_dim": 7680}
+_MLLAMA_ASPECT_RATIOS = 8  # supported_aspect_ratios' default: 1x1 ... 4x1
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -261,3 +270,22 @@ def llava_vision_params(c: Cfg, text_hidden: int) -> int:
     tower = h + v.int("num_channels") * p * p * h + (side * side + 1) * h + L * _encoder_layer(h, f) + 4 * h
     projector = _llava_projector(c, h, text_hidden, -2)
     return _checked(c, tower + projector + (text_hidden if c.mt == "llava_next" else 0))
+
+
+def mllama_vision_params(c: Cfg, text_hidden: int) -> int:
+    """Llama 3.2 Vision's tower (transformers 5.24 modeling_mllama MllamaVisionModel): class embedding, bias-free
+    patch convolution, the gated position embedding with its per-aspect-ratio tile embedding, gated pre- and
+    post-tile embeddings, two LayerNorms, num_hidden_layers local blocks (bias-free attention, biased MLP, two
+    LayerNorms) and num_global_layers gated ones (two gates each); and the projector, one biased linear from
+    vision_output_dim to the text width."""
+    v = _vision_cfg(c, _MLLAMA_VISION, "mllama_vision_model")
+    h, f, p = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size")
+    patches = (v.int("image_size") // p) ** 2 + 1
+    ratios = v.raw("supported_aspect_ratios")
+    rows = (len(ratios) if isinstance(ratios, list) else _MLLAMA_ASPECT_RATIOS) + 1  # max_aspect_ratio_id + 1
+    tiles = v.int("max_num_tiles")
+    block = 4 * h * h + (h * f + f) + (f * h + h) + 4 * h
+    tower = (h + v.int("num_channels") * p * p * h + 1 + patches * h + rows * tiles * patches * h
+             + 2 * (1 + rows * tiles * h) + 4 * h + v.int("num_hidden_layers") * block
+             + v.int("num_global_layers", minimum=0) * (block + 2))
+    return _checked(c, tower + (v.int("vision_output_dim") + 1) * text_hidden)
