@@ -435,9 +435,17 @@ def test_trace_calibration_true_means_the_default_file(tmp_path, monkeypatch):
     error("training.trace_calibration must be default or the path", training={"trace_calibration": 5})
 
 
-def test_batch_tokens_suggestion_is_a_power_of_two_of_sequences():
-    # "4M" read as 4,000,000 is not whole sequences of 4096; the suggestion must divide common dp
-    # degrees: 1,024 sequences = 4,194,304 tokens (Llama's "4M")
-    with pytest.raises(GpuplanError, match=r"use e\.g\. 4,194,304 \(1,024 sequences\)"):
-        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+def test_batch_tokens_as_papers_write_them_are_read_as_whole_sequences_and_said_so():
+    # "4M" is 4,000,000, not whole sequences of 4,096: read as the power of two it rounds, 1,024 sequences =
+    # 4,194,304 tokens (Llama 2's "4M tokens", arXiv:2307.09288 Table 1), and said under assumed
+    s = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
                         "training": {"global_batch_tokens": "4M", "seq_len": 4096}})
+    assert s.training.global_batch == 1024
+    assert any(r[0] == "training.global_batch_tokens" and r[2] == 4_194_304 for r in s.read_as)
+    # 3,000,000 at 2,048 is 1,464.8 sequences: the count within 2 % with the most factors of two, 23 x 64
+    three = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                            "training": {"global_batch_tokens": "3M", "seq_len": 2048}})
+    assert three.training.global_batch == 1472
+    with pytest.raises(GpuplanError, match=r"use e\.g\. 8,192 \(2 sequences\)"):  # 1.46 sequences: too far off
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                        "training": {"global_batch_tokens": 6000, "seq_len": 4096}})

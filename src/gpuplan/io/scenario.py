@@ -7,7 +7,6 @@ key left out (a layout field left open, a training or hardware field at its defa
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,10 @@ from gpuplan.io.schema import (
 from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
+from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
 from gpuplan.io.words import read_words, stage_from_framework
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
-    MAX_GLOBAL_BATCH,
     Hardware,
     Training,
     check_layout_fields,
@@ -180,6 +179,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         raise GpuplanError("a scenario must be a mapping with keys model, hardware, training, layout")
     check_tree(raw, "scenario", **SCENARIO_BOUNDS)  # the boundary: files, flags and the API all pass here
     _check_keys(raw, TOP_KEYS, "scenario")
+    raw, user_reads = read_user_keys(raw)
     if raw.get("model") is None:
         raise GpuplanError("scenario has no model: add `model: llama-3.1-8b` (or --model NAME)")
     model_ref = raw["model"]
@@ -200,6 +200,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     stage = stage_from_framework(tr_raw.get("framework"), layout)
     words += ((stage.field, stage.given, layout["zero"], stage.rule),) if stage is not None else ()
+    words += user_reads
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
@@ -347,7 +348,8 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
     if "global_batch_tokens" in tr_raw:
         if "global_batch" in tr_raw:
             raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
-        kw["global_batch"] = _batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
+        kw["global_batch"], reading = batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
+        words += (reading,) if reading else ()
     training = Training(**kw)
     from gpuplan.catalog.frameworks import documented_defaults
 
@@ -355,25 +357,6 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
     if training.method != "full":
         check_lora_rank(training, model)
     return training, words
-
-
-def _batch_from_tokens(value: Any, seq_len: int) -> int:
-    key = "training.global_batch_tokens"
-    gbt = parse_count(value, key)
-    if not gbt > 0:
-        raise GpuplanError(f"{key} must be positive, e.g. 4,194,304, got {value!r}")
-    if gbt > MAX_GLOBAL_BATCH * seq_len:
-        raise GpuplanError(f"{key} = {value!r} is more than {MAX_GLOBAL_BATCH:,} sequences of seq_len={seq_len}: "
-                           "give tokens per optimizer step, e.g. 4,194,304")
-    if gbt != int(gbt):
-        raise GpuplanError(f"{key} must be a whole number of tokens, got {value!r}")
-    if int(gbt) % seq_len:
-        # suggest a power-of-two number of sequences: it divides every data-parallel degree that
-        # is a power of two (Llama's "4M tokens" is 1,024 × 4,096 = 4,194,304)
-        seqs = 2 ** max(0, round(math.log2(max(gbt / seq_len, 1))))
-        raise GpuplanError(f"{key}={gbt:,.0f} is not a multiple of seq_len={seq_len}: use e.g. "
-                           f"{seqs * seq_len:,} ({seqs:,} sequences)")
-    return int(gbt) // seq_len
 
 
 def _layout(lay_raw: dict) -> dict[str, Any]:

@@ -1,0 +1,136 @@
+"""Keys of a scenario as users write them that are not gpuplan's own, read as what they mean before the sections are
+checked (io/scenario.py): a gradient-checkpointing switch (Hugging Face ``gradient_checkpointing``, torchtune
+``enable_activation_checkpointing``) as ``layout.recompute``, ``fsdp: true`` as ZeRO-3, a network as
+``hardware.scale_out``, gradient accumulation steps as the global batch they make, and the optimizer's
+hyperparameters (learning rate, schedule, clipping, logging) — which change neither memory nor step time — set aside.
+Each reading is listed under ``assumed`` (Scenario.read_as), never silent."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.io.schema import KEY_ALIASES
+from gpuplan.spec.job import MAX_GLOBAL_BATCH
+from gpuplan.units import parse_count
+
+Read = tuple[str, str, Any, str]  # (field, word given, value, rule): Scenario.read_as
+
+CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_activation_checkpointing")
+NETWORK = ("interconnect", "network", "inter_node_network")
+SCALE_UP_WORDS = ("nvlink", "nvswitch", "xgmi", "infinity fabric", "pcie")  # a network inside the node
+ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches")
+UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters",
+          "lr_scheduler", "lr_scheduler_type", "lr_decay_style", "seed", "adam_beta1", "adam_beta2", "betas",
+          "adam_epsilon", "adam_eps", "max_grad_norm", "clip_grad", "clip_grad_norm", "gradient_clipping",
+          "logging_steps", "log_interval", "save_steps", "save_interval", "eval_steps", "eval_interval")
+
+
+def _get(section: dict, key: str) -> Any:
+    """``key``'s value in a raw section, under its own name or a framework's spelling (schema.KEY_ALIASES)."""
+    names = {key} | {a for part in KEY_ALIASES.values() for a, k in part.items() if k == key}
+    return next((section[n] for n in names if section.get(n) is not None), None)
+
+
+def _switch(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
+    return value
+
+
+def read_user_keys(raw: dict) -> tuple[dict, tuple[Read, ...]]:
+    """``raw`` with the keys above rewritten to gpuplan's, and how each was read."""
+    hardware, training, layout = (dict(raw[s]) if isinstance(raw.get(s), dict) else raw.get(s)
+                                  for s in ("hardware", "training", "layout"))
+    reads: list[Read] = []
+    if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
+        layout = {}
+    if isinstance(layout, dict):
+        if isinstance(layout.get("recompute"), bool):
+            on = layout["recompute"]
+            layout["recompute"] = "full" if on else "none"
+            reads.append(("layout.recompute", str(on).lower(), layout["recompute"],
+                          "recompute true: every block recomputed in backward (full)"))
+        for key in [k for k in CHECKPOINTING if k in layout or (isinstance(training, dict) and k in training)]:
+            part = layout if key in layout else training
+            on = _switch(part.pop(key), key)
+            if layout.get("recompute") is None:
+                layout["recompute"] = "full" if on else "none"
+                reads.append(("layout.recompute", f"{key}: {str(on).lower()}", layout["recompute"],
+                              f"{key} checkpoints every block, recomputed in backward: recompute "
+                              f"{layout['recompute']}"))
+        if "fsdp" in layout:
+            if _switch(layout.pop("fsdp"), "layout.fsdp") and layout.get("zero") is None:
+                layout["zero"] = 3
+                reads.append(("layout.zero", "fsdp: true", 3, "FSDP's full shard shards parameters, gradients "
+                                                               "and optimizer states: ZeRO-3"))
+    if isinstance(hardware, dict):
+        for key in [k for k in NETWORK if k in hardware]:
+            value = hardware.pop(key)
+            inside = isinstance(value, str) and any(w in value.lower() for w in SCALE_UP_WORDS)
+            field = "scale_up" if inside else "scale_out"
+            if hardware.get(field) is None:
+                hardware[field] = value
+                reads.append((f"hardware.{field}", f"{key}: {value}", value,
+                              f"the {key} {'inside a node' if inside else 'between nodes'}"))
+    if isinstance(training, dict):
+        for key in [k for k in UNUSED if k in training]:
+            reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
+                          "an optimizer hyperparameter or logging setting: it changes neither memory nor step time"))
+        accumulation = [k for k in ACCUMULATION if k in training]
+        if accumulation:
+            reads.append(_accumulated(training, accumulation[0], hardware, layout))
+    out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
+                     if v is not None}}
+    return out, tuple(reads)
+
+
+def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Read:
+    """The global batch that ``key`` accumulation steps make: data-parallel replicas × micro-batch × steps."""
+    steps = parse_count(training.pop(key), f"training.{key}")
+    if steps != int(steps) or steps < 1:
+        raise GpuplanError(f"training.{key} must be a whole number of micro-batches per step, got {steps}")
+    lay, hw = layout if isinstance(layout, dict) else {}, hardware if isinstance(hardware, dict) else {}
+    mb, dp = _get(lay, "micro_batch"), _get(lay, "dp")
+    if dp is None and isinstance(_get(hw, "gpus"), int):
+        split = math.prod(int(_get(lay, k) or 1) for k in ("tp", "pp", "cp"))
+        dp = _get(hw, "gpus") // split if _get(hw, "gpus") % split == 0 else None
+    if _get(training, "global_batch") is not None:
+        raise GpuplanError(f"training.{key} and training.global_batch are both given: give one of them")
+    if not isinstance(mb, int) or not isinstance(dp, int):
+        raise GpuplanError(f"training.{key} makes the global batch only with the micro-batch and the data-parallel "
+                           "degree: give layout.micro_batch and hardware.gpus (or layout.dp), or give "
+                           "training.global_batch")
+    training["global_batch"] = dp * mb * int(steps)
+    return ("training.global_batch", f"{key}: {int(steps)}", training["global_batch"],
+            f"{int(steps)} accumulation steps × micro-batch {mb} × {dp} data-parallel replicas")
+
+
+def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Read | None]:
+    """Sequences per step from ``training.global_batch_tokens``, and how a count that is not a whole number of
+    sequences was read: within 5 % of a power-of-two number of sequences, that number (papers' "4M tokens" at 4,096
+    is 1,024 × 4,096 = 4,194,304: Llama 2, arXiv:2307.09288, Table 1); else, within 2 %, the count with the most
+    factors of two (it divides the most data-parallel degrees); further off, an error with a suggestion."""
+    key = "training.global_batch_tokens"
+    gbt = parse_count(value, key)
+    if not gbt > 0:
+        raise GpuplanError(f"{key} must be positive, e.g. 4,194,304, got {value!r}")
+    if gbt > MAX_GLOBAL_BATCH * seq_len:
+        raise GpuplanError(f"{key} = {value!r} is more than {MAX_GLOBAL_BATCH:,} sequences of seq_len={seq_len}: "
+                           "give tokens per optimizer step, e.g. 4,194,304")
+    if gbt != int(gbt):
+        raise GpuplanError(f"{key} must be a whole number of tokens, got {value!r}")
+    exact = gbt / seq_len
+    if exact == int(exact):
+        return int(exact), None
+    pow2 = 2 ** max(0, round(math.log2(max(exact, 1))))
+    multiples = (round(exact / 2**j) * 2**j for j in range(pow2.bit_length(), -1, -1))
+    near = next((m for m in multiples if m and abs(m / exact - 1) <= 0.02), None)
+    seqs = pow2 if abs(pow2 / exact - 1) <= 0.05 else near
+    if seqs is None:
+        raise GpuplanError(f"{key}={gbt:,.0f} is not a multiple of seq_len={seq_len}: use e.g. {pow2 * seq_len:,} "
+                           f"({pow2:,} sequences)")
+    return seqs, (key, f"{gbt:,.0f} tokens", seqs * seq_len,
+                  f"{gbt:,.0f} tokens is not a whole number of {seq_len}-token sequences: read as {seqs:,} sequences "
+                  f"({seqs * seq_len:,} tokens{', the power of two it rounds' if seqs == pow2 else ''})")

@@ -1,0 +1,66 @@
+"""Keys of a scenario as users write them (io/user_keys.py): read as what they mean and listed under ``assumed``,
+not refused — gradient checkpointing switches, FSDP on, a network, accumulation steps, and the optimizer's
+hyperparameters, which change neither memory nor time."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.api import evaluate_scenario
+from gpuplan.errors import GpuplanError
+from gpuplan.io.scenario import parse_scenario
+
+
+def _read(**sections):
+    raw = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 64}, **sections}
+    sc = parse_scenario(raw)
+    return sc, {r[0]: r for r in sc.read_as}
+
+
+@pytest.mark.parametrize("sections, recompute", [
+    ({"layout": {"recompute": True}}, "full"),
+    ({"layout": {"recompute": False}}, "none"),
+    ({"layout": {"activation_checkpointing": True}}, "full"),
+    ({"training": {"gradient_checkpointing": True}}, "full"),                      # Hugging Face TrainingArguments
+    ({"training": {"enable_activation_checkpointing": False}}, "none"),            # torchtune recipes
+])
+def test_a_checkpointing_switch_is_read_as_recompute(sections, recompute):
+    sc, reads = _read(**sections)
+    assert sc.layout["recompute"] == recompute and reads["layout.recompute"][2] == recompute
+
+
+def test_fsdp_on_is_zero_3_and_a_network_is_where_it_runs():
+    sc, reads = _read(layout={"fsdp": True}, hardware={"gpu": "h100-sxm", "gpus": 64, "interconnect": "InfiniBand"})
+    assert sc.layout["zero"] == 3 and reads["layout.zero"][1] == "fsdp: true"
+    assert sc.hardware.scale_out.id.startswith("ib")
+    inside, reads = _read(hardware={"gpu": "h100-sxm", "gpus": 64, "network": "NVLink 4"})
+    assert "hardware.scale_up" in reads and "hardware.scale_out" not in reads
+
+
+def test_the_optimizers_hyperparameters_are_set_aside_and_said_so():
+    sc, reads = _read(training={"lr": 3e-4, "weight_decay": 0.1, "warmup_steps": 2000, "max_grad_norm": 1.0})
+    est = evaluate_scenario(sc).to_json()
+    noted = {a["field"] for a in est["assumed"] if a.get("value") == "not used"}
+    assert noted == {"training.lr", "training.weight_decay", "training.warmup_steps", "training.max_grad_norm"}
+    assert reads["training.lr"][1] == "lr: 0.0003"
+
+
+@pytest.mark.parametrize("layout, gb", [
+    ({"micro_batch": 2}, 4 * 2 * 64),                                  # dp = 64 GPUs
+    ({"per_device_train_batch_size": 2, "tp": 2}, 4 * 2 * 32),         # dp = 64 / tp 2, the HF spelling read
+    ({"micro_batch": 1, "dp": 8, "tp": 8}, 4 * 1 * 8),
+])
+def test_accumulation_steps_make_the_global_batch(layout, gb):
+    sc, reads = _read(training={"gradient_accumulation_steps": 4}, layout=layout)
+    assert sc.training.global_batch == gb and reads["training.global_batch"][2] == gb
+
+
+@pytest.mark.parametrize("training, layout, words", [
+    ({"gradient_accumulation_steps": 4}, {}, "give layout.micro_batch"),
+    ({"gradient_accumulation_steps": 4, "global_batch": 512}, {"micro_batch": 1}, "both given"),
+    ({"gradient_accumulation_steps": 0}, {"micro_batch": 1}, "whole number of micro-batches"),
+    ({"gradient_checkpointing": "yes"}, {}, "give true or false"),
+])
+def test_what_cannot_be_read_is_one_clear_error(training, layout, words):
+    with pytest.raises(GpuplanError, match=words):
+        _read(training=training, layout=layout)
