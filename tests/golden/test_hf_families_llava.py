@@ -88,3 +88,22 @@ def test_mllama_reads_its_cross_attention_blocks_and_counts_the_tower_apart(conf
     assert (m.params + m.extra_params, m.extra_params) == (total, apart)
     assert sum(g.count for g in m.layers) == m.n_layers and len(m.layers) > 1  # two kinds of blocks, in layer order
     assert any("cross-attention blocks are timed" in a for a in m.assumed)
+
+
+INTERNVIT_SMALL = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
+                   "image_size": [56, 56], "patch_size": [14, 14]}
+
+
+@pytest.mark.parametrize("config, total", [
+    # InternVLConfig's defaults: InternViT-300M, the pixel-shuffle projector, a Qwen2 decoder whose head the wrapper's
+    # own tie_word_embeddings (default true) ties: transformers' 11,765,025,792
+    ({"model_type": "internvl"}, 11_765_025_792),
+    ({"model_type": "internvl", "text_config": SMALL_TEXT, "vision_config": INTERNVIT_SMALL}, 13_274_496),
+    # RMSNorm blocks with q/k norms and q/k/v biases, the head untied at the top level
+    ({"model_type": "internvl", "text_config": SMALL_TEXT, "tie_word_embeddings": False,
+      "vision_config": {**INTERNVIT_SMALL, "norm_type": "rms_norm", "use_qk_norm": True, "attention_bias": True}},
+     23_515_648),
+])
+def test_internvl_reads_its_decoder_and_counts_internvit_apart(config, total):
+    m = load_model(config)
+    assert m.params + m.extra_params == total and m.extra_params == m.frozen_params > 0

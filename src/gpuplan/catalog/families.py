@@ -52,6 +52,7 @@ from gpuplan.catalog.families_vlm import (
     QWEN3VL_TEXT,
     QWEN25VL_TEXT,
     idefics3_vision_params,
+    internvl_vision_params,
     llama4_vision_params,
     llava_vision_params,
     mllama_vision_params,
@@ -212,7 +213,11 @@ _LLAVA_LIKE: dict[str, tuple[str, dict[str, Any], Callable[[Cfg, int], int]]] = 
     "llava_onevision": ("qwen2", ONEVISION_TEXT, onevision_vision_params),
     "paligemma": ("gemma", PALIGEMMA_TEXT, lambda c, _: paligemma_vision_params(c)),
     "idefics3": ("llama", LLAVA_TEXT, idefics3_vision_params), "smolvlm": ("llama", LLAVA_TEXT, idefics3_vision_params),
+    "internvl": ("qwen2", ONEVISION_TEXT, internvl_vision_params),
 }
+# wrappers whose own top-level tie_word_embeddings ties the decoder's head (InternVLConfig: default true), whatever
+# text_config says
+_TOP_TIE = {"internvl": True}
 
 
 def llava(c: Cfg, name: str) -> ModelSpec:
@@ -226,7 +231,8 @@ def llava(c: Cfg, name: str) -> ModelSpec:
     if kind not in LLAMA_LIKE:
         raise GpuplanError(f"{c.source}: text_config model_type {kind!r} of {c.mt} is not a Llama-shaped decoder "
                            f"gpuplan reads: give {{params: N}} for this model")
-    t = text_config(c, kind, defaults)
+    top = {"tie_word_embeddings": c.flag("tie_word_embeddings", default=_TOP_TIE[c.mt])} if c.mt in _TOP_TIE else None
+    t = text_config(c, kind, defaults, overrides=top)
     vision = vision_params(c, t.int("hidden_size"))
     vision_note(t, c.mt, vision)
     return dataclasses.replace(llama_like(t, name), model_type=c.mt, extra_params=vision, frozen_params=vision)

@@ -77,6 +77,9 @@ _MLLAMA_VISION = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_la
                   "num_channels": 3, "image_size": 448, "patch_size": 14, "max_num_tiles": 4,
                   "vision_output_dim": 7680}
 _MLLAMA_ASPECT_RATIOS = 8  # supported_aspect_ratios' default: 1x1 ... 4x1
+# InternVLVisionConfig defaults (transformers 5.24): InternViT-300M at 448 px
+_INTERNVIT = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
+              "image_size": 448, "patch_size": 14}
 _WRAPPER_KEYS = ("text_config", "vision_config", "model_type", "architectures")
 
 
@@ -289,3 +292,32 @@ def mllama_vision_params(c: Cfg, text_hidden: int) -> int:
              + 2 * (1 + rows * tiles * h) + 4 * h + v.int("num_hidden_layers") * block
              + v.int("num_global_layers", minimum=0) * (block + 2))
     return _checked(c, tower + (v.int("vision_output_dim") + 1) * text_hidden)
+
+
+def _side(v: Cfg, key: str) -> int:
+    """An image or patch size given as one number or as [height, width] (InternVL's)."""
+    value = v.raw(key)
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) and x > 0 for x in value):
+        return value[0]
+    return v.int(key)
+
+
+def internvl_vision_params(c: Cfg, text_hidden: int) -> int:
+    """InternVL (transformers 5.24 modeling_internvl): InternViT (class token, biased patch convolution, learned
+    positions; blocks of two layer-scale vectors, q/k/v — biased with attention_bias, q/k RMSNorms with
+    use_qk_norm —, a biased output projection, a biased MLP and two norms, LayerNorm or RMSNorm by norm_type; no final
+    norm under mean pooling) and the projector: a LayerNorm over the pixel-shuffled features (1/downsample_ratio² ×
+    hidden), then two biased linears to the text width."""
+    v = _vision_cfg(c, _INTERNVIT, "internvl_vision")
+    h, f, L = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    p, side = _side(v, "patch_size"), _side(v, "image_size")
+    norm = 2 * h if v.raw("norm_type", default="layer_norm") == "layer_norm" else h
+    block = (2 * h + 3 * h * h + (3 * h if v.flag("attention_bias", default=False) else 0) + h * h + h
+             + (h * f + f) + (f * h + h) + 2 * norm + (2 * h if v.flag("use_qk_norm", default=False) else 0))
+    tower = h + ((side // p) ** 2 + 1) * h + v.int("num_channels") * p * p * h + h + L * block
+    if not v.flag("use_mean_pooling", default=True):
+        tower += norm
+    ratio = c.number("downsample_ratio", default=0.5)
+    merged = int(round(h / ratio / ratio))
+    projector = 2 * merged + (merged + 1) * text_hidden + (text_hidden + 1) * text_hidden
+    return _checked(c, tower + projector)
