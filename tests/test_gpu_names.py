@@ -115,3 +115,17 @@ def test_a_memory_size_the_card_does_not_have_matches_nothing():
     # a 48 GB RTX 4090 is a modified card, not the catalogue's 24 GB one
     with pytest.raises(GpuplanError, match="unknown GPU 'RTX 4090 48GB'"):
         get_gpu("RTX 4090 48GB")
+
+
+@pytest.mark.parametrize("name, gpu", [
+    # the family's other memory size, nearest the named part in form factor: "A100" alone is the 80 GB SXM part
+    ("A100-40G", "a100-40gb-sxm"), ("A100 40G", "a100-40gb-sxm"), ("A100-PCIE-40G", "a100-40gb-pcie"),
+    ("V100-16G", "v100-16gb"),
+])
+def test_a_memory_size_picks_the_familys_part_of_that_size(name, gpu):
+    assert get_gpu(name).id == gpu
+
+
+def test_a_memory_size_no_part_has_is_still_unknown():
+    with pytest.raises(GpuplanError, match="unknown GPU 'A100 48GB'"):
+        get_gpu("A100 48GB")

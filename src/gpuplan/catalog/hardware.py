@@ -178,14 +178,28 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
 _MEMORY_SIZE = re.compile(r"\b(\d+(?:\.\d+)?)\s*gi?b?\b", re.IGNORECASE)
 
 
+def _family(gid: str) -> str:
+    """A catalogue id without its memory size and form factor: a100-80gb-sxm and a100-40gb-pcie are a100."""
+    return "-".join(p for p in gid.split("-") if not re.fullmatch(r"\d+gb", p) and p not in ("sxm", "pcie", "nvl"))
+
+
 def _with_memory_size(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
     """A name that adds its card's memory size to a catalogue name ('RTX 4090 24GB', 'L40S 48 GB'): the GPU
     the rest names, when its memory is that size within 1 GiB (a datasheet's GB against the catalogue's GiB); a
     size that contradicts it matches nothing."""
     for m in _MEMORY_SIZE.finditer(text):
         gid = names.get(_key(text[:m.start()] + " " + text[m.end():]))
-        if gid is not None and abs(table[gid].memory_bytes / GiB - float(m.group(1))) <= 1.0:
+        if gid is None:
+            continue
+        size = float(m.group(1))
+        if abs(table[gid].memory_bytes / GiB - size) <= 1.0:
             return gid
+        # the name's other memory size ('A100 40G' where 'A100' is the 80 GB part): the sibling of that size,
+        # nearest the named one in form factor (the most id parts in common)
+        family, parts = _family(gid), set(gid.split("-"))
+        sizes = [g for g in table if _family(g) == family and abs(table[g].memory_bytes / GiB - size) <= 1.0]
+        if sizes:
+            return max(sizes, key=lambda g: len(parts & set(g.split("-"))))
     return None
 
 
