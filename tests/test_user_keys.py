@@ -64,3 +64,14 @@ def test_accumulation_steps_make_the_global_batch(layout, gb):
 def test_what_cannot_be_read_is_one_clear_error(training, layout, words):
     with pytest.raises(GpuplanError, match=words):
         _read(training=training, layout=layout)
+
+
+def test_epochs_without_a_dataset_size_are_noted_and_more_spellings_are_read():
+    raw = {"model": "llama-3.1-8b", "hardware": {"accelerator": "A100-40G", "gpus": 8},
+           "training": {"num_train_epochs": 3, "tokens_per_step": "1M", "seq_len": 2048}}
+    sc = parse_scenario(raw)
+    reads = {r[0]: r for r in sc.read_as}
+    assert sc.hardware.gpu.id == "a100-40gb-sxm"
+    assert sc.training.global_batch == 512  # "1M" tokens at 2,048: the power of two it rounds, 512 sequences
+    epochs = reads["training.num_train_epochs"]
+    assert epochs[2] == "not used" and "training.tokens" in epochs[3]

@@ -47,13 +47,14 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
+        **dict.fromkeys(("tokens_per_step", "batch_tokens", "global_batch_size_tokens"), "global_batch_tokens"),
         "optimizer_in_bwd": "optimizer_in_backward",
         "enable_activation_offloading": "activation_offloading",
     },
     "hardware": {
         **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size"), "gpus"),
         **dict.fromkeys(("nproc_per_node", "gpus_per_host"), "gpus_per_node"),
-        "gpu_type": "gpu",
+        **dict.fromkeys(("gpu_type", "gpu_model", "gpu_name", "accelerator"), "gpu"),
         **dict.fromkeys(("num_nodes", "nnodes", "node_count"), "nodes"),
     },
 }

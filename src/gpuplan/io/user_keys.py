@@ -21,6 +21,7 @@ CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_a
 NETWORK = ("interconnect", "network", "inter_node_network")
 SCALE_UP_WORDS = ("nvlink", "nvswitch", "xgmi", "infinity fabric", "pcie")  # a network inside the node
 ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches")
+EPOCHS = ("epochs", "num_train_epochs", "num_epochs", "max_epochs")
 UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters",
           "lr_scheduler", "lr_scheduler_type", "lr_decay_style", "seed", "adam_beta1", "adam_beta2", "betas",
           "adam_epsilon", "adam_eps", "max_grad_norm", "clip_grad", "clip_grad_norm", "gradient_clipping",
@@ -78,6 +79,10 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Read, ...]]:
         for key in [k for k in UNUSED if k in training]:
             reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
                           "an optimizer hyperparameter or logging setting: it changes neither memory nor step time"))
+        for key in [k for k in EPOCHS if k in training]:
+            reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
+                          "epochs count passes over a dataset whose size in tokens the scenario does not give: give "
+                          "training.tokens (epochs × the dataset's tokens) for a time to train"))
         accumulation = [k for k in ACCUMULATION if k in training]
         if accumulation:
             reads.append(_accumulated(training, accumulation[0], hardware, layout))
