@@ -330,3 +330,29 @@ def test_optimizer_and_method_words_mean_their_states(field, word, value):
     assert est["scenario"]["training"][field] == value
     (note,) = _assumed(est, f"training.{field}")
     assert note["given"].lower() == word.lower() and note["value"] == value
+
+
+@pytest.mark.parametrize("word, profile, layout", [
+    # ZeRO-Offload is ZeRO-2 with the optimizer on the CPU (arXiv:2101.06840); ZeRO-Infinity ZeRO-3 with the
+    # parameters offloaded too (arXiv:2104.07857); ZeRO words name DeepSpeed
+    ("ZeRO-Offload", "deepspeed", {"zero": 2, "offload": "optimizer"}),
+    ("ZeRO-Infinity", "deepspeed", {"zero": 3, "offload": "params"}),
+    ("ZeRO-2", "deepspeed", {"zero": 2}),
+    ("DeepSpeed ZeRO-3 + offload", "deepspeed", {"zero": 3, "offload": "optimizer"}),
+    # torch.distributed.fsdp.ShardingStrategy: FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2
+    ("FSDP FULL_SHARD", "pytorch-fsdp", {"zero": 3}),
+    ("FSDP SHARD_GRAD_OP", "pytorch-fsdp", {"zero": 2}),
+    ("FSDP with CPU offload", "pytorch-fsdp", {"offload": "optimizer"}),
+    # a front-end over an engine: the engine runs the step
+    ("HF Trainer + DeepSpeed ZeRO-3", "deepspeed", {"zero": 3}),
+    ("Lightning + DeepSpeed ZeRO-2", "deepspeed", {"zero": 2}),
+])
+def test_sharding_and_offload_words_in_the_framework_name_are_read_into_the_layout(word, profile, layout):
+    sc = make("llama-3.1-8b", "h100-sxm", 16, training={"framework": word})
+    assert sc.training.framework == profile and sc.layout == layout
+    assert {r[0] for r in sc.read_as} >= {f"layout.{k}" for k in layout}
+
+
+def test_a_sharding_word_that_contradicts_the_layout_is_refused():
+    with pytest.raises(GpuplanError, match="names ZeRO stage 3, layout.zero is 1"):
+        make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "FSDP FULL_SHARD"}, layout={"zero": 1})

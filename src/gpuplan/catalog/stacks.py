@@ -116,6 +116,16 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     ``assumed`` with the names that have a profile, never refused (issue 21: a stack without a profile maps to a
     documented one, with a note)."""
     names = {**{f: f for f in FRAMEWORKS}, **_names()}
+    _, _, implied, rest = sharding_words(word)
+    parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
+    named = [n for part in parts if (n := spelling(sharding_words(part)[3], version=True)) in names]
+    engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "generic")] or named
+    stack = engines[0] if engines else (implied if implied is not None and not rest else None)
+    if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
+        found, _ = read_framework(stack)
+        return found, Reading(field="training.framework", given=word, value=found,
+                              rule=f"{word!r} names {stack}, which runs the step (its sharding or offload read into "
+                                   "the layout)")
     close = difflib.get_close_matches(key, names, n=2, cutoff=0.85)
     if len(close) == 1 or (close and names[close[0]] == names[close[1]]):
         found, _ = read_framework(close[0])
@@ -140,10 +150,37 @@ def precision_recipe(word: str, framework: str) -> str | None:
     return row.get("fp8_recipe") if row is not None else None
 
 
+# sharding and offload words inside a framework name, as (pattern, ZeRO stage, offload, the stack they imply):
+# DeepSpeed's ZeRO stages; ZeRO-Offload, ZeRO-2 with the optimizer on the CPU (Ren et al. 2021, arXiv:2101.06840);
+# ZeRO-Infinity, ZeRO-3 with parameters offloaded too (Rajbhandari et al. 2021, arXiv:2104.07857); PyTorch FSDP's
+# sharding strategies (torch.distributed.fsdp.ShardingStrategy: FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2,
+# HYBRID_SHARD = ZeRO-3 inside a node, NO_SHARD = DDP)
+SHARDING_WORDS = ((r"zero[-_\s]?offload", 2, "optimizer", "deepspeed"),
+                  (r"zero[-_\s]?infinity", 3, "params", "deepspeed"),
+                  (r"zero[-_\s]?([0-3])\b", None, None, "deepspeed"), (r"zero\+\+", None, None, "deepspeed"),
+                  (r"full[-_\s]?shard", 3, None, "fsdp"), (r"shard[-_\s]?grad[-_\s]?op", 2, None, "fsdp"),
+                  (r"hybrid[-_\s]?shard", 3, None, "fsdp"), (r"no[-_\s]?shard", 0, None, "fsdp"),
+                  (r"(?:cpu[-_\s]?)?offload(?:ing)?", None, "optimizer", None))
+
+
+def sharding_words(word: str) -> tuple[int | None, str | None, str | None, str]:
+    """(ZeRO stage, offload, the stack the words imply, the word without them) of a ``training.framework`` word
+    ("DeepSpeed ZeRO-3", "ZeRO-Offload", "FSDP FULL_SHARD", "DeepSpeed ZeRO-3 + offload")."""
+    text, stage, offload, stack = word.strip().lower(), None, None, None
+    for pattern, z, off, implied in SHARDING_WORDS:
+        m = re.search(pattern, text)
+        if m is None:
+            continue
+        stage = stage if stage is not None else (int(m.group(1)) if z is None and m.groups() else z)
+        offload, stack = offload or off, stack or implied
+        text = text[:m.start()] + " " + text[m.end():]
+    return stage, offload, stack, re.sub(r"[\s+&,/()-]+", " ", text).strip()
+
+
 def zero_stage(word: str) -> int | None:
-    """The ZeRO stage a ``training.framework`` word names ("DeepSpeed ZeRO-3", "deepspeed_zero2"), or None."""
-    m = re.search(r"zero[-_\s]?([0-3])\b", word.strip().lower())
-    return int(m.group(1)) if m else None
+    """The ZeRO stage a ``training.framework`` word names ("DeepSpeed ZeRO-3", "deepspeed_zero2", "FSDP
+    FULL_SHARD"), or None."""
+    return sharding_words(word)[0]
 
 
 def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:

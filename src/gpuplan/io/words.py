@@ -6,13 +6,10 @@ trains in when the input leaves it open or names no 16-bit format — each read 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import PRECISIONS
-
-if TYPE_CHECKING:
-    from gpuplan.catalog.stacks import Reading as StackReading
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
@@ -78,20 +75,23 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     return tuple(out)
 
 
-def stage_from_framework(word: Any, layout: dict[str, Any]) -> StackReading | None:
-    """A ZeRO stage the ``training.framework`` word names ("DeepSpeed ZeRO-3") set as ``layout.zero`` in place when
-    the layout leaves it open (the user stated it); one that contradicts a given ``layout.zero`` is refused."""
-    from gpuplan.catalog.stacks import Reading as StackReading
-    from gpuplan.catalog.stacks import zero_stage
+def stage_from_framework(word: Any, layout: dict[str, Any]) -> tuple[tuple[str, str, Any, str], ...]:
+    """The ZeRO stage and the offload a ``training.framework`` word names ("DeepSpeed ZeRO-3", "ZeRO-Offload",
+    "FSDP FULL_SHARD"), set in ``layout`` in place where it leaves them open (the user stated them), as readings
+    (field, word, value, rule); a stage that contradicts a given ``layout.zero`` is refused."""
+    from gpuplan.catalog.stacks import sharding_words
 
-    stage = zero_stage(word) if isinstance(word, str) else None
-    if stage is None:
-        return None
-    if "zero" in layout and layout["zero"] != stage:
+    if not isinstance(word, str):
+        return ()
+    stage, offload, _, _ = sharding_words(word)
+    if stage is not None and "zero" in layout and layout["zero"] != stage:
         raise GpuplanError(f"training.framework {word!r} names ZeRO stage {stage}, layout.zero is {layout['zero']}: "
                            "give the stage once")
-    if "zero" in layout:
-        return None
-    layout["zero"] = stage
-    return StackReading(field="layout.zero", given=word, value=str(stage),
-                        rule=f"training.framework {word} names ZeRO stage {stage}")
+    out: list[tuple[str, str, Any, str]] = []
+    if stage is not None and "zero" not in layout:
+        layout["zero"] = stage
+        out.append(("layout.zero", word, stage, f"training.framework {word} names ZeRO stage {stage}"))
+    if offload is not None and "offload" not in layout:
+        layout["offload"] = offload
+        out.append(("layout.offload", word, offload, f"training.framework {word} offloads the {offload} to the CPU"))
+    return tuple(out)
