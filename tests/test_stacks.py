@@ -356,3 +356,17 @@ def test_sharding_and_offload_words_in_the_framework_name_are_read_into_the_layo
 def test_a_sharding_word_that_contradicts_the_layout_is_refused():
     with pytest.raises(GpuplanError, match="names ZeRO stage 3, layout.zero is 1"):
         make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "FSDP FULL_SHARD"}, layout={"zero": 1})
+
+
+@pytest.mark.parametrize("word, precision", [
+    # torch.half, Lightning's 32, Apex AMP's opt levels
+    ("half", "fp16"), ("32", "fp32"), ("O1", "fp16"), ("O2", "fp16"), ("apex O2", "fp16"),
+])
+def test_precision_words_of_older_stacks(word, precision):
+    assert make("llama-3.1-8b", "h100-sxm", 8, training={"precision": word}).training.precision == precision
+
+
+@pytest.mark.parametrize("word, impl", [("adamw_hf", "foreach"), ("adamw_apex_fused", "fused")])
+def test_trainer_optimizer_names(word, impl):
+    tr = make("llama-3.1-8b", "h100-sxm", 8, training={"optimizer": word}).training
+    assert (tr.optimizer, tr.optimizer_impl) == ("adamw", impl)
