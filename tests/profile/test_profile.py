@@ -85,6 +85,15 @@ def test_pipeline_parallel_is_refused_with_a_clear_message():
     assert out.returncode == 2 and "set pp, cp and ep to 1" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("flag", ["--optimizer-in-backward", "--activation-offloading"])
+def test_a_step_the_trial_does_not_run_is_refused_by_name(flag):
+    pytest.importorskip("torch")
+    out = _cli("profile", "--model", TINY, "--gpu", "h100-sxm", "--device", "cpu", "--nproc", "1", flag, "true",
+               "--no-store")
+    assert out.returncode == 2 and "drop training.optimizer_in_backward" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_run_is_recorded_in_the_store(cpu_run):
     rep, store = cpu_run
     runs = Store(store).runs()
