@@ -62,3 +62,15 @@ def test_the_planner_searches_only_what_it_can_run():
     assert res.candidates
     for c in res.candidates:
         assert c.layout.pp == 1 and c.layout.dp * c.layout.micro_batch == 16
+
+
+def test_a_plan_takes_a_fine_tunes_batch_and_exports_say_what_they_cannot_write():
+    from gpuplan.export import export
+
+    sc = make(training={"optimizer_in_backward": True, "seq_len": 2048})
+    res = plan_scenario(sc, max_gpus=8).result
+    assert res.candidates[0].layout.dp * res.candidates[0].layout.micro_batch == 32  # torchtune's batch of 32
+    est = evaluate(make(gpus=8, training={"optimizer_in_backward": True, "tokens": 1e8},
+                        layout={"micro_batch": 1})).to_json()
+    ex = export(est, "accelerate")
+    assert any("optimizer_in_backward" in n and "is not written" in n for n in ex.notes)

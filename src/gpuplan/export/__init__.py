@@ -54,6 +54,12 @@ def export(est: dict, target: str, model: Any = None, *, via: str | None = None,
     on the planned nodes; ``device`` cpu makes that a CPU dry run (torchrun only). Formats with comments
     (YAML, TOML, shell) carry the notes in the text, after the header; JSON cannot."""
     ex = _make(est, target, model, via, device)
+    tr = (est.get("scenario") or {}).get("training") or {}
+    unsaid = [k for k in ("optimizer_in_backward", "activation_offloading") if tr.get(k)]
+    if unsaid:  # torchtune's switches: none of the targets carries them
+        ex = replace(ex, notes=(*ex.notes, f"{' and '.join(unsaid)} (torchtune's optimizer_in_bwd / "
+                                           f"enable_activation_offloading) is not written: {target} has no such "
+                                           "setting; the estimate assumed it"))
     mem = est.get("memory") or {}
     if mem and not mem.get("fits", True):
         over = (mem["total"] - mem["capacity"]) / GiB

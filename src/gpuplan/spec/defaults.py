@@ -48,8 +48,9 @@ FINE_TUNE_TOKENS = 1e9
 
 
 def is_fine_tune(training: Training) -> bool:
-    """An adapter run (LoRA/QLoRA), or a full-parameter run of at most ``FINE_TUNE_TOKENS``."""
-    if training.method != "full":
+    """An adapter run (LoRA/QLoRA), a run with the optimizer in backward (torchtune's fine-tuning recipes), or a
+    full-parameter run of at most ``FINE_TUNE_TOKENS``."""
+    if training.method != "full" or training.optimizer_in_backward:
         return True
     return training.tokens is not None and training.tokens <= FINE_TUNE_TOKENS
 
