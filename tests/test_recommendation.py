@@ -144,3 +144,15 @@ def test_beside_a_deadline_answer_the_alternative_is_the_equilibrium_not_a_run_p
     assert alt["gpus"] == res["equilibrium"]["gpus"] > rec["gpus"]
     assert alt["efficiency"] >= 0.8 and alt["speedup"] > 1
     assert f"the compute equilibrium, {alt['gpus']}× h100-sxm" in rec["text"] and "the fastest" not in rec["text"]
+
+
+def test_speeds_within_one_percent_are_one_speed_and_the_cheapest_of_them_is_recommended():
+    # an open GPU type: B300 (no catalogue price) is 0.4 % faster than B200 here, below the model's resolution
+    from gpuplan.spec.defaults import SAME_SPEED
+
+    res = gpuplan.plan(model="llama-3.1-8b", method="lora", tokens="20M", seq_len=2048, framework="torchtune").result
+    best = res.ranked[0]
+    top = max(c.tokens_per_s for c in res.ranked)
+    near = [c for c in res.ranked if c.tokens_per_s >= top * (1 - SAME_SPEED)]
+    assert len(near) > 1 and best in near
+    assert best.usd is not None and best.usd == min(c.usd for c in near if c.usd is not None)

@@ -116,9 +116,10 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     ``assumed`` with the names that have a profile, never refused (issue 21: a stack without a profile maps to a
     documented one, with a note)."""
     names = {**{f: f for f in FRAMEWORKS}, **_names()}
-    _, _, implied, rest = sharding_words(word)
+    words = sharding_words(word)
+    implied, rest = words.stack, words.rest
     parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
-    named = [n for part in parts if (n := spelling(sharding_words(part)[3], version=True)) in names]
+    named = [n for part in parts if (n := spelling(sharding_words(part).rest, version=True)) in names]
     engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "generic")] or named
     stack = engines[0] if engines else (implied if implied is not None and not rest else None)
     if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
@@ -163,9 +164,20 @@ SHARDING_WORDS = ((r"zero[-_\s]?offload", 2, "optimizer", "deepspeed"),
                   (r"(?:cpu[-_\s]?)?offload(?:ing)?", None, "optimizer", None))
 
 
-def sharding_words(word: str) -> tuple[int | None, str | None, str | None, str]:
-    """(ZeRO stage, offload, the stack the words imply, the word without them) of a ``training.framework`` word
-    ("DeepSpeed ZeRO-3", "ZeRO-Offload", "FSDP FULL_SHARD", "DeepSpeed ZeRO-3 + offload")."""
+@dataclass(frozen=True, slots=True)
+class Sharding:
+    """What a ``training.framework`` word says of the sharding: the ZeRO stage, the offload, the stack the words
+    imply, and the word without them."""
+
+    stage: int | None
+    offload: str | None
+    stack: str | None
+    rest: str
+
+
+def sharding_words(word: str) -> Sharding:
+    """The sharding a ``training.framework`` word names ("DeepSpeed ZeRO-3", "ZeRO-Offload", "FSDP FULL_SHARD",
+    "DeepSpeed ZeRO-3 + offload")."""
     text, stage, offload, stack = word.strip().lower(), None, None, None
     for pattern, z, off, implied in SHARDING_WORDS:
         m = re.search(pattern, text)
@@ -174,13 +186,13 @@ def sharding_words(word: str) -> tuple[int | None, str | None, str | None, str]:
         stage = stage if stage is not None else (int(m.group(1)) if z is None and m.groups() else z)
         offload, stack = offload or off, stack or implied
         text = text[:m.start()] + " " + text[m.end():]
-    return stage, offload, stack, re.sub(r"[\s+&,/()-]+", " ", text).strip()
+    return Sharding(stage, offload, stack, re.sub(r"[\s+&,/()-]+", " ", text).strip())
 
 
 def zero_stage(word: str) -> int | None:
     """The ZeRO stage a ``training.framework`` word names ("DeepSpeed ZeRO-3", "deepspeed_zero2", "FSDP
     FULL_SHARD"), or None."""
-    return sharding_words(word)[0]
+    return sharding_words(word).stage
 
 
 def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:

@@ -83,7 +83,8 @@ def stage_from_framework(word: Any, layout: dict[str, Any]) -> tuple[tuple[str, 
 
     if not isinstance(word, str):
         return ()
-    stage, offload, _, _ = sharding_words(word)
+    said = sharding_words(word)
+    stage, offload = said.stage, said.offload
     if stage is not None and "zero" in layout and layout["zero"] != stage:
         raise GpuplanError(f"training.framework {word!r} names ZeRO stage {stage}, layout.zero is {layout['zero']}: "
                            "give the stage once")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.report.render import estimate_json
 from gpuplan.report.words import PART_WORDS, parts_in_words, rejection_text
-from gpuplan.spec.defaults import assumed, searched_fields
+from gpuplan.spec.defaults import SAME_SPEED, assumed, searched_fields
 from gpuplan.units import GiB, fmt_duration, fmt_usd
 
 if TYPE_CHECKING:  # the result types only: report never runs the search
@@ -98,7 +98,7 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
             else f"{head}, within the compute equilibrium ({r.objective} ranks inside it)"
     fast = r.fastest
     if fast is not None and (fast.gpu, fast.gpus, fast.layout) != (best.gpu, best.gpus, best.layout) \
-            and fast.tokens_per_s > best.tokens_per_s:
+            and fast.tokens_per_s > best.tokens_per_s * (1 + SAME_SPEED):  # one speed to the model: not named
         out["fastest"] = _beside(best, fast)
         shown, label = out["fastest"], "the fastest"
         if r.rule != "equilibrium" and out["fastest"]["efficiency"] < r.options.threshold:

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.search.enumerate import Candidate
+from gpuplan.spec.defaults import SAME_SPEED
 
 
 def usd_per_token(c: Candidate) -> float:
@@ -29,7 +30,13 @@ def choose(cands: list[Candidate], objective: str, deadline_s: float | None, bud
     def cost_key(c: Candidate) -> float:
         return c.usd if c.usd is not None else usd_per_token(c)
 
-    return sorted(pool, key=cost_key if objective == "cost" else (lambda c: -c.tokens_per_s))
+    if objective == "cost":
+        return sorted(pool, key=cost_key)
+    ranked = sorted(pool, key=lambda c: -c.tokens_per_s)
+    # throughputs within SAME_SPEED of the fastest are one speed to the model: the cheapest first, unpriced last
+    near = [c for c in ranked if ranked and c.tokens_per_s >= ranked[0].tokens_per_s * (1 - SAME_SPEED)]
+    return sorted(near, key=cost_key) + ranked[len(near):]
+
 
 
 # ``--objective cost`` without a deadline: the cheapest run that finishes within this horizon. A

@@ -47,6 +47,11 @@ FINE_TUNE_BATCH = 32
 FINE_TUNE_TOKENS = 1e9
 
 
+# Throughputs within 1 % are one speed to the model (its kernel and collective tables are 5-10 % accurate:
+# `gpuplan validate --components`): the planner ranks such ties by cost, and names no "faster" alternative in them
+SAME_SPEED = 0.01
+
+
 def is_fine_tune(training: Training) -> bool:
     """An adapter run (LoRA/QLoRA), a run with the optimizer in backward (torchtune's fine-tuning recipes), or a
     full-parameter run of at most ``FINE_TUNE_TOKENS``."""
