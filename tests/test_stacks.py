@@ -370,3 +370,16 @@ def test_precision_words_of_older_stacks(word, precision):
 def test_trainer_optimizer_names(word, impl):
     tr = make("llama-3.1-8b", "h100-sxm", 8, training={"optimizer": word}).training
     assert (tr.optimizer, tr.optimizer_impl) == ("adamw", impl)
+
+
+@pytest.mark.parametrize("word, profile", [
+    # the publisher before the name, a note in brackets after it, the words in another order, one of its words
+    ("Microsoft DeepSpeed", "deepspeed"), ("NVIDIA Megatron-LM", "megatron-lm"), ("Meta torchtitan", "torchtitan"),
+    ("Hugging Face nanotron", "nanotron"), ("MosaicML LLM Foundry", "pytorch-fsdp"), ("Axolotl (FSDP)", "pytorch-fsdp"),
+    ("Megatron-Core (MCore)", "megatron-core"), ("DeepSpeed-Megatron", "megatron-lm"), ("GPT-NeoX (DeepSpeed)",
+                                                                                          "megatron-lm"),
+    # an everyday word that is also a stack's alias names nothing alone
+    ("our internal trainer", "generic"), ("custom PyTorch trainer", "generic"),
+])
+def test_a_stack_named_as_run_descriptions_write_it(word, profile):
+    assert read_framework(word)[0] == profile

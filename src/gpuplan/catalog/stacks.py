@@ -110,6 +110,32 @@ def read_framework(word: str) -> tuple[str, Reading | None]:
     return row["profile"], Reading(field="training.framework", given=word, value=row["profile"], rule=rule)
 
 
+# who publishes a stack, as run descriptions prefix its name ("Microsoft DeepSpeed", "NVIDIA Megatron-LM")
+VENDORS = ("hugging face", "huggingface", "microsoft", "nvidia", "meta", "facebook", "mosaicml", "mosaic ml",
+           "pytorch", "google", "eleutherai", "databricks", "bytedance", "alibaba")
+
+
+# names of stacks that are also everyday words of a run's description: one of them alone names nothing
+COMMON_WORDS = ("trainer", "transformers", "pytorch", "fabric", "hf", "tf", "mosaic", "swift", "fsdp")
+
+
+def _named(text: str, names: dict[str, str]) -> str | None:
+    """The catalogued name ``text`` gives, read as run descriptions write one: with its publisher before it, a
+    note in brackets after it ("Axolotl (FSDP)"), its words in another order ("DeepSpeed-Megatron") or as one
+    of its words ("JAX/Pax", "OPT metaseq")."""
+    text = re.sub(r"\(.*?\)", " ", text.lower())
+    for vendor in VENDORS:
+        text = re.sub(rf"\b{vendor}\b", " ", text)
+    key = spelling(text, version=True)
+    if key in names:
+        return key
+    words = [w for w in re.split(r"[-\s/]+", key) if w]
+    by_words = {frozenset(n.split("-")): n for n in names}
+    if frozenset(words) in by_words:
+        return by_words[frozenset(words)]
+    return next((w for w in words if w in names and w not in COMMON_WORDS), None)
+
+
 def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     """A stack not in the catalogue: a misspelling of a name it has (one close spelling) is read as that name;
     any other (a loop of one's own, a framework not catalogued) runs as the typical stack, ``generic`` — said under
@@ -119,14 +145,16 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     words = sharding_words(word)
     implied, rest = words.stack, words.rest
     parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
-    named = [n for part in parts if (n := spelling(sharding_words(part).rest, version=True)) in names]
+    named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest, names))
+             is not None]
     engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "generic")] or named
     stack = engines[0] if engines else (implied if implied is not None and not rest else None)
     if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
         found, _ = read_framework(stack)
+        how = (", its sharding or offload into the layout" if words.stage is not None or words.offload else "") + \
+            (f"; of the stacks it names, {stack} runs the step" if len(set(named)) > 1 else "")
         return found, Reading(field="training.framework", given=word, value=found,
-                              rule=f"{word!r} names {stack}, which runs the step (its sharding or offload read into "
-                                   "the layout)")
+                              rule=f"{word!r} read as {stack} ({found}){how}")
     close = difflib.get_close_matches(key, names, n=2, cutoff=0.85)
     if len(close) == 1 or (close and names[close[0]] == names[close[1]]):
         found, _ = read_framework(close[0])
