@@ -285,3 +285,26 @@ def test_params_with_head_counts() -> None:
 def test_params_with_impossible_head_counts_is_one_clear_error(hints, words) -> None:
     with pytest.raises(GpuplanError, match=re.escape(words)):
         load_model({"params": 7e9, **hints})
+
+
+@pytest.mark.parametrize("ref, mid, why", [
+    # a checkpoint's variant or quantized-format suffix, an Ollama tag: the same shapes to train, said so
+    ("Llama-3.1-405B-Instruct-FP8", "llama-3.1-405b", "FP8 changes no shape"),
+    ("Qwen2.5-72B-Instruct-AWQ", "qwen2.5-72b", "AWQ changes no shape"),
+    ("llama-3.1-8b-bnb-4bit", "llama-3.1-8b", "bnb-4bit changes no shape"),
+    ("llama3.1:8b", "llama-3.1-8b", "an Ollama-style tag"),
+])
+def test_a_checkpoint_name_with_a_variant_suffix_is_its_model(ref, mid, why):
+    from gpuplan.catalog.models import load_model
+
+    m = load_model(ref)
+    assert (m.name, m.params) == (load_model(mid).name, load_model(mid).params)
+    assert any(f"read as {mid}: {why}" in a for a in m.assumed)
+
+
+def test_a_name_that_is_still_unknown_after_its_suffix_is_dropped_is_refused():
+    from gpuplan.catalog.models import load_model
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="unknown model 'nonexistent-model-chat'"):
+        load_model("nonexistent-model-chat")

@@ -112,6 +112,30 @@ def _unknown(ref: str) -> GpuplanError:
 
 
 # ---- entry point -----------------------------------------------------------------------------
+# what a checkpoint's name adds to its model's: a chat or instruction tune, or a quantized format for inference —
+# the same shapes to train (an Ollama tag's "name:size" is "name-size")
+_VARIANT_SUFFIX = re.compile(r"[-_](instruct|chat|it|base|hf|fp8|fp16|bf16|awq|gptq|gguf|int4|int8|w4a16|w8a8|"
+                             r"bnb[-_]4bit|4bit|8bit)$", re.IGNORECASE)
+
+
+def _variant_of(ref: str) -> tuple[str, str] | None:
+    """(catalogue id, why) of a checkpoint name the catalogue knows once its variant suffixes are dropped
+    ("Llama-3.1-405B-Instruct-FP8", "llama3.1:8b"), else None."""
+    s, dropped = ref.strip().replace(":", "-"), []
+    for _ in range(4):
+        key = _lookup().get(s.lower()) or _lookup().get(_loose(s))
+        if key is not None:
+            why = (f"{' and '.join(dropped)} {'changes' if len(dropped) == 1 else 'change'} no shape" if dropped
+                   else "an Ollama-style tag")
+            return key, why
+        m = _VARIANT_SUFFIX.search(s)
+        if m is None:
+            return None
+        dropped.insert(0, m.group(1))
+        s = s[:m.start()]
+    return None
+
+
 def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
     """Resolve a catalogue id/alias, a config.json path or folder, an inline mapping or ``{params: N}``."""
     if isinstance(ref, ModelSpec):
@@ -125,11 +149,15 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
             raise GpuplanError("empty model reference: give a catalogue id (e.g. llama-3.1-8b), a path "
                                "or {params: N}")
         mid = (_lookup().get(s.lower()) or _lookup().get(_loose(s))) if isinstance(ref, str) else None
+        variant = _variant_of(s) if isinstance(ref, str) and not mid else None
         p = Path(s).expanduser()
         from gpuplan.catalog.user_models import user_model
 
         if mid:
             spec = _from_catalog(mid)
+        elif variant is not None:
+            spec = dataclasses.replace(_from_catalog(variant[0]), assumed=(*_from_catalog(variant[0]).assumed,
+                                       f"model {s!r} read as {variant[0]}: {variant[1]}"))
         elif isinstance(ref, str) and (user := user_model(s)) is not None:
             spec = user
         elif is_path(s):
