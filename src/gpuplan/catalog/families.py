@@ -254,7 +254,8 @@ def mllama(c: Cfg, name: str) -> ModelSpec:
     gates = [Weight(name=g, shape=(1,), group="attention", bias=True) for g in ("cross_attn_attn_gate",
                                                                                  "cross_attn_mlp_gate")]
     cross_block = block + nrm("cross_attn.q_norm", base.head_dim) + nrm("cross_attn.k_norm", base.head_dim) + gates
-    layers = groups([(cross_block if i in set(cross) else block, False) for i in range(base.n_layers)])
+    crossing = set(cross)
+    layers = groups([(cross_block if i in crossing else block, False) for i in range(base.n_layers)])
     vocab_rows = emb("embed_tokens", base.vocab + 8, base.hidden)
     vision = mllama_vision_params(c, base.hidden)
     vision_note(t, "mllama", vision)

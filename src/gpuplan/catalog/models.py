@@ -156,8 +156,8 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
         if mid:
             spec = _from_catalog(mid)
         elif variant is not None:
-            spec = dataclasses.replace(_from_catalog(variant[0]), assumed=(*_from_catalog(variant[0]).assumed,
-                                       f"model {s!r} read as {variant[0]}: {variant[1]}"))
+            base = _from_catalog(variant[0])
+            spec = dataclasses.replace(base, assumed=(*base.assumed, f"model {s!r} read as {variant[0]}: {variant[1]}"))
         elif isinstance(ref, str) and (user := user_model(s)) is not None:
             spec = user
         elif is_path(s):

@@ -119,20 +119,32 @@ VENDORS = ("hugging face", "huggingface", "microsoft", "nvidia", "meta", "facebo
 COMMON_WORDS = ("trainer", "transformers", "pytorch", "fabric", "hf", "tf", "mosaic", "swift", "fsdp")
 
 
-def _named(text: str, names: dict[str, str]) -> str | None:
+@cache
+def _all_names() -> dict[str, str]:
+    """Every name ``training.framework`` accepts as it is (profiles, stacks, their aliases) → profile or stack."""
+    return {**{f: f for f in FRAMEWORKS}, **_names()}
+
+
+@cache
+def _names_by_words() -> dict[frozenset[str], str]:
+    """The accepted names by the set of their words ("megatron-deepspeed" as {megatron, deepspeed})."""
+    return {frozenset(n.split("-")): n for n in _all_names()}
+
+
+def _named(text: str) -> str | None:
     """The catalogued name ``text`` gives, read as run descriptions write one: with its publisher before it, a
     note in brackets after it ("Axolotl (FSDP)"), its words in another order ("DeepSpeed-Megatron") or as one
     of its words ("JAX/Pax", "OPT metaseq")."""
     text = re.sub(r"\(.*?\)", " ", text.lower())
     for vendor in VENDORS:
         text = re.sub(rf"\b{vendor}\b", " ", text)
+    names = _all_names()
     key = spelling(text, version=True)
     if key in names:
         return key
     words = [w for w in re.split(r"[-\s/]+", key) if w]
-    by_words = {frozenset(n.split("-")): n for n in names}
-    if frozenset(words) in by_words:
-        return by_words[frozenset(words)]
+    if frozenset(words) in _names_by_words():
+        return _names_by_words()[frozenset(words)]
     return next((w for w in words if w in names and w not in COMMON_WORDS), None)
 
 
@@ -141,11 +153,11 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     any other (a loop of one's own, a framework not catalogued) runs as the typical stack, ``generic`` — said under
     ``assumed`` with the names that have a profile, never refused (issue 21: a stack without a profile maps to a
     documented one, with a note)."""
-    names = {**{f: f for f in FRAMEWORKS}, **_names()}
+    names = _all_names()
     words = sharding_words(word)
     implied, rest = words.stack, words.rest
     parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
-    named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest, names))
+    named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest))
              is not None]
     engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "generic")] or named
     stack = engines[0] if engines else (implied if implied is not None and not rest else None)
@@ -215,12 +227,6 @@ def sharding_words(word: str) -> Sharding:
         offload, stack = offload or off, stack or implied
         text = text[:m.start()] + " " + text[m.end():]
     return Sharding(stage, offload, stack, re.sub(r"[\s+&,/()-]+", " ", text).strip())
-
-
-def zero_stage(word: str) -> int | None:
-    """The ZeRO stage a ``training.framework`` word names ("DeepSpeed ZeRO-3", "deepspeed_zero2", "FSDP
-    FULL_SHARD"), or None."""
-    return sharding_words(word).stage
 
 
 def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:

@@ -1,7 +1,7 @@
 """Keys of a scenario as users write them that are not gpuplan's own, read as what they mean before the sections are
 checked (io/scenario.py): a gradient-checkpointing switch (Hugging Face ``gradient_checkpointing``, torchtune
 ``enable_activation_checkpointing``) as ``layout.recompute``, ``fsdp: true`` as ZeRO-3, a network as
-``hardware.scale_out``, gradient accumulation steps as the global batch they make, and the optimizer's
+the fabric it names, gradient accumulation steps as the global batch they make, and the optimizer's
 hyperparameters (learning rate, schedule, clipping, logging) — which change neither memory nor step time — set aside.
 Each reading is listed under ``assumed`` (Scenario.read_as), never silent."""
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
-from gpuplan.io.schema import KEY_ALIASES
+from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
 
@@ -19,7 +20,6 @@ Read = tuple[str, str, Any, str]  # (field, word given, value, rule): Scenario.r
 
 CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_activation_checkpointing")
 NETWORK = ("interconnect", "network", "inter_node_network")
-SCALE_UP_WORDS = ("nvlink", "nvswitch", "xgmi", "infinity fabric", "pcie")  # a network inside the node
 ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches")
 EPOCHS = ("epochs", "num_train_epochs", "num_epochs", "max_epochs")
 UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters",
@@ -28,10 +28,13 @@ UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warm
           "logging_steps", "log_interval", "save_steps", "save_interval", "eval_steps", "eval_interval")
 
 
-def _get(section: dict, key: str) -> Any:
-    """``key``'s value in a raw section, under its own name or a framework's spelling (schema.KEY_ALIASES)."""
-    names = {key} | {a for part in KEY_ALIASES.values() for a, k in part.items() if k == key}
-    return next((section[n] for n in names if section.get(n) is not None), None)
+def _fabric_kind(value: Any) -> str:
+    """Where a network a run names sits, by the fabric catalogue's own kind (NVLink inside a node, InfiniBand
+    between nodes); one it does not resolve alone ("InfiniBand": the GPU's own generation) is between nodes."""
+    try:
+        return get_fabric(value).kind if isinstance(value, str) else "scale_out"
+    except GpuplanError:
+        return "scale_out"
 
 
 def _switch(value: Any, key: str) -> bool:
@@ -69,8 +72,8 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Read, ...]]:
     if isinstance(hardware, dict):
         for key in [k for k in NETWORK if k in hardware]:
             value = hardware.pop(key)
-            inside = isinstance(value, str) and any(w in value.lower() for w in SCALE_UP_WORDS)
-            field = "scale_up" if inside else "scale_out"
+            field = _fabric_kind(value)
+            inside = field == "scale_up"
             if hardware.get(field) is None:
                 hardware[field] = value
                 reads.append((f"hardware.{field}", f"{key}: {value}", value,
@@ -96,12 +99,14 @@ def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Read:
     steps = parse_count(training.pop(key), f"training.{key}")
     if steps != int(steps) or steps < 1:
         raise GpuplanError(f"training.{key} must be a whole number of micro-batches per step, got {steps}")
-    lay, hw = layout if isinstance(layout, dict) else {}, hardware if isinstance(hardware, dict) else {}
-    mb, dp = _get(lay, "micro_batch"), _get(lay, "dp")
-    if dp is None and isinstance(_get(hw, "gpus"), int):
-        split = math.prod(int(_get(lay, k) or 1) for k in ("tp", "pp", "cp"))
-        dp = _get(hw, "gpus") // split if _get(hw, "gpus") % split == 0 else None
-    if _get(training, "global_batch") is not None:
+    # the sections under gpuplan's keys (a framework's spelling read as it: schema.own_keys)
+    lay, hw, tr = (own_keys(part, KEY_ALIASES[name], f"{name}.{{}}") if isinstance(part, dict) else {}
+                   for name, part in (("layout", layout), ("hardware", hardware), ("training", training)))
+    mb, dp, gpus = lay.get("micro_batch"), lay.get("dp"), hw.get("gpus")
+    if dp is None and isinstance(gpus, int):
+        split = math.prod(int(lay.get(k) or 1) for k in ("tp", "pp", "cp"))
+        dp = gpus // split if gpus % split == 0 else None
+    if tr.get("global_batch") is not None:
         raise GpuplanError(f"training.{key} and training.global_batch are both given: give one of them")
     if not isinstance(mb, int) or not isinstance(dp, int):
         raise GpuplanError(f"training.{key} makes the global batch only with the micro-batch and the data-parallel "

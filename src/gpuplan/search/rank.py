@@ -34,7 +34,7 @@ def choose(cands: list[Candidate], objective: str, deadline_s: float | None, bud
         return sorted(pool, key=cost_key)
     ranked = sorted(pool, key=lambda c: -c.tokens_per_s)
     # throughputs within SAME_SPEED of the fastest are one speed to the model: the cheapest first, unpriced last
-    near = [c for c in ranked if ranked and c.tokens_per_s >= ranked[0].tokens_per_s * (1 - SAME_SPEED)]
+    near = [c for c in ranked if c.tokens_per_s >= ranked[0].tokens_per_s * (1 - SAME_SPEED)]
     return sorted(near, key=cost_key) + ranked[len(near):]
 
 
