@@ -79,6 +79,11 @@ def _lookup() -> dict[str, str]:
     return table
 
 
+def _find(s: str) -> str | None:
+    """The catalogue id a spelling names (exact, then loose), else None."""
+    return _lookup().get(s.lower()) or _lookup().get(_loose(s))
+
+
 @functools.cache
 def _from_catalog(mid: str) -> ModelSpec:
     cfg = _read_json(CATALOG / f"{mid}.json", f"catalogue config for '{mid}'")
@@ -123,7 +128,7 @@ def _variant_of(ref: str) -> tuple[str, str] | None:
     ("Llama-3.1-405B-Instruct-FP8", "llama3.1:8b"), else None."""
     s, dropped = ref.strip().replace(":", "-"), []
     for _ in range(4):
-        key = _lookup().get(s.lower()) or _lookup().get(_loose(s))
+        key = _find(s)
         if key is not None:
             why = (f"{' and '.join(dropped)} {'changes' if len(dropped) == 1 else 'change'} no shape" if dropped
                    else "an Ollama-style tag")
@@ -148,7 +153,7 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
         if not s:
             raise GpuplanError("empty model reference: give a catalogue id (e.g. llama-3.1-8b), a path "
                                "or {params: N}")
-        mid = (_lookup().get(s.lower()) or _lookup().get(_loose(s))) if isinstance(ref, str) else None
+        mid = _find(s) if isinstance(ref, str) else None
         variant = _variant_of(s) if isinstance(ref, str) and not mid else None
         p = Path(s).expanduser()
         from gpuplan.catalog.user_models import user_model

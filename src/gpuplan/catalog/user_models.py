@@ -18,13 +18,13 @@ def _key(s: str) -> str:
 @cache
 def _built(path: str) -> dict[str, tuple[dict, ModelSpec]]:
     """id and aliases (lower-case) → (row, spec) for the models of the catalogue file at ``path``."""
-    from gpuplan.catalog.models import _from_mapping, _lookup, _loose
+    from gpuplan.catalog.models import _find, _from_mapping
 
     out: dict[str, tuple[dict, ModelSpec]] = {}
     for i, (mid, row, config) in enumerate(load_user(path).models):
         where = f"{path}: models[{i}] ({mid})"
         for n in (mid, *row["aliases"]):
-            if _key(n) in _lookup() or _loose(n) in _lookup() or _key(n) in out:
+            if _find(_key(n)) is not None or _key(n) in out:
                 raise GpuplanError(f"{where}: the model name {n!r} is already taken (built-in or earlier entry): "
                                    "choose another id")
         try:
@@ -68,10 +68,10 @@ def check_active() -> None:
 def catalogue_id(ref: str) -> str:
     """The catalogue id that ``ref`` names (id, name, Hugging Face repo or alias), looked up in the
     catalogue only — never on disk; else the unknown-model error ``load_model`` gives."""
-    from gpuplan.catalog.models import _lookup, _loose, _unknown
+    from gpuplan.catalog.models import _find, _unknown
 
     s = ref.strip()
-    mid = _lookup().get(s.lower()) or _lookup().get(_loose(s))
+    mid = _find(s)
     if mid is None:
         if user_model(s) is not None:  # the user catalogue's (--catalog / $GPUPLAN_CATALOG)
             return s
