@@ -17,7 +17,7 @@ from gpuplan.api import plan_scenario
 from gpuplan.catalog.frameworks import first_refusal, get_framework
 from gpuplan.io.options import targets
 from gpuplan.model.estimate import assess
-from gpuplan.model.memory import verdict, worst_stage
+from gpuplan.model.memory import cuda_graph_allowance, verdict, worst_stage
 from gpuplan.search import space
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, ZERO_GROUP, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Search, default_global_batch, search_types
@@ -61,11 +61,12 @@ class Exhaustive:
         if rule is not None:
             return Rejection(Reason.FRAMEWORK, framework=self.tr.framework, rule=rule.rule, detail=rule.why)
         peak = worst_stage(self.sc.model, self.tr, lay, self.sc.corrections)
-        v = verdict(peak.total, peak.states.cpu_offload, hw, self.tr, self.sc.corrections, lay.tp > 1 or lay.pp > 1)
+        v = verdict(peak.total, peak.states.cpu_offload, hw, self.tr, self.sc.corrections, lay.tp > 1 or lay.pp > 1,
+                    cuda_graph_allowance(self.sc.model, self.tr, lay.pp))
         if not v.host_ok:
             return OUT_OF_HOST_MEMORY
         if not v.fits:
-            self.misses.append((v.high - v.usable, lay, hw))
+            self.misses.append((v.upper - v.usable, lay, hw))
             return OUT_OF_MEMORY
         return "fits"
 
@@ -127,12 +128,12 @@ scenario = st.fixed_dictionaries({
     "seq": st.sampled_from([256, 2048, 8192]), "batch": st.sampled_from([1, 6, 16, 64]),
     "method": st.sampled_from(["full", "full", "lora"]), "precision": st.sampled_from(["bf16", "bf16", "fp8"]),
     "layout": st.sampled_from(LAYOUTS), "host": st.sampled_from([None, None, 64e9]),
-    "headroom": st.sampled_from([0.0, 0.05, 0.3])})
+    "headroom": st.sampled_from([0.0, 0.05, 0.3]), "graphs": st.sampled_from(["none", "none", "layer", "full"])})
 
 
 def _scenario(c):
     training = {"seq_len": c["seq"], "global_batch": c["batch"], "tokens": 1e9, "framework": c["framework"],
-                "method": c["method"], "headroom": c["headroom"],
+                "method": c["method"], "headroom": c["headroom"], "cuda_graphs": c["graphs"],
                 "precision": c["precision"] if c["gpus"][0] == "h100-sxm" else "bf16"}
     hardware = {"host_memory": c["host"]} if c["host"] else {}
     return make(c["model"], c["gpus"][0], None, training=training, hardware=hardware, layout=c["layout"])

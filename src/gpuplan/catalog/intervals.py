@@ -67,6 +67,11 @@ def point_estimates() -> Iterator[None]:
         _off.pop()
 
 
+def intervals_on() -> bool:
+    """Whether answers carry intervals here (False inside ``point_estimates``)."""
+    return not _off[-1]
+
+
 def spread(kind: str, framework: str, architecture: str, gpus: int, gpus_per_node: int,
            model_parallel: bool = False) -> Spread | None:
     """The 80 % spread of ``kind`` ("throughput" or "memory") for a run: the finest regime with enough held-out

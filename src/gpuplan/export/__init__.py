@@ -60,6 +60,10 @@ def export(est: dict, target: str, model: Any = None, *, via: str | None = None,
         ex = replace(ex, notes=(*ex.notes, f"{' and '.join(unsaid)} (torchtune's optimizer_in_bwd / "
                                            f"enable_activation_offloading) is not written: {target} has no such "
                                            "setting; the estimate assumed it"))
+    if tr.get("cuda_graphs", "none") != "none":  # no target here carries the switch
+        ex = replace(ex, notes=(*ex.notes, f"training.cuda_graphs ({tr['cuda_graphs']}) is not written: set it in "
+                                           f"{target}'s own switches (Megatron: --cuda-graph-impl); the estimate "
+                                           "assumed it"))
     mem = est.get("memory") or {}
     if mem and not mem.get("fits", True):
         over = (mem["total"] - mem["capacity"]) / GiB

@@ -114,6 +114,27 @@ def _bool(value: Any, key: str) -> bool:
     raise GpuplanError(f"{key} must be true or false, got {value!r}")
 
 
+# how Megatron-LM, NeMo and Megatron Bridge spell their CUDA-graph switches (--cuda-graph-impl local |
+# transformer_engine | full_iteration, the older --cuda-graph-scope, enable_cuda_graph / external_cuda_graph: true)
+_CUDA_GRAPH_WORDS = {
+    **dict.fromkeys(("none", "off", "false", "no", "disabled"), "none"),
+    **dict.fromkeys(("layer", "true", "on", "yes", "local", "transformer_engine", "te", "per-layer", "per_layer",
+                     "scoped", "attn", "mlp", "moe", "moe_router", "mamba"), "layer"),
+    **dict.fromkeys(("full", "full_iteration", "full-iteration", "iteration"), "full"),
+}
+
+
+def _cuda_graphs(value: Any) -> str:
+    """training.cuda_graphs as a stack writes it: a switch (true: per layer) or a scope/implementation name."""
+    if isinstance(value, bool):
+        return "layer" if value else "none"
+    if isinstance(value, str) and value.strip().lower() in _CUDA_GRAPH_WORDS:
+        return _CUDA_GRAPH_WORDS[value.strip().lower()]
+    raise GpuplanError(f"training.cuda_graphs must be none, layer (per layer or module: Transformer Engine, "
+                       f"Megatron's local or transformer_engine) or full (the whole iteration), or true/false; "
+                       f"got {_describe(value)}")
+
+
 def _decode(p: Path, data: bytes) -> str:
     """The file's text: UTF-8 (a UTF-8 byte-order mark is dropped), else one clear error."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16/32 byte-order marks
@@ -336,6 +357,8 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             continue
         elif key in ("compile", "optimizer_in_backward", "activation_offloading"):
             kw[key] = _bool(value, f"training.{key}")
+        elif key == "cuda_graphs":
+            kw[key] = _cuda_graphs(value)
         elif key in TRAINING_NAMES:
             kw[key] = _name_value(value, f"training.{key}")
     if "tokens" in kw and "steps" in kw:

@@ -15,7 +15,7 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout", "headroom",
                  "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
-                 "optimizer_in_backward", "activation_offloading")
+                 "optimizer_in_backward", "activation_offloading", "cuda_graphs")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -50,6 +50,9 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("tokens_per_step", "batch_tokens", "global_batch_size_tokens"), "global_batch_tokens"),
         "optimizer_in_bwd": "optimizer_in_backward",
         "enable_activation_offloading": "activation_offloading",
+        # Megatron-LM / NeMo / Megatron Bridge switches for CUDA graphs
+        **dict.fromkeys(("enable_cuda_graph", "cuda_graph_impl", "cuda_graph_scope", "external_cuda_graph",
+                         "use_cuda_graph", "cuda_graph"), "cuda_graphs"),
     },
     "hardware": {
         **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size"), "gpus"),
@@ -151,6 +154,12 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.activation_offloading": FieldDoc("saved activations to host memory in forward, back in backward "
                                                "(torchtune enable_activation_offloading, Megatron-Core "
                                                "cpu_offloading): no pipeline", default="false"),
+    "training.cuda_graphs": FieldDoc("CUDA graphs replayed each step — layer: per layer or module (Transformer "
+                                     "Engine make_graphed_callables, Megatron --cuda-graph-impl transformer_engine|"
+                                     "local, NeMo enable_cuda_graph); full: the whole iteration (--cuda-graph-impl "
+                                     "full_iteration). Their buffers are not modelled: the peak's upper end carries "
+                                     "the documented allowance", values="none | layer | full (true: layer)",
+                                     default="none"),
     "training.headroom": FieldDoc("share of GPU memory kept free: `fits` means fits with this margin",
                                   "fraction of capacity (0-1)"),
     "layout.dp": FieldDoc("data-parallel degree", "ranks", default="derived: gpus / (tp·pp·cp)"),

@@ -80,7 +80,8 @@ class MemoryBreakdown:
     fits: bool
     headroom_share: float = 0.0  # training.headroom: the share of capacity kept free
     low: float = 0.0             # the 80 % interval of the peak (``fits`` is decided at ``high``)
-    high: float = 0.0
+    high: float = 0.0            # with CUDA graphs' allowance (``graphs``) included
+    graphs: float = 0.0          # training.cuda_graphs: the documented allowance for their buffers (not modelled)
 
     @property
     def weights(self) -> float:
@@ -144,6 +145,7 @@ class MemoryBreakdown:
             "capacity": self.capacity, "fits": self.fits, "headroom": self.headroom,
             "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
             "tight": self.tight, "interval": {"total": {"p10": self.low, "p90": self.high}},
+            **({"cuda_graphs_allowance": self.graphs} if self.graphs else {}),
             "allocated": p.total - p.fragmentation - p.runtime, "reserved": p.total - p.runtime,
             "detail": self.detail(),
             "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
@@ -168,8 +170,15 @@ class MemoryVerdict:
     host_ok: bool                # it fits there (True when the host memory is not given)
     low: float                   # the 80 % interval of the peak (catalog/intervals.py; total, total without one)
     high: float
+    graphs: float = 0.0          # CUDA graphs' allowance above ``high`` (memory.cuda_graph_allowance; 0 without)
+
+    @property
+    def upper(self) -> float:
+        """The upper end of what the GPU may hold: the peak's interval end and CUDA graphs' allowance."""
+        return self.high + self.graphs
 
     @property
     def fits(self) -> bool:
-        """The interval's upper end fits with the headroom kept free (a prediction is not a promise)."""
-        return self.high <= self.usable and self.host_ok
+        """The interval's upper end, with CUDA graphs' allowance, fits with the headroom kept free (a prediction
+        is not a promise); compared as ``memory.plain_limit`` compares, the allowance taken off the usable bytes."""
+        return self.high <= self.usable - self.graphs and self.host_ok

@@ -34,6 +34,7 @@ class Note(Enum):
     NEAR_CAPACITY = "near_capacity"        # within NOT_MODELLED_MARGIN over the capacity
     FP8_DOES_NOT_PAY = "fp8_does_not_pay"  # a generic fp8 run's linears estimated in bf16
     MUON = "muon"                          # how the Muon optimizer is costed (model/muon.py)
+    CUDA_GRAPHS = "cuda_graphs"            # training.cuda_graphs: an allowance, not a modelled part
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +286,8 @@ def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[Note, ...]:
         out.append(Note.NEAR_CAPACITY)
     if sc.training.optimizer == "muon":
         out.append(Note.MUON)
+    if sc.training.cuda_graphs != "none":
+        out.append(Note.CUDA_GRAPHS)
     return tuple(out)
 
 

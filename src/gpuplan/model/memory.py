@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.catalog.constants import constant
+from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
-from gpuplan.catalog.intervals import spread
+from gpuplan.catalog.intervals import intervals_on, spread
 from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
@@ -320,12 +320,13 @@ def _worst(model: ModelSpec, training: Training, layout: Layout, micro_batches: 
 
 
 def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Training,
-            corrections: Corrections = NONE, model_parallel: bool = False) -> MemoryVerdict:
+            corrections: Corrections = NONE, model_parallel: bool = False, graphs: float = 0.0) -> MemoryVerdict:
     """Whether a stage peak of ``peak_total`` bytes fits one GPU of ``hw`` — the one decision
     ``evaluate`` and the planner both take: the peak with the user's fitted memory correction, at the
     upper end of its 80 % interval (catalog/intervals.py: what runs like it measured above their
     prediction), against the capacity less the headroom kept free; the offloaded state in the node's host
-    memory (shared by the node's GPUs)."""
+    memory (shared by the node's GPUs). ``graphs``: CUDA graphs' allowance (``cuda_graph_allowance``), beyond
+    the interval's upper end."""
     corr = corrections.on(hw.gpu.id)
     total = peak_total
     extra = 0.0
@@ -336,7 +337,8 @@ def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Train
     host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
     low, high = peak_factors(hw, training, model_parallel)
     return MemoryVerdict(total=total, calibration=extra, usable=usable_bytes(hw, training),
-                         cpu_offload_per_node=per_node, host_ok=host_ok, low=total * low, high=total * high)
+                         cpu_offload_per_node=per_node, host_ok=host_ok, low=total * low, high=total * high,
+                         graphs=graphs)
 
 
 def peak_factors(hw: Hardware, training: Training, model_parallel: bool = False) -> tuple[float, float]:
@@ -352,13 +354,14 @@ def usable_bytes(hw: Hardware, training: Training) -> float:
 
 
 def plain_limit(hw: Hardware, training: Training, corrections: Corrections, offloaded: bool,
-                model_parallel: bool = False) -> tuple[float, float] | None:
+                model_parallel: bool = False, graphs: float = 0.0) -> tuple[float, float] | None:
     """Where ``verdict`` reduces to ``peak_total * factor <= limit`` — no fitted memory correction on this GPU,
     and no offloaded state or no host memory to exceed — (factor, limit): the interval's upper factor and the
-    usable bytes; else None (ask ``verdict``)."""
+    usable bytes less CUDA graphs' allowance ``graphs`` (``MemoryVerdict.fits`` compares the same way); else None
+    (ask ``verdict``)."""
     if corrections.on(hw.gpu.id).memory != 1.0 or (offloaded and hw.host_memory_bytes is not None):
         return None
-    return peak_factors(hw, training, model_parallel)[1], usable_bytes(hw, training)
+    return peak_factors(hw, training, model_parallel)[1], usable_bytes(hw, training) - graphs
 
 
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
@@ -366,10 +369,23 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
     """Memory of the most loaded rank; every byte count is per GPU."""
     corr = corrections.on(hw.gpu.id)
     worst = worst_stage(model, training, layout, corr)
-    v = verdict(worst.total, worst.states.cpu_offload, hw, training, corr, layout.tp > 1 or layout.pp > 1)
+    v = verdict(worst.total, worst.states.cpu_offload, hw, training, corr, layout.tp > 1 or layout.pp > 1,
+                cuda_graph_allowance(model, training, layout.pp))
     return MemoryBreakdown(peak=worst, total=v.total, capacity=hw.gpu.usable_memory_bytes, calibration=v.calibration,
                            cpu_offload_per_node=v.cpu_offload_per_node, host_memory=hw.host_memory_bytes,
-                           fits=v.fits, headroom_share=training.headroom, low=v.low, high=v.high)
+                           fits=v.fits, headroom_share=training.headroom, low=v.low, high=v.upper, graphs=v.graphs)
+
+
+def cuda_graph_allowance(model: ModelSpec, training: Training, pp: int) -> float:
+    """Bytes CUDA graphs keep that the peak does not count (training.cuda_graphs): not modelled — no
+    measurement ties their static buffers to a layout — so the documented allowance (constants.json
+    ``cuda_graph_allowance_bytes``, Megatron Bridge's docs: ~0-2 GB per-layer, 10 GB+ with pipeline stages or a
+    large MoE) raises the upper end of the peak's interval, where ``fits`` is decided; 0 without graphs and
+    inside ``point_estimates`` (the interval is off there)."""
+    if training.cuda_graphs == "none" or not intervals_on():
+        return 0.0
+    large = training.cuda_graphs == "full" or pp > 1 or model.moe
+    return float(table("cuda_graph_allowance_bytes")["large" if large else "layer"])
 
 
 def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tuple[tuple[int, int | None], ...],

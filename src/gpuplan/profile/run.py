@@ -227,6 +227,9 @@ def _trial_scenario(sc: Scenario, nproc: int, world: int) -> tuple[Scenario, Lay
     if sc.training.optimizer_in_backward or sc.training.activation_offloading:
         raise GpuplanError("trial runs step the optimizer after backward and keep activations on the GPU: drop "
                            "training.optimizer_in_backward and training.activation_offloading to profile")
+    if sc.training.cuda_graphs != "none":
+        raise GpuplanError("trial runs launch their kernels eagerly, without CUDA graphs: set training.cuda_graphs: "
+                           "none to profile (the estimate carries the graphs' documented allowance instead)")
     check_model(sc.model, lay.tp)  # before torchrun starts, not in every rank after it
     return sc, lay, notes
 

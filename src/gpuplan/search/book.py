@@ -4,7 +4,7 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 from __future__ import annotations
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
-from gpuplan.model.memory import memory, peaks_bytes, plain_limit, verdict
+from gpuplan.model.memory import cuda_graph_allowance, memory, peaks_bytes, plain_limit, verdict
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
@@ -101,15 +101,20 @@ class Book:
         total, offloaded = peak
         if plain is not None:  # the verdict is a comparison here
             return total * plain[0] <= plain[1]
-        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
+        v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1,
+                    self._graphs(split))
         return None if not v.host_ok else v.fits
+
+    def _graphs(self, split: Split) -> float:
+        """CUDA graphs' allowance on a layout of ``split`` (``memory.cuda_graph_allowance``: it reads pp only)."""
+        return cuda_graph_allowance(self.sc.model, self.tr, split.pp)
 
     def _plain_of(self, hw: Hardware, split: Split, off: str) -> tuple[float, float] | None:
         """``memory.plain_limit`` for this GPU type, count and kind of layout (kept)."""
         mp = split.tp > 1 or split.pp > 1
-        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp)
+        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp, split.pp > 1)
         if key not in self._plain:
-            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp)
+            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp, self._graphs(split))
         return self._plain[key]
 
     # ---- the closest miss ------------------------------------------------------------------------
@@ -133,9 +138,10 @@ class Book:
                 evaluated = True
                 where = (split, fam, mb, sp, off)
                 total, offloaded = self._peak(where)
-                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1)
-                if v.host_ok and (near is None or (v.high - v.usable, (*rank, j)) < (near[0], near[1])):
-                    near = (v.high - v.usable, (*rank, j), where, hw)
+                v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1,
+                            self._graphs(split))
+                if v.host_ok and (near is None or (v.upper - v.usable, (*rank, j)) < (near[0], near[1])):
+                    near = (v.upper - v.usable, (*rank, j), where, hw)
         if near is None:
             return None
         over, _, where, hw = near

@@ -30,6 +30,10 @@ Zero3Gather = Literal["layer", "module", "tensor-sync"]
 # The dtype gradients are kept and accumulated in under bf16/fp8 mixed precision: fp32 (Megatron's main_grad
 # buffers, PyTorch autocast's fp32 parameters) or the parameters' own 16-bit dtype (the ZeRO paper's 2Ψ)
 GradDtype = Literal["fp32", "param"]
+# CUDA graphs (training.cuda_graphs): none; per layer or module (Transformer Engine's make_graphed_callables,
+# Megatron-Core's CudaGraphManager: --cuda-graph-impl transformer_engine | local); the whole forward-backward
+# iteration (Megatron-Core's FullCudaGraphWrapper: --cuda-graph-impl full_iteration)
+CudaGraphs = Literal["none", "layer", "full"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 METHODS: tuple[str, ...] = get_args(Method)
@@ -42,6 +46,7 @@ OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
 FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 GRAD_DTYPES: tuple[str, ...] = get_args(GradDtype)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
+CUDA_GRAPHS: tuple[str, ...] = get_args(CudaGraphs)
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -82,6 +87,9 @@ class Training(ValueHashed):
     # saved activations to host memory in forward, back in backward (torchtune enable_activation_offloading,
     # Megatron-Core cpu_offloading): no pipeline
     activation_offloading: bool = False
+    # CUDA graphs replayed each step: their static buffers are not modelled; the peak's interval carries the
+    # documented allowance (model/memory.py cuda_graph_allowance)
+    cuda_graphs: CudaGraphs = "none"
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     dropout: float = 0.0
@@ -110,6 +118,7 @@ class Training(ValueHashed):
         _choice(self.method, METHODS, "training.method")
         _choice(self.attention, ATTENTIONS, "training.attention")
         _choice(self.framework, FRAMEWORKS, "training.framework")
+        _choice(self.cuda_graphs, CUDA_GRAPHS, "training.cuda_graphs")
         if self.fp8_recipe is not None:
             _choice(self.fp8_recipe, FP8_RECIPES, "training.fp8_recipe")
             if self.precision != "fp8":

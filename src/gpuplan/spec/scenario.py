@@ -65,6 +65,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {}),
                      **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {}),
                      **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {}),
-                     **({"activation_offloading": True} if tr.activation_offloading else {})},
+                     **({"activation_offloading": True} if tr.activation_offloading else {}),
+                     **({"cuda_graphs": tr.cuda_graphs} if tr.cuda_graphs != "none" else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }

@@ -73,6 +73,10 @@ def traced_as(sc: Scenario) -> Scenario:
         raise GpuplanError("trace runs the optimizer step after backward and keeps saved activations on the GPU: "
                            "drop training.optimizer_in_backward and training.activation_offloading to trace this "
                            "scenario (the formula counts both)")
+    if sc.training.cuda_graphs != "none":
+        raise GpuplanError("trace records one eager training step, without CUDA graphs: set training.cuda_graphs: "
+                           "none to trace this scenario (their buffers are not in the formula either: the estimate "
+                           "carries the documented allowance at its interval's upper end)")
     if sc.training.grad_dtype != "fp32":
         return sc
     if "training.grad_dtype" in sc.given:
