@@ -64,6 +64,10 @@ def test_a_name_that_differs_in_a_number_is_not_matched():
     ("RoCE 200G", "roce-200g"), ("100GbE", "eth-100g"), ("25 GbE", "eth-25g"), ("10 Gb Ethernet", "eth-10g"),
     # a rate given decides over the generation: an HDR port split to 100 Gb/s
     ("HDR 100Gb/s", "ib-edr-100g"), ("HDR100 InfiniBand", "ib-edr-100g"),
+    # by product: NVIDIA Quantum switch generations, AWS EFA generations, Omni-Path
+    ("NVIDIA Quantum-2", "ib-ndr-400g"), ("Quantum-X800", "ib-xdr-800g"), ("Mellanox Quantum HDR", "ib-hdr-200g"),
+    ("AWS EFA", "efa-p5"), ("EFAv2", "efa-p5"), ("EFA v3 3200 Gbps", "efa-p5"), ("EFA v1", "efa-p4d"),
+    ("Elastic Fabric Adapter", "efa-p5"), ("Omni-Path 100", "opa-100g"),
 ])
 def test_a_network_described_in_words_is_its_fabric(words, fid):
     assert get_fabric(words, "scale_out").id == fid

@@ -221,6 +221,20 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
 
 
 DEFAULT_SCALE_OUT = "ib-ndr-400g"
+# networks named by product rather than technology and rate: NVIDIA Quantum switches by InfiniBand generation
+# (Quantum QM8700: HDR 200 Gb/s; Quantum-2 QM9700: NDR 400; Quantum-X800: XDR 800 — NVIDIA's switch datasheets);
+# AWS Elastic Fabric Adapter by instance generation (EFA v1 on p4d: 4 x 100 Gb/s per node; v2 on p5 and v3 on p5en:
+# 3,200 Gb/s per node — AWS instance type pages); Intel/Cornelis Omni-Path 100 Gb/s
+_NAMED_NETWORKS = (
+    (r"quantum[\s-]*x800", "ib-xdr-800g"), (r"quantum[\s-]*2", "ib-ndr-400g"), (r"\bquantum\b", "ib-hdr-200g"),
+    (r"\befa[\s-]*v?1\b|\bp4d", "efa-p4d"), (r"\befa\b|\befav[23]\b|elastic fabric adapter", "efa-p5"),
+    (r"omni[\s-]*path|\bopa\b", "opa-100g"),
+)
+
+
+def _named_network(t: str) -> str | None:
+    """The fabric a product name says (``_NAMED_NETWORKS``), or None."""
+    return next((fid for pattern, fid in _NAMED_NETWORKS if re.search(pattern, t)), None)
 # a network as papers describe it: InfiniBand by generation (EDR 100, HDR 200, NDR 400, XDR 800 Gb/s per port) or
 # rate, RoCE and Ethernet by rate (Spectrum-X: 400 Gb/s RoCE); NVIDIA Quantum InfiniBand and Spectrum-X datasheets
 _IB_GENERATIONS = {"edr": 100, "hdr": 200, "ndr": 400, "xdr": 800}
@@ -231,6 +245,9 @@ def network_words(text: str, default: str | None = None) -> str | None:
     "100GbE"), or None. A rate per port, when given, decides; else the InfiniBand generation; InfiniBand with neither
     (no figure at all) is the GPU's own default network when that is InfiniBand (``default``)."""
     t = text.lower()
+    named = _named_network(t)
+    if named is not None:
+        return named
     rates = re.findall(r"(?<![\d.])(\d{2,3})(?!\d)\s*(?:g\b|gb/s|gbps|gbit|gbe|gb\b|g(?=[\s-]))", t + " ")
     rates += re.findall(r"\b(?:edr|hdr|ndr|xdr)[\s-]?(\d{2,3})\b", t)  # HDR100: an HDR port split to 100 Gb/s
     rate = int(rates[0]) if rates else None
