@@ -42,7 +42,8 @@ def test_weight_list_is_consistent(mid: str) -> None:
     assert sum(spec.params_by_group().values()) == spec.params_formula
     heads = [w for w in spec.head if w.group == "head"]
     assert (not heads) == spec.tied_embeddings  # tied: no LM head matrix
-    assert any(w.group == "norm" for w in spec.head)  # final norm lives in the head
+    # the final norm lives in the head — unless the model's norms carry no weights at all (OLMo 1's LayerNorm)
+    assert any(w.group == "norm" for w in spec.head) or spec.params_by_group()["norm"] == 0
     assert sum(lg.count for lg in spec.layers) == spec.n_layers
     assert spec.moe == any(lg.moe for lg in spec.layers)
     for lg in spec.layers:
@@ -142,6 +143,18 @@ def test_qwen2_has_qkv_bias_but_no_o_bias() -> None:
 def test_qk_norms_are_norm_group() -> None:
     for mid in ("qwen3-8b", "qwen3-30b-a3b", "gemma-3-1b"):
         assert {("self_attn.q_norm", False), ("self_attn.k_norm", False)} <= _names(load_model(mid), "norm")
+
+
+def test_olmo_norms() -> None:
+    # OLMo 1 (modeling_olmo.py): OlmoLayerNorm has no weight or bias — no norm parameters anywhere
+    olmo = load_model("olmo-7b")
+    assert olmo.params_by_group()["norm"] == 0 and olmo.norm == "layernorm"
+    # OLMo 2 (modeling_olmo2.py): q_norm/k_norm over the whole projections, post-norms only, a final RMSNorm
+    spec = load_model("olmo-2-7b")
+    norms = {w.name: w.shape for w in spec.layers[0].weights if w.group == "norm"}
+    assert norms == {"self_attn.q_norm": (4096,), "self_attn.k_norm": (4096,), "post_attention_layernorm": (4096,),
+                     "post_feedforward_layernorm": (4096,)}
+    assert [w.name for w in spec.head if w.group == "norm"] == ["norm"] and spec.post_norms
 
 
 def test_gemma2_four_norms_per_block() -> None:

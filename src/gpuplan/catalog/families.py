@@ -104,6 +104,8 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
     attn = _llama_attention(c, f, h, nh, nkv, d, qkv_b, o_b)
     ln = bool(f.get("ln"))  # LayerNorm with a bias (PhiMoE) instead of RMSNorm
     norms = nrm("input_layernorm", h, ln) + nrm("post_attention_layernorm", h, ln) if f.get("norms", 2) else []
+    if f.get("post") and f.get("norms", 2) == 2:  # post-norm (OLMo 2/3, FlexOlmo, EXAONE 4): no input_layernorm
+        norms = nrm("post_attention_layernorm", h, ln) + nrm("post_feedforward_layernorm", h, ln)
     if f.get("norms", 2) == 4:
         norms += nrm("pre_feedforward_layernorm", h) + nrm("post_feedforward_layernorm", h)
     m = llama_moe(c, moe, h, L, ffn)

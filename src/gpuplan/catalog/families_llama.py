@@ -33,14 +33,18 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # The generic decoder mapping: Hugging Face families that are plain Llama-shaped decoders (RMSNorm, RoPE,
     # SwiGLU MLP, q/k/v/o projections, the Llama config keys) are read as Llama; ``generic`` is the note
     # printed with every answer (ModelSpec.assumed) saying what the mapping leaves out.
-    "olmo2": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True,
-                  generic="its q/k RMSNorm weights (h + kv_heads·head_dim per block, < 0.01% of the parameters) are "
-                  "not counted; its norms follow attention and MLP (post-norm), which memory and time do not see"),
-    "olmo3": dict(tie=False, qkv="attention_bias", o="attention_bias", post=True, win=4096, every=4,
-                  generic="as OLMo 2 (q/k norms not counted, post-norm)"),
-    "olmo": dict(tie=False, qkv="attention_bias", o="attention_bias",
-                 generic="OLMo's LayerNorm has no weights: the 2·h norm weights per block counted here are not in "
-                 "the model (< 0.01%)"),
+    # OLMo 2 (Olmo2Config, modeling_olmo2.py): RMSNorms on the whole q and k projections (q_norm over
+    # heads·head_dim, k_norm over kv_heads·head_dim), post-norm — post_attention_layernorm and
+    # post_feedforward_layernorm on the sublayer outputs, no input_layernorm — and a final RMSNorm; OLMo 3 (Olmo3Config)
+    # is OLMo 2's block with a 4,096-token window on three layers of each four
+    "olmo2": dict(tie=False, qkv="attention_bias", o="attention_bias", qk="full", post=True,
+                  generic="its norms follow attention and MLP (post-norm), which memory and time do not see"),
+    "olmo3": dict(tie=False, qkv="attention_bias", o="attention_bias", qk="full", post=True, win=4096, every=4,
+                  generic="as OLMo 2 (post-norm)"),
+    # OLMo 1 (OlmoConfig, modeling_olmo.py): OlmoLayerNorm is F.layer_norm without weight or bias — no norm
+    # parameters in the blocks or at the end; a LayerNorm (not RMSNorm) for time and memory
+    "olmo": dict(tie=False, qkv="attention_bias", o="attention_bias", ln=True, norms=0,
+                 generic="OLMo's LayerNorms carry no weight or bias (non-parametric): none are counted"),
     "granite": dict(tie=False, qkv="attention_bias", o="attention_bias", mlp="mlp_bias",
                     generic="Granite's embedding, residual, attention and logits multipliers change no shape or "
                     "FLOP count"),
