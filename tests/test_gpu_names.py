@@ -66,8 +66,8 @@ def test_a_name_that_differs_in_a_number_is_not_matched():
     ("HDR 100Gb/s", "ib-edr-100g"), ("HDR100 InfiniBand", "ib-edr-100g"),
     # by product: NVIDIA Quantum switch generations, AWS EFA generations, Omni-Path
     ("NVIDIA Quantum-2", "ib-ndr-400g"), ("Quantum-X800", "ib-xdr-800g"), ("Mellanox Quantum HDR", "ib-hdr-200g"),
-    ("AWS EFA", "efa-p5"), ("EFAv2", "efa-p5"), ("EFA v3 3200 Gbps", "efa-p5"), ("EFA v1", "efa-p4d"), ("EFA 400 Gbps", "efa-p4d"),
-    ("Elastic Fabric Adapter", "efa-p5"), ("Omni-Path 100", "opa-100g"),
+    ("AWS EFA", "efa-p5"), ("EFAv2", "efa-p5"), ("EFA v3 3200 Gbps", "efa-p5"), ("EFA v1", "efa-p4d"),
+    ("EFA 400 Gbps", "efa-p4d"), ("Elastic Fabric Adapter", "efa-p5"), ("Omni-Path 100", "opa-100g"),
 ])
 def test_a_network_described_in_words_is_its_fabric(words, fid):
     assert get_fabric(words, "scale_out").id == fid

@@ -227,7 +227,8 @@ DEFAULT_SCALE_OUT = "ib-ndr-400g"
 # 3,200 Gb/s per node — AWS instance type pages); Intel/Cornelis Omni-Path 100 Gb/s
 _NAMED_NETWORKS = (
     (r"quantum[\s-]*x800", "ib-xdr-800g"), (r"quantum[\s-]*2", "ib-ndr-400g"), (r"\bquantum\b", "ib-hdr-200g"),
-    (r"\befa[\s-]*v?1\b|\bp4d|\befa\b.*(?<!\d)400\s*g", "efa-p4d"), (r"\befa\b|\befav[23]\b|elastic fabric adapter", "efa-p5"),
+    (r"\befa[\s-]*v?1\b|\bp4d|\befa\b.*(?<!\d)400\s*g", "efa-p4d"),
+    (r"\befa\b|\befav[23]\b|elastic fabric adapter", "efa-p5"),
     (r"omni[\s-]*path|\bopa\b", "opa-100g"),
 )
 
