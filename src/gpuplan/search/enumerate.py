@@ -27,6 +27,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
 from gpuplan.model.memory import peak_floor
@@ -154,7 +155,7 @@ class Search(Book):
         floors = self._floors_fit(hws, split, fams, sp, off)
         found: set[int] = set()
         prefix: dict[tuple[str, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
-        step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
+        step_floors: dict[tuple, Any] = {}  # this split's step floors and their layouts (``_floor``)
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
@@ -342,7 +343,7 @@ class Search(Book):
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
 
-    def _floor(self, floors: dict[tuple, float], t: int, where: Where, hw: Hardware) -> float:
+    def _floor(self, floors: dict[tuple, Any], t: int, where: Where, hw: Hardware) -> float:
         """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
         kept per split in ``floors``: it reads the stage compute, the bubble and the optimizer step — the same
         for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
@@ -355,7 +356,12 @@ class Search(Book):
         key = (t, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1, mb)
         hit = floors.get(key)
         if hit is None:
-            hit = floors[key] = step_floor(self.sc.model, hw, self.tr, self._layout(*where), self.sc.corrections)
+            # the layout is the same on every GPU type: built once per split for them all
+            lay_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb)
+            lay = floors.get(lay_key)
+            if lay is None:
+                lay = floors[lay_key] = self._layout(*where)
+            hit = floors[key] = step_floor(self.sc.model, hw, self.tr, lay, self.sc.corrections)
         return hit
 
 def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:
