@@ -39,6 +39,7 @@ from gpuplan.catalog.families_ln import cohere, dbrx, nemotron, phi, stablelm, s
 from gpuplan.catalog.families_mla import MLA_TYPES, deepseek, kimi_linear
 from gpuplan.catalog.families_moa import jetmoe
 from gpuplan.catalog.families_moe import llama_moe, moe_required
+from gpuplan.catalog.families_more2 import MORE2
 from gpuplan.catalog.families_remote import chatglm_config, qwen_config
 from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_vlm import (
@@ -340,4 +341,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "jamba": jamba, "jetmoe": jetmoe,
     "qwen": lambda c, name: llama_like(qwen_config(c), name),
     "chatglm": lambda c, name: llama_like(chatglm_config(c), name),
+    **MORE2,
 }
