@@ -10,7 +10,7 @@ from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.export import export
 from gpuplan.io.scenario import parse_scenario
-from gpuplan.model.memory import cuda_graph_allowance
+from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.trace.compare import traced_as
 from tests.conftest import make
 

@@ -17,7 +17,8 @@ from gpuplan.api import plan_scenario
 from gpuplan.catalog.frameworks import first_refusal, get_framework
 from gpuplan.io.options import targets
 from gpuplan.model.estimate import assess
-from gpuplan.model.memory import cuda_graph_allowance, verdict, worst_stage
+from gpuplan.model.graphs import cuda_graph_allowance
+from gpuplan.model.memory import verdict, worst_stage
 from gpuplan.search import space
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, ZERO_GROUP, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Search, default_global_batch, search_types

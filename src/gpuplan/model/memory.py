@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.catalog.constants import constant, table
+from gpuplan.catalog.constants import constant
 from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
-from gpuplan.catalog.intervals import intervals_on, spread
+from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
@@ -36,6 +36,7 @@ from gpuplan.model.activations import (
 )
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StageActivations, StagePeak
+from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.kept import amp_fp32, amp_of, keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
 from gpuplan.model.params import largest_param, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
@@ -375,17 +376,6 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
                            cpu_offload_per_node=v.cpu_offload_per_node, host_memory=hw.host_memory_bytes,
                            fits=v.fits, headroom_share=training.headroom, low=v.low, high=v.upper, graphs=v.graphs)
 
-
-def cuda_graph_allowance(model: ModelSpec, training: Training, pp: int) -> float:
-    """Bytes CUDA graphs keep that the peak does not count (training.cuda_graphs): not modelled — no
-    measurement ties their static buffers to a layout — so the documented allowance (constants.json
-    ``cuda_graph_allowance_bytes``, Megatron Bridge's docs: ~0-2 GB per-layer, 10 GB+ with pipeline stages or a
-    large MoE) raises the upper end of the peak's interval, where ``fits`` is decided; 0 without graphs and
-    inside ``point_estimates`` (the interval is off there)."""
-    if training.cuda_graphs == "none" or not intervals_on():
-        return 0.0
-    large = training.cuda_graphs == "full" or pp > 1 or model.moe
-    return float(table("cuda_graph_allowance_bytes")["large" if large else "layer"])
 
 
 def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tuple[tuple[int, int | None], ...],

@@ -4,7 +4,8 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 from __future__ import annotations
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
-from gpuplan.model.memory import cuda_graph_allowance, memory, peaks_bytes, plain_limit, verdict
+from gpuplan.model.graphs import cuda_graph_allowance
+from gpuplan.model.memory import memory, peaks_bytes, plain_limit, verdict
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
