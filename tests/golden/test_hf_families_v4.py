@@ -1,8 +1,8 @@
-"""Golden parameter counts of transformers 5.24's newest decoders: Gemma 4 (gemma4_text, gemma4) and Qwen4-Exp
-(qwen4_exp_text, qwen4_exp). The reference count is transformers' own: ``AutoModelForCausalLM.from_config(config)``
-on the meta device with transformers 5.24.0, ``sum(p.numel() for p in model.parameters())``. No released model's
-config.json was at hand (no network): the config classes' defaults and small configs exercising each family's
-flags."""
+"""Golden parameter counts of transformers 5.24's newest decoders: Gemma 4 (gemma4_text, gemma4), Qwen4-Exp
+(qwen4_exp_text, qwen4_exp) and DeepSeek-V4 (deepseek_v4). The reference count is transformers' own:
+``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.24.0,
+``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the
+config classes' defaults and small configs exercising each family's flags."""
 
 from __future__ import annotations
 
@@ -61,6 +61,23 @@ QWEN4_SMALL = {"model_type": "qwen4_exp_text", "num_hidden_layers": 8, "hidden_s
                "indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_dim": 64, "indexer_budget": 512,
                "indexer_compress_ratio": 4}
 
+# DeepseekV4Config defaults: its docstring's DeepSeek-V4-Flash shapes (hidden 4096, 43 layers, 64 heads of 512, o_groups
+# 8 x o_lora_rank 1024, 256 experts of 2048, top 6)
+DSV4_DEFAULT = {"model_type": "deepseek_v4"}
+DSV4_SMALL = {"model_type": "deepseek_v4", "hidden_size": 512, "num_attention_heads": 8, "head_dim": 128,
+              "q_lora_rank": 256, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+              "vocab_size": 32000}
+# legacy compress_ratios (sliding-only, compressed-sparse, heavily compressed), 2 streams, one hash-routed layer, tied
+DSV4_RATIOS = {**DSV4_SMALL, "num_hidden_layers": 6, "o_groups": 4, "o_lora_rank": 128, "hc_mult": 2,
+               "index_n_heads": 4, "index_head_dim": 64, "compress_ratios": [0, 4, 128, 0, 4, 128],
+               "num_hash_layers": 1, "mlp_bias": True, "tie_word_embeddings": True}
+# listed layer_types and mlp_layer_types, other compress rates
+DSV4_TYPES = {**DSV4_SMALL, "num_hidden_layers": 4,
+              "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                              "compressed_sparse_attention"],
+              "compress_rates": {"compressed_sparse_attention": 8, "heavily_compressed_attention": 64},
+              "mlp_layer_types": ["moe", "hash_moe", "moe", "moe"]}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.24 Gemma4ForCausalLM(Gemma4TextConfig())
@@ -80,6 +97,10 @@ QWEN4_SMALL = {"model_type": "qwen4_exp_text", "num_hidden_layers": 8, "hidden_s
     (QWEN4_PLE, 1_355_613_760),
     (QWEN4_SMALL, 10_296_479_712),
     (QWEN4_WRAPPER, 1_309_001_280),
+    # transformers 5.24 DeepseekV4ForCausalLM(DeepseekV4Config()), and small configs
+    (DSV4_DEFAULT, 284_325_869_015),
+    (DSV4_RATIOS, 44_089_911),
+    (DSV4_TYPES, 75_611_005),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -110,6 +131,15 @@ def test_qwen4_exp_maps_its_blocks():
         load_model({"model_type": "qwen4_exp_text"})
 
 
-@pytest.mark.parametrize("cfg", [GEMMA4_MOE, GEMMA4_SHARED_KV, GEMMA4_SMALL_TOWERS, QWEN4_PLE, QWEN4_WRAPPER])
+def test_deepseek_v4_maps_its_blocks():
+    m = load_model(DSV4_DEFAULT)
+    assert (m.n_kv_heads, m.head_dim, m.sliding_window, m.window_layers) == (1, 512, 128, (True,) * 43)
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.rotary_percent) == (256, 6, 2048, 2048, 0.125)
+    assert all(g.moe for g in m.layers) and any("compressed keys" in a for a in m.assumed)
+    assert round(m.params_active / 1e9, 1) == 13.8
+
+
+@pytest.mark.parametrize("cfg", [GEMMA4_MOE, GEMMA4_SHARED_KV, GEMMA4_SMALL_TOWERS, QWEN4_PLE, QWEN4_WRAPPER,
+                                 DSV4_RATIOS, DSV4_TYPES])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

@@ -1,8 +1,9 @@
 """Decoders of transformers 5.24's newest families: Gemma 4 (gemma4_text, and the gemma4 image/audio-text wrapper
-whose language model it is). Each builder lists every parameter tensor the matching ``transformers`` 5.24 class
-creates (checked against it on the meta device: tests/golden/test_hf_families_v4.py); defaults are those of the
-config class, recorded in ``assumed`` where they shape the weights. What the time model has no representation
-for is mapped to the closest block it has and said in ``assumed``."""
+whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp) and DeepSeek-V4 (deepseek_v4). Each builder lists
+every parameter tensor the matching ``transformers`` 5.24 class creates (checked against it on the meta device:
+tests/golden/test_hf_families_v4.py); defaults are those of the config class, recorded in ``assumed`` where they
+shape the weights. What the time model has no representation for is mapped to the closest block it has and said in
+``assumed``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from gpuplan.catalog.families_hybrid import scan_note
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text"]
+__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text", "deepseek_v4"]
 
 
 # ---- Gemma 4 ------------------------------------------------------------------------------------------
@@ -365,4 +366,114 @@ def qwen4_exp(c: Cfg, name: str) -> ModelSpec:
     return dataclasses.replace(qwen4_exp_text(t, name), model_type="qwen4_exp")
 
 
-V4_BUILDERS = {"gemma4_text": gemma4_text, "gemma4": gemma4, "qwen4_exp_text": qwen4_exp_text, "qwen4_exp": qwen4_exp}
+# ---- DeepSeek-V4 -------------------------------------------------------------------------------------
+_DSV4_TYPES = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
+_DSV4_RATIO = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+
+
+def _dsv4_types(c: Cfg, L: int) -> tuple[list[str], list[bool]]:
+    """DeepseekV4Config's layer_types (or the legacy compress_ratios; else two heavily compressed layers, then
+    compressed-sparse and heavily compressed alternating) and which MoE layers route by token hash
+    (mlp_layer_types; else the first num_hash_layers, 3 by default)."""
+    types = c.raw("layer_types")
+    ratios = c.raw("compress_ratios")
+    if types is None and ratios is not None:
+        if not isinstance(ratios, list) or any(r not in _DSV4_RATIO for r in ratios):
+            raise GpuplanError(f"{c.source}: compress_ratios must list 0, 4 or 128 per layer: fix the list")
+        types = [_DSV4_RATIO[r] for r in ratios]
+    if types is None:
+        types = ["heavily_compressed_attention"] * min(L, 2) + [
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(L - 2, 0))]
+    if not isinstance(types, list) or len(types) < L or any(t not in _DSV4_TYPES for t in types):
+        raise GpuplanError(f"{c.source}: layer_types must list one of {', '.join(_DSV4_TYPES)} for each of the {L} "
+                           "layers: fix the list")
+    mlp = c.raw("mlp_layer_types")
+    if mlp is None:
+        n_hash = c.int("num_hash_layers", default=3, minimum=0, note=False)
+        mlp = ["hash_moe"] * min(L, n_hash) + ["moe"] * max(0, L - n_hash)
+    if not isinstance(mlp, list) or len(mlp) < L or any(t not in ("hash_moe", "moe") for t in mlp):
+        raise GpuplanError(f"{c.source}: mlp_layer_types must list hash_moe or moe for each of the {L} layers")
+    return list(types[:L]), [t == "hash_moe" for t in mlp[:L]]
+
+
+def _vec(name: str, size: int, group: str = "attention") -> list[Weight]:
+    return [Weight(name=name, shape=(size,), group=group, bias=True)]  # type: ignore[arg-type]
+
+
+def deepseek_v4(c: Cfg, name: str) -> ModelSpec:
+    """DeepseekV4ForCausalLM (DeepSeek-V4): shared-KV multi-query attention (one 512-wide head read as key and value,
+    a low-rank q with its norm, a grouped low-rank output projection, per-head sinks) over a sliding window, with
+    a compressor of the keys every compress rate tokens (heavily compressed: 128; compressed sparse: 4, with a
+    Lightning indexer picking index_topk entries); every block a routed MoE (the first num_hash_layers routed by
+    token hash) with one shared expert; manifold-constrained hyper-connections (hc_mult streams) around the mixer
+    and the MoE and before the head."""
+    h, L, nh, V = (c.int(k, default=v) for k, v in (("hidden_size", 4096), ("num_hidden_layers", 43),
+                                                       ("num_attention_heads", 64), ("vocab_size", 129280)))
+    hd, q_rank = c.int("head_dim", default=512), c.int("q_lora_rank", default=1024)
+    g, o_rank = c.int("o_groups", default=8), c.int("o_lora_rank", default=1024)
+    if (nh * hd) % g:
+        raise GpuplanError(f"{c.source}: num_attention_heads x head_dim = {nh * hd} is not a multiple of o_groups = "
+                           f"{g}: fix the sizes")
+    E, k = c.int("n_routed_experts", "num_local_experts", default=256), c.int("num_experts_per_tok", default=6)
+    ffn = c.int("moe_intermediate_size", "intermediate_size", default=2048)
+    N = c.int("hc_mult", default=4)
+    ih, idim = c.int("index_n_heads", default=64), c.int("index_head_dim", default=128)
+    rates = c.raw("compress_rates", default={})
+    if not isinstance(rates, Mapping):
+        raise GpuplanError(f"{c.source}: compress_rates must map the compressed attention types to their rates")
+    csa = int(rates.get("compressed_sparse_attention", c.raw("compress_rate_csa", default=4)))
+    hca = int(rates.get("heavily_compressed_attention", c.raw("compress_rate_hca", default=128)))
+    types, _hash = _dsv4_types(c, L)
+    mb = c.flag("mlp_bias", default=False)
+    attn = (lin("self_attn.q_a_proj", q_rank, h, "attention") + nrm("self_attn.q_a_norm", q_rank)
+            + lin("self_attn.q_b_proj", nh * hd, q_rank, "attention") + lin("self_attn.kv_proj", hd, h, "attention")
+            + nrm("self_attn.kv_norm", hd) + lin("self_attn.o_a_proj", g * o_rank, nh * hd // g, "attention")
+            + lin("self_attn.o_b_proj", h, g * o_rank, "attention") + _vec("self_attn.sinks", nh))
+    at = "self_attn.compressor."
+    compressor = {
+        "sliding_attention": [],
+        "heavily_compressed_attention": (lin(f"{at}kv_proj", hd, h, "attention") + lin(f"{at}gate_proj", hd, h,
+                                         "attention") + _vec(f"{at}position_bias", hca * hd) + nrm(f"{at}kv_norm", hd)),
+        "compressed_sparse_attention": (
+            lin(f"{at}kv_proj", 2 * hd, h, "attention") + lin(f"{at}gate_proj", 2 * hd, h, "attention")
+            + _vec(f"{at}position_bias", csa * 2 * hd) + nrm(f"{at}kv_norm", hd)
+            + lin(f"{at}indexer.kv_proj", 2 * idim, h, "attention")
+            + lin(f"{at}indexer.gate_proj", 2 * idim, h, "attention")
+            + _vec(f"{at}indexer.position_bias", csa * 2 * idim) + nrm(f"{at}indexer.kv_norm", idim)
+            + lin(f"{at}indexer.q_b_proj", ih * idim, q_rank, "attention")
+            + lin(f"{at}indexer.scorer.weights_proj", ih, h, "router")),
+    }
+    moe = (lin("mlp.gate", E, h, "router")
+           + [Weight(name="mlp.experts.gate_up_proj", shape=(2 * ffn, h), group="expert", count=E),
+              Weight(name="mlp.experts.down_proj", shape=(h, ffn), group="expert", count=E)]
+           + gated("mlp.shared_experts", h, ffn, "shared_expert", mb))
+    hc = []
+    for p in ("attn_hc", "ffn_hc"):
+        hc += (lin(f"{p}.fn", (2 + N) * N, N * h, "router") + _vec(f"{p}.base", (2 + N) * N, "router")
+               + _vec(f"{p}.scale", 3, "router"))
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    layers = [(attn + compressor[t] + moe + hc + norms, True) for t in types]
+    tied = tie(c, False)
+    head = (nrm("norm", h) + lin("hc_head.hc_fn", N, N * h, "router") + _vec("hc_head.hc_base", N, "router")
+            + _vec("hc_head.hc_scale", 1, "router") + ([] if tied else emb("lm_head", V, h, "head")))
+    w = c.int("sliding_window", default=128)
+    c.assumed.append(f"{c.mt}: every layer's attention is costed over its {w}-token sliding window with one shared "
+                     "key/value head; the compressed keys it also attends (every 128th token's compression, or the "
+                     "indexer's top index_topk of every 4th's) are not (their compressor and indexer matmuls are); "
+                     "attention is split over tensor-parallel ranks as usual, where transformers keeps it replicated; "
+                     f"the first {sum(_hash)} layers route by token hash, costed as learned routing; the "
+                     f"{N} hyper-connection streams' activations are not added; the multi-token-prediction layers "
+                     "are not counted")
+    rotary = c.number("partial_rotary_factor", default=None)
+    if rotary is None and c.raw("qk_rope_head_dim") is not None:
+        rotary = c.int("qk_rope_head_dim") / hd
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=1, head_dim=hd, ffn=0, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=1048576), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
+                head=tuple(head), n_experts=E, top_k=k, moe_ffn=ffn, shared_ffn=ffn,
+                rotary_percent=rotary if rotary is not None else 64 / 512, sliding_window=w,
+                window_layers=(True,) * L)
+
+
+V4_BUILDERS = {"gemma4_text": gemma4_text, "gemma4": gemma4, "qwen4_exp_text": qwen4_exp_text, "qwen4_exp": qwen4_exp,
+               "deepseek_v4": deepseek_v4}
