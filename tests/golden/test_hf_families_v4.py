@@ -1,5 +1,6 @@
 """Golden parameter counts of transformers 5.24's newest decoders: Gemma 4 (gemma4_text, gemma4), Qwen4-Exp
-(qwen4_exp_text, qwen4_exp) and DeepSeek-V4 (deepseek_v4). The reference count is transformers' own:
+(qwen4_exp_text, qwen4_exp) DeepSeek-V4 (deepseek_v4) and
+HY-V4 (hy_v4). The reference count is transformers' own:
 ``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.24.0,
 ``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the
 config classes' defaults and small configs exercising each family's flags."""
@@ -78,6 +79,17 @@ DSV4_TYPES = {**DSV4_SMALL, "num_hidden_layers": 4,
               "compress_rates": {"compressed_sparse_attention": 8, "heavily_compressed_attention": 64},
               "mlp_layer_types": ["moe", "hash_moe", "moe", "moe"]}
 
+# HYV4Config defaults (checkpoint tencent/Hy4-preview in its docstring)
+HYV4_DEFAULT = {"model_type": "hy_v4"}
+# small: listed dense/sparse MLPs and full/shared indexers, 2 shared experts, biases, 2 streams, tied
+HYV4_SMALL = {"model_type": "hy_v4", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+              "q_lora_rank": 128, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+              "v_head_dim": 32, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+              "n_shared_experts": 2, "intermediate_size": 1024, "hc_mult": 2, "index_n_heads": 4, "index_head_dim": 32,
+              "vocab_size": 32000, "pad_token_id": 0, "attention_bias": True, "tie_word_embeddings": True,
+              "mlp_layer_types": ["dense", "dense", "sparse", "sparse", "dense", "sparse"],
+              "indexer_types": ["full", "shared", "full", "shared", "shared", "full"]}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.24 Gemma4ForCausalLM(Gemma4TextConfig())
@@ -101,6 +113,9 @@ DSV4_TYPES = {**DSV4_SMALL, "num_hidden_layers": 4,
     (DSV4_DEFAULT, 284_325_869_015),
     (DSV4_RATIOS, 44_089_911),
     (DSV4_TYPES, 75_611_005),
+    # transformers 5.24 HYV4ForCausalLM(HYV4Config()), and a small config
+    (HYV4_DEFAULT, 58_278_193_133),
+    (HYV4_SMALL, 26_935_451),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -139,7 +154,14 @@ def test_deepseek_v4_maps_its_blocks():
     assert round(m.params_active / 1e9, 1) == 13.8
 
 
+def test_hy_v4_maps_its_blocks():
+    m = load_model(HYV4_DEFAULT)
+    assert (m.q_lora_rank, m.kv_lora_rank, m.qk_rope_dim, m.head_dim, m.v_head_dim) == (1536, 512, 64, 256, 256)
+    assert [g.moe for g in m.layers for _ in range(g.count)] == [False] + [True] * 33
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn) == (256, 8, 768, 768, 6912)
+
+
 @pytest.mark.parametrize("cfg", [GEMMA4_MOE, GEMMA4_SHARED_KV, GEMMA4_SMALL_TOWERS, QWEN4_PLE, QWEN4_WRAPPER,
-                                 DSV4_RATIOS, DSV4_TYPES])
+                                 DSV4_RATIOS, DSV4_TYPES, HYV4_SMALL])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

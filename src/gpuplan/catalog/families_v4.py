@@ -1,9 +1,9 @@
 """Decoders of transformers 5.24's newest families: Gemma 4 (gemma4_text, and the gemma4 image/audio-text wrapper
-whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp) and DeepSeek-V4 (deepseek_v4). Each builder lists
-every parameter tensor the matching ``transformers`` 5.24 class creates (checked against it on the meta device:
-tests/golden/test_hf_families_v4.py); defaults are those of the config class, recorded in ``assumed`` where they
-shape the weights. What the time model has no representation for is mapped to the closest block it has and said in
-``assumed``."""
+whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp), DeepSeek-V4 (deepseek_v4) and HY-V4 (hy_v4).
+Each builder lists every parameter tensor the matching ``transformers`` 5.24 class creates (checked against it on
+the meta device: tests/golden/test_hf_families_v4.py); defaults are those of the config class, recorded in
+``assumed`` where they shape the weights. What the time model has no representation for is mapped to the closest
+block it has and said in ``assumed``."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import Any
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import scan_note
+from gpuplan.catalog.families_mla import _mla
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text", "deepseek_v4"]
+__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text", "deepseek_v4", "hy_v4"]
 
 
 # ---- Gemma 4 ------------------------------------------------------------------------------------------
@@ -475,5 +476,66 @@ def deepseek_v4(c: Cfg, name: str) -> ModelSpec:
                 window_layers=(True,) * L)
 
 
+# ---- HY-V4 (Tencent Hy4) -----------------------------------------------------------------------------
+def hy_v4(c: Cfg, name: str) -> ModelSpec:
+    """HYV4ForCausalLM (Tencent Hy4): DeepSeek-V3's MLA with an output gate (one value-head-wide gate per head) and
+    per-head sinks, DeepSeek Sparse Attention's indexer on the "full" indexer_types layers (the "shared" ones reuse the
+    last one's selection), a dense SwiGLU on the "dense" mlp_layer_types layers (the first by default) and a routed +
+    shared-expert MoE on the others, independent hyper-connections (hc_mult streams) around the mixer and the MLP
+    and before the head."""
+    h, L, nh, V = (c.int(k, default=v) for k, v in (("hidden_size", 2816), ("num_hidden_layers", 34),
+                                                       ("num_attention_heads", 32), ("vocab_size", 120832)))
+    ffn, moe_ffn = c.int("intermediate_size", default=6912), c.int("moe_intermediate_size", default=768)
+    qr, kvr = c.int("q_lora_rank", default=1536), c.int("kv_lora_rank", default=512)
+    nope, rope, vd = (c.int("qk_nope_head_dim", default=192), c.int("qk_rope_head_dim", default=64),
+                      c.int("v_head_dim", default=256))
+    E, k = c.int("n_routed_experts", default=256), c.int("num_experts_per_tok", default=8)
+    shared = c.int("n_shared_experts", default=1, minimum=0) * moe_ffn
+    N = c.int("hc_mult", default=4)
+    ih, idim = c.int("index_n_heads", default=16), c.int("index_head_dim", default=128)
+    mlp_types = c.raw("mlp_layer_types")
+    if mlp_types is None:
+        mlp_types = ["dense"] * min(1, L) + ["sparse"] * max(L - 1, 0)
+    idx_types = c.raw("indexer_types")
+    if idx_types is None:
+        idx_types = ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(L)]
+    for key, v, allowed in (("mlp_layer_types", mlp_types, ("dense", "sparse")),
+                            ("indexer_types", idx_types, ("full", "shared"))):
+        if not isinstance(v, list) or len(v) != L or any(t not in allowed for t in v):
+            raise GpuplanError(f"{c.source}: {key} must list {' or '.join(allowed)} for each of the {L} layers")
+    attn = (_mla(c, h, nh, nope, rope, vd, qr, kvr) + lin("self_attn.gate_proj", nh * vd, h, "attention")
+            + _vec("self_attn.sinks", nh))
+    indexer = (lin("self_attn.indexer.wq_b", ih * idim, qr, "attention")
+               + lin("self_attn.indexer.wk", idim, h, "attention")
+               + nrm("self_attn.indexer.k_norm", idim, bias=True)
+               + lin("self_attn.indexer.weights_proj", ih, h, "attention"))
+    moe = (lin("mlp.gate", E, h, "router")
+           + [Weight(name="mlp.experts.gate_up_proj", shape=(2 * moe_ffn, h), group="expert", count=E),
+              Weight(name="mlp.experts.down_proj", shape=(h, moe_ffn), group="expert", count=E)]
+           + (gated("mlp.shared_experts", h, shared, "shared_expert") if shared else []))
+    dense = gated("mlp", h, ffn, "mlp")
+    hc = []
+    for p in ("attn_hc", "ffn_hc"):
+        hc += lin(f"{p}.fn", 2 * N, N * h, "router") + _vec(f"{p}.base", 2 * N, "router") + _vec(f"{p}.scale", 2,
+                                                                                                  "router")
+    norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
+    layers = [(attn + (indexer if it == "full" else []) + (moe if mt == "sparse" else dense) + hc + norms,
+               mt == "sparse") for mt, it in zip(mlp_types, idx_types, strict=True)]
+    tied = tie(c, False)
+    head = (nrm("norm", h) + lin("hc_head.hc_fn", N, N * h, "router") + _vec("hc_head.hc_base", N, "router")
+            + _vec("hc_head.hc_scale", 1, "router") + ([] if tied else emb("lm_head", V, h, "head")))
+    c.assumed.append(f"{c.mt}: attention timed as dense MLA over the whole sequence (DeepSeek Sparse Attention's "
+                     f"top-{c.int('index_topk', default=2048):,} keys per query and its indexer's scores are not "
+                     f"modelled; the output gate costed with the projections); the {N} hyper-connection streams' "
+                     "activations are not added")
+    sparse = [mt == "sparse" for mt in mlp_types]
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nh, head_dim=nope + rope, v_head_dim=vd,
+                ffn=0 if all(sparse) else ffn, vocab=V, max_positions=c.int("max_position_embeddings", default=262144),
+                gated_mlp=True, norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups(layers), head=tuple(head), n_experts=E if any(sparse) else 0,
+                top_k=k if any(sparse) else 0, moe_ffn=moe_ffn if any(sparse) else 0,
+                shared_ffn=shared if any(sparse) else 0, q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope)
+
+
 V4_BUILDERS = {"gemma4_text": gemma4_text, "gemma4": gemma4, "qwen4_exp_text": qwen4_exp_text, "qwen4_exp": qwen4_exp,
-               "deepseek_v4": deepseek_v4}
+               "deepseek_v4": deepseek_v4, "hy_v4": hy_v4}
