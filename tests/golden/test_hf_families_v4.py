@@ -1,6 +1,6 @@
 """Golden parameter counts of transformers 5.24's newest decoders: Gemma 4 (gemma4_text, gemma4), Qwen4-Exp
-(qwen4_exp_text, qwen4_exp) DeepSeek-V4 (deepseek_v4) and
-HY-V4 (hy_v4). The reference count is transformers' own:
+(qwen4_exp_text, qwen4_exp) DeepSeek-V4 (deepseek_v4),
+HY-V4 (hy_v4) and LFM3 (lfm3). The reference count is transformers' own:
 ``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.24.0,
 ``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the
 config classes' defaults and small configs exercising each family's flags."""
@@ -90,6 +90,16 @@ HYV4_SMALL = {"model_type": "hy_v4", "hidden_size": 512, "num_hidden_layers": 6,
               "mlp_layer_types": ["dense", "dense", "sparse", "sparse", "dense", "sparse"],
               "indexer_types": ["full", "shared", "full", "shared", "shared", "full"]}
 
+# Lfm3Config defaults (its docstring: "LFM3-1.7B style")
+LFM3_DEFAULT = {"model_type": "lfm3"}
+# small: listed layer types, biases, no attention gate, no sandwich norms, untied
+LFM3_SMALL = {"model_type": "lfm3", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 1024, "vocab_size": 32000,
+              "pad_token_id": 0, "conv_bias": True, "attention_bias": True, "use_attention_gate": False,
+              "use_sandwich_norm": False, "tie_word_embeddings": False, "conv_L_cache": 3,
+              "layer_types": ["conv", "full_attention", "conv", "sliding_attention", "sliding_attention",
+                              "full_attention"]}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.24 Gemma4ForCausalLM(Gemma4TextConfig())
@@ -116,6 +126,9 @@ HYV4_SMALL = {"model_type": "hy_v4", "hidden_size": 512, "num_hidden_layers": 6,
     # transformers 5.24 HYV4ForCausalLM(HYV4Config()), and a small config
     (HYV4_DEFAULT, 58_278_193_133),
     (HYV4_SMALL, 26_935_451),
+    # transformers 5.24 Lfm3ForCausalLM(Lfm3Config()), and a small config
+    (LFM3_DEFAULT, 1_728_801_536),
+    (LFM3_SMALL, 46_944_256),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -161,7 +174,15 @@ def test_hy_v4_maps_its_blocks():
     assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn) == (256, 8, 768, 768, 6912)
 
 
+def test_lfm3_maps_its_blocks():
+    m = load_model(LFM3_DEFAULT)
+    kinds = ["attention" if i % 4 == 2 or (i % 4 == 0 and i) else "conv" for i in range(24)]
+    assert [g.mixer for g in m.layers for _ in range(g.count)] == kinds
+    assert m.sliding_window == 256 and m.window_layers == tuple(i % 4 == 0 and i > 0 for i in range(24))
+    assert (m.n_kv_heads, m.head_dim, m.ffn, m.post_norms, m.tied_embeddings) == (4, 128, 7680, True, True)
+
+
 @pytest.mark.parametrize("cfg", [GEMMA4_MOE, GEMMA4_SHARED_KV, GEMMA4_SMALL_TOWERS, QWEN4_PLE, QWEN4_WRAPPER,
-                                 DSV4_RATIOS, DSV4_TYPES, HYV4_SMALL])
+                                 DSV4_RATIOS, DSV4_TYPES, HYV4_SMALL, LFM3_DEFAULT, LFM3_SMALL])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

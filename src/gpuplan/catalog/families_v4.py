@@ -1,9 +1,9 @@
 """Decoders of transformers 5.24's newest families: Gemma 4 (gemma4_text, and the gemma4 image/audio-text wrapper
-whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp), DeepSeek-V4 (deepseek_v4) and HY-V4 (hy_v4).
-Each builder lists every parameter tensor the matching ``transformers`` 5.24 class creates (checked against it on
-the meta device: tests/golden/test_hf_families_v4.py); defaults are those of the config class, recorded in
-``assumed`` where they shape the weights. What the time model has no representation for is mapped to the closest
-block it has and said in ``assumed``."""
+whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp), DeepSeek-V4 (deepseek_v4), HY-V4 (hy_v4) and
+LFM3 (lfm3). Each builder lists every parameter tensor the matching ``transformers`` 5.24 class creates (checked
+against it on the meta device: tests/golden/test_hf_families_v4.py); defaults are those of the config class,
+recorded in ``assumed`` where they shape the weights. What the time model has no representation for is mapped to
+the closest block it has and said in ``assumed``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from gpuplan.catalog.families_mla import _mla
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text", "deepseek_v4", "hy_v4"]
+__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text", "deepseek_v4", "hy_v4", "lfm3"]
 
 
 # ---- Gemma 4 ------------------------------------------------------------------------------------------
@@ -537,5 +537,56 @@ def hy_v4(c: Cfg, name: str) -> ModelSpec:
                 shared_ffn=shared if any(sparse) else 0, q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope)
 
 
+# ---- LFM3 (Liquid AI) --------------------------------------------------------------------------------
+def lfm3(c: Cfg, name: str) -> ModelSpec:
+    """Lfm3ForCausalLM (LFM3): LFM2's gated short-convolution blocks with GQA attention blocks (q/k RMSNorms over the
+    head, a sigmoid gate per head from the block input with use_attention_gate) on the full_attention and
+    sliding_attention layers of layer_types (by default full on each 4th from the 3rd, sliding on each 4th from the
+    5th), a SwiGLU MLP of intermediate_size in every block, sandwich norms (use_sandwich_norm) after the mixer and
+    the MLP."""
+    h, L, nh, V = (c.int(k, default=v) for k, v in (("hidden_size", 2048), ("num_hidden_layers", 24),
+                                                       ("num_attention_heads", 16), ("vocab_size", 128000)))
+    nkv = c.kv_heads(nh, "num_key_value_heads", default=4)
+    hd, ffn = c.int("head_dim", default=128), c.int("intermediate_size", default=7680)
+    types = c.raw("layer_types")
+    if types is None:
+        types = ["full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0 else "conv"
+                 for i in range(L)]
+    if not isinstance(types, list) or len(types) != L or \
+            any(t not in ("full_attention", "sliding_attention", "conv") for t in types):
+        raise GpuplanError(f"{c.source}: layer_types must list full_attention, sliding_attention or conv for each of "
+                           f"the {L} layers: fix the list")
+    cb, ab = c.flag("conv_bias", default=False), c.flag("attention_bias", default=False)
+    conv = (lin("conv.in_proj", 3 * h, h, "attention", cb)
+            + [Weight(name="conv.conv", shape=(h, 1, c.int("conv_L_cache", default=7)), group="attention")]
+            + (_vec("conv.conv.bias", h) if cb else []) + lin("conv.out_proj", h, h, "attention", cb))
+    attention = (lin("self_attn.q_proj", nh * hd, h, "attention", ab)
+                 + lin("self_attn.k_proj", nkv * hd, h, "attention", ab)
+                 + lin("self_attn.v_proj", nkv * hd, h, "attention", ab)
+                 + lin("self_attn.o_proj", h, nh * hd, "attention", ab)
+                 + nrm("self_attn.q_norm", hd) + nrm("self_attn.k_norm", hd)
+                 + (lin("self_attn.g_proj", nh, h, "attention") if c.flag("use_attention_gate", default=True) else []))
+    sandwich = c.flag("use_sandwich_norm", default=True)
+    mlp = (lin("feed_forward.w1", ffn, h, "mlp") + lin("feed_forward.w3", ffn, h, "mlp")
+           + lin("feed_forward.w2", h, ffn, "mlp") + nrm("operator_norm", h) + nrm("ffn_norm", h)
+           + (nrm("post_operator_norm", h) + nrm("post_ffn_norm", h) if sandwich else []))
+    blocks = {"full_attention": (attention, "attention"), "sliding_attention": (attention, "attention"),
+              "conv": (conv, "conv")}
+    tied = tie(c, True)
+    win: dict[str, Any] = {}
+    if "sliding_attention" in types and not ("sliding_window" in c.d and c.d["sliding_window"] is None):
+        win = {"sliding_window": c.int("sliding_window", default=256),
+               "window_layers": tuple(t == "sliding_attention" for t in types)}
+    if "full_attention" in types:
+        c.assumed.append(f"{c.mt}: RoPE costed as the whole head's on every attention layer (the full-attention "
+                         "layers rotate half of it by default)")
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=128000), gated_mlp=True, norm="rmsnorm",
+                tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
+                layers=groups([(blocks[t][0] + mlp, False) for t in types], [(blocks[t][1], True) for t in types]),
+                head=tuple(nrm("embedding_norm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
+                post_norms=sandwich, **win)
+
+
 V4_BUILDERS = {"gemma4_text": gemma4_text, "gemma4": gemma4, "qwen4_exp_text": qwen4_exp_text, "qwen4_exp": qwen4_exp,
-               "deepseek_v4": deepseek_v4, "hy_v4": hy_v4}
+               "deepseek_v4": deepseek_v4, "hy_v4": hy_v4, "lfm3": lfm3}
