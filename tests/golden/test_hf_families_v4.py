@@ -1,6 +1,6 @@
 """Golden parameter counts of transformers 5.24's newest decoders: Gemma 4 (gemma4_text, gemma4), Qwen4-Exp
 (qwen4_exp_text, qwen4_exp) DeepSeek-V4 (deepseek_v4),
-HY-V4 (hy_v4) and LFM3 (lfm3). The reference count is transformers' own:
+HY-V4 (hy_v4), LFM3 (lfm3) and Cohere 2 MoE (cohere2_moe). The reference count is transformers' own:
 ``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.24.0,
 ``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the
 config classes' defaults and small configs exercising each family's flags."""
@@ -100,6 +100,21 @@ LFM3_SMALL = {"model_type": "lfm3", "hidden_size": 512, "num_hidden_layers": 6, 
               "layer_types": ["conv", "full_attention", "conv", "sliding_attention", "sliding_attention",
                               "full_attention"]}
 
+# Cohere2MoeConfig defaults
+COHERE2_MOE_DEFAULT = {"model_type": "cohere2_moe"}
+# small: a dense prefix of 2 (its own width and window pattern), 2 shared experts, RMSNorm, biases, untied
+COHERE2_MOE_PREFIX = {"model_type": "cohere2_moe", "hidden_size": 512, "num_hidden_layers": 6,
+                      "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 256,
+                      "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 2, "first_k_dense_replace": 2,
+                      "prefix_dense_intermediate_size": 1024, "prefix_dense_sliding_window_pattern": 2,
+                      "rms_norm_eps": 1e-6, "attention_bias": True, "tie_word_embeddings": False,
+                      "vocab_size": 32000}
+# listed mlp_layer_types and layer_types
+COHERE2_MOE_TYPES = {"model_type": "cohere2_moe", "hidden_size": 512, "num_hidden_layers": 4,
+                     "num_attention_heads": 8, "head_dim": 64, "intermediate_size": 256, "vocab_size": 32000,
+                     "mlp_layer_types": ["dense", "sparse", "dense", "sparse"],
+                     "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.24 Gemma4ForCausalLM(Gemma4TextConfig())
@@ -129,6 +144,10 @@ LFM3_SMALL = {"model_type": "lfm3", "hidden_size": 512, "num_hidden_layers": 6, 
     # transformers 5.24 Lfm3ForCausalLM(Lfm3Config()), and a small config
     (LFM3_DEFAULT, 1_728_801_536),
     (LFM3_SMALL, 46_944_256),
+    # transformers 5.24 Cohere2MoeForCausalLM(Cohere2MoeConfig()), and small configs
+    (COHERE2_MOE_DEFAULT, 190_004_928_512),
+    (COHERE2_MOE_PREFIX, 55_602_176),
+    (COHERE2_MOE_TYPES, 27_666_944),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -182,7 +201,19 @@ def test_lfm3_maps_its_blocks():
     assert (m.n_kv_heads, m.head_dim, m.ffn, m.post_norms, m.tied_embeddings) == (4, 128, 7680, True, True)
 
 
+def test_cohere2_moe_maps_its_blocks():
+    m = load_model(COHERE2_MOE_DEFAULT)
+    assert m.parallel_block and m.norm == "layernorm" and all(g.moe for g in m.layers)
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn) == (8, 2, 22528, 0, 0)
+    assert m.sliding_window == 4096 and m.window_layers == tuple((i + 1) % 4 != 0 for i in range(40))
+    p = load_model(COHERE2_MOE_PREFIX)
+    assert [g.moe for g in p.layers for _ in range(g.count)] == [False, False] + [True] * 4
+    assert (p.ffn, p.shared_ffn, p.norm) == (1024, 512, "rmsnorm")
+    assert p.window_layers == (True, False, True, True, True, False)
+
+
 @pytest.mark.parametrize("cfg", [GEMMA4_MOE, GEMMA4_SHARED_KV, GEMMA4_SMALL_TOWERS, QWEN4_PLE, QWEN4_WRAPPER,
-                                 DSV4_RATIOS, DSV4_TYPES, HYV4_SMALL, LFM3_DEFAULT, LFM3_SMALL])
+                                 DSV4_RATIOS, DSV4_TYPES, HYV4_SMALL, LFM3_DEFAULT, LFM3_SMALL,
+                                 COHERE2_MOE_PREFIX, COHERE2_MOE_TYPES])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

@@ -1,9 +1,9 @@
 """Decoders of transformers 5.24's newest families: Gemma 4 (gemma4_text, and the gemma4 image/audio-text wrapper
-whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp), DeepSeek-V4 (deepseek_v4), HY-V4 (hy_v4) and
-LFM3 (lfm3). Each builder lists every parameter tensor the matching ``transformers`` 5.24 class creates (checked
-against it on the meta device: tests/golden/test_hf_families_v4.py); defaults are those of the config class,
-recorded in ``assumed`` where they shape the weights. What the time model has no representation for is mapped to
-the closest block it has and said in ``assumed``."""
+whose language model it is), Qwen4-Exp (qwen4_exp_text, qwen4_exp), DeepSeek-V4 (deepseek_v4), HY-V4 (hy_v4),
+LFM3 (lfm3) and Cohere 2 MoE (cohere2_moe). Each builder lists every parameter tensor the matching ``transformers``
+5.24 class creates (checked against it on the meta device: tests/golden/test_hf_families_v4.py); defaults are
+those of the config class, recorded in ``assumed`` where they shape the weights. What the time model has no
+representation for is mapped to the closest block it has and said in ``assumed``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from typing import Any
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import scan_note
+from gpuplan.catalog.families_ln import qkvo
 from gpuplan.catalog.families_mla import _mla
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
-__all__ = ["V4_BUILDERS", "gemma4", "gemma4_text", "qwen4_exp", "qwen4_exp_text", "deepseek_v4", "hy_v4", "lfm3"]
+__all__ = ["V4_BUILDERS", "cohere2_moe", "deepseek_v4", "gemma4", "gemma4_text", "hy_v4", "lfm3", "qwen4_exp",
+           "qwen4_exp_text"]
 
 
 # ---- Gemma 4 ------------------------------------------------------------------------------------------
@@ -588,5 +590,62 @@ def lfm3(c: Cfg, name: str) -> ModelSpec:
                 post_norms=sandwich, **win)
 
 
+# ---- Cohere 2 MoE ------------------------------------------------------------------------------------
+def cohere2_moe(c: Cfg, name: str) -> ModelSpec:
+    """Cohere2MoeForCausalLM: Cohere 2's parallel block (one weight-only LayerNorm, or an RMSNorm where
+    rms_norm_eps is given, feeding attention and the MLP) with a top-k MoE of intermediate_size experts (and
+    num_shared_experts x intermediate_size of shared expert) in place of the MLP on the "sparse" mlp_layer_types
+    layers; the first first_k_dense_replace "dense" layers a SwiGLU of prefix_dense_intermediate_size with their own
+    sliding-window pattern; three of four of the others attend within sliding_window (sliding_window_pattern)."""
+    h, L, nh, V = (c.int(k, default=v) for k, v in (("hidden_size", 8192), ("num_hidden_layers", 40),
+                                                       ("num_attention_heads", 64), ("vocab_size", 256000)))
+    nkv = c.kv_heads(nh, "num_key_value_heads")
+    d, ffn = c.int("head_dim", default=128), c.int("intermediate_size", default=22528)
+    E, k = c.int("num_experts", default=8), c.int("num_experts_per_tok", default=2)
+    n_shared = c.int("num_shared_experts", default=0, minimum=0, note=False)
+    first = c.int("first_k_dense_replace", default=0, minimum=0, note=False)
+    mlp_types = c.raw("mlp_layer_types")
+    if mlp_types is None:
+        mlp_types = ["dense" if i < first else "sparse" for i in range(L)]
+    if not isinstance(mlp_types, list) or len(mlp_types) != L or any(t not in ("dense", "sparse") for t in mlp_types):
+        raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers")
+    types = c.raw("layer_types")
+    if types is None:
+        pre, every = c.int("prefix_dense_sliding_window_pattern", default=1), c.int("sliding_window_pattern", default=4)
+        n_pre = min(first, L)
+        types = (["sliding_attention" if (i + 1) % pre else "full_attention" for i in range(n_pre)]
+                 + ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(L - n_pre)])
+    if not isinstance(types, list) or len(types) != L or \
+            any(t not in ("sliding_attention", "full_attention") for t in types):
+        raise GpuplanError(f"{c.source}: layer_types must list sliding_attention or full_attention for each of the "
+                           f"{L} layers: fix the list")
+    rms = c.raw("rms_norm_eps") is not None
+    dense_ffn = c.int("prefix_dense_intermediate_size", default=ffn, note=False)
+    attn = nrm("input_layernorm", h) + qkvo(h, nh, nkv, d, c.flag("attention_bias", default=False))
+    moe = (lin("mlp.gate", E, h, "router")
+           + [Weight(name="mlp.experts.gate_up_proj", shape=(2 * ffn, h), group="expert", count=E),
+              Weight(name="mlp.experts.down_proj", shape=(h, ffn), group="expert", count=E)]
+           + (gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert") if n_shared else []))
+    dense = gated("mlp", h, dense_ffn, "mlp")
+    layers = [(attn + (moe if t == "sparse" else dense), t == "sparse") for t in mlp_types]
+    tied = tie(c, True)
+    if n_shared and c.raw("shared_expert_combination_strategy", default="average") == "average":
+        c.assumed.append(f"{c.mt}: the shared expert's output is averaged with the routed experts' (no shape)")
+    win: dict[str, Any] = {}
+    if "sliding_attention" in types and not ("sliding_window" in c.d and c.d["sliding_window"] is None):
+        win = {"sliding_window": c.int("sliding_window", default=4096),
+               "window_layers": tuple(t == "sliding_attention" for t in types)}
+    sparse = [t == "sparse" for t in mlp_types]
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
+                ffn=0 if all(sparse) else dense_ffn, vocab=V,
+                max_positions=c.int("max_position_embeddings", default=8192), gated_mlp=True,
+                norm="rmsnorm" if rms else "layernorm", tied_embeddings=tied,
+                embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
+                head=tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))),
+                n_experts=E if any(sparse) else 0, top_k=k if any(sparse) else 0, moe_ffn=ffn if any(sparse) else 0,
+                shared_ffn=ffn * n_shared if any(sparse) else 0, parallel_block=True, **win)
+
+
 V4_BUILDERS = {"gemma4_text": gemma4_text, "gemma4": gemma4, "qwen4_exp_text": qwen4_exp_text, "qwen4_exp": qwen4_exp,
-               "deepseek_v4": deepseek_v4, "hy_v4": hy_v4, "lfm3": lfm3}
+               "deepseek_v4": deepseek_v4, "hy_v4": hy_v4, "lfm3": lfm3,
+               "cohere2_moe": cohere2_moe}
