@@ -42,6 +42,7 @@ from gpuplan.catalog.families_moe import llama_moe, moe_required
 from gpuplan.catalog.families_more2 import MORE2
 from gpuplan.catalog.families_remote import chatglm_config, qwen_config
 from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
+from gpuplan.catalog.families_v4 import V4_BUILDERS
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
@@ -342,4 +343,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "qwen": lambda c, name: llama_like(qwen_config(c), name),
     "chatglm": lambda c, name: llama_like(chatglm_config(c), name),
     **MORE2,
+    **V4_BUILDERS,
 }
