@@ -176,6 +176,17 @@ _GDN = {"qwen3_next": (2, 256, 5632, True), "qwen3_5_text": (4, 256, 12288, Fals
         "qwen3_5_moe_text": (2, 256, 0, True)}
 
 
+
+def gdn_dims(c: Cfg) -> SsmDims:
+    """The gated delta rule's shapes as Qwen3-Next-style configs give them (``linear_*`` keys; 64-token chunks)."""
+    d = SsmDims(heads=c.int("linear_num_value_heads", default=32), head_dim=c.int("linear_value_head_dim", default=128),
+                groups=c.int("linear_num_key_heads", default=16), state=c.int("linear_key_head_dim", default=128),
+                conv_kernel=c.int("linear_conv_kernel_dim", default=4), chunk=64)
+    if d.heads % d.groups:
+        raise GpuplanError(f"{c.source}: linear_num_value_heads = {d.heads} is not a multiple of "
+                           f"linear_num_key_heads = {d.groups}: fix the sizes")
+    return d
+
 def qwen3_next(c: Cfg, name: str) -> ModelSpec:
     """Qwen3NextForCausalLM and Qwen3.5's text models (Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM): gated
     delta-rule blocks with full (output-gated, q/k-normed, partially rotary) attention in every
@@ -186,12 +197,7 @@ def qwen3_next(c: Cfg, name: str) -> ModelSpec:
     h, L, nh, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
     nkv = c.kv_heads(nh, "num_key_value_heads", default=nkv_default)
     hd = c.head_dim(h, nh, default=hd_default)
-    d = SsmDims(heads=c.int("linear_num_value_heads", default=32), head_dim=c.int("linear_value_head_dim", default=128),
-                groups=c.int("linear_num_key_heads", default=16), state=c.int("linear_key_head_dim", default=128),
-                conv_kernel=c.int("linear_conv_kernel_dim", default=4), chunk=64)
-    if d.heads % d.groups:
-        raise GpuplanError(f"{c.source}: linear_num_value_heads = {d.heads} is not a multiple of "
-                           f"linear_num_key_heads = {d.groups}: fix the sizes")
+    d = gdn_dims(c)
     ab = c.flag("attention_bias", default=False)
     attention = (lin("self_attn.q_proj", 2 * nh * hd, h, "attention", ab) + lin("self_attn.k_proj", nkv * hd, h,
                  "attention", ab) + lin("self_attn.v_proj", nkv * hd, h, "attention", ab)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
-from gpuplan.catalog.families_hybrid import scan_note
+from gpuplan.catalog.families_hybrid import gdn_dims, scan_note
 from gpuplan.catalog.families_mla import _mla
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
@@ -127,12 +127,7 @@ def qwen4_exp_text(c: Cfg, name: str) -> ModelSpec:
                                                        ("num_attention_heads", 16), ("vocab_size", 248320)))
     nkv = c.kv_heads(nh, "num_key_value_heads", default=2)
     hd = c.int("head_dim", default=256)
-    d = SsmDims(heads=c.int("linear_num_value_heads", default=32), head_dim=c.int("linear_value_head_dim", default=128),
-                groups=c.int("linear_num_key_heads", default=16), state=c.int("linear_key_head_dim", default=128),
-                conv_kernel=c.int("linear_conv_kernel_dim", default=4), chunk=64)
-    if d.heads % d.groups:
-        raise GpuplanError(f"{c.source}: linear_num_value_heads = {d.heads} is not a multiple of "
-                           f"linear_num_key_heads = {d.groups}: fix the sizes")
+    d = gdn_dims(c)
     E, k = c.int("num_experts", default=512), c.int("num_experts_per_tok", default=10)
     moe_ffn, shared = c.int("moe_intermediate_size", default=512), c.int("shared_expert_intermediate_size", default=512)
     hc, rank = c.int("hc_count", default=4, minimum=2), c.int("hc_lowrank", default=320)
