@@ -14,6 +14,7 @@ from typing import Any
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_v4_hc import deepseek_v4, hy_v4, qwen4_exp, qwen4_exp_text
 from gpuplan.catalog.families_v4_more import cohere2_moe, lfm3
+from gpuplan.catalog.families_vlm import text_config
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -185,15 +186,22 @@ def _gemma4_windows(c: Cfg, types: list[str]) -> dict[str, Any]:
     return {"sliding_window": w, "window_layers": pattern} if any(pattern) else {}
 
 
+def _tower(c: Cfg, key: str, kind: str, what: str) -> Cfg | None:
+    """A tower's config (``vision_config``, ``audio_config``) read as ``kind``; None where the wrapper has none."""
+    raw = c.raw(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise GpuplanError(f"{c.source}: {key} must be a mapping of the {what}'s config keys")
+    return Cfg(raw, f"{c.source} {key}", kind, c.quote)
+
+
 def _gemma4_vision_params(c: Cfg, text_hidden: int) -> int:
     """Gemma4VisionModel (patch embedder with its 2-D position table, encoder of q/k-normed attention and GeGLU
     blocks with four norms; the pooler holds no weights) and the embedding projection into the text width."""
-    v = c.raw("vision_config")
-    if v is None:
+    vc = _tower(c, "vision_config", "gemma4_vision", "vision tower")
+    if vc is None:
         return 0
-    if not isinstance(v, Mapping):
-        raise GpuplanError(f"{c.source}: vision_config must be a mapping of the vision tower's config keys")
-    vc = Cfg(v, f"{c.source} vision_config", "gemma4_vision", c.quote)
     vh, vL = vc.int("hidden_size", default=768, note=False), vc.int("num_hidden_layers", default=16, note=False)
     nh = vc.int("num_attention_heads", default=12, note=False)
     nkv = vc.int("num_key_value_heads", default=12, note=False)
@@ -207,12 +215,9 @@ def _gemma4_audio_params(c: Cfg, text_hidden: int) -> int:
     """Gemma4AudioModel (a two-layer subsampling convolution, conformer blocks: two feed-forwards, chunked attention
     with a relative-position key projection, a light convolution; the output projection with its bias) and the
     embedding projection into the text width."""
-    a = c.raw("audio_config")
-    if a is None:
+    ac = _tower(c, "audio_config", "gemma4_audio", "audio tower")
+    if ac is None:
         return 0
-    if not isinstance(a, Mapping):
-        raise GpuplanError(f"{c.source}: audio_config must be a mapping of the audio tower's config keys")
-    ac = Cfg(a, f"{c.source} audio_config", "gemma4_audio", c.quote)
     ah, aL = ac.int("hidden_size", default=1024, note=False), ac.int("num_hidden_layers", default=12, note=False)
     nh = ac.int("num_attention_heads", default=8, note=False)
     ch = ac.raw("subsampling_conv_channels", default=[128, 32])
@@ -231,14 +236,7 @@ def gemma4(c: Cfg, name: str) -> ModelSpec:
     """Gemma4ForConditionalGeneration: the Gemma 4 decoder of ``text_config`` (read as gemma4_text); the vision and
     audio towers and their embedding projections, where the config has them, counted apart in ``extra_params``."""
     top = c.raw("tie_word_embeddings")
-    t_cfg = c.raw("text_config", default={})
-    if not isinstance(t_cfg, Mapping):
-        raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
-    filled = {key: v for key, v in _GEMMA4_TEXT.items() if t_cfg.get(key) is None}
-    t = Cfg({**t_cfg, **filled, **({"tie_word_embeddings": top} if top is not None else {}),
-             "model_type": "gemma4_text"}, f"{c.source} text_config", "gemma4_text", c.quote)
-    t.assumed += c.assumed + [f"text_config.{key} not given: using the transformers default {v}"
-                              for key, v in filled.items()]
+    t = text_config(c, "gemma4_text", _GEMMA4_TEXT, overrides={"tie_word_embeddings": top} if top is not None else None)
     th = t.int("hidden_size")
     towers = _gemma4_vision_params(c, th) + _gemma4_audio_params(c, th)
     if towers:

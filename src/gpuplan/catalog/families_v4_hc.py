@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import gdn_dims, scan_note
 from gpuplan.catalog.families_mla import _mla
+from gpuplan.catalog.families_vlm import text_config
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, SsmDims, Weight
 
@@ -160,14 +161,10 @@ def qwen4_exp_text(c: Cfg, name: str) -> ModelSpec:
 def qwen4_exp(c: Cfg, name: str) -> ModelSpec:
     """qwen4_exp: transformers' AutoModelForCausalLM builds Qwen4ExpForCausalLM from its text_config (the Qwen4-Exp
     decoder, qwen4_exp_text); the vision tower is not part of that model and not counted (noted)."""
-    t_cfg = c.raw("text_config", default={})
-    if not isinstance(t_cfg, Mapping):
-        raise GpuplanError(f"{c.source}: text_config must be a mapping of the language model's config keys")
     top = c.raw("tie_word_embeddings")
-    t = Cfg({**t_cfg, **({"tie_word_embeddings": top} if top is not None else {}), "model_type": "qwen4_exp_text"},
-            f"{c.source} text_config", "qwen4_exp_text", c.quote)
-    t.assumed += c.assumed + ["model_type qwen4_exp: its text_config's decoder (what AutoModelForCausalLM builds); "
-                              "the vision tower is not counted"]
+    t = text_config(c, "qwen4_exp_text", {}, overrides={"tie_word_embeddings": top} if top is not None else None)
+    t.assumed.append("model_type qwen4_exp: its text_config's decoder (what AutoModelForCausalLM builds); the vision "
+                     "tower is not counted")
     return dataclasses.replace(qwen4_exp_text(t, name), model_type="qwen4_exp")
 
 
