@@ -170,7 +170,7 @@ class MemoryVerdict:
     host_ok: bool                # it fits there (True when the host memory is not given)
     low: float                   # the 80 % interval of the peak (catalog/intervals.py; total, total without one)
     high: float
-    graphs: float = 0.0          # CUDA graphs' allowance above ``high`` (memory.cuda_graph_allowance; 0 without)
+    graphs: float = 0.0          # CUDA graphs' allowance above ``high`` (model/graphs.py; 0 without)
 
     @property
     def upper(self) -> float:

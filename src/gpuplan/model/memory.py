@@ -377,7 +377,6 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
                            fits=v.fits, headroom_share=training.headroom, low=v.low, high=v.upper, graphs=v.graphs)
 
 
-
 def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tuple[tuple[int, int | None], ...],
                vstages: tuple[int, ...]) -> float:
     """A lower bound on ``worst_stage(...).total`` over every layout that differs from ``layout`` only in

@@ -107,7 +107,7 @@ class Book:
         return None if not v.host_ok else v.fits
 
     def _graphs(self, split: Split) -> float:
-        """CUDA graphs' allowance on a layout of ``split`` (``memory.cuda_graph_allowance``: it reads pp only)."""
+        """CUDA graphs' allowance on a layout of ``split`` (``model.graphs.cuda_graph_allowance``: it reads pp only)."""
         return cuda_graph_allowance(self.sc.model, self.tr, split.pp)
 
     def _plain_of(self, hw: Hardware, split: Split, off: str) -> tuple[float, float] | None:

@@ -27,7 +27,6 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
 from gpuplan.model.memory import peak_floor
@@ -48,7 +47,7 @@ from gpuplan.search.space import (
     splits,
     tp_domain,
 )
-from gpuplan.spec import Hardware, Training
+from gpuplan.spec import Hardware, Layout, Training
 from gpuplan.spec.defaults import default_global_batch as _default_batch
 from gpuplan.spec.scenario import Scenario
 
@@ -155,7 +154,8 @@ class Search(Book):
         floors = self._floors_fit(hws, split, fams, sp, off)
         found: set[int] = set()
         prefix: dict[tuple[str, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
-        step_floors: dict[tuple, Any] = {}  # this split's step floors and their layouts (``_floor``)
+        step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
+        layouts: dict[tuple, Layout] = {}  # and the layouts they were timed on, the same on every GPU type
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
@@ -172,7 +172,8 @@ class Search(Book):
             for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix):
                 found.add(t)
                 where = (split, fam, mb, sp, off)
-                self._fitting.append((self._floor(step_floors, t, where, live[t]), (*ranks[t], i, j), where, live[t]))
+                floor = self._floor(step_floors, layouts, t, where, live[t])
+                self._fitting.append((floor, (*ranks[t], i, j), where, live[t]))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
         return found
@@ -343,7 +344,8 @@ class Search(Book):
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
 
-    def _floor(self, floors: dict[tuple, Any], t: int, where: Where, hw: Hardware) -> float:
+    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], t: int, where: Where,
+               hw: Hardware) -> float:
         """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
         kept per split in ``floors``: it reads the stage compute, the bubble and the optimizer step — the same
         for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
@@ -356,13 +358,14 @@ class Search(Book):
         key = (t, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1, mb)
         hit = floors.get(key)
         if hit is None:
-            # the layout is the same on every GPU type: built once per split for them all
+            # the layout is the same on every GPU type: built once per split for them all (``layouts``)
             lay_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb)
-            lay = floors.get(lay_key)
+            lay = layouts.get(lay_key)
             if lay is None:
-                lay = floors[lay_key] = self._layout(*where)
+                lay = layouts[lay_key] = self._layout(*where)
             hit = floors[key] = step_floor(self.sc.model, hw, self.tr, lay, self.sc.corrections)
         return hit
+
 
 def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:
     """One GPU type: without offload; with offload only when nothing fits (or as the scenario fixes it)."""

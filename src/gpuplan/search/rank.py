@@ -38,7 +38,6 @@ def choose(cands: list[Candidate], objective: str, deadline_s: float | None, bud
     return sorted(near, key=cost_key) + ranked[len(near):]
 
 
-
 # ``--objective cost`` without a deadline: the cheapest run that finishes within this horizon. A
 # quarter — the span of a typical GPU reservation; cost always falls with fewer GPUs run longer,
 # so without a horizon the cheapest plan is a multi-year run on a handful of GPUs.

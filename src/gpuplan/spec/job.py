@@ -88,7 +88,7 @@ class Training(ValueHashed):
     # Megatron-Core cpu_offloading): no pipeline
     activation_offloading: bool = False
     # CUDA graphs replayed each step: their static buffers are not modelled; the peak's interval carries the
-    # documented allowance (model/memory.py cuda_graph_allowance)
+    # documented allowance (model/graphs.py cuda_graph_allowance)
     cuda_graphs: CudaGraphs = "none"
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
