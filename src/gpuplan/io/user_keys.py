@@ -13,10 +13,9 @@ from typing import Any
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.schema import KEY_ALIASES, own_keys
+from gpuplan.io.words import Reading
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
-
-Read = tuple[str, str, Any, str]  # (field, word given, value, rule): Scenario.read_as
 
 CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_activation_checkpointing")
 NETWORK = ("interconnect", "network", "inter_node_network")
@@ -43,11 +42,11 @@ def _switch(value: Any, key: str) -> bool:
     return value
 
 
-def read_user_keys(raw: dict) -> tuple[dict, tuple[Read, ...]]:
+def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     """``raw`` with the keys above rewritten to gpuplan's, and how each was read."""
     hardware, training, layout = (dict(raw[s]) if isinstance(raw.get(s), dict) else raw.get(s)
                                   for s in ("hardware", "training", "layout"))
-    reads: list[Read] = []
+    reads: list[Reading] = []
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
         layout = {}
     if isinstance(layout, dict):
@@ -94,7 +93,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Read, ...]]:
     return out, tuple(reads)
 
 
-def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Read:
+def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Reading:
     """The global batch that ``key`` accumulation steps make: data-parallel replicas × micro-batch × steps."""
     steps = parse_count(training.pop(key), f"training.{key}")
     if steps != int(steps) or steps < 1:
@@ -117,7 +116,7 @@ def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Read:
             f"{int(steps)} accumulation steps × micro-batch {mb} × {dp} data-parallel replicas")
 
 
-def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Read | None]:
+def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Reading | None]:
     """Sequences per step from ``training.global_batch_tokens``, and how a count that is not a whole number of
     sequences was read: within 5 % of a power-of-two number of sequences, that number (papers' "4M tokens" at 4,096
     is 1,024 × 4,096 = 4,194,304: Llama 2, arXiv:2307.09288, Table 1); else, within 2 %, the count with the most

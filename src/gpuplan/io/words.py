@@ -75,7 +75,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     return tuple(out)
 
 
-def stage_from_framework(word: Any, layout: dict[str, Any]) -> tuple[tuple[str, str, Any, str], ...]:
+def stage_from_framework(word: Any, layout: dict[str, Any]) -> tuple[Reading, ...]:
     """The ZeRO stage and the offload a ``training.framework`` word names ("DeepSpeed ZeRO-3", "ZeRO-Offload",
     "FSDP FULL_SHARD"), set in ``layout`` in place where it leaves them open (the user stated them), as readings
     (field, word, value, rule); a stage that contradicts a given ``layout.zero`` is refused."""
@@ -88,7 +88,7 @@ def stage_from_framework(word: Any, layout: dict[str, Any]) -> tuple[tuple[str, 
     if stage is not None and "zero" in layout and layout["zero"] != stage:
         raise GpuplanError(f"training.framework {word!r} names ZeRO stage {stage}, layout.zero is {layout['zero']}: "
                            "give the stage once")
-    out: list[tuple[str, str, Any, str]] = []
+    out: list[Reading] = []
     if stage is not None and "zero" not in layout:
         layout["zero"] = stage
         out.append(("layout.zero", word, stage, f"training.framework {word} names ZeRO stage {stage}"))
