@@ -3,6 +3,9 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import replace
+
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import memory, peaks_bytes, plain_limit, verdict
@@ -15,6 +18,30 @@ from gpuplan.spec.scenario import Scenario
 
 Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-batch, sequence parallel, offload
 
+PEAK_TABLES = 4  # scenarios whose sized peaks a process keeps (``peak_table``)
+_tables: OrderedDict[tuple, dict[tuple, tuple[float, float]]] = OrderedDict()
+
+
+def peak_table(sc: Scenario, tr: Training, kept: tuple) -> dict[tuple, tuple[float, float]]:
+    """The peaks this process has already sized for ``sc``'s model, step and trace calibration (``_peak_key`` ->
+    (total, offloaded)): a peak reads none of the tokens, steps, headroom, GPU type, count, deadline, budget or
+    objective, so a plan asked again after an edit of those (the web page re-plans as the user types) finds
+    them sized. ``kept``: the scenario's fixed layout fields every layout of it carries. The last
+    ``PEAK_TABLES`` scenarios are kept; ``clear_peak_tables`` empties them."""
+    key = (sc.model, replace(tr, tokens=None, steps=None, headroom=0.0), sc.corrections.activations, kept)
+    table = _tables.get(key)
+    if table is None:
+        table = _tables[key] = {}
+        while len(_tables) > PEAK_TABLES:
+            _tables.popitem(last=False)
+    else:
+        _tables.move_to_end(key)
+    return table
+
+
+def clear_peak_tables() -> None:
+    _tables.clear()
+
 
 class Book:
     """Layout construction, the framework's refusals and the peaks, for one scenario."""
@@ -26,7 +53,6 @@ class Book:
     _visited: list[tuple[tuple[int, ...], Hardware, Where]] | None
 
     def _book(self, sc: Scenario, tr: Training) -> None:
-        self._peaks: dict[tuple, tuple[float, float]] = {}
         self._refusals: dict[tuple, Rejection | None] = {}
         self._plain: dict[tuple, tuple[float, float] | None] = {}  # ``plain_limit`` per GPU type, count, kind
         fixed = sc.layout  # the fields every layout of this scenario keeps
@@ -38,6 +64,8 @@ class Book:
         self._ep_overlap: bool | None = fixed.get("ep_overlap")
         profile = get_framework(tr.framework)
         self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
+        kept = (tuple(sorted(self._kept.items())), self._sp, self._tp_overlap, self._ep_overlap)
+        self._peaks = peak_table(sc, tr, kept)
         # the layout fields the framework's cannot-run rules read: a refusal depends on nothing else here
         self._rules = tuple(sorted(rule_fields(tr.framework) & LAYOUT_FIELDS)) if profile.cannot_run else ()
 

@@ -76,13 +76,15 @@ _count = [0]
 
 
 def _answered() -> None:
-    """Count an answer; every ``CLEAR_EVERY`` empty the model's caches, so distinct scenarios do not grow the
-    process (model/caches.py)."""
+    """Count an answer; every ``CLEAR_EVERY`` empty the model's caches and the search's peak tables, so distinct
+    scenarios do not grow the process (model/caches.py, search/book.py)."""
     _count[0] += 1
     if _count[0] % CLEAR_EVERY == 0:
         from gpuplan.api import clear_model_caches
+        from gpuplan.search.book import clear_peak_tables
 
         clear_model_caches()
+        clear_peak_tables()
 
 
 def too_long(kind: str, limit_s: float) -> str:
