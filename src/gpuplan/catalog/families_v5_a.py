@@ -82,10 +82,10 @@ def longcat_flash(c: Cfg, name: str) -> ModelSpec:
         n = c.int("num_hidden_layers", minimum=2) // 2
     else:
         n = c.int("num_layers", default=28)
-    ffn, moe_ffn = c.int("ffn_hidden_size", "intermediate_size", default=12288), \
-        c.int("expert_ffn_hidden_size", "moe_intermediate_size", default=2048)
-    E, k = c.int("n_routed_experts", "num_local_experts", default=512), c.int("moe_topk", "num_experts_per_tok",
-                                                                             default=12)
+    ffn = c.int("ffn_hidden_size", "intermediate_size", default=12288)
+    moe_ffn = c.int("expert_ffn_hidden_size", "moe_intermediate_size", default=2048)
+    E = c.int("n_routed_experts", "num_local_experts", default=512)
+    k = c.int("moe_topk", "num_experts_per_tok", default=12)
     Z = c.int("zero_expert_num", default=256, minimum=0)
     qr, kvr = c.int("q_lora_rank", default=1536), c.int("kv_lora_rank", default=512)
     nope, rope, vd = (c.int(k, default=v) for k, v in (("qk_nope_head_dim", 128), ("qk_rope_head_dim", 64),
