@@ -89,10 +89,10 @@ def _compass_windows(c: Cfg, L: int) -> dict[str, Any]:
 
 def cohere_compass_text(c: Cfg, name: str) -> ModelSpec:
     """CohereCompassForCausalLM (North's language model): Cohere's parallel block — one weight-only LayerNorm feeding
-    GQA attention (head size hidden_size / num_attention_heads, whatever head_dim says) and the SwiGLU MLP —, tied
+    GQA attention (head_dim, by default hidden_size / num_attention_heads) and the SwiGLU MLP —, tied
     embeddings by default, the layer_types' sliding_attention layers within sliding_window; its multimodal RoPE
     sections and RoPE-free layers (a layer type whose rope_parameters entry is null) change no shape."""
-    t = filled(c, _COMPASS_TEXT, drop=("head_dim", "use_qk_norm"))
+    t = filled(c, _COMPASS_TEXT, drop=("use_qk_norm",))
     L = t.int("num_hidden_layers")
     rope = t.raw("rope_parameters")
     if isinstance(rope, Mapping) and any(v is None for v in rope.values()):
@@ -219,7 +219,9 @@ def minimax_m3_vl(c: Cfg, name: str) -> ModelSpec:
     either the wrapper's or the text config's tie_word_embeddings is true); the vision tower and the multi-modal
     projector counted apart, in ``extra_params``."""
     top = c.flag("tie_word_embeddings", default=False)
-    t = text_config(c, "minimax_m3_vl_text", _M3_TEXT, overrides={"tie_word_embeddings": True} if top else None)
+    # num_local_experts is left to minimax_m3_vl_text, which reads the released configs' num_experts for it
+    defaults = {k: v for k, v in _M3_TEXT.items() if k != "num_local_experts"}
+    t = text_config(c, "minimax_m3_vl_text", defaults, overrides={"tie_word_embeddings": True} if top else None)
     vision = _m3_vision_params(c, t.int("hidden_size"))
     vision_note(t, c.mt, vision)
     return dataclasses.replace(minimax_m3_vl_text(t, name), model_type=c.mt, extra_params=vision,
