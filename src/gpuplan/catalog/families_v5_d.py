@@ -21,7 +21,7 @@ from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spe
 from gpuplan.catalog.families_hybrid import listed_types
 from gpuplan.catalog.families_ln import cohere
 from gpuplan.catalog.families_moe import fused_experts, llama_moe
-from gpuplan.catalog.families_v5_d_dots import dots3_note_text, filled
+from gpuplan.catalog.families_v5_d_dots import dots3_note, dots3_note_text, filled
 from gpuplan.catalog.families_vlm import _checked, _encoder_layer, qwen3_vl_vision_params, text_config, vision_note
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
@@ -230,4 +230,5 @@ def minimax_m3_vl(c: Cfg, name: str) -> ModelSpec:
 
 V5D_BUILDERS = {"param2moe": param2moe, "cohere_compass_text": cohere_compass_text, "cohere_compass": cohere_compass,
                 "minimax_m3_vl_text": minimax_m3_vl_text, "minimax_m3_vl": minimax_m3_vl,
-                "dots3_note_text": dots3_note_text}
+                "dots3_note_text": dots3_note_text,
+                "dots3_note": dots3_note}

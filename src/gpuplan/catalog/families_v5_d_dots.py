@@ -5,6 +5,7 @@ for the families of families_v5_d too."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,10 +13,11 @@ from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spe
 from gpuplan.catalog.families_hybrid import listed_types
 from gpuplan.catalog.families_mla import _mla
 from gpuplan.catalog.families_moe import fused_experts
+from gpuplan.catalog.families_vlm import _checked, text_config
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["DOTS3_TEXT", "dots3_note_text", "filled"]
+__all__ = ["DOTS3_TEXT", "dots3_note", "dots3_note_text", "filled"]
 
 
 def filled(c: Cfg, defaults: Mapping[str, Any], aliases: Mapping[str, str] | None = None,
@@ -178,3 +180,100 @@ def dots3_note_text(c: Cfg, name: str) -> ModelSpec:
                 n_experts=E if any(sparse) else 0, top_k=k if any(sparse) else 0, moe_ffn=moe_ffn if any(sparse) else 0,
                 shared_ffn=shared if any(sparse) else 0, q_lora_rank=main["q_lora_rank"],
                 kv_lora_rank=main["kv_lora_rank"], qk_rope_dim=rope, **win)
+
+
+# ---- the dots3_note wrapper's towers ------------------------------------------------------------------
+# Dots3NoteVisionConfig / Dots3NoteAudioConfig defaults (transformers 5.25) and their released configs' own names
+_VISION = {"hidden_size": 1536, "intermediate_size": 4224, "num_hidden_layers": 42, "num_attention_heads": 24,
+           "num_channels": 3, "patch_size": 14, "moe_intermediate_size": 2112, "num_local_experts": 64,
+           "adapter_merge_size": 2, "adapter_out_dim": 5120}
+_VISION_KEYS = {"embed_dim": "hidden_size", "num_heads": "num_attention_heads", "use_bias": "attention_bias"}
+_PYRAMID = [-1] * 25 + list(range(4, 65, 4)) + [64]  # routed experts per vision block (-1: a dense MLP)
+_AUDIO = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 20,
+          "feature_size": 128, "downsample_hidden_size": 480, "adapter_out_dim": 5120}
+_WHISPER = {"d_model": "hidden_size", "encoder_attention_heads": "num_attention_heads",
+            "encoder_layers": "num_hidden_layers", "encoder_ffn_dim": "intermediate_size",
+            "num_mel_bins": "feature_size"}
+
+
+def _tower(c: Cfg, key: str, kind: str, defaults: Mapping[str, Any], aliases: Mapping[str, str]) -> Cfg:
+    raw = c.raw(key, default={})
+    if not isinstance(raw, Mapping):
+        raise GpuplanError(f"{c.source}: {key} must be a mapping of the tower's config keys")
+    d = {**{new: raw[old] for old, new in aliases.items() if raw.get(old) is not None},
+         **{k: x for k, x in raw.items() if x is not None and k not in aliases}}
+    return Cfg({**defaults, **d}, f"{c.source} {key}", kind, c.quote)
+
+
+def _vision_experts(v: Cfg, L: int) -> list[int]:
+    """Routed experts of each vision block (0: a dense MLP): pyramid_num_routed (the released config's; by default
+    25 dense blocks, then 4, 8, ... 64, 64), else mlp_layer_types with per_layer_config's num_local_experts."""
+    pyramid = v.raw("pyramid_num_routed", default=None if v.raw("mlp_layer_types") is not None else _PYRAMID)
+    if pyramid is not None:
+        if not isinstance(pyramid, list) or len(pyramid) != L or not all(isinstance(n, int) for n in pyramid):
+            raise GpuplanError(f"{v.source}: pyramid_num_routed must give a count of experts (-1: dense) for each of "
+                               f"the {L} blocks")
+        kinds = ["sparse" if n > 0 else "dense" for n in pyramid]
+        per: Any = {str(i): {"num_local_experts": n} for i, n in enumerate(pyramid) if n > 0}
+    else:
+        kinds, per = v.raw("mlp_layer_types"), v.raw("per_layer_config", default={})
+        if not isinstance(kinds, list) or len(kinds) != L or any(k not in ("dense", "sparse") for k in kinds):
+            raise GpuplanError(f"{v.source}: mlp_layer_types must list dense or sparse for each of the {L} blocks")
+    if not isinstance(per, Mapping) or not all(isinstance(o, Mapping) for o in per.values()):
+        raise GpuplanError(f"{v.source}: per_layer_config must map block indices to their overrides")
+    over = {str(i): o for i, o in per.items()}
+    return [Cfg({**v.d, **over.get(str(i), {})}, f"{v.source} block {i}", v.mt, v.quote).int("num_local_experts")
+            if k == "sparse" else 0 for i, k in enumerate(kinds)]
+
+
+def _dots3_vision(c: Cfg) -> int:
+    """Dots3NoteVisionModel: a biased patch convolution and its RMSNorm; blocks of two RMSNorms, a fused qkv and a
+    projection (biased with attention_bias), per-head q/k RMSNorms, and a SwiGLU MLP (biased with mlp_bias) or
+    sigmoid-routed fused experts of moe_intermediate_size (an fp32 router, its bias a buffer); the patch merger (a
+    LayerNorm, two biased linears from adapter_merge_size² patches to adapter_out_dim); a final RMSNorm."""
+    v = _tower(c, "vision_config", "dots3_note_vision_encoder", _VISION, _VISION_KEYS)
+    h, f, L, nh = (v.int(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"))
+    p, mf = v.int("patch_size"), v.int("moe_intermediate_size")
+    ab, mb = v.flag("attention_bias", default=False), v.flag("mlp_bias", default=False)
+    block = 4 * h * h + 4 * h * ab + 2 * h + 2 * (h // nh)
+    mlps = sum(E * h * (1 + 3 * mf) if E else 3 * h * f + mb * (2 * f + h) for E in _vision_experts(v, L))
+    merged, out = h * v.int("adapter_merge_size") ** 2, v.int("adapter_out_dim")
+    merger = 2 * h + merged * merged + merged + merged * out + out
+    return v.int("num_channels") * p * p * h + 2 * h + L * block + mlps + merger + h
+
+
+def _dots3_audio(c: Cfg) -> int:
+    """Dots3NoteAudioModel: the convolutional stem (three biased 3x3 convolutions of downsample_hidden_size
+    channels, a bias-free projection of their feature_size / 8 rows); blocks of two RMSNorms, q/v/o (biased with
+    attention_bias) and a bias-free k, a biased fused gate_up MLP; a final RMSNorm; the adapter (a LayerNorm, two
+    biased linears to adapter_out_dim). A released config's whisper_config sizes win."""
+    raw = c.raw("audio_config", default={})
+    whisper = raw.get("whisper_config") if isinstance(raw, Mapping) else None
+    a = _tower(c, "audio_config", "dots3_note_audio_encoder", _AUDIO,
+               {"whisper_adapter_out_dim": "adapter_out_dim", "adapter_output_size": "adapter_out_dim"})
+    if whisper is not None:
+        if not isinstance(whisper, Mapping):
+            raise GpuplanError(f"{a.source}: whisper_config must be a mapping of the encoder's sizes")
+        a.d = {**a.d, **{new: whisper[old] for old, new in _WHISPER.items() if whisper.get(old) is not None}}
+    h, f, L, nh = (a.int(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"))
+    D, out, ab = a.int("downsample_hidden_size"), a.int("adapter_out_dim"), a.flag("attention_bias", default=True)
+    q = nh * (h // nh)
+    stem = 10 * D + 2 * (9 * D * D + D) + D * ((a.int("feature_size") + 7) // 8) * h
+    block = 2 * h + (q * h + q * ab) + h * h + (q * h + q * ab) + (h * q + h * ab) + (2 * f * h + 2 * f) + (f * h + h)
+    return stem + L * block + h + 2 * h + (h * out + out) + (out * out + out)
+
+
+def dots3_note(c: Cfg, name: str) -> ModelSpec:
+    """Dots3NoteForConditionalGeneration: the dots.3 Note decoder of ``text_config`` (a published config.json gives
+    its keys at the top level), its LM head tied where the wrapper's tie_word_embeddings says (false by default); the
+    vision tower (a ViT whose later blocks route to experts) and the audio encoder with their adapters counted apart,
+    in ``extra_params``."""
+    top = c.flag("tie_word_embeddings", default=False)
+    t = text_config(c, "dots3_note_text", {}, flat=c.raw("text_config") is None,
+                    overrides={"tie_word_embeddings": top})
+    towers = _checked(c, _dots3_vision(c) + _dots3_audio(c))
+    t.assumed.append(f"model_type {c.mt} (image/audio-text): the language model is costed on text; the vision and "
+                     f"audio towers and their adapters ({towers:,} parameters) are counted apart (extra_params) and "
+                     "held frozen: their 16-bit weights on the first pipeline stage, without gradients, optimizer "
+                     "state, FLOPs or activations")
+    return dataclasses.replace(dots3_note_text(t, name), model_type=c.mt, extra_params=towers, frozen_params=towers)
