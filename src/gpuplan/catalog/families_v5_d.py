@@ -30,7 +30,7 @@ __all__ = ["V5D_BUILDERS", "cohere_compass", "cohere_compass_text", "minimax_m3_
            "param2moe"]
 
 
-def _head(c: Cfg, V: int, h: int, tied: bool) -> tuple[Weight, ...]:
+def _head(V: int, h: int, tied: bool) -> tuple[Weight, ...]:
     return tuple(nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head")))
 
 
@@ -67,7 +67,7 @@ def param2moe(c: Cfg, name: str) -> ModelSpec:
     return spec(t, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=0 if all(m.sparse) else ffn, vocab=V, max_positions=t.int("max_position_embeddings"),
                 gated_mlp=True, norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
-                layers=groups(layers), head=_head(t, V, h, tied), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn,
+                layers=groups(layers), head=_head(V, h, tied), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn,
                 shared_ffn=m.shared)
 
 
@@ -92,7 +92,7 @@ def cohere_compass_text(c: Cfg, name: str) -> ModelSpec:
     GQA attention (head_dim, by default hidden_size / num_attention_heads) and the SwiGLU MLP —, tied
     embeddings by default, the layer_types' sliding_attention layers within sliding_window; its multimodal RoPE
     sections and RoPE-free layers (a layer type whose rope_parameters entry is null) change no shape."""
-    t = filled(c, _COMPASS_TEXT, drop=("use_qk_norm",))
+    t = filled(c, _COMPASS_TEXT)
     L = t.int("num_hidden_layers")
     rope = t.raw("rope_parameters")
     if isinstance(rope, Mapping) and any(v is None for v in rope.values()):
@@ -104,8 +104,8 @@ def cohere_compass(c: Cfg, name: str) -> ModelSpec:
     """CohereCompassForConditionalGeneration: the Cohere Compass decoder of ``text_config``, its LM head tied where
     the wrapper's tie_word_embeddings says (false by default); Qwen3-VL's vision transformer with its patch merger
     and DeepStack mergers (CohereCompassVisionModel, the same tensors) counted apart, in ``extra_params``."""
-    top = c.raw("tie_word_embeddings")
-    t = text_config(c, "cohere_compass_text", _COMPASS_TEXT, overrides={"tie_word_embeddings": top is True})
+    top = c.flag("tie_word_embeddings", default=False)
+    t = text_config(c, "cohere_compass_text", _COMPASS_TEXT, overrides={"tie_word_embeddings": top})
     vision = qwen3_vl_vision_params(c)
     vision_note(t, c.mt, vision)
     return dataclasses.replace(cohere_compass_text(t, name), model_type=c.mt, extra_params=vision,
@@ -186,7 +186,7 @@ def minimax_m3_vl_text(c: Cfg, name: str) -> ModelSpec:
     return spec(t, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=dense_ffn if "dense" in mlp_types else 0, vocab=V, max_positions=t.int("max_position_embeddings"),
                 gated_mlp=True, norm="rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
-                layers=groups(layers), head=_head(t, V, h, tied), n_experts=E if any_sparse else 0,
+                layers=groups(layers), head=_head(V, h, tied), n_experts=E if any_sparse else 0,
                 top_k=k if any_sparse else 0, moe_ffn=ffn if any_sparse else 0, shared_ffn=shared if any_sparse else 0,
                 rotary_percent=t.int("rotary_dim") / d)
 
