@@ -149,6 +149,9 @@ def test_zaya_maps_its_blocks():
     assert m.sliding_window == 512 and m.window_layers == (False, True, False, True)
     assert (m.n_experts, m.top_k, m.moe_ffn, m.ffn, m.n_kv_heads, m.rotary_percent) == (4, 1, 256, 0, 2, 0.5)
     assert all(g.moe for g in m.layers) and any("CCA" in a for a in m.assumed)
+    quarter = {"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25}
+    assert load_model({**ZAYA_SMALL, "rope_parameters": {"hybrid": quarter, "hybrid_sliding": quarter}}
+                      ).rotary_percent == 0.25
     with pytest.raises(GpuplanError, match="layer_types must list hybrid or hybrid_sliding for each of the 4 layers"):
         load_model({**ZAYA_SMALL, "layer_types": ["hybrid", "sliding_attention", "hybrid", "hybrid"]})
     with pytest.raises(GpuplanError, match="num_experts_per_tok must be 1"):

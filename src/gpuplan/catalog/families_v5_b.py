@@ -7,7 +7,7 @@ shape the weights. What the time model has no block for is mapped to the closest
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,7 +168,7 @@ def bailing_hybrid(c: Cfg, name: str) -> ModelSpec:
     d = _mla_dims(c)
     hd = c.int("head_dim", default=128)
     ssm = SsmDims(heads=d.nh, head_dim=hd, groups=d.nh, state=hd,
-                  conv_kernel=c.int("short_conv_kernel_size", "linear_conv_kernel_dim", default=4), chunk=64)
+                  conv_kernel=c.int("short_conv_kernel_size", default=4), chunk=64)
     types = listed_types(c, ("full_attention", "linear_attention"), d.L)
     if types is None:
         every = c.int("layer_group_size", default=6)
@@ -183,9 +183,11 @@ def bailing_hybrid(c: Cfg, name: str) -> ModelSpec:
     if c.flag("tie_word_embeddings", default=False):  # BailingHybridForCausalLM._tied_weights_keys is empty
         c.assumed.append("tie_word_embeddings true: transformers' BailingHybrid keeps its own lm_head (counted)")
     c.assumed.append("bailing_hybrid: Kimi Delta Attention is costed as the gated delta rule (its decay is per "
-                     "channel, not per head); the MLA layers' per-head output gate with o_proj; the checkpoint's "
-                     f"{c.int('num_nextn_predict_layers', 'num_mtp_layers', default=1, minimum=0, note=False)} "
-                     "multi-token-prediction layer(s) are not built by transformers and not counted")
+                     "channel, not per head); the MLA layers' sigmoid gate per head with o_proj")
+    mtp = c.int("num_nextn_predict_layers", "num_mtp_layers", default=1, minimum=0, note=False)
+    if mtp:
+        c.assumed.append(f"bailing_hybrid: the checkpoint's {mtp} multi-token-prediction layer(s) are not counted "
+                         "(transformers does not build them)")
     scan_note(c)
     return _mla_spec(c, name, d, layers, False, c.int("max_position_embeddings", "model_max_length", default=262144),
                      [(mixers[t][1], True) for t in types], ssm)
@@ -249,16 +251,20 @@ def zaya(c: Cfg, name: str) -> ModelSpec:
     head = nrm("norm", h) + ([] if tied else emb("lm_head", V, h, "head"))
     if c.flag("lm_head_bias", default=False):
         head.append(Weight(name="lm_head", shape=(V,), group="head", bias=True))
+    rope = c.raw("rope_parameters", default={})
+    hybrid = rope.get("hybrid") if isinstance(rope, Mapping) else None
+    rotary = Cfg(hybrid if isinstance(hybrid, Mapping) else {}, f"{c.source} rope_parameters.hybrid", c.mt,
+                 c.quote).number("partial_rotary_factor", default=0.5)
     c.assumed.append("zaya: CCA's q/k convolutions, delayed value and L2 q/k norms are costed as plain GQA attention "
                      "(their weights counted); the MLP router is timed as router matmuls; the skip class as a routed "
-                     "expert (every token top-1 of num_experts); RoPE on half of each head (its rope_parameters' "
-                     "default)")
+                     f"expert (every token top-1 of num_experts); RoPE on {rotary:g} of each head (rope_parameters' "
+                     "hybrid entry) on every layer")
     embedding = emb("embed_tokens", V, h) + nrm("input_hidden_states_scale", h, True)  # ZayaModel's input scaling
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=0, vocab=V,
                 max_positions=c.int("max_position_embeddings", default=131072), gated_mlp=True, norm="rmsnorm",
                 tied_embeddings=tied, embedding=tuple(embedding),
                 layers=groups([(block + _zaya_router(h, r, E, i == 0), True) for i in range(L)]), head=tuple(head),
-                n_experts=E, top_k=1, moe_ffn=f, rotary_percent=0.5, **win)
+                n_experts=E, top_k=1, moe_ffn=f, rotary_percent=rotary, **win)
 
 
 # ---- Doge (SmallDoge) --------------------------------------------------------------------------------------------
@@ -270,8 +276,9 @@ def _doge_mlp(c: Cfg, h: int, ffn: int) -> tuple[list[Weight], dict[str, int]]:
     if not c.flag("is_moe", default=False):
         return gated("mlp", h, ffn, "mlp", mb), {"ffn": ffn}
     E, k = c.int("num_experts", default=16384), c.int("num_experts_per_tok", default=64)
-    c.assumed.append("doge: the cross-domain MoE's experts (one row each of down_embed and up_embed, chosen by "
-                     "product keys) are costed as num_experts experts of intermediate size 1")
+    c.assumed.append("doge: the cross-domain MoE's experts (one row each of the down_embed and up_embed embeddings, "
+                     "chosen by product keys) are costed as num_experts ungated experts of intermediate size 1 (a "
+                     "LoRA on all linear layers counts adapters on them; PEFT's all-linear skips embeddings)")
     return (gated("mlp", h, ffn, "shared_expert", mb) + lin("mlp.router_gate", 2 * math.isqrt(E), h, "router")
             + [Weight(name="mlp.down_embed", shape=(1, h), group="expert", count=E),
                Weight(name="mlp.up_embed", shape=(h, 1), group="expert", count=E)],
@@ -284,8 +291,8 @@ def doge(c: Cfg, name: str) -> ModelSpec:
     post_attention_residual), and a SwiGLU MLP or (is_moe) the cross-domain MoE; untied by default."""
     h, L, nh, V = (c.int(k, default=v) for k, v in (("hidden_size", 1024), ("num_hidden_layers", 32),
                                                        ("num_attention_heads", 8), ("vocab_size", 32768)))
-    nkv, ab = c.kv_heads(nh, "num_key_value_heads"), c.flag("attention_bias", default=False)
-    hd, ffn = c.head_dim(h, nh), c.int("intermediate_size", default=2048)
+    nkv, hd = c.kv_heads(nh, "num_key_value_heads"), c.head_dim(h, nh)
+    ffn, ab = c.int("intermediate_size", default=2048), c.flag("attention_bias", default=False)
     mlp, moe = _doge_mlp(c, h, ffn)
     block = (nrm("input_layernorm", h) + nrm("input_residual", h) + nrm("post_attention_layernorm", h)
              + nrm("post_attention_residual", h) + lin("self_attn.q_proj", nh * hd, h, "attention", ab)
