@@ -71,7 +71,7 @@ def test_files_have_comment_and_rows():
 
 
 # a GPU that comes in instances with their own network names it, with the source (gpus.json)
-GPU_OPTIONAL = {"scale_out", "scale_out_source"}
+GPU_OPTIONAL = {"scale_out", "scale_out_source", "host_memory_gb_per_node", "host_memory_source"}
 
 
 def test_gpu_rows_have_exactly_required_keys(gpus, fabrics):
@@ -79,6 +79,7 @@ def test_gpu_rows_have_exactly_required_keys(gpus, fabrics):
     for g in gpus:
         assert set(g) - GPU_OPTIONAL == GPU_KEYS, (g.get("id"), (set(g) - GPU_OPTIONAL) ^ GPU_KEYS)
         assert ("scale_out" in g) == ("scale_out_source" in g), g["id"]
+        assert ("host_memory_gb_per_node" in g) == ("host_memory_source" in g), g["id"]
         assert g.get("scale_out", "ib-ndr-400g") in fabric_ids, g["id"]
         assert g["vendor"] in {"nvidia", "amd"}
         assert isinstance(g["aliases"], list)

@@ -44,8 +44,8 @@ from gpuplan.catalog.families_remote import chatglm_config, qwen_config
 from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_v4 import V4_BUILDERS
 from gpuplan.catalog.families_v5_a import V5A_BUILDERS
-from gpuplan.catalog.families_v5_d import V5D_BUILDERS
 from gpuplan.catalog.families_v5_b import V5B_BUILDERS
+from gpuplan.catalog.families_v5_d import V5D_BUILDERS
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
@@ -348,6 +348,6 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **MORE2,
     **V4_BUILDERS,
     **V5A_BUILDERS,
-    **V5D_BUILDERS,
     **V5B_BUILDERS,
+    **V5D_BUILDERS,
 }

@@ -45,6 +45,7 @@ def _gpu_from_row(row: dict) -> GPU:
         price_date=row.get("price_date"), source=row["source"], aliases=tuple(row.get("aliases", ())),
         architecture=row.get("architecture", ""), sm_count=row.get("sm_count") or 108,
         scale_out=row.get("scale_out") or "",
+        host_memory_bytes=row["host_memory_gb_per_node"] * 1e9 if row.get("host_memory_gb_per_node") else None,
     )
 
 
@@ -351,4 +352,12 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
                                "give the board power cap in watts")
     price = price_per_gpu_hour if price_per_gpu_hour is not None else g.price_usd_per_gpu_hour
     return Hardware(gpu=g, gpus=gpus, gpus_per_node=per_node, scale_up=up, scale_out=out,
-                    price_per_gpu_hour=price, power_limit_w=power_limit_w)
+                    price_per_gpu_hour=price, power_limit_w=power_limit_w, host_memory_bytes=host_memory(g, per_node))
+
+
+def host_memory(g: GPU, gpus_per_node: int) -> float | None:
+    """CPU memory of a node of ``gpus_per_node`` GPUs of ``g``: its reference system's per GPU (gpus.json
+    ``host_memory_gb_per_node``: DGX datasheets), None where the catalogue has none (unchecked)."""
+    if g.host_memory_bytes is None:
+        return None
+    return g.host_memory_bytes / g.gpus_per_node * gpus_per_node

@@ -38,12 +38,14 @@ GPU_KEYS = ("id", "name", "aliases", "vendor", "architecture", "memory_gib", "us
             "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops", "bf16_dense_tflops",
             "fp16_dense_tflops", "fp8_dense_tflops", "fp4_dense_tflops", "scale_up", "scale_up_gb_per_s",
             "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "price_date",
-            "price_source", "source", "notes", "sm_count", "scale_out", "scale_out_source")
+            "price_source", "source", "notes", "sm_count", "scale_out", "scale_out_source",
+            "host_memory_gb_per_node", "host_memory_source")
 GPU_REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bw_tb_per_s", "scale_up", "scale_up_gb_per_s",
                 "gpus_per_node", "scale_up_domain", "source")
 GPU_NUMBERS = ("memory_gib", "usable_memory_mib", "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops",
                "bf16_dense_tflops", "fp16_dense_tflops", "fp8_dense_tflops", "fp4_dense_tflops",
-               "scale_up_gb_per_s", "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "sm_count")
+               "scale_up_gb_per_s", "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "sm_count",
+               "host_memory_gb_per_node")
 GPU_WHOLE = ("gpus_per_node", "scale_up_domain", "sm_count")
 VENDORS = ("nvidia", "amd", "intel", "other")
 FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus", "mesh_link_gb_per_s", "nvls_efficiency",

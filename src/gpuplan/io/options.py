@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gpuplan.catalog.hardware import DEFAULT_SCALE_OUT, get_fabric, get_gpu, gpus
+from gpuplan.catalog.hardware import DEFAULT_SCALE_OUT, get_fabric, get_gpu, gpus, host_memory
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.spec import GPU, Hardware, Scenario
 from gpuplan.spec.options import MAX_COUNT, MAX_GPU_TYPES, OBJECTIVES, PlanOptions
@@ -197,6 +197,7 @@ def hardware_for(sc: Scenario, g: GPU) -> Hardware:
     own_price = hw.price_per_gpu_hour is not None and hw.price_per_gpu_hour != hw.gpu.price_usd_per_gpu_hour
     scale_out = hw.scale_out if "hardware.scale_out" in sc.given else \
         get_fabric(g.scale_out or DEFAULT_SCALE_OUT, "scale_out")
+    host = hw.host_memory_bytes if "hardware.host_memory" in sc.given else host_memory(g, g.gpus_per_node)
     return replace(hw, gpu=g, gpus_per_node=g.gpus_per_node, scale_up=get_fabric(g.scale_up, "scale_up"),
-                   scale_out=scale_out,
+                   scale_out=scale_out, host_memory_bytes=host,
                    price_per_gpu_hour=hw.price_per_gpu_hour if own_price else g.price_usd_per_gpu_hour)

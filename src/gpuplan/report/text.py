@@ -85,6 +85,8 @@ def _assumed_value(field: str, value: Any) -> str:
         return f"{value:.0%}"
     if field == "hardware.price_per_gpu_hour":
         return f"${value:.2f}/GPU-h"
+    if field == "hardware.host_memory":
+        return f"{value / 1e9:,.0f} GB"
     return str(value)
 
 

@@ -74,6 +74,8 @@ _HARDWARE_RULES = {
     "scale_out": "the GPU's usual cluster network (catalogue: the Ethernet of the instances PCIe and consumer "
                  "cards come in, else InfiniBand NDR 400G)",
     "price_per_gpu_hour": "the catalogue's dated price",
+    "host_memory": "the CPU memory of the GPU's reference node per GPU, times the GPUs per node (catalogue: the "
+                   "DGX / NVL72 / GH200 datasheets); what offloaded state must fit in",
 }
 
 
@@ -145,7 +147,7 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                             "framework named, fp32 — the common choice (Megatron-LM, PyTorch autocast)"})
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
-              "price_per_gpu_hour": hw.price_per_gpu_hour}
+              "price_per_gpu_hour": hw.price_per_gpu_hour, "host_memory": hw.host_memory_bytes}
     for key, rule in _HARDWARE_RULES.items():
         if f"hardware.{key}" not in given and values[key] is not None:
             m = hw.market

@@ -78,6 +78,7 @@ class GPU:
     sm_count: int = 108
     aliases: tuple[str, ...] = field(default=())
     scale_out: str = ""          # the network its nodes usually have (gpus.json; "" = the catalogue default)
+    host_memory_bytes: float | None = None  # CPU memory of its usual node (gpus.json, the vendor's reference system)
 
     def __hash__(self) -> int:  # peak_flops is a dict: equal GPUs share an id
         return hash((self.id, self.memory_bytes, self.memory_bw_bytes_per_s))
