@@ -72,7 +72,8 @@ def opt(c: Cfg, name: str) -> ModelSpec:
     embedding = emb("embed_tokens", V, pd) + emb("embed_positions", P + 2, h, "position")  # OPT offsets by 2
     if pd != h:
         embedding += lin("project_in", h, pd, "embedding")
-    final = (nrm("final_layer_norm", h, True) if c.flag("do_layer_norm_before", default=True)
+    # the final LayerNorm follows layer_norm_elementwise_affine too (modeling_opt.py): Galactica's has no weights
+    final = (nrm("final_layer_norm", h, True) if ln and c.flag("do_layer_norm_before", default=True)
              and not c.flag("_remove_final_layer_norm", default=False) else [])
     if pd != h:
         final += lin("project_out", pd, h, "head")
