@@ -10,8 +10,9 @@ from gpuplan.io.scenario import parse_scenario
 from gpuplan.search import book
 
 
-def _scenario(tokens: str, **layout: object) -> object:
-    return parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+def _scenario(tokens: str, gpus: int | None = None, **layout: object) -> object:
+    hardware = {"gpu": "h100-sxm"} if gpus is None else {"gpu": "h100-sxm", "gpus": gpus}
+    return parse_scenario({"model": "llama-3.1-8b", "hardware": hardware,
                            "training": {"seq_len": 4096, "tokens": tokens}, "layout": layout})
 
 
@@ -50,3 +51,22 @@ def test_the_oldest_tables_are_dropped() -> None:
         plan_scenario(parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm"},
                                       "training": {"seq_len": 1024 * (seq + 1)}}), max_gpus=8)
     assert len(book._tables) == book.PEAK_TABLES
+
+
+def test_the_step_model_caches_hold_across_a_token_edit() -> None:
+    from dataclasses import replace
+
+    from gpuplan.model import runtime
+    from gpuplan.model.runtime import step_time
+    from gpuplan.spec.job import per_step
+    from gpuplan.spec.scenario import complete_layout
+
+    sc = _scenario("100B", gpus=8, tp=2, pp=2)
+    lay = complete_layout(sc)
+    first = step_time(sc.model, sc.hardware, sc.training, lay)
+    sizes = tuple(len(t) for t in runtime._memo())
+    other = replace(sc.training, tokens=3e11)
+    assert step_time(sc.model, sc.hardware, other, lay) == first
+    assert tuple(len(t) for t in runtime._memo()) == sizes  # nothing timed anew
+    assert per_step(other) == per_step(sc.training) and per_step(other).tokens is None
+    assert per_step(per_step(other)) is per_step(other)

@@ -45,6 +45,7 @@ from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes,
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
+from gpuplan.spec.job import per_step
 
 _make_peak = maker(StagePeak)
 
@@ -306,6 +307,7 @@ def peaks_bytes(model: ModelSpec, training: Training, layout: Layout, micro_batc
 def _worst(model: ModelSpec, training: Training, layout: Layout, micro_batches: tuple[int, ...],
            corrections: Corrections) -> list[tuple[int, tuple]]:
     """The most loaded stage and its parts, at each micro-batch."""
+    training = per_step(training)  # the caches key on the step's fields only (spec/job.py)
     nd, nd_e, _, communicators, temp = _layout_terms(training, layout)
     counts = [micro_batch_count(training.global_batch, layout.dp, mb, layout.pp) for mb in micro_batches]
     worst: list[tuple[int, tuple]] = []
@@ -384,7 +386,7 @@ def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tup
     among ``shards``: the planner rejects such a family whole when this does not fit. A stage's peak
     allocates at least its model states (the optimizer-step phase holds them all; DualPipe doubles
     them), plus the same fragmentation share and fixed runtime bytes — ``_peak_bytes`` for both."""
-    lay = layout
+    training, lay = per_step(training), layout
     dp, cp, tp, pp, ep = lay.dp, lay.cp, lay.tp, lay.pp, lay.ep
     least = float("inf")
     for v in vstages:

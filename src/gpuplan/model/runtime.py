@@ -41,6 +41,7 @@ from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipelin
 from gpuplan.model.software import software
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
+from gpuplan.spec.job import per_step
 
 # Expert all-to-alls per MoE layer and pass: dispatch and combine, in the forward and again in the
 # backward (Lepikhin et al. 2020, GShard; Megatron-Core token dispatcher); a recomputed forward
@@ -215,6 +216,7 @@ def step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     (frameworks.json ``fp8_recipe.scope``: torchtitan, Megatron-Core) does so even where that is
     slower; otherwise (``allow_bf16``) the step runs them in bf16 where fp8 does not pay, as
     Transformer Engine users leave layers out of ``fp8_autocast`` — ``fp8_layers`` says which."""
+    tr = per_step(tr)  # the caches key on the step's fields only (spec/job.py)
     st = _step_time(m, hw, tr, lay, corrections, fp8_layers=tr.precision == "fp8")
     if allow_bf16 and tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
         st16 = _step_time(m, hw, bf16_run(tr), lay, corrections, fp8_layers=False)
@@ -229,6 +231,7 @@ def step_floor(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     collectives, its bubble, the optimizer step. ``_step_time`` adds the missing non-negative terms inside
     the same sums, so the bound holds in floating point exactly. The planner times the layouts of a GPU
     count in the order of their floor and stops once the floor is above the best step found."""
+    tr = per_step(tr)
     variants = [tr.precision == "fp8"]
     if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
         variants.append(False)

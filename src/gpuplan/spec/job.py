@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Literal, get_args
 
 from gpuplan.errors import GpuplanError
@@ -148,3 +149,10 @@ class Training(ValueHashed):
         if not 0.0 <= self.dropout < 1.0:
             raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
         seal(self)
+
+
+@lru_cache(maxsize=64)
+def per_step(tr: Training) -> Training:
+    """``tr`` without what only the run's length reads (tokens, steps): a step's memory and time read neither, so
+    the step model's caches key on this — a plan asked again for another token count finds them filled."""
+    return tr if tr.tokens is None and tr.steps is None else replace(tr, tokens=None, steps=None)
