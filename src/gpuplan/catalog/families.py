@@ -43,6 +43,7 @@ from gpuplan.catalog.families_more2 import MORE2
 from gpuplan.catalog.families_remote import chatglm_config, qwen_config
 from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_v4 import V4_BUILDERS
+from gpuplan.catalog.families_v5_c import V5C_BUILDERS
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
     LLAMA4_TEXT,
@@ -344,4 +345,5 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "chatglm": lambda c, name: llama_like(chatglm_config(c), name),
     **MORE2,
     **V4_BUILDERS,
+    **V5C_BUILDERS,
 }

@@ -1,0 +1,82 @@
+"""Golden parameter counts of transformers 5.25's Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1) and Inkling
+(inkling_text). The reference count is transformers' own: ``AutoModelForCausalLM.from_config(config)`` on the meta
+device with transformers 5.25.0 (torch 2.13 CPU), ``sum(p.numel() for p in model.parameters())``. No released
+model's config.json was at hand (no network): the config classes' defaults and small configs exercising each
+family's flags."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import evaluate_config_json
+
+from gpuplan.catalog.models import load_model
+from gpuplan.errors import GpuplanError
+
+# LaraMiniConfig defaults (34 layers: linear, sliding, linear, full, sliding repeated; 128 experts of 512, tied)
+LARA_DEFAULT = {"model_type": "lara_mini"}
+# small: listed layer types, other gated-delta sizes, attention biases, untied
+LARA_SMALL = {"model_type": "lara_mini", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "head_dim": 64, "linear_num_value_heads": 8, "linear_num_key_heads": 4,
+              "linear_key_head_dim": 64, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 3,
+              "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+              "shared_expert_intermediate_size": 256, "vocab_size": 32000, "attention_bias": True,
+              "tie_word_embeddings": False, "sliding_window": 128,
+              "layer_types": ["linear_attention", "linear_attention", "sliding_attention", "full_attention",
+                              "linear_attention", "full_attention"]}
+
+# Kolibri1_1Config defaults (50 layers, indexed attention on each 5th, 6 of its 10 reading another's K/V)
+KOLIBRI_DEFAULT = {"model_type": "kolibri1_1"}
+# small: listed layer types and K/V sources, one dense layer, tied
+KOLIBRI_SMALL = {"model_type": "kolibri1_1", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+                 "num_key_value_heads": 2, "head_dim": 64, "num_experts": 8, "num_experts_per_tok": 2,
+                 "moe_intermediate_size": 128, "shared_expert_intermediate_size": 256, "vocab_size": 32000,
+                 "index_num_heads": 2, "mlp_only_layers": [0], "mlp_only_intermediate_size": 1024,
+                 "tie_word_embeddings": True,
+                 "layer_types": ["sliding_attention", "indexed_attention", "sliding_attention", "indexed_attention",
+                                 "indexed_attention", "sliding_attention"],
+                 "index_layers": [1, 4], "kv_source_layers": [0, 1, 2, 1, 4, 5]}
+# small: the default layout on 10 layers, no dense layer, num_local_experts
+KOLIBRI_MOE = {"model_type": "kolibri1_1", "hidden_size": 512, "num_hidden_layers": 10, "num_attention_heads": 8,
+               "num_key_value_heads": 2, "head_dim": 64, "num_local_experts": 16, "moe_intermediate_size": 64,
+               "vocab_size": 32000, "index_num_heads": 2, "mlp_only_layers": []}
+
+
+@pytest.mark.parametrize("cfg, params", [
+    # transformers 5.25.0 LaraMiniForCausalLM(LaraMiniConfig()), and a small config
+    (LARA_DEFAULT, 7_281_684_672),
+    (LARA_SMALL, 48_563_728),
+    # transformers 5.25.0 Kolibri1_1ForCausalLM(Kolibri1_1Config()), and small configs
+    (KOLIBRI_DEFAULT, 75_112_646_912),
+    (KOLIBRI_SMALL, 31_622_336),
+    (KOLIBRI_MOE, 62_887_616),
+])
+def test_each_config_holds_transformers_count(cfg, params):
+    m = load_model(cfg)
+    assert m.params + m.extra_params == params
+
+
+def test_lara_mini_maps_its_blocks():
+    m = load_model(LARA_DEFAULT)
+    kinds = ["gdn", "attention", "gdn", "attention", "attention"]
+    assert [g.mixer for g in m.layers for _ in range(g.count)] == [kinds[i % 5] for i in range(34)]
+    assert m.sliding_window == 512 and m.window_layers == tuple(i % 5 in (1, 4) for i in range(34))
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn, m.tied_embeddings) == (128, 4, 512, 512, 0, True)
+    assert m.ssm is not None and (m.ssm.heads, m.ssm.groups, m.ssm.state) == (16, 8, 128)
+    assert any("no positional encoding" in a for a in m.assumed)
+
+
+def test_kolibri1_1_maps_its_blocks():
+    m = load_model(KOLIBRI_DEFAULT)
+    assert [g.moe for g in m.layers for _ in range(g.count)] == [False, False] + [True] * 48
+    assert m.sliding_window == 513 and m.window_layers == tuple((i + 1) % 5 != 0 for i in range(50))
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn, m.post_norms) == (384, 6, 512, 512, 3584, True)
+    assert any("6 layers read an earlier layer's keys" in a for a in m.assumed)
+    with pytest.raises(GpuplanError, match="kv_source_layers must give"):
+        load_model({**KOLIBRI_SMALL, "kv_source_layers": [0, 1, 2, 2, 4, 5]})
+    with pytest.raises(GpuplanError, match="mlp_only_layers must list layer indices"):
+        load_model({**KOLIBRI_SMALL, "mlp_only_layers": [9]})
+
+
+@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE])
+def test_each_config_evaluates(cfg, tmp_path):
+    evaluate_config_json(cfg, tmp_path, 2048)
