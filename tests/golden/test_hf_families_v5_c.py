@@ -40,6 +40,22 @@ KOLIBRI_MOE = {"model_type": "kolibri1_1", "hidden_size": 512, "num_hidden_layer
                "num_key_value_heads": 2, "head_dim": 64, "num_local_experts": 16, "moe_intermediate_size": 64,
                "vocab_size": 32000, "index_num_heads": 2, "mlp_only_layers": []}
 
+# InklingTextConfig defaults (66 layers, full attention on each 6th, 256 experts + 2 shared of 3072, all sparse)
+INK_DEFAULT = {"model_type": "inkling_text"}
+# small: other sliding-layer heads, one dense layer (dense_mlp_idx), smaller relative-bias bank and convolutions
+INK_SMALL = {"model_type": "inkling_text", "hidden_size": 256, "num_hidden_layers": 6, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 32, "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4,
+             "swa_head_dim": 16, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+             "intermediate_size": 512, "vocab_size": 1000, "dense_mlp_idx": 1, "d_rel": 8, "rel_extent": 256,
+             "sliding_window_size": 64, "conv_kernel_size": 3}
+# checkpoint keys: dense_intermediate_size (intermediate_size is then the experts' width), sconv_kernel_size,
+# local_layer_ids, sliding_window, num_local_experts, listed mlp_layer_types
+INK_CKPT = {"model_type": "inkling_text", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2,
+            "swa_head_dim": 64, "num_local_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
+            "intermediate_size": 64, "dense_intermediate_size": 768, "vocab_size": 1000, "sconv_kernel_size": 2,
+            "local_layer_ids": [0, 2], "sliding_window": 128, "mlp_layer_types": ["sparse", "dense", "sparse", "dense"]}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.25.0 LaraMiniForCausalLM(LaraMiniConfig()), and a small config
@@ -49,6 +65,10 @@ KOLIBRI_MOE = {"model_type": "kolibri1_1", "hidden_size": 512, "num_hidden_layer
     (KOLIBRI_DEFAULT, 75_112_646_912),
     (KOLIBRI_SMALL, 31_622_336),
     (KOLIBRI_MOE, 62_887_616),
+    # transformers 5.25.0 InklingForCausalLM(InklingTextConfig()), and small configs
+    (INK_DEFAULT, 975_340_270_146),
+    (INK_SMALL, 2_846_694),
+    (INK_CKPT, 3_479_044),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -77,6 +97,19 @@ def test_kolibri1_1_maps_its_blocks():
         load_model({**KOLIBRI_SMALL, "mlp_only_layers": [9]})
 
 
-@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE])
+def test_inkling_text_maps_its_blocks():
+    m = load_model(INK_DEFAULT)
+    assert m.sliding_window == 512 and m.window_layers == tuple((i + 1) % 6 != 0 for i in range(66))
+    assert (m.n_heads, m.n_kv_heads, m.head_dim, m.position, m.tied_embeddings) == (64, 16, 128, "none", False)
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn) == (256, 6, 3072, 6144, 0)
+    assert any("full layers' own (64 heads, 8 key/value" in a for a in m.assumed)
+    ck = load_model(INK_CKPT)
+    assert [g.moe for g in ck.layers for _ in range(g.count)] == [True, False, True, False]
+    assert (ck.ffn, ck.moe_ffn, ck.window_layers) == (768, 64, (True, False, True, False))
+    with pytest.raises(GpuplanError, match="layer_types must list hybrid or hybrid_sliding"):
+        load_model({**INK_SMALL, "layer_types": ["hybrid"] * 5})
+
+
+@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE, INK_SMALL, INK_CKPT])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)
