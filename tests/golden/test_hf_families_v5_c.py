@@ -1,8 +1,8 @@
-"""Golden parameter counts of transformers 5.25's Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1) and Inkling
-(inkling_text). The reference count is transformers' own: ``AutoModelForCausalLM.from_config(config)`` on the meta
-device with transformers 5.25.0 (torch 2.13 CPU), ``sum(p.numel() for p in model.parameters())``. No released
-model's config.json was at hand (no network): the config classes' defaults and small configs exercising each
-family's flags."""
+"""Golden parameter counts of transformers 5.25's Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1), Inkling
+(inkling_text) and Inkling 2 (inkling2_text). The reference count is transformers' own:
+``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.25.0 (torch 2.13 CPU),
+``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the config
+classes' defaults and small configs exercising each family's flags."""
 
 from __future__ import annotations
 
@@ -56,6 +56,22 @@ INK_CKPT = {"model_type": "inkling_text", "hidden_size": 256, "num_hidden_layers
             "intermediate_size": 64, "dense_intermediate_size": 768, "vocab_size": 1000, "sconv_kernel_size": 2,
             "local_layer_ids": [0, 2], "sliding_window": 128, "mlp_layer_types": ["sparse", "dense", "sparse", "dense"]}
 
+# Inkling2TextConfig defaults (48 layers, full attention on each 6th, 384 experts of 2304, a 200,058-row head)
+INK2_DEFAULT = {"model_type": "inkling2_text"}
+# small: other sliding-layer heads, a smaller relative-bias bank, window and convolutions, a head of 900 rows
+INK2_SMALL = {"model_type": "inkling2_text", "hidden_size": 256, "num_hidden_layers": 6, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 32, "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4,
+              "swa_head_dim": 16, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+              "vocab_size": 1000, "unpadded_vocab_size": 900, "d_rel": 8, "rel_extent": 512,
+              "sliding_window_size": 128, "conv_kernel_size": 3, "eos_token_id": 2}
+# the config's aliases (num_local_experts, intermediate_size, sconv_kernel_size, sliding_window), listed layer types
+# with a full first layer
+INK2_KEYS = {"model_type": "inkling2_text", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+             "num_key_value_heads": 1, "head_dim": 64, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2,
+             "swa_head_dim": 64, "num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 96,
+             "vocab_size": 1000, "unpadded_vocab_size": 1000, "sconv_kernel_size": 2, "sliding_window": 64,
+             "eos_token_id": 2, "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.25.0 LaraMiniForCausalLM(LaraMiniConfig()), and a small config
@@ -69,6 +85,10 @@ INK_CKPT = {"model_type": "inkling_text", "hidden_size": 256, "num_hidden_layers
     (INK_DEFAULT, 975_340_270_146),
     (INK_SMALL, 2_846_694),
     (INK_CKPT, 3_479_044),
+    # transformers 5.25.0 Inkling2ForCausalLM(Inkling2TextConfig()), and small configs
+    (INK2_DEFAULT, 593_718_478_848),
+    (INK2_SMALL, 2_598_752),
+    (INK2_KEYS, 3_982_080),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -110,6 +130,18 @@ def test_inkling_text_maps_its_blocks():
         load_model({**INK_SMALL, "layer_types": ["hybrid"] * 5})
 
 
-@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE, INK_SMALL, INK_CKPT])
+def test_inkling2_text_maps_its_blocks():
+    m = load_model(INK2_DEFAULT)
+    assert m.sliding_window == 1024 and m.window_layers == tuple((i + 1) % 6 != 0 for i in range(48))
+    assert (m.n_heads, m.n_kv_heads, m.head_dim, m.vocab, m.position) == (48, 8, 128, 200058, "none")
+    assert (m.n_experts, m.top_k, m.moe_ffn, m.shared_ffn, m.ffn) == (384, 8, 2304, 0, 0)
+    assert all(g.moe for g in m.layers) and any("block attention residuals" in a for a in m.assumed)
+    keys = load_model(INK2_KEYS)
+    assert (keys.n_kv_heads, keys.moe_ffn, keys.window_layers) == (2, 96, (False, True, False, True))
+    with pytest.raises(GpuplanError, match="layer_types must list hybrid or hybrid_sliding"):
+        load_model({**INK2_KEYS, "layer_types": ["hybrid", "sliding_attention", "hybrid", "hybrid"]})
+
+
+@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE, INK_SMALL, INK_CKPT, INK2_SMALL, INK2_KEYS])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

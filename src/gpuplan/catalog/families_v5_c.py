@@ -1,6 +1,6 @@
-"""Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1) and Inkling (inkling_text), transformers 5.25's: every
-parameter tensor the matching ``transformers`` class creates (checked against it on the meta device:
-tests/golden/test_hf_families_v5_c.py)."""
+"""Lara Mini (lara_mini) and Kolibri 1.1 (kolibri1_1), transformers 5.25's, and the registry of this module's and
+families_v5_c_ink's (Inkling: inkling_text, Inkling 2: inkling2_text): every parameter tensor the matching
+``transformers`` class creates (checked against it on the meta device: tests/golden/test_hf_families_v5_c.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spe
 from gpuplan.catalog.families_hybrid import _gated_delta, gdn_dims, listed_types, scan_note
 from gpuplan.catalog.families_ln import qkvo
 from gpuplan.catalog.families_moe import fused_experts
-from gpuplan.catalog.families_v5_c_ink import inkling_text
+from gpuplan.catalog.families_v5_c_ink import inkling2_text, inkling_text
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -165,4 +165,5 @@ def kolibri1_1(c: Cfg, name: str) -> ModelSpec:
 
 V5C_BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "lara_mini": lara_mini, "kolibri1_1": kolibri1_1, "inkling_text": inkling_text,
+    "inkling2_text": inkling2_text,
 }

@@ -1,14 +1,17 @@
-"""Inkling (inkling_text), transformers 5.25's Thinking Machines decoder: every parameter tensor the matching
-``transformers`` class creates (checked against it on the meta device: tests/golden/test_hf_families_v5_c.py)."""
+"""Inkling (inkling_text) and Inkling 2 (inkling2_text), transformers 5.25's Thinking Machines decoders: every
+parameter tensor the matching ``transformers`` class creates (checked against it on the meta device:
+tests/golden/test_hf_families_v5_c.py)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec
 from gpuplan.catalog.families_moe import fused_experts
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["inkling_text"]
+__all__ = ["inkling2_text", "inkling_text"]
 
 
 def conv(name: str, channels: int, kernel: int) -> list[Weight]:
@@ -21,12 +24,12 @@ def scalar(name: str) -> list[Weight]:
     return [Weight(name=name, shape=(1,), group="norm", bias=True)]
 
 
-def _inkling_types(c: Cfg, L: int) -> tuple[list[str], list[str]]:
-    """InklingTextConfig's layer_types (hybrid_sliding on local_layer_ids, by default all but each 6th layer; hybrid:
-    full attention) and mlp_layer_types (dense on the first dense_mlp_idx layers, sparse after)."""
+def _attention_types(c: Cfg, L: int, local_ids: bool) -> list[str]:
+    """layer_types (hybrid: full attention; hybrid_sliding: windowed), by default windowed on all but each 6th layer
+    (Inkling: on local_ids when ``local_ids`` and the config gives local_layer_ids)."""
     types = c.raw("layer_types")
     if types is None:
-        local = c.raw("local_layer_ids")
+        local = c.raw("local_layer_ids") if local_ids else None
         if local is not None and (not isinstance(local, list) or any(isinstance(i, bool) or not isinstance(i, int)
                                                                      for i in local)):
             raise GpuplanError(f"{c.source}: local_layer_ids must list layer indices")
@@ -35,6 +38,11 @@ def _inkling_types(c: Cfg, L: int) -> tuple[list[str], list[str]]:
     if not isinstance(types, list) or len(types) != L or any(t not in ("hybrid", "hybrid_sliding") for t in types):
         raise GpuplanError(f"{c.source}: layer_types must list hybrid or hybrid_sliding for each of the {L} layers: "
                            "fix the list")
+    return types
+
+
+def _mlp_types(c: Cfg, L: int) -> list[str]:
+    """InklingTextConfig's mlp_layer_types: dense on the first dense_mlp_idx layers, sparse after."""
     mlp = c.raw("mlp_layer_types")
     if mlp is None:
         first = c.int("dense_mlp_idx", default=0, minimum=0, note=False)
@@ -42,7 +50,26 @@ def _inkling_types(c: Cfg, L: int) -> tuple[list[str], list[str]]:
     if not isinstance(mlp, list) or len(mlp) != L or any(t not in ("dense", "sparse") for t in mlp):
         raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers: "
                            "fix the list")
-    return types, mlp
+    return mlp
+
+
+def _heads(c: Cfg, types: list[str], heads: dict[str, tuple[int, int, int]]) -> tuple[int, int, int]:
+    """The (heads, key/value heads, head size) attention is costed with: the sliding layers' where there are any;
+    an assumption noted when the full layers' differ."""
+    nh, nkv, hd = heads["hybrid_sliding" if "hybrid_sliding" in types else "hybrid"]
+    if len(set(heads.values())) > 1:
+        full = heads["hybrid"]
+        c.assumed.append(f"{c.mt}: attention costed with the sliding layers' {nh} heads ({nkv} key/value) of {hd}; "
+                         f"the full layers' own ({full[0]} heads, {full[1]} key/value, of {full[2]}) only in the "
+                         "weights")
+    return nh, nkv, hd
+
+
+def _windows(c: Cfg, types: list[str], default: int) -> dict[str, Any]:
+    if "hybrid_sliding" not in types:
+        return {}
+    return {"sliding_window": c.int("sliding_window_size", "sliding_window", default=default),
+            "window_layers": tuple(t == "hybrid_sliding" for t in types)}
 
 
 def _inkling_attention(c: Cfg, h: int, sliding: bool, kernel: int) -> tuple[list[Weight], tuple[int, int, int]]:
@@ -79,7 +106,7 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
     moe_ffn = c.int("moe_intermediate_size", default=3072)
     if c.raw("dense_intermediate_size") is not None:  # checkpoints: intermediate_size is then the experts' width
         ffn, moe_ffn = c.int("dense_intermediate_size"), ffn
-    types, mlp_types = _inkling_types(c, L)
+    types, mlp_types = _attention_types(c, L, local_ids=True), _mlp_types(c, L)
     attention = {t: _inkling_attention(c, h, t == "hybrid_sliding", kernel) for t in set(types)}
     moe = (lin("mlp.gate", E + S, h, "router") + scalar("mlp.gate.global_scale")
            + fused_experts("mlp.experts", h, moe_ffn, E) + gated("mlp.shared_experts", h, moe_ffn, "shared_expert",
@@ -89,20 +116,12 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
         + conv("mlp_sconv", h, kernel)
     layers = [(attention[t][0] + (moe if m == "sparse" else dense) + rest, m == "sparse")
               for t, m in zip(types, mlp_types, strict=True)]
-    nh, nkv, hd = attention["hybrid_sliding" if "hybrid_sliding" in types else "hybrid"][1]
-    if len({a[1] for a in attention.values()}) > 1:
-        full = attention["hybrid"][1]
-        c.assumed.append(f"{c.mt}: attention costed with the sliding layers' {nh} heads ({nkv} key/value) of {hd}; "
-                         f"the full layers' own ({full[0]} heads, {full[1]} key/value, of {full[2]}) only in the "
-                         "weights")
+    nh, nkv, hd = _heads(c, types, {t: a[1] for t, a in attention.items()})
     c.assumed.append(f"{c.mt}: the learned relative-position bias and the short convolutions are not costed as "
                      "FLOPs (their weights are counted); no RoPE")
     if c.raw("num_mtp_layers") is not None:
         c.assumed.append(f"{c.mt}: the multi-token-prediction layers are not built by transformers and not counted")
-    win = {}
-    if "hybrid_sliding" in types:
-        win = {"sliding_window": c.int("sliding_window_size", "sliding_window", default=512),
-               "window_layers": tuple(t == "hybrid_sliding" for t in types)}
+    win = _windows(c, types, 512)
     sparse = [m == "sparse" for m in mlp_types]
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd,
                 ffn=0 if all(sparse) else ffn, vocab=V,
@@ -113,3 +132,83 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
                 n_experts=E if any(sparse) else 0, top_k=k if any(sparse) else 0,
                 moe_ffn=moe_ffn if any(sparse) else 0, shared_ffn=moe_ffn * S if any(sparse) else 0,
                 position="none", **win)
+
+
+# ---- Inkling 2 -----------------------------------------------------------------------------------------------
+def _scale(name: str, rows: int, cols: int) -> list[Weight]:
+    """A learned per-head scale (heads x size), split with its heads."""
+    return [Weight(name=name, shape=(rows, cols), group="attention", bias=True)]
+
+
+def _inkling2_kv(c: Cfg, at: str, h: int, nkv: int, hd: int, full: bool) -> list[Weight]:
+    """Inkling2KeyValueProjection: the projection and its short convolution (a full layer's dynamic: static taps
+    per channel plus taps per key/value head projected from the block input)."""
+    kernel = c.int("conv_kernel_size", "sconv_kernel_size", default=4)
+    ws = lin(f"{at}.linear", nkv * hd, h, "attention")
+    if full:
+        return ws + _scale(f"{at}.sconv.static_weight", kernel, nkv * hd) + \
+            lin(f"{at}.sconv.weight_proj", nkv * kernel, h, "attention")
+    return ws + conv(f"{at}.sconv", nkv * hd, kernel)
+
+
+def _inkling2_attention(c: Cfg, h: int, full: bool) -> tuple[list[Weight], tuple[int, int, int]]:
+    """Inkling2SlidingAttention / Inkling2FullAttention: q (a learned scale per head before its L2 clip), k and v
+    with their short convolutions, a sigmoid-gated o_proj (gate_proj from the block input), a sink logit per head
+    (sink_proj), the relative-position bias (linear to d_rel states per head, their scale, the d_rel x extent bank);
+    a full layer adds q/k/v input norms; its (heads, key/value heads, head size)."""
+    pre = "" if full else "swa_"
+    nh = c.int(f"{pre}num_attention_heads", default=48)
+    nkv = c.kv_heads(nh, f"{pre}num_key_value_heads", default=8)
+    hd, d_rel = c.int(f"{pre}head_dim", default=128), c.int("d_rel", default=16)
+    extent = c.int("rel_extent", default=1024) if full else c.int("sliding_window_size", "sliding_window", default=1024)
+    at = "self_attn."
+    return (lin(f"{at}q_proj.linear", nh * hd, h, "attention") + _scale(f"{at}q_proj.norm.scale", nh, hd)
+            + _inkling2_kv(c, f"{at}k_proj", h, nkv, hd, full) + _inkling2_kv(c, f"{at}v_proj", h, nkv, hd, full)
+            + lin(f"{at}o_proj.gate_proj", nh * hd, h, "attention") + lin(f"{at}o_proj.linear", h, nh * hd, "attention")
+            + lin(f"{at}sink_proj", nh, h, "attention")
+            + [Weight(name=f"{at}relative_position_bias.proj", shape=(d_rel, extent), group="attention")]
+            + lin(f"{at}relative_position_bias.linear", nh * d_rel, h, "attention")
+            + _scale(f"{at}relative_position_bias.norm.scale", nh, d_rel)
+            + [w for n in (("q", "k", "v") if full else ()) for w in nrm(f"{n}_input_layernorm", h)]), (nh, nkv, hd)
+
+
+def _query(name: str, h: int, n: int = 1) -> list[Weight]:
+    """Inkling2BlockAttentionResidual's learned queries (``n`` of hidden size) over the block states."""
+    return [Weight(name=f"{name}.query", shape=(n, h) if n > 1 else (h,), group="norm", bias=True)]
+
+
+def inkling2_text(c: Cfg, name: str) -> ModelSpec:
+    """Inkling2ForCausalLM (Thinking Machines Inkling 2): a normed token embedding; attention blocks without RoPE
+    (learned relative-position bias, per-head sinks, a gated output), full on each 6th layer (dynamic short
+    convolutions over k and v, q/k/v input norms) and windowed on the others (swa_* heads); short convolutions after
+    the attention and the MoE; every MLP a sigmoid-routed top-k MoE of fused softcapped-SwiGLU experts; block
+    attention residuals (a learned query over the sums of each n_layers_per_attn_res_block layers) feeding each
+    sublayer and the final norm; an untied head of unpadded_vocab_size rows."""
+    h, L, V = (c.int(k, default=v) for k, v in (("hidden_size", 4608), ("num_hidden_layers", 48),
+                                               ("vocab_size", 201024)))
+    kernel = c.int("conv_kernel_size", "sconv_kernel_size", default=4)
+    E, k = c.int("n_routed_experts", "num_local_experts", default=384), c.int("num_experts_per_tok", default=8)
+    ffn = c.int("moe_intermediate_size", "intermediate_size", default=2304)
+    out = c.int("unpadded_vocab_size", default=200058)
+    types = _attention_types(c, L, local_ids=False)
+    attention = {t: _inkling2_attention(c, h, t == "hybrid") for t in set(types)}
+    moe = fused_experts("mlp.experts", h, ffn, E) + lin("mlp.gate", E, h, "router")
+    rest = nrm("post_attention_layernorm", h) + conv("post_attention_convolution", h, kernel) \
+        + conv("post_mlp_convolution", h, kernel) + _query("mlp_input", h)
+
+    def block(i: int, t: str) -> list[Weight]:
+        inputs = [] if i == 0 else _query("attention_input", h, 1 if t == "hybrid_sliding" else 3)
+        own = nrm("input_layernorm", h) if t == "hybrid_sliding" else []
+        return inputs + attention[t][0] + moe + own + rest
+
+    nh, nkv, hd = _heads(c, types, {t: a[1] for t, a in attention.items()})
+    c.assumed.append(f"{c.mt}: the relative-position bias, sinks, short convolutions and block attention residuals "
+                     "are not costed as FLOPs (their weights are counted); no RoPE; the experts' softcapped SwiGLU "
+                     f"costed as SwiGLU; logits over the head's {out:,} rows (the embedding holds {V:,})")
+    return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=0, vocab=out,
+                max_positions=c.int("max_position_embeddings", "model_max_length", default=1048576), gated_mlp=True,
+                norm="rmsnorm", tied_embeddings=False,
+                embedding=tuple(emb("embed_tokens", V, h) + nrm("embed_tokens.embed_norm", h)),
+                layers=groups([(block(i, t), True) for i, t in enumerate(types)]),
+                head=tuple(nrm("norm", h) + _query("final_input", h) + emb("lm_head", out, h, "head")),
+                n_experts=E, top_k=k, moe_ffn=ffn, position="none", **_windows(c, types, 1024))
