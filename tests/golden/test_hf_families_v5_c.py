@@ -1,6 +1,6 @@
 """Golden parameter counts of transformers 5.25's Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1), Inkling
-(inkling_text) and Inkling 2 (inkling2_text). The reference count is transformers' own:
-``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.25.0 (torch 2.13 CPU),
+(inkling_text) and Inkling 2 (inkling2_text; its image-text wrapper inkling2). The reference count is transformers'
+own: ``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.25.0 (torch 2.13 CPU),
 ``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the config
 classes' defaults and small configs exercising each family's flags."""
 
@@ -72,6 +72,15 @@ INK2_KEYS = {"model_type": "inkling2_text", "hidden_size": 256, "num_hidden_laye
              "vocab_size": 1000, "unpadded_vocab_size": 1000, "sconv_kernel_size": 2, "sliding_window": 64,
              "eos_token_id": 2, "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
 
+# Inkling2Config: the Inkling 2 decoder and its vision tower (always built; its defaults here) counted apart
+INK2_WRAPPER = {"model_type": "inkling2"}
+INK2_WRAPPER_SMALL = {"model_type": "inkling2",
+                      "text_config": {k: v for k, v in INK2_SMALL.items() if k != "model_type"},
+                      "vision_config": {"hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4,
+                                        "mlp_ratio": 2.5, "patch_size": 14, "posemb_grid_size": 16,
+                                        "spatial_merge_size": 3, "projection_hidden_dim": 512, "projector_bias": True,
+                                        "text_hidden_size": 256}}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.25.0 LaraMiniForCausalLM(LaraMiniConfig()), and a small config
@@ -89,6 +98,10 @@ INK2_KEYS = {"model_type": "inkling2_text", "hidden_size": 256, "num_hidden_laye
     (INK2_DEFAULT, 593_718_478_848),
     (INK2_SMALL, 2_598_752),
     (INK2_KEYS, 3_982_080),
+    # transformers 5.25.0 Inkling2ForConditionalGeneration (AutoModelForImageTextToText: AutoModelForCausalLM takes
+    # no Inkling2Config) of Inkling2Config() and of a small config: language model + extra_params
+    (INK2_WRAPPER, 594_046_172_160),
+    (INK2_WRAPPER_SMALL, 3_876_512),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -138,10 +151,13 @@ def test_inkling2_text_maps_its_blocks():
     assert all(g.moe for g in m.layers) and any("block attention residuals" in a for a in m.assumed)
     keys = load_model(INK2_KEYS)
     assert (keys.n_kv_heads, keys.moe_ffn, keys.window_layers) == (2, 96, (False, True, False, True))
+    wrapped = load_model(INK2_WRAPPER)
+    assert wrapped.params == m.params and wrapped.extra_params == wrapped.frozen_params == 327_693_312
     with pytest.raises(GpuplanError, match="layer_types must list hybrid or hybrid_sliding"):
         load_model({**INK2_KEYS, "layer_types": ["hybrid", "sliding_attention", "hybrid", "hybrid"]})
 
 
-@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE, INK_SMALL, INK_CKPT, INK2_SMALL, INK2_KEYS])
+@pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE, INK_SMALL, INK_CKPT, INK2_SMALL, INK2_KEYS,
+                                 INK2_WRAPPER_SMALL])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

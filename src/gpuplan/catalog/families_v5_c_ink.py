@@ -4,14 +4,17 @@ tests/golden/test_hf_families_v5_c.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec
 from gpuplan.catalog.families_moe import fused_experts
+from gpuplan.catalog.families_vlm import text_config, vision_note
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["inkling2_text", "inkling_text"]
+__all__ = ["inkling2", "inkling2_text", "inkling_text"]
 
 
 def conv(name: str, channels: int, kernel: int) -> list[Weight]:
@@ -212,3 +215,37 @@ def inkling2_text(c: Cfg, name: str) -> ModelSpec:
                 layers=groups([(block(i, t), True) for i, t in enumerate(types)]),
                 head=tuple(nrm("norm", h) + _query("final_input", h) + emb("lm_head", out, h, "head")),
                 n_experts=E, top_k=k, moe_ffn=ffn, position="none", **_windows(c, types, 1024))
+
+
+def _inkling2_vision_params(c: Cfg, text_hidden: int) -> int:
+    """Inkling2VisionModel (a bias-free patch embedding, a learned position grid, a class token with its position,
+    a pre-LayerNorm, ViT blocks with biased attention and GELU MLP, two LayerNorms and two layer scales each) and its
+    merger (spatial_merge_size² patches concatenated, two projections into the text width); the config class's
+    defaults where vision_config leaves a key out."""
+    raw = c.raw("vision_config", default={})
+    if not isinstance(raw, Mapping):
+        raise GpuplanError(f"{c.source}: vision_config must be a mapping of the vision tower's config keys")
+    v = Cfg(raw, f"{c.source} vision_config", "inkling2_vision", c.quote)
+    vh, vL = v.int("hidden_size", default=1024, note=False), v.int("num_hidden_layers", default=23, note=False)
+    ratio = v.number("mlp_ratio", default=4.0) or 4.0
+    ffn = v.int("intermediate_size", default=int(vh * ratio), note=False)
+    p = v.int("patch_size", "native_patch_size", default=20, note=False)
+    ch = v.int("num_channels", default=3, note=False)
+    grid = v.int("posemb_grid_size", default=32, note=False)
+    merge = v.int("spatial_merge_size", "adapter_merge_size", default=2, note=False)
+    proj = v.int("projection_hidden_dim", default=4096, note=False)
+    bias = v.flag("projector_bias", default=False)
+    block = 4 * (vh * vh + vh) + 2 * vh * ffn + ffn + vh + 6 * vh
+    merger = merge * merge * vh * proj + proj * text_hidden + (proj + text_hidden if bias else 0)
+    return ch * p * p * vh + grid * grid * vh + 2 * vh + 2 * vh + vL * block + merger
+
+
+def inkling2(c: Cfg, name: str) -> ModelSpec:
+    """Inkling2ForConditionalGeneration: the Inkling 2 decoder of ``text_config`` (read as inkling2_text); the vision
+    tower and its merger (always built: Inkling2VisionConfig's defaults when vision_config is absent) counted apart,
+    in ``extra_params``."""
+    t = text_config(c, "inkling2_text", {})
+    vision = _inkling2_vision_params(c, t.int("hidden_size", default=4608, note=False))
+    vision_note(t, "inkling2", vision)
+    return dataclasses.replace(inkling2_text(t, name), model_type="inkling2", extra_params=vision,
+                               frozen_params=vision)
