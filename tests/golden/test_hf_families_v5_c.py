@@ -1,5 +1,6 @@
 """Golden parameter counts of transformers 5.25's Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1), Inkling
-(inkling_text) and Inkling 2 (inkling2_text; its image-text wrapper inkling2). The reference count is transformers'
+(inkling_text; its image/audio-text wrapper inkling_mm_model) and Inkling 2 (inkling2_text; its image-text wrapper
+inkling2). The reference count is transformers'
 own: ``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.25.0 (torch 2.13 CPU),
 ``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the config
 classes' defaults and small configs exercising each family's flags."""
@@ -81,6 +82,20 @@ INK2_WRAPPER_SMALL = {"model_type": "inkling2",
                                         "spatial_merge_size": 3, "projection_hidden_dim": 512, "projector_bias": True,
                                         "text_hidden_size": 256}}
 
+# InklingConfig (inkling_mm_model): the Inkling decoder, its vision tower (folding projections whose widths
+# transformers' plan_out_scales sets; the defaults give layers 614,400 wide) and audio embedding counted apart
+INKMM_DEFAULT = {"model_type": "inkling_mm_model"}
+INKMM_SMALL = {"model_type": "inkling_mm_model",
+               "text_config": {k: v for k, v in INK_SMALL.items() if k != "model_type"},
+               "vision_config": {"patch_size": 14, "temporal_patch_size": 2, "num_hidden_layers": 8},
+               "audio_config": {"n_mel_bins": 16, "mel_vocab_size": 32}}
+# other patch, frame and channel counts (the tower's text_hidden_size is the decoder's whatever it says); the
+# config's aliases n_layers, num_codebooks and codebook_size
+INKMM_CHANNELS = {**INKMM_SMALL, "vision_config": {"patch_size": 16, "temporal_patch_size": 3, "num_channels": 4,
+                                                   "num_hidden_layers": 13, "text_hidden_size": 999}}
+INKMM_ALIASES = {**INKMM_SMALL, "vision_config": {"patch_size": 10, "n_layers": 9},
+                 "audio_config": {"num_codebooks": 8, "codebook_size": 64}}
+
 
 @pytest.mark.parametrize("cfg, params", [
     # transformers 5.25.0 LaraMiniForCausalLM(LaraMiniConfig()), and a small config
@@ -102,6 +117,12 @@ INK2_WRAPPER_SMALL = {"model_type": "inkling2",
     # no Inkling2Config) of Inkling2Config() and of a small config: language model + extra_params
     (INK2_WRAPPER, 594_046_172_160),
     (INK2_WRAPPER_SMALL, 3_876_512),
+    # transformers 5.25.0 InklingForConditionalGeneration (AutoModelForImageTextToText) of InklingConfig() and of small
+    # configs: language model + extra_params
+    (INKMM_DEFAULT, 1_740_191_689_202),
+    (INKMM_SMALL, 119_253_758),
+    (INKMM_CHANNELS, 77_969_547_514),
+    (INKMM_ALIASES, 1_512_228_414),
 ])
 def test_each_config_holds_transformers_count(cfg, params):
     m = load_model(cfg)
@@ -139,6 +160,12 @@ def test_inkling_text_maps_its_blocks():
     ck = load_model(INK_CKPT)
     assert [g.moe for g in ck.layers for _ in range(g.count)] == [True, False, True, False]
     assert (ck.ffn, ck.moe_ffn, ck.window_layers) == (768, 64, (True, False, True, False))
+    wrapped = load_model(INKMM_DEFAULT)
+    assert wrapped.params == m.params and wrapped.extra_params == wrapped.frozen_params == 764_851_419_056
+    with pytest.raises(GpuplanError, match="fewer than the 4 scales of the patch"):
+        load_model({**INKMM_SMALL, "vision_config": {"patch_size": 14, "num_hidden_layers": 3}})
+    with pytest.raises(GpuplanError, match="tie between two scales"):
+        load_model({**INKMM_SMALL, "vision_config": {"patch_size": 2, "num_channels": 1, "num_hidden_layers": 6}})
     with pytest.raises(GpuplanError, match="layer_types must list hybrid or hybrid_sliding"):
         load_model({**INK_SMALL, "layer_types": ["hybrid"] * 5})
 
@@ -158,6 +185,6 @@ def test_inkling2_text_maps_its_blocks():
 
 
 @pytest.mark.parametrize("cfg", [LARA_SMALL, KOLIBRI_SMALL, KOLIBRI_MOE, INK_SMALL, INK_CKPT, INK2_SMALL, INK2_KEYS,
-                                 INK2_WRAPPER_SMALL])
+                                 INK2_WRAPPER_SMALL, INKMM_SMALL])
 def test_each_config_evaluates(cfg, tmp_path):
     evaluate_config_json(cfg, tmp_path, 2048)

@@ -11,7 +11,7 @@ from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spe
 from gpuplan.catalog.families_hybrid import _gated_delta, gdn_dims, listed_types, scan_note
 from gpuplan.catalog.families_ln import qkvo
 from gpuplan.catalog.families_moe import fused_experts
-from gpuplan.catalog.families_v5_c_ink import inkling2, inkling2_text, inkling_text
+from gpuplan.catalog.families_v5_c_ink import inkling2, inkling2_text, inkling_mm_model, inkling_text
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
@@ -166,4 +166,5 @@ def kolibri1_1(c: Cfg, name: str) -> ModelSpec:
 V5C_BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     "lara_mini": lara_mini, "kolibri1_1": kolibri1_1, "inkling_text": inkling_text,
     "inkling2_text": inkling2_text, "inkling2": inkling2,
+    "inkling_mm_model": inkling_mm_model,
 }

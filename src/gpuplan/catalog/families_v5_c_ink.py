@@ -5,16 +5,17 @@ tests/golden/test_hf_families_v5_c.py)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec
 from gpuplan.catalog.families_moe import fused_experts
-from gpuplan.catalog.families_vlm import text_config, vision_note
+from gpuplan.catalog.families_vlm import _checked, text_config, vision_note
 from gpuplan.errors import GpuplanError
 from gpuplan.spec.model import ModelSpec, Weight
 
-__all__ = ["inkling2", "inkling2_text", "inkling_text"]
+__all__ = ["inkling2", "inkling2_text", "inkling_mm_model", "inkling_text"]
 
 
 def conv(name: str, channels: int, kernel: int) -> list[Weight]:
@@ -249,3 +250,75 @@ def inkling2(c: Cfg, name: str) -> ModelSpec:
     vision_note(t, "inkling2", vision)
     return dataclasses.replace(inkling2_text(t, name), model_type="inkling2", extra_params=vision,
                                frozen_params=vision)
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _inkling_vision_scales(v: Cfg, L: int) -> list[tuple[int, int, int, int]]:
+    """transformers' plan_out_scales for InklingVisionModel: the (t, h, w, channels) grid after each of the L folding
+    layers, the nearest (in log size) of the patch's prime-factor scales to an even log-spaced progression."""
+    p, T = v.int("patch_size", default=40, note=False), v.int("temporal_patch_size", default=2, note=False)
+    C = v.int("num_channels", default=3, note=False)
+    if p < 2 or T < 2:
+        raise GpuplanError(f"{v.source}: patch_size and temporal_patch_size ({p}, {T}) must be at least 2 "
+                           "(transformers builds no vision tower for 1)")
+    h, t = [math.prod(f[:i + 1]) for f in [_prime_factors(p)[::-1]] for i in range(len(f))], \
+        [math.prod(f[:i + 1]) for f in [_prime_factors(T)[::-1]] for i in range(len(f))]
+    scales = [(1, 1, 1, C)] + [(1, x, x, math.ceil(x * x * C / 64) * 64) for x in h] \
+        + [(x, h[-1], h[-1], h[-1] ** 2 * C * x * 64) for x in t]
+    if L < len(scales):
+        raise GpuplanError(f"{v.source}: num_hidden_layers = {L} is fewer than the {len(scales)} scales of the patch: "
+                           "transformers then assigns them by scipy's linear_sum_assignment, not reproduced here; give "
+                           f"at least {len(scales)} layers")
+    top, sizes = math.log(p * p * T * C), [math.log(a * b * c) for a, b, c, _ in scales]
+    picked = [scales[0]]
+    for i in range(1, L):
+        (c0, j), (c1, _) = sorted((abs(top * i / L - s), j) for j, s in enumerate(sizes))[:2]
+        if c1 - c0 < 1e-4:
+            raise GpuplanError(f"{v.source}: layer {i}'s width is a tie between two scales that transformers breaks "
+                               "by float32 rounding: gpuplan cannot tell which; change num_hidden_layers by one")
+        picked.append(scales[j])
+    return picked + [scales[-1]]
+
+
+def _inkling_tower_params(c: Cfg, text_hidden: int) -> int:
+    """InklingVisionModel (bias-free folding projections, each but the last followed by an RMSNorm, the last into the
+    text width, a final RMSNorm) and InklingAudioModel (one embedding row per mel bin and quantized value, an
+    RMSNorm): always built, InklingVisionConfig's and InklingAudioConfig's defaults for the keys left out."""
+    towers = []
+    for key in ("vision_config", "audio_config"):
+        raw = c.raw(key, default={})
+        if not isinstance(raw, Mapping):
+            raise GpuplanError(f"{c.source}: {key} must be a mapping of the tower's config keys")
+        towers.append(Cfg(raw, f"{c.source} {key}", "inkling_" + key[:5], c.quote))
+    v, a = towers
+    L = v.int("num_hidden_layers", "n_layers", default=24, note=False)
+    s = _inkling_vision_scales(v, L)
+    vision = text_hidden
+    for i in range(L):
+        fold = (s[i + 1][0] // s[i][0]) * (s[i + 1][1] // s[i][1]) * (s[i + 1][2] // s[i][2])
+        out = text_hidden if i == L - 1 else s[i + 1][3]
+        vision += s[i][3] * fold * out + (0 if i == L - 1 else out)
+    bins = a.int("n_mel_bins", "num_codebooks", default=80, note=False)
+    return vision + bins * a.int("mel_vocab_size", "codebook_size", default=256, note=False) * text_hidden + text_hidden
+
+
+def inkling_mm_model(c: Cfg, name: str) -> ModelSpec:
+    """InklingForConditionalGeneration: the Inkling decoder of ``text_config`` (read as inkling_text); the vision and
+    audio towers counted apart, in ``extra_params``."""
+    t = text_config(c, "inkling_text", {})
+    towers = _checked(c, _inkling_tower_params(c, t.int("hidden_size", default=6144, note=False)))
+    t.assumed.append(f"model_type inkling_mm_model (image/audio-text): the language model is costed on text; the "
+                     f"vision and audio towers ({towers:,} parameters) are counted apart (extra_params) and held "
+                     "frozen: their 16-bit weights on the first pipeline stage, without gradients, optimizer state, "
+                     "FLOPs or activations")
+    return dataclasses.replace(inkling_text(t, name), model_type="inkling_mm_model", extra_params=towers,
+                               frozen_params=towers)
