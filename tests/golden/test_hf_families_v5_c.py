@@ -1,9 +1,9 @@
 """Golden parameter counts of transformers 5.25's Lara Mini (lara_mini), Kolibri 1.1 (kolibri1_1), Inkling
 (inkling_text; its image/audio-text wrapper inkling_mm_model) and Inkling 2 (inkling2_text; its image-text wrapper
-inkling2). The reference count is transformers'
-own: ``AutoModelForCausalLM.from_config(config)`` on the meta device with transformers 5.25.0 (torch 2.13 CPU),
-``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no network): the config
-classes' defaults and small configs exercising each family's flags."""
+inkling2). The reference count is transformers' own: ``AutoModelForCausalLM.from_config(config)`` (the wrappers:
+``AutoModelForImageTextToText``, which AutoModelForCausalLM does not take) on the meta device with transformers 5.25.0
+(torch 2.13 CPU), ``sum(p.numel() for p in model.parameters())``. No released model's config.json was at hand (no
+network): the config classes' defaults and small configs exercising each family's flags."""
 
 from __future__ import annotations
 

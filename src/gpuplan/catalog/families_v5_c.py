@@ -1,6 +1,7 @@
 """Lara Mini (lara_mini) and Kolibri 1.1 (kolibri1_1), transformers 5.25's, and the registry of this module's and
-families_v5_c_ink's (Inkling: inkling_text, Inkling 2: inkling2_text): every parameter tensor the matching
-``transformers`` class creates (checked against it on the meta device: tests/golden/test_hf_families_v5_c.py)."""
+families_v5_c_ink's (Inkling: inkling_text, inkling_mm_model; Inkling 2: inkling2_text, inkling2): every
+parameter tensor the matching ``transformers`` class creates (checked against it on the meta device:
+tests/golden/test_hf_families_v5_c.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Inkling (inkling_text) and Inkling 2 (inkling2_text), transformers 5.25's Thinking Machines decoders: every
-parameter tensor the matching ``transformers`` class creates (checked against it on the meta device:
-tests/golden/test_hf_families_v5_c.py)."""
+"""Inkling (inkling_text) and Inkling 2 (inkling2_text), transformers 5.25's Thinking Machines decoders, and their
+multimodal wrappers (inkling_mm_model, inkling2: the towers counted apart): every parameter tensor the matching
+``transformers`` class creates (checked against it on the meta device: tests/golden/test_hf_families_v5_c.py)."""
 
 from __future__ import annotations
 
@@ -126,6 +126,7 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
     if c.raw("num_mtp_layers") is not None:
         c.assumed.append(f"{c.mt}: the multi-token-prediction layers are not built by transformers and not counted")
     win = _windows(c, types, 512)
+    c.assumed[:] = dict.fromkeys(c.assumed)  # a default read for each attention kind, noted once
     sparse = [m == "sparse" for m in mlp_types]
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd,
                 ffn=0 if all(sparse) else ffn, vocab=V,
@@ -209,13 +210,15 @@ def inkling2_text(c: Cfg, name: str) -> ModelSpec:
     c.assumed.append(f"{c.mt}: the relative-position bias, sinks, short convolutions and block attention residuals "
                      "are not costed as FLOPs (their weights are counted); no RoPE; the experts' softcapped SwiGLU "
                      f"costed as SwiGLU; logits over the head's {out:,} rows (the embedding holds {V:,})")
+    win = _windows(c, types, 1024)
+    c.assumed[:] = dict.fromkeys(c.assumed)  # a default read for each attention kind, noted once
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=0, vocab=out,
                 max_positions=c.int("max_position_embeddings", "model_max_length", default=1048576), gated_mlp=True,
                 norm="rmsnorm", tied_embeddings=False,
                 embedding=tuple(emb("embed_tokens", V, h) + nrm("embed_tokens.embed_norm", h)),
                 layers=groups([(block(i, t), True) for i, t in enumerate(types)]),
                 head=tuple(nrm("norm", h) + _query("final_input", h) + emb("lm_head", out, h, "head")),
-                n_experts=E, top_k=k, moe_ffn=ffn, position="none", **_windows(c, types, 1024))
+                n_experts=E, top_k=k, moe_ffn=ffn, position="none", **win)
 
 
 def _inkling2_vision_params(c: Cfg, text_hidden: int) -> int:
@@ -246,7 +249,7 @@ def inkling2(c: Cfg, name: str) -> ModelSpec:
     tower and its merger (always built: Inkling2VisionConfig's defaults when vision_config is absent) counted apart,
     in ``extra_params``."""
     t = text_config(c, "inkling2_text", {})
-    vision = _inkling2_vision_params(c, t.int("hidden_size", default=4608, note=False))
+    vision = _checked(c, _inkling2_vision_params(c, t.int("hidden_size", default=4608, note=False)))
     vision_note(t, "inkling2", vision)
     return dataclasses.replace(inkling2_text(t, name), model_type="inkling2", extra_params=vision,
                                frozen_params=vision)
