@@ -45,6 +45,7 @@ from gpuplan.catalog.families_ssm import jamba, mamba, mamba2
 from gpuplan.catalog.families_v4 import V4_BUILDERS
 from gpuplan.catalog.families_v5_a import V5A_BUILDERS
 from gpuplan.catalog.families_v5_b import V5B_BUILDERS
+from gpuplan.catalog.families_v5_c import V5C_BUILDERS
 from gpuplan.catalog.families_v5_d import V5D_BUILDERS
 from gpuplan.catalog.families_vlm import (
     GEMMA3_TEXT,
@@ -349,5 +350,6 @@ BUILDERS: dict[str, Callable[[Cfg, str], ModelSpec]] = {
     **V4_BUILDERS,
     **V5A_BUILDERS,
     **V5B_BUILDERS,
+    **V5C_BUILDERS,
     **V5D_BUILDERS,
 }
