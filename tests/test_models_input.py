@@ -227,8 +227,16 @@ def test_malformed_json_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_unsupported_model_type() -> None:
-    msg = err({"model_type": "t5", "d_model": 512})
-    assert "'t5' is not supported" in msg and "llama" in msg and "{params: N}" in msg
+    msg = err({"model_type": "no_such_decoder", "d_model": 512})
+    assert "'no_such_decoder' is not supported" in msg and "llama" in msg and "{params: N}" in msg
+
+
+@pytest.mark.parametrize("mt, why", [("t5", "encoder-decoder"), ("bert", "encoder (masked-language)"),
+                                     ("zamba2", "same weights several times"), ("dory", "looped"),
+                                     ("rwkv", "recurrent cell")])
+def test_a_known_model_type_gpuplan_cannot_cost_is_refused_with_its_reason(mt: str, why: str) -> None:
+    msg = err({"model_type": mt, "d_model": 512})
+    assert f"'{mt}' is not supported: " in msg and why in msg and "{params: N}" in msg
 
 
 def test_missing_keys_are_named() -> None:

@@ -38,6 +38,24 @@ from gpuplan.spec.model import ModelSpec
 
 CATALOG = Path(__file__).parent / "models"
 SUPPORTED = tuple(t for t in BUILDERS if not t.startswith("RefinedWeb"))
+
+_LOOPED = ("it applies the same weights several times in one forward pass (a looped or shared-block model), while "
+           "gpuplan costs each block once per its weights: its FLOPs and activations would come out a fraction of "
+           "the real ones")
+_ENCODER = "it is an encoder (masked-language) model: gpuplan plans decoder-only language-model training"
+_SEQ2SEQ = "it is an encoder-decoder model: gpuplan plans decoder-only language-model training"
+_RECURRENT = "its recurrent cell has no block kind in gpuplan's model (attention, Mamba, gated delta rule, convolution)"
+# transformers model types refused with their reason rather than the list of supported ones
+UNSUPPORTED_WHY = {
+    **{mt: _LOOPED for mt in ("dory", "inkling2_loop", "inkling2_loop_text", "hrm_text", "zamba", "zamba2")},
+    **{mt: _ENCODER for mt in ("bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "electra", "deberta", "deberta-v2",
+                               "albert", "distilbert", "camembert", "modernbert", "megatron-bert", "roc_bert",
+                               "rembert", "roformer", "big_bird", "ernie", "data2vec-text")},
+    **{mt: _SEQ2SEQ for mt in ("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper", "blenderbot",
+                               "blenderbot-small", "prophetnet", "plbart", "mvp", "led", "longt5",
+                               "switch_transformers", "t5gemma", "t5gemma2", "bigbird_pegasus")},
+    **{mt: _RECURRENT for mt in ("rwkv", "xlstm")},
+}
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8,
                 "float8_e4m3fn": 1, "float8_e5m2": 1}
 # tensors in checkpoints that are buffers or quantization scales, not trainable parameters
@@ -193,6 +211,9 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
         got = f"{kind} {mt!r}" if quote or isinstance(mt, int | float) else kind
         raise GpuplanError(f"{source}: model_type must be a name such as llama, got {got}: "
                            f"give one of {', '.join(SUPPORTED)}")
+    if mt not in BUILDERS and mt in UNSUPPORTED_WHY:
+        raise GpuplanError(f"{source}: model_type '{mt}' is not supported: {UNSUPPORTED_WHY[mt]}; give {{params: N}} "
+                           "for an estimate from the parameter count alone, e.g. {params: 7e9}")
     if mt not in BUILDERS:
         name = named(mt, 40)
         shown_mt = f"'{mt}'" if quote or name == mt else name
