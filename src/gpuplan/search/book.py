@@ -13,6 +13,7 @@ from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
 from gpuplan.spec import Hardware, Layout, Training
+from gpuplan.spec.job import per_step
 from gpuplan.spec.layout import LAYOUT_FIELDS
 from gpuplan.spec.scenario import Scenario
 
@@ -28,7 +29,7 @@ def peak_table(sc: Scenario, tr: Training, kept: tuple) -> dict[tuple, tuple[flo
     objective, so a plan asked again after an edit of those (the web page re-plans as the user types) finds
     them sized. ``kept``: the scenario's fixed layout fields every layout of it carries. The last
     ``PEAK_TABLES`` scenarios are kept; ``clear_peak_tables`` empties them."""
-    key = (sc.model, replace(tr, tokens=None, steps=None, headroom=0.0), sc.corrections.activations, kept)
+    key = (sc.model, replace(per_step(tr), headroom=0.0), sc.corrections.activations, kept)
     table = _tables.get(key)
     if table is None:
         table = _tables[key] = {}
