@@ -19,7 +19,7 @@ from gpuplan.spec.scenario import Scenario
 
 Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-batch, sequence parallel, offload
 
-PEAK_TABLES = 4  # scenarios whose sized peaks a process keeps (``peak_table``)
+PEAK_TABLES = 8  # scenarios whose sized peaks a process keeps (``peak_table``): a few MB each
 _tables: OrderedDict[tuple, dict[tuple, tuple[float, float]]] = OrderedDict()
 
 
