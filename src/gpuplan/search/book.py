@@ -3,6 +3,7 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import replace
 
@@ -21,6 +22,7 @@ Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-b
 
 PEAK_TABLES = 8  # scenarios whose sized peaks a process keeps (``peak_table``): a few MB each
 _tables: OrderedDict[tuple, dict[tuple, tuple[float, float]]] = OrderedDict()
+_tables_lock = threading.Lock()  # plans in threads of one process (the Python API) share the tables
 
 
 def peak_table(sc: Scenario, tr: Training, kept: tuple) -> dict[tuple, tuple[float, float]]:
@@ -30,18 +32,20 @@ def peak_table(sc: Scenario, tr: Training, kept: tuple) -> dict[tuple, tuple[flo
     them sized. ``kept``: the scenario's fixed layout fields every layout of it carries. The last
     ``PEAK_TABLES`` scenarios are kept; ``clear_peak_tables`` empties them."""
     key = (sc.model, replace(per_step(tr), headroom=0.0), sc.corrections.activations, kept)
-    table = _tables.get(key)
-    if table is None:
-        table = _tables[key] = {}
-        while len(_tables) > PEAK_TABLES:
-            _tables.popitem(last=False)
-    else:
-        _tables.move_to_end(key)
-    return table
+    with _tables_lock:
+        table = _tables.get(key)
+        if table is None:
+            table = _tables[key] = {}
+            while len(_tables) > PEAK_TABLES:
+                _tables.popitem(last=False)
+        else:
+            _tables.move_to_end(key)
+        return table
 
 
 def clear_peak_tables() -> None:
-    _tables.clear()
+    with _tables_lock:
+        _tables.clear()
 
 
 class Book:
