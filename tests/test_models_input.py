@@ -316,3 +316,25 @@ def test_a_name_that_is_still_unknown_after_its_suffix_is_dropped_is_refused():
 
     with pytest.raises(GpuplanError, match="unknown model 'nonexistent-model-chat'"):
         load_model("nonexistent-model-chat")
+
+
+# a config.json that names only its class: the model_type is read from transformers' class name
+@pytest.mark.parametrize("arch, mt", [("LlamaForCausalLM", "llama"), ("Qwen2MoeForCausalLM", "qwen2_moe"),
+                                      ("GPTNeoXForCausalLM", "gpt_neox"), ("GPT2LMHeadModel", "gpt2"),
+                                      ("Gemma3ForConditionalGeneration", "gemma3")])
+def test_a_config_with_architectures_but_no_model_type_reads_its_class(arch: str, mt: str) -> None:
+    from gpuplan.catalog.models import model_type_of
+
+    assert model_type_of([arch]) == mt
+
+
+def test_the_class_decides_the_block_and_is_named() -> None:
+    # Qwen1.5-MoE-A2.7B's shapes under its class only: 14.3B parameters, 2.7B active (Qwen blog, 2024-03)
+    spec = load_model({"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 2048, "intermediate_size": 5632,
+                       "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+                       "vocab_size": 151936, "num_experts": 60, "num_experts_per_tok": 4,
+                       "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632})
+    assert spec.model_type == "qwen2_moe" and spec.params == 14_315_784_192
+    assert "no model_type: architectures Qwen2MoeForCausalLM read as model_type qwen2_moe" in spec.assumed
+    msg = err({"architectures": ["T5ForConditionalGeneration"], "d_model": 512})
+    assert "model_type" in msg

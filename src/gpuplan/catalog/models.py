@@ -10,7 +10,8 @@ A reference is one of:
    ``metadata.total_size`` divided by the bytes per element of ``torch_dtype`` does
    (``"safetensors-index"``);
 3. an inline mapping of Hugging Face config keys with ``model_type`` (GPT-2 style
-   ``n_layer``/``n_embd``/``n_head`` without ``model_type`` are read as ``gpt2``);
+   ``n_layer``/``n_embd``/``n_head`` without ``model_type`` are read as ``gpt2``; a config naming only its
+   ``architectures`` class, by that class: ``model_type_of``);
 4. ``{params: N}`` with optional hints ``vocab``, ``seq``, ``layers``, ``hidden``: a Llama-like
    shape is derived (see ``_from_params``) and ``params`` is taken as given.
 
@@ -204,8 +205,12 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
         raise GpuplanError(f"{source}: a model config must be a JSON object of Hugging Face config keys")
     mt = cfg.get("model_type")
     if mt is None:
-        raise GpuplanError(f"{source}: missing required key model_type: add it "
-                           f"(one of {', '.join(SUPPORTED)})")
+        mt = model_type_of(cfg.get("architectures"))
+        if mt is None:
+            raise GpuplanError(f"{source}: missing required key model_type: add it "
+                               f"(one of {', '.join(SUPPORTED)})")
+        cfg = {**cfg, "model_type": mt}
+        assumed = (*assumed, f"no model_type: architectures {cfg['architectures'][0]} read as model_type {mt}")
     if not isinstance(mt, str):
         kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(mt), type(mt).__name__)
         got = f"{kind} {mt!r}" if quote or isinstance(mt, int | float) else kind
@@ -228,6 +233,23 @@ def _from_config(cfg: Any, source: str, name: str, assumed: tuple[str, ...] = ()
     return spec
 
 
+_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+_FOLDED = {mt.replace("_", "").replace("-", "").lower(): mt for mt in SUPPORTED}
+
+
+def model_type_of(architectures: Any) -> str | None:
+    """The model_type of a config.json that names only its ``architectures`` (``["LlamaForCausalLM"]``): the class
+    name less transformers' head suffix, compared with the supported types case- and underscore-blind
+    (Qwen2MoeForCausalLM → qwen2_moe, GPTNeoXForCausalLM → gpt_neox); None when it names none of them."""
+    if not isinstance(architectures, list) or not architectures or not isinstance(architectures[0], str):
+        return None
+    name = architectures[0]
+    for suffix in _ARCH_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return _FOLDED.get(name[: -len(suffix)].lower())
+    return None
+
+
 def _check_size(n: int, source: str) -> None:
     if n > MAX_PARAMS:
         raise GpuplanError(f"{source}: the shapes give {n:.3g} parameters, more than the limit {MAX_PARAMS:.0e} "
@@ -236,14 +258,15 @@ def _check_size(n: int, source: str) -> None:
 
 def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
     name = str(m.get("name") or "")
-    if "model_type" in m or "n_embd" in m:
+    if "model_type" in m or "n_embd" in m or model_type_of(m.get("architectures")) is not None:
         assumed: tuple[str, ...] = ()
         cfg = dict(m)
-        if "model_type" not in cfg:
+        if "model_type" not in cfg and model_type_of(cfg.get("architectures")) is None:
             cfg["model_type"] = "gpt2"
             assumed = ("no model_type: GPT-2 style keys (n_embd) read as model_type gpt2",)
         given = cfg.pop("params", None)
-        spec = _from_config(cfg, "inline model", name or f"custom-{cfg['model_type']}", assumed)
+        mt = cfg.get("model_type") or model_type_of(cfg.get("architectures"))
+        spec = _from_config(cfg, "inline model", name or f"custom-{mt}", assumed)
         if given is not None:
             from gpuplan.catalog.params_model import count  # it builds on _from_config
 
