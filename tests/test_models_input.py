@@ -77,7 +77,14 @@ def test_evaluate_llama_3_8b_by_name(capsys: pytest.CaptureFixture[str]) -> None
     ("DeepSeek-V2-Chat", "deepseek-v2"), ("deepseek-ai/DeepSeek-V2", "deepseek-v2"),
     # a Hugging Face repo's name without its organisation, as run tables write it
     ("Qwen3-Next-80B-A3B-Instruct", "qwen3-next-80b-a3b"), ("Nemotron-H-56B-Base-8K", "nemotron-h-56b"),
-    ("NemotronH 56B", "nemotron-h-56b"), ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron-3-nano-30b-a3b")])
+    ("NemotronH 56B", "nemotron-h-56b"), ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron-3-nano-30b-a3b"),
+    # 2026-12-03 additions: Hugging Face repo ids and the spellings run tables use
+    ("internlm/internlm2-chat-20b", "internlm2-20b"), ("internlm/internlm2-7b", "internlm2.5-7b"),
+    ("bigcode/starcoder2-7b", "starcoder2-7b"), ("HuggingFaceTB/SmolLM3-3B", "smollm3-3b"),
+    ("tiiuae/falcon-180B", "falcon-180b"), ("gpt2-medium", "gpt2-medium"), ("GPT-2 Large", "gpt2-large"),
+    ("cerebras/Cerebras-GPT-13B", "cerebras-gpt-13b"), ("facebook/galactica-30b", "galactica-30b"),
+    ("google/gemma-3-270m-it", "gemma-3-270m"), ("ibm-granite/granite-3.3-8b-base", "granite-3.3-8b"),
+    ("allenai/OLMo-2-0425-1B", "olmo-2-1b"), ("01-ai/Yi-9B", "yi-1.5-9b")])
 def test_new_catalogue_aliases(ref: str, mid: str) -> None:
     assert load_model(ref).params == load_model(mid).params
     assert load_model(ref).name == load_model(mid).name
