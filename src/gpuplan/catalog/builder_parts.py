@@ -152,6 +152,18 @@ def groups(layers: list[tuple[list[Weight], bool]], mixers: list[tuple[str, bool
     return tuple(out)
 
 
+def moe_layers(c: Cfg, L: int, first: int) -> list[bool]:
+    """Which of the ``L`` layers route (MoE): mlp_layer_types ("dense" / "sparse") where the config lists it, else
+    all from the ``first``-th layer on (the config classes' default)."""
+    listed = c.raw("mlp_layer_types")
+    if listed is None:
+        return [i >= first for i in range(L)]
+    if not isinstance(listed, list) or len(listed) != L or any(t not in ("dense", "sparse") for t in listed):
+        raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers: "
+                           "fix the list")
+    return [t == "sparse" for t in listed]
+
+
 def tie(c: Cfg, default: bool) -> bool:
     v = c.raw("tie_word_embeddings")
     if v is None:

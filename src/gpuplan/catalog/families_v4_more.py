@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, moe_layers, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import vector
 from gpuplan.catalog.families_ln import qkvo
 from gpuplan.errors import GpuplanError
@@ -79,11 +79,7 @@ def cohere2_moe(c: Cfg, name: str) -> ModelSpec:
     E, k = c.int("num_experts", default=8), c.int("num_experts_per_tok", default=2)
     n_shared = c.int("num_shared_experts", default=0, minimum=0, note=False)
     first = c.int("first_k_dense_replace", default=0, minimum=0, note=False)
-    mlp_types = c.raw("mlp_layer_types")
-    if mlp_types is None:
-        mlp_types = ["dense" if i < first else "sparse" for i in range(L)]
-    if not isinstance(mlp_types, list) or len(mlp_types) != L or any(t not in ("dense", "sparse") for t in mlp_types):
-        raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers")
+    sparse = moe_layers(c, L, first)
     types = c.raw("layer_types")
     if types is None:
         pre, every = c.int("prefix_dense_sliding_window_pattern", default=1), c.int("sliding_window_pattern", default=4)
@@ -102,7 +98,7 @@ def cohere2_moe(c: Cfg, name: str) -> ModelSpec:
               Weight(name="mlp.experts.down_proj", shape=(h, ffn), group="expert", count=E)]
            + (gated("mlp.shared_experts", h, ffn * n_shared, "shared_expert") if n_shared else []))
     dense = gated("mlp", h, dense_ffn, "mlp")
-    layers = [(attn + (moe if t == "sparse" else dense), t == "sparse") for t in mlp_types]
+    layers = [(attn + (moe if s else dense), s) for s in sparse]
     tied = tie(c, True)
     if n_shared and c.raw("shared_expert_combination_strategy", default="average") == "average":
         c.assumed.append(f"{c.mt}: the shared expert's output is averaged with the routed experts' (no shape)")
@@ -110,7 +106,6 @@ def cohere2_moe(c: Cfg, name: str) -> ModelSpec:
     if "sliding_attention" in types and not ("sliding_window" in c.d and c.d["sliding_window"] is None):
         win = {"sliding_window": c.int("sliding_window", default=4096),
                "window_layers": tuple(t == "sliding_attention" for t in types)}
-    sparse = [t == "sparse" for t in mlp_types]
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=0 if all(sparse) else dense_ffn, vocab=V,
                 max_positions=c.int("max_position_embeddings", default=8192), gated_mlp=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplan.catalog.builder_parts import MAX_HIDDEN, Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.catalog.builder_parts import MAX_HIDDEN, Cfg, emb, gated, groups, lin, moe_layers, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import listed_types
 from gpuplan.catalog.families_ln import qkvo
 from gpuplan.catalog.families_mla import _mla
@@ -23,18 +23,6 @@ _ATTN_TYPES = ("full_attention", "sliding_attention")
 
 
 # ---- shared readings ---------------------------------------------------------------------------------
-def _sparse(c: Cfg, L: int, first: int) -> list[bool]:
-    """Which layers route (MoE): mlp_layer_types ("dense" / "sparse") where the config lists it, else all from the
-    ``first``-th layer on (the config class's default)."""
-    listed = c.raw("mlp_layer_types")
-    if listed is None:
-        return [i >= first for i in range(L)]
-    if not isinstance(listed, list) or len(listed) != L or any(t not in ("dense", "sparse") for t in listed):
-        raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers: "
-                           "fix the list")
-    return [t == "sparse" for t in listed]
-
-
 def _windows(c: Cfg, types: list[str], default: int, *keys: str) -> dict[str, Any]:
     """The window of the sliding_attention layers of ``types`` (``sliding_window`` or the family's other ``keys``,
     else the class default)."""
@@ -144,7 +132,7 @@ def mimo_v2_flash(c: Cfg, name: str) -> ModelSpec:
     attn = {"full_attention": _mimo_attention(h, nh, nkv, hd, vd, ab),
             "sliding_attention": _mimo_attention(h, nh, 2 * nkv, hd, vd, ab, sinks=True)}
     norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
-    sparse = _sparse(c, L, 1)
+    sparse = moe_layers(c, L, 1)
     layers = [(attn[t] + norms + (_moe(E, h, moe_ffn) if s else gated("mlp", h, ffn, "mlp")), s)
               for t, s in zip(types, sparse, strict=True)]
     tied = tie(c, False)
@@ -183,7 +171,7 @@ def minicpm5_moe(c: Cfg, name: str) -> ModelSpec:
             + lin("self_attn.o_proj", h, nh * hd, "attention", ab)
             + nrm("input_layernorm", h) + nrm("post_attention_layernorm", h))
     moe = _moe(E, h, moe_ffn) + (gated("mlp.shared_experts", h, shared, "shared_expert") if shared else [])
-    sparse = _sparse(c, L, c.int("first_k_dense_replace", default=1, minimum=0, note=False))
+    sparse = moe_layers(c, L, c.int("first_k_dense_replace", default=1, minimum=0, note=False))
     layers = [(attn + (moe if s else gated("mlp", h, ffn, "mlp")), s) for s in sparse]
     tied = tie(c, False)
     c.assumed.append(f"{c.mt}: the attention output's sigmoid gate (q_gate_proj's second half) is costed with the "
@@ -237,7 +225,7 @@ def laguna(c: Cfg, name: str) -> ModelSpec:
                 + nrm("input_layernorm", h) + nrm("post_attention_layernorm", h))
     moe = (_moe(E, h, moe_ffn) + gated("mlp.shared_experts", h, shared, "shared_expert")
            + [Weight(name="mlp.gate.e_score_correction_bias", shape=(E,), group="router", bias=True)])
-    sparse = _sparse(c, L, 1)
+    sparse = moe_layers(c, L, 1)
     layers = [(attention(n) + (moe if s else gated("mlp", h, ffn, "mlp")), s)
               for n, s in zip(heads, sparse, strict=True)]
     tied = tie(c, False)
@@ -283,7 +271,7 @@ def ergo(c: Cfg, name: str) -> ModelSpec:
            + [Weight(name="mlp.experts.post_expert_norm", shape=(h,), group="expert", count=E, bias=True)]
            + lin("mlp.shared_experts.up_proj", shared, h, "shared_expert")
            + lin("mlp.shared_experts.down_proj", h, shared, "shared_expert") + nrm("mlp.shared_experts.norm", h))
-    sparse = _sparse(c, L, c.int("num_dense_blocks", default=1, minimum=0, note=False))
+    sparse = moe_layers(c, L, c.int("num_dense_blocks", default=1, minimum=0, note=False))
     layers = [(block + (moe if s else dense), s) for s in sparse]
     if c.raw("tie_word_embeddings") is True:  # ErgoForCausalLM ties nothing (its _tied_weights_keys raise)
         c.assumed.append("tie_word_embeddings true: transformers' Ergo keeps its own lm_head (counted)")

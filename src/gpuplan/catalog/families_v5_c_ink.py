@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec
+from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, moe_layers, nrm, spec
 from gpuplan.catalog.families_moe import fused_experts
 from gpuplan.catalog.families_vlm import _checked, text_config, vision_note
 from gpuplan.errors import GpuplanError
@@ -45,16 +45,10 @@ def _attention_types(c: Cfg, L: int, local_ids: bool) -> list[str]:
     return types
 
 
-def _mlp_types(c: Cfg, L: int) -> list[str]:
+def _sparse(c: Cfg, L: int) -> list[bool]:
     """InklingTextConfig's mlp_layer_types: dense on the first dense_mlp_idx layers, sparse after."""
-    mlp = c.raw("mlp_layer_types")
-    if mlp is None:
-        first = c.int("dense_mlp_idx", default=0, minimum=0, note=False)
-        mlp = ["dense" if i < first else "sparse" for i in range(L)]
-    if not isinstance(mlp, list) or len(mlp) != L or any(t not in ("dense", "sparse") for t in mlp):
-        raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers: "
-                           "fix the list")
-    return mlp
+    listed = c.raw("mlp_layer_types") is not None
+    return moe_layers(c, L, 0 if listed else c.int("dense_mlp_idx", default=0, minimum=0, note=False))
 
 
 def _heads(c: Cfg, types: list[str], heads: dict[str, tuple[int, int, int]]) -> tuple[int, int, int]:
@@ -110,7 +104,7 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
     moe_ffn = c.int("moe_intermediate_size", default=3072)
     if c.raw("dense_intermediate_size") is not None:  # checkpoints: intermediate_size is then the experts' width
         ffn, moe_ffn = c.int("dense_intermediate_size"), ffn
-    types, mlp_types = _attention_types(c, L, local_ids=True), _mlp_types(c, L)
+    types, sparse = _attention_types(c, L, local_ids=True), _sparse(c, L)
     attention = {t: _inkling_attention(c, h, t == "hybrid_sliding", kernel) for t in set(types)}
     moe = (lin("mlp.gate", E + S, h, "router") + scalar("mlp.gate.global_scale")
            + fused_experts("mlp.experts", h, moe_ffn, E) + gated("mlp.shared_experts", h, moe_ffn, "shared_expert",
@@ -118,8 +112,7 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
     dense = scalar("mlp.global_scale") + gated("mlp", h, ffn, "mlp")
     rest = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h) + conv("attn_sconv", h, kernel) \
         + conv("mlp_sconv", h, kernel)
-    layers = [(attention[t][0] + (moe if m == "sparse" else dense) + rest, m == "sparse")
-              for t, m in zip(types, mlp_types, strict=True)]
+    layers = [(attention[t][0] + (moe if s else dense) + rest, s) for t, s in zip(types, sparse, strict=True)]
     nh, nkv, hd = _heads(c, types, {t: a[1] for t, a in attention.items()})
     c.assumed.append(f"{c.mt}: the learned relative-position bias and the short convolutions are not costed as "
                      "FLOPs (their weights are counted); no RoPE")
@@ -127,7 +120,6 @@ def inkling_text(c: Cfg, name: str) -> ModelSpec:
         c.assumed.append(f"{c.mt}: the multi-token-prediction layers are not built by transformers and not counted")
     win = _windows(c, types, 512)
     c.assumed[:] = dict.fromkeys(c.assumed)  # a default read for each attention kind, noted once
-    sparse = [m == "sparse" for m in mlp_types]
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd,
                 ffn=0 if all(sparse) else ffn, vocab=V,
                 max_positions=c.int("max_position_embeddings", "model_max_length", default=131072), gated_mlp=True,

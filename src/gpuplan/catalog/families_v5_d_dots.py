@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, nrm, spec, tie
+from gpuplan.catalog.builder_parts import Cfg, emb, gated, groups, lin, moe_layers, nrm, spec, tie
 from gpuplan.catalog.families_hybrid import listed_types
 from gpuplan.catalog.families_mla import _mla
 from gpuplan.catalog.families_moe import fused_experts
@@ -69,18 +69,14 @@ def _dots3_types(c: Cfg, L: int) -> list[str]:
 def _dots3_sparse(c: Cfg, L: int) -> list[bool]:
     """mlp_layer_types, else sparse from first_k_dense_replace (1) on, where moe_layer_freq (an interval, or 0/1 per
     layer) says."""
-    listed = c.raw("mlp_layer_types")
-    if listed is None:
+    if c.raw("mlp_layer_types") is None:
         first = c.int("first_k_dense_replace", default=1, minimum=0, note=False)
         freq = c.raw("moe_layer_freq", default=1)
         if isinstance(freq, list) and len(freq) >= L:
             return [i >= first and bool(freq[i]) for i in range(L)]
         freq = c.int("moe_layer_freq", default=1, note=False)
         return [i >= first and i % freq == 0 for i in range(L)]
-    if not isinstance(listed, list) or len(listed) != L or any(t not in ("dense", "sparse") for t in listed):
-        raise GpuplanError(f"{c.source}: mlp_layer_types must list dense or sparse for each of the {L} layers: fix "
-                           "the list")
-    return [t == "sparse" for t in listed]
+    return moe_layers(c, L, 0)
 
 
 def _dots3_dims(c: Cfg, types: list[str]) -> list[dict[str, int]]:
