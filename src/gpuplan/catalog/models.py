@@ -258,15 +258,15 @@ def _check_size(n: int, source: str) -> None:
 
 def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
     name = str(m.get("name") or "")
-    if "model_type" in m or "n_embd" in m or model_type_of(m.get("architectures")) is not None:
+    by_class = None if "model_type" in m else model_type_of(m.get("architectures"))  # _from_config reads it too
+    if "model_type" in m or "n_embd" in m or by_class is not None:
         assumed: tuple[str, ...] = ()
         cfg = dict(m)
-        if "model_type" not in cfg and model_type_of(cfg.get("architectures")) is None:
+        if "model_type" not in cfg and by_class is None:
             cfg["model_type"] = "gpt2"
             assumed = ("no model_type: GPT-2 style keys (n_embd) read as model_type gpt2",)
         given = cfg.pop("params", None)
-        mt = cfg.get("model_type") or model_type_of(cfg.get("architectures"))
-        spec = _from_config(cfg, "inline model", name or f"custom-{mt}", assumed)
+        spec = _from_config(cfg, "inline model", name or f"custom-{cfg.get('model_type') or by_class}", assumed)
         if given is not None:
             from gpuplan.catalog.params_model import count  # it builds on _from_config
 
