@@ -159,8 +159,19 @@ def test_plan_keeps_the_fixed_fields_valid(args, check):
 
 
 def test_a_fixed_micro_batch_that_cannot_divide_the_batch_is_named():
-    line = _error(run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--micro-batch", "3"))
+    line = _error(run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--micro-batch", "3",
+                      "--global-batch", "1024"))
     assert "not a multiple of the fixed dp×micro_batch = 1×3" in line
+
+
+def test_a_fixed_micro_batch_rounds_the_default_batch_as_evaluate_does():
+    # the default (~4M tokens: 512 sequences of 8,192) rounds down to a multiple of the fixed micro-batch, as
+    # `evaluate` rounds it to dp × micro_batch
+    out = run("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--micro-batch", "3", "--seq-len", "8192",
+              "--tokens", "1T", "--max-gpus", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["global_batch"] == 510 and res["best"]["scenario"]["layout"]["micro_batch"] == 3
 
 
 def test_fp32_on_v100_runs_at_the_fp32_peak_not_the_tensor_cores():

@@ -192,6 +192,10 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
         "searched_fields": searched_fields(r.scenario),
         "advice": advice(r),
         "closest_miss": closest_miss_json(r),
+        "no_split": None if r.no_split is None else {
+            "gpus": r.no_split.gpus, "global_batch": r.no_split.global_batch,
+            "batches": list(r.no_split.batches), "suggested_batch": r.no_split.suggested,
+            "counts": list(r.no_split.counts)},
     }
 
 
@@ -295,10 +299,29 @@ def _missed_targets(r: PlanResult) -> list[str]:
     return out
 
 
+def _no_split(r: PlanResult) -> list[str]:
+    """Why the given count has no layout at all for the batch, and the nearest batches and counts that do."""
+    g = r.no_split
+    if g is None:
+        return []
+    fixes = []
+    if any(g.batches):
+        roomy = f" ({g.suggested:,} keeps most layouts and micro-batches)" \
+            if g.suggested and g.suggested not in g.batches else ""
+        fixes.append(f"a global batch of {' or '.join(f'{x:,}' for x in g.batches if x)} sequences{roomy} on "
+                     f"{g.gpus:,} GPUs")
+    if any(g.counts):
+        fixes.append(f"{' or '.join(f'{x:,}' for x in g.counts if x)} GPUs for {g.global_batch:,} sequences")
+    fix = "; or ".join(fixes) if fixes else "other fixed layout fields (they admit no split of this count)"
+    return [f"no layout of {g.gpus:,} GPUs splits a global batch of {g.global_batch:,} sequences: every data-parallel "
+            f"replica takes an equal share (dp divides the batch) and dp × tp × pp × cp = {g.gpus:,}, with tp inside "
+            f"the node and pp a divisor of the layers or a power of two — take {fix}"]
+
+
 def advice(r: PlanResult) -> list[str]:
     if not r.candidates:
-        return _nothing_fits(r)
-    out: list[str] = []
+        return _no_split(r) + _nothing_fits(r)
+    out: list[str] = _no_split(r)
     if (r.deadline_s is not None or r.budget is not None) and not r.ranked:
         out.extend(_missed_targets(r))
     if r.horizon_s is not None and r.ranked:

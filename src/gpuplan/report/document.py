@@ -15,7 +15,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.outfiles import write_atomic
 from gpuplan.report.spans import peak_span, span, tight_line
-from gpuplan.report.text import gpu_label, layout_str, market_line
+from gpuplan.report.text import gpu_label, layout_str, market_line, no_best_line
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [items]) | ("table", headers, rows)
@@ -133,8 +133,8 @@ def plan_blocks(res: dict, scores: dict | None = None) -> list[Block]:
     best = res.get("best")
     blocks: list[Block] = [("h", 1, f"Training plan: {best['model']['name']}" if best else "Training plan")]
     if best is None:
-        blocks.append(("p", "No layout meets the deadline or budget." if res.get("pareto")
-                       else "No layout fits on the GPUs searched."))
+        line = no_best_line(res)
+        blocks.append(("p", line[0].upper() + line[1:]))
         blocks += [("ul", res.get("advice") or [])]
         return blocks
     blocks += _inputs(best)

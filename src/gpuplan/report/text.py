@@ -262,6 +262,20 @@ def _scaling_lines(res: dict) -> list[str]:
     return lines
 
 
+def no_best_line(res: dict) -> str:
+    """The headline of a plan with no answer: what kept it from one."""
+    gap = res.get("no_split")
+    if gap:
+        return (f"no layout of {gap['gpus']:,} GPUs splits the global batch of {gap['global_batch']:,} sequences "
+                "(see the advice).")
+    rule = (res.get("recommendation") or {}).get("rule")
+    if rule in ("deadline", "budget", "pareto"):
+        return "no layout meets the deadline or budget."
+    if rule == "fixed":
+        return "no layout fits on the given GPU count."
+    return "no layout fits."
+
+
 def plan_text(res: dict, explain: bool = False) -> str:
     if "error" in res:
         return f"error: {res['error']}"
@@ -271,7 +285,7 @@ def plan_text(res: dict, explain: bool = False) -> str:
     if res.get("assumed"):
         lines.append(assumed_line(res["assumed"]))
     if best is None:
-        lines.append("no layout meets the deadline or budget." if res.get("pareto") else "no layout fits.")
+        lines.append(no_best_line(res))
     else:
         tr, hw = best["scenario"]["training"], best["scenario"]["hardware"]
         lines.append(f"best: {hw['gpus']}× {gpu_label(hw['gpu'])} — "

@@ -11,10 +11,12 @@ from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_compute_peak
+from gpuplan.search.batch import NoSplit, batch_for_count, no_split, split_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, same_space, search_types
 from gpuplan.search.rank import Equilibrium, ScalingPoint, pareto, rank_by_rule, rule_of, scaling_curve
 from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
+from gpuplan.spec.defaults import default_global_batch as default_batch_for
 from gpuplan.spec.defaults import gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario
@@ -56,6 +58,8 @@ class PlanResult:
     # no layout's 80 % memory interval fits where the answer is asked: the search kept those whose point
     # estimate fits (each answer's memory says TIGHT)
     tight: bool = False
+    # the given count has no layout for the given global batch: the nearest batches and counts that do
+    no_split: NoSplit | None = None
 
     @property
     def best(self) -> Candidate | None:
@@ -121,8 +125,10 @@ def _check(sc: Scenario, targets: tuple[Hardware, ...], options: PlanOptions) ->
         unpriced = ", ".join(hw.gpu.id for hw in targets)
         raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "
                            f"catalogue has none for {unpriced}; give --price (USD per GPU-hour)")
-    gb = default_global_batch(sc)
     mb, dp = sc.layout.get("micro_batch", 1), sc.layout.get("dp", 1)
+    # the default rounds down to a multiple of a fixed dp × micro_batch (as ``evaluate`` does); a given batch stays
+    gb = default_global_batch(sc) if sc.training.global_batch is not None else \
+        default_batch_for(sc.training, dp * mb)
     if gb % (mb * dp):
         raise GpuplanError(f"the global batch of {gb} sequences"
                            f"{'' if sc.training.global_batch else ' (the default: ~4M tokens)'} is not a multiple "
@@ -155,13 +161,23 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
     targets = targets or (sc.hardware,)
     gb = _check(sc, targets, options)
     limit, fixed_n = gpu_limit(sc, options.max_gpus)
+    gap = None
+    if fixed_n is not None and not split_count(sc, targets, fixed_n, gb):
+        # the default batch splits over no layout of the given count: the batch that does (said under
+        # `assumed`); a given batch (or dp) stays, and the answer says what would split
+        fitted = None if "training.global_batch" in sc.given or "dp" in sc.layout else \
+            batch_for_count(sc, targets, fixed_n, gb)
+        if fitted is None:
+            gap = no_split(sc, targets, fixed_n, gb)
+        else:
+            gb = fitted
     # a fine-tune is a one-node job (issue 22): one node unless nothing fits there, or a deadline or
     # --max-gpus asks for more
     one_node = fixed_n is None and options.max_gpus is None and options.deadline_s is None \
         and is_fine_tune(sc.training)
     search, widened = _search(sc, options, targets, gb, limit, fixed_n, one_node, progress)
     tight, closest = False, search.closest()
-    if not _answers(search, fixed_n):
+    if not _answers(search, fixed_n) and gap is None:
         # nothing surely fits (the peak's 80 % interval, memory.verdict): the best whose point estimate fits,
         # marked TIGHT — runs like it have run, and others have run out of memory (issue 26: a published run
         # that ran is answered, never "no layout fits" while its predicted peak fits)
@@ -171,7 +187,7 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
         # nothing fits even so: the closest miss by its point estimate ("needs X of Y GiB")
         tight = _answers(at_point, fixed_n)
         search, widened = at_point, widened_p
-    res = replace(_result(sc, options, targets, search, fixed_n, closest), tight=tight)
+    res = replace(_result(sc, options, targets, search, fixed_n, closest), tight=tight, no_split=gap)
     return replace(res, one_node=one_node, widened=tuple(widened)) if one_node else res
 
 

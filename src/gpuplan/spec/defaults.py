@@ -22,7 +22,7 @@ and the list of what it filled in (the answers' ``"assumed"``).
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError
@@ -120,9 +120,15 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     given, hw = sc.given, sc.hardware
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
+        fixed = sc.layout.get("dp", 1) * sc.layout.get("micro_batch", 1)
+        plain = default_global_batch(replace(training, global_batch=None), fixed)
         rule = ("one micro-batch per step, dp × micro_batch: the optimizer in backward accumulates no gradients"
                 if training.optimizer_in_backward and layout is not None
                 and training.global_batch == layout.dp * layout.micro_batch else
+                f"the default of {plain} sequences splits over no layout of the given {hw.gpus} GPUs (each "
+                "data-parallel replica takes an equal share): the nearest batch that keeps most layouts "
+                f"and micro-batches of {hw.gpus} GPUs (search/batch.py)"
+                if searched and layout is None and "hardware.gpus" in given and training.global_batch != plain else
                 f"a fine-tune's batch: {FINE_TUNE_BATCH} sequences per step, as torchtune's LoRA/QLoRA recipes "
                 "(a multiple of dp × micro_batch)" if is_fine_tune(training) else
                 f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "

@@ -87,7 +87,10 @@ function rejectedView(res) {
 function planView(res) {
   const best = res.best;
   if (!best) {
-    return [h("section", {class: "card"}, h("h2", {class: "bad"}, "nothing fits"),
+    const gap = res.no_split;
+    const head = gap ? `no layout of ${fmt.int(gap.gpus)} GPUs splits ${fmt.int(gap.global_batch)} sequences`
+      : "nothing fits";
+    return [h("section", {class: "card"}, h("h2", {class: "bad"}, head),
             h("ul", {class: "advice"}, (res.advice || []).map(a => h("li", {}, a)))), rejectedView(res)];
   }
   const hw = best.scenario.hardware, t = best.time;

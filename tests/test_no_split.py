@@ -1,0 +1,92 @@
+"""A given GPU count and a global batch that do not meet (search/batch.py): the default batch a count can split,
+and — when the batch is given — the nearest batches and counts that split, instead of "no configuration
+qualifies" under a deadline nobody gave."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.api import plan_scenario
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.report.advice import plan_json
+from gpuplan.report.text import plan_text
+from gpuplan.search.batch import batch_for_count, no_split, split_count
+
+
+def _sc(model: str, gpus: int, **training):
+    return parse_scenario({"model": model, "hardware": {"gpu": "h100-sxm", "gpus": gpus},
+                           "training": {"seq_len": 4096, **training}})
+
+
+def test_given_batch_that_no_layout_of_the_count_splits_says_what_would():
+    # Llama 2 70B: 80 layers, tp ≤ 8 inside an 8-GPU node. 96 = dp × tp × pp: dp is 3, 6, 12, 24, ... (pp a
+    # divisor of 80 or a power of two), none of which divides 1,000; 999 = 3 × 333 and 1,002 = 3 × 334 do
+    # (dp 3, tp 8, pp 4); 1,008 = 48 × 21 is the nearest that keeps at least half the (split, micro-batch) pairs of
+    # the roomiest batch near 1,000; 80 GPUs (dp 10 × tp 8) and 128 (dp 8 × tp 8 × pp 2)
+    # split 1,000 — no whole-node count between them does (88: dp 11; 104: 13; 112: 7 or 14; 120: 5 needs pp 3)
+    res = plan_scenario(_sc("llama-2-70b", 96, global_batch=1000, tokens=1e9)).result
+    assert res.best is None and res.global_batch == 1000
+    gap = res.no_split
+    assert (gap.gpus, gap.global_batch, gap.batches, gap.suggested, gap.counts) == \
+        (96, 1000, (999, 1002), 1008, (80, 128))
+    js = plan_json(res)
+    assert js["no_split"] == {"gpus": 96, "global_batch": 1000, "batches": [999, 1002], "suggested_batch": 1008,
+                              "counts": [80, 128]}
+    text = plan_text(js)
+    assert "no layout of 96 GPUs splits the global batch of 1,000 sequences" in text
+    assert "deadline or budget" not in text  # none was given
+    assert "take a global batch of 999 or 1,002 sequences (1,008 keeps most layouts and micro-batches) on 96 GPUs; " \
+           "or 80 or 128 GPUs for 1,000 sequences" in text
+
+
+def test_default_batch_is_fitted_to_a_given_count_and_said():
+    # a fine-tune's default of 32 sequences and pre-training's 1,024 (4M tokens at 4,096) split over no layout of
+    # 96 GPUs for a 70B: 24 and 1,008 = 48 × 21, the nearest keeping at least half the (split, micro-batch) pairs
+    # of the roomiest batch within a factor of two — before, "no configuration qualifies"
+    for tokens, batch in ((1e9, 24), (1e12, 1008)):
+        res = plan_scenario(_sc("llama-2-70b", 96, tokens=tokens)).result
+        assert res.global_batch == batch and res.no_split is None
+        assert res.best is not None and res.best.gpus == 96 and batch % res.best.layout.dp == 0
+        rule = next(a for a in plan_json(res)["assumed"] if a["field"] == "training.global_batch")
+        assert rule["value"] == batch and "splits over no layout of the given 96 GPUs" in rule["rule"]
+
+
+def test_fixed_degrees_at_a_given_count_fit_the_default_batch():
+    # tp 8 × pp 4 on 96 GPUs leaves dp 3: 1,024 does not divide; 1,020 = 3 × 340 (micro-batches 1, 2, 4) is the
+    # nearest keeping half of what 1,008 (3 × 336: all five) keeps
+    sc = parse_scenario({"model": "llama-2-70b", "hardware": {"gpu": "h100-sxm", "gpus": 96},
+                         "training": {"seq_len": 4096, "tokens": 1e12}, "layout": {"tp": 8, "pp": 4}})
+    assert batch_for_count(sc, (sc.hardware,), 96, 1024) == 1020
+    res = plan_scenario(sc).result
+    assert res.global_batch == 1020 and (res.best.layout.dp, res.best.layout.tp, res.best.layout.pp) == (3, 8, 4)
+
+
+def test_a_count_the_default_batch_splits_keeps_it():
+    # 64 GPUs split 1,024 sequences (dp 64 or 8 × tp 8): the default stays, worded as before
+    res = plan_scenario(_sc("llama-2-70b", 64, tokens=1e12)).result
+    assert res.global_batch == 1024
+    rule = next(a for a in plan_json(res)["assumed"] if a["field"] == "training.global_batch")
+    assert rule["rule"].startswith("~4M tokens per step")
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.sampled_from([1, 2, 3, 5, 6, 7, 8, 16, 24, 40, 48, 56, 72, 96]), batch=st.integers(1, 400))
+def test_nearest_batches_and_counts_are_the_nearest_that_split(n, batch):
+    # Llama 3.1 8B: 32 layers, 8 KV heads
+    sc = _sc("llama-3.1-8b", n, global_batch=batch)
+    targets = (sc.hardware,)
+    if split_count(sc, targets, n, batch):
+        return
+    gap = no_split(sc, targets, n, batch)
+    lo, hi = gap.batches
+    for x in (lo, hi, gap.suggested):
+        assert x is None or split_count(sc, targets, n, x) > 0
+    # nothing between the nearest two splits
+    assert not any(split_count(sc, targets, n, x) for x in range((lo or 0) + 1, hi or batch + 1) if x != batch)
+    assert batch_for_count(sc, targets, n, batch) == gap.suggested
+    clo, chi = gap.counts
+    for c in (clo, chi):
+        assert c is None or split_count(sc, targets, c, batch) > 0
+    between = range((clo or 0) + 1, chi or 4 * n + 1)
+    assert not any(split_count(sc, targets, c, batch) for c in between if c != n)
