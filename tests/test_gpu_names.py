@@ -125,3 +125,46 @@ def test_a_name_with_a_memory_size_is_the_card_of_that_size(name, gid):
 def test_a_memory_size_no_part_of_the_family_has_matches_nothing(name):
     with pytest.raises(GpuplanError, match=f"unknown GPU '{name}'"):
         get_gpu(name)
+
+
+@pytest.mark.parametrize("name, gid", [
+    # AWS EC2 P4/P5 pages: p4d.24xlarge 8x A100 40 GB, p4de 8x A100 80 GB, p5.48xlarge 8x H100 80 GB, p5en 8x H200
+    ("p4d.24xlarge", "a100-40gb-sxm"), ("p4de.24xlarge", "a100-80gb-sxm"), ("p5.48xlarge", "h100-sxm"),
+    ("p5en.48xlarge", "h200"), ("g5.12xlarge", "a10g"),
+    # Azure ND series pages: ND A100 v4 8x A100 40 GB, NDm A100 v4 80 GB, ND H100 v5, ND MI300X v5
+    ("Standard_ND96asr_v4", "a100-40gb-sxm"), ("NDm A100 v4", "a100-80gb-sxm"), ("ND H100 v5", "h100-sxm"),
+    ("ND MI300X v5", "mi300x"),
+    # Google Cloud accelerator-optimized machines: A2 High 40 GB, A2 Ultra 80 GB, A3 High/Mega H100, A3 Ultra H200
+    ("a2-highgpu-8g", "a100-40gb-sxm"), ("a2-ultragpu-8g", "a100-80gb-sxm"), ("a3-megagpu-8g", "h100-sxm"),
+    ("A3 Ultra", "h200"),
+    # DGX A100 datasheet: the 320 GB system holds 40 GB A100s, the 640 GB one 80 GB; DGX/HGX + a GPU name is that GPU
+    ("DGX A100 320GB", "a100-40gb-sxm"), ("DGX A100 640GB", "a100-80gb-sxm"), ("DGX H100", "h100-sxm"),
+    ("NVIDIA DGX-H200", "h200"), ("HGX A100 40GB", "a100-40gb-sxm"), ("HGX B200", "b200"),
+])
+def test_systems_and_cloud_instances_name_their_gpu(name, gid):
+    assert get_gpu(name).id == gid
+
+
+def test_a_system_name_is_said_under_read_as():
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "p4d.24xlarge", "gpus": 8}})
+    (field, given, value, rule), = [w for w in sc.read_as if w[0] == "hardware.gpu"]
+    assert (given, value) == ("p4d.24xlarge", "a100-40gb-sxm") and "aws.amazon.com/ec2/instance-types/p4" in rule
+    # a GPU's own name is no reading
+    assert not [w for w in parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "A100 40GB"}}).read_as
+                if w[0] == "hardware.gpu"]
+
+
+def test_an_unknown_instance_is_still_refused_with_suggestions():
+    with pytest.raises(GpuplanError, match="unknown GPU 'p9.48xlarge'"):
+        get_gpu("p9.48xlarge")
+
+
+def test_every_system_name_resolves_to_its_own_gpu():
+    # no system name is shadowed by a GPU name or another system's (catalog/systems.json)
+    rows = json.loads((Path(__file__).resolve().parents[1] / "src/gpuplan/catalog/systems.json").read_text())["systems"]
+    for row in rows:
+        assert row["source"].count("https://") >= 1
+        for name in row["names"]:
+            assert get_gpu(name).id == row["gpu"], name

@@ -169,11 +169,47 @@ def _name(name: object, what: str) -> str:
 def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
     table, names = _gpu_index()
     text = _name(name, what)
-    gid = names.get(_key(text)) or _with_memory_size(text, table, names)
+    gid = names.get(_key(text)) or _with_memory_size(text, table, names) or _system(text, table, names)
     if gid is None:
         hint = _suggest(text, names)
         raise GpuplanError(f"unknown GPU {text!r}: {hint + ' ' if hint else ''}`gpuplan gpus` lists them")
     return table[gid]
+
+
+@cache
+def _systems() -> dict[str, tuple[str, str]]:
+    """Systems and cloud instances by name key (catalog/systems.json): the GPU id each holds, and the source."""
+    return {_key(n): (row["gpu"], row["source"]) for row in load_json("systems.json")["systems"] for n in row["names"]}
+
+
+def system_reading(name: object) -> str | None:
+    """How a hardware.gpu that names a system or cloud instance was read ('p4d.24xlarge': its provider's page), or
+    None for a GPU name (``_system``)."""
+    if not isinstance(name, str):
+        return None
+    _, names = _gpu_index()
+    if names.get(_key(name)):
+        return None
+    hit = _systems().get(_key(name))
+    if hit is not None:
+        return f"the GPU of that instance or system ({hit[1]})"
+    if _SYSTEM_WORDS.search(name):
+        return "a DGX/HGX system or baseboard: its GPU"
+    return None
+
+
+_SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)
+
+
+def _system(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
+    """A system or cloud instance named for its GPU ('p4d.24xlarge', 'ND H100 v5', 'DGX A100 640GB'): the GPU it
+    holds; 'DGX' or 'HGX' before a GPU name ('DGX H100', 'HGX B200') is that GPU."""
+    hit = _systems().get(_key(text))
+    gid = hit[0] if hit is not None else None
+    if gid is None and _SYSTEM_WORDS.search(text):
+        rest = _SYSTEM_WORDS.sub(" ", text)
+        gid = names.get(_key(rest)) or _with_memory_size(rest, table, names)
+    return gid
 
 
 _MEMORY_SIZE = re.compile(r"\b(\d+(?:\.\d+)?)\s*gi?b?\b", re.IGNORECASE)

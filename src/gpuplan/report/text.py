@@ -76,7 +76,8 @@ def assumed_line(items: list[dict]) -> str:
              if not a["field"].startswith("layout.") and "given" not in a]
     read = [f"{a['field'].split('.', 1)[1]} {a['given']} → {a['value']}" for a in items if "given" in a]
     lines = ([f"assumed (not given): {', '.join(shown)}"] if shown else []) + (
-        [f"read as: {', '.join(read)} (the framework's own meaning; --json gives the cited rule)"] if read else [])
+        [f"read as: {', '.join(read)} (the framework's or provider's own meaning; --json gives the cited rule)"]
+        if read else [])
     return "\n".join(lines)
 
 
