@@ -182,20 +182,15 @@ def _systems() -> dict[str, tuple[str, str]]:
     return {_key(n): (row["gpu"], row["source"]) for row in load_json("systems.json")["systems"] for n in row["names"]}
 
 
-def system_reading(name: object) -> str | None:
-    """How a hardware.gpu that names a system or cloud instance was read ('p4d.24xlarge': its provider's page), or
-    None for a GPU name (``_system``)."""
-    if not isinstance(name, str):
-        return None
-    _, names = _gpu_index()
-    if names.get(_key(name)):
-        return None
+def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...]:
+    """A hardware.gpu that names a system or cloud instance ('p4d.24xlarge', 'DGX H100'), as the scenario's readings
+    (field, given, GPU id ``gid``, why: the provider's page); none for a GPU's own name (``_system``)."""
+    if not isinstance(name, str) or _gpu_index()[1].get(_key(name)):
+        return ()
     hit = _systems().get(_key(name))
-    if hit is not None:
-        return f"the GPU of that instance or system ({hit[1]})"
-    if _SYSTEM_WORDS.search(name):
-        return "a DGX/HGX system or baseboard: its GPU"
-    return None
+    why = f"the GPU of that instance or system ({hit[1]})" if hit is not None else \
+        "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None
+    return (("hardware.gpu", name, gid, why),) if why else ()
 
 
 _SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
-from gpuplan.catalog.hardware import MAX_GPUS, make_hardware, system_reading
+from gpuplan.catalog.hardware import MAX_GPUS, make_hardware, system_words
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.schema import (
     ECHO_HARDWARE_KEYS,
@@ -220,9 +220,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     words += stage_from_framework(tr_raw.get("framework"), layout)
-    words += user_reads
-    if (system := system_reading(hw_raw["gpu"])) is not None:  # 'p4d.24xlarge', 'DGX H100': the GPU it holds
-        words += (("hardware.gpu", hw_raw["gpu"], hardware.gpu.id, system),)
+    words += user_reads + system_words(hw_raw["gpu"], hardware.gpu.id)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)

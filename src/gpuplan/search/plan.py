@@ -13,11 +13,10 @@ from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_compute_peak
 from gpuplan.search.batch import NoSplit, batch_for_count, no_split, split_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
-from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch, same_space, search_types
+from gpuplan.search.enumerate import Candidate, Miss, Search, same_space, search_types
 from gpuplan.search.rank import Equilibrium, ScalingPoint, pareto, rank_by_rule, rule_of, scaling_curve
 from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
-from gpuplan.spec.defaults import default_global_batch as default_batch_for
-from gpuplan.spec.defaults import gpu_limit, is_fine_tune
+from gpuplan.spec.defaults import default_global_batch, gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario
 
@@ -126,9 +125,8 @@ def _check(sc: Scenario, targets: tuple[Hardware, ...], options: PlanOptions) ->
         raise GpuplanError(f"{'--budget' if budget is not None else '--objective cost'} needs a price: the "
                            f"catalogue has none for {unpriced}; give --price (USD per GPU-hour)")
     mb, dp = sc.layout.get("micro_batch", 1), sc.layout.get("dp", 1)
-    # the default rounds down to a multiple of a fixed dp × micro_batch (as ``evaluate`` does); a given batch stays
-    gb = default_global_batch(sc) if sc.training.global_batch is not None else \
-        default_batch_for(sc.training, dp * mb)
+    # as given, else the default rounded down to a multiple of a fixed dp × micro_batch (as ``evaluate`` does)
+    gb = default_global_batch(sc.training, dp * mb)
     if gb % (mb * dp):
         raise GpuplanError(f"the global batch of {gb} sequences"
                            f"{'' if sc.training.global_batch else ' (the default: ~4M tokens)'} is not a multiple "
