@@ -154,7 +154,7 @@ class Search(Book):
         sp = self._sp and split.tp > 1
         floors = self._floors_fit(hws, split, fams, sp, off)
         found: set[int] = set()
-        prefix: dict[tuple[str, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
+        prefix: dict[tuple[str, int, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
         step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
         layouts: dict[tuple, Layout] = {}  # and the layouts they were timed on, the same on every GPU type
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
@@ -166,7 +166,7 @@ class Search(Book):
             out = [t for t in hws if not floors.get((t, fam.virtual_stages, fam.shard), True)]
             if out:
                 self._count_out(fam, split, sp, off, len(out))
-                prefix[(fam.schedule, fam.recompute, fam.shard)] = 0
+                prefix[(fam.schedule, fam.virtual_stages, fam.recompute, fam.shard)] = 0
             live = {t: hw for t, hw in hws.items() if t not in out}
             if not live:
                 continue
@@ -180,7 +180,7 @@ class Search(Book):
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                    prefix: dict[tuple[str, str, Shard], int]) -> list[tuple[int, int, int]]:
+                    prefix: dict[tuple[str, int, str, Shard], int]) -> list[tuple[int, int, int]]:
         """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
         if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
             return [(t, j, mb) for t, hw in hws.items() for j, mb in self._family(hw, split, fam, sp, off)]
@@ -188,7 +188,7 @@ class Search(Book):
             (t, hw), = hws.items()
             fitting, fit_count = self._classify(hw, split, fam, sp, off, bound(prefix, fam))
             if fit_count is not None:
-                prefix[(fam.schedule, fam.recompute, fam.shard)] = fit_count
+                prefix[(fam.schedule, fam.virtual_stages, fam.recompute, fam.shard)] = fit_count
             return [(t, j, mb) for j, mb in fitting]
         return self._classify_types(hws, split, fam, sp, off)
 

@@ -12,12 +12,12 @@ from gpuplan.search.space import Shard
 
 # ---- the order of a split's families: one whose peak is never above another's comes first ------------
 def dominance_order(fams: list[Family]) -> list[int]:
-    """Indices of ``fams``: per (schedule, recompute), ZeRO-2 before ZeRO-1 and full shard before hybrid
-    shard — the peak of the first of each pair is never above the second's at the same micro-batch
+    """Indices of ``fams``: per (schedule, virtual stages, recompute), ZeRO-2 before ZeRO-1 and full shard before
+    hybrid shard — the peak of the first of each pair is never above the second's at the same micro-batch
     (model/memory.py: ZeRO-2 shards the gradients ZeRO-1 keeps whole; full shard spreads over more ranks)."""
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    groups: dict[tuple[str, int, str], list[int]] = defaultdict(list)
     for i, f in enumerate(fams):
-        groups[(f.schedule, f.recompute)].append(i)
+        groups[(f.schedule, f.virtual_stages, f.recompute)].append(i)
     out: list[int] = []
     for members in groups.values():
         out += sorted(members, key=lambda i: _shard_order(fams[i].shard, i))
@@ -35,14 +35,15 @@ def _shard_order(shard: Shard, i: int) -> tuple[int, int]:
     return (3, i)
 
 
-def bound(prefix: dict[tuple[str, str, Shard], int], fam: Family) -> int | None:
+def bound(prefix: dict[tuple[str, int, str, Shard], int], fam: Family) -> int | None:
     """How many of ``fam``'s micro-batches may fit at most: as many as fit for a family whose peak is never
-    above this one's (None: no bound)."""
+    above this one's — the same schedule, virtual stages and recompute, sharded further (None: no bound)."""
     zero, group = fam.shard
+    like = (fam.schedule, fam.virtual_stages, fam.recompute)
     if zero == 1 and group is None:
-        return prefix.get((fam.schedule, fam.recompute, (2, None)))
+        return prefix.get((*like, (2, None)))
     if zero == 3 and group is not None:
-        return prefix.get((fam.schedule, fam.recompute, (3, None)))
+        return prefix.get((*like, (3, None)))
     return None
 
 
