@@ -45,6 +45,7 @@ from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
 from gpuplan.spec import GPU, BusCurve, Fabric, Hardware
+from gpuplan.spec.hardware import scale_up_gpus
 
 PCIE5_BYTES_PER_S = 63e9  # PCIe 5.0 x16 per direction (PCI-SIG), for nodes whose NVLink domain is a pair
 
@@ -144,7 +145,7 @@ def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> T
     eff_up = prof.efficiency if own else constant("scale_up_efficiency")  # type: ignore[union-attr]
     hop_up = prof.hop_s if own else ring["scale_up_step"]  # type: ignore[union-attr]
     lat_up = hop_up if own else (up.latency_s or 1e-6)
-    domain_gpus = up.domain_gpus or gpus_per_node
+    domain_gpus = scale_up_gpus(gpu, gpus_per_node, up)
     if domain_gpus < gpus_per_node:  # e.g. H100 NVL bridge pairs: the node talks over PCIe
         bw_up, domain, mesh, nvls = PCIE5_BYTES_PER_S * eff_up, gpus_per_node, 0.0, 0.0
     else:

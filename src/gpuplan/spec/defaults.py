@@ -156,6 +156,10 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
               "price_per_gpu_hour": hw.price_per_gpu_hour, "host_memory": hw.host_memory_bytes}
     for key, rule in _HARDWARE_RULES.items():
         if f"hardware.{key}" not in given and values[key] is not None:
+            if key == "gpus_per_node" and hw.gpus_per_node != hw.gpu.gpus_per_node:
+                rule = (f"{hw.gpus} GPUs are no whole number of the GPU's usual {hw.gpu.gpus_per_node}-GPU nodes: "
+                        f"{hw.nodes} nodes of {hw.gpus_per_node} (4-GPU boards: HGX A100/H100 4-GPU; Perlmutter, "
+                        "Polaris, Leonardo and JUWELS Booster run 4 A100s a node) — give gpus_per_node to change it")
             m = hw.market
             if key == "price_per_gpu_hour" and m is not None:
                 rule = (f"the price catalogue's cheapest {m.pricing.replace('_', '-')} price for {hw.gpu.id} "

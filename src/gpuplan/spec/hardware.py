@@ -139,3 +139,11 @@ class Hardware:
     @property
     def nodes(self) -> int:
         return max(1, -(-self.gpus // self.gpus_per_node))
+
+
+def scale_up_gpus(gpu: GPU, gpus_per_node: int, fabric: Fabric) -> int:
+    """GPUs one scale-up domain joins: the fabric's, within the node — an HGX board's 8-GPU NVLink in a node of 4
+    joins those 4 — unless the fabric spans nodes by design (a domain larger than the GPU's own node: GB200 NVL72's
+    72 GPUs over 4-GPU trays)."""
+    domain = fabric.domain_gpus or gpus_per_node
+    return domain if domain > gpu.gpus_per_node else min(domain, gpus_per_node)

@@ -1,0 +1,65 @@
+"""GPUs per node as a count reads them, and the scale-up domain inside a node (catalog/hardware.node_for,
+spec/hardware.scale_up_gpus)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.api import evaluate_scenario, plan_scenario
+from gpuplan.catalog.hardware import make_hardware
+from gpuplan.errors import GpuplanError
+from gpuplan.io.scenario import parse_scenario
+from gpuplan.model.comm import topology
+from gpuplan.search.space import tp_domain
+
+
+def test_a_count_of_4_gpu_nodes_is_read_as_such_and_said():
+    # 12 A100s are no whole number of 8-GPU nodes (DGX/HGX A100 8-GPU): three 4-GPU nodes (HGX A100 4-GPU,
+    # Perlmutter, Polaris, Leonardo, JUWELS Booster) — before, an error
+    sc = parse_scenario({"model": "llama-2-7b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 12},
+                         "training": {"tokens": 1e9}})
+    assert (sc.hardware.gpus_per_node, sc.hardware.nodes) == (4, 3)
+    rule = next(a for a in evaluate_scenario(sc).to_json()["assumed"] if a["field"] == "hardware.gpus_per_node")
+    assert rule["value"] == 4 and rule["rule"].startswith("12 GPUs are no whole number of the GPU's usual 8-GPU nodes")
+    # the host memory is the reference node's per GPU (DGX A100 640GB: 2 TB over 8) times 4
+    assert sc.hardware.host_memory_bytes == pytest.approx(2000e9 / 8 * 4)
+
+
+@pytest.mark.parametrize("gpus, per_node", [(8, 8), (16, 8), (4, 8), (20, 4), (36, 4)])
+def test_whole_nodes_keep_the_usual_node(gpus, per_node):
+    assert make_hardware("h100-sxm", gpus=gpus).gpus_per_node == per_node
+
+
+def test_a_count_no_node_size_divides_is_still_refused_with_the_counts_that_fit():
+    with pytest.raises(GpuplanError, match=r"hardware.gpus=9 is more than one node but not a multiple of "
+                                           r"gpus_per_node=8: use 8 or 16"):
+        make_hardware("a100-80gb-sxm", gpus=9)
+
+
+def test_an_8_gpu_nvlink_board_in_a_4_gpu_node_joins_4():
+    # NVLink 3's domain is an HGX board's 8 GPUs; a node of 4 holds 4 of them: tp 8 crosses the network
+    four = make_hardware("a100-80gb-sxm", gpus=16, gpus_per_node=4)
+    eight = make_hardware("a100-80gb-sxm", gpus=16)
+    assert (topology(four).domain, tp_domain(four)) == (4, 4)
+    assert (topology(eight).domain, tp_domain(eight)) == (8, 8)
+
+    def tp_s(hw):
+        sc = parse_scenario({"model": "llama-2-13b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 16,
+                                                                  "gpus_per_node": hw.gpus_per_node},
+                             "training": {"seq_len": 4096, "tokens": 1e9}, "layout": {"tp": 8, "pp": 1}})
+        return evaluate_scenario(sc).to_json()["time"]["comm_detail"]["tp"]
+    assert tp_s(four) > 1.3 * tp_s(eight)
+
+
+def test_rack_scale_and_bridged_domains_are_unchanged():
+    # GB200 NVL72: 72 GPUs over 4-GPU trays; H100 NVL: bridged pairs in a node of 8 talk over PCIe
+    assert topology(make_hardware("gb200", gpus=72)).domain == 72
+    assert tp_domain(make_hardware("gb200", gpus=72)) == 72
+    assert topology(make_hardware("h100-nvl", gpus=8)).domain == 8
+
+
+def test_a_plan_on_4_gpu_nodes_keeps_tensor_parallelism_inside_the_node():
+    sc = parse_scenario({"model": "llama-2-70b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 12},
+                         "training": {"seq_len": 4096, "tokens": 1e12}})
+    res = plan_scenario(sc).result
+    assert res.best is not None and res.best.gpus == 12 and res.best.layout.tp <= 4
