@@ -8,6 +8,7 @@ import re
 from functools import cache
 
 from gpuplan.catalog import load_json
+from gpuplan.catalog.nodes import node_for
 from gpuplan.catalog.user import catalog_path, load_user
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import GPU, BusCurve, Fabric, Hardware
@@ -384,21 +385,6 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
     price = price_per_gpu_hour if price_per_gpu_hour is not None else g.price_usd_per_gpu_hour
     return Hardware(gpu=g, gpus=gpus, gpus_per_node=per_node, scale_up=up, scale_out=out,
                     price_per_gpu_hour=price, power_limit_w=power_limit_w, host_memory_bytes=host_memory(g, per_node))
-
-
-# GPUs a node holds where a count is no whole number of the GPU's usual nodes: 4-GPU boards (NVIDIA HGX A100 and
-# H100 4-GPU; the 4-A100 nodes of NERSC Perlmutter, ALCF Polaris, CINECA Leonardo and JSC JUWELS Booster)
-SMALLER_NODES = (4,)
-
-
-def node_for(g: GPU, gpus: object) -> int:
-    """The GPUs per node a count of ``gpus`` is read with when none is given: the GPU's usual node, or — a count
-    past one node that is no whole number of them (12 A100s) — the largest smaller node that divides it (three of
-    4); else the usual one (``Hardware`` then names the counts that fit)."""
-    usual = g.gpus_per_node
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= usual or gpus % usual == 0:
-        return usual
-    return next((d for d in SMALLER_NODES if d < usual and gpus % d == 0), usual)
 
 
 def host_memory(g: GPU, gpus_per_node: int) -> float | None:
