@@ -4,6 +4,7 @@ qualifies" under a deadline nobody gave."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -90,3 +91,28 @@ def test_nearest_batches_and_counts_are_the_nearest_that_split(n, batch):
         assert c is None or split_count(sc, targets, c, batch) > 0
     between = range((clo or 0) + 1, chi or 4 * n + 1)
     assert not any(split_count(sc, targets, c, batch) for c in between if c != n)
+
+
+def test_a_batch_given_in_tokens_is_read_as_the_nearest_that_splits():
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.errors import GpuplanError
+
+    # 4,194,304 tokens = 1,024 sequences of 4,096; 24 GPUs at micro-batch 3 need a multiple of 72: 1,008 (−1.6%)
+    sc = parse_scenario({"model": "llama-2-7b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 24},
+                         "training": {"seq_len": 4096, "global_batch_tokens": 4194304, "tokens": 1e9},
+                         "layout": {"tp": 1, "pp": 1, "micro_batch": 3}})
+    js = evaluate_scenario(sc).to_json()
+    assert js["scenario"]["training"]["global_batch"] == 1008
+    (reading,) = [a for a in js["assumed"] if a.get("given") == "4,194,304 tokens"]
+    assert reading["value"] == 1008 * 4096 and "read as 1,008" in reading["rule"] and "-1.6%" in reading["rule"]
+    # past 5 % of the tokens (32 sequences where a multiple of 96 is needed) it is no reading: the check names it
+    far = parse_scenario({"model": "llama-2-7b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 24},
+                          "training": {"seq_len": 4096, "global_batch_tokens": 131072, "tokens": 1e9},
+                          "layout": {"tp": 1, "pp": 1, "micro_batch": 4}})
+    with pytest.raises(GpuplanError, match="global_batch=32 is not a multiple of dp×micro_batch = 24×4"):
+        evaluate_scenario(far)
+    # a plan at a given count reads it the same way: 96 GPUs of a 70B, 1,024 sequences → 1,008
+    res = plan_scenario(_sc("llama-2-70b", 96, global_batch_tokens=4194304, tokens=1e12)).result
+    assert res.global_batch == 1008 and res.no_split is None and res.best.gpus == 96
+    # given in sequences it stays, and the answer says what would split
+    assert plan_scenario(_sc("llama-2-70b", 96, global_batch=1024, tokens=1e12)).result.no_split is not None

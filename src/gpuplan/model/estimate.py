@@ -25,6 +25,7 @@ from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
 from gpuplan.spec.scenario import Scenario, complete_layout
+from gpuplan.spec.tokens_batch import tokens_batch
 
 
 class Note(Enum):
@@ -146,6 +147,8 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
+    if layout is None:  # a batch given in tokens that the layout's replicas do not split: its nearest that does
+        sc = tokens_batch(sc, _replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
         gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \
@@ -175,6 +178,15 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
 # the ZeRO stage (FSDP stacks shard fully by default); recompute stays off — the frameworks' code defaults are off,
 # their example configs differ by model (frameworks.json notes)
 DOCUMENTED_LAYOUT = ("zero",)
+
+
+def _replicas_of(sc: Scenario, overrides: dict[str, Any]) -> int:
+    """dp × micro-batch of the layout the scenario's fields make (1 where they make none: its check says why)."""
+    try:
+        lay = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides})
+    except GpuplanError:
+        return 1
+    return lay.dp * lay.micro_batch
 
 
 def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tuple[str, str], ...]]:

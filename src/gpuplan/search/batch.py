@@ -79,3 +79,4 @@ def no_split(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: 
                    suggested=batch_for_count(sc, targets, n, global_batch),
                    counts=(max((w for w in worlds if w < n), default=None),
                            min((w for w in worlds if w > n), default=None)))
+

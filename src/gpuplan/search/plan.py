@@ -19,6 +19,7 @@ from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
 from gpuplan.spec.defaults import default_global_batch, gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario
+from gpuplan.spec.tokens_batch import tokens_batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,9 +163,12 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
     gap = None
     if fixed_n is not None and not split_count(sc, targets, fixed_n, gb):
         # the default batch splits over no layout of the given count: the batch that does (said under
-        # `assumed`); a given batch (or dp) stays, and the answer says what would split
-        fitted = None if "training.global_batch" in sc.given or "dp" in sc.layout else \
-            batch_for_count(sc, targets, fixed_n, gb)
+        # `assumed`); a batch given in tokens, within 5 % (`read as`); a batch given in sequences (or a fixed dp)
+        # stays, and the answer says what would split
+        fitted = None if "dp" in sc.layout else batch_for_count(sc, targets, fixed_n, gb)
+        if fitted is not None and "training.global_batch" in sc.given:
+            sc = tokens_batch(sc, 1, near=fitted)
+            fitted = sc.training.global_batch if sc.training.global_batch == fitted else None
         if fitted is None:
             gap = no_split(sc, targets, fixed_n, gb)
         else:
