@@ -147,7 +147,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    if layout is None:  # a batch given in tokens that the layout's replicas do not split: its nearest that does
+    if layout is None and "training.global_batch_tokens" in sc.given:  # read against the layout's replicas
         sc = tokens_batch(sc, _replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step

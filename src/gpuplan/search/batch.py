@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import EllipsisType
 
 from gpuplan.search.space import MICRO_BATCHES, splits
 from gpuplan.spec import Hardware
@@ -66,17 +67,20 @@ def batch_for_count(sc: Scenario, targets: tuple[Hardware, ...], n: int, wanted:
     return min((x for k, x in near if 2 * k >= most), key=lambda x: (abs(x - wanted), -x))
 
 
-def no_split(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: int) -> NoSplit:
+def no_split(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: int,
+             suggested: int | None | EllipsisType = ...) -> NoSplit:
     """What to change when no layout of ``n`` GPUs splits ``global_batch``: the nearest batches below and above
-    that one does, the one near it that keeps most layouts, and the nearest counts (up to 4 × ``n``) that split
-    this batch."""
+    that one does, the one near it that keeps most layouts (``batch_for_count``; ``suggested`` when the caller
+    has it already), and the nearest counts (up to 4 × ``n``) that split this batch."""
+    if suggested is ...:
+        suggested = batch_for_count(sc, targets, n, global_batch)
     widths = _replicas(sc, targets, n)
     below = [global_batch // d * d for d in widths if global_batch // d * d >= d]
     above = [math.ceil(global_batch / d) * d for d in widths]
     worlds = {s.world for hw in targets for s in splits(sc, hw, lambda k: k != n, 4 * n, global_batch)}
     return NoSplit(gpus=n, global_batch=global_batch,
                    batches=(max(below, default=None), min(above, default=None)),
-                   suggested=batch_for_count(sc, targets, n, global_batch),
+                   suggested=suggested,
                    counts=(max((w for w in worlds if w < n), default=None),
                            min((w for w in worlds if w > n), default=None)))
 

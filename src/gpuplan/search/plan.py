@@ -19,7 +19,7 @@ from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
 from gpuplan.spec.defaults import default_global_batch, gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario
-from gpuplan.spec.tokens_batch import tokens_batch
+from gpuplan.spec.tokens_batch import read_batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,12 +165,13 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
         # the default batch splits over no layout of the given count: the batch that does (said under
         # `assumed`); a batch given in tokens, within 5 % (`read as`); a batch given in sequences (or a fixed dp)
         # stays, and the answer says what would split
-        fitted = None if "dp" in sc.layout else batch_for_count(sc, targets, fixed_n, gb)
+        suggested = batch_for_count(sc, targets, fixed_n, gb)
+        fitted = None if "dp" in sc.layout else suggested
         if fitted is not None and "training.global_batch" in sc.given:
-            sc = tokens_batch(sc, 1, near=fitted)
-            fitted = sc.training.global_batch if sc.training.global_batch == fitted else None
+            read = read_batch(sc, fitted)
+            sc, fitted = (read, fitted) if read is not None else (sc, None)
         if fitted is None:
-            gap = no_split(sc, targets, fixed_n, gb)
+            gap = no_split(sc, targets, fixed_n, gb, suggested)
         else:
             gb = fitted
     # a fine-tune is a one-node job (issue 22): one node unless nothing fits there, or a deadline or

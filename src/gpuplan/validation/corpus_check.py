@@ -79,8 +79,7 @@ def _resolve(row: dict[str, Any]) -> Resolved:
     defaults = _framework_defaults(sc0)
     gpus_given = "gpus" in row["scenario"].get("hardware", {})
     if not row.get("open") and gpus_given:
-        sc = replace(sc0, layout={**defaults, **sc0.layout})
-        return Resolved(sc, completed_layout(sc)[0], "as stated")
+        return _stated(sc0, defaults, "as stated")
     tries = [(defaults, ("none",), "framework defaults")] if defaults else []
     tries += [({}, ("none",), "searched")]
     if not gpus_given:  # a count to plan: offloading is the planner's last resort there
@@ -94,9 +93,14 @@ def _resolve(row: dict[str, Any]) -> Resolved:
         # the run ran on its GPUs without offloading (published runs state it when they offload) though the
         # model's memory says no layout of the stated fields fits: the stated fields with the framework's
         # defaults, completed as `evaluate` completes them — its time is what the row checks
-        sc = replace(sc0, layout={**defaults, **sc0.layout})
-        return Resolved(sc, completed_layout(sc)[0], "open fields: framework defaults (predicted out of memory)")
+        return _stated(sc0, defaults, "open fields: framework defaults (predicted out of memory)")
     raise GpuplanError(f"no layout with the stated fields fits on {sc0.hardware.gpus} GPUs (model predicts OOM)")
+
+
+def _stated(sc0: Scenario, defaults: dict[str, Any], how: str) -> Resolved:
+    """The row's stated fields with its framework's documented defaults, completed as ``evaluate`` completes them."""
+    sc = replace(sc0, layout={**defaults, **sc0.layout})
+    return Resolved(sc, completed_layout(sc)[0], how)
 
 
 def _search(sc: Scenario, gpus_given: bool, offload: tuple[str, ...]) -> tuple[Scenario, Layout] | None:
