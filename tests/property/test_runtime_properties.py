@@ -106,7 +106,8 @@ def test_pipeline_bubble_is_p_minus_1_over_m(model, pp, tp, m, schedule):
     # source: Narayanan et al. 2021 (arXiv:2104.04473) Sec. 2.2.1 — bubble time fraction (p − 1)/m of
     # the ideal time m·(t_f + t_b); with dp = 1 there is no data-parallel traffic to hide.
     gpus = pp * tp
-    lay = {"pp": pp, "tp": tp, "pp_schedule": schedule}
+    # recompute given: GPipe holds every micro-batch, and an open recompute would follow the memory (recompute_open.py)
+    lay = {"pp": pp, "tp": tp, "pp_schedule": schedule, "recompute": "none"}
     t = _time(model, gpus, training={"global_batch": m}, **lay)["time"]
     assert t["microbatches"] == m
     # the stage-to-stage send/recv is counted once as exposed communication, not again in the bubble

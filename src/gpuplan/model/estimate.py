@@ -20,6 +20,7 @@ from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
+from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
@@ -159,6 +160,9 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if refused:
         raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
+    if layout is None:
+        lay, mem, rule = open_recompute(sc, lay, mem, overrides)
+        rules += (("recompute", rule),) if rule else ()
     hw, tr = sc.hardware, sc.training
     trainable = trainable_params(sc.model, tr.method, tr.lora_targets, tr.lora_rank)
     if not has_compute_peak(hw.gpu):

@@ -71,11 +71,13 @@ def memory_table(mem: dict) -> str:
 
 def assumed_line(items: list[dict]) -> str:
     """The values an answer filled in (spec/defaults.py), on one line; layout defaults are shown by
-    the layout line itself."""
+    the layout line itself, a layout field a rule set (a framework's default, recomputation a layout needs) on a
+    line of its own with the rule."""
     shown = [f"{a['field'].split('.', 1)[1]}={_assumed_value(a['field'], a['value'])}" for a in items
              if not a["field"].startswith("layout.") and "given" not in a]
     read = [f"{a['field'].split('.', 1)[1]} {a['given']} → {a['value']}" for a in items if "given" in a]
-    lines = ([f"assumed (not given): {', '.join(shown)}"] if shown else []) + (
+    ruled = [f"assumed: {a['field']}={a['value']} — {a['rule']}" for a in items if a.get("by_rule")]
+    lines = ([f"assumed (not given): {', '.join(shown)}"] if shown else []) + ruled + (
         [f"read as: {', '.join(read)} (the framework's or provider's own meaning; --json gives the cited rule)"]
         if read else [])
     return "\n".join(lines)

@@ -116,7 +116,7 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
             layout_rules: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     """``{"field", "value", "rule"}`` for every value the answer used that the input did not give.
     ``searched``: the layout was chosen by a search (then its fields are not assumptions); ``layout_rules``: the
-    rule of a layout field a framework's documented default set (model/estimate.py ``completed_layout``)."""
+    rule of a layout field a rule set (model/estimate.py: a framework's documented default, a needed recompute)."""
     given, hw = sc.given, sc.hardware
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
@@ -166,11 +166,20 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                         f"asked: {m.provider} {m.region}, read {m.date}")
             out.append({"field": f"hardware.{key}", "value": values[key], "rule": rule})
     if layout is not None and not searched:
-        for f in fields(Layout):
-            if f.name not in sc.layout:
-                rule = dict(layout_rules).get(f.name) or \
-                    ("derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default")
-                out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name), "rule": rule})
+        out += _layout_assumed(sc, layout, layout_rules)
+    return out
+
+
+def _layout_assumed(sc: Scenario, layout: Layout, layout_rules: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
+    """The layout fields the input left open: each rule a field's value came by (``by_rule``: a framework's documented
+    stage, the recomputation the layout needs — model/estimate.py), else derived or the layout default."""
+    out = []
+    for f in fields(Layout):
+        if f.name not in sc.layout:
+            ruled = dict(layout_rules).get(f.name)
+            rule = ruled or ("derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default")
+            out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name), "rule": rule,
+                        **({"by_rule": True} if ruled else {})})
     return out
 
 

@@ -1,0 +1,67 @@
+"""An open ``layout.recompute`` on a layout that runs out of memory without recomputation.
+
+A layout the user gives without saying whether activations are recomputed is read as the run it describes: where
+its peak does not fit without recomputation even at the low end of its 80 % interval (``DOES NOT FIT``, not
+``TIGHT``: a run like that cannot have run without), the run recomputed — Megatron-LM's papers (Korthikanti et al. 2022,
+arXiv:2205.05198, Sec. 5) pick selective recomputation where it suffices and full recomputation where it does not,
+and torchtune's recipes and Hugging Face fine-tuning examples turn activation checkpointing on to fit one GPU. So,
+among the modes the stack offers (its documented one and those costlier: Hugging Face and PyTorch FSDP stacks
+checkpoint whole blocks, torchtitan runs per-op selective), the least that fits (``fits``: the peak's interval upper
+end, with the headroom kept) is taken — else the least that leaves the peak ``TIGHT`` — and the answer lists it under
+``assumed`` with the peak without it. A layout that fits without recomputation keeps none (the layout default), and
+a given ``layout.recompute`` is never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.catalog.frameworks import get_framework, why_not
+from gpuplan.model.memory import MemoryBreakdown, memory
+from gpuplan.spec import Layout
+from gpuplan.spec.scenario import Scenario
+
+# the modes in the order they cost compute: Megatron's selective (the attention core), per-op selective
+# (torchtitan's op-level SAC: every other matmul's output kept), full (each block's input only)
+LEAST_FIRST = ("selective", "selective-op", "full")
+
+GIB = 2**30
+
+
+def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
+                   ) -> tuple[Layout, MemoryBreakdown, str | None]:
+    """``lay`` and its memory, or with recompute open and ``lay`` out of memory without it (not even TIGHT), the least
+    recomputation that fits (else leaves the peak TIGHT) and the rule that says so (None: unchanged)."""
+    if mem.fits or mem.tight or lay.recompute != "none" or "recompute" in sc.layout or "recompute" in overrides:
+        return lay, mem, None
+    tight: tuple[Layout, MemoryBreakdown] | None = None
+    for mode in _modes(sc.training.framework):
+        cand = replace(lay, recompute=mode)
+        if why_not(sc.training.framework, cand.values(), sc.training):
+            continue
+        m = memory(sc.model, sc.hardware, sc.training, cand, sc.corrections)
+        if m.fits:
+            return cand, m, _rule(mode, mem, "fits")
+        if tight is None and m.tight:
+            tight = (cand, m)
+    if tight is not None:
+        return tight[0], tight[1], _rule(tight[0].recompute, mem, "leaves the peak TIGHT")
+    return lay, mem, None
+
+
+def _modes(framework: str) -> tuple[str, ...]:
+    """The recomputation modes a stack offers, least costly first: from the one its documentation runs
+    (frameworks.json ``defaults.recompute``: torchtitan's per-op selective, FSDP stacks' and torchtune's whole-block
+    checkpointing), else all of them (Megatron's selective, per-op, full)."""
+    documented = get_framework(framework).defaults.get("recompute")
+    value = documented.value if documented is not None else None
+    return LEAST_FIRST[LEAST_FIRST.index(value):] if value in LEAST_FIRST else LEAST_FIRST
+
+
+def _rule(mode: str, plain: MemoryBreakdown, how: str) -> str:
+    usable = plain.capacity * (1 - plain.headroom_share)
+    return (f"not given, and without recomputation the peak is {plain.total / GIB:,.1f} GiB (80%: "
+            f"{plain.low / GIB:,.1f}–{plain.high / GIB:,.1f}) of {usable / GIB:,.1f} usable: a run of this layout "
+            "recomputes — the least "
+            f"recomputation the stack offers that {how} (model/recompute_open.py); give layout.recompute to change it")
