@@ -8,6 +8,7 @@ import math
 import pytest
 from conftest import make
 
+from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.api import plan_scenario
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import expert_imbalance
@@ -67,6 +68,22 @@ def test_dualpipe_and_ep_overlap_hide_the_all_to_all():
     assert st["dual"].comm_detail["ep_exposed"] < st["dual"].comm_detail["ep"]
 
 
+def test_dualpipe_all_to_all_costs_the_compute_only_its_20_sms():
+    # source: arXiv:2412.19437 Sec. 3.2.2: DeepSeek-V3's all-to-all kernels run on 20 SMs; on a 132-SM H100 the
+    # compute beside them runs on the other 112: 20 / 112 s lost per hidden second, below the fitted share
+    from gpuplan.catalog.constants import constant
+
+    sc = _sc()
+    dual = complete_layout(sc, tp=2, pp=4, ep=4, zero=1, pp_schedule="dualpipe")
+    st = step_time(sc.model, sc.hardware, sc.training, dual)
+    d = st.comm_detail
+    share = constant("comm_interference")
+    others = share * (d["dp_total"] - d["dp_exposed"] + d["tp"] - d["tp_exposed"] + d["pp"])  # DualPipe hides pp
+    assert sc.hardware.gpu.sm_count == 132 and 20 / 112 < share
+    assert st.interference_s == pytest.approx(others + 20 / 112 * (d["ep"] - d["ep_exposed"]), rel=1e-9)
+    assert d["ep"] - d["ep_exposed"] > 0
+
+
 def test_plan_overlaps_the_all_to_all_only_where_the_framework_offers_it():
     for framework, want in (("generic", True), ("megatron-core", None), ("deepspeed", False)):
         sc = make(MOE, gpus=32, training={"global_batch": 256, "seq_len": 4096, "framework": framework},
@@ -113,3 +130,13 @@ def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
                    for w in moe.weights if w.is_matrix and w.group == "expert")
     assert expected > 0
     assert looped.fwd - grouped.fwd == pytest.approx(expected)
+
+
+def test_expert_parallelism_past_the_data_parallel_ranks_says_what_would_run_it():
+    # Qwen3-235B-A22B at tp 2, pp 8 on 256 GPUs leaves dp 16; ep 32 runs only under Megatron-Core's MoE parallel
+    # folding (expert tensor parallel 1), which is not modelled: the refusal says so and how to change the layout
+    sc = make("qwen3-235b-a22b", gpus=256, training={"framework": "megatron-core", "global_batch": 512},
+              layout={"tp": 2, "pp": 8, "ep": 32, "dp": 16})
+    with pytest.raises(GpuplanError, match=r"ep=32 must divide dp×cp = 16 .*MoE parallel folding runs ep 32 over "
+                                           r"the tp × cp × dp = 32 ranks .*use an ep that divides dp × cp, or tp 1"):
+        evaluate(sc)

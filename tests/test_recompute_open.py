@@ -102,3 +102,4 @@ def test_a_stack_that_checkpoints_whole_blocks_recomputes_them():
     est = evaluate(sc)
     assert _modes("pytorch-fsdp") == ("full",) and _modes("torchtitan") == ("selective-op", "full")
     assert est.layout.recompute == "full" and est.memory.fits
+

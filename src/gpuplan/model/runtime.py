@@ -177,6 +177,21 @@ def _ep_hidden(lay: Layout) -> bool:
     return lay.ep_overlap or lay.pp_schedule == "dualpipe"
 
 
+# DeepSeek-V3's all-to-all kernels under DualPipe run on 20 SMs (arXiv:2412.19437, Sec. 3.2.2: "we ... partition 20 SMs
+# into 10 communication channels"; "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink")
+DUALPIPE_A2A_SMS = 20
+
+
+def _ep_interference(hw: Hardware, lay: Layout, share: float) -> float:
+    """Compute seconds lost per second of hidden expert all-to-all: the fitted ``comm_interference``; under DualPipe,
+    whose kernels hold a stated number of SMs, at most what losing those SMs costs the compute running beside them
+    (the other SMs do its work: k / (SMs − k))."""
+    sms = hw.gpu.sm_count
+    if lay.pp_schedule != "dualpipe" or not sms or sms <= DUALPIPE_A2A_SMS:
+        return share
+    return min(share, DUALPIPE_A2A_SMS / (sms - DUALPIPE_A2A_SMS))
+
+
 def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: Topology) -> tuple[float, float]:
     """(all, exposed) expert all-to-all seconds per micro-batch. Exposed, unless ``ep_overlap``: then
     one micro-batch's dispatch and combine run under another's compute (DeepSeek-V3's DualPipe,
@@ -362,8 +377,9 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     dp = dp_comm(m, tr, lay, sc, n_mb, p.topo)
     # Overlapped collectives are not free: NCCL kernels take SMs and HBM bandwidth from the
     # compute they hide behind (interference, see constants.json "comm_interference").
-    interference = constant("comm_interference") * (dp.hidden + n_mb * (p.tp_s - p.tp_exposed + p.ep_s - p.ep_exposed
-                                                                        + p.pp_s - p.pp_exposed))
+    share = constant("comm_interference")
+    interference = share * (dp.hidden + n_mb * (p.tp_s - p.tp_exposed + p.pp_s - p.pp_exposed)) \
+        + _ep_interference(hw, lay, share) * n_mb * (p.ep_s - p.ep_exposed)
     compute_s = n_mb * sc.total + interference
     offload_s = _activation_offload_s(m, tr, lay, sc.total)
     comm_exposed = n_mb * (p.per_mb_comm + offload_s) + dp.exposed
