@@ -41,6 +41,7 @@ from gpuplan.export.to_skypilot import skypilot
 from gpuplan.export.to_slurm import slurm
 from gpuplan.export.to_torchrun import torchrun, torchrun_args
 from gpuplan.export.to_torchtitan import TITAN_MODELS, TITAN_SCHEDULES, to_toml, torchtitan
+from gpuplan.report.spans import tight_line
 from gpuplan.units import GiB
 
 __all__ = ["FRAMEWORK_TARGETS", "RDZV_PORT", "SCHEDULER_TARGETS", "TARGETS", "TITAN_MODELS", "TITAN_SCHEDULES",
@@ -67,9 +68,11 @@ def export(est: dict, target: str, model: Any = None, *, via: str | None = None,
     mem = est.get("memory") or {}
     if mem and not mem.get("fits", True):
         over = (mem["total"] - mem["capacity"]) / GiB
-        ex = replace(ex, notes=(f"this layout does NOT fit: it needs {mem['total'] / GiB:.1f} GiB of "
-                                f"{mem['capacity'] / GiB:.1f} GiB per GPU ({over:+.1f} GiB); see `gpuplan fit` "
-                                "or `gpuplan plan`", *ex.notes))
+        # a peak whose interval straddles the capacity may run: said as evaluate says it, not as out of memory
+        said = f"this layout is {tight_line(mem)}" if mem.get("tight") else \
+            (f"this layout does NOT fit: it needs {mem['total'] / GiB:.1f} GiB of {mem['capacity'] / GiB:.1f} GiB per "
+             f"GPU ({over:+.1f} GiB)")
+        ex = replace(ex, notes=(f"{said}; see `gpuplan fit` or `gpuplan plan`", *ex.notes))
     if ex.filename.endswith(".json") or not ex.notes:
         return ex
     lines = ex.text.splitlines(keepends=True)
