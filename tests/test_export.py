@@ -207,7 +207,10 @@ TORCHTITAN_JOB_CONFIG = {
                     "enable_async_tensor_parallel", "pipeline_parallel_degree", "pipeline_parallel_split_points",
                     "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
                     "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size", "context_parallel_degree",
-                    "context_parallel_rotate_method", "expert_parallel_degree"},
+                    "context_parallel_rotate_method", "expert_parallel_degree",
+                    # torchtitan 0.2.2 config/job_config.py Parallelism: "either [partial dp -> ep] etp = tp or
+                    # [partial dp + all tp -> ep] etp = 1", default 1
+                    "expert_tensor_parallel_degree"},
     "activation_checkpoint": {"mode", "selective_ac_option", "per_op_sac_force_recompute_mm_shapes_by_fqns"},
     "quantize": {"linear", "grouped_mm"},  # torchtitan 0.2: [quantize.linear.float8]
 }

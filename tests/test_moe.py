@@ -4,6 +4,7 @@ the busiest expert rank's load, and grouped vs looped expert GEMMs."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from conftest import make
@@ -108,8 +109,6 @@ def test_expert_imbalance_is_the_gaussian_extreme_of_a_binomial_share():
 
 def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
     # Megatron-Core's default is SequentialMLP (moe_grouped_gemm False); torchtitan groups them
-    from dataclasses import replace
-
     from gpuplan.model.compute import _layer_time, matmul_s
     from gpuplan.model.runtime import device
     from gpuplan.model.software import software
@@ -132,11 +131,39 @@ def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
     assert looped.fwd - grouped.fwd == pytest.approx(expected)
 
 
-def test_expert_parallelism_past_the_data_parallel_ranks_says_what_would_run_it():
-    # Qwen3-235B-A22B at tp 2, pp 8 on 256 GPUs leaves dp 16; ep 32 runs only under Megatron-Core's MoE parallel
-    # folding (expert tensor parallel 1), which is not modelled: the refusal says so and how to change the layout
+def test_expert_parallelism_past_the_data_parallel_ranks_is_read_as_moe_parallel_folding():
+    # Qwen3-235B-A22B at tp 2, pp 8 on 256 GPUs leaves dp 16; ep 32 runs under Megatron-Core's MoE parallel folding
+    # (arXiv:2504.14960): experts over the tp × dp ranks with expert tensor parallel 1
+    from gpuplan.model.estimate import Note
+    from gpuplan.model.params import rank_params
+
     sc = make("qwen3-235b-a22b", gpus=256, training={"framework": "megatron-core", "global_batch": 512},
-              layout={"tp": 2, "pp": 8, "ep": 32, "dp": 16})
-    with pytest.raises(GpuplanError, match=r"ep=32 must divide dp×cp = 16 .*MoE parallel folding runs ep 32 over "
-                                           r"the tp × cp × dp = 32 ranks .*use an ep that divides dp × cp, or tp 1"):
+              layout={"tp": 2, "pp": 8, "ep": 32, "dp": 16, "recompute": "full"})
+    est = evaluate(sc)
+    lay = est.layout
+    assert (lay.expert_tp, lay.folded_etp, lay.expert_dp) == (1, 1, 1)
+    assert Note.EXPERT_FOLDING in est.notes
+    # each rank holds 128 / 32 = 4 whole experts: the expert parameters of tp 2 × ep 32 unfolded, ×2
+    m = sc.model
+    folded = rank_params(m, 2, 32, 8, 1, 0, None, 0, 1)
+    split = rank_params(m, 2, 32, 8, 1, 0, None, 0)
+    assert folded.expert == pytest.approx(2 * split.expert) and folded.dense == split.dense
+    # an unfolded layout keeps Megatron's default: experts over the data-parallel ranks, split over tp
+    classic = complete_layout(sc, tp=2, pp=8, ep=16, dp=16)
+    assert (classic.expert_tp, classic.folded_etp, classic.expert_dp) == (2, None, 1)
+    # a MoE block's MLP runs no tensor-parallel collective folded (Qwen3 has no shared expert): only the attention's
+    from gpuplan.model.runtime import _pipeline
+
+    p = _pipeline(m, sc.hardware, est.scenario.training, lay, sc.corrections, False)
+    unfolded = _pipeline(m, sc.hardware, est.scenario.training, replace(lay, ep=16), sc.corrections, False)
+    attention_only = p.sc.params.sublayers - p.sc.params.moe_layers
+    assert m.shared_ffn == 0 and p.ep_s > 0
+    assert p.tp_s == pytest.approx(unfolded.tp_s * attention_only / unfolded.sc.params.sublayers, rel=1e-9)
+
+
+def test_expert_parallelism_that_no_folding_runs_is_refused():
+    sc = make("qwen3-235b-a22b", gpus=256, training={"framework": "megatron-core", "global_batch": 512},
+              layout={"tp": 2, "pp": 8, "ep": 64, "dp": 16})
+    with pytest.raises(GpuplanError, match=r"ep=64 must divide dp×cp = 16 .* or tp×dp×cp = 32 \(MoE parallel "
+                                           r"folding: expert tensor parallel 1\)"):
         evaluate(sc)

@@ -35,6 +35,8 @@ def _parallel_args(lay: dict, model: Any, notes: list[str]) -> list[str]:
          "--context-parallel-size", str(lay["cp"])]
     if lay["ep"] > 1:
         a += ["--expert-model-parallel-size", str(lay["ep"])]
+        if (lay["dp"] * lay["cp"]) % lay["ep"]:  # MoE parallel folding (spec Layout.expert_tp): experts not split
+            a += ["--expert-tensor-parallel-size", "1"]
     if lay["pp_schedule"] == "interleaved" and lay["virtual_stages"] > 1:
         n_layers = getattr(model, "n_layers", None)
         if n_layers and n_layers % (lay["pp"] * lay["virtual_stages"]) == 0:

@@ -26,6 +26,8 @@ def torchtitan(est: dict, model: Any = None) -> Export:
                                 "mixed_precision_param": "float32" if tr["precision"] == "fp32" else "bfloat16"}
     par: dict[str, Any] = {"tensor_parallel_degree": lay["tp"], "pipeline_parallel_degree": lay["pp"],
                            "context_parallel_degree": lay["cp"], "expert_parallel_degree": lay["ep"]}
+    if lay["ep"] > 1:  # torchtitan's default is 1 (ep over tp too): written as the estimate's (spec Layout.expert_tp)
+        par["expert_tensor_parallel_degree"] = 1 if (lay["dp"] * lay["cp"]) % lay["ep"] else lay["tp"]
     _batch_and_pipeline(training, par, lay, (gb, accum), model, notes)
     steps = _steps(tr, gb)
     if steps:

@@ -156,28 +156,31 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
             tr.method, sw, amp_of(tr, lay), microbatches > 1)
     if tr.precision != "fp8" or dev16 is None:
-        return _layer_time(*args, None, dev, None)
+        return _layer_time(*args, None, dev, None, lay.folded_etp)
     scheme = fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp, lay.sequence_parallel,
                         microbatches)
-    return _layer_time(*args, scheme, dev, dev16)
+    return _layer_time(*args, scheme, dev, dev16, lay.folded_etp)
 
 
 def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device,
-             grouped: bool = True) -> tuple[float, float]:
+             grouped: bool = True, etp: int | None = None) -> tuple[float, float]:
     """(forward seconds of the layer's weight matmuls, of its 2nd, 4th … ones). Expert matmuls run
     at the busiest expert-parallel rank's pace (``expert_imbalance``), the rank's experts in one
-    grouped GEMM or, where the framework loops over them (``grouped`` False), one GEMM each."""
+    grouped GEMM or, where the framework loops over them (``grouped`` False), one GEMM each; folded
+    (``etp`` 1, Layout.folded_etp), each rank routes its sequence-parallel shard to whole experts."""
     mm_f = every_other = 0.0
-    busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
+    etp = tp if etp is None else etp
+    routed = tokens * etp / tp  # the tokens a rank routes: its tensor-parallel group's, or its own shard folded
+    busiest = expert_imbalance(routed, m.top_k, ep) if lg.moe else 1.0
     mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert",
                                                                   "router")]
     for i, w in enumerate(mats):
         out_f, in_f = w.shape
         if w.group == "expert":
-            per_expert_tokens = tokens * m.top_k * ep / m.n_experts * busiest
+            per_expert_tokens = routed * m.top_k * ep / m.n_experts * busiest
             local = w.count / ep
-            t = matmul_s(per_expert_tokens, out_f / tp, in_f, dev, batch=local) if grouped else \
-                matmul_s(per_expert_tokens, out_f / tp, in_f, dev) * local
+            t = matmul_s(per_expert_tokens, out_f / etp, in_f, dev, batch=local) if grouped else \
+                matmul_s(per_expert_tokens, out_f / etp, in_f, dev) * local
         elif w.group == "router":
             t = matmul_s(tokens, out_f, in_f, dev)
         else:
@@ -248,11 +251,12 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 @lru_cache(maxsize=65536)
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
                 recompute: str, attention: str, dropout: float, method: str, sw: Software, amp: bool,
-                accumulating: bool, fp8: Fp8Scheme | None, dev: Device, dev16: Device | None) -> LayerTime:
-    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts)
+                accumulating: bool, fp8: Fp8Scheme | None, dev: Device, dev16: Device | None,
+                etp: int | None = None) -> LayerTime:
+    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp)
     # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
-    mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts)[0] if fp8 and fp8.grad_weight_hp and dev16 \
-        else mm_f
+    mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts, etp)[0] \
+        if fp8 and fp8.grad_weight_hp and dev16 else mm_f
     mix = _mixer_s(m, lg, tokens, seq, tp, dropout, sw, dev, dev16)
     att_f, att_b = mix.fwd, mix.bwd
     f_local = ((m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn) if lg.mlp else 0.0

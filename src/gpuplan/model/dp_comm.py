@@ -145,10 +145,11 @@ def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology) ->
     g = _grad_reduce_bytes(tr)
     t_dense, t_expert = trainable(tr, sc.params)
     dp_n = lay.dp * lay.cp
-    edp_n = max(1, dp_n // lay.ep)
+    # folded (Layout.expert_tp 1): the expert replicas sit ep ranks apart, past the tensor-parallel ranks ep spans
+    edp_stride = lay.tp * lay.ep if lay.folded_etp is None else lay.ep
     overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
     total = (all_reduce_s(g * t_dense, dp_n, lay.tp, topo)
-             + all_reduce_s(g * t_expert, edp_n, lay.tp * lay.ep, topo))
+             + all_reduce_s(g * t_expert, max(1, lay.expert_dp), edp_stride, topo))
     window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 else 0.0))
     return Overlapped(total, max(0.0, total - window), min(total, window))
 

@@ -37,6 +37,7 @@ class Note(Enum):
     FP8_DOES_NOT_PAY = "fp8_does_not_pay"  # a generic fp8 run's linears estimated in bf16
     MUON = "muon"                          # how the Muon optimizer is costed (model/muon.py)
     CUDA_GRAPHS = "cuda_graphs"            # training.cuda_graphs: an allowance, not a modelled part
+    EXPERT_FOLDING = "expert_folding"      # ep over tp × cp × dp, expert tensor parallel 1 (Layout.expert_tp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +167,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     hw, tr = sc.hardware, sc.training
     trainable = trainable_params(sc.model, tr.method, tr.lora_targets, tr.lora_rank)
     if not has_compute_peak(hw.gpu):
-        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem),
+        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem, lay),
                         cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
                         params_trainable=trainable, searched=searched, layout_rules=rules)
     a = assess(sc.model, hw, tr, lay, sc.corrections, mem.fits)
@@ -174,7 +175,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if a.bf16_memory is not None:
         mem, extra = a.bf16_memory, (Note.FP8_DOES_NOT_PAY,)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
-                    notes=_notes(sc, mem) + extra, params_trainable=trainable, searched=searched,
+                    notes=_notes(sc, mem, lay) + extra, params_trainable=trainable, searched=searched,
                     alternatives=named_alternatives(sc, lay), layout_rules=rules)
 
 
@@ -293,7 +294,7 @@ def settle_fp8(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correc
     return step_time(model, hw, tr, lay, corrections, allow_bf16=False), None
 
 
-def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[Note, ...]:
+def _notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
     m, seq = sc.model, sc.training.seq_len
     out = []
     if m.max_positions and seq > m.max_positions:
@@ -304,6 +305,8 @@ def _notes(sc: Scenario, mem: MemoryBreakdown) -> tuple[Note, ...]:
         out.append(Note.MUON)
     if sc.training.cuda_graphs != "none":
         out.append(Note.CUDA_GRAPHS)
+    if lay.folded_etp is not None:
+        out.append(Note.EXPERT_FOLDING)
     return tuple(out)
 
 

@@ -59,13 +59,14 @@ def adapter_states(training: Training, model: ModelSpec, full_model: float) -> f
 
 @lru_cache(maxsize=65536)
 def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
-                 zero: int, nd: int, nd_e: int, offload: str, dp_group: int, cp: int = 1) -> ModelStates:
-    """One rank's model states — see the module doc for the sharding rules."""
+                 zero: int, nd: int, nd_e: int, offload: str, dp_group: int, cp: int = 1,
+                 etp: int | None = None) -> ModelStates:
+    """One rank's model states (the module doc's sharding rules); ``etp``: Layout.folded_etp."""
     method = training.method
     sb = cached_state_bytes(training.precision, training.optimizer, model, training.grad_dtype == "fp32",
                             amp_fp32(training, zero, tp * pp * ep * cp, offload))
     targets = training.lora_targets if method != "full" else None
-    rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
+    rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank, etp)
 
     def shard(dense: float, expert: float, on: bool) -> float:
         return dense / nd + expert / nd_e if on else dense + expert
@@ -217,9 +218,8 @@ def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: in
 def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, float]:
     """What every stage of a layout shares: the ZeRO shard groups (dense, expert), micro-batches per
     step, NCCL communicators, and the optimizer step's temporaries per updated parameter."""
-    dp_cp = lay.dp * lay.cp
-    nd = (lay.zero_group or dp_cp) if lay.zero else 1
-    nd_e = max(1, min(nd, dp_cp // lay.ep)) if lay.zero else 1
+    nd = (lay.zero_group or lay.dp * lay.cp) if lay.zero else 1
+    nd_e = max(1, min(nd, lay.expert_dp)) if lay.zero else 1
     temp = 0.0 if lay.offload != "none" else \
         optimizer_step_temp_bytes(training.optimizer, training.precision, training.optimizer_impl)
     return (nd, nd_e, micro_batch_count(training.global_batch, lay.dp, lay.micro_batch, lay.pp),
@@ -234,7 +234,7 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
     (when one micro-batch makes the step); the first stage's embedding gradient; whether the layout trains as
     PyTorch AMP (model/kept.py)."""
     states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
-                          lay.offload, lay.dp * lay.cp, lay.cp)
+                          lay.offload, lay.dp * lay.cp, lay.cp, lay.folded_etp)
     if lay.pp_schedule == "dualpipe":
         states = states.mirrored()
     opt_temp = states.optimizer_params * temp
@@ -393,8 +393,8 @@ def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tup
         stages = peak_stages(model, pp, v)
         for zero, group in shards:
             nd = (group or dp * cp) if zero else 1
-            nd_e = max(1, min(nd, dp * cp // ep)) if zero else 1
-            held = max(model_states(model, training, tp, ep, pp, v, s, zero, nd, nd_e, lay.offload, dp * cp, cp).total
-                       for s in stages)
+            nd_e = max(1, min(nd, lay.expert_dp)) if zero else 1
+            held = max(model_states(model, training, tp, ep, pp, v, s, zero, nd, nd_e, lay.offload, dp * cp, cp,
+                                    lay.folded_etp).total for s in stages)
             least = min(least, held)
     return _peak_bytes(least, _communicators(lay))[0]

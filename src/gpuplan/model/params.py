@@ -13,11 +13,12 @@ from gpuplan.spec.model import LORA_GROUPS, is_lora_target
 TP_SPLIT = {"attention", "mlp", "expert", "shared_expert", "embedding", "head"}
 
 
-def _local(w: Weight, model: ModelSpec, tp: int, ep: int) -> float:
-    """Elements of ``w`` on one rank after tensor and expert parallelism."""
+def _local(w: Weight, model: ModelSpec, tp: int, ep: int, etp: int) -> float:
+    """Elements of ``w`` on one rank after tensor and expert parallelism (``etp``: tensor parallelism inside an
+    expert, Layout.expert_tp)."""
     n = w.numel
     if w.group == "expert":
-        n /= ep
+        return n / ep / etp
     if w.group in TP_SPLIT:
         leaf = w.name.rsplit(".", 1)[-1]
         if leaf in ("k_proj", "v_proj") and model.n_kv_heads < tp:
@@ -57,15 +58,15 @@ class _Tally:
     """Running sums of one rank's parameters, by kind."""
 
     def __init__(self, model: ModelSpec, tp: int, ep: int, lora_targets: tuple[str, ...] | None,
-                 lora_rank: int) -> None:
-        self.model, self.tp, self.ep, self.targets, self.rank = model, tp, ep, lora_targets, lora_rank
+                 lora_rank: int, etp: int) -> None:
+        self.model, self.tp, self.ep, self.targets, self.rank, self.etp = model, tp, ep, lora_targets, lora_rank, etp
         self.dense = self.expert = self.quant = self.ad_d = self.ad_e = self.big_matrix = 0.0
 
     def add(self, weights: tuple[Weight, ...], times: int, in_block: bool) -> float:
         """Add ``times`` copies of a layer's ``weights``; returns one copy's local elements."""
         layer_total = 0.0
         for w in weights:
-            n = _local(w, self.model, self.tp, self.ep)
+            n = _local(w, self.model, self.tp, self.ep, self.etp)
             layer_total += n
             if w.group == "expert":
                 self.expert += n * times
@@ -76,7 +77,8 @@ class _Tally:
                 self.big_matrix = max(self.big_matrix, n / w.count)
             if self.targets is not None and is_lora_target(w, self.targets):
                 out_f, in_f = w.shape
-                adapters = self.rank * (out_f + in_f) * w.count / (self.ep if w.group == "expert" else 1) / self.tp
+                adapters = self.rank * (out_f + in_f) * w.count / \
+                    (self.ep * self.etp if w.group == "expert" else self.tp)
                 if w.group == "expert":
                     self.ad_e += adapters * times
                 else:
@@ -86,9 +88,10 @@ class _Tally:
 
 @lru_cache(maxsize=4096)
 def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage: int,
-                lora_targets: tuple[str, ...] | None, lora_rank: int) -> RankParams:
+                lora_targets: tuple[str, ...] | None, lora_rank: int, etp: int | None = None) -> RankParams:
+    """One rank's parameters by kind; ``etp``: tensor parallelism inside an expert (None: tp)."""
     owner = layer_owners(model.n_layers, pp, vstages)
-    tally = _Tally(model, tp, ep, lora_targets, lora_rank)
+    tally = _Tally(model, tp, ep, lora_targets, lora_rank, tp if etp is None else etp)
     largest = 0.0
     moe_layers = dense_layers = sublayers = attention = 0
     kinds = [0] * len(model.kinds)

@@ -115,7 +115,7 @@ def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev1
     best: StageCompute | None = None
     share = 1.0 / lay.recompute_every  # recompute full of every k-th block only
     for stage in peak_stages(m, lay.pp, lay.virtual_stages):
-        rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank)
+        rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank, lay.folded_etp)
         f = b = r = mm = scan = 0.0
         for lt, n in zip(times, rp.kind_layers, strict=True):
             if n:
@@ -149,7 +149,9 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         per_pass = all_gather_s(act_bytes, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
     else:
         per_pass = all_reduce_s(act_bytes, lay.tp, 1, topo)
-    tp_s = sc.params.sublayers * passes * per_pass
+    # folded experts (Layout.expert_tp 1) run no tp collective, unless a shared expert (split over tp) runs beside
+    unsplit = sc.params.moe_layers if lay.folded_etp is not None and not m.shared_ffn else 0
+    tp_s = (sc.params.sublayers - unsplit) * passes * per_pass
     if not lay.tp_overlap or not tp_s:
         return tp_s, tp_s
     # async TP (PyTorch, torchtitan) / Megatron --tp-comm-overlap: each all-gather / reduce-
@@ -200,7 +202,9 @@ def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: T
     only what exceeds the stage's compute stays exposed."""
     if lay.ep == 1 or not sc.params.moe_layers:
         return 0.0, 0.0
-    a2a = all_to_all_s(tokens * m.top_k * m.hidden * 2 / lay.tp, lay.ep, lay.tp * lay.cp, topo)
+    # folded (Layout.expert_tp 1), ep spans consecutive ranks, the tensor-parallel ones first
+    stride = lay.tp * lay.cp if lay.folded_etp is None else 1
+    a2a = all_to_all_s(tokens * m.top_k * m.hidden * 2 / lay.tp, lay.ep, stride, topo)
     calls = A2A_PER_MOE_LAYER + A2A_PER_RECOMPUTED_MOE_LAYER * lay.recompute_share
     total = sc.params.moe_layers * calls * a2a
     if not _ep_hidden(lay):
@@ -213,7 +217,7 @@ def _optimizer_s(m: ModelSpec, tr: Training, lay: Layout, rp: RankParams, dev: D
     adds its Newton–Schulz GEMMs (model/muon.py)."""
     t_dense, t_expert = trainable(tr, rp)
     dp_n = lay.dp * lay.cp
-    edp_n = max(1, dp_n // lay.ep)
+    edp_n = max(1, lay.expert_dp)
     dense = t_dense / (dp_n if lay.zero >= 1 else 1)
     expert = t_expert / (edp_n if lay.zero >= 1 else 1)
     local = dense + expert

@@ -100,6 +100,24 @@ class Layout:
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def expert_tp(self) -> int:
+        """Tensor parallelism inside an expert: tp (Megatron's default, experts over the data-parallel ranks), or 1
+        where ep spans the tensor-parallel ranks too (Megatron-Core MoE parallel folding, Liu et al. 2025,
+        arXiv:2504.14960: expert-tensor-parallel 1, experts over tp × cp × dp): the only reading of an ep that does
+        not divide dp × cp."""
+        return self.tp if (self.dp * self.cp) % self.ep == 0 else 1
+
+    @property
+    def folded_etp(self) -> int | None:
+        """``expert_tp`` where it is not tp (folded), else None: what the per-rank model caches key on."""
+        return None if self.expert_tp == self.tp else self.expert_tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks that hold the same experts (the expert-data-parallel group): dp × cp / ep, folded tp × dp × cp / ep."""
+        return self.dp * self.cp * (self.tp // self.expert_tp) // self.ep
+
+    @property
     def shard_group(self) -> int:
         """Ranks that share one copy of the ZeRO-sharded state (dp × cp, or the hybrid group)."""
         return self.zero_group if self.zero_group is not None else self.dp * self.cp

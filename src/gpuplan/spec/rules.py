@@ -122,18 +122,6 @@ def _msg(cond: Callable[[Context], bool], text: Callable[[Context], str]) -> Cal
     return lambda c: text(c) if cond(c) else None
 
 
-def _folding(c: Context) -> str:
-    """Where ep would fit over the tensor-, context- and data-parallel ranks together: what runs it, and that it is
-    not modelled (Megatron-Core MoE parallel folding, Liu et al. 2025, arXiv:2504.14960: an expert-tensor-parallel
-    size of its own, 1 here, and expert parallelism over the attention's tp × cp × dp ranks)."""
-    ranks = c.lay["tp"] * c.lay["dp"] * c.lay["cp"]
-    if c.lay["tp"] == 1 or ranks % c.lay["ep"]:
-        return ""
-    return (f"; Megatron-Core's MoE parallel folding runs ep {c.lay['ep']} over the tp × cp × dp = {ranks} ranks "
-            "with expert tensor parallel 1, which gpuplan does not model (each expert here is split over tp): use "
-            "an ep that divides dp × cp, or tp 1")
-
-
 def _name(c: Context) -> str:
     return c.model.name if c.model is not None else "the model"
 
@@ -187,10 +175,12 @@ RULES: tuple[Rule, ...] = (
         lambda c: c.model.moe and c.model.n_experts % c.lay["ep"] != 0,  # type: ignore[union-attr]
         lambda c: f"layout.ep={c.lay['ep']} does not divide the {c.model.n_experts} experts of "  # type: ignore
                   f"{_name(c)}: use a divisor")),
-    Rule("ep divides dp×cp", ("ep", "dp", "cp"), _msg(
-        lambda c: (c.lay["dp"] * c.lay["cp"]) % c.lay["ep"] != 0,
-        lambda c: f"layout.ep={c.lay['ep']} must divide dp×cp = {c.lay['dp'] * c.lay['cp']} "
-                  "(experts are spread over data-parallel ranks)" + _folding(c))),
+    Rule("ep divides dp×cp, or tp×dp×cp folded", ("ep", "dp", "cp", "tp"), _msg(
+        lambda c: (c.lay["dp"] * c.lay["cp"]) % c.lay["ep"] != 0
+        and (c.lay["tp"] == 1 or (c.lay["tp"] * c.lay["dp"] * c.lay["cp"]) % c.lay["ep"] != 0),
+        lambda c: f"layout.ep={c.lay['ep']} must divide dp×cp = {c.lay['dp'] * c.lay['cp']} (experts are spread "
+                  f"over data-parallel ranks), or tp×dp×cp = {c.lay['tp'] * c.lay['dp'] * c.lay['cp']} (MoE parallel "
+                  "folding: expert tensor parallel 1)")),
     Rule("context parallelism needs attention mixers", ("cp", "model"), _msg(
         lambda c: c.lay["cp"] > 1 and c.model.ssm is not None,  # type: ignore[union-attr]
         lambda c: f"layout.cp={c.lay['cp']}: context parallelism over {_name(c)}'s recurrent (Mamba / linear-"
