@@ -256,6 +256,25 @@ def test_an_open_zero_stage_is_the_named_frameworks_documented_stage():
     assert foundry["scenario"]["layout"]["zero"] == 3
 
 
+def test_nemo_runs_megatron_cores_distributed_optimizer():
+    # NeMo 2's recipes build their optimizer with use_distributed_optimizer=True (recipes/optim/adam.py): an open
+    # zero under framework nemo (or its Megatron-Bridge alias) is ZeRO 1, said with the source; Megatron-Core
+    # named itself keeps its code default, 0; a given zero stays
+    for word in ("nemo", "megatron-bridge"):
+        est = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": word})).to_json()
+        assert est["scenario"]["layout"]["zero"] == 1
+        (a,) = _assumed(est, "layout.zero")
+        assert a["by_rule"] and "use_distributed_optimizer=True" in a["rule"] and "layout_defaults.zero" in a["rule"]
+    core = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-core"})).to_json()
+    assert core["scenario"]["layout"]["zero"] == 0
+    given = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "nemo"}, layout={"zero": 0}))
+    assert given.layout.zero == 0
+    # the distributed optimizer shards the fp32 master weights and Adam states: 12 bytes a parameter over 16 ranks
+    plain = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-core"})).memory
+    nemo = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "nemo"})).memory
+    assert nemo.optimizer == pytest.approx(plain.optimizer / 16)
+
+
 def test_a_precision_word_that_names_an_fp8_recipe_sets_it():
     # Transformer Engine's fp8_autocast runs the DelayedScaling recipe by default; MXFP8 is its own recipe
     est = evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"precision": "FP8 (Transformer Engine)"},

@@ -75,6 +75,16 @@ def runs_profile_defaults(word: str) -> bool:
     return stack is not None and bool(_data()["stacks"][stack].get("profile_defaults"))
 
 
+def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
+    """A stack's own documented layout defaults (stacks.json ``layout_defaults``: NeMo's distributed optimizer, ZeRO
+    1) as field → (value, source); empty for a profile's own name or a stack without them."""
+    stack = _names().get(spelling(word, version=True))
+    if stack is None:
+        return {}
+    rows = _data()["stacks"][stack].get("layout_defaults", {})
+    return {k: (row["value"], row["source"]) for k, row in rows.items()}
+
+
 def stack_names() -> tuple[str, ...]:
     """The stacks ``training.framework`` accepts besides the profiles, in the file's order."""
     return tuple(_data()["stacks"])

@@ -14,7 +14,7 @@ from typing import Any
 from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
-from gpuplan.catalog.stacks import runs_profile_defaults
+from gpuplan.catalog.stacks import runs_profile_defaults, stack_layout_defaults
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
@@ -198,22 +198,26 @@ def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tupl
     """The scenario's layout completed by the one rule: over data-parallel replicas, the ZeRO stage the framework the
     user named documents (frameworks.json ``defaults.zero``: torchtitan, torchtune and PyTorch FSDP shard fully, as
     ``gpuplan validate`` evaluates the corpus), else the layout defaults (spec/scenario.py ``complete_layout``: zero 0;
-    one replica has nothing to shard over). A stack read as a profile takes the profile's stage only where it runs it
-    (stacks.json ``profile_defaults``: Composer, verl); others (HF Trainer, DDP) keep the layout defaults. Where one
+    one replica has nothing to shard over). A stack read as a profile takes its own documented stage where it has one
+    (stacks.json ``layout_defaults``: NeMo's distributed optimizer, ZeRO 1), else the profile's where it runs it
+    (``profile_defaults``: Composer, verl); others (HF Trainer, DDP) keep the layout defaults. Where one
     completion is not a valid layout the framework runs, the other; where neither is, the documented one's error.
     Returns the layout and the rule of each field the framework's default set (listed under ``assumed``)."""
     fw = sc.training.framework
-    stack = any(f == "training.framework" and not runs_profile_defaults(g) for f, g, _, _ in sc.read_as)
-    facts = {} if stack else get_framework(fw).defaults
-    plain = {k: facts[k].value for k in DOCUMENTED_LAYOUT if k in facts and facts[k].value is not None
-             and facts[k].value != _LAYOUT_DEFAULTS[k] and k not in sc.layout and k not in overrides}
+    word = next((g for f, g, _, _ in sc.read_as if f == "training.framework"), None)
+    own = stack_layout_defaults(word) if word is not None else {}
+    facts = {k: v for k, (v, _) in own.items()} if own else {} if word is not None and not runs_profile_defaults(
+        word) else {k: f.value for k, f in get_framework(fw).defaults.items()}
+    plain = {k: facts[k] for k in DOCUMENTED_LAYOUT if facts.get(k) is not None
+             and facts[k] != _LAYOUT_DEFAULTS[k] and k not in sc.layout and k not in overrides}
     if not plain:  # the layout defaults: evaluate checks the framework's refusals itself
         return complete_layout(sc, **overrides), ()
     base, base_error = _completion(sc, fw, overrides)
     if base is not None and base_error is None and base.dp * base.cp == 1:
         return base, ()
     lay, error = _completion(sc, fw, {**overrides, **plain})
-    rules = tuple((k, f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
+    rules = tuple((k, f"{word}'s documented default: {own[k][1]} (stacks.json layout_defaults.{k})" if k in own else
+                   f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
     if error is None or (base is not None and base_error is not None and lay is not None):
         return lay, rules  # valid — or refused as the default is too: its refusal names what still stands in the way
     if base is not None and base_error is None:
