@@ -167,3 +167,18 @@ def test_expert_parallelism_that_no_folding_runs_is_refused():
     with pytest.raises(GpuplanError, match=r"ep=64 must divide dp×cp = 16 .* or tp×dp×cp = 32 \(MoE parallel "
                                            r"folding: expert tensor parallel 1\)"):
         evaluate(sc)
+
+
+def test_folded_experts_cast_whole_matrices_for_their_token_shard():
+    # folded (expert tensor parallel 1), a rank casts whole expert weights (tp × the split ones) and the routed
+    # activations of its own sequence-parallel shard (1/tp of the group's tokens, each row tp × as wide)
+    from gpuplan.model.fp8 import fp8_cast_bytes, fp8_scheme
+
+    m = make("qwen3-235b-a22b", gpus=256).model
+    moe = next(lg for lg in m.layers if lg.moe)
+    s = fp8_scheme("tensorwise", "megatron-core", False, 2, True, 4)
+    tokens = 4096.0
+    split = fp8_cast_bytes(m, moe, tokens, 2, 32, s)
+    folded = fp8_cast_bytes(m, moe, tokens, 2, 32, s, etp=1)
+    assert split == fp8_cast_bytes(m, moe, tokens, 2, 32, s, etp=2)  # etp = tp is the unfolded layout
+    assert folded != split and all(f > 0 for f in folded)

@@ -271,7 +271,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         per_token += 2 * 2 * m.hidden * (1 + m.top_k)
         kernels += 4  # router softmax/top-k, permute, unpermute, probability scaling
     elem_f = streamed_s(tokens * per_token, kernels, dev)
-    cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method) if fp8 else (0.0, 0.0)
+    cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method, etp) if fp8 else (0.0, 0.0)
     cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
     if amp:  # PyTorch AMP over fp32 weights: the weight and input casts (model/amp.py)
         c = amp_cast_bytes(m, lg, tokens, accumulating)

@@ -90,32 +90,35 @@ def _operand_cast_bytes(elements: float, gathered: bool, tp: int, s: Fp8Scheme) 
 
 
 def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
-                   method: str = "full") -> tuple[float, float]:
+                   method: str = "full", etp: int | None = None) -> tuple[float, float]:
     """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
     on one rank. The attention output and second MLP projections are row-parallel under tensor
     parallelism (``ROW_PARALLEL``): input sharded, output gradient whole (gathered); the others are
     column-parallel: input whole (gathered), output gradient sharded. Expert matrices see the
     busiest rank's routed tokens (tokens · top_k · ``expert_imbalance``). The router (a tiny GEMM)
-    is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one."""
+    is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one. Folded experts
+    (``etp`` 1, Layout.folded_etp): whole matrices, each rank's sequence-parallel shard of the tokens."""
     fwd = bwd = 0.0
     cast_inputs: set[tuple[str, int]] = set()
-    busiest = expert_imbalance(tokens, m.top_k, ep) if lg.moe else 1.0
+    etp = tp if etp is None else etp
+    routed = tokens * etp / tp
+    busiest = expert_imbalance(routed, m.top_k, ep) if lg.moe else 1.0
     for w in lg.weights:
         if not w.is_matrix or w.group not in LORA_GROUPS:
             continue
         out_f, in_f = w.shape
         row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
         if w.group == "expert":
-            tok, mats = tokens * m.top_k * busiest, w.count / ep
+            tok, mats, t = routed * m.top_k * busiest, w.count / ep, etp
         else:
-            tok, mats = tokens * w.count, w.count
-        x_el, dy_el = tok * (in_f / tp if row else in_f), tok * (out_f if row else out_f / tp)
-        w_el = mats * out_f * in_f / tp
+            tok, mats, t = tokens * w.count, w.count, tp
+        x_el, dy_el = tok * (in_f / t if row else in_f), tok * (out_f if row else out_f / t)
+        w_el = mats * out_f * in_f / t
         shared = not row and s.shared_input and (w.group, in_f) in cast_inputs
         cast_inputs.add((w.group, in_f))
         # the gathered operand is the column-parallel input or the row-parallel output gradient
-        fwd += (0.0 if shared else _operand_cast_bytes(x_el, not row, tp, s)) + w_el * s.weight * s.weight_share / 2
-        bwd += _operand_cast_bytes(dy_el, row, tp, s) + w_el * s.weight * s.weight_share / 2
+        fwd += (0.0 if shared else _operand_cast_bytes(x_el, not row, t, s)) + w_el * s.weight * s.weight_share / 2
+        bwd += _operand_cast_bytes(dy_el, row, t, s) + w_el * s.weight * s.weight_share / 2
         if s.rescale:  # the grad_input (x-sized) and, training the weight, grad_weight outputs
             bwd += RESCALE_BYTES * (x_el + (w_el if method == "full" else 0.0))
     return fwd, bwd
