@@ -206,8 +206,12 @@ def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tupl
     fw = sc.training.framework
     word = next((g for f, g, _, _ in sc.read_as if f == "training.framework"), None)
     own = stack_layout_defaults(word) if word is not None else {}
-    facts = {k: v for k, (v, _) in own.items()} if own else {} if word is not None and not runs_profile_defaults(
-        word) else {k: f.value for k, f in get_framework(fw).defaults.items()}
+    if own:  # the stack's own documented defaults
+        facts = {k: v for k, (v, _) in own.items()}
+    elif word is not None and not runs_profile_defaults(word):  # a stack that keeps the layout defaults
+        facts = {}
+    else:  # the profile's
+        facts = {k: f.value for k, f in get_framework(fw).defaults.items()}
     plain = {k: facts[k] for k in DOCUMENTED_LAYOUT if facts.get(k) is not None
              and facts[k] != _LAYOUT_DEFAULTS[k] and k not in sc.layout and k not in overrides}
     if not plain:  # the layout defaults: evaluate checks the framework's refusals itself

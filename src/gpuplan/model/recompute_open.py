@@ -63,5 +63,5 @@ def _rule(mode: str, plain: MemoryBreakdown, how: str) -> str:
     usable = plain.capacity * (1 - plain.headroom_share)
     return (f"not given, and without recomputation the peak is {plain.total / GIB:,.1f} GiB (80%: "
             f"{plain.low / GIB:,.1f}–{plain.high / GIB:,.1f}) of {usable / GIB:,.1f} usable: a run of this layout "
-            "recomputes — the least "
-            f"recomputation the stack offers that {how} (model/recompute_open.py); give layout.recompute to change it")
+            f"recomputes — the least recomputation the stack offers that {how} (model/recompute_open.py); give "
+            "layout.recompute to change it")

@@ -105,7 +105,7 @@ class Layout:
         where ep spans the tensor-parallel ranks too (Megatron-Core MoE parallel folding, Liu et al. 2025,
         arXiv:2504.14960: expert-tensor-parallel 1, experts over tp × cp × dp): the only reading of an ep that does
         not divide dp × cp."""
-        return self.tp if (self.dp * self.cp) % self.ep == 0 else 1
+        return expert_tp_of(self.dp, self.cp, self.tp, self.ep)
 
     @property
     def folded_etp(self) -> int | None:
@@ -121,6 +121,12 @@ class Layout:
     def shard_group(self) -> int:
         """Ranks that share one copy of the ZeRO-sharded state (dp × cp, or the hybrid group)."""
         return self.zero_group if self.zero_group is not None else self.dp * self.cp
+
+
+def expert_tp_of(dp: int, cp: int, tp: int, ep: int) -> int:
+    """``Layout.expert_tp`` from the degrees alone (the exports read a layout's JSON): tp where ep divides dp × cp,
+    else 1 (MoE parallel folding)."""
+    return tp if (dp * cp) % ep == 0 else 1
 
 
 _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
