@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -19,6 +20,12 @@ def make(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int | None = 
 
 def mem(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm", gpus: int | None = None, **sections: dict) -> dict:
     return evaluate(make(model, gpu, gpus, **sections)).to_json()["memory"]
+
+
+def pytest_xdist_auto_num_workers(config: Any) -> int:
+    """``-n auto`` (pyproject addopts): one worker per core, at most 4 — each worker holds its own imports
+    (torch for the trace tests), and past 4 the longest test modules bound the run."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
 @pytest.fixture
