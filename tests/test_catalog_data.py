@@ -175,3 +175,12 @@ def test_golden_values(gpus):
     assert g["mi210"]["memory_bw_tb_per_s"] == pytest.approx(1.6384)
     # source: NVIDIA A30 datasheet, BF16 165 | 330* TFLOPS, 24 GB HBM2 at 933 GB/s
     assert (g["a30"]["bf16_dense_tflops"], g["a30"]["memory_gib"]) == (pytest.approx(165.0), 24)
+    # source: NVIDIA HGX B100 table, FP16/BF16 3.5 PF and FP8 7 PF "with sparsity" -> 1,750 and 3,500 dense; 700 W
+    assert (g["b100"]["bf16_dense_tflops"], g["b100"]["fp8_dense_tflops"], g["b100"]["tdp_w"]) == (1750.0, 3500.0, 700)
+    # source: NVIDIA Quadro RTX 8000 datasheet, 130.5 Tensor TFLOPS (FP16 or FP32 accumulate), 672 GB/s, 48 GB
+    assert (g["quadro-rtx-8000"]["fp16_dense_tflops"], g["quadro-rtx-8000"]["memory_bw_tb_per_s"]) == (130.5, 0.672)
+    # source: NVIDIA RTX A4000 datasheet, Tensor performance 153.4 TFLOPS (with sparsity) -> 76.7 dense; 448 GB/s
+    assert (g["rtx-a4000"]["bf16_dense_tflops"], g["rtx-a4000"]["memory_bw_tb_per_s"]) == (76.7, 0.448)
+    # source: AMD MI300A specifications, peak BF16 980.6 TFLOPS, 128 GB HBM3 at 5.3 TB/s, 4 APUs per node (LLNL)
+    m = g["mi300a"]
+    assert (m["bf16_dense_tflops"], m["memory_gib"], m["gpus_per_node"]) == (980.6, 128, 4)

@@ -31,6 +31,16 @@ CATALOG = Path(__file__).parents[1] / "src/gpuplan/catalog"
     ("A10G", "a10g"),
     ("H20", "h20"),
     ("H200", "h200"),
+    ("B100", "b100"),
+    ("NVIDIA L20", "l20"),
+    ("NVIDIA GeForce RTX 4080", "rtx-4080"),
+    ("GeForce RTX 3090 Ti", "rtx-3090-ti"),
+    ("RTX 2080 Ti", "rtx-2080-ti"),
+    ("NVIDIA TITAN RTX", "titan-rtx"),
+    ("Quadro RTX 8000", "quadro-rtx-8000"),
+    ("NVIDIA RTX A4000", "rtx-a4000"),
+    ("NVIDIA A2", "a2"),
+    ("AMD Instinct MI300A", "mi300a"),
 ])
 def test_a_gpu_as_users_write_it(name, gid):
     assert get_gpu(name).id == gid
