@@ -216,6 +216,14 @@ def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
     assert got.group(4)
 
 
+def test_a_gpu_type_with_no_compute_peak_is_said_skipped_not_out_of_memory(capsys):
+    # the A10G (AWS G5) has no published tensor peak: the plan searches nothing and its headline says why, where
+    # "no layout fits" would send the user away from a GPU that `gpuplan fit` shows holds the model on 16
+    assert main(["plan", "--model", "llama-3.1-8b", "--gpu", "a10g", "--tokens", "1T"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was searched: a10g: no published compute peak" in out and "no layout fits" not in out
+
+
 # ---- 5. scaling curve and compute equilibrium ----------------------------------------------------
 
 @cache

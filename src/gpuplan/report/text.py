@@ -271,6 +271,8 @@ def no_best_line(res: dict) -> str:
     if gap:
         return (f"no layout of {gap['gpus']:,} GPUs splits the global batch of {gap['global_batch']:,} sequences "
                 "(see the advice).")
+    if not res.get("searched") and res.get("rejected"):  # every GPU type skipped (no compute peak, no price…)
+        return f"nothing was searched: {'; '.join(res['rejected'])}."
     rule = (res.get("recommendation") or {}).get("rule")
     if rule in ("deadline", "budget", "pareto"):
         return "no layout meets the deadline or budget."
