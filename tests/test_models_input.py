@@ -345,3 +345,17 @@ def test_the_class_decides_the_block_and_is_named() -> None:
     assert "no model_type: architectures Qwen2MoeForCausalLM read as model_type qwen2_moe" in spec.assumed
     msg = err({"architectures": ["T5ForConditionalGeneration"], "d_model": 512})
     assert "model_type" in msg
+
+
+@pytest.mark.parametrize("catalogued", ["nemotron-h-8b", "qwen3-30b-a3b"])
+def test_a_config_as_transformers_5_saves_it_reads_as_the_catalogued_one(catalogued, tmp_path):
+    # transformers' save_pretrained writes float("inf") as Infinity (Mamba-2 / Nemotron-H time_step_limit), and
+    # transformers 5 names Qwen3-MoE's expert count num_local_experts (4.x: num_experts): the same model either way
+    cfg = json.loads((CATALOG / f"{catalogued}.json").read_text())
+    cfg["time_step_limit"] = [0.0, math.inf]
+    if "num_experts" in cfg:
+        cfg["num_local_experts"] = cfg.pop("num_experts")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))  # Python's json: the literal Infinity
+    assert "Infinity" in path.read_text()
+    assert load_model(path).params == load_model(catalogued).params

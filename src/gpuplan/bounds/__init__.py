@@ -245,10 +245,12 @@ def _no_constant(text: str) -> float:
     raise GpuplanError(f"{text} (not a JSON number)")
 
 
-def load_json(data: bytes | str, what: str, *, values: bool = True, **bounds: Any) -> Any:
+def load_json(data: bytes | str, what: str, *, values: bool = True, constants: bool = False, **bounds: Any) -> Any:
     """JSON (UTF-8, an optional byte-order mark) within the bounds of ``check_tree``. The values are
     counted on the text (``json_marks``) before anything is built; an integer of more than
-    ``MAX_NUMBER_DIGITS`` digits is never converted (a ``LongNumber``, refused by ``check_tree``)."""
+    ``MAX_NUMBER_DIGITS`` digits is never converted (a ``LongNumber``, refused by ``check_tree``).
+    ``constants``: Python's ``Infinity``, ``-Infinity`` and ``NaN`` are read as floats (a Hugging Face
+    config.json: ``save_pretrained`` writes ``float("inf")`` so, e.g. Mamba-2's ``time_step_limit``)."""
     max_nodes = bounds.get("max_nodes", MAX_NODES)
     commas, opens = json_marks(data, max_nodes)
     if commas + opens + 1 > max_nodes:
@@ -260,7 +262,7 @@ def load_json(data: bytes | str, what: str, *, values: bool = True, **bounds: An
     except UnicodeDecodeError as err:
         raise GpuplanError(f"{what} is not UTF-8 text (byte {err.start} cannot be read)") from None
     try:
-        obj = json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+        obj = json.loads(text, parse_int=_bounded_int, parse_constant=float if constants else _no_constant)
     except json.JSONDecodeError as err:
         raise GpuplanError(f"{what}: malformed JSON at line {err.lineno}, column {err.colno} ({err.msg})") from None
     except GpuplanError as err:
