@@ -170,8 +170,10 @@ def test_fit_takes_all_gpu_types_like_plan():
     rows = json.loads(out.stdout)
     ids = {g["id"] for g in json.loads(run("gpus", "--json").stdout)}
     assert len(rows) == len(ids)
-    # types without a catalogued bf16 peak (V100, V100S and T4: no bf16 tensor cores) say so, the others are fitted
-    no_bf16 = {"v100-32gb", "v100-16gb", "v100-pcie-32gb", "v100-pcie-16gb", "v100s-pcie", "t4"}
+    # types without a catalogued bf16 peak (Volta and Turing: V100, V100S, T4, RTX 2080 Ti, TITAN RTX, Quadro RTX: no
+    # bf16 tensor cores) say so, the others are fitted
+    no_bf16 = {"v100-32gb", "v100-16gb", "v100-pcie-32gb", "v100-pcie-16gb", "v100s-pcie", "t4", "rtx-2080-ti",
+               "titan-rtx", "quadro-rtx-8000", "quadro-rtx-6000"}
     errors = [r["error"] for r in rows if "error" in r]
     assert sorted(errors) == sorted(
         f"{g} has no bf16 tensor cores in the catalogue: set training.precision: fp16" for g in no_bf16)

@@ -21,36 +21,44 @@ def _sc(model: str, gpus: int, **training):
 
 
 def test_given_batch_that_no_layout_of_the_count_splits_says_what_would():
-    # Llama 2 70B: 80 layers, tp ≤ 8 inside an 8-GPU node. 96 = dp × tp × pp: dp is 3, 6, 12, 24, ... (pp a
-    # divisor of 80 or a power of two), none of which divides 1,000; 999 = 3 × 333 and 1,002 = 3 × 334 do
-    # (dp 3, tp 8, pp 4); 1,008 = 48 × 21 is the nearest that keeps at least half the (split, micro-batch) pairs of
-    # the roomiest batch near 1,000; 80 GPUs (dp 10 × tp 8) and 128 (dp 8 × tp 8 × pp 2)
-    # split 1,000 — no whole-node count between them does (88: dp 11; 104: 13; 112: 7 or 14; 120: 5 needs pp 3)
-    res = plan_scenario(_sc("llama-2-70b", 96, global_batch=1000, tokens=1e9)).result
+    # Llama 2 70B: 80 layers, tp ≤ 8 inside an 8-GPU node. 328 = 8 × 41 = dp × tp × pp: 41 fits no pipeline (at most
+    # 40 stages of two layers), so dp is 41, 82, 164 or 328, none of which divides 1,000; 984 = 41 × 24 and
+    # 1,025 = 41 × 25 are the nearest that do, and 984 (also 82 × 12, 164 × 6, 328 × 3, micro-batches 1–8 at dp 41)
+    # keeps the most (split, micro-batch) pairs; 320 GPUs (dp 40 × tp 8) and 400 (dp 50 × tp 8) split 1,000 — no
+    # whole-node count between them does (336: dp 42 or 21; 344: 43; 352, 360, …: an odd factor the batch lacks)
+    res = plan_scenario(_sc("llama-2-70b", 328, global_batch=1000, tokens=1e9)).result
     assert res.best is None and res.global_batch == 1000
     gap = res.no_split
     assert (gap.gpus, gap.global_batch, gap.batches, gap.suggested, gap.counts) == \
-        (96, 1000, (999, 1002), 1008, (80, 128))
+        (328, 1000, (984, 1025), 984, (320, 400))
     js = plan_json(res)
-    assert js["no_split"] == {"gpus": 96, "global_batch": 1000, "batches": [999, 1002], "suggested_batch": 1008,
-                              "counts": [80, 128]}
+    assert js["no_split"] == {"gpus": 328, "global_batch": 1000, "batches": [984, 1025], "suggested_batch": 984,
+                              "counts": [320, 400]}
     text = plan_text(js)
-    assert "no layout of 96 GPUs splits the global batch of 1,000 sequences" in text
+    assert "no layout of 328 GPUs splits the global batch of 1,000 sequences" in text
     assert "deadline or budget" not in text  # none was given
-    assert "take a global batch of 999 or 1,002 sequences (1,008 keeps most layouts and micro-batches) on 96 GPUs; " \
-           "or 80 or 128 GPUs for 1,000 sequences" in text
+    assert "take a global batch of 984 or 1,025 sequences on 328 GPUs; or 320 or 400 GPUs for 1,000 sequences" in text
+
+
+def test_an_odd_factor_of_the_count_goes_into_the_pipeline():
+    # 96 = 8 × 12 GPUs of a 70B with 1,024 sequences: the factor 3 of the count fits a pipeline of 3, 6,
+    # 12 or 24 uneven stages (80 layers), as BLOOM ran 70 layers on 12 stages of 384 GPUs with a batch of 2,048 (Le
+    # Scao et al. 2022, Sec. 3.4.2): the power-of-two batch splits as given
+    res = plan_scenario(_sc("llama-2-70b", 96, global_batch=1024, tokens=1e12)).result
+    assert res.no_split is None and res.global_batch == 1024
+    assert res.best.gpus == 96 and res.best.layout.pp % 3 == 0 and 1024 % res.best.layout.dp == 0
 
 
 def test_default_batch_is_fitted_to_a_given_count_and_said():
     # a fine-tune's default of 32 sequences and pre-training's 1,024 (4M tokens at 4,096) split over no layout of
-    # 96 GPUs for a 70B: 24 and 1,008 = 48 × 21, the nearest keeping at least half the (split, micro-batch) pairs
-    # of the roomiest batch within a factor of two — before, "no configuration qualifies"
-    for tokens, batch in ((1e9, 24), (1e12, 1008)):
-        res = plan_scenario(_sc("llama-2-70b", 96, tokens=tokens)).result
+    # 328 GPUs for a 70B (dp a multiple of 41): 41 and 984 = 41 × 24, the nearest keeping at least half the (split,
+    # micro-batch) pairs of the roomiest batch within a factor of two — before, "no configuration qualifies"
+    for tokens, batch in ((1e9, 41), (1e12, 984)):
+        res = plan_scenario(_sc("llama-2-70b", 328, tokens=tokens)).result
         assert res.global_batch == batch and res.no_split is None
-        assert res.best is not None and res.best.gpus == 96 and batch % res.best.layout.dp == 0
+        assert res.best is not None and res.best.gpus == 328 and batch % res.best.layout.dp == 0
         rule = next(a for a in plan_json(res)["assumed"] if a["field"] == "training.global_batch")
-        assert rule["value"] == batch and "splits over no layout of the given 96 GPUs" in rule["rule"]
+        assert rule["value"] == batch and "splits over no layout of the given 328 GPUs" in rule["rule"]
 
 
 def test_fixed_degrees_at_a_given_count_fit_the_default_batch():
@@ -111,8 +119,8 @@ def test_a_batch_given_in_tokens_is_read_as_the_nearest_that_splits():
                           "layout": {"tp": 1, "pp": 1, "micro_batch": 4}})
     with pytest.raises(GpuplanError, match="global_batch=32 is not a multiple of dp×micro_batch = 24×4"):
         evaluate_scenario(far)
-    # a plan at a given count reads it the same way: 96 GPUs of a 70B, 1,024 sequences → 1,008
-    res = plan_scenario(_sc("llama-2-70b", 96, global_batch_tokens=4194304, tokens=1e12)).result
-    assert res.global_batch == 1008 and res.no_split is None and res.best.gpus == 96
+    # a plan at a given count reads it the same way: 328 GPUs of a 70B, 1,024 sequences → 984 (−3.9%)
+    res = plan_scenario(_sc("llama-2-70b", 328, global_batch_tokens=4194304, tokens=1e12)).result
+    assert res.global_batch == 984 and res.no_split is None and res.best.gpus == 328
     # given in sequences it stays, and the answer says what would split
-    assert plan_scenario(_sc("llama-2-70b", 96, global_batch=1024, tokens=1e12)).result.no_split is not None
+    assert plan_scenario(_sc("llama-2-70b", 328, global_batch=1024, tokens=1e12)).result.no_split is not None

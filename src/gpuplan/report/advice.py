@@ -315,7 +315,7 @@ def _no_split(r: PlanResult) -> list[str]:
     fix = "; or ".join(fixes) if fixes else "other fixed layout fields (they admit no split of this count)"
     return [f"no layout of {g.gpus:,} GPUs splits a global batch of {g.global_batch:,} sequences: every data-parallel "
             f"replica takes an equal share (dp divides the batch) and dp × tp × pp × cp = {g.gpus:,}, with tp inside "
-            f"the node and pp a divisor of the layers or a power of two — take {fix}"]
+            f"the node and pp a divisor of the layers or of the count, or a power of two — take {fix}"]
 
 
 def advice(r: PlanResult) -> list[str]:
