@@ -154,6 +154,8 @@ def megatron_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer-offload-fraction", type=float)
     p.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
     p.add_argument("--fp8-recipe", choices=["tensorwise", "delayed", "mxfp8", "blockwise"])
+    p.add_argument("--fp4-format", choices=["e2m1"])
+    p.add_argument("--fp4-recipe", choices=["nvfp4"])  # megatron/training/arguments.py: --fp4-format e2m1
     p.add_argument("--optimizer", choices=["adam", "sgd"])
     p.add_argument("--normalization", choices=["LayerNorm", "RMSNorm"])
     p.add_argument("--position-embedding-type", choices=["learned_absolute", "rope", "relative", "none"])

@@ -132,7 +132,7 @@ def test_fp8_scaling_costs():
     # torchao roofline_utils: amax read (2 B) + cast read 2 B, write fp8 twice (2 x 1 B)
     assert tensorwise["input_or_grad_output"].bytes_per_element == 6
     assert {c.recipe for c in fp8_scaling_costs()} == {"tensorwise", "rowwise", "rowwise_with_gw_hp", "mxfp8",
-                                                       "delayed"}
+                                                       "delayed", "nvfp4", "mxfp4"}
     assert fp8_scaling_costs("no-such-recipe") == ()
     delayed = fp8_scaling_costs("delayed")[0]
     assert delayed.bytes_per_element < tensorwise["input_or_grad_output"].bytes_per_element

@@ -183,8 +183,8 @@ def test_sixteen_bit_mixed_precision_is_fp16_on_a_gpu_without_bf16():
     (read,) = _assumed(est, "training.precision")
     assert read["given"] == "mixed precision" and "no bf16 tensor cores" in read["rule"]
     # an unknown word is still one line naming the choices
-    with pytest.raises(GpuplanError, match="'nvfp4' is not one of"):
-        _answer(precision="nvfp4")
+    with pytest.raises(GpuplanError, match="'fp6' is not one of"):
+        _answer(precision="fp6")
 
 
 @pytest.mark.parametrize("word, optimizer, impl", [

@@ -76,7 +76,12 @@ def _precision_args(prec: str, notes: list[str], recipe: str | None = None) -> l
         a.append("--fp16")
     elif prec in ("bf16", "bf16-pure", "fp8"):
         a.append("--bf16")
-        if prec == "fp8":  # --fp8-recipe: tensorwise, delayed (the default), mxfp8, blockwise
+        if prec == "fp8" and recipe == "nvfp4":  # Megatron-Core's FP4 path (Transformer Engine NVFP4BlockScaling)
+            a += ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
+        elif prec == "fp8" and recipe == "mxfp4":
+            notes.append("mxfp4: Megatron's --fp4-recipe offers nvfp4 only, not MXFP4 — the script trains "
+                         "bf16; plan with precision nvfp4 for Megatron")
+        elif prec == "fp8":  # --fp8-recipe: tensorwise, delayed (the default), mxfp8, blockwise
             a += ["--fp8-format", "hybrid", "--fp8-recipe", recipe or "delayed"]
         if prec == "bf16-pure":
             notes.append("bf16-pure: Megatron keeps fp32 main weights; --use-precision-aware-optimizer with "

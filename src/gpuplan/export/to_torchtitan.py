@@ -44,7 +44,9 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     cfg["parallelism"] = par
     cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes, lay.get("recompute_every", 1))
     cfg["optimizer"] = _optimizer(tr, notes)
-    if tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
+    if tr.get("fp8_recipe") in ("nvfp4", "mxfp4"):
+        notes.append(f"{tr['fp8_recipe']}: torchtitan's float8 converter has no 4-bit recipe — the config trains bf16")
+    elif tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
         cfg["model"]["converters"] = ["quantize.linear.float8"]
         # torchao's recipe names (Float8LinearRecipeName): tensorwise, rowwise, rowwise_with_gw_hp
         cfg["quantize"] = {"linear": {"float8": {"recipe_name": tr.get("fp8_recipe") or "tensorwise"}}}

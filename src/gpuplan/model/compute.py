@@ -33,11 +33,13 @@ from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
+from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.spec.model import LORA_GROUPS
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
            "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
-ELEMENT_BYTES = {"fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
+# fp4: an E2M1 element (0.5 B) and its share of one E4M3 block scale per 16 (NVFP4, the larger of the two formats)
+ELEMENT_BYTES = {"fp4": 0.5625, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -75,6 +77,8 @@ def unsupported_precision(g: GPU, precision: str, fp8_recipe: str | None = None)
         return None
     need = {"fp8": ("fp8",), "bf16": ("bf16",), "bf16-pure": ("bf16",), "fp16": ("fp16",),
             "fp32": ("tf32", "fp32")}[precision]
+    if precision == "fp8" and fp8_recipe in FP4_RECIPES:
+        return _fp4_problem(g, fp8_recipe)
     if any(k in g.peak_flops for k in need):
         if precision == "fp8" and fp8_recipe == "mxfp8" and g.architecture not in MX_ARCHITECTURES:
             return (f"{g.id} ({g.architecture}) has no MX block-scaled tensor cores for fp8_recipe mxfp8 (Blackwell, "
@@ -86,9 +90,23 @@ def unsupported_precision(g: GPU, precision: str, fp8_recipe: str | None = None)
     return f"{g.id} has no {what} in the catalogue: set training.precision: {alt}"
 
 
+def _fp4_problem(g: GPU, recipe: str) -> str | None:
+    """Why ``g`` cannot run a 4-bit recipe: NVFP4 needs NVIDIA Blackwell's FP4 tensor cores (E4M3 block scales),
+    MXFP4 any block-scaled FP4 tensor cores (Blackwell, CDNA4); None where it can."""
+    ok = "fp4" in g.peak_flops and g.architecture in MX_ARCHITECTURES and (recipe != "nvfp4" or g.vendor == "nvidia")
+    if ok:
+        return None
+    where = "NVIDIA Blackwell" if recipe == "nvfp4" else "Blackwell or CDNA4"
+    return (f"{g.id} ({g.architecture}) has no {recipe} tensor cores in the catalogue (FP4 with block scales: "
+            f"{where}): set training.precision: fp8 or bf16, or choose a Blackwell GPU")
+
+
 def device(hw: Hardware, training: Training, precision: str | None = None) -> Device:
-    """The GPU's achievable rates for this precision (or ``precision``) and power cap (cached by value)."""
+    """The GPU's achievable rates for this precision (or ``precision``) and power cap (cached by value); a 4-bit
+    recipe (``FP4_RECIPES``) runs its GEMMs at the fp4 peak."""
     kernel = attention_kernel(training.framework, hw.gpu.architecture, training.attention)
+    if precision is None and training.precision == "fp8" and training.fp8_recipe in FP4_RECIPES:
+        precision = "fp4"
     return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, constant("gemm_share_of_mamf"))
 
 

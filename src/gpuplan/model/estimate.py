@@ -25,6 +25,7 @@ from gpuplan.model.runtime import StepTime, bf16_run, step_time
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
+from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.spec.tokens_batch import tokens_batch
 
@@ -335,8 +336,11 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
     executed = flops_per_token(model, tr.seq_len, lay.recompute, tr.method != "full", 0.0 if tr.method == "full" else
                                float(trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank)),
                                full_share=1.0 / lay.recompute_every)
-    if executed.hardware * tps > hw.gpus * peak16 * PEAK_SLACK:  # more work per second than the GPUs can do
-        raise RuntimeError(f"HFU {executed.hardware * tps / (hw.gpus * peak16):.1%} above 100% for {model.name} on "
+    # the bound: the peak of the fastest number format the step's GEMMs run in (MFU and HFU stay on the 16-bit peak)
+    fastest = "fp4" if tr.fp8_recipe in FP4_RECIPES else "fp8" if tr.precision == "fp8" else None
+    bound = hw.gpu.peak_flops.get(fastest, peak16) if fastest else peak16
+    if executed.hardware * tps > hw.gpus * bound * PEAK_SLACK:  # more work per second than the GPUs can do
+        raise RuntimeError(f"HFU {executed.hardware * tps / (hw.gpus * bound):.1%} above 100% for {model.name} on "
                            f"{hw.gpus}× {hw.gpu.id}: the step model undercounted time")
     return TimeEstimate(
         step=st, tokens_per_step=tokens_per_step,

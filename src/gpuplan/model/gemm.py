@@ -65,7 +65,7 @@ def _precision_key(precision: str) -> str:
 def burst_share(g: GPU, precision: str) -> tuple[float, tuple[int, int, int] | None]:
     """(best-shape share of peak, that shape) for ``g``: its own published MAMF row where there is one,
     else its architecture's; an architecture with no sweep at this precision uses the ``gemm_efficiency``
-    estimate (fp8 without a sweep: the bf16 share times ``fp8_gemm_efficiency_ratio``)."""
+    estimate (fp8 or fp4 without a sweep: the bf16 share times ``fp8_gemm_efficiency_ratio``)."""
     from gpuplan.catalog.constants import constant
 
     key = _precision_key(precision)
@@ -74,7 +74,7 @@ def burst_share(g: GPU, precision: str) -> tuple[float, tuple[int, int, int] | N
         return row
     base = mamf_row(g.architecture, "bf16", g.id)
     share, shape = base if base is not None else (table("gemm_efficiency").get(g.architecture, 0.7), None)
-    return (share * constant("fp8_gemm_efficiency_ratio"), shape) if key == "fp8" else (share, shape)
+    return (share * constant("fp8_gemm_efficiency_ratio"), shape) if key in ("fp8", "fp4") else (share, shape)
 
 
 def _core_s(m: float, n: float, k: float, batch: float, kern: GemmKernel, main: float) -> float:

@@ -110,7 +110,7 @@ def estimate_text(est: dict) -> str:
             + (f", {fmt_count(model['params_active'])} active" if model["params_active"] != model["params"] else "")
             + f") on {hw['gpus']}× {gpu_label(hw['gpu'])} ({hw['nodes']} node{'s' if hw['nodes'] > 1 else ''})\n"
             f"layout: {layout_str(sc['layout'])}; seq {sc['training']['seq_len']}, "
-            f"{sc['training']['precision']} {sc['training']['optimizer']} {sc['training']['method']}")
+            f"{precision_word(sc['training'])} {sc['training']['optimizer']} {sc['training']['method']}")
     host = mem.get("host_memory")
     share = mem.get("headroom_share", 0.0)
     kept = f", {share:.0%} headroom kept" if share else ""
@@ -263,6 +263,15 @@ def _scaling_lines(res: dict) -> list[str]:
     if res.get("scaling_note"):
         lines.append(f"note: {res['scaling_note']}")
     return lines
+
+
+def precision_word(tr: dict) -> str:
+    """The run's number format as a user names it: a 4-bit recipe (nvfp4, mxfp4 on the low-precision path) by its
+    name, fp8 with its recipe where one was given, else the precision."""
+    recipe = tr.get("fp8_recipe")
+    if tr["precision"] == "fp8" and recipe in ("nvfp4", "mxfp4"):
+        return str(recipe)
+    return f"fp8 ({recipe})" if tr["precision"] == "fp8" and recipe else str(tr["precision"])
 
 
 def no_best_line(res: dict) -> str:

@@ -25,8 +25,12 @@ Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "de
 OptimizerImpl = Literal["fused", "foreach"]
 # How fp8 GEMM inputs are scaled (catalog/matmul.json fp8_scaling_overhead cites each one's casts):
 # tensorwise / rowwise / rowwise_with_gw_hp dynamic scaling (torchao, torchtitan), delayed scaling
-# (Transformer Engine's DelayedScaling, Megatron-Core's default), mxfp8 (Blackwell block scales)
-Fp8Recipe = Literal["tensorwise", "rowwise", "rowwise_with_gw_hp", "delayed", "mxfp8"]
+# (Transformer Engine's DelayedScaling, Megatron-Core's default), mxfp8 (Blackwell block scales); the 4-bit
+# recipes on the same low-precision path: nvfp4 (E2M1 with an E4M3 scale per 16 elements and a per-tensor scale,
+# Blackwell) and mxfp4 (E2M1 with an E8M0 scale per 32, Blackwell and CDNA4) — their linears' GEMMs at the fp4 peak
+Fp8Recipe = Literal["tensorwise", "rowwise", "rowwise_with_gw_hp", "delayed", "mxfp8", "nvfp4", "mxfp4"]
+# the recipes whose GEMMs run in 4-bit (model/compute.py ``device``)
+FP4_RECIPES: tuple[str, ...] = ("nvfp4", "mxfp4")
 Zero3Gather = Literal["layer", "module", "tensor-sync"]
 # The dtype gradients are kept and accumulated in under bf16/fp8 mixed precision: fp32 (Megatron's main_grad
 # buffers, PyTorch autocast's fp32 parameters) or the parameters' own 16-bit dtype (the ZeRO paper's 2Ψ)
