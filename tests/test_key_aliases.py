@@ -61,3 +61,36 @@ def test_a_gpu_named_with_its_count_gives_the_count():
     assert parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "64× H100"}}).hardware.gpus == 64
     with pytest.raises(GpuplanError, match="names 8 GPUs, hardware.gpus is 64: give the count once"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "8x A100 80GB", "gpus": 64}})
+
+
+def test_sequence_parallel_with_tp_1_is_none_as_megatron_reads_it():
+    # a published config's SP column (or a recipe that always sets it) beside tp 1: Megatron-LM's validate_args turns
+    # sequence parallelism off there; gpuplan drops it and says so, where it refused the layout before
+    sc = parse_scenario({**BASE, "layout": {"tp": 1, "sequence_parallel": True}})
+    assert "sequence_parallel" not in sc.layout and "layout.sequence_parallel" not in sc.given
+    assert [w[:3] for w in sc.read_as if w[0] == "layout.sequence_parallel"] == \
+        [("layout.sequence_parallel", True, False)]
+    # with tp > 1, or tp left to the search, it stands
+    assert parse_scenario({**BASE, "layout": {"tp": 2, "sequence_parallel": True}}).layout["sequence_parallel"]
+    assert parse_scenario({**BASE, "layout": {"sequence_parallel": True}}).layout == {"sequence_parallel": True}
+
+
+@pytest.mark.parametrize("layout, zero, offload, recompute", [
+    # Hugging Face Trainer's fsdp strategy strings and PyTorch's ShardingStrategy names
+    ({"fsdp": "full_shard auto_wrap"}, 3, None, None), ({"fsdp": "SHARD_GRAD_OP"}, 2, None, None),
+    ({"fsdp": "full_shard offload auto_wrap"}, 3, "params", None), ({"fsdp": "no_shard"}, 0, None, None),
+    # Megatron-LM's --use-distributed-optimizer: ZeRO-1
+    ({"use_distributed_optimizer": True}, 1, None, None),
+    # a checkpointing granularity where a switch was expected
+    ({"activation_checkpointing": "selective"}, None, None, "selective"),
+    ({"gradient_checkpointing": "true"}, None, None, "full"),
+])
+def test_sharding_and_checkpointing_as_trainers_write_them(layout, zero, offload, recompute):
+    sc = parse_scenario({**BASE, "layout": layout})
+    assert (sc.layout.get("zero"), sc.layout.get("offload"), sc.layout.get("recompute")) == (zero, offload, recompute)
+    assert any(w[0].startswith("layout.") for w in sc.read_as)
+
+
+def test_an_fsdp_word_that_names_no_strategy_is_one_line():
+    with pytest.raises(GpuplanError, match="layout.fsdp 'sideways' names no sharding strategy"):
+        parse_scenario({**BASE, "layout": {"fsdp": "sideways"}})

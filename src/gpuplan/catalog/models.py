@@ -70,9 +70,8 @@ _TIED_HEADS = ("lm_head.weight", "embed_out.weight")
 # ---- catalogue -------------------------------------------------------------------------------
 def _read_json(path: Path, what: str = "file", quote: bool = True) -> Any:
     """A JSON file through the boundary (a regular file, bounded size, depth and numbers); with
-    ``quote`` False (a file the user pointed at) its messages never quote the file's text. ``Infinity``
-    and ``NaN`` are numbers here: transformers writes them into config.json (Mamba-2, Nemotron-H, Falcon-H1
-    ``time_step_limit: [0.0, Infinity]``)."""
+    ``quote`` False (a file the user pointed at) its messages never quote the file's text; ``Infinity`` is a
+    number, as transformers writes it into config.json (Mamba-2's ``time_step_limit: [0.0, Infinity]``)."""
     return load_json(read_regular(path, what), f"{what} {path}", quote=quote, constants=True)
 
 

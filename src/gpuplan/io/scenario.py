@@ -27,7 +27,7 @@ from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
-from gpuplan.io.words import read_words, stage_from_framework
+from gpuplan.io.words import read_words, sp_without_tp, stage_from_framework
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     Hardware,
@@ -219,7 +219,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
-    words += stage_from_framework(tr_raw.get("framework"), layout)
+    words += stage_from_framework(tr_raw.get("framework"), layout) + sp_without_tp(layout)
     words += user_reads + system_words(hw_raw["gpu"], hardware.gpu.id)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part

@@ -37,6 +37,8 @@ def _fabric_kind(value: Any) -> str:
 
 
 def _switch(value: Any, key: str) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
     if not isinstance(value, bool):
         raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
     return value
@@ -57,6 +59,11 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                           "recompute true: every block recomputed in backward (full)"))
         for key in [k for k in CHECKPOINTING if k in layout or (isinstance(training, dict) and k in training)]:
             part = layout if key in layout else training
+            mode = part[key].strip().lower() if isinstance(part[key], str) else None
+            if mode in ("full", "selective", "none") and layout.get("recompute") is None:  # a granularity, not a switch
+                layout["recompute"] = mode
+                reads.append(("layout.recompute", f"{key}: {part.pop(key)}", mode, f"{key} {mode}: recompute {mode}"))
+                continue
             on = _switch(part.pop(key), key)
             if layout.get("recompute") is None:
                 layout["recompute"] = "full" if on else "none"
@@ -64,10 +71,14 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                               f"{key} checkpoints every block, recomputed in backward: recompute "
                               f"{layout['recompute']}"))
         if "fsdp" in layout:
-            if _switch(layout.pop("fsdp"), "layout.fsdp") and layout.get("zero") is None:
-                layout["zero"] = 3
-                reads.append(("layout.zero", "fsdp: true", 3, "FSDP's full shard shards parameters, gradients "
-                                                               "and optimizer states: ZeRO-3"))
+            reads += _fsdp(layout, layout.pop("fsdp"))
+        if "use_distributed_optimizer" in layout:  # Megatron-LM's --use-distributed-optimizer
+            if _switch(layout.pop("use_distributed_optimizer"), "layout.use_distributed_optimizer") \
+                    and layout.get("zero") is None:
+                layout["zero"] = 1
+                reads.append(("layout.zero", "use_distributed_optimizer: true", 1, "Megatron's distributed optimizer "
+                              "shards the optimizer states (and fp32 master weights) over the data-parallel ranks: "
+                              "ZeRO-1"))
     if isinstance(hardware, dict):
         for key in [k for k in NETWORK if k in hardware]:
             value = hardware.pop(key)
@@ -91,6 +102,32 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
                      if v is not None}}
     return out, tuple(reads)
+
+
+def _fsdp(layout: dict, value: Any) -> list[Reading]:
+    """``fsdp: true`` as ZeRO-3; a sharding strategy as Hugging Face Trainer and PyTorch FSDP write it ("full_shard
+    auto_wrap", "SHARD_GRAD_OP", "hybrid_shard", "no_shard", with "offload") as its stage and offload."""
+    from gpuplan.catalog.stacks import sharding_words
+
+    if isinstance(value, str) and value.strip().lower() not in ("true", "false"):
+        said = sharding_words(value)
+        if said.stage is None:
+            raise GpuplanError(f"layout.fsdp {value!r} names no sharding strategy: give true/false or one of "
+                               "full_shard, shard_grad_op, hybrid_shard, no_shard")
+        out: list[Reading] = []
+        if layout.get("zero") is None:
+            layout["zero"] = said.stage
+            out.append(("layout.zero", f"fsdp: {value}", said.stage, f"FSDP's {value} shards as ZeRO-{said.stage}"))
+        if said.offload is not None and layout.get("offload") is None:  # CPUOffload(offload_params=True): all states
+            layout["offload"] = "params" if said.stage == 3 else said.offload
+            out.append(("layout.offload", f"fsdp: {value}", layout["offload"],
+                        f"FSDP's {value} keeps the sharded parameters, gradients and optimizer states on the CPU"))
+        return out
+    if _switch(value, "layout.fsdp") and layout.get("zero") is None:
+        layout["zero"] = 3
+        return [("layout.zero", "fsdp: true", 3, "FSDP's full shard shards parameters, gradients and optimizer "
+                                                 "states: ZeRO-3")]
+    return []
 
 
 def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Reading:

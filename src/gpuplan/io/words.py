@@ -96,3 +96,16 @@ def stage_from_framework(word: Any, layout: dict[str, Any]) -> tuple[Reading, ..
         layout["offload"] = offload
         out.append(("layout.offload", word, offload, f"training.framework {word} offloads the {offload} to the CPU"))
     return tuple(out)
+
+
+def sp_without_tp(layout: dict[str, Any]) -> tuple[Reading, ...]:
+    """Sequence parallelism given with tensor parallelism 1 (a published config's SP column, a recipe that always
+    sets it) is no sequence parallelism: Megatron-LM turns it off there (megatron/training/arguments.py
+    validate_args: 'Disabling sequence parallelism because tensor model parallelism is disabled'); dropped from
+    ``layout`` in place, as a reading. With tp open the fixed field keeps the search to tp > 1 (spec/rules.py)."""
+    if layout.get("sequence_parallel") is True and layout.get("tp") == 1:
+        del layout["sequence_parallel"]
+        return (("layout.sequence_parallel", True, False,
+                 "sequence parallelism splits the tensor-parallel group's activations: with tp = 1 there is none "
+                 "(Megatron-LM turns it off, validate_args)"),)
+    return ()
