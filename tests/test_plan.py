@@ -222,6 +222,7 @@ def test_a_gpu_type_with_no_compute_peak_is_said_skipped_not_out_of_memory(capsy
     assert main(["plan", "--model", "llama-3.1-8b", "--gpu", "a10g", "--tokens", "1T"]) == 0
     out = capsys.readouterr().out
     assert "nothing was searched: a10g: no published compute peak" in out and "no layout fits" not in out
+    assert "smallest GPU count that fits — a10g: not searched" in out  # not "none": it was never sized
 
 
 # ---- 5. scaling curve and compute equilibrium ----------------------------------------------------

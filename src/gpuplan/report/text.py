@@ -316,7 +316,9 @@ def plan_text(res: dict, explain: bool = False) -> str:
     if best is not None:
         lines.append("\ntop candidates")
         lines.append(table(PLAN_HEAD, [_row(c) for c in res["candidates"]]))
-    mins = ", ".join(f"{g}: {n if n is not None else 'none'}" for g, n in res["min_gpus"].items())
+    skipped = {g for g in res["min_gpus"] for why in res.get("rejected", {}) if why.startswith((f"{g}: ", f"{g} "))}
+    mins = ", ".join(f"{g}: {n if n is not None else 'not searched' if g in skipped else 'none'}"
+                     for g, n in res["min_gpus"].items())
     fit_words = "whose predicted peak fits (TIGHT: no 80% interval fits)" if res.get("tight") else "that fits"
     lines.append(f"\nsmallest GPU count {fit_words} — {mins}")
     lines += _scaling_lines(res)
