@@ -49,7 +49,7 @@ def test_point_schema(p):
         assert 0 < p["uncertainty"] < 0.1
     x = p["inputs"]
     if p["component"] == "gemm":
-        assert min(x["m"], x["n"], x["k"], x["batch"]) >= 1 and x["dtype"] in ("bf16", "fp16", "fp8")
+        assert min(x["m"], x["n"], x["k"], x["batch"]) >= 1 and x["dtype"] in ("bf16", "fp16", "fp8", "fp4")
     elif p["component"] == "attention":
         assert x["pass"] in ("fwd", "bwd", "fwd_bwd") and x["seq_len"] >= 1 and x["head_dim"] in (64, 128, 256)
     elif p["component"] == "collective":
