@@ -359,3 +359,31 @@ def test_a_config_as_transformers_5_saves_it_reads_as_the_catalogued_one(catalog
     path.write_text(json.dumps(cfg))  # Python's json: the literal Infinity
     assert "Infinity" in path.read_text()
     assert load_model(path).params == load_model(catalogued).params
+
+
+@pytest.mark.parametrize("total, active, experts, top_k", [
+    # DeepSeek-V3 (arXiv:2412.19437: 671B total, 37B activated per token): a fine-grained MoE, 8 routed per token
+    (671e9, 37e9, None, 8),
+    # Mixtral 8x7B (arXiv:2401.04088: 46.7B total, 12.9B active): a coarse MoE, 2 per token
+    (46.7e9, 12.9e9, None, 2),
+    # Qwen3-235B-A22B, with its own expert count and top_k given (128 experts, 8 per token)
+    (235e9, 22e9, 128, 8),
+])
+def test_a_mixture_of_experts_from_its_total_and_active_counts(total, active, experts, top_k):
+    given = {"params": total, "active_params": active} | ({"experts": experts} if experts else {})
+    spec = load_model(given)
+    assert spec.moe and spec.top_k == top_k and (experts is None or spec.n_experts == experts)
+    assert spec.n_experts % 2 == 0 and spec.n_experts >= 2 * spec.top_k  # expert parallelism divides them
+    # the derived shape holds the total within 2 % (the memory) and the active count within 3 % (the FLOPs)
+    assert spec.params == pytest.approx(total, rel=0.02)
+    assert spec.params_active == pytest.approx(active, rel=0.03 if experts is None else 0.15)
+    assert "active_params" in spec.assumed[0] and f"{spec.top_k} per token" in spec.assumed[0]
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"params": 7e9, "active_params": 8e9}, "active_params 8,000,000,000 must be below params"),
+    ({"params": 7e9, "experts": 8}, "experts/top_k describe a mixture of experts: give active_params"),
+])
+def test_a_mixture_of_experts_that_cannot_be_is_one_line(given, words):
+    with pytest.raises(GpuplanError, match=words):
+        load_model(given)

@@ -18,13 +18,18 @@ from gpuplan.units import fmt_count
 # ---- {params: N} -------------------------------------------------------------------------------
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 _PARAM_KEYS = {"params", "name", "vocab", "vocab_size", "seq", "seq_len", "max_positions", "layers", "hidden",
-               "heads", "kv_heads"}
+               "heads", "kv_heads", "active_params", "experts", "top_k"}
 
 
 # per key of {params: N}: an example for the error message, and the largest accepted value
 _PARAM_LIMITS = {"params": ("7e9 or '7B'", MAX_PARAMS), "vocab": ("32000", MAX_VOCAB), "seq": ("4096", 2**24),
                  "layers": ("32", MAX_LAYERS), "hidden": ("4096", MAX_HIDDEN), "heads": ("32", MAX_HIDDEN),
-                 "kv_heads": ("8", MAX_HIDDEN)}
+                 "kv_heads": ("8", MAX_HIDDEN), "active_params": ("37e9 or '37B'", MAX_PARAMS),
+                 "experts": ("256", 4096), "top_k": ("8", 64)}
+# a mixture of experts given as {params: N, active_params: A}: the routed experts per token when top_k is not given —
+# fine-grained MoEs (DeepSeek-V3 37B of 671B, Qwen3-235B-A22B, GLM-4.5, Kimi K2: a tenth or less active) route each
+# token to 8 (their config.json num_experts_per_tok); coarse ones (Mixtral 8x7B 12.9B of 46.7B: top 2 of 8) to 2
+MOE_TOP_K, COARSE_TOP_K, COARSE_SHARE = 8, 2, 0.25
 
 
 def count(v: Any, key: str = "params") -> int:
@@ -64,8 +69,10 @@ def from_params(m: Mapping[str, Any]) -> ModelSpec:
     extra = sorted(set(m) - _PARAM_KEYS)
     if extra:
         raise GpuplanError(f"unknown key(s) {', '.join(extra)} in {{params: N}} model: allowed are params, "
-                           f"vocab, seq, layers, hidden, heads, kv_heads, name (or give model_type with Hugging "
-                           f"Face config keys)")
+                           f"vocab, seq, layers, hidden, heads, kv_heads, name, and for a mixture of experts "
+                           f"active_params, experts, top_k (or give model_type with Hugging Face config keys)")
+    if "active_params" in m or "experts" in m or "top_k" in m:
+        return _moe_from_params(m)
     n = count(m["params"])
     V = count(m.get("vocab", m.get("vocab_size", 32000)), "vocab")
     seq = count(m.get("seq", m.get("seq_len", m.get("max_positions", 4096))), "seq")
@@ -100,6 +107,48 @@ def from_params(m: Mapping[str, Any]) -> ModelSpec:
     return dataclasses.replace(spec, params_override=n, params_source="given", assumed=(rule,))
 
 
+
+
+def _moe_from_params(m: Mapping[str, Any]) -> ModelSpec:
+    """A mixture of experts from its total and active counts: the attention and width of the Llama-like shape of
+    the active count (``from_params``' rule), every block's MLP routed — top_k experts of width f per token
+    (3·h·f each: SwiGLU), Mixtral's block. With the experts left open, f holds the active count and the experts
+    (a multiple of 8, of 2 below 32, so that expert parallelism divides them) the total; with them given, f holds
+    the total (the memory), the active count following. The counts are the derived shape's (both said, beside the
+    given ones)."""
+    if "active_params" not in m:
+        raise GpuplanError("{params: N} model: experts/top_k describe a mixture of experts: give active_params too "
+                           "(the parameters each token uses, e.g. active_params: 37B for DeepSeek-V3's 671B)")
+    n, active = count(m["params"]), count(m["active_params"], "active_params")
+    if not active < n:
+        raise GpuplanError(f"{{params: N}} model: active_params {active:,} must be below params {n:,} (a mixture "
+                           "of experts uses part of its parameters per token; a dense model: drop active_params)")
+    dense = from_params({k: v for k, v in m.items() if k in _PARAM_KEYS - {"active_params", "experts", "top_k"}}
+                        | {"params": active})
+    L, h, V = dense.n_layers, dense.hidden, dense.vocab
+    k = count(m.get("top_k", MOE_TOP_K if active <= COARSE_SHARE * n else COARSE_TOP_K), "top_k")
+    attn = dense.params_formula - 2 * V * h - L * 3 * h * dense.ffn  # every block's attention and norms
+    if "experts" in m:  # f holds the total
+        experts = count(m["experts"], "experts")
+        f = max(128, 128 * round(((n - 2 * V * h - attn) / (L * experts) - h) / (3 * h) / 128))
+    else:  # f holds the active count, the experts the total
+        f = max(128, 128 * round((active - 2 * V * h - attn) / (L * 3 * h * k) / 128))
+        e = (n - 2 * V * h - attn) / (L * (3 * h * f + h))
+        step = 8 if e >= 32 else 2  # expert parallelism divides them: a multiple of 8 (of 2 for a coarse MoE's few)
+        experts = max(k, step * round(e / step))
+    if experts < k:
+        raise GpuplanError(f"{{params: N}} model: experts {experts} below top_k {k}: give experts ≥ top_k")
+    cfg = {"model_type": "mixtral", "hidden_size": h, "num_hidden_layers": L,
+           "num_attention_heads": dense.n_heads, "num_key_value_heads": dense.n_kv_heads, "intermediate_size": f,
+           "num_local_experts": experts, "num_experts_per_tok": k, "vocab_size": V,
+           "max_position_embeddings": dense.max_positions, "tie_word_embeddings": False}
+    spec = _from_config(cfg, "{params: N} model", str(m.get("name") or f"custom-{fmt_count(n)}-moe"), check_size=False)
+    kind = "a fine-grained MoE's, DeepSeek-V3's and Qwen3-MoE's" if k == MOE_TOP_K else "a coarse MoE's, Mixtral's"
+    top = "" if "top_k" in m else f" (top_k {k}: {kind})"
+    rule = (f"shape derived from params={n:,}, active_params={active:,}: Mixtral-like, {L} layers, hidden {h}, "
+            f"{dense.n_heads} heads, every MLP routed: {experts} experts of SwiGLU width {f}, {k} per token{top}, "
+            f"vocab {V}; it holds {spec.params:,} parameters, {spec.params_active:,} active")
+    return dataclasses.replace(spec, assumed=(rule,))
 
 
 def _heads(m: Mapping[str, Any], h: int) -> tuple[int, int]:
