@@ -387,3 +387,19 @@ def test_a_mixture_of_experts_from_its_total_and_active_counts(total, active, ex
 def test_a_mixture_of_experts_that_cannot_be_is_one_line(given, words):
     with pytest.raises(GpuplanError, match=words):
         load_model(given)
+
+
+def test_a_mixture_of_experts_by_its_dimensions():
+    # Mixtral 8x7B as its paper's Table 1 states it (arXiv:2401.04088: dim 4096, 32 layers, 32 heads, 8 kv heads,
+    # hidden_dim 14336, 8 experts, top 2, vocab 32000): transformers' count, 46,702,792,704 (12.9B active)
+    spec = load_model({"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "experts": 8,
+                       "top_k": 2, "vocab": 32000})
+    assert spec.params == 46_702_792_704 and spec.params_active == pytest.approx(12.9e9, rel=0.01)
+    # Megatron's spellings read the same way; the expert width is moe_ffn_hidden_size
+    meg = load_model({"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_query_groups": 8,
+                      "num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 14336, "vocab_size": 32000})
+    assert meg.params == spec.params
+    with pytest.raises(GpuplanError, match="add top_k"):
+        load_model({"layers": 32, "hidden": 4096, "heads": 32, "experts": 8})
+    with pytest.raises(GpuplanError, match="n_shared_experts names a shared expert"):
+        load_model({"layers": 32, "hidden": 4096, "heads": 32, "experts": 8, "top_k": 2, "n_shared_experts": 1})

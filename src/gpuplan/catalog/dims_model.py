@@ -32,7 +32,14 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "ffn": ("ffn", "ffn_hidden_size", "intermediate_size", "ffn_dim", "d_ff", "mlp_dim", "ffn_size"),
     "vocab": ("vocab", "vocab_size", "padded_vocab_size", "n_vocab"),
     "seq": ("seq_len", "seq", "seq_length", "max_position_embeddings", "max_seq_len", "n_positions", "n_ctx"),
+    # a mixture of experts: routed experts, how many each token takes, and each expert's FFN width (Megatron-LM's
+    # --num-experts/--moe-router-topk/--moe-ffn-hidden-size, the Hugging Face configs' names)
+    "experts": ("experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "n_experts"),
+    "top_k": ("top_k", "moe_router_topk", "num_experts_per_tok", "experts_per_token", "moe_top_k", "topk"),
+    "moe_ffn": ("moe_ffn", "moe_ffn_hidden_size", "moe_intermediate_size", "expert_ffn", "expert_hidden_size"),
 }
+SHARED_EXPERTS = ("n_shared_experts", "num_shared_experts", "moe_shared_expert_intermediate_size",
+                  "shared_expert_intermediate_size")
 _GATED_WORDS = re.compile(r"swiglu|silu|geglu|swish|llama|rmsnorm|gated")
 
 
@@ -99,11 +106,42 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
                "n_positions": seq, "tie_word_embeddings": tied is not False}
         shape = (f"a GPT-shaped decoder ({why}): LayerNorm, learned positions, GeLU MLP {ffn}, biases, "
                  f"{'untied' if tied is False else 'tied'} embeddings (Megatron-LM's GPT, GPT-2)")
+    if dims["experts"] is not None:
+        cfg, shape = _moe(m, dims, cfg, shape)
     rule = (f"model given by its dimensions, read as {shape}; vocabulary {vocab}"
             f"{'' if dims['vocab'] is not None else ' (not given)'}, {seq} positions"
             f"{'' if dims['seq'] is not None else ' (not given)'}")
     name = str(m.get("name") or f"custom-{L}x{h}")
     return _from_config(cfg, "model dimensions", name, (rule,))
+
+
+def _moe(m: Mapping[str, Any], dims: dict[str, Any], cfg: dict[str, Any], shape: str) -> tuple[dict[str, Any], str]:
+    """The decoder's MLPs as routed experts (Mixtral's block: every MLP a top-k of SwiGLU experts), where the
+    dimensions name experts; a shared expert needs its family's config.json."""
+    from gpuplan.catalog.params_model import count
+
+    shared = [k for k in SHARED_EXPERTS if m.get(k)]
+    if shared:
+        raise GpuplanError(f"model dimensions: {shared[0]} names a shared expert beside the routed ones, which a "
+                           "dimensions mapping does not describe: give the model's config.json (model_type "
+                           "deepseek_v3, qwen2_moe, ...)")
+    if dims["top_k"] is None:
+        raise GpuplanError("model dimensions: experts given without the experts each token takes: add top_k "
+                           "(moe_router_topk, num_experts_per_tok)")
+    experts, k = count(dims["experts"], "experts"), count(dims["top_k"], "top_k")
+    if k > experts:
+        raise GpuplanError(f"model dimensions: top_k {k} is more than the {experts} experts")
+    h = cfg.get("hidden_size") or cfg["n_embd"]
+    ffn = count(dims["moe_ffn"], "hidden") if dims["moe_ffn"] is not None else \
+        cfg.get("intermediate_size") or -(-8 * h // 3 // 256) * 256
+    moe = {"model_type": "mixtral", "hidden_size": h, "num_hidden_layers": cfg.get("num_hidden_layers") or
+           cfg["n_layer"], "num_attention_heads": cfg.get("num_attention_heads") or cfg["n_head"],
+           "num_key_value_heads": cfg.get("num_key_value_heads") or cfg["n_head"], "intermediate_size": ffn,
+           "num_local_experts": experts, "num_experts_per_tok": k, "vocab_size": cfg["vocab_size"],
+           "max_position_embeddings": cfg.get("max_position_embeddings") or cfg["n_positions"],
+           "tie_word_embeddings": cfg["tie_word_embeddings"]}
+    return moe, (f"a Mixtral-shaped mixture of experts (experts given): every MLP routed to {k} of {experts} SwiGLU "
+                 f"experts of width {ffn}, RMSNorm, RoPE, no biases; not {shape}")
 
 
 def _tied(m: Mapping[str, Any]) -> bool | None:
