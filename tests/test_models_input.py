@@ -403,3 +403,19 @@ def test_a_mixture_of_experts_by_its_dimensions():
         load_model({"layers": 32, "hidden": 4096, "heads": 32, "experts": 8})
     with pytest.raises(GpuplanError, match="n_shared_experts names a shared expert"):
         load_model({"layers": 32, "hidden": 4096, "heads": 32, "experts": 8, "top_k": 2, "n_shared_experts": 1})
+
+
+@pytest.mark.parametrize("params_json, catalogued", [
+    # Meta's params.json as the Llama 3 checkpoints ship it (meta-llama/Meta-Llama-3-70B original/params.json):
+    # the FFN from multiple_of and ffn_dim_multiplier (llama/model.py FeedForward) — 28,672 for the 70B
+    ({"dim": 8192, "n_layers": 80, "n_heads": 64, "n_kv_heads": 8, "vocab_size": 128256, "multiple_of": 4096,
+      "ffn_dim_multiplier": 1.3, "norm_eps": 1e-05, "rope_theta": 500000.0}, "llama-3-70b"),
+    ({"dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 128256, "multiple_of": 1024,
+      "ffn_dim_multiplier": 1.3, "norm_eps": 1e-05, "rope_theta": 500000.0}, "llama-3-8b"),
+    # Llama 2 7B's (its vocab_size -1 replaced by the tokenizer's 32,000): no GQA, still Meta's SwiGLU
+    ({"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32, "norm_eps": 1e-05, "vocab_size": 32000},
+     "llama-2-7b"),
+])
+def test_metas_params_json_reads_as_the_released_model(params_json, catalogued):
+    spec, ref = load_model(params_json), load_model(catalogued)
+    assert (spec.params, spec.ffn) == (ref.params, ref.ffn)

@@ -67,6 +67,8 @@ def _gated(m: Mapping[str, Any], h: int, heads: int, kv: int, ffn: int | None) -
                 return True, f"{key} {text!r}"
             if key != "normalization" and re.search(r"gelu|relu|gpt", text.lower()):
                 return False, f"{key} {text!r}"
+    if m.get("multiple_of") is not None or m.get("ffn_dim_multiplier") is not None:
+        return True, "Meta's params.json (multiple_of: the SwiGLU FFN rule of Llama's model.py)"
     if kv < heads:
         return True, "grouped-query attention"
     if ffn is not None and ffn != 4 * h:
@@ -91,7 +93,7 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
     seq = count(dims["seq"], "seq") if dims["seq"] is not None else 2048
     tied = _tied(m)
     if gated:
-        ffn = ffn or -(-8 * h // 3 // 256) * 256
+        ffn = ffn or _meta_ffn(m, h) or -(-8 * h // 3 // 256) * 256
         vocab = count(dims["vocab"], "vocab") if dims["vocab"] is not None else 32000
         cfg: dict[str, Any] = {
             "model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
@@ -142,6 +144,23 @@ def _moe(m: Mapping[str, Any], dims: dict[str, Any], cfg: dict[str, Any], shape:
            "tie_word_embeddings": cfg["tie_word_embeddings"]}
     return moe, (f"a Mixtral-shaped mixture of experts (experts given): every MLP routed to {k} of {experts} SwiGLU "
                  f"experts of width {ffn}, RMSNorm, RoPE, no biases; not {shape}")
+
+
+def _meta_ffn(m: Mapping[str, Any], h: int) -> int | None:
+    """The FFN width of Meta's params.json (llama/model.py FeedForward): 2/3 of 4·dim, times ffn_dim_multiplier
+    when given, rounded up to a multiple of multiple_of — Llama 3 70B: dim 8192, 1.3, 4096 → 28,672."""
+    from gpuplan.catalog.params_model import count
+
+    if m.get("multiple_of") is None:
+        return None
+    step = count(m["multiple_of"], "hidden")
+    width = int(2 * 4 * h / 3)
+    mult = m.get("ffn_dim_multiplier")
+    if mult is not None:
+        if isinstance(mult, bool) or not isinstance(mult, int | float) or not 0 < mult <= 16:
+            raise GpuplanError(f"model dimensions: ffn_dim_multiplier {mult!r} is not a factor between 0 and 16")
+        width = int(mult * width)
+    return step * -(-width // step)
 
 
 def _tied(m: Mapping[str, Any]) -> bool | None:
