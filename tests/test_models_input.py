@@ -419,3 +419,13 @@ def test_a_mixture_of_experts_by_its_dimensions():
 def test_metas_params_json_reads_as_the_released_model(params_json, catalogued):
     spec, ref = load_model(params_json), load_model(catalogued)
     assert (spec.params, spec.ffn) == (ref.params, ref.ffn)
+
+
+def test_dimensions_with_a_head_width_of_their_own_and_keys_left_unused():
+    # Gemma 7B (Gemma Team 2024, Table 1: d_model 3072, 28 layers, 16 heads of head size 256, FFN 24,576 (GeGLU),
+    # vocab 256,000, tied): the head width apart from hidden / heads is kept — the catalogue's count exactly
+    spec = load_model({"layers": 28, "hidden": 3072, "heads": 16, "head_dim": 256, "ffn": 24576, "vocab": 256000,
+                       "tie_word_embeddings": True, "rope_theta": 10000})
+    assert (spec.params, spec.head_dim) == (load_model("gemma-7b").params, 256)
+    # what the reading does not use is said, not dropped silently
+    assert "not used (no bearing on the shape read): rope_theta" in spec.assumed[0]

@@ -32,6 +32,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "ffn": ("ffn", "ffn_hidden_size", "intermediate_size", "ffn_dim", "d_ff", "mlp_dim", "ffn_size"),
     "vocab": ("vocab", "vocab_size", "padded_vocab_size", "n_vocab"),
     "seq": ("seq_len", "seq", "seq_length", "max_position_embeddings", "max_seq_len", "n_positions", "n_ctx"),
+    "head_dim": ("head_dim", "kv_channels", "head_size", "d_head", "d_kv"),
     # a mixture of experts: routed experts, how many each token takes, and each expert's FFN width (Megatron-LM's
     # --num-experts/--moe-router-topk/--moe-ffn-hidden-size, the Hugging Face configs' names)
     "experts": ("experts", "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "n_experts"),
@@ -40,6 +41,11 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 SHARED_EXPERTS = ("n_shared_experts", "num_shared_experts", "moe_shared_expert_intermediate_size",
                   "shared_expert_intermediate_size")
+# the other keys the reading uses (the MLP's kind, the embeddings' tie, Meta's FFN rule, the name); anything else is
+# listed as not used under assumed
+READ_KEYS = frozenset({"name", "swiglu", "gated", "activation", "hidden_act", "activation_function", "arch",
+                       "architecture", "normalization", "untie_embeddings_and_output_weights", "tie_word_embeddings",
+                       "multiple_of", "ffn_dim_multiplier", *SHARED_EXPERTS})
 _GATED_WORDS = re.compile(r"swiglu|silu|geglu|swish|llama|rmsnorm|gated")
 
 
@@ -86,10 +92,14 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
     heads = count(dims["heads"], "heads")
     kv = count(dims["kv_heads"], "kv_heads") if dims["kv_heads"] is not None else heads
     ffn = count(dims["ffn"], "hidden") if dims["ffn"] is not None else None
-    if h % heads or heads % kv:
+    d = count(dims["head_dim"], "hidden") if dims["head_dim"] is not None else None
+    if (d is None and h % heads) or heads % kv:
         raise GpuplanError(f"model dimensions: heads {heads} must divide hidden {h} and kv_heads {kv} divide heads "
-                           "(head_dim = hidden / heads; each key/value head serves heads / kv_heads query heads)")
+                           "(head_dim = hidden / heads unless given; each key/value head serves heads / kv_heads "
+                           "query heads)")
     gated, why = _gated(m, h, heads, kv, ffn)
+    if d is not None and d * heads != h and not gated:  # a head width apart from hidden / heads: Llama's head_dim
+        gated, why = True, f"head_dim {d} ≠ hidden / heads"
     seq = count(dims["seq"], "seq") if dims["seq"] is not None else 2048
     tied = _tied(m)
     if gated:
@@ -98,9 +108,9 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
         cfg: dict[str, Any] = {
             "model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
             "num_key_value_heads": kv, "intermediate_size": ffn, "vocab_size": vocab, "max_position_embeddings": seq,
-            "tie_word_embeddings": bool(tied)}
+            "tie_word_embeddings": bool(tied), **({"head_dim": d} if d is not None else {})}
         shape = (f"a Llama-shaped decoder ({why}): RMSNorm, RoPE, SwiGLU FFN {ffn}, no biases, "
-                 f"{'tied' if tied else 'untied'} embeddings")
+                 f"{'tied' if tied else 'untied'} embeddings" + (f", head_dim {d}" if d is not None else ""))
     else:
         vocab = count(dims["vocab"], "vocab") if dims["vocab"] is not None else 50257
         ffn = ffn or 4 * h
@@ -110,9 +120,11 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
                  f"{'untied' if tied is False else 'tied'} embeddings (Megatron-LM's GPT, GPT-2)")
     if dims["experts"] is not None:
         cfg, shape = _moe(m, dims, cfg, shape)
+    unused = sorted(k for k in m if k not in READ_KEYS and not any(k in names for names in SYNONYMS.values()))
     rule = (f"model given by its dimensions, read as {shape}; vocabulary {vocab}"
             f"{'' if dims['vocab'] is not None else ' (not given)'}, {seq} positions"
-            f"{'' if dims['seq'] is not None else ' (not given)'}")
+            f"{'' if dims['seq'] is not None else ' (not given)'}"
+            + (f"; not used (no bearing on the shape read): {', '.join(map(str, unused))}" if unused else ""))
     name = str(m.get("name") or f"custom-{L}x{h}")
     return _from_config(cfg, "model dimensions", name, (rule,))
 
