@@ -98,8 +98,10 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
                            "(head_dim = hidden / heads unless given; each key/value head serves heads / kv_heads "
                            "query heads)")
     gated, why = _gated(m, h, heads, kv, ffn)
-    if d is not None and d * heads != h and not gated:  # a head width apart from hidden / heads: Llama's head_dim
-        gated, why = True, f"head_dim {d} ≠ hidden / heads"
+    if d is not None and d * heads != h and not gated:  # a head width apart from hidden / heads: Llama's head_dim,
+        # the plain MLP's parameters and FLOPs kept: a SwiGLU of 2/3 its width (3·h·2f/3 = 2·h·f)
+        gated, why = True, f"head_dim {d} ≠ hidden / heads; a GeLU MLP {ffn or 4 * h} as a SwiGLU of its size"
+        ffn = 2 * (ffn or 4 * h) // 3
     seq = count(dims["seq"], "seq") if dims["seq"] is not None else 2048
     tied = _tied(m)
     if gated:
