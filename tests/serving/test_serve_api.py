@@ -102,6 +102,16 @@ def test_catalogues_are_the_cli_catalogues(served, name):
         assert "llama3.1-70b" in next(m for m in r.json() if m["id"] == "llama-3.1-70b")["aliases"]
 
 
+def test_the_pages_precision_menu_offers_the_4_bit_recipes_and_the_api_reads_them(served):
+    from gpuplan.serve.app import _choices  # the menus' values
+
+    assert {"nvfp4", "mxfp4"} <= set(_choices()["precision"])
+    body = {"model": "llama-3.1-8b", "gpu": "b200", "gpus": 8, "precision": "nvfp4", "tokens": "1B"}
+    r = ask(served, "/api/evaluate", body)
+    assert r.status == 200 and r.json()["scenario"]["training"]["fp8_recipe"] == "nvfp4"
+    assert r.text + "\n" == cli("evaluate", *flags(body), "--json")[1]
+
+
 def test_a_bad_scenario_is_the_cli_line_with_422(served):
     for body in ({"model": "llama-3.1-7b", "gpu": "h100-sxm"}, {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tp": 3},
                  {"model": "llama-3.1-8b", "gpu": "h100-sxm", "precision": "int4"}):
