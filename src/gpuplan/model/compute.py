@@ -38,8 +38,8 @@ from gpuplan.spec.model import LORA_GROUPS
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
            "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
-# fp4: an E2M1 element (0.5 B) and its share of one E4M3 block scale per 16 (NVFP4, the larger of the two formats)
-ELEMENT_BYTES = {"fp4": 0.5625, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
+# fp4 (NVFP4): an E2M1 element (0.5 B) and its share of one E4M3 block scale per 16; mxfp4: of one E8M0 scale per 32
+ELEMENT_BYTES = {"fp4": 0.5625, "mxfp4": 0.53125, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -106,7 +106,7 @@ def device(hw: Hardware, training: Training, precision: str | None = None) -> De
     recipe (``FP4_RECIPES``) runs its GEMMs at the fp4 peak."""
     kernel = attention_kernel(training.framework, hw.gpu.architecture, training.attention)
     if precision is None and training.precision == "fp8" and training.fp8_recipe in FP4_RECIPES:
-        precision = "fp4"
+        precision = "fp4" if training.fp8_recipe == "nvfp4" else "mxfp4"
     return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, constant("gemm_share_of_mamf"))
 
 
@@ -131,9 +131,10 @@ def _device(g: GPU, power_limit_w: float | None, precision: str, kernel: str = "
     prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
     if prec == "tf32" and "tf32" not in g.peak_flops:
         prec = "fp32"  # no tf32 tensor cores (V100, MI250X): fp32 on the vector units
-    if prec not in g.peak_flops:
-        prec = "fp16" if "fp16" in g.peak_flops else "fp32"
-    peak = g.peak_flops.get(prec) or g.peak_flops.get("fp32") or 1.0
+    peak_key = "fp4" if prec == "mxfp4" else prec  # MXFP4 runs on the FP4 tensor cores, its own measured share
+    if peak_key not in g.peak_flops:
+        prec = peak_key = "fp16" if "fp16" in g.peak_flops else "fp32"
+    peak = g.peak_flops.get(peak_key) or g.peak_flops.get("fp32") or 1.0
     # dynamic power ~ f·V² with V ~ f under DVFS, so f ~ P^(1/3) (estimate; clock-bound work only)
     clock = (power_limit_w / g.tdp_w) ** (1 / 3) if power_limit_w and g.tdp_w and power_limit_w < g.tdp_w else 1.0
     bw = hbm_bytes_per_s(g)

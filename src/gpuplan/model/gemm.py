@@ -74,7 +74,8 @@ def burst_share(g: GPU, precision: str) -> tuple[float, tuple[int, int, int] | N
         return row
     base = mamf_row(g.architecture, "bf16", g.id)
     share, shape = base if base is not None else (table("gemm_efficiency").get(g.architecture, 0.7), None)
-    return (share * constant("fp8_gemm_efficiency_ratio"), shape) if key in ("fp8", "fp4") else (share, shape)
+    low = ("fp8", "fp4", "mxfp4")
+    return (share * constant("fp8_gemm_efficiency_ratio"), shape) if key in low else (share, shape)
 
 
 def _core_s(m: float, n: float, k: float, batch: float, kern: GemmKernel, main: float) -> float:
