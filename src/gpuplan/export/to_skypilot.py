@@ -43,7 +43,9 @@ def skypilot(est: dict, model: Any, via: str, job: Job) -> Export:
     launch = node_launch(est, via, model, rdzv, CONFIG_DIR)
     run = ["set -euo pipefail"]
     if job.nodes > 1:
-        run.append('MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)')
+        # the first line by expansion, not `echo | head -n1`: under pipefail, echo killed by SIGPIPE when head exits
+        # first ends the script with status 141
+        run.append('MASTER_ADDR="${SKYPILOT_NODE_IPS%%$\'\\n\'*}"')
     if launch.files:
         run.append(f"mkdir -p {CONFIG_DIR}")
         for name, text in launch.files:

@@ -95,7 +95,9 @@ def _body(job: Job, launch: NodeLaunch, env: tuple) -> list[str]:
     lines = ["set -euo pipefail"]
     if job.nodes > 1:
         lines += ["# rendezvous: the allocation's first node holds torchrun's c10d store",
-                  'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)']
+                  # all the names, then the first by expansion: `| head -n 1` under pipefail ends the job with
+                  # status 141 when scontrol, still writing, is killed by SIGPIPE
+                  'NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST")', 'HEAD_NODE="${NODES%%$\'\\n\'*}"']
     for e in env:
         lines.append(f"export {e.name}={e.value}  # {e.why}: {e.url()}")
     if launch.files:
