@@ -412,8 +412,8 @@ def test_a_mixture_of_experts_by_its_dimensions():
       "ffn_dim_multiplier": 1.3, "norm_eps": 1e-05, "rope_theta": 500000.0}, "llama-3-70b"),
     ({"dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 128256, "multiple_of": 1024,
       "ffn_dim_multiplier": 1.3, "norm_eps": 1e-05, "rope_theta": 500000.0}, "llama-3-8b"),
-    # Llama 2 7B's (its vocab_size -1 replaced by the tokenizer's 32,000): no GQA, still Meta's SwiGLU
-    ({"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32, "norm_eps": 1e-05, "vocab_size": 32000},
+    # Llama 2 7B's verbatim (vocab_size -1: the tokenizer's 32,000): no GQA, still Meta's SwiGLU
+    ({"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32, "norm_eps": 1e-05, "vocab_size": -1},
      "llama-2-7b"),
 ])
 def test_metas_params_json_reads_as_the_released_model(params_json, catalogued):

@@ -88,6 +88,8 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
     from gpuplan.catalog.params_model import count
 
     dims = {key: _first(m, key) for key in SYNONYMS}
+    if dims["vocab"] == -1:  # Meta's Llama 1/2 params.json: the tokenizer sets the vocabulary (-1 in the file)
+        dims["vocab"] = None
     h, L = count(dims["hidden"], "hidden"), count(dims["layers"], "layers")
     heads = count(dims["heads"], "heads")
     kv = count(dims["kv_heads"], "kv_heads") if dims["kv_heads"] is not None else heads
@@ -122,9 +124,11 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
                  f"{'untied' if tied is False else 'tied'} embeddings (Megatron-LM's GPT, GPT-2)")
     if dims["experts"] is not None:
         cfg, shape = _moe(m, dims, cfg, shape)
+    vocab_note = "" if dims["vocab"] is not None else \
+        " (-1 in Meta's params.json: the tokenizer's)" if _first(m, "vocab") == -1 else " (not given)"
     unused = sorted(k for k in m if k not in READ_KEYS and not any(k in names for names in SYNONYMS.values()))
     rule = (f"model given by its dimensions, read as {shape}; vocabulary {vocab}"
-            f"{'' if dims['vocab'] is not None else ' (not given)'}, {seq} positions"
+            f"{vocab_note}, {seq} positions"
             f"{'' if dims['seq'] is not None else ' (not given)'}"
             + (f"; not used (no bearing on the shape read): {', '.join(map(str, unused))}" if unused else ""))
     name = str(m.get("name") or f"custom-{L}x{h}")
