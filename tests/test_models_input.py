@@ -429,3 +429,14 @@ def test_dimensions_with_a_head_width_of_their_own_and_keys_left_unused():
     assert (spec.params, spec.head_dim) == (load_model("gemma-7b").params, 256)
     # what the reading does not use is said, not dropped silently
     assert "not used (no bearing on the shape read): rope_theta" in spec.assumed[0]
+
+
+def test_a_papers_dimensions_with_its_stated_total():
+    # Llama 3 70B as its paper's Table 3 gives it (80 layers, model dimension 8,192, FFN 28,672, 64 heads, 8 key/value
+    # heads, vocabulary 128,000 — the released 128,256) and its "70B": the dimensions read, the stated total kept
+    spec = load_model({"params": 70e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn": 28672,
+                       "vocab": 128256})
+    assert spec.params == 70_000_000_000 and spec.params_formula == load_model("llama-3-70b").params
+    assert spec.ffn == 28672 and "params 70,000,000,000 as given" in spec.assumed[-1]
+    with pytest.raises(GpuplanError, match="the dimensions contradict the count"):
+        load_model({"params": 7e9, "layers": 80, "hidden": 8192, "heads": 64, "ffn": 28672})

@@ -67,6 +67,10 @@ def from_params(m: Mapping[str, Any]) -> ModelSpec:
     Examples: 7e9 → 32 layers × 4096; 70e9 → 72 × 9216. The parameter count stays the given N.
     """
     extra = sorted(set(m) - _PARAM_KEYS)
+    from gpuplan.catalog.dims_model import has_dims
+
+    if extra and has_dims(m):  # a paper's dimensions (ffn, experts, ...) beside its stated total
+        return _dims_with_total(m)
     if extra:
         raise GpuplanError(f"unknown key(s) {', '.join(extra)} in {{params: N}} model: allowed are params, "
                            f"vocab, seq, layers, hidden, heads, kv_heads, name, and for a mixture of experts "
@@ -107,6 +111,20 @@ def from_params(m: Mapping[str, Any]) -> ModelSpec:
     return dataclasses.replace(spec, params_override=n, params_source="given", assumed=(rule,))
 
 
+
+
+def _dims_with_total(m: Mapping[str, Any]) -> ModelSpec:
+    """The decoder the dimensions describe (catalog/dims_model.py), its parameter count the stated one — a paper's
+    table gives both — when the two agree within ``SHAPE_SLACK``."""
+    from gpuplan.catalog.dims_model import from_dims
+
+    n = count(m["params"])
+    spec = from_dims({k: v for k, v in m.items() if k != "params"})
+    if not 1 / SHAPE_SLACK <= spec.params_formula / n <= SHAPE_SLACK:
+        raise GpuplanError(f"model dimensions hold {spec.params_formula:.3g} parameters, not the {n:.3g} given: "
+                           "the dimensions contradict the count — check them, or drop params")
+    note = f"params {n:,} as given (the dimensions hold {spec.params_formula:,})"
+    return dataclasses.replace(spec, params_override=n, params_source="given", assumed=(*spec.assumed, note))
 
 
 def _moe_from_params(m: Mapping[str, Any]) -> ModelSpec:
