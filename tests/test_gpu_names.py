@@ -41,6 +41,7 @@ CATALOG = Path(__file__).parents[1] / "src/gpuplan/catalog"
     ("NVIDIA RTX A4000", "rtx-a4000"),
     ("NVIDIA A2", "a2"),
     ("AMD Instinct MI300A", "mi300a"),
+    ("MI300X OAM", "mi300x"),                   # AMD's module form factor is no part of the name
 ])
 def test_a_gpu_as_users_write_it(name, gid):
     assert get_gpu(name).id == gid

@@ -14,8 +14,9 @@ from gpuplan.errors import GpuplanError
 from gpuplan.spec import GPU, BusCurve, Fabric, Hardware
 from gpuplan.units import GiB, MiB
 
-# words a GPU's name may carry that do not tell parts apart: the vendor's and product line's, the memory's kind
-_NOISE_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon", "hbm", "gddr"})
+# words a GPU's name may carry that do not tell parts apart: the vendor's and product line's, the memory's kind, AMD's
+# module form factor (every catalogued MI250/MI300/MI325/MI355 part is an OAM module; MI210 is the PCIe card)
+_NOISE_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon", "hbm", "gddr", "oam"})
 
 
 def _key(name: str) -> str:
