@@ -47,6 +47,10 @@ def test_an_odd_factor_of_the_count_goes_into_the_pipeline():
     res = plan_scenario(_sc("llama-2-70b", 96, global_batch=1024, tokens=1e12)).result
     assert res.no_split is None and res.global_batch == 1024
     assert res.best.gpus == 96 and res.best.layout.pp % 3 == 0 and 1024 % res.best.layout.dp == 0
+    # the default batch (~4M tokens) is moved instead, to 1,008 = 48 × 21: the data-parallel width carries the factor
+    # and no pipeline is forced on the model for it
+    default = plan_scenario(_sc("llama-2-70b", 96, tokens=1e12)).result
+    assert default.global_batch == 1008 and default.best.gpus == 96 and 1008 % default.best.layout.dp == 0
 
 
 def test_default_batch_is_fitted_to_a_given_count_and_said():

@@ -5,7 +5,7 @@ A layout of one GPU type is a split (tp, pp, cp, dp, ep: Calculon-style divisor 
 by the named rules of spec/rules.py), an offload choice, a pipeline schedule, a recompute level, a
 (ZeRO stage, hybrid-shard group) and a micro-batch; canonical order is that nesting, outermost first.
   tp   divides the scale-up domain and splits the attention heads (KV heads divide tp or tp divides them)
-  pp   divides the layers, a power of two or (at a given GPU count) divides the count, at most 64
+  pp   divides the layers, a power of two or (at a given GPU count and batch) divides the count, at most 64
   cp   1, or divisors of 16 that divide seq_len when the sequence is ≥ 32k tokens (1 for recurrent mixers)
   dp   divides the global batch; past one node the count is a whole number of nodes
   ep   (MoE) divides the experts and dp×cp
@@ -67,7 +67,10 @@ def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]
     m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
     no_pipeline = sc.training.optimizer_in_backward or sc.training.activation_offloading  # spec/rules.py
-    count = sc.hardware.gpus if "hardware.gpus" in sc.given else None
+    # a given count's divisors as pipeline degrees only where the batch is given too: a default batch is moved to one
+    # the count splits (search/batch.py) rather than forcing a pipeline on a model that needs none
+    fixed_count = "hardware.gpus" in sc.given and "training.global_batch" in sc.given
+    count = sc.hardware.gpus if fixed_count else None
     pps = [fixed["pp"]] if "pp" in fixed else ([1] if no_pipeline else pp_degrees(m.n_layers, count))
     cps = [fixed["cp"]] if "cp" in fixed else \
         ([c for c in CP_DEGREES if seq % c == 0] if seq >= LONG_SEQUENCE and m.ssm is None else [1])
@@ -79,8 +82,9 @@ def pp_degrees(n_layers: int, count: int | None = None) -> list[int]:
     to half of it (uneven stages of two layers or more, the remainder on the middle ones: model/pipeline.py
     ``chunk_sizes``) — what power-of-two GPU
     counts need when the layer count is not one: Llama 3 405B's 126 layers on 16 stages (Dubey et al. 2024,
-    Sec. 3.3.2), DeepSeek-V3's 61 on 16 (arXiv:2412.19437, Sec. 3.2). At a given GPU ``count``, its divisors up
-    to half the layers too: a count with an odd factor and a power-of-two batch needs the factor in the pipeline —
+    Sec. 3.3.2), DeepSeek-V3's 61 on 16 (arXiv:2412.19437, Sec. 3.2). At a given GPU ``count`` and a given batch,
+    its divisors up to half the layers too: a count with an odd factor and a power-of-two batch needs the factor in
+    the pipeline —
     BLOOM's 70 layers on 12 stages of 384 A100s with a batch of 2,048 (Le Scao et al. 2022, arXiv:2211.05100,
     Sec. 3.4.2: tp 4, pp 12, dp 8)."""
     twos = {1 << k for k in range(MAX_PP.bit_length()) if 2 << k <= n_layers}  # two layers a stage or more
