@@ -107,7 +107,7 @@ def from_dims(m: Mapping[str, Any]) -> ModelSpec:
     seq = count(dims["seq"], "seq") if dims["seq"] is not None else 2048
     tied = _tied(m)
     if gated:
-        ffn = ffn or _meta_ffn(m, h) or -(-8 * h // 3 // 256) * 256
+        ffn = ffn or _meta_ffn(m, h) or _llama_ffn(h)
         vocab = count(dims["vocab"], "vocab") if dims["vocab"] is not None else 32000
         cfg: dict[str, Any] = {
             "model_type": "llama", "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": heads,
@@ -153,7 +153,7 @@ def _moe(m: Mapping[str, Any], dims: dict[str, Any], cfg: dict[str, Any], shape:
         raise GpuplanError(f"model dimensions: top_k {k} is more than the {experts} experts")
     h = cfg.get("hidden_size") or cfg["n_embd"]
     ffn = count(dims["moe_ffn"], "hidden") if dims["moe_ffn"] is not None else \
-        cfg.get("intermediate_size") or -(-8 * h // 3 // 256) * 256
+        cfg.get("intermediate_size") or _llama_ffn(h)
     moe = {"model_type": "mixtral", "hidden_size": h, "num_hidden_layers": cfg.get("num_hidden_layers") or
            cfg["n_layer"], "num_attention_heads": cfg.get("num_attention_heads") or cfg["n_head"],
            "num_key_value_heads": cfg.get("num_key_value_heads") or cfg["n_head"], "intermediate_size": ffn,
@@ -162,6 +162,11 @@ def _moe(m: Mapping[str, Any], dims: dict[str, Any], cfg: dict[str, Any], shape:
            "tie_word_embeddings": cfg["tie_word_embeddings"]}
     return moe, (f"a Mixtral-shaped mixture of experts (experts given): every MLP routed to {k} of {experts} SwiGLU "
                  f"experts of width {ffn}, RMSNorm, RoPE, no biases; not {shape}")
+
+
+def _llama_ffn(h: int) -> int:
+    """A gated MLP's width when the dimensions give none: 8h/3 rounded up to a multiple of 256 (Llama)."""
+    return -(-8 * h // 3 // 256) * 256
 
 
 def _meta_ffn(m: Mapping[str, Any], h: int) -> int | None:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from gpuplan.export.common import Export, _batches, _header, _parts, _shard_split, _steps
+from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.spec.layout import expert_tp_of
 
 TITAN_MODELS = {"llama": "llama3", "mistral": "llama3", "qwen2": "llama3", "qwen3": "qwen3",
@@ -44,7 +45,7 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     cfg["parallelism"] = par
     cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes, lay.get("recompute_every", 1))
     cfg["optimizer"] = _optimizer(tr, notes)
-    if tr.get("fp8_recipe") in ("nvfp4", "mxfp4"):
+    if tr.get("fp8_recipe") in FP4_RECIPES:
         notes.append(f"{tr['fp8_recipe']}: torchtitan's float8 converter has no 4-bit recipe — the config trains bf16")
     elif tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
         cfg["model"]["converters"] = ["quantize.linear.float8"]

@@ -33,7 +33,7 @@ from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
-from gpuplan.spec.job import FP4_RECIPES
+from gpuplan.spec.job import FP4_GEMM, FP4_RECIPES
 from gpuplan.spec.model import LORA_GROUPS
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
@@ -105,8 +105,8 @@ def device(hw: Hardware, training: Training, precision: str | None = None) -> De
     """The GPU's achievable rates for this precision (or ``precision``) and power cap (cached by value); a 4-bit
     recipe (``FP4_RECIPES``) runs its GEMMs at the fp4 peak."""
     kernel = attention_kernel(training.framework, hw.gpu.architecture, training.attention)
-    if precision is None and training.precision == "fp8" and training.fp8_recipe in FP4_RECIPES:
-        precision = "fp4" if training.fp8_recipe == "nvfp4" else "mxfp4"
+    if precision is None and training.precision == "fp8" and training.fp8_recipe in FP4_GEMM:
+        precision = FP4_GEMM[training.fp8_recipe]
     return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, constant("gemm_share_of_mamf"))
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from gpuplan.report.spans import alternatives_line, peak_span, span, tight_line
+from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.units import GiB, fmt_count, fmt_duration, fmt_gib, fmt_usd
 
 
@@ -269,7 +270,7 @@ def precision_word(tr: dict) -> str:
     """The run's number format as a user names it: a 4-bit recipe (nvfp4, mxfp4 on the low-precision path) by its
     name, fp8 with its recipe where one was given, else the precision."""
     recipe = tr.get("fp8_recipe")
-    if tr["precision"] == "fp8" and recipe in ("nvfp4", "mxfp4"):
+    if tr["precision"] == "fp8" and recipe in FP4_RECIPES:
         return str(recipe)
     return f"fp8 ({recipe})" if tr["precision"] == "fp8" and recipe else str(tr["precision"])
 

@@ -29,8 +29,10 @@ OptimizerImpl = Literal["fused", "foreach"]
 # recipes on the same low-precision path: nvfp4 (E2M1 with an E4M3 scale per 16 elements and a per-tensor scale,
 # Blackwell) and mxfp4 (E2M1 with an E8M0 scale per 32, Blackwell and CDNA4) — their linears' GEMMs at the fp4 peak
 Fp8Recipe = Literal["tensorwise", "rowwise", "rowwise_with_gw_hp", "delayed", "mxfp8", "nvfp4", "mxfp4"]
-# the recipes whose GEMMs run in 4-bit (model/compute.py ``device``)
-FP4_RECIPES: tuple[str, ...] = ("nvfp4", "mxfp4")
+# the recipes whose GEMMs run in 4-bit, and the matmul precision each runs them in (model/compute.py ``device``:
+# NVFP4 as ``fp4``; MXFP4 on the same tensor cores at its own measured share, catalog/matmul.json)
+FP4_GEMM: dict[str, str] = {"nvfp4": "fp4", "mxfp4": "mxfp4"}
+FP4_RECIPES: tuple[str, ...] = tuple(FP4_GEMM)
 Zero3Gather = Literal["layer", "module", "tensor-sync"]
 # The dtype gradients are kept and accumulated in under bf16/fp8 mixed precision: fp32 (Megatron's main_grad
 # buffers, PyTorch autocast's fp32 parameters) or the parameters' own 16-bit dtype (the ZeRO paper's 2Ψ)

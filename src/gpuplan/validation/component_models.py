@@ -30,13 +30,12 @@ from gpuplan.catalog.hardware import get_gpu, make_hardware
 from gpuplan.catalog.models import load_model
 from gpuplan.model.attention import SOFTMAX_FWD_BYTES, attention_core_s, runs_on
 from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, topology
-from gpuplan.model.compute import Device, kernel_device, matmul_s, streamed_s
+from gpuplan.model.compute import ELEMENT_BYTES, Device, kernel_device, matmul_s, streamed_s
 from gpuplan.model.software import software
 from gpuplan.model.ssm import fused_kernel_s
 from gpuplan.spec import ModelSpec
 
-# fp4: NVFP4, an E2M1 element and its share of one E4M3 scale per 16
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp32": 4.0, "fp64": 8.0}
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": ELEMENT_BYTES["fp4"], "fp32": 4.0, "fp64": 8.0}
 NCCL_BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
                    "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
 COLLECTIVE = {"all_reduce": all_reduce_s, "all_gather": all_gather_s, "reduce_scatter": reduce_scatter_s,
