@@ -45,9 +45,14 @@ class Fabric:
     nvls_efficiency: float | None = None      # scale-up NVLink SHARP (NCCL's nvlsEfficiency); None: none
     curve: BusCurve | None = None             # scale-up: the measured collective sweep (its own or borrowed)
     curve_scope: Literal["all", "ramp"] = "all"  # what it sets: efficiency, ramp and latency, or the ramp only
+    _h: int = field(default=0, init=False, compare=False, repr=False)
 
-    def __hash__(self) -> int:  # the planner's caches key on fabrics: hash a few fields, compare all
-        return hash((self.id, self.bytes_per_s_per_gpu, self.link_bytes_per_s, self.links_per_node))
+    def __post_init__(self) -> None:  # the planner's caches key on fabrics: a few fields hashed once, all compared
+        object.__setattr__(self, "_h", hash((self.id, self.bytes_per_s_per_gpu, self.link_bytes_per_s,
+                                             self.links_per_node)))
+
+    def __hash__(self) -> int:
+        return self._h
 
     def node_bytes_per_s(self) -> float:
         """Scale-out bandwidth of one node, per direction."""
@@ -79,9 +84,13 @@ class GPU:
     aliases: tuple[str, ...] = field(default=())
     scale_out: str = ""          # the network its nodes usually have (gpus.json; "" = the catalogue default)
     host_memory_bytes: float | None = None  # CPU memory of its usual node (gpus.json, the vendor's reference system)
+    _h: int = field(default=0, init=False, compare=False, repr=False)
 
-    def __hash__(self) -> int:  # peak_flops is a dict: equal GPUs share an id
-        return hash((self.id, self.memory_bytes, self.memory_bw_bytes_per_s))
+    def __post_init__(self) -> None:  # peak_flops is a dict: equal GPUs share an id; hashed once
+        object.__setattr__(self, "_h", hash((self.id, self.memory_bytes, self.memory_bw_bytes_per_s)))
+
+    def __hash__(self) -> int:
+        return self._h
 
     @property
     def lacks_bf16(self) -> bool:
