@@ -128,3 +128,22 @@ def test_a_batch_given_in_tokens_is_read_as_the_nearest_that_splits():
     assert res.global_batch == 984 and res.no_split is None and res.best.gpus == 328
     # given in sequences it stays, and the answer says what would split
     assert plan_scenario(_sc("llama-2-70b", 328, global_batch=1024, tokens=1e12)).result.no_split is not None
+
+
+def test_evaluate_reads_a_batch_in_sequences_as_the_nearest_that_splits_its_layout():
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.errors import GpuplanError
+
+    # GPT-NeoX-20B's paper states "1538 contexts" on 96 GPUs at tp 2, pp 4 (dp 12): 1,536 runs (−0.13 %)
+    def sc(batch):
+        return parse_scenario({"model": {"params": 20e9}, "hardware": {"gpu": "a100-40gb-sxm", "gpus": 96},
+                               "training": {"seq_len": 2048, "global_batch": batch, "tokens": 1e9},
+                               "layout": {"tp": 2, "pp": 4, "zero": 1}})
+    js = evaluate_scenario(sc(1538)).to_json()
+    assert js["scenario"]["training"]["global_batch"] == 1536
+    (reading,) = [a for a in js["assumed"] if a.get("given") == "1,538 sequences"]
+    assert reading["value"] == 1536 and "read as 1,536" in reading["rule"] and "-0.1%" in reading["rule"]
+    # a multiple is no reading; past 5 % (10 sequences where 12 are needed: +20 %) the check names it
+    assert not [a for a in evaluate_scenario(sc(1536)).to_json()["assumed"] if a.get("given")]
+    with pytest.raises(GpuplanError, match="global_batch=10 is not a multiple of dp×micro_batch = 12×1"):
+        evaluate_scenario(sc(10))

@@ -150,8 +150,8 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    if layout is None and "training.global_batch_tokens" in sc.given:  # read against the layout's replicas
-        sc = tokens_batch(sc, _replicas_of(sc, overrides))
+    if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
+        sc = tokens_batch(sc, _replicas_of(sc, overrides), sequences=True)
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
         gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \

@@ -1,6 +1,8 @@
 """A global batch given in tokens, read against the layout it runs on: a round figure ("4M tokens") that does not
 split over the data-parallel replicas is read as the nearest batch that does, within 5 % (``evaluate`` and ``plan``
-both ask here)."""
+both ask here). ``evaluate`` of a whole layout reads a batch given in sequences the same way: a published batch is
+often a rounded one (GPT-NeoX-20B's "1538 contexts" on 12 replicas), and the framework ran the multiple of dp ×
+micro-batch nearest it; a ``plan`` keeps such a batch and answers which batches and counts split it."""
 
 from __future__ import annotations
 
@@ -11,24 +13,33 @@ from gpuplan.spec.scenario import Scenario
 TOKENS_SLACK = 0.05  # a batch given in tokens ("4M") is a round figure: read within 5 % of it (io/user_keys.py)
 
 
-def tokens_batch(sc: Scenario, multiple: int) -> Scenario:
-    """A global batch given in tokens that does not split into ``multiple`` (dp × micro-batch) sequences: read as
-    the multiple nearest it (``read_batch``); else the scenario as it is (its check names the problem)."""
+def tokens_batch(sc: Scenario, multiple: int, sequences: bool = False) -> Scenario:
+    """A global batch given in tokens (or, with ``sequences``, in sequences) that does not split into ``multiple``
+    (dp × micro-batch) sequences: read as the multiple nearest it (``read_batch``); else the scenario as it is (its
+    check names the problem)."""
     gb = sc.training.global_batch
     if gb is None or gb % multiple == 0:
         return sc
     sides = (gb // multiple * multiple, -(-gb // multiple) * multiple)
-    return read_batch(sc, min((m for m in sides if m), key=lambda m: (abs(m - gb), -m))) or sc
+    return read_batch(sc, min((m for m in sides if m), key=lambda m: (abs(m - gb), -m)), sequences) or sc
 
 
-def read_batch(sc: Scenario, best: int) -> Scenario | None:
+def read_batch(sc: Scenario, best: int, sequences: bool = False) -> Scenario | None:
     """The scenario with its global batch read as ``best`` sequences, the reading listed under `read as` — when the
-    batch was given in tokens and ``best`` is within 5 % of it; else None."""
+    batch was given in tokens (or, with ``sequences``, in sequences) and ``best`` is within 5 % of it; else None."""
     tr = sc.training
     gb = tr.global_batch
-    if "training.global_batch_tokens" not in sc.given or gb is None or abs(best / gb - 1) > TOKENS_SLACK:
+    if gb is None or abs(best / gb - 1) > TOKENS_SLACK:
         return None
-    reading = ("training.global_batch_tokens", f"{gb * tr.seq_len:,} tokens", best * tr.seq_len,
-               f"{gb:,} sequences of {tr.seq_len:,} tokens split over no layout here: read as {best:,}, the "
-               f"nearest batch that does, {best / gb - 1:+.1%} (a batch in tokens is a round figure)")
+    if "training.global_batch_tokens" in sc.given:
+        reading = ("training.global_batch_tokens", f"{gb * tr.seq_len:,} tokens", best * tr.seq_len,
+                   f"{gb:,} sequences of {tr.seq_len:,} tokens split over no layout here: read as {best:,}, the "
+                   f"nearest batch that does, {best / gb - 1:+.1%} (a batch in tokens is a round figure)")
+    elif sequences and "training.global_batch" in sc.given:
+        reading = ("training.global_batch", f"{gb:,} sequences", best,
+                   f"{gb:,} sequences do not split over this layout's data-parallel replicas × micro-batch: read as "
+                   f"{best:,}, the nearest batch that does, {best / gb - 1:+.1%} (what the framework runs; a "
+                   "published batch is often a rounded figure)")
+    else:
+        return None
     return replace(sc, training=replace(tr, global_batch=best), read_as=sc.read_as + (reading,))
