@@ -75,3 +75,43 @@ def test_epochs_without_a_dataset_size_are_noted_and_more_spellings_are_read():
     assert sc.training.global_batch == 512  # "1M" tokens at 2,048: the power of two it rounds, 512 sequences
     epochs = reads["training.num_train_epochs"]
     assert epochs[2] == "not used" and "training.tokens" in epochs[3]
+
+
+@pytest.mark.parametrize("flag, attention", [("flash_attention", "flash"), ("use_flash_attn", "flash")])
+def test_a_flash_attention_switch_is_read_as_the_attention_kernel(flag, attention):
+    sc, reads = _read(training={flag: True})
+    assert sc.training.attention == attention and reads["training.attention"][1] == f"{flag}: true"
+    off, reads = _read(training={flag: "false"})
+    assert off.training.attention == "eager" and reads["training.attention"][2] == "eager"
+
+
+def test_hugging_faces_attn_implementation_is_the_attention_kernel():
+    sc, _ = _read(training={"attn_implementation": "eager"})
+    assert sc.training.attention == "eager"
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"training": {"micro_batch_size": 4}}, "training.micro_batch_size is a layout key: put it under layout (as "
+                                            "micro_batch)"),
+    ({"layout": {"seq_len": 4096}}, "layout.seq_len is a training key: put it under training"),
+    ({"training": {"batch_size": 256}}, "training.batch_size means different things in different frameworks: give "
+                                        "training.global_batch"),
+    ({"training": {"nonsense": 1}}, "unknown key training.nonsense: valid keys are seq_len"),
+])
+def test_a_key_in_the_wrong_section_or_an_ambiguous_one_is_named_with_its_fix(raw, message):
+    with pytest.raises(GpuplanError) as err:
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}, **raw})
+    assert str(err.value).startswith(message)
+
+
+def test_a_top_level_key_of_a_section_is_named():
+    with pytest.raises(GpuplanError, match="^scenario.gpu is a hardware key: put it under hardware$"):
+        parse_scenario({"model": "llama-3.1-8b", "gpu": "h100-sxm"})
+
+
+@pytest.mark.parametrize("words, fabric", [("infiniband 200", "ib-hdr-200g"), ("IB 400", "ib-ndr-400g"),
+                                           ("RoCE 200", "roce-200g"), ("ethernet 25", "eth-25g"),
+                                           ("RoCE v2 400G", "roce-400g")])
+def test_a_network_with_a_bare_rate_is_that_rate(words, fabric):
+    sc, _ = _read(hardware={"gpu": "h100-sxm", "gpus": 64, "scale_out": words})
+    assert sc.hardware.scale_out.id == fabric

@@ -285,6 +285,8 @@ def network_words(text: str, default: str | None = None) -> str | None:
         return named
     rates = re.findall(r"(?<![\d.])(\d{2,3})(?!\d)\s*(?:g\b|gb/s|gbps|gbit|gbe|gb\b|g(?=[\s-]))", t + " ")
     rates += re.findall(r"\b(?:edr|hdr|ndr|xdr)[\s-]?(\d{2,3})\b", t)  # HDR100: an HDR port split to 100 Gb/s
+    # a bare figure beside the technology ("InfiniBand 200", "RoCE 400") is its rate per port in Gb/s
+    rates += re.findall(r"(?<![\d.])(10|25|100|200|400|800)(?![\d.])", t)
     rate = int(rates[0]) if rates else None
     gen = next((v for k, v in _IB_GENERATIONS.items() if re.search(rf"\b{k}", t)), None)
     if re.search(r"infiniband|\bib\b", t) or gen is not None:

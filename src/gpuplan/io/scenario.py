@@ -22,6 +22,7 @@ from gpuplan.io.schema import (
     TOP_KEYS,
     TRAINING_KEYS,
     own_keys,
+    unknown_key,
 )
 from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
@@ -56,9 +57,8 @@ SCENARIO_BOUNDS = {"max_depth": 16, "max_nodes": 100_000, "max_items": MAX_SCENA
 def _check_keys(section: dict, allowed: tuple[str, ...], where: str) -> None:
     if not isinstance(section, dict):
         raise GpuplanError(f"{where} must be a mapping of keys, got {_kind(section)}")
-    for key in section:
-        if key not in allowed:
-            raise GpuplanError(f"unknown key {where}.{key}: valid keys are {', '.join(allowed)}")
+    for key in (k for k in section if k not in allowed):
+        raise GpuplanError(unknown_key(key, allowed, where))
 
 
 def _kind(value: Any) -> str:

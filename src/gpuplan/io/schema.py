@@ -47,6 +47,9 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
+        # the attention kernel: Hugging Face's attn_implementation ("flash_attention_2", "sdpa", "eager"),
+        # llm-foundry's attn_config.attn_impl ("flash", "torch")
+        **dict.fromkeys(("attn_implementation", "attn_impl"), "attention"),
         **dict.fromkeys(("tokens_per_step", "batch_tokens", "global_batch_size_tokens"), "global_batch_tokens"),
         "optimizer_in_bwd": "optimizer_in_backward",
         "enable_activation_offloading": "activation_offloading",
@@ -246,3 +249,22 @@ def field_help(key: str) -> str:
     if doc.unit:
         parts.append(f"unit: {doc.unit}")
     return "; ".join(parts) + f" [{key}]"
+
+
+# a key that means a different field to each framework: its error asks which (nanoGPT's and torchtune's batch_size is
+# per GPU, a paper's "batch size" is the global batch)
+AMBIGUOUS_KEYS = {"batch_size": "training.global_batch (sequences per optimizer step) or layout.micro_batch "
+                                "(sequences per GPU per forward/backward)"}
+
+
+def unknown_key(key: str, allowed: tuple[str, ...], where: str) -> str:
+    """The error for ``where.key``: which field an ambiguous key could be, the section a key of another belongs in,
+    else the section's keys."""
+    if key in AMBIGUOUS_KEYS:
+        return f"{where}.{key} means different things in different frameworks: give {AMBIGUOUS_KEYS[key]}"
+    for name, keys in SECTIONS:
+        own = KEY_ALIASES.get(name, {}).get(key, key)
+        if name != where and own in keys:
+            spelled = f" (as {own})" if own != key else ""
+            return f"{where}.{key} is a {name} key: put it under {name}{spelled}"
+    return f"unknown key {where}.{key}: valid keys are {', '.join(allowed)}"

@@ -1,6 +1,7 @@
 """Keys of a scenario as users write them that are not gpuplan's own, read as what they mean before the sections are
 checked (io/scenario.py): a gradient-checkpointing switch (Hugging Face ``gradient_checkpointing``, torchtune
-``enable_activation_checkpointing``) as ``layout.recompute``, ``fsdp: true`` as ZeRO-3, a network as
+``enable_activation_checkpointing``) as ``layout.recompute``, ``fsdp: true`` as ZeRO-3, a FlashAttention switch as
+``training.attention``, a network as
 the fabric it names, gradient accumulation steps as the global batch they make, and the optimizer's
 hyperparameters (learning rate, schedule, clipping, logging) — which change neither memory nor step time — set aside.
 Each reading is listed under ``assumed`` (Scenario.read_as), never silent."""
@@ -20,6 +21,7 @@ from gpuplan.units import parse_count
 CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_activation_checkpointing")
 NETWORK = ("interconnect", "network", "inter_node_network")
 ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches")
+FLASH = ("flash_attention", "use_flash_attention", "use_flash_attn", "flash_attn")
 EPOCHS = ("epochs", "num_train_epochs", "num_epochs", "max_epochs")
 UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters",
           "lr_scheduler", "lr_scheduler_type", "lr_decay_style", "seed", "adam_beta1", "adam_beta2", "betas",
@@ -92,6 +94,13 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
         for key in [k for k in UNUSED if k in training]:
             reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
                           "an optimizer hyperparameter or logging setting: it changes neither memory nor step time"))
+        for key in [k for k in FLASH if k in training]:
+            on = _switch(training.pop(key), f"training.{key}")
+            if training.get("attention") is None:
+                training["attention"] = "flash" if on else "eager"
+                reads.append(("training.attention", f"{key}: {str(on).lower()}", training["attention"],
+                              "a fused attention kernel (FlashAttention) on: flash" if on else
+                              "no fused attention kernel: the scores materialised (eager)"))
         for key in [k for k in EPOCHS if k in training]:
             reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
                           "epochs count passes over a dataset whose size in tokens the scenario does not give: give "
