@@ -22,22 +22,45 @@ def _sc(model: str, gpus: int, **training):
 
 def test_given_batch_that_no_layout_of_the_count_splits_says_what_would():
     # Llama 2 70B: 80 layers, tp ≤ 8 inside an 8-GPU node. 328 = 8 × 41 = dp × tp × pp: 41 fits no pipeline (at most
-    # 40 stages of two layers), so dp is 41, 82, 164 or 328, none of which divides 1,000; 984 = 41 × 24 and
-    # 1,025 = 41 × 25 are the nearest that do, and 984 (also 82 × 12, 164 × 6, 328 × 3, micro-batches 1–8 at dp 41)
-    # keeps the most (split, micro-batch) pairs; 320 GPUs (dp 40 × tp 8) and 400 (dp 50 × tp 8) split 1,000 — no
-    # whole-node count between them does (336: dp 42 or 21; 344: 43; 352, 360, …: an odd factor the batch lacks)
-    res = plan_scenario(_sc("llama-2-70b", 328, global_batch=1000, tokens=1e9)).result
-    assert res.best is None and res.global_batch == 1000
+    # 40 stages of two layers), so dp is 41, 82, 164 or 328, none of which divides 100; 82 = 41 × 2 and 123 = 41 × 3
+    # are the nearest that do (−18 %, +23 %: no rounded figure, so the batch stays) and 82 keeps the most (split,
+    # micro-batch) pairs; 320 GPUs (dp 20 × tp 8 × pp 2) and 400 (dp 50 × tp 8) split 100 — no whole-node count
+    # between them does (336: dp 42 or 21; 344: 43; 352, 360, …: a factor the batch lacks)
+    res = plan_scenario(_sc("llama-2-70b", 328, global_batch=100, tokens=1e9)).result
+    assert res.best is None and res.global_batch == 100
     gap = res.no_split
     assert (gap.gpus, gap.global_batch, gap.batches, gap.suggested, gap.counts) == \
-        (328, 1000, (984, 1025), 984, (320, 400))
+        (328, 100, (82, 123), 82, (320, 400))
     js = plan_json(res)
-    assert js["no_split"] == {"gpus": 328, "global_batch": 1000, "batches": [984, 1025], "suggested_batch": 984,
+    assert js["no_split"] == {"gpus": 328, "global_batch": 100, "batches": [82, 123], "suggested_batch": 82,
                               "counts": [320, 400]}
     text = plan_text(js)
-    assert "no layout of 328 GPUs splits the global batch of 1,000 sequences" in text
+    assert "no layout of 328 GPUs splits the global batch of 100 sequences" in text
     assert "deadline or budget" not in text  # none was given
-    assert "take a global batch of 984 or 1,025 sequences on 328 GPUs; or 320 or 400 GPUs for 1,000 sequences" in text
+    assert "take a global batch of 82 or 123 sequences on 328 GPUs; or 320 or 400 GPUs for 100 sequences" in text
+
+
+def test_a_given_batch_within_5_percent_of_one_that_splits_is_read_as_it():
+    # 1,000 sequences on the same 328 GPUs: 984 (= 41 × 24, −1.6 %) is the batch a framework would run — a published
+    # batch is a rounded figure (OPT-175B's 1,000 on 992 GPUs) — and the reading is listed under read_as
+    res = plan_scenario(_sc("llama-2-70b", 328, global_batch=1000, tokens=1e9)).result
+    assert res.global_batch == 984 and res.no_split is None and res.best.gpus == 328
+    (reading,) = [a for a in plan_json(res)["assumed"] if a.get("given") == "1,000 sequences"]
+    assert reading["value"] == 984 and "read as 984" in reading["rule"] and "-1.6%" in reading["rule"]
+
+
+def test_a_count_only_a_refused_pipeline_splits_is_no_split_for_that_framework():
+    # OPT-175B's 992 GPUs (8 × 124 = 2^5 × 31) and 1,000 sequences: only a 31-stage pipeline splits them (dp 8 ×
+    # tp 4), which PyTorch FSDP via accelerate cannot run — so the batch is read as 992 (dp 124 × tp 8), not refused
+    sc = parse_scenario({"model": "opt-175b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 992},
+                         "training": {"seq_len": 2048, "global_batch": 1000, "tokens": 1e9,
+                                      "framework": "pytorch-fsdp"}})
+    assert split_count(sc, (sc.hardware,), 992, 1000) == 0
+    res = plan_scenario(sc).result
+    assert res.global_batch == 992 and res.best.gpus == 992 and res.best.layout.pp == 1
+    generic = parse_scenario({**{"model": "opt-175b"}, "hardware": {"gpu": "a100-80gb-sxm", "gpus": 992},
+                              "training": {"seq_len": 2048, "global_batch": 1000}})
+    assert split_count(generic, (generic.hardware,), 992, 1000) > 0  # a stack with pipelines splits it as given
 
 
 def test_an_odd_factor_of_the_count_goes_into_the_pipeline():
@@ -126,8 +149,9 @@ def test_a_batch_given_in_tokens_is_read_as_the_nearest_that_splits():
     # a plan at a given count reads it the same way: 328 GPUs of a 70B, 1,024 sequences → 984 (−3.9%)
     res = plan_scenario(_sc("llama-2-70b", 328, global_batch_tokens=4194304, tokens=1e12)).result
     assert res.global_batch == 984 and res.no_split is None and res.best.gpus == 328
-    # given in sequences it stays, and the answer says what would split
-    assert plan_scenario(_sc("llama-2-70b", 328, global_batch=1024, tokens=1e12)).result.no_split is not None
+    # given in sequences, within 5 % too; further off it stays, and the answer says what would split
+    assert plan_scenario(_sc("llama-2-70b", 328, global_batch=1024, tokens=1e12)).result.global_batch == 984
+    assert plan_scenario(_sc("llama-2-70b", 328, global_batch=100, tokens=1e12)).result.no_split is not None
 
 
 def test_evaluate_reads_a_batch_in_sequences_as_the_nearest_that_splits_its_layout():

@@ -264,22 +264,28 @@ def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> 
     return f"{framework} cannot run this: {rule.why}" if rule is not None else None
 
 
+def _reads(when: Mapping[str, Any]) -> set[str]:
+    """The fields a rule's condition reads."""
+    out: set[str] = set()
+    for key, cond in when.items():
+        out |= set().union(*(_reads(sub) for sub in cond)) if key == "any" else {key}
+    return out
+
+
 @cache
 def rule_fields(framework: str) -> frozenset[str]:
     """The fields ``framework``'s ``cannot_run`` rules read (a refusal depends on nothing else)."""
-    out: set[str] = set()
+    return frozenset(set().union(*(_reads(r.when) for r in get_framework(framework).cannot_run)))
 
-    def walk(when: Mapping[str, Any]) -> None:
-        for key, cond in when.items():
-            if key == "any":
-                for sub in cond:
-                    walk(sub)
-            else:
-                out.add(key)
 
-    for r in get_framework(framework).cannot_run:
-        walk(r.when)
-    return frozenset(out)
+def refuses_degrees(framework: str, degrees: Mapping[str, int], training: Any) -> bool:
+    """Whether a ``cannot_run`` rule of ``framework`` that reads these parallel degrees, and nothing but them and
+    the job, refuses them — no layout of these degrees runs (PyTorch FSDP via accelerate: no pipeline)."""
+    rules = get_framework(framework).cannot_run
+    if not rules:
+        return False
+    fields = {**training_fields(training), **degrees}
+    return any(_reads(r.when) & degrees.keys() and _met(r.when, fields) for r in rules)
 
 
 @cache

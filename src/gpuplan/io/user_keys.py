@@ -91,26 +91,34 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 reads.append((f"hardware.{field}", f"{key}: {value}", value,
                               f"the {key} {'inside a node' if inside else 'between nodes'}"))
     if isinstance(training, dict):
-        for key in [k for k in UNUSED if k in training]:
-            reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
-                          "an optimizer hyperparameter or logging setting: it changes neither memory nor step time"))
-        for key in [k for k in FLASH if k in training]:
-            on = _switch(training.pop(key), f"training.{key}")
-            if training.get("attention") is None:
-                training["attention"] = "flash" if on else "eager"
-                reads.append(("training.attention", f"{key}: {str(on).lower()}", training["attention"],
-                              "a fused attention kernel (FlashAttention) on: flash" if on else
-                              "no fused attention kernel: the scores materialised (eager)"))
-        for key in [k for k in EPOCHS if k in training]:
-            reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
-                          "epochs count passes over a dataset whose size in tokens the scenario does not give: give "
-                          "training.tokens (epochs × the dataset's tokens) for a time to train"))
-        accumulation = [k for k in ACCUMULATION if k in training]
-        if accumulation:
-            reads.append(_accumulated(training, accumulation[0], hardware, layout))
+        reads += _training_keys(training, hardware, layout)
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
                      if v is not None}}
     return out, tuple(reads)
+
+
+def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
+    """The training section's keys read (``read_user_keys``): FlashAttention switches, hyperparameters and epochs set
+    aside, accumulation steps as the global batch."""
+    reads: list[Reading] = []
+    for key in [k for k in UNUSED if k in training]:
+        reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
+                      "an optimizer hyperparameter or logging setting: it changes neither memory nor step time"))
+    for key in [k for k in FLASH if k in training]:
+        on = _switch(training.pop(key), f"training.{key}")
+        if training.get("attention") is None:
+            training["attention"] = "flash" if on else "eager"
+            reads.append(("training.attention", f"{key}: {str(on).lower()}", training["attention"],
+                          "a fused attention kernel (FlashAttention) on: flash" if on else
+                          "no fused attention kernel: the scores materialised (eager)"))
+    for key in [k for k in EPOCHS if k in training]:
+        reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
+                      "epochs count passes over a dataset whose size in tokens the scenario does not give: give "
+                      "training.tokens (epochs × the dataset's tokens) for a time to train"))
+    accumulation = [k for k in ACCUMULATION if k in training]
+    if accumulation:
+        reads.append(_accumulated(training, accumulation[0], hardware, layout))
+    return reads
 
 
 def _fsdp(layout: dict, value: Any) -> list[Reading]:

@@ -208,8 +208,8 @@ def dumps(obj: Any) -> str:
 
 
 def _default(o: Any) -> Any:
-    if hasattr(o, "__dataclass_fields__"):
-        return {k: getattr(o, k) for k in o.__dataclass_fields__}
+    if hasattr(o, "__dataclass_fields__"):  # its fields, not the hash it keeps (spec/hardware.py, spec/_value.py)
+        return {k: getattr(o, k) for k in o.__dataclass_fields__ if not k.startswith("_")}
     if isinstance(o, tuple | set):
         return list(o)
     raise TypeError(f"cannot serialise {type(o).__name__}")

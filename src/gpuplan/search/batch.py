@@ -7,10 +7,12 @@ batch a given count can split, and for what to change when the batch is given to
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import EllipsisType
 
-from gpuplan.search.space import MICRO_BATCHES, splits
+from gpuplan.catalog.frameworks import refuses_degrees
+from gpuplan.search.space import MICRO_BATCHES, Split, splits
 from gpuplan.spec import Hardware
 from gpuplan.spec.scenario import Scenario
 
@@ -28,23 +30,33 @@ class NoSplit:
     counts: tuple[int | None, int | None]
 
 
+def _runnable(sc: Scenario, hw: Hardware, counts: Callable[[int], bool], max_gpus: int, global_batch: int
+              ) -> Iterator[Split]:
+    """The splits of search/space.py ``splits`` whose parallel degrees the framework can run at all (PyTorch FSDP
+    via accelerate has no pipeline: a count only a pipeline splits does not split the batch there)."""
+    tr = sc.training
+    for s in splits(sc, hw, counts, max_gpus, global_batch):
+        if not refuses_degrees(tr.framework, {"tp": s.tp, "pp": s.pp, "cp": s.cp, "dp": s.dp, "ep": s.ep}, tr):
+            yield s
+
+
 def split_count(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: int) -> int:
-    """The parallel splits of exactly ``n`` GPUs over the GPU types of ``targets`` (search/space.py ``splits``)."""
-    return sum(1 for hw in targets for _ in splits(sc, hw, lambda k: k == n, n, global_batch))
+    """The parallel splits of exactly ``n`` GPUs over the GPU types of ``targets`` that the framework can run."""
+    return sum(1 for hw in targets for _ in _runnable(sc, hw, lambda k: k == n, n, global_batch))
 
 
 def _replicas(sc: Scenario, targets: tuple[Hardware, ...], n: int) -> list[int]:
     """What the global batch must be a multiple of for each layout of ``n`` GPUs, whatever the batch: its
     data-parallel width (a divisor of ``n``) times a fixed micro-batch."""
     unit = sc.layout.get("micro_batch", 1)
-    return sorted({s.dp * unit for hw in targets for s in splits(sc, hw, lambda k: k == n, n, n)})
+    return sorted({s.dp * unit for hw in targets for s in _runnable(sc, hw, lambda k: k == n, n, n)})
 
 
 def _room(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: int) -> int:
     """The (split, micro-batch) pairs of ``n`` GPUs that ``global_batch`` admits: each split whose data-parallel
     width divides it, once per micro-batch the search tries (or the fixed one) that divides its replicas' share."""
     mbs = (sc.layout["micro_batch"],) if "micro_batch" in sc.layout else MICRO_BATCHES
-    return sum(1 for hw in targets for s in splits(sc, hw, lambda k: k == n, n, global_batch)
+    return sum(1 for hw in targets for s in _runnable(sc, hw, lambda k: k == n, n, global_batch)
                for mb in mbs if global_batch // s.dp % mb == 0)
 
 
@@ -77,7 +89,7 @@ def no_split(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: 
     widths = _replicas(sc, targets, n)
     below = [global_batch // d * d for d in widths if global_batch // d * d >= d]
     above = [math.ceil(global_batch / d) * d for d in widths]
-    worlds = {s.world for hw in targets for s in splits(sc, hw, lambda k: k != n, 4 * n, global_batch)}
+    worlds = {s.world for hw in targets for s in _runnable(sc, hw, lambda k: k != n, 4 * n, global_batch)}
     return NoSplit(gpus=n, global_batch=global_batch,
                    batches=(max(below, default=None), min(above, default=None)),
                    suggested=suggested,

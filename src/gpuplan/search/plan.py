@@ -163,12 +163,12 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
     gap = None
     if fixed_n is not None and not split_count(sc, targets, fixed_n, gb):
         # the default batch splits over no layout of the given count: the batch that does (said under
-        # `assumed`); a batch given in tokens, within 5 % (`read as`); a batch given in sequences (or a fixed dp)
-        # stays, and the answer says what would split
+        # `assumed`); a batch given in tokens or sequences, within 5 % (`read as`: a published batch is rounded);
+        # further off (or a fixed dp) it stays, and the answer says what would split
         suggested = batch_for_count(sc, targets, fixed_n, gb)
         fitted = None if "dp" in sc.layout else suggested
         if fitted is not None and "training.global_batch" in sc.given:
-            read = read_batch(sc, fitted)
+            read = read_batch(sc, fitted, sequences=True)
             sc, fitted = (read, fitted) if read is not None else (sc, None)
         if fitted is None:
             gap = no_split(sc, targets, fixed_n, gb, suggested)

@@ -1,8 +1,9 @@
 """A global batch given in tokens, read against the layout it runs on: a round figure ("4M tokens") that does not
 split over the data-parallel replicas is read as the nearest batch that does, within 5 % (``evaluate`` and ``plan``
-both ask here). ``evaluate`` of a whole layout reads a batch given in sequences the same way: a published batch is
-often a rounded one (GPT-NeoX-20B's "1538 contexts" on 12 replicas), and the framework ran the multiple of dp ×
-micro-batch nearest it; a ``plan`` keeps such a batch and answers which batches and counts split it."""
+both ask here). A batch given in sequences is read the same way: a published batch is often a rounded one
+(GPT-NeoX-20B's "1538 contexts" on 12 replicas; OPT-175B's 1,000 on 992 GPUs), and the framework ran the multiple
+of dp × micro-batch nearest it. Further than 5 % off, ``evaluate``'s check names the problem and ``plan`` answers
+which batches and counts split it."""
 
 from __future__ import annotations
 
@@ -37,9 +38,9 @@ def read_batch(sc: Scenario, best: int, sequences: bool = False) -> Scenario | N
                    f"nearest batch that does, {best / gb - 1:+.1%} (a batch in tokens is a round figure)")
     elif sequences and "training.global_batch" in sc.given:
         reading = ("training.global_batch", f"{gb:,} sequences", best,
-                   f"{gb:,} sequences do not split over this layout's data-parallel replicas × micro-batch: read as "
-                   f"{best:,}, the nearest batch that does, {best / gb - 1:+.1%} (what the framework runs; a "
-                   "published batch is often a rounded figure)")
+                   f"{gb:,} sequences split over no layout here (data-parallel replicas × micro-batch): read as "
+                   f"{best:,}, the nearest batch that does, {best / gb - 1:+.1%} (a published batch is often a "
+                   "rounded figure)")
     else:
         return None
     return replace(sc, training=replace(tr, global_batch=best), read_as=sc.read_as + (reading,))
