@@ -27,7 +27,7 @@ from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
 from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.spec.scenario import Scenario, complete_layout
-from gpuplan.spec.tokens_batch import tokens_batch
+from gpuplan.spec.tokens_batch import batch_for_layout
 
 
 class Note(Enum):
@@ -151,7 +151,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if problem:
         raise GpuplanError(problem)
     if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
-        sc = tokens_batch(sc, _replicas_of(sc, overrides), sequences=True)
+        sc = batch_for_layout(sc, _replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
         gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \

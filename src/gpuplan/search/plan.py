@@ -168,7 +168,7 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
         suggested = batch_for_count(sc, targets, fixed_n, gb)
         fitted = None if "dp" in sc.layout else suggested
         if fitted is not None and "training.global_batch" in sc.given:
-            read = read_batch(sc, fitted, sequences=True)
+            read = read_batch(sc, fitted)
             sc, fitted = (read, fitted) if read is not None else (sc, None)
         if fitted is None:
             gap = no_split(sc, targets, fixed_n, gb, suggested)

@@ -14,20 +14,19 @@ from gpuplan.spec.scenario import Scenario
 TOKENS_SLACK = 0.05  # a batch given in tokens ("4M") is a round figure: read within 5 % of it (io/user_keys.py)
 
 
-def tokens_batch(sc: Scenario, multiple: int, sequences: bool = False) -> Scenario:
-    """A global batch given in tokens (or, with ``sequences``, in sequences) that does not split into ``multiple``
-    (dp × micro-batch) sequences: read as the multiple nearest it (``read_batch``); else the scenario as it is (its
-    check names the problem)."""
+def batch_for_layout(sc: Scenario, multiple: int) -> Scenario:
+    """A given global batch that does not split into ``multiple`` (dp × micro-batch) sequences: read as the multiple
+    nearest it (``read_batch``); else the scenario as it is (its check names the problem)."""
     gb = sc.training.global_batch
     if gb is None or gb % multiple == 0:
         return sc
     sides = (gb // multiple * multiple, -(-gb // multiple) * multiple)
-    return read_batch(sc, min((m for m in sides if m), key=lambda m: (abs(m - gb), -m)), sequences) or sc
+    return read_batch(sc, min((m for m in sides if m), key=lambda m: (abs(m - gb), -m))) or sc
 
 
-def read_batch(sc: Scenario, best: int, sequences: bool = False) -> Scenario | None:
+def read_batch(sc: Scenario, best: int) -> Scenario | None:
     """The scenario with its global batch read as ``best`` sequences, the reading listed under `read as` — when the
-    batch was given in tokens (or, with ``sequences``, in sequences) and ``best`` is within 5 % of it; else None."""
+    batch was given (in tokens or sequences) and ``best`` is within 5 % of it; else None."""
     tr = sc.training
     gb = tr.global_batch
     if gb is None or abs(best / gb - 1) > TOKENS_SLACK:
@@ -36,7 +35,7 @@ def read_batch(sc: Scenario, best: int, sequences: bool = False) -> Scenario | N
         reading = ("training.global_batch_tokens", f"{gb * tr.seq_len:,} tokens", best * tr.seq_len,
                    f"{gb:,} sequences of {tr.seq_len:,} tokens split over no layout here: read as {best:,}, the "
                    f"nearest batch that does, {best / gb - 1:+.1%} (a batch in tokens is a round figure)")
-    elif sequences and "training.global_batch" in sc.given:
+    elif "training.global_batch" in sc.given:
         reading = ("training.global_batch", f"{gb:,} sequences", best,
                    f"{gb:,} sequences split over no layout here (data-parallel replicas × micro-batch): read as "
                    f"{best:,}, the nearest batch that does, {best / gb - 1:+.1%} (a published batch is often a "
