@@ -78,11 +78,25 @@ def test_profiles_are_read_only():
         profile.name = "other"  # type: ignore[misc]
 
 
-def test_generic_refuses_nothing():
+def test_generic_refuses_nothing_but_qlora_tensor_parallelism():
     generic = get_framework("generic")
-    assert generic.cannot_run == ()
+    assert [r.rule for r in generic.cannot_run] == ["qlora-no-tensor-parallel"]
     worst = _layout(pp=8, zero=3, tp=8, cp=4, tp_overlap=True, offload="params", pp_schedule="zero-bubble")
-    assert refusals(generic, worst, _training(method="qlora", precision="fp16")) == []
+    for method in ("full", "lora"):
+        assert refusals(generic, worst, _training(method=method, precision="fp16")) == []
+    # QLoRA's 4-bit weights shard along data parallelism only (FSDP-QLoRA, ZeRO-3): tp or cp > 1 refused, pp kept
+    # (Hugging Face's device_map splits the layers over GPUs)
+    qlora = _training(method="qlora")
+    assert refusals(generic, _layout(pp=4, dp=2, zero=3), qlora) == []
+    for lay in (_layout(tp=2, dp=4, zero=3), _layout(cp=2, dp=4, zero=3)):
+        assert [r.rule for r in refused_rules(generic, lay, qlora)] == ["qlora-no-tensor-parallel"]
+
+
+def test_qlora_tensor_parallelism_refused_by_the_stacks_that_run_qlora():
+    lay, qlora = _layout(tp=2, dp=4, zero=3), _training(method="qlora")
+    for name in ("generic", "pytorch-fsdp", "deepspeed"):
+        assert "qlora-no-tensor-parallel" in [r.rule for r in refused_rules(get_framework(name), lay, qlora)]
+        assert refusals(get_framework(name), _layout(dp=8, zero=3), qlora) == []
 
 
 def test_deepspeed_pipeline_refuses_zero2_and_zero3_but_not_zero1():

@@ -272,10 +272,13 @@ def _reads(when: Mapping[str, Any]) -> set[str]:
     return out
 
 
-@cache
-def rule_fields(framework: str) -> frozenset[str]:
-    """The fields ``framework``'s ``cannot_run`` rules read (a refusal depends on nothing else)."""
-    return frozenset(set().union(*(_reads(r.when) for r in get_framework(framework).cannot_run)))
+def rule_fields(framework: str, training: Any = None) -> frozenset[str]:
+    """The fields ``framework``'s ``cannot_run`` rules read (a refusal depends on nothing else); with ``training``,
+    of the rules this job can meet (a rule whose condition on a job field fails never refuses one of its layouts)."""
+    job = training_fields(training) if training is not None else {}
+    live = [r for r in get_framework(framework).cannot_run if all(_holds(job[k], c) for k, c in r.when.items()
+                                                                  if job.get(k) is not None)]
+    return frozenset(set().union(*(_reads(r.when) for r in live)))
 
 
 def refuses_degrees(framework: str, degrees: Mapping[str, int], training: Any) -> bool:

@@ -72,7 +72,7 @@ class Book:
         kept = (tuple(sorted(self._kept.items())), self._sp, self._tp_overlap, self._ep_overlap)
         self._peaks = peak_table(sc, tr, kept)
         # the layout fields the framework's cannot-run rules read: a refusal depends on nothing else here
-        self._rules = tuple(sorted(rule_fields(tr.framework) & LAYOUT_FIELDS)) if profile.cannot_run else ()
+        self._rules = tuple(sorted(rule_fields(tr.framework, tr) & LAYOUT_FIELDS)) if profile.cannot_run else ()
 
     # ---- one layout ------------------------------------------------------------------------------
     def _layout(self, split: Split, fam: Family, mb: int, sp: bool, off: str) -> Layout:
