@@ -24,6 +24,9 @@ def test_megatron_and_deepspeed_names_are_the_scenarios_keys():
     hw = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu_type": "h100-sxm", "num_gpus": 16,
                                                                 "nproc_per_node": 8}})
     assert (hw.hardware.gpus, hw.hardware.gpus_per_node) == (16, 8)
+    # a hardware section as papers' tables give it ("gpu: A100-80GB, count: 2048")
+    counted = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "count": 2048}})
+    assert counted.hardware.gpus == 2048 and "hardware.gpus" in counted.given
 
 
 def test_a_key_given_twice_in_two_spellings_is_refused():

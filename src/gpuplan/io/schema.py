@@ -58,7 +58,7 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
                          "use_cuda_graph", "cuda_graph"), "cuda_graphs"),
     },
     "hardware": {
-        **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size"), "gpus"),
+        **dict.fromkeys(("num_gpus", "n_gpus", "gpu_count", "world_size", "count"), "gpus"),
         **dict.fromkeys(("nproc_per_node", "gpus_per_host"), "gpus_per_node"),
         **dict.fromkeys(("gpu_type", "gpu_model", "gpu_name", "accelerator"), "gpu"),
         **dict.fromkeys(("num_nodes", "nnodes", "node_count"), "nodes"),
