@@ -61,13 +61,14 @@ def test_lightning_and_composer_words(word, meant):
     assert _assumed(est, "training.precision")[0]["given"] == word
 
 
-@pytest.mark.parametrize(("stack", "profile"), [("hf-trainer", "pytorch-fsdp"), ("transformers", "pytorch-fsdp"),
-                                                ("lightning", "pytorch-fsdp"), ("axolotl", "pytorch-fsdp"),
+@pytest.mark.parametrize(("stack", "profile"), [("huggingface", "hf-trainer"), ("transformers", "hf-trainer"),
+                                                ("trl", "hf-trainer"), ("peft", "hf-trainer"),
+                                                ("lightning", "pytorch-fsdp"), ("axolotl", "hf-trainer"),
                                                 ("unsloth", "pytorch-fsdp"), ("accelerate", "pytorch-fsdp"),
                                                 ("llm-foundry", "pytorch-fsdp"), ("nemo", "megatron-core"),
                                                 ("megatron-bridge", "megatron-core"),
                                                 ("megatron-deepspeed", "megatron-lm"),
-                                                ("llamafactory", "pytorch-fsdp"), ("ms-swift", "pytorch-fsdp"),
+                                                ("llamafactory", "hf-trainer"), ("ms-swift", "hf-trainer"),
                                                 ("nemo-automodel", "torchtitan"), ("automodel", "torchtitan")])
 def test_a_stack_without_a_profile_is_read_as_the_one_underneath(stack, profile):
     est = _answer(framework=stack)
@@ -116,9 +117,9 @@ def test_help_lists_the_stacks_and_precision_words(capsys):
 
 def test_the_text_answer_says_what_a_word_was_read_as(capsys):
     main(["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--zero", "3",
-          "--framework", "hf-trainer", "--precision", "bf16-true"])
+          "--framework", "lightning", "--precision", "bf16-true"])
     out = capsys.readouterr().out
-    assert "read as: framework hf-trainer → pytorch-fsdp, precision bf16-true → bf16-pure" in out
+    assert "read as: framework lightning → pytorch-fsdp, precision bf16-true → bf16-pure" in out
 
 
 @pytest.mark.parametrize("word, profile", [
@@ -129,8 +130,8 @@ def test_the_text_answer_says_what_a_word_was_read_as(capsys):
     ("GPT-NeoX", "megatron-lm"), ("MegaBlocks", "megatron-lm"), ("Primus", "megatron-core"),
     ("Pai-Megatron-Patch", "megatron-core"), ("ColossalAI", "deepspeed"), ("OpenRLHF", "deepspeed"),
     ("metaseq", "pytorch-fsdp"), ("fairseq", "pytorch-fsdp"), ("DDP", "pytorch-fsdp"), ("verl", "pytorch-fsdp"),
-    ("Hugging Face", "pytorch-fsdp"), ("MaxText", "generic"), ("T5X", "generic"),
-    ("HuggingFace Transformers", "pytorch-fsdp"), ("nanoGPT", "pytorch-fsdp"), ("Horovod", "pytorch-fsdp"),
+    ("Hugging Face", "hf-trainer"), ("HF Trainer", "hf-trainer"), ("MaxText", "generic"), ("T5X", "generic"),
+    ("HuggingFace Transformers", "hf-trainer"), ("nanoGPT", "pytorch-fsdp"), ("Horovod", "pytorch-fsdp"),
     ("picotron", "nanotron"), ("veScale", "torchtitan"), ("DeepSpeed ZeRO-3", "deepspeed"),
     ("DeepSpeed ZeRO 2", "deepspeed"), ("Mesh TensorFlow", "generic"), ("PaddlePaddle", "generic"),
     ("MindSpore", "generic"),
@@ -394,7 +395,7 @@ def test_trainer_optimizer_names(word, impl):
 @pytest.mark.parametrize("word, profile", [
     # the publisher before the name, a note in brackets after it, the words in another order, one of its words
     ("Microsoft DeepSpeed", "deepspeed"), ("NVIDIA Megatron-LM", "megatron-lm"), ("Meta torchtitan", "torchtitan"),
-    ("Hugging Face nanotron", "nanotron"), ("MosaicML LLM Foundry", "pytorch-fsdp"), ("Axolotl (FSDP)", "pytorch-fsdp"),
+    ("Hugging Face nanotron", "nanotron"), ("MosaicML LLM Foundry", "pytorch-fsdp"), ("Axolotl (FSDP)", "hf-trainer"),
     ("Megatron-Core (MCore)", "megatron-core"), ("DeepSpeed-Megatron", "megatron-lm"), ("GPT-NeoX (DeepSpeed)",
                                                                                           "megatron-lm"),
     # an everyday word that is also a stack's alias names nothing alone

@@ -169,7 +169,7 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
     named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest))
              is not None]
-    engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "generic")] or named
+    engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "hf-trainer", "generic")] or named
     stack = engines[0] if engines else (implied if implied is not None and not rest else None)
     if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
         found, _ = read_framework(stack)

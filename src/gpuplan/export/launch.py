@@ -34,7 +34,7 @@ from gpuplan.export.to_torchtitan import torchtitan
 # the framework target a scenario's training.framework runs under (catalog/frameworks.json ids); the rest —
 # generic, megatron-lm (the 2020-22 code, not Megatron-Core's arguments), torchtune — launch with torchrun
 NATURAL_TARGET = {"torchtitan": "torchtitan", "deepspeed": "deepspeed", "pytorch-fsdp": "accelerate",
-                  "megatron-core": "megatron"}
+                  "hf-trainer": "accelerate", "megatron-core": "megatron"}
 SCRIPT = "train.py"  # the user's training script, for the targets that do not ship one
 HEREDOC_END = "GPUPLAN_EOF"
 

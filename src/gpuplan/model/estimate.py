@@ -245,7 +245,7 @@ def _completion(sc: Scenario, fw: str, fixed: dict[str, Any]) -> tuple[Layout | 
 _LAYOUT_DEFAULTS = {f.name: f.default for f in fields(Layout)}
 
 
-NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "torchtune")
+NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "hf-trainer", "torchtune")
 
 
 def named_alternatives(sc: Scenario, lay: Layout) -> tuple[tuple[str, float], ...]:
