@@ -179,3 +179,29 @@ def test_every_system_name_resolves_to_its_own_gpu():
         assert row["source"].count("https://") >= 1
         for name in row["names"]:
             assert get_gpu(name).id == row["gpu"], name
+
+
+@pytest.mark.parametrize("name, gid", [
+    # as papers' and benchmark tables' hardware columns write them: remarks in parentheses or after a comma
+    ("A100-SXM4-80GB (Selene)", "a100-80gb-sxm"),
+    ("V100-32GB (DGX-2)", "v100-32gb"),
+    ("H100-SXM5-80GB (DGX H100)", "h100-sxm"),
+    ("H100-80GB HBM3, 700 W TDP (Grand Teton)", "h100-sxm"),
+    ("L4 (AD104, 72 W)", "l4"),
+    ("GeForce RTX 4090 (AD102)", "rtx-4090"),
+    ("GB200 (per B200-class GPU in NVL72)", "gb200"),
+    ("A10 (GA102, 24GB GDDR6)", "a10"),
+])
+def test_a_name_with_remarks_is_read_as_the_gpu_it_names_and_says_so(name, gid):
+    from gpuplan.io.scenario import parse_scenario
+
+    assert get_gpu(name).id == gid
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": name, "gpus": 8}})
+    (reading,) = [r for r in sc.read_as if r[0] == "hardware.gpu"]
+    assert reading[1:3] == (name, gid) and "remarks" in reading[3]
+
+
+def test_remarks_do_not_rescue_an_unknown_gpu():
+    with pytest.raises(GpuplanError, match="unknown GPU 'Gaudi2 \\(HLS-Gaudi2\\)'"):
+        get_gpu("Gaudi2 (HLS-Gaudi2)")
+    assert get_gpu("A100 (80GB)").id == "a100-80gb-sxm"  # parentheses as separators: the name itself

@@ -191,21 +191,24 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
         return ()
     hit = _systems().get(_key(name))
     why = f"the GPU of that instance or system ({hit[1]})" if hit is not None else \
-        "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None
+        "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" \
+        if _REMARKS.search(name) else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None
     return (("hardware.gpu", name, gid, why),) if why else ()
 
 
 _SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)
+_REMARKS = re.compile(r"\([^)]*\)|,.*$")  # 'A100-SXM4-80GB (Selene)', 'H100-80GB HBM3, 700 W TDP (Grand Teton)'
 
 
 def _system(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
-    """A system or cloud instance named for its GPU ('p4d.24xlarge', 'ND H100 v5', 'DGX A100 640GB'): the GPU it
-    holds; 'DGX' or 'HGX' before a GPU name ('DGX H100', 'HGX B200') is that GPU."""
+    """A system or instance named for its GPU ('p4d.24xlarge', 'DGX A100 640GB', 'HGX B200'), or a name with remarks."""
     hit = _systems().get(_key(text))
     gid = hit[0] if hit is not None else None
     if gid is None and _SYSTEM_WORDS.search(text):
         rest = _SYSTEM_WORDS.sub(" ", text)
         gid = names.get(_key(rest)) or _with_memory_size(rest, table, names)
+    if gid is None and (core := _REMARKS.sub(" ", text).strip()) not in (text, ""):  # a name with remarks
+        gid = names.get(_key(core)) or _with_memory_size(core, table, names) or _system(core, table, names)
     return gid
 
 
@@ -218,9 +221,8 @@ def _family(gid: str) -> str:
 
 
 def _with_memory_size(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
-    """A name that adds its card's memory size to a catalogue name ('RTX 4090 24GB', 'L40S 48 GB'): the GPU
-    the rest names, when its memory is that size within 1 GiB (a datasheet's GB against the catalogue's GiB); a
-    size that contradicts it matches nothing."""
+    """A catalogue name with its card's memory size ('RTX 4090 24GB', 'L40S 48 GB'): the GPU the rest names, when its
+    memory is that size within 1 GiB (a datasheet's GB against the catalogue's GiB); else its sibling of that size."""
     for m in _MEMORY_SIZE.finditer(text):
         gid = names.get(_key(text[:m.start()] + " " + text[m.end():]))
         if gid is None:
