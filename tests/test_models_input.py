@@ -308,6 +308,11 @@ def test_params_with_impossible_head_counts_is_one_clear_error(hints, words) -> 
     ("Qwen2.5-72B-Instruct-AWQ", "qwen2.5-72b", "AWQ changes no shape"),
     ("llama-3.1-8b-bnb-4bit", "llama-3.1-8b", "bnb-4bit changes no shape"),
     ("llama3.1:8b", "llama-3.1-8b", "an Ollama-style tag"),
+    # as papers' tables write a model: remarks in parentheses or after a comma, not read
+    ("GPT-3 175B (174.6B)", "gpt3-175b", "its remarks are not read"),
+    ("LLaMA-65B (paper)", "llama-65b", "its remarks are not read"),
+    ("Llama-2-70B, pretraining", "llama-2-70b", "its remarks are not read"),
+    ("Qwen2.5-72B-Instruct-AWQ (4-bit)", "qwen2.5-72b", "AWQ changes no shape; its remarks are not read"),
 ])
 def test_a_checkpoint_name_with_a_variant_suffix_is_its_model(ref, mid, why):
     from gpuplan.catalog.models import load_model
@@ -323,6 +328,8 @@ def test_a_name_that_is_still_unknown_after_its_suffix_is_dropped_is_refused():
 
     with pytest.raises(GpuplanError, match="unknown model 'nonexistent-model-chat'"):
         load_model("nonexistent-model-chat")
+    with pytest.raises(GpuplanError, match=re.escape("unknown model 'MPT-760m (benchmark yaml)'")):
+        load_model("MPT-760m (benchmark yaml)")
 
 
 # a config.json that names only its class: the model_type is read from transformers' class name

@@ -1,22 +1,17 @@
-"""Turn any model reference into a ``ModelSpec``.
+"""Turn any model reference into a ``ModelSpec``. A reference is one of:
 
-A reference is one of:
+1. a catalogue id, alias or Hugging Face repo name, case-insensitive (``llama-3.1-8b``, ``meta-llama/Llama-3.1-8B``;
+   a checkpoint's variant suffixes and a paper's remarks dropped); a catalogue match wins over a same-named folder;
+2. a path to a ``config.json`` or to a model folder holding one; its ``*.safetensors`` headers (never the weights)
+   give the exact parameter count (``params_source="safetensors"``), else ``model.safetensors.index.json``'s
+   ``metadata.total_size`` over the bytes per element of ``torch_dtype`` (``"safetensors-index"``);
+3. an inline mapping of Hugging Face config keys with ``model_type`` (GPT-2 style ``n_layer``/``n_embd``/``n_head``
+   without it are ``gpt2``; a config naming only its ``architectures`` class, by that class: ``model_type_of``);
+4. ``{params: N}`` with optional hints ``vocab``, ``seq``, ``layers``, ``hidden``: a Llama-like shape is derived
+   (``_from_params``) and ``params`` is taken as given.
 
-1. a catalogue id, alias or Hugging Face repo name, case-insensitive (``llama-3.1-8b``,
-   ``meta-llama/Llama-3.1-8B``); a catalogue match wins over a same-named local folder;
-2. a path to a ``config.json`` or to a model folder holding one. When the folder also holds
-   ``*.safetensors`` files, their headers (never the weights) give the exact parameter count
-   (``params_source="safetensors"``); with only ``model.safetensors.index.json``, its
-   ``metadata.total_size`` divided by the bytes per element of ``torch_dtype`` does
-   (``"safetensors-index"``);
-3. an inline mapping of Hugging Face config keys with ``model_type`` (GPT-2 style
-   ``n_layer``/``n_embd``/``n_head`` without ``model_type`` are read as ``gpt2``; a config naming only its
-   ``architectures`` class, by that class: ``model_type_of``);
-4. ``{params: N}`` with optional hints ``vocab``, ``seq``, ``layers``, ``hidden``: a Llama-like
-   shape is derived (see ``_from_params``) and ``params`` is taken as given.
-
-The catalogue (``catalog/models``) holds real ``config.json`` files and an ``index.json`` with
-names, aliases and published parameter counts; it is read lazily, on first use.
+The catalogue (``catalog/models``) holds real ``config.json`` files and an ``index.json`` with names, aliases and
+published parameter counts, read lazily.
 """
 
 from __future__ import annotations
@@ -143,16 +138,21 @@ _VARIANT_SUFFIX = re.compile(r"[-_](instruct|chat|it|base|hf|fp8|fp16|bf16|awq|g
                              r"bnb[-_]4bit|4bit|8bit)$", re.IGNORECASE)
 
 
+_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # as papers' tables write a model: 'GPT-3 175B (174.6B)'
+
+
 def _variant_of(ref: str) -> tuple[str, str] | None:
-    """(catalogue id, why) of a checkpoint name the catalogue knows once its variant suffixes are dropped
-    ("Llama-3.1-405B-Instruct-FP8", "llama3.1:8b"), else None."""
+    """(catalogue id, why) of a checkpoint name the catalogue knows once its variant suffixes, or remarks in
+    parentheses or after a comma, are dropped ("Llama-3.1-405B-Instruct-FP8", "llama3.1:8b", "LLaMA-65B (paper)")."""
     s, dropped = ref.strip().replace(":", "-"), []
+    remarks = (core := _REMARKS.sub("", s).strip()) not in (s, "")
+    s = core if remarks else s
     for _ in range(4):
         key = _find(s)
         if key is not None:
             why = (f"{' and '.join(dropped)} {'changes' if len(dropped) == 1 else 'change'} no shape" if dropped
-                   else "an Ollama-style tag")
-            return key, why
+                   else "an Ollama-style tag" if ":" in ref else "")
+            return key, "; ".join(w for w in (why, "its remarks are not read" if remarks else "") if w)
         m = _VARIANT_SUFFIX.search(s)
         if m is None:
             return None
