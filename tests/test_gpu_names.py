@@ -205,3 +205,22 @@ def test_remarks_do_not_rescue_an_unknown_gpu():
     with pytest.raises(GpuplanError, match="unknown GPU 'Gaudi2 \\(HLS-Gaudi2\\)'"):
         get_gpu("Gaudi2 (HLS-Gaudi2)")
     assert get_gpu("A100 (80GB)").id == "a100-80gb-sxm"  # parentheses as separators: the name itself
+
+
+@pytest.mark.parametrize("name, kind, default, fid", [
+    # RDMA of a stated rate, its kind not stated: the GPU's own network at that rate, else InfiniBand's
+    ("RDMA backend network, 400 Gb/s per GPU", "scale_out", "ib-ndr-400g", "ib-ndr-400g"),
+    ("400 Gb/s per GPU RDMA (ConnectX-7)", "scale_out", "roce-400g", "roce-400g"),
+    ("RDMA 200 Gb/s", "scale_out", "ib-ndr-400g", "ib-hdr-200g"),
+    # remarks in parentheses or after a comma
+    ("PCIe4, no NVLink", "scale_up", None, "pcie4"),
+    ("PCIe5 (63 GB/s uni)", "scale_up", None, "pcie5"),
+    ("NVLink4 (900 GB/s bidir)", "scale_up", None, "nvlink4"),
+])
+def test_a_network_as_papers_describe_it(name, kind, default, fid):
+    assert get_fabric(name, kind, default=default).id == fid
+
+
+def test_rdma_without_a_rate_is_not_guessed():
+    with pytest.raises(GpuplanError, match="unknown fabric 'RDMA'"):
+        get_fabric("RDMA", "scale_out", default="ib-ndr-400g")

@@ -8,6 +8,7 @@ import re
 from functools import cache
 
 from gpuplan.catalog import load_json
+from gpuplan.catalog.networks import network_words
 from gpuplan.catalog.nodes import node_for
 from gpuplan.catalog.user import catalog_path, load_user
 from gpuplan.errors import GpuplanError
@@ -243,6 +244,8 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
     table, names = _fabric_index()
     text = _name(name, what or f"hardware.{kind or 'fabric'}")
     fid = names.get(_key(text)) or network_words(text, default)
+    if fid is None and (core := _REMARKS.sub(" ", text).strip()) not in (text, ""):  # 'PCIe4, no NVLink'
+        fid = names.get(_key(core)) or network_words(core, default)
     if fid is None:
         hint = _suggest(text, names)
         known = sorted(f.id for f in table.values() if kind is None or f.kind == kind)
@@ -257,52 +260,6 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
 
 
 DEFAULT_SCALE_OUT = "ib-ndr-400g"
-# networks named by product rather than technology and rate: NVIDIA Quantum switches by InfiniBand generation
-# (Quantum QM8700: HDR 200 Gb/s; Quantum-2 QM9700: NDR 400; Quantum-X800: XDR 800 — NVIDIA's switch datasheets);
-# AWS Elastic Fabric Adapter by instance generation (EFA v1 on p4d: 4 x 100 Gb/s per node; v2 on p5 and v3 on p5en:
-# 3,200 Gb/s per node — AWS instance type pages); Intel/Cornelis Omni-Path 100 Gb/s
-_NAMED_NETWORKS = (
-    (r"quantum[\s-]*x800", "ib-xdr-800g"), (r"quantum[\s-]*2", "ib-ndr-400g"), (r"\bquantum\b", "ib-hdr-200g"),
-    (r"\befa[\s-]*v?1\b|\bp4d|\befa\b.*(?<!\d)400\s*g", "efa-p4d"),
-    (r"\befa\b|\befav[23]\b|elastic fabric adapter", "efa-p5"),
-    (r"omni[\s-]*path|\bopa\b", "opa-100g"),
-)
-
-
-def _named_network(t: str) -> str | None:
-    """The fabric a product name says (``_NAMED_NETWORKS``), or None."""
-    return next((fid for pattern, fid in _NAMED_NETWORKS if re.search(pattern, t)), None)
-# a network as papers describe it: InfiniBand by generation (EDR 100, HDR 200, NDR 400, XDR 800 Gb/s per port) or
-# rate, RoCE and Ethernet by rate (Spectrum-X: 400 Gb/s RoCE); NVIDIA Quantum InfiniBand and Spectrum-X datasheets
-_IB_GENERATIONS = {"edr": 100, "hdr": 200, "ndr": 400, "xdr": 800}
-
-
-def network_words(text: str, default: str | None = None) -> str | None:
-    """The fabric a description names ("200 Gb/s HDR InfiniBand", "8x 400Gb/s IB", "RoCE 400G", "Spectrum-X",
-    "100GbE"), or None. A rate per port, when given, decides; else the InfiniBand generation; InfiniBand with neither
-    (no figure at all) is the GPU's own default network when that is InfiniBand (``default``)."""
-    t = text.lower()
-    named = _named_network(t)
-    if named is not None:
-        return named
-    rates = re.findall(r"(?<![\d.])(\d{2,3})(?!\d)\s*(?:g\b|gb/s|gbps|gbit|gbe|gb\b|g(?=[\s-]))", t + " ")
-    rates += re.findall(r"\b(?:edr|hdr|ndr|xdr)[\s-]?(\d{2,3})\b", t)  # HDR100: an HDR port split to 100 Gb/s
-    # a bare figure beside the technology ("InfiniBand 200", "RoCE 400") is its rate per port in Gb/s
-    rates += re.findall(r"(?<![\d.])(10|25|100|200|400|800)(?![\d.])", t)
-    rate = int(rates[0]) if rates else None
-    gen = next((v for k, v in _IB_GENERATIONS.items() if re.search(rf"\b{k}", t)), None)
-    if re.search(r"infiniband|\bib\b", t) or gen is not None:
-        r = rate or gen
-        if r is None:
-            return default if default and default.startswith("ib-") and not re.search(r"\d", t) else None
-        return {100: "ib-edr-100g", 200: "ib-hdr-200g", 400: "ib-ndr-400g", 800: "ib-xdr-800g"}.get(r)
-    if "spectrum-x" in t:
-        return {400: "roce-400g"}.get(rate or 400)
-    if "roce" in t:
-        return {100: "roce-100g", 200: "roce-200g", 400: "roce-400g"}.get(rate or 0)
-    if "ethernet" in t or re.search(r"\d\s*gbe\b", t):
-        return {10: "eth-10g", 25: "eth-25g", 100: "eth-100g", 400: "eth-400g"}.get(rate or 0)
-    return None
 # Upper bounds of the hardware: far above any real cluster, low enough that a typo (1e12 for
 # 1e3) or a wrong unit is an error instead of a nonsense answer.
 MAX_GPUS = 2**20               # a million GPUs (the largest clusters: ~2e5)

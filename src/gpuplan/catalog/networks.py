@@ -1,0 +1,58 @@
+"""A network as papers and cluster pages describe it — "200 Gb/s HDR InfiniBand", "8x 400Gb/s IB", "RoCE 400G",
+"Spectrum-X", "100GbE", a product ("Quantum-2", "AWS EFA v2") — read as the catalogue fabric it names."""
+
+from __future__ import annotations
+
+import re
+
+# networks named by product rather than technology and rate: NVIDIA Quantum switches by InfiniBand generation
+# (Quantum QM8700: HDR 200 Gb/s; Quantum-2 QM9700: NDR 400; Quantum-X800: XDR 800 — NVIDIA's switch datasheets);
+# AWS Elastic Fabric Adapter by instance generation (EFA v1 on p4d: 4 x 100 Gb/s per node; v2 on p5 and v3 on p5en:
+# 3,200 Gb/s per node — AWS instance type pages); Intel/Cornelis Omni-Path 100 Gb/s
+_NAMED_NETWORKS = (
+    (r"quantum[\s-]*x800", "ib-xdr-800g"), (r"quantum[\s-]*2", "ib-ndr-400g"), (r"\bquantum\b", "ib-hdr-200g"),
+    (r"\befa[\s-]*v?1\b|\bp4d|\befa\b.*(?<!\d)400\s*g", "efa-p4d"),
+    (r"\befa\b|\befav[23]\b|elastic fabric adapter", "efa-p5"),
+    (r"omni[\s-]*path|\bopa\b", "opa-100g"),
+)
+
+
+def _named_network(t: str) -> str | None:
+    """The fabric a product name says (``_NAMED_NETWORKS``), or None."""
+    return next((fid for pattern, fid in _NAMED_NETWORKS if re.search(pattern, t)), None)
+# a network as papers describe it: InfiniBand by generation (EDR 100, HDR 200, NDR 400, XDR 800 Gb/s per port) or
+# rate, RoCE and Ethernet by rate (Spectrum-X: 400 Gb/s RoCE); NVIDIA Quantum InfiniBand and Spectrum-X datasheets
+_IB_GENERATIONS = {"edr": 100, "hdr": 200, "ndr": 400, "xdr": 800}
+
+
+def network_words(text: str, default: str | None = None) -> str | None:
+    """The fabric a description names ("200 Gb/s HDR InfiniBand", "8x 400Gb/s IB", "RoCE 400G", "Spectrum-X",
+    "100GbE"), or None. A rate per port, when given, decides; else the InfiniBand generation; InfiniBand with neither
+    (no figure at all) is the GPU's own default network when that is InfiniBand (``default``)."""
+    t = text.lower()
+    named = _named_network(t)
+    if named is not None:
+        return named
+    rates = re.findall(r"(?<![\d.])(\d{2,3})(?!\d)\s*(?:g\b|gb/s|gbps|gbit|gbe|gb\b|g(?=[\s-]))", t + " ")
+    rates += re.findall(r"\b(?:edr|hdr|ndr|xdr)[\s-]?(\d{2,3})\b", t)  # HDR100: an HDR port split to 100 Gb/s
+    # a bare figure beside the technology ("InfiniBand 200", "RoCE 400") is its rate per port in Gb/s
+    rates += re.findall(r"(?<![\d.])(10|25|100|200|400|800)(?![\d.])", t)
+    rate = int(rates[0]) if rates else None
+    gen = next((v for k, v in _IB_GENERATIONS.items() if re.search(rf"\b{k}", t)), None)
+    if re.search(r"infiniband|\bib\b", t) or gen is not None:
+        r = rate or gen
+        if r is None:
+            return default if default and default.startswith("ib-") and not re.search(r"\d", t) else None
+        return _IB_BY_RATE.get(r)
+    if "spectrum-x" in t:
+        return {400: "roce-400g"}.get(rate or 400)
+    if "roce" in t:
+        return {100: "roce-100g", 200: "roce-200g", 400: "roce-400g"}.get(rate or 0)
+    if "ethernet" in t or re.search(r"\d\s*gbe\b", t):
+        return {10: "eth-10g", 25: "eth-25g", 100: "eth-100g", 400: "eth-400g"}.get(rate or 0)
+    if "rdma" in t and rate:  # RDMA of a stated rate, its kind (InfiniBand or RoCE) not: the GPU's own network
+        return default if default and default.endswith(f"-{rate}g") else _IB_BY_RATE.get(rate)  # else InfiniBand's
+    return None
+
+
+_IB_BY_RATE = {100: "ib-edr-100g", 200: "ib-hdr-200g", 400: "ib-ndr-400g", 800: "ib-xdr-800g"}
