@@ -224,3 +224,24 @@ def test_a_network_as_papers_describe_it(name, kind, default, fid):
 def test_rdma_without_a_rate_is_not_guessed():
     with pytest.raises(GpuplanError, match="unknown fabric 'RDMA'"):
         get_fabric("RDMA", "scale_out", default="ib-ndr-400g")
+
+
+@pytest.mark.parametrize("network, gpu, fid", [
+    # a rate per node is shared by the node's GPUs (llm-foundry's A100 table: "1600 Gbps per node (RoCE)")
+    ("1600 Gbps per node (RoCE)", "a100-80gb-sxm", "roce-200g"),
+    ("3.2 Tbps per node InfiniBand", "h100-sxm", "ib-ndr-400g"),
+    ("1600 Gb/s per node InfiniBand", "gb200", "ib-ndr-400g"),  # a GB200 tray: 4 GPUs
+])
+def test_a_network_rate_per_node_is_read_per_gpu(network, gpu, fid):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": gpu, "gpus": 16, "scale_out": network}})
+    assert sc.hardware.scale_out.id == fid
+
+
+def test_a_rate_per_node_that_names_no_network_says_so():
+    from gpuplan.io.scenario import parse_scenario
+
+    with pytest.raises(GpuplanError, match="shared by the node's 8 GPUs it is '50 Gb/s per GPU Ethernet'"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 16,
+                                                               "scale_out": "400 Gbps per node Ethernet"}})

@@ -313,6 +313,8 @@ def test_params_with_impossible_head_counts_is_one_clear_error(hints, words) -> 
     ("LLaMA-65B (paper)", "llama-65b", "its remarks are not read"),
     ("Llama-2-70B, pretraining", "llama-2-70b", "its remarks are not read"),
     ("Qwen2.5-72B-Instruct-AWQ (4-bit)", "qwen2.5-72b", "AWQ changes no shape; its remarks are not read"),
+    # two versions of one model, as benchmark tables write it: the shapes are the same
+    ("Llama-3/3.1-8B", "llama-3-8b", "one of the versions it names, 3 and 3.1, which have the same shapes"),
 ])
 def test_a_checkpoint_name_with_a_variant_suffix_is_its_model(ref, mid, why):
     from gpuplan.catalog.models import load_model
@@ -330,6 +332,8 @@ def test_a_name_that_is_still_unknown_after_its_suffix_is_dropped_is_refused():
         load_model("nonexistent-model-chat")
     with pytest.raises(GpuplanError, match=re.escape("unknown model 'MPT-760m (benchmark yaml)'")):
         load_model("MPT-760m (benchmark yaml)")
+    with pytest.raises(GpuplanError):  # two sizes, not two versions of one: not read as either
+        load_model("Llama-2-7/13B")
 
 
 # a config.json that names only its class: the model_type is read from transformers' class name

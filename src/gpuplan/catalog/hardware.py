@@ -6,9 +6,10 @@ import difflib
 import math
 import re
 from functools import cache
+from typing import Any
 
 from gpuplan.catalog import load_json
-from gpuplan.catalog.networks import network_words
+from gpuplan.catalog.networks import network_words, per_gpu_rate
 from gpuplan.catalog.nodes import node_for
 from gpuplan.catalog.user import catalog_path, load_user
 from gpuplan.errors import GpuplanError
@@ -260,6 +261,19 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
 
 
 DEFAULT_SCALE_OUT = "ib-ndr-400g"
+
+
+def _scale_out(name: Any, per_node: int, default: str) -> Fabric:
+    """The network between nodes; a rate given per node is read per GPU (``per_gpu_rate``), and where that names no
+    catalogued fabric the error quotes the name as given."""
+    per_gpu = per_gpu_rate(name, per_node) if isinstance(name, str) else name
+    try:
+        return get_fabric(per_gpu, "scale_out", default=default)
+    except GpuplanError:
+        if per_gpu == name:
+            raise
+        raise GpuplanError(f"unknown fabric {name!r}: shared by the node's {per_node} GPUs it is {per_gpu!r}, a rate "
+                           "no catalogued network has: give one of `gpuplan fabrics` (e.g. eth-100g)") from None
 # Upper bounds of the hardware: far above any real cluster, low enough that a typo (1e12 for
 # 1e3) or a wrong unit is an error instead of a nonsense answer.
 MAX_GPUS = 2**20               # a million GPUs (the largest clusters: ~2e5)
@@ -329,8 +343,8 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
                            f"{MAX_GPUS_PER_NODE:,}: give the GPUs in one server, e.g. 8")
     per_node = gpus_per_node if gpus_per_node is not None else node_for(g, gpus)
     up = get_fabric(g.scale_up if scale_up is None else scale_up, "scale_up")
-    out = get_fabric(scale_out if scale_out is not None else g.scale_out or DEFAULT_SCALE_OUT, "scale_out",
-                     default=g.scale_out or DEFAULT_SCALE_OUT)
+    out = _scale_out(scale_out if scale_out is not None else g.scale_out or DEFAULT_SCALE_OUT, per_node,
+                     g.scale_out or DEFAULT_SCALE_OUT)
     if price_per_gpu_hour is not None and price_per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
         raise GpuplanError(f"hardware.price_per_gpu_hour = {price_per_gpu_hour:,.6g} is more than the limit "
                            f"${MAX_PRICE_PER_GPU_HOUR:,} per GPU-hour: give USD per GPU per hour, e.g. 2.5")

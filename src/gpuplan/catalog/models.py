@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuplan.bounds import check_text, check_tree, is_path, load_json, read_regular
 from gpuplan.catalog.families import BUILDERS, MAX_PARAMS, Cfg
+from gpuplan.catalog.model_names import variant_of
 from gpuplan.catalog.safetensors_files import MAX_DIM, MAX_DIMS, header, shard_names
 from gpuplan.errors import GpuplanError, described, named, shown
 from gpuplan.spec.model import ModelSpec
@@ -109,6 +110,10 @@ def _from_catalog(mid: str) -> ModelSpec:
     return dataclasses.replace(spec, assumed=tuple(a for a in spec.assumed if "not given" not in a))
 
 
+def _params_of(mid: str) -> int:
+    return _from_catalog(mid).params
+
+
 def list_models() -> list[dict[str, Any]]:
     """One row per catalogue model: id, name, model_type, params, params_active, published_params, hf_repo."""
     rows = []
@@ -132,35 +137,6 @@ def _unknown(ref: str) -> GpuplanError:
 
 
 # ---- entry point -----------------------------------------------------------------------------
-# what a checkpoint's name adds to its model's: a chat or instruction tune, or a quantized format for inference —
-# the same shapes to train (an Ollama tag's "name:size" is "name-size")
-_VARIANT_SUFFIX = re.compile(r"[-_](instruct|chat|it|base|hf|fp8|fp16|bf16|awq|gptq|gguf|int4|int8|w4a16|w8a8|"
-                             r"bnb[-_]4bit|4bit|8bit)$", re.IGNORECASE)
-
-
-_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # as papers' tables write a model: 'GPT-3 175B (174.6B)'
-
-
-def _variant_of(ref: str) -> tuple[str, str] | None:
-    """(catalogue id, why) of a checkpoint name the catalogue knows once its variant suffixes, or remarks in
-    parentheses or after a comma, are dropped ("Llama-3.1-405B-Instruct-FP8", "llama3.1:8b", "LLaMA-65B (paper)")."""
-    s, dropped = ref.strip().replace(":", "-"), []
-    remarks = (core := _REMARKS.sub("", s).strip()) not in (s, "")
-    s = core if remarks else s
-    for _ in range(4):
-        key = _find(s)
-        if key is not None:
-            why = (f"{' and '.join(dropped)} {'changes' if len(dropped) == 1 else 'change'} no shape" if dropped
-                   else "an Ollama-style tag" if ":" in ref else "")
-            return key, "; ".join(w for w in (why, "its remarks are not read" if remarks else "") if w)
-        m = _VARIANT_SUFFIX.search(s)
-        if m is None:
-            return None
-        dropped.insert(0, m.group(1))
-        s = s[:m.start()]
-    return None
-
-
 def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
     """Resolve a catalogue id/alias, a config.json path or folder, an inline mapping or ``{params: N}``."""
     if isinstance(ref, ModelSpec):
@@ -174,7 +150,7 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
             raise GpuplanError("empty model reference: give a catalogue id (e.g. llama-3.1-8b), a path "
                                "or {params: N}")
         mid = _find(s) if isinstance(ref, str) else None
-        variant = _variant_of(s) if isinstance(ref, str) and not mid else None
+        variant = variant_of(s, _find, _params_of) if isinstance(ref, str) and not mid else None
         p = Path(s).expanduser()
         from gpuplan.catalog.user_models import user_model
 

@@ -56,3 +56,17 @@ def network_words(text: str, default: str | None = None) -> str | None:
 
 
 _IB_BY_RATE = {100: "ib-edr-100g", 200: "ib-hdr-200g", 400: "ib-ndr-400g", 800: "ib-xdr-800g"}
+
+
+_PER_NODE = re.compile(r"(\d+(?:\.\d+)?)\s*(t|g)(?:b/s|bps|bit/s|b)?\s*(?:per|/|a)\s*(?:node|server|host)",
+                       re.IGNORECASE)
+
+
+def per_gpu_rate(text: str, per_node: int) -> str:
+    """A network rate given per node ("1600 Gbps per node (RoCE)", "3.2 Tb/s per node") as the rate per GPU the
+    fabrics are catalogued by: the node's NICs are shared by its ``per_node`` GPUs (8 x 200 Gb/s: 200 each)."""
+    m = _PER_NODE.search(text)
+    if m is None or per_node < 1:
+        return text
+    rate = float(m.group(1)) * (1000 if m.group(2).lower() == "t" else 1) / per_node
+    return text[:m.start()] + f"{rate:g} Gb/s per GPU" + text[m.end():]
