@@ -171,6 +171,10 @@ def test_an_open_precision_on_a_gpu_without_bf16_is_fp16_mixed():
     ("bf16_mixed", "bf16"), ("TF32", "fp32"), ("FP8 hybrid", "fp8"), ("fp8-e4m3", "fp8"), ("pure-bf16", "bf16-pure"),
     ("AMP fp16", "fp16"), ("AMP (bf16)", "bf16"), ("FP8 (Transformer Engine)", "fp8"), ("TE FP8", "fp8"),
     ("fp8 delayed scaling", "fp8"), ("MXFP8", "fp8"),
+    # with remarks, or in a sentence: the word before the remarks, else the precision its words name
+    ("BF16 mixed (AMP)", "bf16"), ("mixed precision (16-bit)", "bf16"), ("fp16 (loss scaling)", "fp16"),
+    ("bf16 with fp32 master weights", "bf16"), ("bf16 + float8 linears", "fp8"), ("fp8 e4m3 + bf16", "fp8"),
+    ("FP8 (Transformer Engine, delayed scaling)", "fp8"), ("pure bf16 (no master)", "bf16-pure"),
 ])
 def test_precision_words_as_papers_write_them(word, precision):
     value, reading = read_precision(word, "generic")
@@ -403,3 +407,17 @@ def test_trainer_optimizer_names(word, impl):
 ])
 def test_a_stack_named_as_run_descriptions_write_it(word, profile):
     assert read_framework(word)[0] == profile
+
+
+@pytest.mark.parametrize("word, recipe", [("float8 rowwise", "rowwise"), ("float8 tensorwise", "tensorwise"),
+                                          ("FP8 (Transformer Engine, delayed scaling)", "delayed")])
+def test_a_precision_in_words_names_its_fp8_recipe(word, recipe):
+    from gpuplan.catalog.stacks import precision_recipe
+
+    assert read_precision(word, "torchtitan")[0] == "fp8" and precision_recipe(word, "torchtitan") == recipe
+
+
+def test_a_precision_no_word_names_stays_an_error():
+    assert read_precision("8-bit", "generic") == ("8-bit", None)  # int8 or fp8: not guessed
+    with pytest.raises(GpuplanError, match="training.precision: '8-bit' is not one of"):
+        evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"precision": "8-bit"}))

@@ -198,7 +198,32 @@ def _precision_row(word: str, framework: str) -> dict[str, Any] | None:
 def precision_recipe(word: str, framework: str) -> str | None:
     """The fp8 recipe a ``training.precision`` word names besides the precision (TE FP8: delayed; MXFP8), or None."""
     row = _precision_row(word, framework)
-    return row.get("fp8_recipe") if row is not None else None
+    if row is not None:
+        return row.get("fp8_recipe")
+    free = _free_precision(word)
+    return free[1] if free is not None else None
+
+
+_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # "fp16 (loss scaling)", "bf16, fp32 master weights"
+# fp8 recipes by the words run descriptions use: torchao's float8 recipes, Transformer Engine's (its FP8 primer's
+# DelayedScaling is the recipe "Transformer Engine FP8" runs unless another is named), MXFP8
+_RECIPE_WORDS = (("mxfp8", "mxfp8"), ("rowwise", "rowwise"), ("tensorwise", "tensorwise"), ("delayed", "delayed"),
+                 ("engine", "delayed"))
+
+
+def _free_precision(word: str) -> tuple[str, str | None, list[str]] | None:
+    """(precision, fp8 recipe, the words that say so) of a precision as run descriptions write it ("BF16 mixed
+    (AMP)", "bf16 + float8 linears", "FP8 (Transformer Engine, delayed scaling)"): fp8 where any word names it, else
+    fp16, else bf16 (pure where it says pure or true), else fp32; None where no word names a precision ("8-bit")."""
+    toks = [t for t in re.split(r"[^a-z0-9]+", word.lower()) if t]
+    recipe = next((r for w, r in _RECIPE_WORDS if w in toks), None)
+    for precision, words in (("fp8", ("fp8", "float8", "e4m3", "e5m2", "mxfp8")), ("fp16", ("fp16", "float16", "half")),
+                             ("bf16", ("bf16", "bfloat16")), ("fp32", ("fp32", "float32", "tf32"))):
+        said = [t for t in toks if t in words]
+        if said:
+            pure = precision == "bf16" and ("pure" in toks or "true" in toks)
+            return ("bf16-pure" if pure else precision), (recipe if precision == "fp8" else None), said
+    return None
 
 
 # sharding and offload words inside a framework name, as (pattern, ZeRO stage, offload, the stack they imply):
@@ -246,6 +271,17 @@ def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
     row = _precision_row(word, framework)
     if row is None and key in PRECISIONS:
         return key, None
+    core = _REMARKS.sub("", word).strip()
+    if row is None and core not in (word, ""):  # the word before its remarks
+        found, reading = read_precision(core, framework)
+        if found in PRECISIONS:
+            inner = reading.rule.split(": ", 1)[1] if reading else core
+            rule = f"precision {word} read as {found}: {inner} (its remarks not read)"
+            return found, Reading(field="training.precision", given=word, value=found, rule=rule)
+    free = _free_precision(word) if row is None else None
+    if free is not None:
+        rule = f"precision {word} read as {free[0]}: the word{'s' if len(free[2]) > 1 else ''} {', '.join(free[2])}"
+        return free[0], Reading(field="training.precision", given=word, value=free[0], rule=rule)
     if row is None:
         return word, None
     rule = f"precision {word} read as {row['precision']}: {row['why']} ({row['source']})"
