@@ -115,3 +115,51 @@ def test_a_top_level_key_of_a_section_is_named():
 def test_a_network_with_a_bare_rate_is_that_rate(words, fabric):
     sc, _ = _read(hardware={"gpu": "h100-sxm", "gpus": 64, "scale_out": words})
     assert sc.hardware.scale_out.id == fabric
+
+
+@pytest.mark.parametrize("key, word, value", [
+    # recompute and pipeline schedules as run descriptions and torchtitan's configs write them
+    ("recompute", "full AC", "full"),
+    ("recompute", "full activation recomputation (FLOP formula counts the extra forward pass)", "full"),
+    ("recompute", "activation checkpointing", "full"),
+    ("recompute", "per-op SAC", "selective-op"),
+    ("recompute", "selective op", "selective-op"),
+    ("recompute", "no activation checkpointing", "none"),
+    ("pp_schedule", "Interleaved 1F1B", "interleaved"),
+    ("pp_schedule", "interleaved 1F1B with scatter/gather optimization", "interleaved"),
+    ("pp_schedule", "Interleaved1F1B", "interleaved"),
+    ("pp_schedule", "ZBVZeroBubble", "zero-bubble"),
+])
+def test_layout_words_as_runs_write_them(key, word, value):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                         "layout": {key: word, "pp": 2}})
+    assert sc.layout[key] == value
+    assert [r[1:3] for r in sc.read_as if r[0] == f"layout.{key}"] == [(word, value)]
+
+
+def test_layer_wise_selective_checkpointing_names_its_fix():
+    from gpuplan.io.scenario import parse_scenario
+
+    with pytest.raises(GpuplanError, match="give recompute: full with recompute_every: k"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                        "layout": {"recompute": "selective layer"}})
+
+
+@pytest.mark.parametrize("key, word, value", [
+    ("attention", "xformers causal MHA", "flash"), ("attention", "torch SDPA (flash backend)", "flash"),
+    ("attention", "PyTorch eager attention", "eager"), ("method", "LoRA r=16", "lora"),
+    ("optimizer", "DistributedFusedAdam", "adamw"), ("optimizer", "AdamW 8-bit", "adamw-8bit"),
+])
+def test_training_words_in_phrases(key, word, value):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}, "training": {key: word}})
+    assert getattr(sc.training, key) == value
+
+
+def test_a_negated_attention_word_is_not_read_as_what_it_negates():
+    from gpuplan.catalog.stacks import read_attention
+
+    assert read_attention("no FlashAttention") == ("no FlashAttention", None)  # then refused by spec.Training

@@ -327,7 +327,7 @@ _METHOD_WORDS = {
 def read_method(word: str) -> tuple[str, Reading | None]:
     """The method a ``training.method`` word names: every weight trained (pre-training, SFT, full fine-tuning) or
     adapters (LoRA, QLoRA), a rank or options in brackets aside ("LoRA (r=16)"); gpuplan's own names as they are."""
-    key = spelling(re.sub(r"\(.*\)", "", word))
+    key = spelling(re.sub(r"\(.*\)|\br\s*=\s*\d+|\brank\s*=?\s*\d+", "", word, flags=re.IGNORECASE))  # "LoRA r=16"
     if key in ("full", "lora", "qlora"):
         return key, (None if key == word else Reading(field="training.method", given=word, value=key,
                                                        rule=f"method {word} read as {key}"))
@@ -344,7 +344,13 @@ def read_attention(word: str) -> tuple[str, Reading | None]:
     eager), and how it was read; gpuplan's own names as they are."""
     if word in ("flash", "flash1", "eager"):
         return word, None
-    row = _data().get("attention_words", {}).get(spelling(word))
+    words, key = _data().get("attention_words", {}), spelling(word)
+    free = not re.search(r"(^|-)(no|not|without|w-o)(-|$)", key)  # a word in a phrase, unless negated
+    row = words.get(key) or next((words[w] for w in sorted(words, key=len, reverse=True)  # "xformers causal MHA"
+                                  if free and re.search(rf"(^|-){re.escape(w)}(-|$)", key)), None)
+    own = re.search(r"(?:^|-)(eager|flash1|flash)(?:-|$)", key) if free else None
+    if row is None and own is not None:  # "PyTorch eager attention"
+        return own[1], Reading(field="training.attention", given=word, value=own[1], rule=f"attention {word}: {own[1]}")
     if row is None:
         return word, None  # spec.Training names the choices
     rule = f"attention {word} read as {row['attention']}: {row['why']} ({row['source']})"

@@ -9,6 +9,7 @@ Each reading is listed under ``assumed`` (Scenario.read_as), never silent."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from gpuplan.catalog.hardware import get_fabric
@@ -72,6 +73,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 reads.append(("layout.recompute", f"{key}: {str(on).lower()}", layout["recompute"],
                               f"{key} checkpoints every block, recomputed in backward: recompute "
                               f"{layout['recompute']}"))
+        reads += _layout_words(layout)
         if "fsdp" in layout:
             reads += _fsdp(layout, layout.pop("fsdp"))
         if "use_distributed_optimizer" in layout:  # Megatron-LM's --use-distributed-optimizer
@@ -197,3 +199,48 @@ def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Reading | None]:
     return seqs, (key, f"{gbt:,.0f} tokens", seqs * seq_len,
                   f"{gbt:,.0f} tokens is not a whole number of {seq_len}-token sequences: read as {seqs:,} sequences "
                   f"({seqs * seq_len:,} tokens{', the power of two it rounds' if seqs == pow2 else ''})")
+
+
+_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # "full activation recomputation (FLOP formula counts ...)"
+RECOMPUTE_MODES = ("none", "selective", "selective-op", "full")
+PP_SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe")
+
+
+def _layout_words(layout: dict) -> list[Reading]:
+    """``layout.recompute`` and ``layout.pp_schedule`` as run descriptions write them ("full AC", "per-op SAC",
+    "Interleaved 1F1B", torchtitan's "Interleaved1F1B" and "ZBVZeroBubble"), rewritten to gpuplan's words."""
+    reads: list[Reading] = []
+    for key, modes, reader in (("recompute", RECOMPUTE_MODES, _recompute_word),
+                               ("pp_schedule", PP_SCHEDULES, _schedule_word)):
+        word = layout.get(key)
+        if isinstance(word, str) and word.strip().lower() not in modes:
+            value, why = reader(word)
+            if value is not None:
+                layout[key] = value
+                reads.append((f"layout.{key}", word, value, why))
+    return reads
+
+
+def _recompute_word(word: str) -> tuple[str | None, str]:
+    toks = set(re.split(r"[^a-z0-9]+", _REMARKS.sub("", word.lower())))
+    if "selective" in toks and "layer" in toks:
+        raise GpuplanError(f"layout.recompute {word!r}: layer-wise selective checkpointing recomputes every k-th block "
+                           "whole: give recompute: full with recompute_every: k (torchtitan's selective_ac_option)")
+    if "full" in toks or toks & {"true", "yes", "on"} or (toks & {"checkpointing", "recomputation", "ac"}
+                                                           and not toks & {"selective", "sac", "no", "off"}):
+        return "full", f"recompute {word}: every block's activations recomputed in backward (full)"
+    if toks & {"sac", "op"} or ("selective" in toks and "ac" in toks):
+        return "selective-op", (f"recompute {word}: selective activation checkpointing per op (torchtitan's SAC: every "
+                                "other matmul's output kept), selective-op")
+    if toks & {"no", "off", "false"}:
+        return "none", f"recompute {word}: no recomputation"
+    return None, ""
+
+
+def _schedule_word(word: str) -> tuple[str | None, str]:
+    t = re.sub(r"[^a-z0-9]+", "", word.lower())
+    for pattern, schedule in (("zerobubble|zbv|^zb", "zero-bubble"), ("interleav", "interleaved"),
+                              ("dualpipe", "dualpipe"), ("gpipe|filldrain", "gpipe"), ("1f1b|onefoneb", "1f1b")):
+        if re.search(pattern, t):
+            return schedule, f"pipeline schedule {word} read as {schedule}"
+    return None, ""
