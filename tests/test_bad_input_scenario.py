@@ -449,3 +449,20 @@ def test_batch_tokens_as_papers_write_them_are_read_as_whole_sequences_and_said_
     with pytest.raises(GpuplanError, match=r"use e\.g\. 8,192 \(2 sequences\)"):  # 1.46 sequences: too far off
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
                         "training": {"global_batch_tokens": 6000, "seq_len": 4096}})
+
+
+# ---- sizes written with k or M: 1024 for lengths, batches and GPU counts, decimal for token totals -------------
+@pytest.mark.parametrize("section, key, text, value", [
+    ("training", "seq_len", "8k", 8192),          # an "8k context" is 8,192 positions
+    ("training", "seq_len", "128K", 131072),
+    ("training", "global_batch", "2k", 2048),
+    ("hardware", "gpus", "16k", 16384),           # Llama 3's "16K H100 GPUs" (Dubey et al. 2024, Sec. 3.3)
+    ("training", "tokens", "15T", 15e12),         # a token total stays decimal
+    ("training", "steps", "100k", 100_000),
+])
+def test_sizes_with_a_suffix(section, key, text, value):
+    raw = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}}
+    raw[section] = {**raw.get(section, {}), key: text}
+    sc = parse_scenario(raw)
+    assert getattr(sc.hardware if section == "hardware" else sc.training, key) == value
+    assert parse_count("8k", "training.seq_len", binary=True) == 8192 and parse_count("8k") == 8000

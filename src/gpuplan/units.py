@@ -14,6 +14,10 @@ GiB = 2**30  # the only binary-prefix constants: bytes are printed as GiB, label
 MiB = 2**20
 
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+# a sequence length, a batch or a GPU count written with k or M means 1024 or 1024²: "8k context" is 8,192
+# positions, Llama 3's "16K H100s" 16,384 GPUs, a "4M-token" batch 4,194,304 tokens; token totals stay decimal
+_BINARY_SUFFIX = {**_COUNT_SUFFIX, "k": 2.0**10, "m": 2.0**20}
+BINARY_SIZES = ("seq_len", "global_batch", "micro_batch", "gpus", "gpus_per_node", "max_gpus")
 _BYTE_SUFFIX = {
     "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
@@ -69,8 +73,9 @@ def _scaled(num: float, factor: float, value: object, what: str) -> float:
     return out
 
 
-def parse_count(value: object, what: str = "number") -> float:
-    """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through."""
+def parse_count(value: object, what: str = "number", binary: bool = False) -> float:
+    """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through; ``binary``: k and M are 1024 and
+    1024² (``BINARY_SIZES``)."""
     if isinstance(value, bool):
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
     if isinstance(value, int | float):
@@ -79,8 +84,9 @@ def parse_count(value: object, what: str = "number") -> float:
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
     num, suffix = _split(value, what)
     if suffix not in _COUNT_SUFFIX:
-        raise GpuplanError(f"{what} {shown(value)}: unknown suffix {suffix!r}; use one of k, M, B, T (decimal)")
-    return _scaled(num, _COUNT_SUFFIX[suffix], value, what)
+        kind = "k = 1024, M = 1024²" if binary else "decimal"
+        raise GpuplanError(f"{what} {shown(value)}: unknown suffix {suffix!r}; use one of k, M, B, T ({kind})")
+    return _scaled(num, (_BINARY_SUFFIX if binary else _COUNT_SUFFIX)[suffix], value, what)
 
 
 def _parse_unit(value: object, what: str, table: dict[str, float], like: str, units: str,
