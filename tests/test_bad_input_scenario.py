@@ -466,3 +466,28 @@ def test_sizes_with_a_suffix(section, key, text, value):
     sc = parse_scenario(raw)
     assert getattr(sc.hardware if section == "hardware" else sc.training, key) == value
     assert parse_count("8k", "training.seq_len", binary=True) == 8192 and parse_count("8k") == 8000
+
+
+@pytest.mark.parametrize("section, key, text, value", [
+    # a count with the word for its quantity, as run descriptions write it; a scale word is its suffix
+    ("training", "global_batch", "2048 sequences", 2048),
+    ("training", "seq_len", "8192 tokens", 8192),
+    ("training", "tokens", "300 billion tokens", 300e9),
+    ("training", "tokens", "1.4T tokens", 1.4e12),
+    ("hardware", "gpus", "2048 GPUs", 2048),
+    ("layout", "tp", "8-way", 8),
+    ("layout", "pp", "16 stages", 16),
+])
+def test_a_count_with_its_unit_word(section, key, text, value):
+    raw = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 64}}
+    raw[section] = {**raw.get(section, {}), key: text}
+    sc = parse_scenario(raw)
+    got = sc.layout[key] if section == "layout" else getattr(sc.hardware if section == "hardware" else sc.training, key)
+    assert got == value
+
+
+def test_a_unit_word_of_another_quantity_is_refused():
+    with pytest.raises(GpuplanError, match="unknown suffix 'sequences'"):
+        parse_count("2048 sequences", "training.tokens")
+    with pytest.raises(GpuplanError, match="a node count is hardware.nodes"):
+        parse_count("256 nodes", "hardware.gpus")

@@ -163,3 +163,13 @@ def test_a_negated_attention_word_is_not_read_as_what_it_negates():
     from gpuplan.catalog.stacks import read_attention
 
     assert read_attention("no FlashAttention") == ("no FlashAttention", None)  # then refused by spec.Training
+
+
+@pytest.mark.parametrize("word, stage", [("ZeRO-3", 3), ("stage 2", 2), ("FULL_SHARD", 3), ("SHARD_GRAD_OP", 2),
+                                         ("ZeRO stage 1", 1)])
+def test_a_zero_stage_as_frameworks_name_it(word, stage):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}, "layout": {"zero": word}})
+    assert sc.layout["zero"] == stage
+    assert [r[1:3] for r in sc.read_as if r[0] == "layout.zero"] == [(word, stage)]

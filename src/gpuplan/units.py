@@ -73,6 +73,26 @@ def _scaled(num: float, factor: float, value: object, what: str) -> float:
     return out
 
 
+# the word a count of it may carry ("2048 sequences", "1.4T tokens", "8-way"): dropped where it names the field's own
+# quantity; a scale word is its suffix ("300 billion tokens" is 300B)
+_UNIT_WORDS = {"tokens": r"tokens?", "seq_len": r"tokens?", "global_batch": r"sequences?|seqs|samples",
+               "micro_batch": r"sequences?|seqs|samples", "gpus": r"gpus?", "steps": r"steps|iterations|iters",
+               "dp": r"way", "tp": r"way", "pp": r"way|stages?", "cp": r"way", "ep": r"way"}
+_SCALE_WORDS = {"thousand": "k", "million": "M", "billion": "B", "trillion": "T"}
+
+
+def _unit_words(text: str, what: str) -> str:
+    """``text`` without the word naming its field's quantity and with a scale word as its suffix (``what``: the
+    dotted key or flag the count is for)."""
+    if len(text) > MAX_NUMBER_TEXT:  # no regex over a long text: _split refuses it
+        return text
+    unit = _UNIT_WORDS.get(what.rsplit(".", 1)[-1].lstrip("-").replace("-", "_"))
+    out = re.sub(rf"(?<=[\d\s-])(?:{unit})\s*$", "", text.strip(), flags=re.IGNORECASE).rstrip(" -") if unit else text
+    for word, suffix in _SCALE_WORDS.items():
+        out = re.sub(rf"\s*\b{word}\b", suffix, out, flags=re.IGNORECASE)
+    return out
+
+
 def parse_count(value: object, what: str = "number", binary: bool = False) -> float:
     """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through; ``binary``: k and M are 1024 and
     1024² (``BINARY_SIZES``)."""
@@ -82,10 +102,11 @@ def parse_count(value: object, what: str = "number", binary: bool = False) -> fl
         return _float(value, what)
     if not isinstance(value, str):
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
-    num, suffix = _split(value, what)
+    num, suffix = _split(_unit_words(value, what), what)
     if suffix not in _COUNT_SUFFIX:
         kind = "k = 1024, M = 1024²" if binary else "decimal"
-        raise GpuplanError(f"{what} {shown(value)}: unknown suffix {suffix!r}; use one of k, M, B, T ({kind})")
+        nodes = "; a node count is hardware.nodes" if suffix in ("nodes", "node") else ""
+        raise GpuplanError(f"{what} {shown(value)}: unknown suffix {suffix!r}; use one of k, M, B, T ({kind}){nodes}")
     return _scaled(num, (_BINARY_SUFFIX if binary else _COUNT_SUFFIX)[suffix], value, what)
 
 

@@ -211,9 +211,9 @@ def _layout_words(layout: dict) -> list[Reading]:
     "Interleaved 1F1B", torchtitan's "Interleaved1F1B" and "ZBVZeroBubble"), rewritten to gpuplan's words."""
     reads: list[Reading] = []
     for key, modes, reader in (("recompute", RECOMPUTE_MODES, _recompute_word),
-                               ("pp_schedule", PP_SCHEDULES, _schedule_word)):
+                               ("pp_schedule", PP_SCHEDULES, _schedule_word), ("zero", (), _zero_word)):
         word = layout.get(key)
-        if isinstance(word, str) and word.strip().lower() not in modes:
+        if isinstance(word, str) and word.strip().lower() not in modes and not re.fullmatch(r"\s*\d+\s*", word):
             value, why = reader(word)
             if value is not None:
                 layout[key] = value
@@ -244,3 +244,13 @@ def _schedule_word(word: str) -> tuple[str | None, str]:
         if re.search(pattern, t):
             return schedule, f"pipeline schedule {word} read as {schedule}"
     return None, ""
+
+
+def _zero_word(word: str) -> tuple[int | None, str]:
+    """A ZeRO stage as frameworks and papers name it ("ZeRO-3", "stage 2", "FULL_SHARD", "SHARD_GRAD_OP")."""
+    from gpuplan.catalog.stacks import sharding_words
+
+    stage = sharding_words(word).stage
+    if stage is None and (m := re.fullmatch(r"\s*(?:zero\s*)?stage\s*([0-3])\s*", word.lower())):
+        stage = int(m[1])
+    return stage, f"layout.zero {word} read as ZeRO-{stage}"
