@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
@@ -19,6 +20,16 @@ from gpuplan.errors import GpuplanError
 @cache
 def _read(name: str) -> Any:
     return json.loads(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+
+
+_REMARKS = re.compile(r"\([^)]*\)|,.*$")
+
+
+def without_remarks(text: str) -> str:
+    """A name or word as papers' tables write it without its remarks, in parentheses or after a comma
+    ('A100-SXM4-80GB (Selene)', 'GPT-3 175B (174.6B)', 'fp16 (loss scaling)', 'PCIe4, no NVLink'): the text itself
+    when it has none, '' when nothing else is left."""
+    return " ".join(_REMARKS.sub(" ", text).split())
 
 
 def load_json(name: str) -> Any:

@@ -8,7 +8,7 @@ import re
 from functools import cache
 from typing import Any
 
-from gpuplan.catalog import load_json
+from gpuplan.catalog import load_json, without_remarks
 from gpuplan.catalog.networks import network_words, per_gpu_rate
 from gpuplan.catalog.nodes import node_for
 from gpuplan.catalog.user import catalog_path, load_user
@@ -192,14 +192,14 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
     if not isinstance(name, str) or _gpu_index()[1].get(_key(name)):
         return ()
     hit = _systems().get(_key(name))
-    why = f"the GPU of that instance or system ({hit[1]})" if hit is not None else \
-        "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" \
-        if _REMARKS.search(name) else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None
+    remarks = without_remarks(name) != " ".join(name.split())
+    why = (f"the GPU of that instance or system ({hit[1]})" if hit is not None else
+           "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" if remarks
+           else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None)
     return (("hardware.gpu", name, gid, why),) if why else ()
 
 
 _SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)
-_REMARKS = re.compile(r"\([^)]*\)|,.*$")  # 'A100-SXM4-80GB (Selene)', 'H100-80GB HBM3, 700 W TDP (Grand Teton)'
 
 
 def _system(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:
@@ -209,7 +209,7 @@ def _system(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | No
     if gid is None and _SYSTEM_WORDS.search(text):
         rest = _SYSTEM_WORDS.sub(" ", text)
         gid = names.get(_key(rest)) or _with_memory_size(rest, table, names)
-    if gid is None and (core := _REMARKS.sub(" ", text).strip()) not in (text, ""):  # a name with remarks
+    if gid is None and (core := without_remarks(text)) not in (text, ""):  # a name with remarks
         gid = names.get(_key(core)) or _with_memory_size(core, table, names) or _system(core, table, names)
     return gid
 
@@ -245,7 +245,7 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
     table, names = _fabric_index()
     text = _name(name, what or f"hardware.{kind or 'fabric'}")
     fid = names.get(_key(text)) or network_words(text, default)
-    if fid is None and (core := _REMARKS.sub(" ", text).strip()) not in (text, ""):  # 'PCIe4, no NVLink'
+    if fid is None and (core := without_remarks(text)) not in (text, ""):  # 'PCIe4, no NVLink'
         fid = names.get(_key(core)) or network_words(core, default)
     if fid is None:
         hint = _suggest(text, names)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from gpuplan.catalog import without_remarks
+
 # what a checkpoint's name adds to its model's: a chat or instruction tune, or a quantized format for inference —
 # the same shapes to train (an Ollama tag's "name:size" is "name-size")
 _VARIANT_SUFFIX = re.compile(r"[-_](instruct|chat|it|base|hf|fp8|fp16|bf16|awq|gptq|gguf|int4|int8|w4a16|w8a8|"
                              r"bnb[-_]4bit|4bit|8bit)$", re.IGNORECASE)
-_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # as papers' tables write a model: 'GPT-3 175B (174.6B)'
 _VERSIONS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)(?![\d.])")  # 'Llama-3/3.1-8B'
 
 
@@ -20,7 +21,7 @@ def variant_of(ref: str, find: Callable[[str], str | None], params: Callable[[st
     parentheses or after a comma, are dropped ("Llama-3.1-405B-Instruct-FP8", "llama3.1:8b", "LLaMA-65B (paper)"), or
     of a name with two versions of one model whose shapes are the same (``params``: "Llama-3/3.1-8B"), else None."""
     s = ref.strip().replace(":", "-")
-    remarks = (core := _REMARKS.sub("", s).strip()) not in (s, "")
+    remarks = (core := without_remarks(s)) not in (s, "")
     notes = ["its remarks are not read"] if remarks else []
     s = core if remarks else s
     if (m := _VERSIONS.search(s)) is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gpuplan.catalog import load_json
+from gpuplan.catalog import load_json, without_remarks
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import FP8_RECIPES, FRAMEWORKS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
 
@@ -204,7 +204,6 @@ def precision_recipe(word: str, framework: str) -> str | None:
     return free[1] if free is not None else None
 
 
-_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # "fp16 (loss scaling)", "bf16, fp32 master weights"
 # fp8 recipes by the words run descriptions use: torchao's float8 recipes, Transformer Engine's (its FP8 primer's
 # DelayedScaling is the recipe "Transformer Engine FP8" runs unless another is named), MXFP8
 _RECIPE_WORDS = (("mxfp8", "mxfp8"), ("rowwise", "rowwise"), ("tensorwise", "tensorwise"), ("delayed", "delayed"),
@@ -271,7 +270,7 @@ def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:
     row = _precision_row(word, framework)
     if row is None and key in PRECISIONS:
         return key, None
-    core = _REMARKS.sub("", word).strip()
+    core = without_remarks(word)
     if row is None and core not in (word, ""):  # the word before its remarks
         found, reading = read_precision(core, framework)
         if found in PRECISIONS:

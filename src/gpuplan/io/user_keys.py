@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.schema import KEY_ALIASES, own_keys
@@ -201,7 +202,6 @@ def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Reading | None]:
                   f"({seqs * seq_len:,} tokens{', the power of two it rounds' if seqs == pow2 else ''})")
 
 
-_REMARKS = re.compile(r"\s*\([^)]*\)|,.*$")  # "full activation recomputation (FLOP formula counts ...)"
 RECOMPUTE_MODES = ("none", "selective", "selective-op", "full")
 PP_SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe")
 
@@ -222,7 +222,7 @@ def _layout_words(layout: dict) -> list[Reading]:
 
 
 def _recompute_word(word: str) -> tuple[str | None, str]:
-    toks = set(re.split(r"[^a-z0-9]+", _REMARKS.sub("", word.lower())))
+    toks = set(re.split(r"[^a-z0-9]+", without_remarks(word.lower())))
     if "selective" in toks and "layer" in toks:
         raise GpuplanError(f"layout.recompute {word!r}: layer-wise selective checkpointing recomputes every k-th block "
                            "whole: give recompute: full with recompute_every: k (torchtitan's selective_ac_option)")
