@@ -176,3 +176,18 @@ def test_deepspeed_zero3_gathers_modules_under_its_live_limit_not_whole_blocks()
     # FSDP gathers a whole block and its prefetched neighbour: several times more for this model
     fsdp = mem(model, training={"framework": "pytorch-fsdp", "precision": "fp16"}, **kw)
     assert fsdp["detail"]["comm_buffers"] > 5 * ds["detail"]["comm_buffers"]
+
+
+def test_the_near_capacity_note_names_only_the_savers_the_run_could_use():
+    # a peak within 15 % over the capacity may still run with savers gpuplan does not model (spec/defaults.py): fp8
+    # activation caching in an fp8 run, norm/MLA-up-projection recompute in an MLA model, a pipeline's per-stage
+    # tuning — a plain bf16 data-parallel run has none of them, so it gets no such note
+    from gpuplan.api import evaluate as api_evaluate
+    from gpuplan.spec.defaults import unmodelled_savers
+
+    assert unmodelled_savers("bf16", False, 1) == ()
+    assert unmodelled_savers("fp8", True, 8) == ("fp8_activations", "mla_recompute", "pipeline_tuning")
+    piped = api_evaluate(model="llama-3.1-70b", gpu="h100-sxm", gpus=64, tp=8, pp=8, pp_schedule="gpipe", zero=1,
+                         micro_batch=1, global_batch=32, seq_len=4096, power_limit=600).to_json()
+    (note,) = [n for n in piped["notes"] if n.startswith("within 15% over the capacity")]
+    assert "per-stage memory tuning of the pipeline" in note and "fp8" not in note and "MLA" not in note

@@ -24,7 +24,7 @@ from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
-from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch
+from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch, unmodelled_savers
 from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.spec.tokens_batch import batch_for_layout
@@ -308,7 +308,8 @@ def _notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
     out = []
     if m.max_positions and seq > m.max_positions:
         out.append(Note.BEYOND_POSITIONS)
-    if not mem.fits and mem.capacity < mem.total <= mem.capacity * (1 + NOT_MODELLED_MARGIN):
+    if not mem.fits and mem.capacity < mem.total <= mem.capacity * (1 + NOT_MODELLED_MARGIN) \
+            and unmodelled_savers(sc.training.precision, m.qk_rope_dim > 0, lay.pp):  # a saver it could use
         out.append(Note.NEAR_CAPACITY)
     if sc.training.optimizer == "muon":
         out.append(Note.MUON)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuplan.spec.defaults import NOT_MODELLED_MARGIN
+from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, unmodelled_savers
 from gpuplan.units import fmt_count
 
 if TYPE_CHECKING:  # the codes only: report never runs the model or the search
@@ -15,13 +15,14 @@ if TYPE_CHECKING:  # the codes only: report never runs the model or the search
 
 # Memory savers that published runs use and gpuplan does not represent (spec/defaults.py
 # NOT_MODELLED_MARGIN: a peak within that share over the capacity may still run with them).
-NOT_MODELLED_SAVERS = (
-    "activations cached in fp8 for the linear layers' backward (DeepSeek-V3, arXiv:2412.19437 Sec. 3.3.2)",
-    "recomputing only the norms and MLA up-projections (DeepSeek-V3 Sec. 3.3.3; gpuplan's selective "
-    "levels recompute other sets)",
-    "per-stage memory tuning of the pipeline: freeing stage inputs/outputs early, fewer contiguous "
-    "micro-batches in flight (Llama 3, arXiv:2407.21783 Sec. 3.3.2)",
-)
+NOT_MODELLED_SAVERS = {
+    "fp8_activations": "activations cached in fp8 for the linear layers' backward (DeepSeek-V3, arXiv:2412.19437 "
+                       "Sec. 3.3.2)",
+    "mla_recompute": "recomputing only the norms and MLA up-projections (DeepSeek-V3 Sec. 3.3.3; gpuplan's selective "
+                     "levels recompute other sets)",
+    "pipeline_tuning": "per-stage memory tuning of the pipeline: freeing stage inputs/outputs early, fewer contiguous "
+                       "micro-batches in flight (Llama 3, arXiv:2407.21783 Sec. 3.3.2)",
+}
 
 FP8_DOES_NOT_PAY = ("fp8 does not pay on this layout: the blocks' linear layers are estimated in bf16 (time and "
                     "memory), as Transformer Engine users leave such layers out of fp8_autocast; torchtitan and "
@@ -44,8 +45,9 @@ def note_text(note: Note, est: Estimate) -> str:
                 "was trained on: long-context training needs RoPE scaling or a longer-context model (memory and "
                 "time are predicted all the same)")
     if code == "near_capacity":
+        savers = unmodelled_savers(sc.training.precision, sc.model.qk_rope_dim > 0, est.layout.pp)
         return (f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers gpuplan "
-                "does not model — " + "; ".join(NOT_MODELLED_SAVERS))
+                "does not model — " + "; ".join(NOT_MODELLED_SAVERS[k] for k in savers))
     if code == "muon":
         return MUON
     if code == "cuda_graphs":

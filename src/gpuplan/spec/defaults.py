@@ -85,6 +85,13 @@ _HARDWARE_RULES = {
 # 80 GB H100).
 NOT_MODELLED_MARGIN = 0.15
 
+
+def unmodelled_savers(precision: str, mla: bool, pp: int) -> tuple[str, ...]:
+    """Which of those savers a run could use (report/words.py says each): fp8 activation caching in an fp8 run,
+    recomputing only the norms and MLA up-projections in an MLA model, per-stage tuning of a pipeline."""
+    return tuple(k for k, on in (("fp8_activations", precision == "fp8"), ("mla_recompute", mla),
+                                  ("pipeline_tuning", pp > 1)) if on)
+
 MAX_GPUS = 16384  # the largest count an open search tries unless --max-gpus says otherwise
 
 
