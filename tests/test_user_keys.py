@@ -173,3 +173,16 @@ def test_a_zero_stage_as_frameworks_name_it(word, stage):
     sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}, "layout": {"zero": word}})
     assert sc.layout["zero"] == stage
     assert [r[1:3] for r in sc.read_as if r[0] == "layout.zero"] == [(word, stage)]
+
+
+def test_fsdp_hybrid_shard_shards_inside_a_node():
+    from gpuplan.io.scenario import parse_scenario
+
+    # PyTorch FSDP's HYBRID_SHARD: ZeRO-3 inside a node, replicas across nodes (torch ShardingStrategy) — read as
+    # ZeRO-3 alone it would shard over all 32 GPUs and under-predict the peak
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
+                         "training": {"framework": "FSDP HYBRID_SHARD"}, "layout": {"tp": 2}})
+    assert (sc.layout["zero"], sc.layout["zero_group"]) == (3, 4)  # 8 GPUs a node over tp 2
+    with pytest.raises(GpuplanError, match="give zero: 3 and zero_group"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
+                        "layout": {"zero": "HYBRID_SHARD"}})

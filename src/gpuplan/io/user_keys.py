@@ -250,6 +250,9 @@ def _zero_word(word: str) -> tuple[int | None, str]:
     """A ZeRO stage as frameworks and papers name it ("ZeRO-3", "stage 2", "FULL_SHARD", "SHARD_GRAD_OP")."""
     from gpuplan.catalog.stacks import sharding_words
 
+    if re.search(r"hybrid[-_\s]?shard", word.lower()):
+        raise GpuplanError(f"layout.zero {word!r} shards inside a node and replicates across: give zero: 3 and "
+                           "zero_group: the GPUs of a node over tp × cp (e.g. 8)")
     stage = sharding_words(word).stage
     if stage is None and (m := re.fullmatch(r"\s*(?:zero\s*)?stage\s*([0-3])\s*", word.lower())):
         stage = int(m[1])
