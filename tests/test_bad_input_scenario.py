@@ -465,7 +465,7 @@ def test_sizes_with_a_suffix(section, key, text, value):
     raw[section] = {**raw.get(section, {}), key: text}
     sc = parse_scenario(raw)
     assert getattr(sc.hardware if section == "hardware" else sc.training, key) == value
-    assert parse_count("8k", "training.seq_len", binary=True) == 8192 and parse_count("8k") == 8000
+    assert parse_count("8k", "training.seq_len") == 8192 and parse_count("8k") == 8000
 
 
 @pytest.mark.parametrize("section, key, text, value", [

@@ -9,7 +9,7 @@ from gpuplan.catalog.user import ENV as CATALOG_ENV
 from gpuplan.errors import GpuplanError
 from gpuplan.export.common import FRAMEWORK_TARGETS, TARGETS
 from gpuplan.io.schema import FLAG_KEYS, field_help
-from gpuplan.units import BINARY_SIZES, parse_count
+from gpuplan.units import parse_count
 
 MAX_COUNT = 2**20  # no count on the command line (GPUs, ranks, steps, candidates) is meaningful beyond this
 STORE_HELP = "SQLite store of runs; default: $GPUPLAN_STORE or ~/.cache/gpuplan"
@@ -38,7 +38,7 @@ def scenario_values(args: argparse.Namespace) -> dict[str, object]:
 
 def whole(value: str, flag: str, least: int = 1) -> int:
     """A count given on the command line (``16384``, ``16k``, ``1e4``): a whole number ≥ ``least``."""
-    n = parse_count(value, flag, binary=flag.lstrip("-").replace("-", "_").endswith(BINARY_SIZES))
+    n = parse_count(value, flag)
     if n != int(n) or n < least:
         raise GpuplanError(f"{flag} must be a whole number of at least {least}, got {value!r}")
     if n > MAX_COUNT:

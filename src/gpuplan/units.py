@@ -81,21 +81,26 @@ _UNIT_WORDS = {"tokens": r"tokens?", "seq_len": r"tokens?", "global_batch": r"se
 _SCALE_WORDS = {"thousand": "k", "million": "M", "billion": "B", "trillion": "T"}
 
 
+def _field(what: str) -> str:
+    """The field a dotted key or flag names ("training.seq_len", "--max-gpus" → seq_len, max_gpus)."""
+    return what.rsplit(".", 1)[-1].lstrip("-").replace("-", "_")
+
+
 def _unit_words(text: str, what: str) -> str:
     """``text`` without the word naming its field's quantity and with a scale word as its suffix (``what``: the
     dotted key or flag the count is for)."""
     if len(text) > MAX_NUMBER_TEXT:  # no regex over a long text: _split refuses it
         return text
-    unit = _UNIT_WORDS.get(what.rsplit(".", 1)[-1].lstrip("-").replace("-", "_"))
+    unit = _UNIT_WORDS.get(_field(what))
     out = re.sub(rf"(?<=[\d\s-])(?:{unit})\s*$", "", text.strip(), flags=re.IGNORECASE).rstrip(" -") if unit else text
     for word, suffix in _SCALE_WORDS.items():
         out = re.sub(rf"\s*\b{word}\b", suffix, out, flags=re.IGNORECASE)
     return out
 
 
-def parse_count(value: object, what: str = "number", binary: bool = False) -> float:
-    """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through; ``binary``: k and M are 1024 and
-    1024² (``BINARY_SIZES``)."""
+def parse_count(value: object, what: str = "number") -> float:
+    """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through; for a field of ``BINARY_SIZES``
+    (``what``: its dotted key or flag) k and M are 1024 and 1024²."""
     if isinstance(value, bool):
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
     if isinstance(value, int | float):
@@ -103,6 +108,7 @@ def parse_count(value: object, what: str = "number", binary: bool = False) -> fl
     if not isinstance(value, str):
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
     num, suffix = _split(_unit_words(value, what), what)
+    binary = _field(what) in BINARY_SIZES
     if suffix not in _COUNT_SUFFIX:
         kind = "k = 1024, M = 1024²" if binary else "decimal"
         nodes = "; a node count is hardware.nodes" if suffix in ("nodes", "node") else ""

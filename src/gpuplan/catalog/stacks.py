@@ -230,29 +230,32 @@ def _free_precision(word: str) -> tuple[str, str | None, list[str]] | None:
 # ZeRO-Infinity, ZeRO-3 with parameters offloaded too (Rajbhandari et al. 2021, arXiv:2104.07857); PyTorch FSDP's
 # sharding strategies (torch.distributed.fsdp.ShardingStrategy: FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2,
 # HYBRID_SHARD = ZeRO-3 inside a node, NO_SHARD = DDP)
+_HYBRID = r"hybrid[-_\s]?shard"
 SHARDING_WORDS = ((r"zero[-_\s]?offload", 2, "optimizer", "deepspeed"),
                   (r"zero[-_\s]?infinity", 3, "params", "deepspeed"),
                   (r"zero[-_\s]?([0-3])\b", None, None, "deepspeed"), (r"zero\+\+", None, None, "deepspeed"),
                   (r"full[-_\s]?shard", 3, None, "fsdp"), (r"shard[-_\s]?grad[-_\s]?op", 2, None, "fsdp"),
-                  (r"hybrid[-_\s]?shard", 3, None, "fsdp"), (r"no[-_\s]?shard", 0, None, "fsdp"),
+                  (_HYBRID, 3, None, "fsdp"), (r"no[-_\s]?shard", 0, None, "fsdp"),
                   (r"(?:cpu[-_\s]?)?offload(?:ing)?", None, "optimizer", None))
 
 
 @dataclass(frozen=True, slots=True)
 class Sharding:
     """What a ``training.framework`` word says of the sharding: the ZeRO stage, the offload, the stack the words
-    imply, and the word without them."""
+    imply, the word without them, and whether it shards inside a node only (FSDP's HYBRID_SHARD)."""
 
     stage: int | None
     offload: str | None
     stack: str | None
     rest: str
+    hybrid: bool = False
 
 
 def sharding_words(word: str) -> Sharding:
     """The sharding a ``training.framework`` word names ("DeepSpeed ZeRO-3", "ZeRO-Offload", "FSDP FULL_SHARD",
     "DeepSpeed ZeRO-3 + offload")."""
     text, stage, offload, stack = word.strip().lower(), None, None, None
+    hybrid = bool(re.search(_HYBRID, text))
     for pattern, z, off, implied in SHARDING_WORDS:
         m = re.search(pattern, text)
         if m is None:
@@ -260,7 +263,7 @@ def sharding_words(word: str) -> Sharding:
         stage = stage if stage is not None else (int(m.group(1)) if z is None and m.groups() else z)
         offload, stack = offload or off, stack or implied
         text = text[:m.start()] + " " + text[m.end():]
-    return Sharding(stage, offload, stack, re.sub(r"[\s+&,/()-]+", " ", text).strip())
+    return Sharding(stage, offload, stack, re.sub(r"[\s+&,/()-]+", " ", text).strip(), hybrid)
 
 
 def read_precision(word: str, framework: str) -> tuple[str, Reading | None]:

@@ -14,7 +14,7 @@ from gpuplan.catalog.hardware import DEFAULT_SCALE_OUT, get_fabric, get_gpu, gpu
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.spec import GPU, Hardware, Scenario
 from gpuplan.spec.options import MAX_COUNT, MAX_GPU_TYPES, OBJECTIVES, PlanOptions
-from gpuplan.units import BINARY_SIZES, parse_count, parse_duration, parse_money
+from gpuplan.units import parse_count, parse_duration, parse_money
 
 # the options' names as each caller spells them (the API's deadline_s and budget take units too)
 ALIASES = {"deadline_s": "deadline", "budget_usd": "budget", "top_k": "top", "gpu_types": "gpu",
@@ -91,7 +91,7 @@ def _positive(value: float, what: str) -> float:
 
 def count(value: Any, what: str) -> int:
     """A whole number from 1 to ``MAX_COUNT`` (``16384``, ``16k`` — a GPU count's k is 1024 —, ``1e4``)."""
-    n = parse_count(value, what, binary=what.lstrip("-").replace("-", "_").endswith(BINARY_SIZES))
+    n = parse_count(value, what)
     if not math.isfinite(n) or n != int(n) or not 1 <= n <= MAX_COUNT:
         raise GpuplanError(f"{what} must be a whole number from 1 to {MAX_COUNT:,}, got {shown(value)}")
     return int(n)

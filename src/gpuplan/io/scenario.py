@@ -38,7 +38,7 @@ from gpuplan.spec import (
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.model import ModelSpec, check_lora_rank
 from gpuplan.spec.scenario import Scenario
-from gpuplan.units import BINARY_SIZES, GiB, parse_bytes, parse_count, parse_money
+from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
@@ -98,7 +98,7 @@ MAX_WHOLE = 2**53  # beyond this a float no longer holds every whole number (and
 
 
 def _int(value: Any, key: str) -> int:
-    num = parse_count(value, key, binary=key.endswith(BINARY_SIZES))
+    num = parse_count(value, key)
     if abs(num) >= MAX_WHOLE:
         raise GpuplanError(f"{key} = {value!r} is too large: give a realistic size")
     if num != int(num):

@@ -250,10 +250,11 @@ def _zero_word(word: str) -> tuple[int | None, str]:
     """A ZeRO stage as frameworks and papers name it ("ZeRO-3", "stage 2", "FULL_SHARD", "SHARD_GRAD_OP")."""
     from gpuplan.catalog.stacks import sharding_words
 
-    if re.search(r"hybrid[-_\s]?shard", word.lower()):
+    said = sharding_words(word)
+    if said.hybrid:
         raise GpuplanError(f"layout.zero {word!r} shards inside a node and replicates across: give zero: 3 and "
                            "zero_group: the GPUs of a node over tp × cp (e.g. 8)")
-    stage = sharding_words(word).stage
+    stage = said.stage
     if stage is None and (m := re.fullmatch(r"\s*(?:zero\s*)?stage\s*([0-3])\s*", word.lower())):
         stage = int(m[1])
     return stage, f"layout.zero {word} read as ZeRO-{stage}"

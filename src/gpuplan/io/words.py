@@ -94,7 +94,7 @@ def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None
         layout["zero"] = stage
         out.append(("layout.zero", word, stage, f"training.framework {word} names ZeRO stage {stage}"))
     tp_cp = (layout.get("tp") or 1) * (layout.get("cp") or 1)
-    if re.search(r"hybrid[-_\s]?shard", word.lower()) and layout.get("zero_group") is None and per_node \
+    if said.hybrid and layout.get("zero_group") is None and per_node \
             and per_node % tp_cp == 0 and per_node > tp_cp:
         layout["zero_group"] = per_node // tp_cp
         out.append(("layout.zero_group", word, per_node // tp_cp, f"training.framework {word} shards inside a node: "
