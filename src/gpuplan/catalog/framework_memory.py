@@ -68,3 +68,12 @@ def pp_grads_in_fp32(framework: str) -> bool:
     FSDP2 moves each unsharded bf16 gradient into an accumulator of the fp32 reduce dtype while gradient sync
     is off, and torchtitan reduces in fp32)."""
     return _memory_fact(framework, "pp_grad_dtype") == "fp32"
+
+
+@cache
+def keeps_gathered_sp_input(framework: str) -> bool:
+    """Whether, under sequence parallelism, the column-parallel linears keep their all-gathered input whole for
+    the weight gradient (frameworks.json ``memory.sp_saved_input`` "gathered": torchtitan's DTensor plan
+    redistributes the block input Shard(1) -> Replicate and F.linear saves it), rather than the sequence shard
+    all-gathered again in backward (Megatron, Korthikanti et al. 2022 Sec. 4.2.2; nanotron)."""
+    return _memory_fact(framework, "sp_saved_input") == "gathered"

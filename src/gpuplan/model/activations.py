@@ -31,7 +31,9 @@ We keep those pieces and generalise each one (``layer_terms``):
 
 Tensor parallelism (Korthikanti Eq. 2/4): every term inside the TP region divides by t;
 the norm inputs, the inputs of the column-parallel linears and the dropout masks (10·sbh in
-their count) divide by t only with sequence parallelism. Context parallelism splits s.
+their count) divide by t only with sequence parallelism — the linears' inputs only where the framework keeps
+the shard and all-gathers it again in backward (Megatron, their Sec. 4.2.2); PyTorch's DTensor plan (torchtitan)
+saves the all-gathered input whole (``ActShape.gathered``). Context parallelism splits s.
 
 Recompute (Korthikanti Sec. 5): "selective" drops the attention core (the s² terms; with
 flash attention there is nothing left to drop, as in Megatron-Core's default
@@ -86,10 +88,18 @@ class ActShape:
     qkv_copies: int = 1
     mlp_copies: int = 1
     stream: int = 0  # bytes per element of the residual stream between layers (0: ``elem``; 4 under AMP)
+    # sequence parallelism: the column-parallel linears keep their all-gathered input whole (DTensor's plan,
+    # frameworks.json memory.sp_saved_input), not the shard all-gathered again in backward (Megatron)
+    gathered: bool = False
 
     @property
     def norm(self) -> float:
         return self.norm_in or self.elem
+
+    @property
+    def in_rep(self) -> float:
+        """The share of a column-parallel linear's input (the hidden stream) one rank keeps."""
+        return 1 / self.t if self.sp and not self.gathered else 1.0
 
 
 def layer_terms(m: ModelSpec, kind: int, x: ActShape) -> dict[str, float]:
@@ -117,7 +127,7 @@ def _attention_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:
     terms = {
         # attention block
         "attn_norm_input": x.norm * sbh * rep,
-        "qkv_input": x.linear_in * sbh * rep * x.qkv_copies,
+        "qkv_input": x.linear_in * sbh * x.in_rep * x.qkv_copies,
         "q": e * s * b * a * d / t,
         "k": e * s * b * kv_local * d,
         "v": e * s * b * kv_local * dv,
@@ -149,7 +159,7 @@ def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[s
     s, b, t, e, h = x.s, x.b, x.t, x.elem, m.hidden
     sbh = s * b * h
     terms = {"mlp_norm_input": x.norm * sbh * rep}
-    terms["mlp_input"] = x.linear_in * sbh * rep * x.mlp_copies
+    terms["mlp_input"] = x.linear_in * sbh * x.in_rep * x.mlp_copies
     per_f = (3 * e + x.linear_in) if m.gated_mlp else (e + x.linear_in)  # gated: 8 (2+2+2+2), else 4
     if moe_layer:
         k, n_exp = m.top_k, m.n_experts
@@ -183,7 +193,6 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     hidden unit per layer, q/v only 34.1, the full fine-tune 43.1 — the formula gives 49.7, 34.1 and 43.1.
     Expert matrices (MoE) keep the full fine-tune's count."""
     s, b, t, e = x.s, x.b, x.t, x.elem
-    rep = 1 / t if x.sp else 1.0
     base_keeps = x.method == "qlora"
     out = dict(terms)
     lg = m.kinds[kind]
@@ -205,7 +214,7 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
         leaf = w.name.rsplit(".", 1)[-1]
         out_f, in_f = w.shape
         row = leaf in ROW_PARALLEL
-        local_in = in_f / t if row else in_f * rep
+        local_in = in_f / t if row else in_f * x.in_rep
         if x.lora_copy:
             kept += x.lora_copy * s * b * local_in * w.count
         elif not base_keeps and not (row and w.group == "attention"):  # the heads' output: kept by attention
@@ -213,7 +222,7 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
         kept += e * s * b * x.lora_rank * w.count  # the rank-r output the second matrix reads
         kept += x.lora_weight_cast * x.lora_rank * (out_f + in_f) / t * w.count
     for group, row in shared:  # the input tensor itself, once for the adapters that share it
-        width = (m.ffn if group == "mlp" else m.shared_ffn) / t if row else m.hidden * rep
+        width = (m.ffn if group == "mlp" else m.shared_ffn) / t if row else m.hidden * x.in_rep
         kept += x.linear_in * s * b * width
     out["lora_inputs"] = kept
     return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
+from gpuplan.catalog.framework_memory import keeps_gathered_sp_input, keeps_half_grads, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.activations import (
@@ -150,8 +150,8 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
                  flash=training.attention in ("flash", "flash1"), elem=elem,
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
-                 norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
-                 stream=4 if amp else 0, **lora_shape(training))
+                 norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp, stream=4
+                 if amp else 0, gathered=keeps_gathered_sp_input(training.framework), **lora_shape(training))
     per_mb = sum(n * layer_bytes(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,
     # unless a checkpointed block's forward saved none (full and per-op recompute: freed as its autocast region
@@ -175,7 +175,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         extra += head_cast
     logits = 0.0
     if stage == pp - 1:
-        extra += (x.norm + elem) * x.s * x.b * model.hidden * rep  # what the final norm keeps; the LM-head input
+        extra += (x.norm * rep + elem * x.in_rep) * x.s * x.b * model.hidden  # the final norm's; the LM head's input
         logits = logits_bytes(model, x.s, x.b, x.t, software(training.framework, training.compile, model).logits_memory)
     return per_mb, extra, logits
 
