@@ -324,6 +324,53 @@ def test_a_checkpoint_name_with_a_variant_suffix_is_its_model(ref, mid, why):
     assert any(f"read as {mid}: {why}" in a for a in m.assumed)
 
 
+@pytest.mark.parametrize("ref, mid, why", [
+    # a catalogue model re-published under another organisation (a mirror, a quantized upload)
+    ("NousResearch/Llama-2-7b-hf", "llama-2-7b",
+     "'Llama-2-7b-hf' as the Hugging Face organisation 'NousResearch' publishes it (no such folder here)"),
+    ("unsloth/llama-3-8b-bnb-4bit", "llama-3-8b", "publishes it (no such folder here); bnb-4bit changes no shape"),
+    # a fine-tune named after its base model: the base's shapes
+    ("OpenHermes-2.5-Mistral-7B", "mistral-7b", "it names its base model 'mistral-7b', whose shapes a fine-tune keeps"),
+    ("dolphin-2.9-llama3-8b", "llama-3-8b", "it names its base model 'llama3-8b'"),
+    ("Nous-Hermes-2-Mixtral-8x7B-DPO", "mixtral-8x7b", "it names its base model 'mixtral-8x7b'"),
+])
+def test_a_mirror_or_a_fine_tune_is_read_as_the_model_it_names(ref, mid, why):
+    from gpuplan.catalog.models import load_model
+
+    m = load_model(ref)
+    assert (m.name, m.params) == (load_model(mid).name, load_model(mid).params)
+    assert any(f"read as {mid}: " in a and why in a for a in m.assumed)
+
+
+@pytest.mark.parametrize("ref", [
+    "Qwen2-VL-7B",      # holds "qwen2" and "7b", never the name "qwen2-7b" whole: a vision model is not its LM
+    "mistral",          # a family word, no size
+    "WizardLM-2-8x22B",  # names no catalogue model whole
+    "LLaMA 7B/13B",     # two sizes joined by a slash: neither is read
+    "Llama-2 7/13B",    # a name with a space and a slash is a name, not a path: 'unknown model', not 'file not found'
+])
+def test_a_name_holding_no_catalogue_model_whole_is_refused(ref):
+    from gpuplan.catalog.models import load_model
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="unknown model"):
+        load_model(ref)
+
+
+def test_a_folder_that_exists_wins_over_a_repo_id_it_looks_like(tmp_path, monkeypatch):
+    from gpuplan.catalog.models import load_model
+
+    folder = tmp_path / "myorg" / "llama-2-7b"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000}))
+    monkeypatch.chdir(tmp_path)
+    m = load_model("myorg/llama-2-7b")
+    assert m.hidden == 512 and m.n_layers == 4
+    assert not any("read as" in a for a in m.assumed)
+
+
 def test_a_name_that_is_still_unknown_after_its_suffix_is_dropped_is_refused():
     from gpuplan.catalog.models import load_model
     from gpuplan.errors import GpuplanError

@@ -54,3 +54,37 @@ def _suffixed(s: str, find: Callable[[str], str | None]) -> tuple[str, str] | No
         dropped.insert(0, m.group(1))
         s = s[:m.start()]
     return None
+
+
+_REPO = re.compile(r"([\w.-]+)/([\w.-]+)")  # a Hugging Face repo id: organisation/name
+_SIZE = re.compile(r"\d")
+
+
+def copy_of(ref: str, find: Callable[[str], str | None], params: Callable[[str], int]) -> tuple[str, str] | None:
+    """(catalogue id, why) of a Hugging Face repo id whose organisation re-publishes a catalogue model under its own
+    name ("NousResearch/Llama-2-7b-hf", "unsloth/llama-3-8b-bnb-4bit", "TheBloke/Llama-2-7B-fp16"): the name without
+    the organisation, read as ``variant_of`` reads it; else None."""
+    m = _REPO.fullmatch(ref.strip())
+    if m is None or (hit := find(m.group(2)) or variant_of(m.group(2), find, params)) is None:
+        return None
+    key, why = (hit, "") if isinstance(hit, str) else hit
+    where = f"{m.group(2)!r} as the Hugging Face organisation {m.group(1)!r} publishes it (no such folder here)"
+    return key, "; ".join(w for w in (where, why) if w)
+
+
+def base_named_in(ref: str, keys: list[str], find: Callable[[str], str | None]) -> tuple[str, str] | None:
+    """(catalogue id, why) of a fine-tune named after its base model ("OpenHermes-2.5-Mistral-7B",
+    "dolphin-2.9-llama3-8b"): the longest catalogue name with a size in it that the name holds whole — bounded by the
+    name's own separators, so "Llama-3.2-11B-Vision" never holds "llama-3.2-1b"; else None. A fine-tune keeps its
+    base's shapes; a name holding none (or only a family word, "mistral") is not read."""
+    s = ref.strip().lower()
+    s = re.sub(r"[\s_:]", "-", m.group(2) if (m := _REPO.fullmatch(s)) else s)
+    best = ""
+    for key in keys:  # a slash beside it joins two names ("LLaMA 7B/13B"): neither is read
+        if len(key) > len(best) and _SIZE.search(key) and "/" not in key and key != s and \
+                re.search(rf"(?<![a-z0-9./]){re.escape(key)}(?![a-z0-9/])", s):
+            best = key
+    mid = find(best) if best else None
+    if mid is None:
+        return None
+    return mid, f"it names its base model {best!r}, whose shapes a fine-tune keeps"

@@ -28,7 +28,7 @@ from typing import Any
 
 from gpuplan.bounds import check_text, check_tree, is_path, load_json, read_regular
 from gpuplan.catalog.families import BUILDERS, MAX_PARAMS, Cfg
-from gpuplan.catalog.model_names import variant_of
+from gpuplan.catalog.model_names import base_named_in, copy_of, variant_of
 from gpuplan.catalog.safetensors_files import MAX_DIM, MAX_DIMS, header, shard_names
 from gpuplan.errors import GpuplanError, described, named, shown
 from gpuplan.spec.model import ModelSpec
@@ -127,6 +127,11 @@ def list_models() -> list[dict[str, Any]]:
     return rows + user_model_rows()
 
 
+def _base_of(ref: str) -> tuple[str, str] | None:
+    """A fine-tune named after a catalogue model (model_names.base_named_in), over every name the catalogue knows."""
+    return base_named_in(ref, [k for k in _lookup() if not k.isalnum()] + list(_index()), _find)
+
+
 def _unknown(ref: str) -> GpuplanError:
     table = _lookup()
     close = difflib.get_close_matches(ref.lower(), list(table), n=12, cutoff=0.5)
@@ -163,8 +168,11 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
             spec = user
         elif is_path(s):
             spec = _from_path(p)
+        elif isinstance(ref, str) and (named_as := copy_of(s, _find, _params_of) or _base_of(s)) is not None:
+            base, why = _from_catalog(named_as[0]), f"model {s!r} read as {named_as[0]}: {named_as[1]}"
+            spec = dataclasses.replace(base, assumed=(*base.assumed, why))
         elif not isinstance(ref, str) or s.endswith(".json") or s.startswith(("/", ".", "~")) or (
-                os.sep in s and not re.fullmatch(r"[\w.-]+/[\w.-]+", s)):
+                os.sep in s and not re.fullmatch(r"[\w.-]+/[\w.-]+", s) and not re.search(r"\s", s)):
             raise GpuplanError(f"model file not found: {shown(str(p))}: check the path (or use a catalogue id)")
         else:
             raise _unknown(s)
