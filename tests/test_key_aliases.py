@@ -64,6 +64,12 @@ def test_a_gpu_named_with_its_count_gives_the_count():
     assert parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "64× H100"}}).hardware.gpus == 64
     with pytest.raises(GpuplanError, match="names 8 GPUs, hardware.gpus is 64: give the count once"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "8x A100 80GB", "gpus": 64}})
+    # the count after the name, as cluster inventories write it
+    after = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "A100-SXM4-80GB x 16"}}).hardware
+    assert (after.gpu.id, after.gpus) == ("a100-80gb-sxm", 16)
+    assert parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "H100 ×64"}}).hardware.gpus == 64
+    with pytest.raises(GpuplanError, match="names 8 GPUs, hardware.gpus is 64: give the count once"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "A100 x8", "gpus": 64}})
 
 
 def test_sequence_parallel_with_tp_1_is_none_as_megatron_reads_it():

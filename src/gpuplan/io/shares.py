@@ -43,16 +43,18 @@ def nodes_as_gpus(hw_raw: dict, hardware: Hardware) -> tuple[dict, Hardware]:
 
 
 _COUNTED = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*)$", re.IGNORECASE)
+_COUNTED_AFTER = re.compile(r"^\s*(\S.*?)\s+[x×*]\s*(\d+)\s*$", re.IGNORECASE)  # "A100 x8", "H100 × 64"
 
 
 def counted_gpu(hw_raw: dict) -> dict:
-    """A GPU named with its count, as papers write it ("8x A100-80GB", "64× H100"): the name, and the count as
-    ``hardware.gpus`` when that is not given; a different count given beside it is refused."""
+    """A GPU named with its count, as papers write it ("8x A100-80GB", "64× H100", "A100 x8"): the name, and the
+    count as ``hardware.gpus`` when that is not given; a different count given beside it is refused."""
     gpu = hw_raw.get("gpu")
     m = _COUNTED.match(gpu) if isinstance(gpu, str) else None
-    if m is None:
+    after = _COUNTED_AFTER.match(gpu) if isinstance(gpu, str) and m is None else None
+    if m is None and after is None:
         return hw_raw
-    n, name = int(m[1]), m[2].strip()
+    n, name = (int(m[1]), m[2].strip()) if m is not None else (int(after[2]), after[1].strip())
     if "gpus" in hw_raw and parse_count(hw_raw["gpus"], "hardware.gpus") != n:
         raise GpuplanError(f"hardware.gpu {gpu!r} names {n} GPUs, hardware.gpus is {hw_raw['gpus']!r}: give the count "
                            f"once (gpu: {name}, gpus: N)")
