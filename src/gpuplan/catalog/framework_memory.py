@@ -77,3 +77,11 @@ def keeps_gathered_sp_input(framework: str) -> bool:
     redistributes the block input Shard(1) -> Replicate and F.linear saves it), rather than the sequence shard
     all-gathered again in backward (Megatron, Korthikanti et al. 2022 Sec. 4.2.2; nanotron)."""
     return _memory_fact(framework, "sp_saved_input") == "gathered"
+
+
+@cache
+def keeps_stage_buffers(framework: str) -> bool:
+    """Whether the framework's pipeline keeps a receive buffer per micro-batch of the step on each stage (and a
+    gradient receive buffer, and each in-flight micro-batch's stage output until its backward) — frameworks.json
+    ``memory.pp_stage_buffers`` "per-microbatch": torch.distributed.pipelining, as torchtitan runs it."""
+    return _memory_fact(framework, "pp_stage_buffers") == "per-microbatch"

@@ -39,7 +39,7 @@ from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates,
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.kept import amp_fp32, amp_of, keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
 from gpuplan.model.params import largest_param, rank_params
-from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages
+from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages, stage_io_bytes
 from gpuplan.model.software import software
 from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
@@ -263,16 +263,17 @@ def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, cor
         grads_held, act_held, logits_held = one_gpu_backward(model, training, states, act)
     elif embedding:
         grads_held, act_held, logits_held = embedding_backward(model, training, lay, states, act, flight)
-    train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers
+    io = stage_io_bytes(model, training, lay, stage, mb, n_mb, flight)  # a pipeline's stage buffers (torchtitan)
+    train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers + io
     total, fragmentation, fixed = _peak_bytes(max(train_phase, step_phase), communicators)
     return (total, states, act, flight, grads_held, act_held, logits_held, opt_temp, fragmentation, fixed,
-            train_phase >= step_phase)
+            train_phase >= step_phase, states.buffers + io)
 
 
 def _peak_from(stage: int, parts: tuple) -> StagePeak:
-    total, states, act, flight, grads_held, act_held, logits_held, opt_temp, frag, fixed, train = parts
+    total, states, act, flight, grads_held, act_held, logits_held, opt_temp, frag, fixed, train, buffers = parts
     return _make_peak(stage=stage, total=total, states=states, activations_per_microbatch=act.per_microbatch,
-                      activations=act_held, logits=logits_held, buffers=states.buffers, optimizer_step=opt_temp,
+                      activations=act_held, logits=logits_held, buffers=buffers, optimizer_step=opt_temp,
                       fragmentation=frag, runtime=fixed, train_phase_peak=train, microbatches_in_flight=flight,
                       gradients_held=grads_held)
 
@@ -300,8 +301,7 @@ def peaks_bytes(model: ModelSpec, training: Training, layout: Layout, micro_batc
                 corrections: Corrections = NONE) -> list[tuple[float, float]]:
     """``peak_bytes`` of ``layout`` at each of ``micro_batches`` instead of its own: each stage's states
     and fixed terms are computed once for them all (the planner sizes a family of layouts at once)."""
-    return [(parts[0], parts[1].cpu_offload) for _, parts in _worst(model, training, layout, micro_batches,
-                                                                     corrections)]
+    return [(p[0], p[1].cpu_offload) for _, p in _worst(model, training, layout, micro_batches, corrections)]
 
 
 def _worst(model: ModelSpec, training: Training, layout: Layout, micro_batches: tuple[int, ...],

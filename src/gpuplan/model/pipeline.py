@@ -7,6 +7,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
+from gpuplan.catalog.framework_memory import keeps_stage_buffers
+from gpuplan.model.activations import ACT_BYTES
 from gpuplan.model.comm import Topology, send_recv_s
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 
@@ -57,6 +59,24 @@ def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     if schedule == "interleaved":
         return min(p - stage + (p - 1) / v, m)
     return min(p - stage, m)
+
+
+def stage_io_bytes(model: ModelSpec, training: Training, lay: Layout, stage: int, mb: int, n_mb: int,
+                   flight: float) -> float:
+    """What a torch.distributed.pipelining rank keeps for its stages' inputs and outputs beyond the activations
+    (frameworks.json ``memory.pp_stage_buffers``; 0 for other frameworks and without a pipeline), in units of
+    one stage input B (micro-batch × sequence × hidden, over tp under sequence parallelism). Per stage of the
+    rank (``virtual_stages`` of them): a receive buffer per micro-batch of the step, those in flight being the
+    input its first block keeps (n_mb − f more), a gradient receive buffer per micro-batch (n_mb) and the outputs
+    of those in flight (f) — 2·n_mb for a stage in the middle; the pipeline's first stage receives nothing
+    (n_mb + f, f its micro-batches in flight), its last sends nothing (n_mb − 1)."""
+    p, v = lay.pp, lay.virtual_stages
+    if p == 1 or not keeps_stage_buffers(training.framework):
+        return 0.0
+    unit = ACT_BYTES[training.precision] * mb * training.seq_len / lay.cp * model.hidden \
+        / (lay.tp if lay.sequence_parallel else 1)
+    units = 2 * v * n_mb - (stage == 0) * (n_mb - min(flight, n_mb)) - (stage == p - 1) * (n_mb + 1)
+    return unit * units
 
 
 def peak_stages(model: ModelSpec, pp: int, vstages: int) -> list[int]:
