@@ -1,4 +1,4 @@
-"""The architecture, enforced (DESIGN.md §5): who may import whom, how large a module or a
+"""The architecture, enforced (README "Architecture"): who may import whom, how large a module or a
 function may grow, and what crosses a module boundary. An AST walk over src/gpuplan: it reads
 every import, including the ones inside functions, so a lazy import cannot slip past."""
 

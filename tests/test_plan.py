@@ -41,7 +41,7 @@ def _gpus(est: dict) -> int:
 
 @cache
 def brute_force(model: str, gpu: str, max_gpus: int, global_batch: int, seq: int, tokens: float = 1e10) -> tuple:
-    """Every layout of the search space DESIGN.md describes, evaluated without any pruning:
+    """Every layout of the search space docs/search.md describes, evaluated without any pruning:
     (tokens/s, usd, gpus, layout) of each one that fits."""
     base = make(model, gpu, None, training={"seq_len": seq, "global_batch": global_batch, "tokens": tokens})
     m, per_node = base.model, base.hardware.gpus_per_node

@@ -25,6 +25,7 @@ from typing import Any
 from gpuplan.catalog.hardware import get_gpu as _get_gpu
 from gpuplan.catalog.models import load_model as _load_model
 from gpuplan.errors import GpuplanError
+from gpuplan.io.inputs import model_shorthand
 from gpuplan.io.options import plan_options, reading_gpu, targets
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.io.schema import FIELD_ALIASES, FLAG_KEYS, own_keys
@@ -61,6 +62,9 @@ def scenario(source: ScenarioInput = None, /, **fields: Any) -> Scenario:
     base: Path | None = None
     if source is None:
         raw: Any = {}
+    elif isinstance(source, str | Path) and (short := model_shorthand(source, fields)) is not None:
+        raw = short  # a model name where the scenario goes: gpuplan.plan("llama-3.1-8b")
+        fields = {k: v for k, v in fields.items() if k != "model"}
     elif isinstance(source, str | Path):
         raw = read_file(source)
         base = Path(source).resolve().parent
@@ -180,6 +184,8 @@ def _names_gpu(source: ScenarioInput) -> bool:
     """Whether a scenario source states hardware.gpu (a plan without one searches every type)."""
     if isinstance(source, Scenario):
         return True
+    if isinstance(source, str | Path) and model_shorthand(source) is not None:
+        return False  # a model name: the whole catalogue unless ``gpu`` says
     raw: Any = read_file(source) if isinstance(source, str | Path) else source
     return isinstance(raw, Mapping) and isinstance(raw.get("hardware"), Mapping) and "gpu" in raw["hardware"]
 

@@ -1,4 +1,4 @@
-"""Fixed means fixed, one default rule, answers are inputs (DESIGN.md §2): over generated
+"""Fixed means fixed, one default rule, answers are inputs (README "Commands"): over generated
 scenarios, every command hands back the fields it was given unchanged, lists what it filled in
 under ``assumed``, and its echoed scenario reproduces the answer through ``evaluate``."""
 

@@ -1,5 +1,5 @@
-"""What a command was given → parsed scenarios: a scenario file (one or a list), the built-in
-example, or flags alone; flag values override the file's. A list keeps going past a bad item
+"""What a command was given → parsed scenarios: a scenario file (one or a list), a model name in its place,
+the built-in example, or flags alone; flag values override the file's. A list keeps going past a bad item
 (its error takes the item's place); a single scenario's error stands."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuplan.bounds import is_path
 from gpuplan.errors import GpuplanError, plain, shown
 from gpuplan.io.scenario import merge_flags, parse_scenario, read_file
 from gpuplan.spec import Scenario
@@ -35,6 +36,8 @@ def gather(path: str | None, example: bool, flags: dict[str, Any]) -> Inputs:
 
         text = resources.files("gpuplan").joinpath(EXAMPLE).read_text(encoding="utf-8")
         return Inputs((merge_flags(yaml.safe_load(text), flags),), None, False)
+    if path and (short := model_shorthand(path, flags)) is not None:
+        return Inputs((merge_flags(short, flags),), None, False)
     if path:
         raw = read_file(path)
         base = Path(path).resolve().parent
@@ -46,6 +49,26 @@ def gather(path: str | None, example: bool, flags: dict[str, Any]) -> Inputs:
     if not flags:
         raise GpuplanError("give a scenario file, --example, or flags such as --model llama-3.1-8b --gpu h100-sxm")
     return Inputs((merge_flags({}, flags),), None, False)
+
+
+def model_shorthand(source: str | Path, given: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``{"model": source}`` when the scenario argument is no file but a model the catalogue knows
+    (``gpuplan evaluate llama-3.1-8b --gpu h100-sxm``, ``gpuplan.plan("llama-3.1-8b")``), else None; a model also
+    given by name (``--model``, ``model=``) beside it is refused."""
+    text = str(source)
+    if is_path(text) or text.lower().endswith((".yaml", ".yml", ".json")):
+        return None
+    from gpuplan.catalog.models import load_model
+
+    try:
+        load_model(text)
+    except GpuplanError:
+        return None
+    other = (given or {}).get("model")
+    if other is not None and other != text:
+        raise GpuplanError(f"{shown(text)} names a model and the model is also given as {shown(str(other))}: "
+                           "give the model once")
+    return {"model": text}
 
 
 def parse_all(inputs: Inputs, gpu: str | None = None) -> list[Scenario | GpuplanError]:

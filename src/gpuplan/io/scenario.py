@@ -1,9 +1,8 @@
 """The scenario file (YAML or JSON) and its command-line flags → validated spec values.
 
-Every key is checked: unknown keys, wrong types and impossible values are a GpuplanError
-naming the key and the fix (DESIGN.md section 3). A key whose value is null is the same as a
-key left out (a layout field left open, a training or hardware field at its default).
-"""
+Every key is checked: unknown keys, wrong types and impossible values are a GpuplanError naming the key and the fix
+(README "The scenario file"). A key whose value is null is the same as a key left out (a layout field left open, a
+training or hardware field at its default)."""
 
 from __future__ import annotations
 
@@ -155,7 +154,8 @@ def read_file(path: str | Path) -> Any:
     if is_path(str(p)) and p.is_dir():
         raise GpuplanError(f"scenario file {shown(str(p))} is a folder: give the path to a .yaml or .json file")
     if not is_path(str(p)):
-        raise GpuplanError(f"scenario file {shown(str(p))} not found: give the path to a .yaml or .json file")
+        raise GpuplanError(f"scenario file {shown(str(p))} not found: give the path to a .yaml or .json file"
+                           + ("" if p.suffix else ", or a model id the catalogue knows (`gpuplan models`)"))
     text = _decode(p, read_regular(p, "scenario file"))
     is_json = p.suffix.lower() == ".json"
     # the file's shape here; each scenario's values when it is read, so a bad value fails its item only

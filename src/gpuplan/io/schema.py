@@ -1,5 +1,5 @@
 """The scenario's keys, once: the file's sections, the command-line flags and the Python API's
-keyword arguments are all generated from these tables (DESIGN.md §3)."""
+keyword arguments are all generated from these tables (README "The scenario file")."""
 
 from __future__ import annotations
 

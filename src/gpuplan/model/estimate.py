@@ -1,4 +1,4 @@
-"""``evaluate()``: one scenario and a complete layout → an ``Estimate`` (DESIGN.md section 4).
+"""``evaluate()``: one scenario and a complete layout → an ``Estimate`` (README "Commands": the JSON an answer prints).
 
 A pure function of its inputs (no I/O beyond the cached catalogues). report/render.py turns an
 ``Estimate`` into the contract's JSON object, keys in their documented order; ``assess`` is the one

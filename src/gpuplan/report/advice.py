@@ -1,4 +1,4 @@
-"""A plan in words: the contract's ``plan --json`` object (DESIGN.md §4), the compute equilibrium
+"""A plan in words: the contract's ``plan --json`` object (README "Commands"), the compute equilibrium
 as a sentence, and advice — what to change when nothing fits, when no plan meets the deadline
 or budget, and how the user's own layout compares with the best on the same GPUs."""
 

@@ -1,5 +1,5 @@
-"""Typed results → the contract's JSON (DESIGN.md §4): an estimate's object, keys in their documented
-order, its notes in words (report/words.py)."""
+"""Typed results → the contract's JSON (README "Commands", "Web page and API"): an estimate's object, keys in their
+documented order, its notes in words (report/words.py)."""
 
 from __future__ import annotations
 

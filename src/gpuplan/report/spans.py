@@ -1,5 +1,5 @@
 """The 80 % intervals of an answer, in words: ``tokens/s 1,030 (80%: 870–1,160)``, and the verdict on a
-peak whose interval straddles the capacity (DESIGN.md §4: ``"interval": {"p10", "p90"}`` per quantity)."""
+peak whose interval straddles the capacity (the contract: ``"interval": {"p10", "p90"}`` per quantity)."""
 
 from __future__ import annotations
 
