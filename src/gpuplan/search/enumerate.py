@@ -157,30 +157,38 @@ class Search(Book):
         prefix: dict[tuple[str, int, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
         step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
         layouts: dict[tuple, Layout] = {}  # and the layouts they were timed on, the same on every GPU type
+        lives: dict[tuple[int, Shard], dict[int, Hardware]] = {}  # the types whose floor fits, per (v, sharding)
+        plains = {t: self._plain_of(hw, split, off) for t, hw in hws.items()} if len(hws) > 1 else {}
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
             if self._visited is not None:  # something fitting ends the closest-miss bookkeeping
                 for t, hw in hws.items():
                     self._remember((*ranks[t], i), hw, where0)
-            out = [t for t in hws if not floors.get((t, fam.virtual_stages, fam.shard), True)]
-            if out:
-                self._count_out(fam, split, sp, off, len(out))
+            key = (fam.virtual_stages, fam.shard)
+            live = lives.get(key)
+            if live is None:
+                live = lives[key] = {t: hw for t, hw in hws.items() if floors.get((t, *key), True)}
+            if len(live) < len(hws):
+                self._count_out(fam, split, sp, off, len(hws) - len(live))
                 prefix[(fam.schedule, fam.virtual_stages, fam.recompute, fam.shard)] = 0
-            live = {t: hw for t, hw in hws.items() if t not in out}
             if not live:
                 continue
-            for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix):
+            floor_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1)
+            for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix, plains):
                 found.add(t)
                 where = (split, fam, mb, sp, off)
-                floor = self._floor(step_floors, layouts, t, where, live[t])
+                floor = step_floors.get((t, *floor_key, mb))  # kept per split (``_floor``)
+                if floor is None:
+                    floor = self._floor(step_floors, layouts, t, where, live[t])
                 self._fitting.append((floor, (*ranks[t], i, j), where, live[t]))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                    prefix: dict[tuple[str, int, str, Shard], int]) -> list[tuple[int, int, int]]:
+                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[int, tuple[float, float] | None]
+                    ) -> list[tuple[int, int, int]]:
         """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
         if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
             return [(t, j, mb) for t, hw in hws.items() for j, mb in self._family(hw, split, fam, sp, off)]
@@ -190,10 +198,10 @@ class Search(Book):
             if fit_count is not None:
                 prefix[(fam.schedule, fam.virtual_stages, fam.recompute, fam.shard)] = fit_count
             return [(t, j, mb) for j, mb in fitting]
-        return self._classify_types(hws, split, fam, sp, off)
+        return self._classify_types(hws, split, fam, sp, off, plains)
 
-    def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str
-                        ) -> list[tuple[int, int, int]]:
+    def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
+                        plains: dict[int, tuple[float, float] | None]) -> list[tuple[int, int, int]]:
         """Several GPU types: every micro-batch's peak once (the same on every type), then each type's
         verdict on each — exact without any ordering of the peaks."""
         mbs = fam.micro_batches
@@ -203,12 +211,13 @@ class Search(Book):
             self.rejected[why] += len(mbs) * len(hws)
             return []
         peaks = [self._peak((split, fam, mb, sp, off)) for mb in mbs]
+        totals = [total for total, _ in peaks]
         out = []
         for t, hw in hws.items():
-            plain = self._plain_of(hw, split, off)
+            plain = plains[t]  # the split's ``_plain_of``
             if plain is not None:  # the verdict is a comparison: ``_fits_peak`` without its lookups per peak
                 factor, limit = plain
-                fit = [j for j, (total, _) in enumerate(peaks) if total * factor <= limit]
+                fit = [j for j, total in enumerate(totals) if total * factor <= limit]
                 out += [(t, j, mbs[j]) for j in fit]
                 self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
                 continue
