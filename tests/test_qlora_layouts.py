@@ -42,3 +42,17 @@ def test_the_search_reads_only_the_rules_a_job_can_meet():
     assert rule_fields("generic", Training(method="full")) == frozenset()
     assert rule_fields("generic", Training(method="qlora")) == {"method", "tp", "cp"}
     assert rule_fields("generic") == {"method", "tp", "cp"}
+
+
+def test_fsdp_gathers_qlora_weights_as_they_are_stored():
+    # FSDP-QLoRA all-gathers the base weights in their 4-bit storage (bitsandbytes bnb_4bit_quant_storage packs
+    # NF4 values into a 16-bit dtype FSDP can flatten; docs/source/fsdp_qlora.md), not as bf16: the layer in use
+    # and the prefetched one at the QLoRA paper's 4.127 bits per parameter, plus one matrix dequantised to bf16.
+    # Llama 2 70B layer: q, o 8192², k, v 8192×1024, gate/up/down 8192×28672, two norms of 8192
+    est = gpuplan.evaluate(model="llama-2-70b", gpu="rtx-4090", gpus=2, seq_len=2048, global_batch=16,
+                           method="qlora", framework="pytorch-fsdp", tokens=1e7, dp=2, zero=3, micro_batch=1,
+                           recompute="full")
+    layer = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
+    nf4 = 4.127 / 8  # Dettmers et al. 2023, Sec. 3: 4 + 8/64 + 32/(64·256) bits
+    got = est.to_json()["memory"]["detail"]["comm_buffers"]
+    assert got == pytest.approx(2 * layer * nf4 + 8192 * 28672 * 2, rel=1e-4)

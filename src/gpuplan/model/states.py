@@ -127,18 +127,21 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
                        dp_group: int, grads: float) -> float:
     """Communication and dequantisation buffers beside one rank's model states."""
     w_elem = 4 if training.precision == "fp32" else 2
+    # QLoRA under FSDP / ZeRO-3 gathers the base weights as they are stored: 4-bit values packed into a 16-bit
+    # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16
+    g_elem = constant("nf4_bytes_per_param") if training.method == "qlora" else w_elem
     buffers = 0.0
     by_module = zero3_buffers(training.framework) if gathered else None
     if by_module is not None:
         # DeepSpeed ZeRO-3: modules gathered up to the live-parameter limit (at least the largest module) plus
         # the prefetch bucket; gradients reduced from a bucket of 16-bit elements (frameworks.json)
         live, prefetch, bucket = by_module
-        buffers += (max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * w_elem
+        buffers += (max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * g_elem
         buffers += min(bucket, rp.largest_layer) * (w_elem if training.method == "full" else 0)
     elif gathered:
         # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
         # unsharded gradient of one layer before its reduce-scatter.
-        buffers += rp.largest_layer * (2 * w_elem + (sb.grad if training.method == "full" else 0))
+        buffers += rp.largest_layer * (2 * g_elem + (sb.grad if training.method == "full" else 0))
     elif plain_ddp and ddp_copies_gradients(training.framework):
         # DDP's buckets beside the gradients (gradient_as_bucket_view off); in the parameters' dtype where the
         # framework keeps its own fp32 gradient buffer besides (nanotron)
