@@ -11,7 +11,7 @@ from conftest import make
 from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.api import plan_scenario
 from gpuplan.errors import GpuplanError
-from gpuplan.model.memory import activation_parts
+from gpuplan.model.act_parts import activation_parts
 from gpuplan.model.runtime import PCIE_HOST_BYTES_PER_S
 
 LORA = {"seq_len": 2048, "framework": "torchtune", "method": "lora", "tokens": 1e7}

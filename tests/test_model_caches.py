@@ -8,9 +8,10 @@ import json
 from conftest import make
 
 from gpuplan.api import evaluate_scenario
+from gpuplan.model.act_parts import activation_parts
 from gpuplan.model.activations import layer_bytes
 from gpuplan.model.caches import clear_model_caches
-from gpuplan.model.memory import activation_parts, model_states
+from gpuplan.model.memory import model_states
 
 
 def test_emptied_caches_give_the_same_answer():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.framework_memory import keeps_gathered_sp_input
 from gpuplan.catalog.models import load_model as get_model
-from gpuplan.model import memory
+from gpuplan.model import act_parts
 from gpuplan.model.activations import ActShape, layer_terms
 
 S, B, T = 4096, 1, 4
@@ -21,15 +21,15 @@ S, B, T = 4096, 1, 4
 
 def _memory(framework: str, monkeypatch=None, gathered: bool | None = None) -> dict:
     if monkeypatch is not None:
-        monkeypatch.setattr(memory, "keeps_gathered_sp_input", lambda fw: gathered)
-        memory.activation_parts.cache_clear()
+        monkeypatch.setattr(act_parts, "keeps_gathered_sp_input", lambda fw: gathered)
+        act_parts.activation_parts.cache_clear()
     sc = make("llama-3.1-8b", "h100-sxm", T, training={"seq_len": S, "framework": framework, "tokens": 1e9,
                                                        "global_batch": 8},
               layout={"dp": 1, "tp": T, "micro_batch": B, "recompute": "none", "sequence_parallel": True})
     try:
         return evaluate(sc).to_json()["memory"]
     finally:
-        memory.activation_parts.cache_clear()
+        act_parts.activation_parts.cache_clear()
 
 
 def test_which_frameworks_keep_the_gathered_input():

@@ -25,15 +25,19 @@ def test_lora_all_linear_rank_16_llama_3_8b():
 
 def test_qlora_base_is_nf4_with_double_quantisation():
     # source: Dettmers et al. 2023, QLoRA (arXiv:2305.14314) Sec. 3: 4 + 8/64 + 32/(64·256) bits per
-    # parameter of the quantised linear layers; embeddings, norms and the LM head stay 16-bit.
-    m = mem("llama-2-7b", training={"method": "qlora", "lora_rank": 8, "lora_targets": ["q_proj"]})
+    # parameter of the quantised linear layers; embeddings, norms and the LM head stay as loaded (16-bit) —
+    # or fp32 where PEFT's prepare_model_for_kbit_training casts them (the Hugging Face stacks, the generic one)
+    training = {"method": "qlora", "lora_rank": 8, "lora_targets": ["q_proj"]}
     sc = make("llama-2-7b")
     g = sc.model.params_by_group()
     linear = g["attention"] + g["mlp"]
     rest = sc.model.params - linear
     adapters = 8 * (4096 + 4096) * 32
-    expected = linear * (4 + 8 / 64 + 32 / (64 * 256)) / 8 + rest * 2 + adapters * 4
-    assert m["weights"] == pytest.approx(expected, rel=1e-4)
+    nf4 = linear * (4 + 8 / 64 + 32 / (64 * 256)) / 8
+    as_loaded = mem("llama-2-7b", training={**training, "framework": "pytorch-fsdp"})
+    prepared = mem("llama-2-7b", training=training)
+    assert as_loaded["weights"] == pytest.approx(nf4 + rest * 2 + adapters * 4, rel=1e-4)
+    assert prepared["weights"] == pytest.approx(nf4 + rest * 4 + adapters * 4, rel=1e-4)
 
 
 def test_lora_frozen_base_has_no_gradients_or_adam_states():
@@ -50,7 +54,7 @@ def _per_layer(method: str, targets=None, precision: str = "bf16", framework: st
     """Bytes kept per token per hidden unit by one layer of a small Llama (h 512, f 1408, 8 heads, 2 K/V heads,
     s 256, micro-batch 1, flash attention, rank 16)."""
     from gpuplan.io.scenario import parse_scenario
-    from gpuplan.model.memory import activation_parts
+    from gpuplan.model.act_parts import activation_parts
 
     cfg = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1408, "num_attention_heads": 8,
            "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 2000, "tie_word_embeddings": False}

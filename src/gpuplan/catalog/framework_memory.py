@@ -85,3 +85,10 @@ def keeps_stage_buffers(framework: str) -> bool:
     gradient receive buffer, and each in-flight micro-batch's stage output until its backward) — frameworks.json
     ``memory.pp_stage_buffers`` "per-microbatch": torch.distributed.pipelining, as torchtitan runs it."""
     return _memory_fact(framework, "pp_stage_buffers") == "per-microbatch"
+
+
+@cache
+def prepares_kbit_in_fp32(framework: str) -> bool:
+    """Whether the framework's QLoRA runs PEFT's ``prepare_model_for_kbit_training`` (frameworks.json
+    ``memory.kbit_upcast`` "fp32"): the parameters left in 16 bits by the 4-bit load become fp32."""
+    return _memory_fact(framework, "kbit_upcast") == "fp32"

@@ -91,6 +91,9 @@ class ActShape:
     # sequence parallelism: the column-parallel linears keep their all-gathered input whole (DTensor's plan,
     # frameworks.json memory.sp_saved_input), not the shard all-gathered again in backward (Megatron)
     gathered: bool = False
+    # bytes per element of the MLP's elementwise tensors (gate and up outputs, the activation's output): 0 is
+    # ``elem``; 4 where the 4-bit linears return fp32 (QLoRA after PEFT's prepare_model_for_kbit_training)
+    inner: int = 0
 
     @property
     def norm(self) -> float:
@@ -160,7 +163,8 @@ def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[s
     sbh = s * b * h
     terms = {"mlp_norm_input": x.norm * sbh * rep}
     terms["mlp_input"] = x.linear_in * sbh * x.in_rep * x.mlp_copies
-    per_f = (3 * e + x.linear_in) if m.gated_mlp else (e + x.linear_in)  # gated: 8 (2+2+2+2), else 4
+    inner = x.inner or e
+    per_f = (3 * inner + x.linear_in) if m.gated_mlp else (inner + x.linear_in)  # gated: 8 (2+2+2+2), else 4
     if moe_layer:
         k, n_exp = m.top_k, m.n_experts
         terms["router"] = 8 * s * b * n_exp * rep  # fp32 logits + probabilities

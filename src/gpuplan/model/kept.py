@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.catalog.framework_memory import autocast_fp32_weights, lora_keeps_shared_input, norm_keeps_fp32_copy
+from gpuplan.catalog.framework_memory import (
+    autocast_fp32_weights,
+    lora_keeps_shared_input,
+    norm_keeps_fp32_copy,
+    prepares_kbit_in_fp32,
+)
 from gpuplan.model.activations import ROW_PARALLEL
 from gpuplan.spec import Layout, ModelSpec, Training
 
@@ -32,6 +37,15 @@ def amp_fp32(training: Training, zero: int, model_parallel: int, offload: str) -
     (DeepSpeed's ZeRO-Offload keeps that master on the host)."""
     return (zero == 0 and model_parallel == 1 and offload == "none" and training.method == "full"
             and training.precision in ("bf16", "fp16") and autocast_fp32_weights(training.framework))
+
+
+def kbit_upcast(training: Training, zero: int) -> bool:
+    """Whether a QLoRA run keeps its non-quantized parameters (embeddings, LM head, norms) in fp32 — PEFT's
+    ``prepare_model_for_kbit_training`` casts every 16-bit parameter that is not 4-bit to fp32, and TRL's trainers
+    call it for a 4-bit model with a LoRA config, except a sharded one (FSDP / ZeRO-3 QLoRA) — under mixed precision
+    on a stack that prepares the model so (frameworks.json ``memory.kbit_upcast``)."""
+    return (training.method == "qlora" and zero < 3 and training.precision in ("bf16", "fp16")
+            and prepares_kbit_in_fp32(training.framework))
 
 
 def amp_of(training: Training, lay: Layout) -> bool:

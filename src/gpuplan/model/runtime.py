@@ -22,6 +22,7 @@ from gpuplan.catalog.frameworks import (
     fp8_recipe_of,
     overlaps_pp_comm,
 )
+from gpuplan.model.act_parts import activation_parts
 from gpuplan.model.comm import (
     Topology,
     all_gather_s,
@@ -34,7 +35,6 @@ from gpuplan.model.comm import (
 from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
 from gpuplan.model.kept import amp_of
-from gpuplan.model.memory import activation_parts
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s

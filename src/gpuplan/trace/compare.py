@@ -14,10 +14,11 @@ from typing import Any
 
 from gpuplan.catalog.constants import constant
 from gpuplan.errors import GpuplanError
+from gpuplan.model.act_parts import stage_activations
 from gpuplan.model.estimate import completed_layout, evaluate
 from gpuplan.model.flops import attention_flops, head_flops, layer_matmul_flops
 from gpuplan.model.kept import amp_of
-from gpuplan.model.memory import stage_activations, stage_peak, verdict
+from gpuplan.model.memory import stage_peak, verdict
 from gpuplan.model.pipeline import layer_owners
 from gpuplan.report.render import estimate_json
 from gpuplan.spec.scenario import Scenario, normalized

@@ -1,0 +1,56 @@
+"""QLoRA prepared by PEFT (``prepare_model_for_kbit_training``: every 16-bit parameter that is not 4-bit becomes
+fp32; TRL's trainers call it for a 4-bit model with a LoRA config unless the model is sharded): the embeddings,
+the LM head and the norms in fp32, so the residual stream is fp32 — bitsandbytes' Linear4bit casts its input to
+bf16 and returns its output in its input's dtype — and autocast casts the fp32 LM head to bf16 for its matmul.
+The Hugging Face stacks (``hf-trainer``, the generic stack) run QLoRA so; Unsloth, torchtune and sharded
+FSDP/ZeRO-3 QLoRA do not."""
+
+from __future__ import annotations
+
+import gpuplan
+from gpuplan.catalog.models import load_model
+from gpuplan.model.activations import ActShape, layer_terms
+from gpuplan.model.kept import kbit_upcast
+from gpuplan.spec import Training
+
+RUN = dict(model="llama-3.1-8b", gpu="a100-80gb-sxm", seq_len=2048, method="qlora", lora_rank=32, tokens=1e6,
+           micro_batch=1)
+# Llama 3.1 8B: embeddings and LM head 2 × 128,256 × 4,096, 65 norms of 4,096 — what the 4-bit load leaves in 16 bits
+NOT_QUANTIZED = 2 * 128256 * 4096 + 65 * 4096
+
+
+def _memory(framework: str, **layout) -> dict:
+    est = gpuplan.evaluate(**RUN, framework=framework, **{"gpus": 1, "recompute": "full", **layout})
+    return est.to_json()["memory"]
+
+
+def test_which_runs_are_prepared_so():
+    t = Training(method="qlora", framework="hf-trainer")
+    assert kbit_upcast(t, 0) and kbit_upcast(t, 2)
+    assert not kbit_upcast(t, 3)  # sharded QLoRA: TRL never prepares it
+    assert kbit_upcast(Training(method="qlora"), 0)  # the generic stack is Hugging Face's
+    assert not any(kbit_upcast(Training(method="qlora", framework=f), 0) for f in ("torchtune", "pytorch-fsdp"))
+    assert not kbit_upcast(Training(method="lora", framework="hf-trainer"), 0)
+
+
+def test_the_parameters_left_in_16_bits_become_fp32():
+    prepared, kept = _memory("hf-trainer"), _memory("pytorch-fsdp")
+    assert prepared["weights"] - kept["weights"] == 2 * NOT_QUANTIZED
+
+
+def test_the_checkpointed_stream_is_fp32():
+    # full recompute keeps each block's input: 4 B per element of the fp32 stream, 32 blocks
+    prepared, kept = _memory("hf-trainer"), _memory("pytorch-fsdp")
+    per_mb = prepared["activations_per_microbatch"] - kept["activations_per_microbatch"]
+    assert per_mb == 32 * 2048 * 4096 * (4 - 2)
+
+
+def test_the_mlp_elementwise_tensors_are_fp32():
+    m = load_model("llama-3.1-8b")
+    common = dict(s=2048, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2, method="qlora",
+                  lora_targets=("q_proj",), lora_rank=32)
+    up = layer_terms(m, 0, ActShape(**common, inner=4))["mlp"]
+    bf16 = layer_terms(m, 0, ActShape(**common))["mlp"]
+    # gate and up outputs and the SiLU's output (3 per intermediate element) at 4 B; the down projection's own
+    # 16-bit input cast at 2 B
+    assert (up, bf16) == ((3 * 4 + 2) * 2048 * 14336, (3 * 2 + 2) * 2048 * 14336)
