@@ -2,8 +2,8 @@
 fp32; TRL's trainers call it for a 4-bit model with a LoRA config unless the model is sharded): the embeddings,
 the LM head and the norms in fp32, so the residual stream is fp32 — bitsandbytes' Linear4bit casts its input to
 bf16 and returns its output in its input's dtype — and autocast casts the fp32 LM head to bf16 for its matmul.
-The Hugging Face stacks (``hf-trainer``, the generic stack) run QLoRA so; Unsloth, torchtune and sharded
-FSDP/ZeRO-3 QLoRA do not."""
+The Hugging Face stacks (``hf-trainer``, the generic stack, DeepSpeed's HF client below ZeRO-3) run QLoRA so;
+Unsloth, torchtune and sharded FSDP/ZeRO-3 QLoRA do not."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def test_which_runs_are_prepared_so():
     assert kbit_upcast(t, 0) and kbit_upcast(t, 2)
     assert not kbit_upcast(t, 3)  # sharded QLoRA: TRL never prepares it
     assert kbit_upcast(Training(method="qlora"), 0)  # the generic stack is Hugging Face's
+    assert kbit_upcast(Training(method="qlora", framework="deepspeed"), 2)  # TRL + ZeRO-2 prepares it too
     assert not any(kbit_upcast(Training(method="qlora", framework=f), 0) for f in ("torchtune", "pytorch-fsdp"))
     assert not kbit_upcast(Training(method="lora", framework="hf-trainer"), 0)
 
