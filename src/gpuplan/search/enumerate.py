@@ -177,10 +177,10 @@ class Search(Book):
             floor_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1)
             for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix, plains):
                 found.add(t)
-                where = (split, fam, mb, sp, off)
-                floor = step_floors.get((t, *floor_key, mb))  # kept per split (``_floor``)
+                where, key = (split, fam, mb, sp, off), (t, *floor_key, mb)
+                floor = step_floors.get(key)  # kept per split (``_floor``)
                 if floor is None:
-                    floor = self._floor(step_floors, layouts, t, where, live[t])
+                    floor = self._floor(step_floors, layouts, key, where, live[t])
                 self._fitting.append((floor, (*ranks[t], i, j), where, live[t]))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
@@ -354,18 +354,18 @@ class Search(Book):
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
 
-    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], t: int, where: Where,
+    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
                hw: Hardware) -> float:
         """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
-        kept per split in ``floors``: it reads the stage compute, the bubble and the optimizer step — the same
-        for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
+        kept per split in ``floors`` under ``key`` — (GPU type, schedule, virtual stages, recompute, whether the
+        optimizer state is sharded, micro-batch): it reads the stage compute, the bubble and the optimizer step,
+        the same for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
         timed = self._timed.get(hw.gpu.id)
         if timed is None:
             timed = self._timed[hw.gpu.id] = has_compute_peak(hw.gpu)
         if not timed:
             return 0.0
         _, fam, mb, _, _ = where
-        key = (t, fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1, mb)
         hit = floors.get(key)
         if hit is None:
             # the layout is the same on every GPU type: built once per split for them all (``layouts``)
