@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpuplan.validation.intervals import MIN_ROWS, Z80, interval, table
+from gpuplan.validation.intervals import MIN_ROWS, Z80, interval, new_source_factor, table
 
 
 def _rows(source: str, attrs: dict[str, str], residual: float, n: int) -> list[tuple[str, dict[str, str], float]]:
@@ -31,7 +31,25 @@ def test_the_coarsest_regime_answers_even_from_one_source():
 
 
 def test_the_spread_adds_the_sources_difference():
-    # two sources whose medians sit at +-0.1 of the centre 0, no spread inside either: sigma = 0.1
+    # two sources whose medians sit at +-0.1 of the centre 0, no spread inside either: the sample standard deviation
+    # of the medians is 0.1·√2, and a new source's median falls within t(0.90, 1) · √(1 + 1/2) of it
+    # (t(0.90, 1) = 3.078: NIST/SEMATECH e-Handbook Sec. 1.3.6.7.2)
     lo, hi = interval([("a", 0.1), ("a", 0.1), ("b", -0.1), ("b", -0.1)])
-    assert hi == pytest.approx(math.exp(Z80 * 0.1) - 1)
-    assert lo == pytest.approx(math.exp(-Z80 * 0.1) - 1)
+    half = 3.078 * math.sqrt(1.5) * 0.1 * math.sqrt(2)
+    assert hi == pytest.approx(math.exp(half) - 1)
+    assert lo == pytest.approx(math.exp(-half) - 1)
+
+
+def test_one_source_spreads_by_its_rows_and_its_bias_only():
+    lo, hi = interval([("a", 0.1), ("a", 0.3)])  # median 0.2, rows at +-0.1 about it
+    half = Z80 * math.sqrt(0.1 ** 2 + 0.2 ** 2)
+    assert hi == pytest.approx(math.exp(half) - 1)
+    assert lo == pytest.approx(math.exp(-half) - 1)
+
+
+def test_a_new_source_is_less_certain_the_fewer_sources_were_seen():
+    factors = [new_source_factor(k) for k in range(2, 60)]
+    assert all(a > b for a, b in zip(factors, factors[1:], strict=False))  # more sources: narrower
+    assert factors[0] == pytest.approx(3.770, abs=1e-3)  # two sources
+    assert new_source_factor(10) == pytest.approx(1.383 * math.sqrt(1.1))  # t(0.90, 9) = 1.383
+    assert Z80 < new_source_factor(200) < 1.01 * Z80

@@ -27,7 +27,7 @@ from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
-from gpuplan.io.words import read_words, sp_without_tp, stage_from_framework
+from gpuplan.io.words import compile_word, cuda_graphs_word, read_words, sp_without_tp, stage_from_framework
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     Hardware,
@@ -111,27 +111,6 @@ def _bool(value: Any, key: str) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "on", "off"):
         return value.lower() in ("true", "yes", "on")
     raise GpuplanError(f"{key} must be true or false, got {value!r}")
-
-
-# how Megatron-LM, NeMo and Megatron Bridge spell their CUDA-graph switches (--cuda-graph-impl local |
-# transformer_engine | full_iteration, the older --cuda-graph-scope, enable_cuda_graph / external_cuda_graph: true)
-_CUDA_GRAPH_WORDS = {
-    **dict.fromkeys(("none", "off", "false", "no", "disabled"), "none"),
-    **dict.fromkeys(("layer", "true", "on", "yes", "local", "transformer_engine", "te", "per-layer", "per_layer",
-                     "scoped", "attn", "mlp", "moe", "moe_router", "mamba"), "layer"),
-    **dict.fromkeys(("full", "full_iteration", "full-iteration", "iteration"), "full"),
-}
-
-
-def _cuda_graphs(value: Any) -> str:
-    """training.cuda_graphs as a stack writes it: a switch (true: per layer) or a scope/implementation name."""
-    if isinstance(value, bool):
-        return "layer" if value else "none"
-    if isinstance(value, str) and value.strip().lower() in _CUDA_GRAPH_WORDS:
-        return _CUDA_GRAPH_WORDS[value.strip().lower()]
-    raise GpuplanError(f"training.cuda_graphs must be none, layer (per layer or module: Transformer Engine, "
-                       f"Megatron's local or transformer_engine) or full (the whole iteration), or true/false; "
-                       f"got {_describe(value)}")
 
 
 def _decode(p: Path, data: bytes) -> str:
@@ -355,10 +334,12 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             kw[key] = _lora_targets(value)
         elif key == "trace_calibration":  # the activation ratio: see _corrections
             continue
-        elif key in ("compile", "optimizer_in_backward", "activation_offloading"):
+        elif key in ("optimizer_in_backward", "activation_offloading"):
             kw[key] = _bool(value, f"training.{key}")
+        elif key == "compile":
+            kw[key], kw["compile_loss"] = compile_word(value)
         elif key == "cuda_graphs":
-            kw[key] = _cuda_graphs(value)
+            kw[key] = cuda_graphs_word(value)
         elif key in TRAINING_NAMES:
             kw[key] = _name_value(value, f"training.{key}")
     if "tokens" in kw and "steps" in kw:

@@ -147,7 +147,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.trace_calibration": FieldDoc("activation factor from `gpuplan trace --calibrate`",
                                            values="true, false, or a file path", default="false"),
     "training.framework": FieldDoc("training software: what runs and how fast depends on it"),
-    "training.compile": FieldDoc("torch.compile of the model (torchtitan, pytorch-fsdp)"),
+    "training.compile": FieldDoc("torch.compile: true compiles the model and its loss (the fp32 logits never "
+                                 "materialised), model the model only", values="true | false | model"),
     "training.fp8_recipe": FieldDoc("fp8 scaling recipe (precision fp8): checked against the framework, exported",
                                     default=RULE),
     "training.grad_dtype": FieldDoc("gradient dtype under bf16/fp8 mixed precision: fp32 (Megatron's main grads, "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, described
 from gpuplan.spec import PRECISIONS
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
@@ -116,3 +116,40 @@ def sp_without_tp(layout: dict[str, Any]) -> tuple[Reading, ...]:
                  "sequence parallelism splits the tensor-parallel group's activations: with tp = 1 there is none "
                  "(Megatron-LM turns it off, validate_args)"),)
     return ()
+
+
+# how Megatron-LM, NeMo and Megatron Bridge spell their CUDA-graph switches (--cuda-graph-impl local |
+# transformer_engine | full_iteration, the older --cuda-graph-scope, enable_cuda_graph / external_cuda_graph: true)
+CUDA_GRAPH_WORDS = {
+    **dict.fromkeys(("none", "off", "false", "no", "disabled"), "none"),
+    **dict.fromkeys(("layer", "true", "on", "yes", "local", "transformer_engine", "te", "per-layer", "per_layer",
+                     "scoped", "attn", "mlp", "moe", "moe_router", "mamba"), "layer"),
+    **dict.fromkeys(("full", "full_iteration", "full-iteration", "iteration"), "full"),
+}
+
+
+def cuda_graphs_word(value: Any) -> str:
+    """training.cuda_graphs as a stack writes it: a switch (true: per layer) or a scope/implementation name."""
+    if isinstance(value, bool):
+        return "layer" if value else "none"
+    if isinstance(value, str) and value.strip().lower() in CUDA_GRAPH_WORDS:
+        return CUDA_GRAPH_WORDS[value.strip().lower()]
+    raise GpuplanError(f"training.cuda_graphs must be none, layer (per layer or module: Transformer Engine, "
+                       f"Megatron's local or transformer_engine) or full (the whole iteration), or true/false; "
+                       f"got {described(value)}")
+
+
+def compile_word(value: Any) -> tuple[bool, bool]:
+    """training.compile as (the model compiled, the loss compiled with it): true compiles both — torchtitan's
+    compile.components default ["model", "loss"] (torchtitan/config/job_config.py), and the Hugging Face models,
+    whose loss runs inside their forward —; ``model`` leaves the loss eager (components ["model"], or torchtitan of
+    2024, whose train.py kept ``torch.compile(loss_fn)`` commented out: "compiling loss function causes CUDA
+    errors")."""
+    if isinstance(value, str) and value.strip().lower() == "model":
+        return True, False
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
+        value = value.strip().lower() in ("true", "yes", "on")
+    if isinstance(value, bool):
+        return value, value
+    raise GpuplanError(f"training.compile must be true (the model and its loss), model (the model only, the loss "
+                       f"eager) or false; got {described(value)}")

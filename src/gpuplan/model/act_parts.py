@@ -88,5 +88,6 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     logits = 0.0
     if stage == pp - 1:
         extra += (x.norm * rep + elem * x.in_rep) * x.s * x.b * model.hidden  # the final norm's; the LM head's input
-        logits = logits_bytes(model, x.s, x.b, x.t, software(training.framework, training.compile, model).logits_memory)
+        sw = software(training.framework, training.compile, model, training.compile_loss)
+        logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory)
     return per_mb, extra, logits

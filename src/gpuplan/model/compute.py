@@ -171,7 +171,7 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     same GPU in bf16) the block's linear layers run the run's fp8 recipe (``fp8_scheme``; a weight
     cast once per step is spread over the step's ``microbatches``); without ``dev16`` the layer runs
     at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
-    sw = software(tr.framework, tr.compile, m)
+    sw = software(tr.framework, tr.compile, m, tr.compile_loss)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
             tr.method, sw, amp_of(tr, lay), microbatches > 1)
     if tr.precision != "fp8" or dev16 is None:

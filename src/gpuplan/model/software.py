@@ -28,7 +28,10 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
   incoming and outgoing fp32 gradients: activations.logits_bytes); fused (the gradient computed
   in the forward into the logits' own bf16 buffer — Megatron-Core's vocab-parallel fused
   cross-entropy, flash-attn's CE): 4 B; chunked (torchtune's CEWithChunkedOutputLoss, 8 chunks
-  upcast one at a time): the bf16 logits plus one fp32 chunk's 12 B / 8 ≈ 3.5 B.
+  upcast one at a time): the bf16 logits plus one fp32 chunk's 12 B / 8 ≈ 3.5 B. Compiled (torch.compile of
+  the loss, Training.compile_loss): Inductor's decompositions and min-cut partitioner save the bf16 logits and
+  two fp32 numbers per row (max, log-sum-exp) — tests/test_compiled_loss.py partitions the eager loss as
+  torchtitan writes it — and the backward's one fused kernel writes the bf16 gradient: 4 B, as fused.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def _fused(value: object) -> bool | None:
 
 
 @lru_cache(maxsize=64)
-def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
+def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: bool = True) -> Software:
+    """``compile_loss``: under ``compile_``, the loss compiled with the model (Training.compile_loss)."""
     profile = get_framework(framework)
     facts = profile.fused_kernels
     grouped = profile.moe.get("grouped_gemm")
@@ -94,8 +98,10 @@ def software(framework: str, compile_: bool, model: ModelSpec) -> Software:
     rope_b, rope_k = ((4.0, 2) if fused("rope") else (24.0, 6)) if rope else (0.0, 0)
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
-    ce = 6.0 if fused("cross_entropy") else 24.0
     loss = facts["cross_entropy"].value if "cross_entropy" in facts else None
+    if compile_ and compile_loss:  # Inductor fuses the upcast into the loss: it keeps the 16-bit logits and a gradient
+        loss = "chunked" if loss == "chunked" else True
+    ce = 6.0 if loss is not False else 24.0
     held = 3.5 if loss == "chunked" else 4.0 if loss else 12.0
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)

@@ -88,6 +88,9 @@ class Training(ValueHashed):
     attention: Attention = "flash"
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
+    # with compile: the loss compiled too (torchtitan's compile.components default; a Hugging Face model's loss runs in
+    # its forward) — False: the model only (scenario ``compile: model``), the loss eager over fp32 logits
+    compile_loss: bool = True
     # each parameter's optimizer step runs in backward as its gradient is made, which is then freed (torchtune's
     # optimizer_in_bwd): one micro-batch per step, no pipeline, full fine-tune
     optimizer_in_backward: bool = False

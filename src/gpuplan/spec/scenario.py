@@ -61,7 +61,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "optimizer_impl": tr.optimizer_impl,
                      "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
                      "attention": tr.attention, "dropout": tr.dropout, "framework": tr.framework,
-                     "compile": tr.compile, "headroom": tr.headroom,
+                     "compile": "model" if tr.compile and not tr.compile_loss else tr.compile, "headroom": tr.headroom,
                      **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {}),
                      **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {}),
                      **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {}),

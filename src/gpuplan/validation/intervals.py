@@ -69,21 +69,37 @@ def residuals(held: list[dict[str, Any]], info: dict[str, tuple[dict[str, str], 
     return out
 
 
+# Student's t, 90th percentile, by degrees of freedom 1-30 (NIST/SEMATECH e-Handbook of Statistical Methods,
+# Sec. 1.3.6.7.2, "Critical values of the Student's t distribution", column 0.10); past 30, Z80
+T90 = (3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372, 1.363, 1.356, 1.350, 1.345, 1.341,
+       1.337, 1.333, 1.330, 1.328, 1.325, 1.323, 1.321, 1.319, 1.318, 1.316, 1.315, 1.314, 1.313, 1.311, 1.310)
+
+
+def new_source_factor(k: int) -> float:
+    """The 80 % half-width of where a new source's median falls, in units of the sample standard deviation of
+    ``k`` sources' medians: t(0.90, k − 1) · √(1 + 1/k) — the prediction interval for one more draw from a normal
+    whose mean and variance are estimated from ``k`` (a run asked about is a new source: its own stack, its own
+    way of measuring). Few sources give a wide factor: 3.77 from two, 1.45 from ten."""
+    t = T90[k - 2] if k - 1 <= len(T90) else Z80
+    return t * math.sqrt(1 + 1 / k)
+
+
 def interval(values: list[tuple[str, float]], width: float = 1.0) -> tuple[float, float]:
     """The 80 % interval of log residuals that come by source, about the prediction: sources differ (their own
-    stack, their own way of measuring) and rows differ within a source, so the spread adds the between-source
-    variance of the sources' medians, the within-source variance, and the square of their median (a bias the
-    model has not explained is uncertainty, not a correction); ``width`` widens it (``calibrated_width``).
-    Returned as factors − 1 on the prediction."""
+    stack, their own way of measuring) and rows differ within a source, so the half-width adds the spread of a new
+    source's median (``new_source_factor`` times the sample standard deviation of the sources' medians), the
+    within-source spread and their median (a bias the model has not explained is uncertainty, not a correction),
+    the last two at Z80; ``width`` widens it (``calibrated_width``). Returned as factors − 1 on the prediction."""
     by: dict[str, list[float]] = {}
     for source, r in values:
         by.setdefault(source, []).append(r)
     medians = {s: statistics.median(v) for s, v in by.items()}
     centre = statistics.median(medians.values())
-    between = statistics.pstdev(medians.values()) if len(medians) > 1 else 0.0
+    k = len(medians)
+    between = new_source_factor(k) * statistics.stdev(medians.values()) if k > 1 else 0.0
     within = statistics.pstdev([r - medians[s] for s, r in values])
-    sigma = math.sqrt(between ** 2 + within ** 2 + centre ** 2)
-    return math.exp(-width * Z80 * sigma) - 1, math.exp(width * Z80 * sigma) - 1
+    half = math.sqrt(between ** 2 + (Z80 * within) ** 2 + (Z80 * centre) ** 2)
+    return math.exp(-width * half) - 1, math.exp(width * half) - 1
 
 
 def table(rows: list[tuple[str, dict[str, str], float]], kind: str, width: float = 1.0) -> dict[str, Any]:
@@ -142,9 +158,10 @@ def calibrated_width(rows: list[tuple[str, dict[str, str], float]], kind: str) -
 def build(held: list[dict[str, Any]], info: dict[str, tuple[dict[str, str], float | None]]) -> dict[str, Any]:
     """The contents of catalog/intervals.json."""
     out: dict[str, Any] = {"_comment": "written by tools/fit_constants.py: 80 % intervals (p10, p90 as published "
-                                       "/ predicted - 1) of its leave-one-source-out predictions by regime: the "
-                                       "median of the sources' median log residuals, +- 1.28 x the root of the "
-                                       "between- and within-source variances, x 'width' (the least that makes "
+                                       "/ predicted - 1) of its leave-one-source-out predictions by regime, "
+                                       "about the prediction: +- the root of (t(0.90, k-1) x sqrt(1 + 1/k) x the "
+                                       "sample s.d. of the k sources' median log residuals)^2 + 1.28^2 x (the "
+                                       "within-source variance + the median^2), x 'width' (the least that makes "
                                        "intervals built without a source hold 80 % of its rows, where enough can "
                                        "be checked); a regime needs 'min_rows' rows from 'min_sources' sources, "
                                        "else the next coarser one answers (gpuplan/validation/intervals.py). "
