@@ -361,3 +361,20 @@ def test_cli_plan_bad_deadline_is_one_line_and_exit_2():
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "--deadline" in lines[0] and "3x" in lines[0]
+
+
+def test_a_deadline_and_a_budget_each_met_alone_name_what_each_costs_the_other():
+    every = _plan_8b()["candidates"]
+    cheapest = min(every, key=lambda c: c["cost"]["usd"])
+    fastest = max(every, key=_tps)
+    assert fastest["cost"]["usd"] > cheapest["cost"]["usd"]  # speed costs money here
+    # a deadline only the fastest meets, a budget only the cheapest meets: each alone is met, never both
+    deadline, budget = fastest["time"]["train_s"], cheapest["cost"]["usd"]
+    res = _plan_8b(deadline_s=deadline, budget=budget)
+    assert res["best"] is None
+    msg = " ".join(res["advice"])
+    assert "no configuration finishes within" not in msg and "no configuration fits a budget" not in msg
+    assert "each target is met alone, not both" in msg
+    on_time = min((c for c in every if c["time"]["train_s"] <= deadline), key=lambda c: c["cost"]["usd"])
+    assert f"the cheapest, {_gpus(on_time)}× h100-sxm, costs {fmt_usd(on_time['cost']['usd'])}" in msg
+    assert f"the fastest, {_gpus(cheapest)}× h100-sxm, takes {fmt_duration(cheapest['time']['train_s'])}" in msg

@@ -284,18 +284,32 @@ def _nothing_fits(r: PlanResult) -> list[str]:
 
 
 def _missed_targets(r: PlanResult) -> list[str]:
+    """Which target no run meets: the deadline (the fastest is too slow), the budget (the cheapest costs more), or —
+    each met alone — the two together, with what meeting each one costs of the other."""
     out: list[str] = []
     cands = list(r.candidates)
     fastest = max(cands, key=lambda c: c.tokens_per_s)
     priced = [c for c in cands if c.usd is not None]
     cheapest = min(priced, key=lambda c: c.usd or 0.0) if priced else None
-    if r.deadline_s is not None:
+    late = r.deadline_s is not None and (fastest.train_s is None or fastest.train_s > r.deadline_s)
+    dear = r.budget is not None and cheapest is not None and (cheapest.usd or 0.0) > r.budget
+    if late:
         out.append(f"no configuration finishes within {fmt_duration(r.deadline_s)}: the fastest, {fastest.gpus}× "
                    f"{fastest.gpu}, takes {fmt_duration(fastest.train_s)} — extend the deadline, allow more "
                    "GPUs (--max-gpus) or other GPU types")
-    if r.budget is not None and cheapest is not None:
+    if dear and cheapest is not None:
         out.append(f"no configuration fits a budget of {fmt_usd(r.budget)}: the cheapest, {cheapest.gpus}× "
                    f"{cheapest.gpu}, costs {fmt_usd(cheapest.usd)} and takes {fmt_duration(cheapest.train_s)}")
+    if r.deadline_s is not None and r.budget is not None and not late and not dear:
+        on_time = min((c for c in priced if c.train_s is not None and c.train_s <= r.deadline_s),
+                      key=lambda c: c.usd or 0.0, default=None)
+        in_budget = min((c for c in priced if (c.usd or 0.0) <= r.budget and c.train_s is not None),
+                        key=lambda c: c.train_s or 0.0, default=None)
+        if on_time is not None and in_budget is not None:
+            out.append(f"each target is met alone, not both: within {fmt_duration(r.deadline_s)} the cheapest, "
+                       f"{on_time.gpus}× {on_time.gpu}, costs {fmt_usd(on_time.usd)}; within {fmt_usd(r.budget)} the "
+                       f"fastest, {in_budget.gpus}× {in_budget.gpu}, takes {fmt_duration(in_budget.train_s)} — "
+                       "raise the budget or extend the deadline")
     return out
 
 
