@@ -79,7 +79,8 @@ def load_accelerate(text: str, tmp: Path) -> Any:
     path.write_text(text)
     cfg = config_args.ClusterConfig.from_yaml_file(str(path))  # raises on unknown top-level keys
     dests = {a.dest for a in launch.launch_command_parser()._actions}
-    unknown = [k for k in list(cfg.fsdp_config) + list(cfg.parallelism_config) if k not in dests]
+    unknown = [k for k in list(cfg.fsdp_config) + list(cfg.parallelism_config) + list(cfg.dynamo_config or {})
+               if k not in dests]
     if unknown:
         raise ValueError(f"`accelerate launch` has no argument {unknown}")
     return cfg

@@ -215,6 +215,7 @@ TORCHTITAN_JOB_CONFIG = {
                     "expert_tensor_parallel_degree"},
     "activation_checkpoint": {"mode", "selective_ac_option", "per_op_sac_force_recompute_mm_shapes_by_fqns"},
     "quantize": {"linear", "grouped_mm"},  # torchtitan 0.2: [quantize.linear.float8]
+    "compile": {"enable", "components", "backend"},  # torchtitan 0.2.2 config/job_config.py Compile
 }
 TORCHTITAN_LITERALS = {("activation_checkpoint", "mode"): {"selective", "full", "none"},
                        ("parallelism", "fsdp_reshard_after_forward"): {"default", "always", "never"},

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import make
-from export_parsers import load_torchtitan
+from export_parsers import load_accelerate, load_torchtitan
 from test_export import CASES, _case, megatron_parser
 
 from gpuplan.api import evaluate_scenario as evaluate
@@ -132,6 +132,30 @@ def test_torchtitan_fp8_uses_its_converter(tmp_path, given, recipe):
     job = load_torchtitan(ex.text, tmp_path)
     if job is not None:
         assert job.quantize.linear.float8.recipe_name == recipe
+
+
+@pytest.mark.parametrize("given, enable, components", [(True, True, ["model", "loss"]), ("model", True, ["model"]),
+                                                        (False, False, ["model", "loss"])])
+def test_torchtitan_compiles_what_the_scenario_compiles(tmp_path, given, enable, components):
+    # torchtitan 0.2 [compile]: enable (default false), components (default ["model", "loss"]); async TP needs it
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"global_batch": 64, "framework": "torchtitan",
+                                                       "compile": given}, layout={"tp": 2, "pp": 1, "zero": 3})
+    ex = export(evaluate(sc).to_json(), "torchtitan", sc.model)
+    assert ("compile" in ex.config) is enable
+    job = load_torchtitan(ex.text, tmp_path)
+    if job is not None:
+        assert (job.compile.enable, job.compile.components) == (enable, components)
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_accelerate_compiles_with_inductor_when_the_scenario_compiles(tmp_path, given):
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"global_batch": 64, "framework": "hf-trainer",
+                                                       "compile": given}, layout={"zero": 3})
+    ex = export(evaluate(sc).to_json(), "accelerate", sc.model)
+    cfg = load_accelerate(ex.text, tmp_path)  # `accelerate launch --dynamo_backend` takes the key
+    if cfg is None:
+        pytest.skip("accelerate (the export extra) is not installed")
+    assert (cfg.dynamo_config or {}).get("dynamo_backend") == ("INDUCTOR" if given else None)
 
 
 # ---- families read since issue 21 --------------------------------------------------------------------

@@ -25,6 +25,11 @@ def accelerate(est: dict, scheduled: bool = False) -> Export:
     elif lay["recompute"] != "none":
         notes.append(f"recompute={lay['recompute']}: with DDP, switch on activation checkpointing in the model "
                      "code (model.gradient_checkpointing_enable())")
+    if tr.get("compile"):  # accelerate compiles the whole model (a Hugging Face model's loss is inside its forward)
+        cfg["dynamo_config"] = {"dynamo_backend": "INDUCTOR"}
+        if tr["compile"] == "model":
+            notes.append("compile=model: accelerate compiles the model's whole forward, with the loss where the model "
+                         "computes it; keep the loss outside the model to leave it eager")
     gb, accum = _batches(hw, tr, lay)
     notes.append(f"in the training script: per-device batch {lay['micro_batch']}, "
                  f"Accelerator(gradient_accumulation_steps={accum}) → {gb} sequences of {tr['seq_len']} per step")

@@ -45,6 +45,8 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     cfg["parallelism"] = par
     cfg["activation_checkpoint"] = _activation_checkpoint(lay["recompute"], notes, lay.get("recompute_every", 1))
     cfg["optimizer"] = _optimizer(tr, notes)
+    if tr.get("compile"):  # torchtitan 0.2 [compile]: components default ["model", "loss"]; "model": the loss eager
+        cfg["compile"] = {"enable": True, "components": ["model"] if tr["compile"] == "model" else ["model", "loss"]}
     if tr.get("fp8_recipe") in FP4_RECIPES:
         notes.append(f"{tr['fp8_recipe']}: torchtitan's float8 converter has no 4-bit recipe — the config trains bf16")
     elif tr["precision"] == "fp8":  # torchtitan 0.2: converter "quantize.linear.float8", [quantize.linear.float8]
