@@ -64,7 +64,7 @@ def test_lightning_and_composer_words(word, meant):
 @pytest.mark.parametrize(("stack", "profile"), [("huggingface", "hf-trainer"), ("transformers", "hf-trainer"),
                                                 ("trl", "hf-trainer"), ("peft", "hf-trainer"),
                                                 ("lightning", "pytorch-fsdp"), ("axolotl", "hf-trainer"),
-                                                ("unsloth", "pytorch-fsdp"), ("accelerate", "pytorch-fsdp"),
+                                                ("accelerate", "pytorch-fsdp"),
                                                 ("llm-foundry", "pytorch-fsdp"), ("nemo", "megatron-core"),
                                                 ("megatron-bridge", "megatron-core"),
                                                 ("megatron-deepspeed", "megatron-lm"),

@@ -92,3 +92,11 @@ def prepares_kbit_in_fp32(framework: str) -> bool:
     """Whether the framework's QLoRA runs PEFT's ``prepare_model_for_kbit_training`` (frameworks.json
     ``memory.kbit_upcast`` "fp32"): the parameters left in 16 bits by the 4-bit load become fp32."""
     return _memory_fact(framework, "kbit_upcast") == "fp32"
+
+
+@cache
+def offloads_checkpoints(framework: str) -> bool:
+    """Whether full recomputation keeps each checkpointed block input in host memory, two on the GPU (frameworks.json
+    ``memory.checkpoint_offload``: Unsloth's 'unsloth' gradient checkpointing copies the input to the CPU in forward
+    and back in backward) — what ``training.activation_offloading`` does for any stack."""
+    return _memory_fact(framework, "checkpoint_offload") is True

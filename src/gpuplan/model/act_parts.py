@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.catalog.framework_memory import keeps_gathered_sp_input
+from gpuplan.catalog.framework_memory import keeps_gathered_sp_input, offloads_checkpoints
 from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
@@ -38,8 +38,14 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
         per_mb, extra = per_mb * factor, extra * factor
     # activation offloading (torchtune OffloadActivations, Megatron-Core cpu_offloading; no pipeline): the saved
     # tensors go to host memory in forward, back in backward — two blocks' on the GPU, the one in use and the next
-    on_gpu = per_mb * min(1.0, 2 / model.n_layers) if training.activation_offloading else per_mb
+    on_gpu = per_mb * min(1.0, 2 / model.n_layers) if offloaded(training, recompute) else per_mb
     return StageActivations(per_mb, on_gpu * flight + extra, logits)
+
+
+def offloaded(training: Training, recompute: str) -> bool:
+    """Whether the saved activations go to host memory: ``training.activation_offloading``, or full recompute under a
+    stack that offloads its checkpoints (Unsloth: catalog/framework_memory.py ``offloads_checkpoints``)."""
+    return training.activation_offloading or (recompute == "full" and offloads_checkpoints(training.framework))
 
 
 @lru_cache(maxsize=65536)
@@ -90,4 +96,6 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         extra += (x.norm * rep + elem * x.in_rep) * x.s * x.b * model.hidden  # the final norm's; the LM head's input
         sw = software(training.framework, training.compile, model, training.compile_loss)
         logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory)
+        if sw.logits_cap is not None:  # a chunked fused linear loss: one chunk, and the head input's gradient
+            logits = min(logits, sw.logits_cap) + sw.loss_input_grad * x.s * x.b * model.hidden
     return per_mb, extra, logits

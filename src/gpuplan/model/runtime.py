@@ -22,7 +22,7 @@ from gpuplan.catalog.frameworks import (
     fp8_recipe_of,
     overlaps_pp_comm,
 )
-from gpuplan.model.act_parts import activation_parts
+from gpuplan.model.act_parts import activation_parts, offloaded
 from gpuplan.model.comm import (
     Topology,
     all_gather_s,
@@ -347,7 +347,7 @@ def _activation_offload_s(m: ModelSpec, tr: Training, lay: Layout, compute_s: fl
     """Activation offloading, per micro-batch: its saved activations cross PCIe to the host in forward and back in
     backward on a side stream (torchtune OffloadActivations use_streams; Megatron-Core's offload context), two
     blocks' staying on the GPU (model/memory.py) — exposed where the copies outlast the micro-batch's compute."""
-    if not tr.activation_offloading:
+    if not offloaded(tr, lay.recompute):
         return 0.0
     per_mb, _, _ = activation_parts(m, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp,
                                     lay.sequence_parallel, lay.micro_batch, lay.recompute, amp_of(tr, lay))
@@ -394,7 +394,7 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
         comm_detail={"tp": n_mb * p.tp_s, "tp_exposed": n_mb * p.tp_exposed, "cp": n_mb * p.cp_s,
                      "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if _ep_hidden(lay) else {}),
                      "pp": n_mb * p.pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed,
-                     **({"activation_offload": n_mb * offload_s} if tr.activation_offloading else {})},
+                     **({"activation_offload": n_mb * offload_s} if offloaded(tr, lay.recompute) else {})},
         fp8_layers=fp8_layers,
         # the scans' share of the stage's compute, and of the pipeline bubble that compute sets
         scan_s=sc.scan / sc.total * (n_mb * sc.total + p.bubble) if sc.scan else 0.0)

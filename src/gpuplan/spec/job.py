@@ -21,7 +21,7 @@ Offload = Literal["none", "optimizer", "params"]
 Attention = Literal["flash", "flash1", "eager"]  # flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
 Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "hf-trainer",
-                    "torchtune", "nanotron"]
+                    "torchtune", "nanotron", "unsloth"]
 OptimizerImpl = Literal["fused", "foreach"]
 # How fp8 GEMM inputs are scaled (catalog/matmul.json fp8_scaling_overhead cites each one's casts):
 # tensorwise / rowwise / rowwise_with_gw_hp dynamic scaling (torchao, torchtitan), delayed scaling
