@@ -60,3 +60,14 @@ def test_unsloths_longest_context_on_an_80_gb_card_is_predicted_near_the_card():
     m = _memory("unsloth")
     assert 0.95 < m["total"] / m["capacity"] < 1.10
     assert _memory("hf-trainer", recompute="full")["total"] > 8 * m["capacity"]
+
+
+def test_trace_says_it_does_not_run_unsloths_kernels():
+    from gpuplan.errors import GpuplanError
+    from gpuplan.io.scenario import parse_scenario
+    from gpuplan.trace.compare import traced_as
+
+    sc = parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm", "gpus": 1},
+                         "training": {"framework": "unsloth", "method": "lora"}})
+    with pytest.raises(GpuplanError, match="trace the scenario with framework hf-trainer"):
+        traced_as(sc)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog.constants import constant
+from gpuplan.catalog.framework_memory import offloads_checkpoints
 from gpuplan.errors import GpuplanError
 from gpuplan.model.act_parts import stage_activations
 from gpuplan.model.estimate import completed_layout, evaluate
@@ -74,6 +75,10 @@ def traced_as(sc: Scenario) -> Scenario:
         raise GpuplanError("trace runs the optimizer step after backward and keeps saved activations on the GPU: "
                            "drop training.optimizer_in_backward and training.activation_offloading to trace this "
                            "scenario (the formula counts both)")
+    if offloads_checkpoints(sc.training.framework):
+        raise GpuplanError(f"trace keeps saved activations on the GPU and runs PyTorch's own kernels, not "
+                           f"{sc.training.framework}'s offloaded checkpoints and fused loss: trace the scenario with "
+                           "framework hf-trainer")
     if sc.training.cuda_graphs != "none":
         raise GpuplanError("trace records one eager training step, without CUDA graphs: set training.cuda_graphs: "
                            "none to trace this scenario (their buffers are not in the formula either: the estimate "
