@@ -10,8 +10,9 @@ import pytest
 import gpuplan
 from gpuplan.catalog.framework_memory import lora_keeps_shared_input, offloads_checkpoints
 from gpuplan.catalog.models import load_model
+from gpuplan.model.activations import UNSLOTH_CHUNK_BYTES
 from gpuplan.model.kept import kbit_upcast
-from gpuplan.model.software import FUSED_LINEAR_CHUNK_BYTES, software
+from gpuplan.model.software import software
 from gpuplan.spec import Training
 
 GiB = 2**30
@@ -29,7 +30,7 @@ def test_the_profile_states_what_unsloth_runs():
     m = load_model("llama-3.1-8b")
     sw = software("unsloth", False, m)
     assert [sw.cost(op)[1] for op in ("norm", "rope", "activation_gated")] == [1, 2, 1]  # one kernel each (per q, k)
-    assert sw.logits_cap == FUSED_LINEAR_CHUNK_BYTES == 4 * GiB and sw.loss_input_grad == 2.0
+    assert sw.fused_linear == "unsloth" and UNSLOTH_CHUNK_BYTES == 4 * GiB
     assert offloads_checkpoints("unsloth") and not offloads_checkpoints("hf-trainer")
     assert lora_keeps_shared_input("unsloth")
     # only the LoRA adapters are upcast (unsloth_zoo prepare_model_for_training): no PEFT fp32 residual stream

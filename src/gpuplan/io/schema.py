@@ -15,7 +15,7 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout", "headroom",
                  "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
-                 "optimizer_in_backward", "activation_offloading", "cuda_graphs")
+                 "optimizer_in_backward", "activation_offloading", "cuda_graphs", "kernels")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -147,6 +147,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.trace_calibration": FieldDoc("activation factor from `gpuplan trace --calibrate`",
                                            values="true, false, or a file path", default="false"),
     "training.framework": FieldDoc("training software: what runs and how fast depends on it"),
+    "training.kernels": FieldDoc("the model's kernels: framework (as the framework runs them) or liger (Liger "
+                                 "Kernel's patch of a Hugging Face model: use_liger_kernel)"),
     "training.compile": FieldDoc("torch.compile: true compiles the model and its loss (the fp32 logits never "
                                  "materialised), model the model only", values="true | false | model"),
     "training.fp8_recipe": FieldDoc("fp8 scaling recipe (precision fp8): checked against the framework, exported",

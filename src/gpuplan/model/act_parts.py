@@ -11,6 +11,7 @@ from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
     ActShape,
+    fused_linear_loss_bytes,
     layer_bytes,
     logits_bytes,
     recompute_working_set,
@@ -18,7 +19,7 @@ from gpuplan.model.activations import (
 from gpuplan.model.breakdown import StageActivations
 from gpuplan.model.kept import keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
 from gpuplan.model.params import rank_params
-from gpuplan.model.software import software
+from gpuplan.model.software import software_of
 from gpuplan.spec import ModelSpec, Training
 
 
@@ -94,8 +95,9 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     logits = 0.0
     if stage == pp - 1:
         extra += (x.norm * rep + elem * x.in_rep) * x.s * x.b * model.hidden  # the final norm's; the LM head's input
-        sw = software(training.framework, training.compile, model, training.compile_loss)
-        logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory)
-        if sw.logits_cap is not None:  # a chunked fused linear loss: one chunk, and the head input's gradient
-            logits = min(logits, sw.logits_cap) + sw.loss_input_grad * x.s * x.b * model.hidden
+        sw = software_of(training, model)
+        if sw.fused_linear is None:
+            logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory)
+        else:  # a chunked fused linear loss: one chunk's logits, and the head input's gradient
+            logits = fused_linear_loss_bytes(sw.fused_linear, model, x.s * x.b, elem)
     return per_mb, extra, logits

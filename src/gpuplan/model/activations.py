@@ -47,6 +47,7 @@ backward pass rebuilds one layer's activations at a time (``recompute_working_se
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -272,6 +273,29 @@ def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool
     if sp:
         return s * b * h * (34 / t + 5 * a * s / (h * t))
     return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+
+
+# a chunked fused linear cross-entropy's budget for one chunk's fp32 logits: unsloth-zoo fused_losses/
+# cross_entropy_loss.py target_gb = min(half the free memory, 4 GiB), "the max GB memory the fused loss can use"
+UNSLOTH_CHUNK_BYTES = 4 * 2**30
+
+
+def fused_linear_loss_bytes(kind: str, m: ModelSpec, tokens: int, elem: float = 2.0) -> float:
+    """What a fused linear cross-entropy holds on the last stage: one chunk's logits and the LM head input's
+    gradient, which it fills in forward (``elem`` bytes per hidden element: the 16-bit activations').
+
+    * ``unsloth`` (unsloth-zoo ``unsloth_fused_ce_loss``): chunks of fp32 logits, 4 B each, within
+      ``UNSLOTH_CHUNK_BYTES`` (which shrinks to half the free memory on a fuller GPU: this is its upper end);
+    * ``liger`` (Liger Kernel ``fused_linear_cross_entropy_forward``): chunk_size = next_power_of_2(ceil(BT /
+      ceil(V / H))) rows of logits in the input's dtype, the gradient written in place — about the size of the
+      hidden states, "the same memory consumption as BT x H" (its comment)."""
+    v, h = m.vocab, m.hidden
+    if kind == "unsloth":
+        chunk = min(4.0 * tokens * v, UNSLOTH_CHUNK_BYTES)
+    else:
+        rows = 1 << max(0, math.ceil(tokens / math.ceil(v / h)) - 1).bit_length()
+        chunk = elem * min(rows, tokens) * v
+    return chunk + elem * tokens * h
 
 
 def logits_bytes(m: ModelSpec, s: int, b: int, t: int, per_logit: float = 12.0) -> float:

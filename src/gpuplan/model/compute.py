@@ -29,7 +29,7 @@ from gpuplan.model.flops import expert_imbalance
 from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
 from gpuplan.model.kept import amp_of
-from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software
+from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software_of
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
@@ -171,7 +171,7 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     same GPU in bf16) the block's linear layers run the run's fp8 recipe (``fp8_scheme``; a weight
     cast once per step is spread over the step's ``microbatches``); without ``dev16`` the layer runs
     at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
-    sw = software(tr.framework, tr.compile, m, tr.compile_loss)
+    sw = software_of(tr, m)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
             tr.method, sw, amp_of(tr, lay), microbatches > 1)
     if tr.precision != "fp8" or dev16 is None:

@@ -83,4 +83,5 @@ def keeps_fp32_norm_copy(model: ModelSpec, training: Training) -> bool:
     """Whether the model's RMSNorms run as eager ops keeping an fp32 copy of their input (frameworks.json
     ``memory.norm_fp32_copy``; torch.compile fuses them): what `gpuplan trace` builds, and what the
     activation count keeps per norm (4 + element bytes instead of the input's element bytes)."""
-    return model.norm == "rmsnorm" and not training.compile and norm_keeps_fp32_copy(training.framework)
+    return model.norm == "rmsnorm" and not training.compile and training.kernels != "liger" \
+        and norm_keeps_fp32_copy(training.framework)

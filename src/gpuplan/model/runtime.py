@@ -38,7 +38,7 @@ from gpuplan.model.kept import amp_of
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
-from gpuplan.model.software import software
+from gpuplan.model.software import software_of
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
 from gpuplan.spec.job import per_step
@@ -111,7 +111,7 @@ def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev1
     # the LM head stays in bf16 under fp8 (frameworks.json fp8_recipe.high_precision: torchtitan's
     # filter_fqns 'output', Megatron-Core's fp8 only inside the transformer blocks)
     head_mm = matmul_s(tokens, m.vocab / lay.tp, m.hidden, dev16 or dev)
-    loss_bytes = tokens * m.vocab / lay.tp * software(tr.framework, tr.compile, m, tr.compile_loss).loss_per_logit
+    loss_bytes = tokens * m.vocab / lay.tp * software_of(tr, m).loss_per_logit
     best: StageCompute | None = None
     share = 1.0 / lay.recompute_every  # recompute full of every k-th block only
     for stage in peak_stages(m, lay.pp, lay.virtual_stages):
@@ -171,7 +171,7 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
     kv_bytes = tokens * 2 * max(m.n_kv_heads / lay.tp, 1) * m.head_dim * 2
     ring = (lay.cp - 1) * send_recv_s(kv_bytes, lay.tp * lay.cp > topo.domain, topo)
     att_f, att_b = attention_s(m, tokens, tr.seq_len, lay.tp, tr.dropout, dev,
-                               software(tr.framework, tr.compile, m, tr.compile_loss).fused_softmax)
+                               software_of(tr, m).fused_softmax)
     return sc.params.attention_layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
 
 

@@ -32,9 +32,9 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
   the loss, Training.compile_loss): Inductor's decompositions and min-cut partitioner save the bf16 logits and
   two fp32 numbers per row (max, log-sum-exp) — tests/test_compiled_loss.py partitions the eager loss as
   torchtitan writes it — and the backward's one fused kernel writes the bf16 gradient: 4 B, as fused.
-  Fused linear (Unsloth's unsloth_fused_ce_loss): the LM head and the loss run chunk by chunk in the forward,
-  which also fills the head input's bf16 gradient (2 B per hidden element); one chunk's fp32 logits at a time,
-  4 B each, within the chunk budget (``FUSED_LINEAR_CHUNK_BYTES``).
+  Fused linear (Unsloth's unsloth_fused_ce_loss, Liger's LigerFusedLinearCrossEntropyLoss): the LM head and the
+  loss run chunk by chunk in the forward, which also fills the head input's gradient; one chunk's logits at a time
+  (activations.fused_linear_loss_bytes).
 """
 
 from __future__ import annotations
@@ -43,15 +43,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.frameworks import get_framework
-from gpuplan.spec import ModelSpec
+from gpuplan.spec import ModelSpec, Training
 
 MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
 GENERIC_KERNELS_PER_BLOCK = 25  # forward kernels of a block when the software is not stated (estimate)
 RESIDUAL_ADD_BYTES = 6.0  # read two 16-bit tensors, write one
 ADD_NORM_BYTES = 8.0  # fused residual add + norm: read x and the residual, write the sum and the normed output
-# a chunked fused linear cross-entropy's budget for one chunk's fp32 logits: unsloth-zoo fused_losses/
-# cross_entropy_loss.py target_gb = min(half the free memory, 4 GiB), "the max GB memory the fused loss can use"
-FUSED_LINEAR_CHUNK_BYTES = 4 * 2**30
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +62,9 @@ class Software:
     kernels: int         # forward kernels per block
     loss_per_logit: float  # bytes per logit, forward and backward
     logits_memory: float  # bytes per logit held by the loss at the start of backward
-    logits_cap: float | None = None  # at most this many bytes of them (a chunked fused linear loss's chunk budget)
-    loss_input_grad: float = 0.0  # bytes per hidden element of the LM head's input gradient, made in forward
+    # a fused linear cross-entropy (the LM head and the loss chunk by chunk, the logits never whole): whose chunking,
+    # "unsloth" or "liger" (model/activations.py fused_linear_loss_bytes); None: the logits are materialised
+    fused_linear: str | None = None
     grouped_experts: bool = True  # one grouped GEMM for a rank's experts (False: a loop, one GEMM each)
     ops: tuple[tuple[str, float, int], ...] = ()  # (op, bytes per element, kernels) as this software runs it
     fused_softmax: bool = False  # eager attention's scale, mask and softmax in one kernel (Megatron's fused softmax)
@@ -86,14 +84,17 @@ def _fused(value: object) -> bool | None:
 
 
 @lru_cache(maxsize=64)
-def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: bool = True) -> Software:
-    """``compile_loss``: under ``compile_``, the loss compiled with the model (Training.compile_loss)."""
+def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: bool = True,
+             kernels: str = "framework") -> Software:
+    """``compile_loss``: under ``compile_``, the loss compiled with the model (Training.compile_loss); ``kernels``
+    "liger": Liger Kernel's fused RMSNorm, RoPE, SwiGLU and linear cross-entropy in place of the model's own."""
     profile = get_framework(framework)
     facts = profile.fused_kernels
     grouped = profile.moe.get("grouped_gemm")
+    liger = kernels == "liger"
 
     def fused(op: str) -> bool:
-        if compile_:
+        if compile_ or liger:
             return True
         fact = facts.get(op)
         state = _fused(fact.value) if fact is not None else None
@@ -106,12 +107,12 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     rope_b, rope_k = ((4.0, 2) if fused("rope") else (24.0, 6)) if rope else (0.0, 0)
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
-    loss = facts["cross_entropy"].value if "cross_entropy" in facts else None
-    if compile_ and compile_loss:  # Inductor fuses the upcast into the loss: it keeps the 16-bit logits and a gradient
+    loss = "liger" if liger else facts["cross_entropy"].value if "cross_entropy" in facts else None
+    if compile_ and compile_loss and not liger:  # Inductor fuses the upcast into the loss: 16-bit logits, gradient
         loss = "chunked" if loss == "chunked" else True
     ce = 6.0 if loss is not False else 24.0
     held = 3.5 if loss == "chunked" else 4.0 if loss else 12.0
-    linear = loss == "fused-linear"  # the LM head and loss chunk by chunk: fp32 logits of one chunk at a time
+    linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
     kernels = MATMULS_PER_BLOCK + 1 + 2 * add_norm_k + rope_k + act_k
@@ -121,6 +122,11 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
            ("rope", rope_b, rope_k), ("activation_gated", act_g, act_k), ("activation_plain", act_p, act_k))
     return Software(per_h=2 * add_norm_b, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
                     kernels=kernels, loss_per_logit=ce, logits_memory=held,
-                    logits_cap=FUSED_LINEAR_CHUNK_BYTES if linear else None, loss_input_grad=2.0 if linear else 0.0,
+                    fused_linear=linear,
                     grouped_experts=grouped is None or grouped.value is not False, ops=ops,
                     fused_softmax=compile_ or ("softmax" in facts and _fused(facts["softmax"].value) is True))
+
+
+def software_of(training: Training, model: ModelSpec) -> Software:
+    """``software`` as ``training`` runs ``model``: its framework, compile and kernels."""
+    return software(training.framework, training.compile, model, training.compile_loss, training.kernels)

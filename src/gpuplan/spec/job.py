@@ -41,6 +41,11 @@ GradDtype = Literal["fp32", "param"]
 # Megatron-Core's CudaGraphManager: --cuda-graph-impl transformer_engine | local); the whole forward-backward
 # iteration (Megatron-Core's FullCudaGraphWrapper: --cuda-graph-impl full_iteration)
 CudaGraphs = Literal["none", "layer", "full"]
+# the model's kernels: as the framework runs them, or Liger Kernel's patch of a Hugging Face model (Trainer
+# use_liger_kernel=True, Axolotl and LLaMA-Factory's liger options)
+Kernels = Literal["framework", "liger"]
+# the profiles that run Hugging Face transformers models, which Liger patches
+LIGER_FRAMEWORKS = ("generic", "hf-trainer", "pytorch-fsdp", "deepspeed")
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 METHODS: tuple[str, ...] = get_args(Method)
@@ -54,6 +59,7 @@ FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 GRAD_DTYPES: tuple[str, ...] = get_args(GradDtype)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
 CUDA_GRAPHS: tuple[str, ...] = get_args(CudaGraphs)
+KERNELS: tuple[str, ...] = get_args(Kernels)
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -100,6 +106,7 @@ class Training(ValueHashed):
     # CUDA graphs replayed each step: their static buffers are not modelled; the peak's interval carries the
     # documented allowance (model/graphs.py cuda_graph_allowance)
     cuda_graphs: CudaGraphs = "none"
+    kernels: Kernels = "framework"  # liger: Liger Kernel's RMSNorm, RoPE, SwiGLU and fused linear cross-entropy
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     dropout: float = 0.0
@@ -129,6 +136,11 @@ class Training(ValueHashed):
         _choice(self.attention, ATTENTIONS, "training.attention")
         _choice(self.framework, FRAMEWORKS, "training.framework")
         _choice(self.cuda_graphs, CUDA_GRAPHS, "training.cuda_graphs")
+        _choice(self.kernels, KERNELS, "training.kernels")
+        if self.kernels == "liger" and self.framework not in LIGER_FRAMEWORKS:
+            raise GpuplanError(f"training.kernels: liger patches Hugging Face transformers models, which "
+                               f"{self.framework} does not run: use framework {', '.join(LIGER_FRAMEWORKS)}, or drop "
+                               "kernels")
         if self.fp8_recipe is not None:
             _choice(self.fp8_recipe, FP8_RECIPES, "training.fp8_recipe")
             if self.precision != "fp8":

@@ -66,6 +66,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {}),
                      **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {}),
                      **({"activation_offloading": True} if tr.activation_offloading else {}),
-                     **({"cuda_graphs": tr.cuda_graphs} if tr.cuda_graphs != "none" else {})},
+                     **({"cuda_graphs": tr.cuda_graphs} if tr.cuda_graphs != "none" else {}),
+                     **({"kernels": tr.kernels} if tr.kernels != "framework" else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }
