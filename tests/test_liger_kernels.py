@@ -56,3 +56,17 @@ def test_liger_only_where_a_hugging_face_model_runs():
     est = gpuplan.evaluate(**RUN, kernels="liger").to_json()
     assert est["scenario"]["training"]["kernels"] == "liger"
     assert "kernels" not in gpuplan.evaluate(**RUN).to_json()["scenario"]["training"]
+
+
+def test_the_trainers_own_switch_reads_as_liger_and_the_export_says_where_to_set_it():
+    from gpuplan.export import export
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                         "training": {"framework": "hf-trainer", "use_liger_kernel": True, "global_batch": 16},
+                         "layout": {"zero": 3}})
+    assert sc.training.kernels == "liger"
+    with pytest.raises(GpuplanError, match="training.kernels must be framework .* or liger"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"kernels": "cuda"}})
+    ex = export(gpuplan.evaluate(sc).to_json(), "accelerate", sc.model)
+    assert any("use_liger_kernel=True" in n for n in ex.notes)

@@ -30,6 +30,9 @@ def accelerate(est: dict, scheduled: bool = False) -> Export:
         if tr["compile"] == "model":
             notes.append("compile=model: accelerate compiles the model's whole forward, with the loss where the model "
                          "computes it; keep the loss outside the model to leave it eager")
+    if tr.get("kernels") == "liger":
+        notes.append("kernels=liger: in the training script, TrainingArguments(use_liger_kernel=True) or liger_kernel."
+                     "transformers' apply_liger_kernel_to_<model>() before the model is built")
     gb, accum = _batches(hw, tr, lay)
     notes.append(f"in the training script: per-device batch {lay['micro_batch']}, "
                  f"Accelerator(gradient_accumulation_steps={accum}) → {gb} sequences of {tr['seq_len']} per step")

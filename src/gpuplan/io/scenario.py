@@ -27,7 +27,14 @@ from gpuplan.io.shares import counted_gpu, nodes_as_gpus
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
-from gpuplan.io.words import compile_word, cuda_graphs_word, read_words, sp_without_tp, stage_from_framework
+from gpuplan.io.words import (
+    compile_word,
+    cuda_graphs_word,
+    kernels_word,
+    read_words,
+    sp_without_tp,
+    stage_from_framework,
+)
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
     Hardware,
@@ -42,7 +49,7 @@ from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
-                  "fp8_recipe", "grad_dtype", "kernels")  # string-valued keys
+                  "fp8_recipe", "grad_dtype")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
@@ -340,6 +347,8 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             kw[key], kw["compile_loss"] = compile_word(value)
         elif key == "cuda_graphs":
             kw[key] = cuda_graphs_word(value)
+        elif key == "kernels":
+            kw[key] = kernels_word(value)
         elif key in TRAINING_NAMES:
             kw[key] = _name_value(value, f"training.{key}")
     if "tokens" in kw and "steps" in kw:

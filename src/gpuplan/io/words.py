@@ -153,3 +153,16 @@ def compile_word(value: Any) -> tuple[bool, bool]:
         return value, value
     raise GpuplanError(f"training.compile must be true (the model and its loss), model (the model only, the loss "
                        f"eager) or false; got {described(value)}")
+
+
+def kernels_word(value: Any) -> str:
+    """training.kernels as a stack writes it: ``liger`` (or the Trainer's switch use_liger_kernel: true) or
+    ``framework`` (false: the model's own kernels)."""
+    if isinstance(value, bool):
+        return "liger" if value else "framework"
+    if isinstance(value, str) and value.strip().lower() in ("liger", "liger-kernel", "liger_kernel", "true", "yes"):
+        return "liger"
+    if isinstance(value, str) and value.strip().lower() in ("framework", "false", "no", "none"):
+        return "framework"
+    raise GpuplanError(f"training.kernels must be framework (the model's kernels as the framework runs them) or liger "
+                       f"(Liger Kernel; use_liger_kernel: true); got {described(value)}")
