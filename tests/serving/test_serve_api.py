@@ -291,3 +291,12 @@ def test_a_request_to_another_name_is_refused(served):
     r = ask(served, "/api/evaluate", EVAL, headers={"Host": "attacker.example:8000"})
     assert r.status == 421 and "not 'attacker.example'" in r.json()["error"]
     assert ask(served, "/api/gpus", headers={"Host": f"localhost:{served.port}"}).status == 200
+
+
+def test_the_kernels_menu_reaches_the_answer_as_the_flag_does(served):
+    q = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 1, "framework": "hf-trainer", "method": "lora",
+         "kernels": "liger", "seq_len": 8192}
+    r = ask(served, "/api/evaluate", q)
+    assert r.status == 200 and r.text + "\n" == cli("evaluate", *flags(q), "--json")[1]
+    assert r.json()["scenario"]["training"]["kernels"] == "liger"
+    assert ask(served, "/api/evaluate", {**q, "framework": "torchtitan"}).status == 422  # Liger patches HF models

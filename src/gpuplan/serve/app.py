@@ -91,7 +91,8 @@ def _choices() -> dict[str, list[Any]]:
     # the 4-bit recipes by the words users give (catalog/stacks.json precision_words: the fp8 path, their recipe)
     return {"method": list(job.METHODS), "precision": [*job.PRECISIONS, *job.FP4_RECIPES],
             "optimizer": list(job.OPTIMIZERS),
-            "framework": list(get_args(job.Framework)), "recompute": list(get_args(job.Recompute)),
+            "framework": list(get_args(job.Framework)), "kernels": list(job.KERNELS),
+            "recompute": list(get_args(job.Recompute)),
             "pp_schedule": list(get_args(job.PPSchedule)), "offload": list(get_args(job.Offload)),
             "zero": [0, 1, 2, 3], "sequence_parallel": ["true", "false"]}
 
