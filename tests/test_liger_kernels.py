@@ -70,3 +70,13 @@ def test_the_trainers_own_switch_reads_as_liger_and_the_export_says_where_to_set
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"kernels": "cuda"}})
     ex = export(gpuplan.evaluate(sc).to_json(), "accelerate", sc.model)
     assert any("use_liger_kernel=True" in n for n in ex.notes)
+
+
+def test_with_no_framework_named_the_alternatives_are_the_stacks_liger_patches():
+    from gpuplan.io.scenario import parse_scenario
+    from gpuplan.model.estimate import completed_layout, named_alternatives
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                         "training": {"kernels": "liger"}, "layout": {"zero": 2}})
+    names = {n for n, _ in named_alternatives(sc, completed_layout(sc)[0])}
+    assert names and names <= {"hf-trainer", "pytorch-fsdp", "deepspeed"}

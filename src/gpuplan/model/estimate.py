@@ -25,7 +25,7 @@ from gpuplan.model.runtime import StepTime, bf16_run, step_time
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch, unmodelled_savers
-from gpuplan.spec.job import FP4_RECIPES
+from gpuplan.spec.job import FP4_RECIPES, LIGER_FRAMEWORKS
 from gpuplan.spec.scenario import Scenario, complete_layout
 from gpuplan.spec.tokens_batch import batch_for_layout
 
@@ -256,6 +256,8 @@ def named_alternatives(sc: Scenario, lay: Layout) -> tuple[tuple[str, float], ..
         return ()
     out = []
     for name in NAMED:
+        if tr.kernels == "liger" and name not in LIGER_FRAMEWORKS:  # Liger patches a Hugging Face model only
+            continue
         alt = replace(tr, framework=name, grad_dtype=None, fp8_recipe=None if tr.precision != "fp8" else tr.fp8_recipe)
         if why_not(name, lay.values(), alt) is not None:
             continue
