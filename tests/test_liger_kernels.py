@@ -39,6 +39,7 @@ def test_liger_replaces_the_eager_ops_and_the_materialised_logits():
     m = load_model("llama-3.1-8b")
     eager, liger = software("hf-trainer", False, m), software("hf-trainer", False, m, kernels="liger")
     assert eager.fused_linear is None and liger.fused_linear == "liger"
+    assert software("hf-trainer", True, m, kernels="liger").fused_linear == "liger"  # compiled too
     assert eager.cost("norm") == (36.0, 7) and liger.cost("norm") == (4.0, 1)
     assert not keeps_fp32_norm_copy(m, Training(framework="hf-trainer", kernels="liger"))
     assert keeps_fp32_norm_copy(m, Training(framework="hf-trainer"))

@@ -31,6 +31,7 @@ def test_the_profile_states_what_unsloth_runs():
     sw = software("unsloth", False, m)
     assert [sw.cost(op)[1] for op in ("norm", "rope", "activation_gated")] == [1, 2, 1]  # one kernel each (per q, k)
     assert sw.fused_linear == "unsloth" and UNSLOTH_CHUNK_BYTES == 4 * GiB
+    assert software("unsloth", True, m).fused_linear == "unsloth"  # compiled, still chunk by chunk
     assert offloads_checkpoints("unsloth") and not offloads_checkpoints("hf-trainer")
     assert lora_keeps_shared_input("unsloth")
     # only the LoRA adapters are upcast (unsloth_zoo prepare_model_for_training): no PEFT fp32 residual stream

@@ -108,8 +108,9 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
     loss = "liger" if liger else facts["cross_entropy"].value if "cross_entropy" in facts else None
-    if compile_ and compile_loss and not liger:  # Inductor fuses the upcast into the loss: 16-bit logits, gradient
-        loss = "chunked" if loss == "chunked" else True
+    if compile_ and compile_loss and loss not in ("chunked", "fused-linear", "liger"):
+        loss = True  # Inductor fuses the upcast into the loss: the 16-bit logits and their gradient (a chunked loss
+        # stays chunked, compiled chunk by chunk)
     ce = 6.0 if loss is not False else 24.0
     held = 3.5 if loss == "chunked" else 4.0 if loss else 12.0
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
