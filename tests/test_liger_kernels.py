@@ -40,6 +40,10 @@ def test_liger_replaces_the_eager_ops_and_the_materialised_logits():
     eager, liger = software("hf-trainer", False, m), software("hf-trainer", False, m, kernels="liger")
     assert eager.fused_linear is None and liger.fused_linear == "liger"
     assert software("hf-trainer", True, m, kernels="liger").fused_linear == "liger"  # compiled too
+    # Liger's kernels per block: 7 matmuls + attention + 2 x (add, fused norm) + RoPE on q and k + SwiGLU — where
+    # the eager Hugging Face block launches 7 + 1 + 2 x (1 + 7) + 6 + 2
+    assert software("generic", False, m).kernels == 7 + 1 + 2 * 8 + 6 + 2
+    assert software("generic", False, m, kernels="liger").kernels == 7 + 1 + 2 * 2 + 2 + 1
     assert eager.cost("norm") == (36.0, 7) and liger.cost("norm") == (4.0, 1)
     assert not keeps_fp32_norm_copy(m, Training(framework="hf-trainer", kernels="liger"))
     assert keeps_fp32_norm_copy(m, Training(framework="hf-trainer"))

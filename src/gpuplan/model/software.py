@@ -116,14 +116,13 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
-    kernels = MATMULS_PER_BLOCK + 1 + 2 * add_norm_k + rope_k + act_k
-    if not facts and not compile_:
-        kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
+    n_kernels = MATMULS_PER_BLOCK + 1 + 2 * add_norm_k + rope_k + act_k
+    if not facts and not compile_ and not liger:
+        n_kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
     ops = (("norm", norm_b, norm_k), ("residual_add", RESIDUAL_ADD_BYTES, 1), ("add_norm", add_norm_b, add_norm_k),
            ("rope", rope_b, rope_k), ("activation_gated", act_g, act_k), ("activation_plain", act_p, act_k))
     return Software(per_h=2 * add_norm_b, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
-                    kernels=kernels, loss_per_logit=ce, logits_memory=held,
-                    fused_linear=linear,
+                    kernels=n_kernels, loss_per_logit=ce, logits_memory=held, fused_linear=linear,
                     grouped_experts=grouped is None or grouped.value is not False, ops=ops,
                     fused_softmax=compile_ or ("softmax" in facts and _fused(facts["softmax"].value) is True))
 
