@@ -73,3 +73,15 @@ def test_trace_says_it_does_not_run_unsloths_kernels():
                          "training": {"framework": "unsloth", "method": "lora"}})
     with pytest.raises(GpuplanError, match="trace the scenario with framework hf-trainer"):
         traced_as(sc)
+
+
+def test_an_open_recompute_is_unsloths_default_even_where_none_would_fit():
+    # use_gradient_checkpointing = 'unsloth' is get_peft_model's default: an 8B QLoRA at 2,048 tokens fits an H100
+    # without recomputation, yet Unsloth recomputes (and offloads) unless told not to
+    run = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=1, method="qlora", seq_len=2048, tokens=1e6)
+    unsloth = gpuplan.evaluate(**run, framework="unsloth").to_json()
+    assert unsloth["scenario"]["layout"]["recompute"] == "full"
+    assert any(a["field"] == "layout.recompute" and "recomputes by default" in a["rule"] for a in unsloth["assumed"])
+    assert gpuplan.evaluate(**run, framework="unsloth", recompute="none").to_json()["scenario"]["layout"][
+        "recompute"] == "none"
+    assert gpuplan.evaluate(**run, framework="hf-trainer").to_json()["scenario"]["layout"]["recompute"] == "none"

@@ -8,8 +8,10 @@ and torchtune's recipes and Hugging Face fine-tuning examples turn activation ch
 among the modes the stack offers (its documented one and those costlier: Hugging Face and PyTorch FSDP stacks
 checkpoint whole blocks, torchtitan runs per-op selective), the least that fits (``fits``: the peak's interval upper
 end, with the headroom kept) is taken — else the least that leaves the peak ``TIGHT`` — and the answer lists it under
-``assumed`` with the peak without it. A layout that fits without recomputation keeps none (the layout default), and
-a given ``layout.recompute`` is never changed.
+``assumed`` with the peak without it. A layout that fits without recomputation keeps none (the layout default) —
+except under a stack that recomputes unless told not to (frameworks.json ``defaults.recompute_on``: Unsloth's
+get_peft_model checkpoints by default), which keeps its documented mode — and a given ``layout.recompute`` is never
+changed.
 """
 
 from __future__ import annotations
@@ -33,7 +35,16 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
                    ) -> tuple[Layout, MemoryBreakdown, str | None]:
     """``lay`` and its memory, or with recompute open and ``lay`` out of memory without it (not even TIGHT), the least
     recomputation that fits (else leaves the peak TIGHT) and the rule that says so (None: unchanged)."""
-    if mem.fits or mem.tight or lay.recompute != "none" or "recompute" in sc.layout or "recompute" in overrides:
+    if lay.recompute != "none" or "recompute" in sc.layout or "recompute" in overrides:
+        return lay, mem, None
+    on = get_framework(sc.training.framework).defaults.get("recompute_on")
+    if on is not None and on.value is True:  # the stack recomputes unless told not to (Unsloth)
+        cand = replace(lay, recompute=_modes(sc.training.framework)[0])
+        if not why_not(sc.training.framework, cand.values(), sc.training):
+            rule = f"not given: {sc.training.framework} recomputes by default ({on.source}); give layout.recompute: " \
+                "none to change it"
+            return cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections), rule
+    if mem.fits or mem.tight:
         return lay, mem, None
     tight: tuple[Layout, MemoryBreakdown] | None = None
     for mode in _modes(sc.training.framework):
