@@ -137,6 +137,7 @@ FIELDS = {  # scenario key → flag
     "training.attention": "--attention", "training.dropout": "--dropout",
     "training.trace_calibration": "--trace-calibration", "training.framework": "--framework",
     "training.compile": "--compile", "training.headroom": "--headroom", "training.fp8_recipe": "--fp8-recipe",
+    "training.kernels": "--kernels",
     "hardware.nodes": None, "hardware.memory_factor": None, "hardware.compute_factor": None,
     "layout.dp": "--dp", "layout.tp": "--tp", "layout.pp": "--pp", "layout.cp": "--cp", "layout.ep": "--ep",
     "layout.zero": "--zero", "layout.zero_group": "--zero-group", "layout.micro_batch": "--micro-batch",
