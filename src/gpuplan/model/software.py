@@ -46,7 +46,6 @@ from gpuplan.catalog.frameworks import get_framework
 from gpuplan.spec import ModelSpec, Training
 
 MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
-GENERIC_KERNELS_PER_BLOCK = 25  # forward kernels of a block when the software is not stated (estimate)
 RESIDUAL_ADD_BYTES = 6.0  # read two 16-bit tensors, write one
 ADD_NORM_BYTES = 8.0  # fused residual add + norm: read x and the residual, write the sum and the normed output
 
@@ -117,8 +116,6 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
     n_kernels = MATMULS_PER_BLOCK + 1 + 2 * add_norm_k + rope_k + act_k
-    if not facts and not compile_ and not liger:
-        n_kernels = GENERIC_KERNELS_PER_BLOCK  # nothing stated about the software: the old estimate
     ops = (("norm", norm_b, norm_k), ("residual_add", RESIDUAL_ADD_BYTES, 1), ("add_norm", add_norm_b, add_norm_k),
            ("rope", rope_b, rope_k), ("activation_gated", act_g, act_k), ("activation_plain", act_p, act_k))
     return Software(per_h=2 * add_norm_b, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
