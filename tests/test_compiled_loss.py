@@ -36,8 +36,39 @@ def test_the_loss_traffic_follows_the_same_switch():
     assert software("torchtitan", True, m).loss_per_logit == 6.0  # read the logits, write their gradient
     assert software("torchtitan", True, m, compile_loss=False).loss_per_logit == 24.0
     assert software("torchtitan", False, m).loss_per_logit == 24.0
-    # a chunked loss stays chunked compiled (torchtune compiles each chunk's upcast and loss)
-    assert software("torchtune", True, m).logits_memory == 3.5
+    # a chunked loss stays chunked compiled (torchtune compiles each chunk's upcast and loss): every chunk's bf16
+    # logits and one chunk's bf16 gradient, 2 + 2/8 B; eager, every chunk's fp32 log-softmax and the first chunk's
+    # two fp32 gradients, 4 + 8/8 B (test_eager_chunks_keep_every_chunks_fp32_log_softmax)
+    assert software("torchtune", True, m).logits_memory == 2.25
+    assert software("torchtune", True, m).loss_per_logit == 6.0
+    assert software("torchtune", False, m).logits_memory == 5.0
+    assert software("torchtune", True, m, compile_loss=False).logits_memory == 5.0
+    assert software("torchtune", False, m).loss_per_logit == 24.0
+
+
+def test_eager_chunks_keep_every_chunks_fp32_log_softmax():
+    """The measurement behind torchtune's eager 5 B: CEWithChunkedOutputLoss upcasts and takes the loss of one chunk
+    at a time, but autograd keeps each chunk's fp32 log-softmax output (saved by log_softmax and, the same storage,
+    by nll_loss) until backward — all 8 chunks, 4 B per logit — and nothing of the bf16 logits."""
+    torch = pytest.importorskip("torch")
+    rows, vocab, chunks = 64, 1000, 8
+    saved: list = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+
+    logits = torch.randn(2, rows, vocab, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (2, rows))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        total = sum(torch.nn.functional.cross_entropy(c.reshape(-1, vocab).float(), t.reshape(-1), reduction="sum")
+                    for c, t in zip(logits.tensor_split(chunks, dim=1), labels.tensor_split(chunks, dim=1),
+                                    strict=True))
+    big = {t.untyped_storage().data_ptr(): t for t in saved if t.is_floating_point() and t.dim() == 2}
+    assert [t.dtype for t in big.values()] == [torch.float32] * chunks
+    assert sum(t.numel() * t.element_size() for t in big.values()) == 4 * 2 * rows * vocab
+    total.backward()
+    assert logits.grad is not None and logits.grad.dtype == torch.bfloat16
 
 
 def test_the_scenario_words():

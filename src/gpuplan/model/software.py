@@ -22,16 +22,19 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
   so (Megatron's FusedScaleMaskSoftmax) or under ``torch.compile``; else PyTorch's softmax and a
   separate mask add (model/attention.py).
 * cross-entropy over the logits (forward and backward): eager (fp32 upcast, log-softmax, the
-  gradient) 24 B per logit; fused or chunked (Megatron-Core, llm-foundry, torchtune) 6 B: read the
-  logits, write their gradient.
+  gradient) 24 B per logit — also chunk by chunk (torchtune's chunked losses, not compiled); fused or compiled
+  (Megatron-Core, llm-foundry; a compiled loss, chunked or not) 6 B: read the logits, write their gradient.
 * memory the loss holds at the start of backward, per logit: eager 12 B (fp32 log-softmax output,
   incoming and outgoing fp32 gradients: activations.logits_bytes); fused (the gradient computed
   in the forward into the logits' own bf16 buffer — Megatron-Core's vocab-parallel fused
-  cross-entropy, flash-attn's CE): 4 B; chunked (torchtune's CEWithChunkedOutputLoss, 8 chunks
-  upcast one at a time): the bf16 logits plus one fp32 chunk's 12 B / 8 ≈ 3.5 B. Compiled (torch.compile of
+  cross-entropy, flash-attn's CE): 4 B. Compiled (torch.compile of
   the loss, Training.compile_loss): Inductor's decompositions and min-cut partitioner save the bf16 logits and
   two fp32 numbers per row (max, log-sum-exp) — tests/test_compiled_loss.py partitions the eager loss as
   torchtitan writes it — and the backward's one fused kernel writes the bf16 gradient: 4 B, as fused.
+  Chunked (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss, 8 chunks, each upcast and its loss
+  taken one at a time): autograd still saves every chunk's fp32 log-softmax output until backward, so eager it
+  holds 4 B plus the first chunk's two fp32 gradients, 5 B; compiled chunk by chunk (torchtune compiles
+  ``compute_cross_entropy`` alone) every chunk's bf16 logits plus one chunk's bf16 gradient, 2.25 B.
   Fused linear (Unsloth's unsloth_fused_ce_loss, Liger's LigerFusedLinearCrossEntropyLoss): the LM head and the
   loss run chunk by chunk in the forward, which also fills the head input's gradient; one chunk's logits at a time
   (activations.fused_linear_loss_bytes).
@@ -48,6 +51,14 @@ from gpuplan.spec import ModelSpec, Training
 MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
 RESIDUAL_ADD_BYTES = 6.0  # read two 16-bit tensors, write one
 ADD_NORM_BYTES = 8.0  # fused residual add + norm: read x and the residual, write the sum and the normed output
+# torchtune's chunked loss (CEWithChunkedOutputLoss, LinearCrossEntropyLoss: num_output_chunks = 8), bytes per logit at
+# the start of backward (tests/test_compiled_loss.py measures what autograd and Inductor save): eager, every chunk's
+# fp32 log-softmax output is saved (4 B) and the first chunk's backward adds its fp32 incoming and outgoing gradients;
+# compiled chunk by chunk (apply_compile_strategy), every chunk's 16-bit logits are saved and one chunk's 16-bit
+# gradient is written
+TORCHTUNE_CHUNKS = 8
+CHUNKED_EAGER_HELD = 4.0 + (4.0 + 4.0) / TORCHTUNE_CHUNKS
+CHUNKED_COMPILED_HELD = 2.0 + 2.0 / TORCHTUNE_CHUNKS
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +118,14 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     act = fused("activation")
     act_g, act_p, act_k = (6.0, 4.0, 1) if act else (10.0, 8.0, 2)
     loss = "liger" if liger else facts["cross_entropy"].value if "cross_entropy" in facts else None
-    if compile_ and compile_loss and loss not in ("chunked", "fused-linear", "liger"):
+    compiled_loss = compile_ and compile_loss
+    if compiled_loss and loss not in ("chunked", "fused-linear", "liger"):
         loss = True  # Inductor fuses the upcast into the loss: the 16-bit logits and their gradient (a chunked loss
         # stays chunked, compiled chunk by chunk)
-    ce = 6.0 if loss is not False else 24.0
-    held = 3.5 if loss == "chunked" else 4.0 if loss else 12.0
+    if loss == "chunked":  # each chunk's own loss: eager, or compiled chunk by chunk
+        ce, held = (6.0, CHUNKED_COMPILED_HELD) if compiled_loss else (24.0, CHUNKED_EAGER_HELD)
+    else:
+        ce, held = (6.0, 4.0 if loss else 12.0) if loss is not False else (24.0, 12.0)
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
