@@ -238,18 +238,33 @@ def peaks_bytes(model: ModelSpec, training: Training, layout: Layout, micro_batc
 def _worst(model: ModelSpec, training: Training, layout: Layout, micro_batches: tuple[int, ...],
            corrections: Corrections) -> list[tuple[int, tuple]]:
     """The most loaded stage and its parts, at each micro-batch."""
+    bases = stage_bases(model, training, layout)
+    return [worst_at(model, layout, bases, mb, corrections) for mb in micro_batches]
+
+
+def stage_bases(model: ModelSpec, training: Training, layout: Layout) -> tuple[Training, int, tuple[tuple[int, tuple],
+                                                                                                     ...]]:
+    """What the peaks of ``layout`` at any micro-batch share (``worst_at``): the step's training fields, the NCCL
+    communicators and each stage's ``_stage_base`` — none reads the micro-batch or the recompute, so the planner keeps
+    them per family and recompute mode and sizes the micro-batches it asks about one by one."""
     training = per_step(training)  # the caches key on the step's fields only (spec/job.py)
     nd, nd_e, _, communicators, temp = _layout_terms(training, layout)
-    counts = [micro_batch_count(training.global_batch, layout.dp, mb, layout.pp) for mb in micro_batches]
-    worst: list[tuple[int, tuple]] = []
-    for stage in peak_stages(model, layout.pp, layout.virtual_stages):
-        base = _stage_base(model, training, layout, stage, nd, nd_e, temp)
-        for i, mb in enumerate(micro_batches):
-            parts = _stage_at(model, training, layout, stage, corrections, base, communicators, mb, counts[i])
-            if len(worst) <= i:
-                worst.append((stage, parts))
-            elif parts[0] > worst[i][1][0]:
-                worst[i] = (stage, parts)
+    return training, communicators, tuple((stage, _stage_base(model, training, layout, stage, nd, nd_e, temp))
+                                          for stage in peak_stages(model, layout.pp, layout.virtual_stages))
+
+
+def worst_at(model: ModelSpec, layout: Layout, bases: tuple[Training, int, tuple[tuple[int, tuple], ...]], mb: int,
+             corrections: Corrections = NONE) -> tuple[int, tuple]:
+    """The most loaded stage of ``layout`` at micro-batch ``mb`` and its parts (the first of equal stages), on
+    ``stage_bases(model, training, layout)``."""
+    training, communicators, stages = bases
+    count = micro_batch_count(training.global_batch, layout.dp, mb, layout.pp)
+    worst: tuple[int, tuple] | None = None
+    for stage, base in stages:
+        parts = _stage_at(model, training, layout, stage, corrections, base, communicators, mb, count)
+        if worst is None or parts[0] > worst[1][0]:
+            worst = (stage, parts)
+    assert worst is not None  # every layout has a first stage
     return worst
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
 from gpuplan.model.graphs import cuda_graph_allowance
-from gpuplan.model.memory import memory, peaks_bytes, plain_limit, verdict
+from gpuplan.model.memory import memory, plain_limit, stage_bases, verdict, worst_at
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
@@ -59,6 +59,10 @@ class Book:
 
     def _book(self, sc: Scenario, tr: Training) -> None:
         self._refusals: dict[tuple, Rejection | None] = {}
+        # per family (its peak key without the micro-batch): its first layout; ``memory.stage_bases`` per family
+        # without its recompute too (the stage states read neither)
+        self._family_layouts: dict[tuple, Layout] = {}
+        self._bases: dict[tuple, tuple] = {}
         self._plain: dict[tuple, tuple[float, float] | None] = {}  # ``plain_limit`` per GPU type, count, kind
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
@@ -110,17 +114,23 @@ class Book:
         return self._refusals[key]
 
     def _peak(self, where: Where) -> tuple[float, float]:
-        """(total, offloaded bytes) of the most loaded stage (the same on every GPU type); a family's first asked
-        sizes all its micro-batches at once (``memory.peaks_bytes``: the stage states are shared)."""
+        """(total, offloaded bytes) of the most loaded stage (the same on every GPU type), sized only when asked: a
+        family's stage states are computed once (``memory.stage_bases``) and each micro-batch asked about on them
+        (``memory.worst_at``, what ``peak_bytes`` runs) — a bisection asks about two or three of them."""
         split, fam, mb, sp, off = where
-        hit = self._peaks.get(_peak_key(split, fam, mb, sp, off))
+        key = _peak_key(split, fam, mb, sp, off)
+        hit = self._peaks.get(key)
         if hit is None:
-            mbs = fam.micro_batches
-            peaks = peaks_bytes(self.sc.model, self.tr, self._layout(split, fam, mbs[0], sp, off), mbs,
-                                self.sc.corrections)
-            for m, peak in zip(mbs, peaks, strict=True):
-                self._peaks[_peak_key(split, fam, m, sp, off)] = peak
-            hit = self._peaks[_peak_key(split, fam, mb, sp, off)]
+            family = key[:5] + key[6:]
+            lay = self._family_layouts.get(family)
+            if lay is None:
+                lay = self._family_layouts[family] = self._layout(split, fam, fam.micro_batches[0], sp, off)
+            shared = family[:3] + family[4:]  # the stage states read no recompute (``memory.stage_bases``)
+            bases = self._bases.get(shared)
+            if bases is None:
+                bases = self._bases[shared] = stage_bases(self.sc.model, self.tr, lay)
+            _, parts = worst_at(self.sc.model, lay, bases, mb, self.sc.corrections)
+            hit = self._peaks[key] = (parts[0], parts[1].cpu_offload)
         return hit
 
     def _fits(self, hw: Hardware, where: Where) -> bool | None:

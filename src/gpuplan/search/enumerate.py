@@ -34,12 +34,13 @@ from gpuplan.model.runtime import FLOOR_SLACK, step_floor
 from gpuplan.search.book import Book, Where
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
 from gpuplan.search.found import Candidate, Family, Miss
-from gpuplan.search.order import bound, dominance_order, first_miss
+from gpuplan.search.order import Last, bound, dominance_order, first_miss, from_last
 from gpuplan.search.space import (
     Shard,
     Split,
     micro_batches,
     offload_passes,
+    ordered_micro_batches,
     own_peak,
     recomputes,
     schedules,
@@ -93,8 +94,8 @@ class Search(Book):
         self._visited: list[tuple[tuple[int, ...], Hardware, Where]] | None = []  # for the closest miss
         self._timed: dict[str, bool] = {}  # per GPU type: whether it has a compute peak to time by
         # per (GPU type, parallel degrees but dp, family kind, offload): the largest micro-batch that fit last
-        # (0: none) — the guess for the next data-parallel width's family (``first_miss``)
-        self._hints: dict[tuple, int] = {}
+        # (0: none), at which dp and verdict — the guess and proof for the next data-parallel width's (``from_last``)
+        self._hints: dict[tuple, Last] = {}
         self._book(sc, self.tr)
 
     # ---- the space, split by split ---------------------------------------------------------------
@@ -292,20 +293,19 @@ class Search(Book):
         if why is not None:
             self.rejected[why] += len(mbs)
             return [], None
-        normal = [j for j, mb in enumerate(mbs)
-                  if not own_peak(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mb)]
+        normal = ordered_micro_batches(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mbs)
         if off != "none" and hw.host_memory_bytes is not None:
             bound = None  # whether the host holds the offloaded state is this family's own question (None below)
         hi = len(normal) if bound is None else min(bound, len(normal))
         like = (hw.gpu.id, split.tp, split.pp, split.cp, split.ep, fam.schedule, fam.virtual_stages, fam.recompute,
                 fam.shard, sp, off)
-        last = self._hints.get(like)
-        hint = None if last is None else sum(1 for j in normal if mbs[j] <= last)
-        left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi, hint)
+        plain = self._plain_of(hw, split, off)
+        hint, known = from_last(self._hints.get(like), [mbs[j] for j in normal], split, plain)
+        left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi, hint, min(known, hi))
         if left is None:  # offloaded state beyond the host memory: the same for every micro-batch
             self.rejected[OUT_OF_HOST_MEMORY] += len(mbs)
             return [], None
-        self._hints[like] = mbs[normal[left - 1]] if left else 0
+        self._hints[like] = (mbs[normal[left - 1]] if left else 0, split.dp, plain)
         self.rejected[OUT_OF_MEMORY] += len(normal) - left
         fitting = [(j, mbs[j]) for j in normal[:left]]
         for j, mb in enumerate(mbs):

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from gpuplan.search.found import Family
-from gpuplan.search.space import Shard
+from gpuplan.search.space import Shard, Split
 
 
 # ---- the order of a split's families: one whose peak is never above another's comes first ------------
@@ -47,14 +47,44 @@ def bound(prefix: dict[tuple[str, int, str, Shard], int], fam: Family) -> int | 
     return None
 
 
-def first_miss(fits: Callable[[int], bool | None], hi: int, hint: int | None = None) -> int | None:
+# a family's answer kept for the next data-parallel width of its like (``from_last``): the largest micro-batch that
+# fit (0: none), its dp, and its GPU's plain verdict there (``memory.plain_limit``: factor, usable bytes) or None
+Last = tuple[int, int, tuple[float, float] | None]
+
+
+def from_last(last: Last | None, normal: list[int], split: Split, plain: tuple[float, float] | None
+              ) -> tuple[int | None, int]:
+    """(guess, proven): how many of a family's ordered micro-batches ``normal`` fit at most as the like family at
+    the previous (smaller) data-parallel width ``last`` — a guess for ``first_miss`` — and how many of them surely
+    fit. Sure where a peak cannot rise with dp: everything else equal, a wider dp shards the ZeRO states over more
+    ranks (a hybrid group keeps them), makes fewer micro-batches per step, so no more in flight and fewer
+    torch.distributed.pipelining stage buffers, and changes nothing else model/memory.py reads — once dp × cp > 1
+    (a data-parallel group and its buckets exist), experts not spread (ep 1: an ep that stops dividing dp × cp
+    folds the expert tensor parallelism) and the verdict a plain comparison no stricter than before. A micro-batch
+    ordered at the wider dp is ordered at the narrower one too (its count there is no smaller)."""
+    if last is None:
+        return None, 0
+    fit_mb, dp, was = last
+    hint = sum(1 for mb in normal if mb <= fit_mb)
+    sure = split.ep == 1 and dp * split.cp > 1 and dp < split.dp and plain is not None and was is not None \
+        and plain[0] <= was[0] and plain[1] >= was[1]
+    return hint, hint if sure else 0
+
+
+def first_miss(fits: Callable[[int], bool | None], hi: int, hint: int | None = None, known: int = 0) -> int | None:
     """The first index in [0, hi) that does not fit, given that fitting is a prefix and nothing from ``hi`` on
     fits (hi: all fit; None: out of host memory). ``hint``: a guess of the answer (a like family's — the same
     parallel degrees at another data-parallel width): checked first at its two sides, so a right guess
     costs one or two peaks; any guess gives the same answer. Without one: the highest first, then the
-    lowest — a family mostly fits whole or not at all — then bisection between."""
+    lowest — a family mostly fits whole or not at all — then bisection between. ``known``: the first ``known``
+    indices fit (``from_last``'s proof), so they are not asked."""
     if hi <= 0:
         return 0
+    if known >= hi:
+        return hi
+    if known:
+        asked = fits
+        fits = lambda i: True if i < known else asked(i)  # noqa: E731
     left, right = 0, hi  # the answer lies in [left, right]
     if hint is not None:
         hint = min(max(hint, 0), hi)
