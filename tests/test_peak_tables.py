@@ -29,11 +29,12 @@ def _fresh_tables() -> None:
 
 def test_an_edit_no_peak_reads_reuses_the_sized_peaks() -> None:
     first = plan_scenario(_scenario("100B"), max_gpus=64).result
-    (table,) = book._tables.values()
-    sized = len(table)
-    assert sized > 0
+    ((peaks, floors),) = book._tables.values()
+    sized, timed = len(peaks), len(floors)
+    assert sized > 0 and timed > 0
     again = plan_scenario(_scenario("300B", ), max_gpus=32, deadline_s="30d").result
-    assert len(book._tables) == 1 and len(table) == sized  # nothing sized anew: 32 GPUs are a part of 64's space
+    # nothing sized or floored anew: 32 GPUs are a part of 64's space
+    assert len(book._tables) == 1 and len(peaks) == sized and len(floors) == timed
     book.clear_peak_tables()
     fresh = plan_scenario(_scenario("300B"), max_gpus=32, deadline_s="30d").result
     assert _answer(again) == _answer(fresh)

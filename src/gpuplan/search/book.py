@@ -8,8 +8,10 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
+from gpuplan.model.estimate import has_compute_peak
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import memory, plain_limit, stage_bases, verdict, worst_at
+from gpuplan.model.runtime import step_floor
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
@@ -21,7 +23,8 @@ from gpuplan.spec.scenario import Scenario
 Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-batch, sequence parallel, offload
 
 PEAK_TABLES = 8  # scenarios whose sized peaks a process keeps (``peak_table``): a few MB each
-_tables: OrderedDict[tuple, dict[tuple, tuple[float, float]]] = OrderedDict()
+# per scenario: its peaks (``_peak_key`` -> (total, offloaded)) and its floors (``floor_table``)
+_tables: OrderedDict[tuple, tuple[dict[tuple, tuple[float, float]], dict[tuple, float]]] = OrderedDict()
 _tables_lock = threading.Lock()  # plans in threads of one process (the Python API) share the tables
 
 
@@ -31,16 +34,28 @@ def peak_table(sc: Scenario, tr: Training, kept: tuple) -> dict[tuple, tuple[flo
     objective, so a plan asked again after an edit of those (the web page re-plans as the user types) finds
     them sized. ``kept``: the scenario's fixed layout fields every layout of it carries. The last
     ``PEAK_TABLES`` scenarios are kept; ``clear_peak_tables`` empties them."""
+    return _scenario_tables(sc, tr, kept)[0]
+
+
+def floor_table(sc: Scenario, tr: Training, kept: tuple) -> dict[tuple, float]:
+    """The same scenario's floors: the step floors of its layouts (``runtime.step_floor``, keyed by what of the GPU
+    type, count and fabric the step reads — search/enumerate.py ``_floor``) and the peak floors of its splits
+    (``memory.peak_floor``): a plan asked again over another count range, another objective or budget, times
+    only what it had not."""
+    return _scenario_tables(sc, tr, kept)[1]
+
+
+def _scenario_tables(sc: Scenario, tr: Training, kept: tuple) -> tuple[dict, dict]:
     key = (sc.model, replace(per_step(tr), headroom=0.0), sc.corrections.activations, kept)
     with _tables_lock:
-        table = _tables.get(key)
-        if table is None:
-            table = _tables[key] = {}
+        tables = _tables.get(key)
+        if tables is None:
+            tables = _tables[key] = ({}, {})
             while len(_tables) > PEAK_TABLES:
                 _tables.popitem(last=False)
         else:
             _tables.move_to_end(key)
-        return table
+        return tables
 
 
 def clear_peak_tables() -> None:
@@ -59,6 +74,7 @@ class Book:
 
     def _book(self, sc: Scenario, tr: Training) -> None:
         self._refusals: dict[tuple, Rejection | None] = {}
+        self._timed: dict[str, bool] = {}  # per GPU type: whether it has a compute peak to time by
         # per family (its peak key without the micro-batch): its first layout; ``memory.stage_bases`` per family
         # without its recompute too (the stage states read neither)
         self._family_layouts: dict[tuple, Layout] = {}
@@ -74,7 +90,7 @@ class Book:
         profile = get_framework(tr.framework)
         self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
         kept = (tuple(sorted(self._kept.items())), self._sp, self._tp_overlap, self._ep_overlap)
-        self._peaks = peak_table(sc, tr, kept)
+        self._peaks, self._floor_table = _scenario_tables(sc, tr, kept)
         # the layout fields the framework's cannot-run rules read: a refusal depends on nothing else here
         self._rules = tuple(sorted(rule_fields(tr.framework, tr) & LAYOUT_FIELDS)) if profile.cannot_run else ()
 
@@ -160,6 +176,37 @@ class Book:
         if key not in self._plain:
             self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp, self._graphs(split))
         return self._plain[key]
+
+    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
+               hw: Hardware) -> float:
+        """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
+        kept per split in ``floors`` under ``key`` — (GPU type, schedule, virtual stages, recompute, whether the
+        optimizer state is sharded, micro-batch): it reads the stage compute, the bubble and the optimizer step,
+        the same for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them —
+        and in the scenario's ``floor_table`` under what of the GPU type, count and fabric it reads, so an earlier
+        plan's floors serve the next."""
+        timed = self._timed.get(hw.gpu.id)
+        if timed is None:
+            timed = self._timed[hw.gpu.id] = has_compute_peak(hw.gpu)
+        if not timed:
+            return 0.0
+        hit = floors.get(key)
+        if hit is not None:
+            return hit
+        split, fam, mb, _, _ = where
+        c = self.sc.corrections
+        known = (hw.gpu, hw.gpus, hw.gpus_per_node, hw.scale_up, hw.scale_out, hw.power_limit_w, c.compute, c.gpu,
+                 split, *key[1:])
+        hit = self._floor_table.get(known)
+        if hit is None:
+            # the layout is the same on every GPU type: built once per split for them all (``layouts``)
+            lay_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb)
+            lay = layouts.get(lay_key)
+            if lay is None:
+                lay = layouts[lay_key] = self._layout(*where)
+            hit = self._floor_table[known] = step_floor(self.sc.model, hw, self.tr, lay, c)
+        floors[key] = hit
+        return hit
 
     # ---- the closest miss ------------------------------------------------------------------------
     def _remember(self, rank: tuple[int, ...], hw: Hardware, where: Where) -> None:

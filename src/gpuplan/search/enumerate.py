@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
 from gpuplan.model.memory import peak_floor
-from gpuplan.model.runtime import FLOOR_SLACK, step_floor
+from gpuplan.model.runtime import FLOOR_SLACK
 from gpuplan.search.book import Book, Where
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
 from gpuplan.search.found import Candidate, Family, Miss
@@ -92,7 +92,6 @@ class Search(Book):
         # this run's fitting layouts: (step floor, rank, layout, hardware)
         self._fitting: list[tuple[float, tuple[int, ...], Where, Hardware]] = []
         self._visited: list[tuple[tuple[int, ...], Hardware, Where]] | None = []  # for the closest miss
-        self._timed: dict[str, bool] = {}  # per GPU type: whether it has a compute peak to time by
         # per (GPU type, parallel degrees but dp, family kind, offload): the largest micro-batch that fit last
         # (0: none), at which dp and verdict — the guess and proof for the next data-parallel width's (``from_last``)
         self._hints: dict[tuple, Last] = {}
@@ -236,10 +235,13 @@ class Search(Book):
         the floor bounds the GPU's peak only); the least floor of the count, for ``fit``'s stop."""
         if off != "none" and any(hw.host_memory_bytes is not None for hw in hws.values()):
             return {}
-        base = self._layout(split, fams[0], fams[0].micro_batches[0], sp, off)
-        out, least = {}, math.inf
+        out, least, base = {}, math.inf, None
         for v, shard in dict.fromkeys((f.virtual_stages, f.shard) for f in fams):
-            floor = peak_floor(self.sc.model, self.tr, base, (shard,), (v,))
+            floor = self._floor_table.get((split, v, shard, off))  # it reads no GPU type
+            if floor is None:
+                base = base or self._layout(split, fams[0], fams[0].micro_batches[0], sp, off)
+                floor = self._floor_table[(split, v, shard, off)] = peak_floor(self.sc.model, self.tr, base, (shard,),
+                                                                               (v,))
             least = min(least, floor)
             for t, hw in hws.items():  # nothing offloaded: the host holds it, the verdict is True or False
                 out[(t, v, shard)] = bool(self._fits_peak(hw, (floor, 0.0), split, off))
@@ -308,7 +310,7 @@ class Search(Book):
         self._hints[like] = (mbs[normal[left - 1]] if left else 0, split.dp, plain)
         self.rejected[OUT_OF_MEMORY] += len(normal) - left
         fitting = [(j, mbs[j]) for j in normal[:left]]
-        for j, mb in enumerate(mbs):
+        for j, mb in enumerate(mbs) if len(normal) < len(mbs) else ():
             if j not in normal:  # a peak not ordered with the others' (``own_peak``): sized on its own
                 fits = self._fits(hw, (split, fam, mb, sp, off))
                 if fits:
@@ -353,28 +355,6 @@ class Search(Book):
                     del kept[self.keep:]
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
-
-    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
-               hw: Hardware) -> float:
-        """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
-        kept per split in ``floors`` under ``key`` — (GPU type, schedule, virtual stages, recompute, whether the
-        optimizer state is sharded, micro-batch): it reads the stage compute, the bubble and the optimizer step,
-        the same for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them."""
-        timed = self._timed.get(hw.gpu.id)
-        if timed is None:
-            timed = self._timed[hw.gpu.id] = has_compute_peak(hw.gpu)
-        if not timed:
-            return 0.0
-        _, fam, mb, _, _ = where
-        hit = floors.get(key)
-        if hit is None:
-            # the layout is the same on every GPU type: built once per split for them all (``layouts``)
-            lay_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb)
-            lay = layouts.get(lay_key)
-            if lay is None:
-                lay = layouts[lay_key] = self._layout(*where)
-            hit = floors[key] = step_floor(self.sc.model, hw, self.tr, lay, self.sc.corrections)
-        return hit
 
 
 def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:
