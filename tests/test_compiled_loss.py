@@ -71,6 +71,16 @@ def test_eager_chunks_keep_every_chunks_fp32_log_softmax():
     assert logits.grad is not None and logits.grad.dtype == torch.bfloat16
 
 
+def test_one_reading_of_a_switch():
+    from gpuplan.io.words import switch_word
+
+    # files write a switch as YAML booleans or as words, in any case and spacing
+    assert [switch_word(v) for v in (True, " Yes", "ON", "false", "off", "No")] == [True, True, True, False, False,
+                                                                                    False]
+    assert [switch_word(v) for v in ("model", 1, None, "liger")] == [None, None, None, None]
+    assert gpuplan.evaluate(**RUN, compile="ON").to_json()["scenario"]["training"]["compile"] is True
+
+
 def test_the_scenario_words():
     assert compile_word(True) == (True, True)
     assert compile_word("model") == (True, False)

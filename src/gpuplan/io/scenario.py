@@ -34,6 +34,7 @@ from gpuplan.io.words import (
     read_words,
     sp_without_tp,
     stage_from_framework,
+    switch_word,
 )
 from gpuplan.spec import (
     LORA_TARGETS_ALL,
@@ -113,11 +114,10 @@ def _int(value: Any, key: str) -> int:
 
 
 def _bool(value: Any, key: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "on", "off"):
-        return value.lower() in ("true", "yes", "on")
-    raise GpuplanError(f"{key} must be true or false, got {value!r}")
+    on = switch_word(value)
+    if on is None:
+        raise GpuplanError(f"{key} must be true or false, got {value!r}")
+    return on
 
 
 def _decode(p: Path, data: bytes) -> str:

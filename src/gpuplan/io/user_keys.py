@@ -16,7 +16,7 @@ from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.schema import KEY_ALIASES, own_keys
-from gpuplan.io.words import Reading
+from gpuplan.io.words import Reading, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
 
@@ -41,11 +41,10 @@ def _fabric_kind(value: Any) -> str:
 
 
 def _switch(value: Any, key: str) -> bool:
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    if not isinstance(value, bool):
+    on = switch_word(value)
+    if on is None:
         raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
-    return value
+    return on
 
 
 def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
@@ -129,7 +128,7 @@ def _fsdp(layout: dict, value: Any) -> list[Reading]:
     auto_wrap", "SHARD_GRAD_OP", "hybrid_shard", "no_shard", with "offload") as its stage and offload."""
     from gpuplan.catalog.stacks import sharding_words
 
-    if isinstance(value, str) and value.strip().lower() not in ("true", "false"):
+    if isinstance(value, str) and switch_word(value) is None:
         said = sharding_words(value)
         if said.stage is None:
             raise GpuplanError(f"layout.fsdp {value!r} names no sharding strategy: give true/false or one of "

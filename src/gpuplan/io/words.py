@@ -139,6 +139,17 @@ def cuda_graphs_word(value: Any) -> str:
                        f"got {described(value)}")
 
 
+SWITCH_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+def switch_word(value: Any) -> bool | None:
+    """A true/false switch as files write it — a boolean, or true/false, yes/no, on/off in any case — else None (the
+    caller names the key and what else it takes)."""
+    if isinstance(value, bool):
+        return value
+    return SWITCH_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
+
+
 def compile_word(value: Any) -> tuple[bool, bool]:
     """training.compile as (the model compiled, the loss compiled with it): true compiles both — torchtitan's
     compile.components default ["model", "loss"] (torchtitan/config/job_config.py), and the Hugging Face models,
@@ -147,10 +158,9 @@ def compile_word(value: Any) -> tuple[bool, bool]:
     errors")."""
     if isinstance(value, str) and value.strip().lower() == "model":
         return True, False
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
-        value = value.strip().lower() in ("true", "yes", "on")
-    if isinstance(value, bool):
-        return value, value
+    on = switch_word(value)
+    if on is not None:
+        return on, on
     raise GpuplanError(f"training.compile must be true (the model and its loss), model (the model only, the loss "
                        f"eager) or false; got {described(value)}")
 
@@ -158,11 +168,12 @@ def compile_word(value: Any) -> tuple[bool, bool]:
 def kernels_word(value: Any) -> str:
     """training.kernels as a stack writes it: ``liger`` (or the Trainer's switch use_liger_kernel: true) or
     ``framework`` (false: the model's own kernels)."""
-    if isinstance(value, bool):
-        return "liger" if value else "framework"
-    if isinstance(value, str) and value.strip().lower() in ("liger", "liger-kernel", "liger_kernel", "true", "yes"):
+    on = switch_word(value)
+    if on is not None:
+        return "liger" if on else "framework"
+    if isinstance(value, str) and value.strip().lower() in ("liger", "liger-kernel", "liger_kernel"):
         return "liger"
-    if isinstance(value, str) and value.strip().lower() in ("framework", "false", "no", "none"):
+    if isinstance(value, str) and value.strip().lower() in ("framework", "none"):
         return "framework"
     raise GpuplanError(f"training.kernels must be framework (the model's kernels as the framework runs them) or liger "
                        f"(Liger Kernel; use_liger_kernel: true); got {described(value)}")
