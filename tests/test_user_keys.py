@@ -59,11 +59,17 @@ def test_accumulation_steps_make_the_global_batch(layout, gb):
     ({"gradient_accumulation_steps": 4}, {}, "give layout.micro_batch"),
     ({"gradient_accumulation_steps": 4, "global_batch": 512}, {"micro_batch": 1}, "both given"),
     ({"gradient_accumulation_steps": 0}, {"micro_batch": 1}, "whole number of micro-batches"),
-    ({"gradient_checkpointing": "yes"}, {}, "give true or false"),
+    ({"gradient_checkpointing": "sometimes"}, {}, "give true or false"),
 ])
 def test_what_cannot_be_read_is_one_clear_error(training, layout, words):
     with pytest.raises(GpuplanError, match=words):
         _read(training=training, layout=layout)
+
+
+def test_a_switch_written_as_a_word_is_read_as_every_switch_is():
+    # io/words.switch_word: "yes" in quotes is the YAML 1.1 boolean a file meant
+    assert _read(training={"gradient_checkpointing": "yes"})[0].layout["recompute"] == "full"
+    assert _read(training={"gradient_checkpointing": "Off"})[0].layout.get("recompute", "none") == "none"
 
 
 def test_epochs_without_a_dataset_size_are_noted_and_more_spellings_are_read():
