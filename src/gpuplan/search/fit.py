@@ -15,6 +15,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.search.codes import WORK_LIMIT
 from gpuplan.search.enumerate import Candidate, Miss, Search
+from gpuplan.search.quiet import collector_paused
 from gpuplan.search.space import degrees, offload_passes, tp_domain
 from gpuplan.spec import Layout, check_fixed_layout, divisors
 from gpuplan.spec.defaults import gpu_limit
@@ -62,6 +63,7 @@ def _worlds(sc: Scenario, global_batch: int) -> set[int]:
     return {d * t * p * c for d in dps for t in tps for p in pps for c in cps}
 
 
+@collector_paused()
 def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
     """The smallest count of ``sc``'s GPU type that fits, searching what the scenario leaves open
     (a given ``hardware.gpus``: whether it fits there). Offloading is searched only when nothing

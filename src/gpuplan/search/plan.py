@@ -14,6 +14,7 @@ from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_com
 from gpuplan.search.batch import NoSplit, batch_for_count, no_split, split_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, same_space, search_types
+from gpuplan.search.quiet import collector_paused
 from gpuplan.search.rank import Equilibrium, ScalingPoint, pareto, rank_by_rule, rule_of, scaling_curve
 from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
 from gpuplan.spec.defaults import default_global_batch, gpu_limit, is_fine_tune
@@ -149,6 +150,7 @@ def skipped(sc: Scenario, hw: Hardware, priced: bool) -> Rejection | None:
     return None
 
 
+@collector_paused()
 def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardware, ...] | None = None,
          progress: Callable[[float, str], None] | None = None) -> PlanResult:
     """Search the GPU types of ``targets`` (each type's hardware: io/options.py resolves the names of
