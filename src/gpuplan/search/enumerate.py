@@ -11,6 +11,8 @@ Counts are exact over the whole space; work is skipped only where a proof says t
 2. within a (schedule, recompute, sharding) family the peak never falls as the micro-batch grows (one GPU
    without ZeRO taking its whole batch in one micro-batch is the exception, and is evaluated on its own):
    the fitting micro-batches are a prefix, found from its ends and by bisection;
+   and it never rises as the data-parallel width grows (``order.from_last``): those that fit the like family at
+   the previous dp fit here unasked;
 3. the ZeRO-1 peak is never below ZeRO-2's, nor hybrid shard's below full shard's, at the same schedule,
    recompute and micro-batch: the second bounds the first's prefix;
 4. the fitting layouts of a GPU type and count are timed in the order of their step floor
