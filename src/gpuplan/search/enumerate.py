@@ -304,21 +304,21 @@ class Search(Book):
         like = (hw.gpu.id, split.tp, split.pp, split.cp, split.ep, fam.schedule, fam.virtual_stages, fam.recompute,
                 fam.shard, sp, off)
         plain = self._plain_of(hw, split, off)
-        hint, known = from_last(self._hints.get(like), [mbs[j] for j in normal], split, plain)
+        hint, known, fit_before = from_last(self._hints.get(like), [mbs[j] for j in normal], split, plain)
         left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi, hint, min(known, hi))
         if left is None:  # offloaded state beyond the host memory: the same for every micro-batch
             self.rejected[OUT_OF_HOST_MEMORY] += len(mbs)
             return [], None
-        self._hints[like] = (mbs[normal[left - 1]] if left else 0, split.dp, plain)
         self.rejected[OUT_OF_MEMORY] += len(normal) - left
         fitting = [(j, mbs[j]) for j in normal[:left]]
         for j, mb in enumerate(mbs) if len(normal) < len(mbs) else ():
             if j not in normal:  # a peak not ordered with the others' (``own_peak``): sized on its own
-                fits = self._fits(hw, (split, fam, mb, sp, off))
+                fits = mb in fit_before or self._fits(hw, (split, fam, mb, sp, off))
                 if fits:
                     fitting.append((j, mb))
                 else:
                     self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
+        self._hints[like] = (mbs[normal[left - 1]] if left else 0, split.dp, plain, frozenset(mb for _, mb in fitting))
         return fitting, left
 
     # ---- the fastest per count ---------------------------------------------------------------------

@@ -47,28 +47,31 @@ def bound(prefix: dict[tuple[str, int, str, Shard], int], fam: Family) -> int | 
     return None
 
 
-# a family's answer kept for the next data-parallel width of its like (``from_last``): the largest micro-batch that
-# fit (0: none), its dp, and its GPU's plain verdict there (``memory.plain_limit``: factor, usable bytes) or None
-Last = tuple[int, int, tuple[float, float] | None]
+# a family's answer kept for the next data-parallel width of its like (``from_last``): the largest ordered
+# micro-batch that fit (0: none), its dp, its GPU's plain verdict there (``memory.plain_limit``: factor, usable bytes)
+# or None, and every micro-batch that fit (ordered or sized on its own)
+Last = tuple[int, int, tuple[float, float] | None, frozenset[int]]
+NOTHING: frozenset[int] = frozenset()
 
 
 def from_last(last: Last | None, normal: list[int], split: Split, plain: tuple[float, float] | None
-              ) -> tuple[int | None, int]:
-    """(guess, proven): how many of a family's ordered micro-batches ``normal`` fit at most as the like family at
-    the previous (smaller) data-parallel width ``last`` — a guess for ``first_miss`` — and how many of them surely
-    fit. Sure where a peak cannot rise with dp: everything else equal, a wider dp shards the ZeRO states over more
-    ranks (a hybrid group keeps them), makes fewer micro-batches per step, so no more in flight and fewer
+              ) -> tuple[int | None, int, frozenset[int]]:
+    """(guess, proven, fit before): how many of a family's ordered micro-batches ``normal`` fit at most as the like
+    family at the previous (smaller) data-parallel width ``last`` — a guess for ``first_miss`` —, how many of them
+    surely fit, and the micro-batches that surely fit because they fit there (those sized on their own too). Sure
+    where a peak cannot rise with dp: everything else equal, a wider dp shards the ZeRO states over more ranks (a
+    hybrid group keeps them), makes fewer micro-batches per step, so no more in flight and fewer
     torch.distributed.pipelining stage buffers, and changes nothing else model/memory.py reads — once dp × cp > 1
     (a data-parallel group and its buckets exist), experts not spread (ep 1: an ep that stops dividing dp × cp
     folds the expert tensor parallelism) and the verdict a plain comparison no stricter than before. A micro-batch
     ordered at the wider dp is ordered at the narrower one too (its count there is no smaller)."""
     if last is None:
-        return None, 0
-    fit_mb, dp, was = last
+        return None, 0, NOTHING
+    fit_mb, dp, was, fitted = last
     hint = sum(1 for mb in normal if mb <= fit_mb)
     sure = split.ep == 1 and dp * split.cp > 1 and dp < split.dp and plain is not None and was is not None \
         and plain[0] <= was[0] and plain[1] >= was[1]
-    return hint, hint if sure else 0
+    return (hint, hint, fitted) if sure else (hint, 0, NOTHING)
 
 
 def first_miss(fits: Callable[[int], bool | None], hi: int, hint: int | None = None, known: int = 0) -> int | None:
