@@ -125,7 +125,8 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     if loss == "chunked":  # each chunk's own loss: eager, or compiled chunk by chunk
         ce, held = (6.0, CHUNKED_COMPILED_HELD) if compiled_loss else (24.0, CHUNKED_EAGER_HELD)
     else:
-        ce, held = (6.0, 4.0 if loss else 12.0) if loss is not False else (24.0, 12.0)
+        ce = 6.0 if loss is not False else 24.0
+        held = 4.0 if loss else 12.0
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)

@@ -18,7 +18,6 @@ Fields the scenario fixes are kept."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -188,12 +187,9 @@ def ordered_micro_batches(split: Split, schedule: str, vstages: int, shard: Shar
                           mbs: tuple[int, ...]) -> list[int]:
     """The indices of ``mbs`` whose peaks are ordered with one another (not ``own_peak``): all of them without a
     pipeline on more than one GPU."""
-    if split.world == 1:
-        return [j for j, mb in enumerate(mbs) if not one_gpu_whole_batch(split, shard, global_batch, mb)]
-    if split.pp == 1:
+    if split.pp == 1 and split.world > 1:
         return list(range(len(mbs)))
-    cap = _flight_cap(split.pp, schedule, vstages)
-    return [j for j, mb in enumerate(mbs) if global_batch // (split.dp * mb) >= cap]
+    return [j for j, mb in enumerate(mbs) if not own_peak(split, schedule, vstages, shard, global_batch, mb)]
 
 
 def own_peak(split: Split, schedule: str, vstages: int, shard: Shard, global_batch: int, mb: int) -> bool:
@@ -207,12 +203,8 @@ def own_peak(split: Split, schedule: str, vstages: int, shard: Shard, global_bat
         return True
     if split.pp == 1:
         return False
-    return global_batch // (split.dp * mb) < _flight_cap(split.pp, schedule, vstages)
-
-
-def _flight_cap(pp: int, schedule: str, vstages: int) -> float:
-    """The micro-batches the first stage holds in flight at most (model/pipeline.py ``flight_of``); gpipe: every
-    one (an infinite cap: no micro-batch count reaches it)."""
     if schedule == "gpipe":  # every micro-batch in flight: always the whole batch
-        return math.inf
-    return pp + (pp - 1) / vstages if schedule == "interleaved" else pp + 1 if schedule == "dualpipe" else pp
+        return True
+    cap = split.pp + (split.pp - 1) / vstages if schedule == "interleaved" else \
+        split.pp + 1 if schedule == "dualpipe" else split.pp
+    return global_batch // (split.dp * mb) < cap
