@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from gpuplan.api import plan_scenario
 from gpuplan.catalog.frameworks import first_refusal, get_framework
 from gpuplan.io.options import targets
+from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import assess
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import verdict, worst_stage
@@ -63,7 +64,8 @@ class Exhaustive:
             return Rejection(Reason.FRAMEWORK, framework=self.tr.framework, rule=rule.rule, detail=rule.why)
         peak = worst_stage(self.sc.model, self.tr, lay, self.sc.corrections)
         v = verdict(peak.total, peak.states.cpu_offload, hw, self.tr, self.sc.corrections, lay.tp > 1 or lay.pp > 1,
-                    cuda_graph_allowance(self.sc.model, self.tr, lay.pp))
+                    cuda_graph_allowance(self.sc.model, self.tr, lay.pp),
+                    irregular=fragile(self.tr, lay.recompute, lay.offload))
         if not v.host_ok:
             return OUT_OF_HOST_MEMORY
         if not v.fits:

@@ -100,3 +100,11 @@ def offloads_checkpoints(framework: str) -> bool:
     ``memory.checkpoint_offload``: Unsloth's 'unsloth' gradient checkpointing copies the input to the CPU in forward
     and back in backward) — what ``training.activation_offloading`` does for any stack."""
     return _memory_fact(framework, "checkpoint_offload") is True
+
+
+@cache
+def sets_expandable_segments(framework: str) -> bool:
+    """Whether the framework's launcher or import sets ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
+    (frameworks.json ``memory.expandable_segments``): the caching allocator then maps 2 MiB pages into one growing
+    segment, so what it reserves beyond what it allocates stays small; PyTorch's default is off."""
+    return _memory_fact(framework, "expandable_segments") is True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from types import MappingProxyType
 from typing import Any
@@ -34,7 +34,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
     "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy", "lora_input",
                "autocast_fp32_weights", "pp_grad_dtype", "sp_saved_input",
-               "pp_stage_buffers", "kbit_upcast", "checkpoint_offload"),
+               "pp_stage_buffers", "kbit_upcast", "checkpoint_offload", "expandable_segments"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather", "pp_comm_overlap")
@@ -366,13 +366,14 @@ MIXED = ("bf16", "fp8")  # the precisions whose gradient dtype is a choice (trai
 
 def documented_defaults(training: Any) -> Any:
     """``training`` with what it leaves open and its framework documents: the fp8 recipe under fp8, the
-    gradient dtype under bf16/fp8 mixed precision."""
-    from dataclasses import replace
-
+    gradient dtype under bf16/fp8 mixed precision, whether the allocator maps expandable segments."""
     if training.precision == "fp8" and training.fp8_recipe is None:
         training = replace(training, fp8_recipe=fp8_recipe_of(training))
     if training.precision in MIXED and training.grad_dtype is None:
         training = replace(training, grad_dtype=grad_dtype_of(training))
+    if training.expandable_segments is None:
+        from gpuplan.catalog.framework_memory import sets_expandable_segments as sets  # it imports this module
+        training = replace(training, expandable_segments=sets(training.framework))
     return training
 
 

@@ -16,6 +16,7 @@ from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
 from gpuplan.catalog.stacks import runs_profile_defaults, stack_layout_defaults
 from gpuplan.errors import GpuplanError
+from gpuplan.model.allocator import fragile
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
@@ -39,6 +40,7 @@ class Note(Enum):
     MUON = "muon"                          # how the Muon optimizer is costed (model/muon.py)
     CUDA_GRAPHS = "cuda_graphs"            # training.cuda_graphs: an allowance, not a modelled part
     EXPERT_FOLDING = "expert_folding"      # ep over tp × cp × dp, expert tensor parallel 1 (Layout.expert_tp)
+    NATIVE_SEGMENTS = "native_segments"    # recompute/offload/LoRA on the allocator's native segments (allocator.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -313,13 +315,10 @@ def _notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
     if not mem.fits and mem.capacity < mem.total <= mem.capacity * (1 + NOT_MODELLED_MARGIN) \
             and unmodelled_savers(sc.training.precision, m.qk_rope_dim > 0, lay.pp):  # a saver it could use
         out.append(Note.NEAR_CAPACITY)
-    if sc.training.optimizer == "muon":
-        out.append(Note.MUON)
-    if sc.training.cuda_graphs != "none":
-        out.append(Note.CUDA_GRAPHS)
-    if lay.folded_etp is not None:
-        out.append(Note.EXPERT_FOLDING)
-    return tuple(out)
+    flags = ((sc.training.optimizer == "muon", Note.MUON), (sc.training.cuda_graphs != "none", Note.CUDA_GRAPHS),
+             (lay.folded_etp is not None, Note.EXPERT_FOLDING),
+             (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS))
+    return tuple(out) + tuple(note for on, note in flags if on)
 
 
 # HFU (hardware FLOPs executed per second over the peak) above 1 is a bug, not an answer (issue 25): checked on

@@ -20,6 +20,7 @@ and gradients whole, as stage 1 does (catalog.frameworks.keeps_unsharded_under_p
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
@@ -27,6 +28,7 @@ from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.act_parts import stage_activations
+from gpuplan.model.allocator import fragile, fragmentation_spread, reserve_bytes
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StagePeak
 from gpuplan.model.graphs import cuda_graph_allowance
@@ -111,11 +113,6 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     return ModelStates(weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable)
 
 
-@lru_cache(maxsize=1)
-def _fragmentation_share() -> float:
-    return constant("allocator_fragmentation")
-
-
 @lru_cache(maxsize=8)
 def _runtime_bytes(communicators: int) -> float:
     """CUDA context, cuBLAS workspace and one NCCL communicator's buffers per process group."""
@@ -128,10 +125,12 @@ def _communicators(lay: Layout) -> int:
     return (lay.dp * lay.cp > 1) + (lay.tp > 1) + (lay.pp > 1) + (lay.cp > 1) + (lay.ep > 1)
 
 
-def _peak_bytes(allocated: float, communicators: int) -> tuple[float, float, float]:
-    """(total, fragmentation, fixed runtime bytes) of a stage that allocates ``allocated`` bytes at its peak:
-    monotone in ``allocated``, so a lower bound on it gives a lower bound on the total (``peak_floor``)."""
-    fragmentation = _fragmentation_share() * allocated
+def _peak_bytes(allocated: float, communicators: int, churn: float = 0.0) -> tuple[float, float, float]:
+    """(total, fragmentation, fixed runtime bytes) of a stage that allocates ``allocated`` bytes at its peak, the
+    allocator reserving a share of it more and, on fragmented native segments, of the ``churn`` bytes allocated and
+    freed every step (model/allocator.py ``reserve_bytes``): monotone in both, so lower bounds on them give a lower
+    bound on the total (``peak_floor``: no churn)."""
+    fragmentation = reserve_bytes(allocated, churn)
     fixed = _runtime_bytes(communicators)
     return allocated + fragmentation + fixed, fragmentation, fixed
 
@@ -196,7 +195,9 @@ def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, cor
         grads_held, act_held, logits_held = embedding_backward(model, training, lay, states, act, flight)
     io = stage_io_bytes(model, training, lay, stage, mb, n_mb, flight)  # a pipeline's stage buffers (torchtitan)
     train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers + io
-    total, fragmentation, fixed = _peak_bytes(max(train_phase, step_phase), communicators)
+    allocated = max(train_phase, step_phase)  # what lives from the first step to the last churns no segment
+    churn = allocated - states.weights - states.optimizer if fragile(training, lay.recompute, lay.offload) else 0.0
+    total, fragmentation, fixed = _peak_bytes(allocated, communicators, churn)
     return (total, states, act, flight, grads_held, act_held, logits_held, opt_temp, fragmentation, fixed,
             train_phase >= step_phase, states.buffers + io)
 
@@ -269,13 +270,14 @@ def worst_at(model: ModelSpec, layout: Layout, bases: tuple[Training, int, tuple
 
 
 def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Training,
-            corrections: Corrections = NONE, model_parallel: bool = False, graphs: float = 0.0) -> MemoryVerdict:
+            corrections: Corrections = NONE, model_parallel: bool = False, graphs: float = 0.0, *,
+            irregular: bool) -> MemoryVerdict:
     """Whether a stage peak of ``peak_total`` bytes fits one GPU of ``hw`` — the one decision
     ``evaluate`` and the planner both take: the peak with the user's fitted memory correction, at the
     upper end of its 80 % interval (catalog/intervals.py: what runs like it measured above their
     prediction), against the capacity less the headroom kept free; the offloaded state in the node's host
     memory (shared by the node's GPUs). ``graphs``: CUDA graphs' allowance (``cuda_graph_allowance``), beyond
-    the interval's upper end."""
+    the interval's upper end; ``irregular``: the step fragments native segments (model/allocator.py ``fragile``)."""
     corr = corrections.on(hw.gpu.id)
     total = peak_total
     extra = 0.0
@@ -284,17 +286,24 @@ def verdict(peak_total: float, cpu_offload: float, hw: Hardware, training: Train
         total += extra
     per_node = cpu_offload * min(hw.gpus, hw.gpus_per_node)
     host_ok = hw.host_memory_bytes is None or per_node <= hw.host_memory_bytes
-    low, high = peak_factors(hw, training, model_parallel)
+    low, high = peak_factors(hw, training, model_parallel, irregular=irregular)
     return MemoryVerdict(total=total, calibration=extra, usable=usable_bytes(hw, training),
                          cpu_offload_per_node=per_node, host_ok=host_ok, low=total * low, high=total * high,
                          graphs=graphs)
 
 
-def peak_factors(hw: Hardware, training: Training, model_parallel: bool = False) -> tuple[float, float]:
+def peak_factors(hw: Hardware, training: Training, model_parallel: bool = False, *, irregular: bool
+                 ) -> tuple[float, float]:
     """(low, high): the 80 % interval of a peak as factors on it (1, 1 where the corpus gives none);
-    ``model_parallel``: the layout splits the model (tp or pp > 1)."""
+    ``model_parallel``: the layout splits the model (tp or pp > 1); ``irregular``: the step fragments native
+    segments: the measured spread of its fragmentation joins the corpus's in quadrature (model/allocator.py)."""
     s = spread("memory", training.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node, model_parallel)
-    return (1.0, 1.0) if s is None else (1.0 + s.p10, 1.0 + s.p90)
+    if s is None:
+        return 1.0, 1.0
+    if not irregular:
+        return 1.0 + s.p10, 1.0 + s.p90
+    below, above = fragmentation_spread(True)
+    return 1.0 - math.hypot(min(s.p10, 0.0), below), 1.0 + math.hypot(max(s.p90, 0.0), above)
 
 
 def usable_bytes(hw: Hardware, training: Training) -> float:
@@ -303,14 +312,15 @@ def usable_bytes(hw: Hardware, training: Training) -> float:
 
 
 def plain_limit(hw: Hardware, training: Training, corrections: Corrections, offloaded: bool,
-                model_parallel: bool = False, graphs: float = 0.0) -> tuple[float, float] | None:
+                model_parallel: bool = False, graphs: float = 0.0, *, irregular: bool
+                ) -> tuple[float, float] | None:
     """Where ``verdict`` reduces to ``peak_total * factor <= limit`` — no fitted memory correction on this GPU,
     and no offloaded state or no host memory to exceed — (factor, limit): the interval's upper factor and the
     usable bytes less CUDA graphs' allowance ``graphs`` (``MemoryVerdict.fits`` compares the same way); else None
     (ask ``verdict``)."""
     if corrections.on(hw.gpu.id).memory != 1.0 or (offloaded and hw.host_memory_bytes is not None):
         return None
-    return peak_factors(hw, training, model_parallel)[1], usable_bytes(hw, training) - graphs
+    return peak_factors(hw, training, model_parallel, irregular=irregular)[1], usable_bytes(hw, training) - graphs
 
 
 def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
@@ -319,7 +329,8 @@ def memory(model: ModelSpec, hw: Hardware, training: Training, layout: Layout,
     corr = corrections.on(hw.gpu.id)
     worst = worst_stage(model, training, layout, corr)
     v = verdict(worst.total, worst.states.cpu_offload, hw, training, corr, layout.tp > 1 or layout.pp > 1,
-                cuda_graph_allowance(model, training, layout.pp))
+                cuda_graph_allowance(model, training, layout.pp),
+                irregular=fragile(training, layout.recompute, layout.offload))
     return MemoryBreakdown(peak=worst, total=v.total, capacity=hw.gpu.usable_memory_bytes, calibration=v.calibration,
                            cpu_offload_per_node=v.cpu_offload_per_node, host_memory=hw.host_memory_bytes,
                            fits=v.fits, headroom_share=training.headroom, low=v.low, high=v.upper, graphs=v.graphs)
@@ -331,7 +342,7 @@ def peak_floor(model: ModelSpec, training: Training, layout: Layout, shards: tup
     micro-batch, recompute, schedule, its virtual stages among ``vstages`` and its (zero, zero_group)
     among ``shards``: the planner rejects such a family whole when this does not fit. A stage's peak
     allocates at least its model states (the optimizer-step phase holds them all; DualPipe doubles
-    them), plus the same fragmentation share and fixed runtime bytes — ``_peak_bytes`` for both."""
+    them), plus the fragmentation and the fixed runtime bytes of a step that churns nothing — ``_peak_bytes``."""
     training, lay = per_step(training), layout
     dp, cp, tp, pp, ep = lay.dp, lay.cp, lay.tp, lay.pp, lay.ep
     least = float("inf")

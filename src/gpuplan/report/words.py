@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuplan.catalog.constants import constant
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, unmodelled_savers
 from gpuplan.units import fmt_count
 
@@ -63,7 +64,21 @@ def note_text(note: Note, est: Estimate) -> str:
                 f"folding (arXiv:2504.14960) — experts over the tp × cp × dp ranks with expert tensor parallel 1 "
                 f"(--expert-tensor-parallel-size 1), {lay.expert_dp} replica(s) of each expert; the attention keeps "
                 f"tp {lay.tp}")
+    if code == "native_segments":
+        return native_segments_text(est)
     return FP8_DOES_NOT_PAY
+
+
+def native_segments_text(est: Estimate) -> str:
+    lay, frag = est.layout, est.memory.peak.fragmentation
+    what = "recompute" if lay.recompute != "none" else "offload" if lay.offload != "none" else \
+        "activation offloading" if est.scenario.training.activation_offloading else est.scenario.training.method
+    return (f"allocator: {what} on PyTorch's native segments (expandable_segments off: "
+            f"{est.scenario.training.framework}'s default) reserves {frag / 2**30:.1f} GiB beyond the allocated peak "
+            f"({constant('allocator_fragmentation_native'):.0%} of what the step allocates and frees, the median "
+            f"measured; up to {constant('allocator_fragmentation_native_high'):.0%}: the interval's upper end) — "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (training.expandable_segments: true) keeps it near "
+            f"{constant('allocator_fragmentation'):.0%} of the peak")
 
 
 def no_peak_text(gpu: str) -> str:

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
+from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import has_compute_peak
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import memory, plain_limit, stage_bases, verdict, worst_at
@@ -21,6 +22,7 @@ from gpuplan.spec.layout import LAYOUT_FIELDS
 from gpuplan.spec.scenario import Scenario
 
 Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-batch, sequence parallel, offload
+Plain = tuple[float, float] | None  # ``memory.plain_limit``: the verdict as a comparison (factor, limit), or None
 
 PEAK_TABLES = 8  # scenarios whose sized peaks a process keeps (``peak_table``): a few MB each
 # per scenario: its peaks (``_peak_key`` -> (total, offloaded)) and its floors (``floor_table``)
@@ -79,7 +81,7 @@ class Book:
         # without its recompute too (the stage states read neither)
         self._family_layouts: dict[tuple, Layout] = {}
         self._bases: dict[tuple, tuple] = {}
-        self._plain: dict[tuple, tuple[float, float] | None] = {}  # ``plain_limit`` per GPU type, count, kind
+        self._plain: dict[tuple, Plain] = {}  # ``plain_limit`` per GPU type, count, kind
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
                       "recompute_every": fixed.get("recompute_every", 1)}
@@ -152,29 +154,35 @@ class Book:
     def _fits(self, hw: Hardware, where: Where) -> bool | None:
         """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of
         host memory (the caller counts)."""
-        return self._fits_peak(hw, self._peak(where), where[0], where[4])
+        return self._fits_peak(hw, self._peak(where), where[0], where[4], self._irregular(where[1], where[4]))
 
-    def _fits_peak(self, hw: Hardware, peak: tuple[float, float], split: Split, off: str) -> bool | None:
+    def _fits_peak(self, hw: Hardware, peak: tuple[float, float], split: Split, off: str, irregular: bool
+                   ) -> bool | None:
         """``memory.verdict`` on a (total, offloaded) peak, as the plain comparison where it reduces to one
         (``plain_limit``, kept per GPU type, count and kind of layout)."""
-        plain = self._plain_of(hw, split, off)
+        plain = self._plain_of(hw, split, off, irregular)
         total, offloaded = peak
         if plain is not None:  # the verdict is a comparison here
             return total * plain[0] <= plain[1]
         v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1,
-                    self._graphs(split))
+                    self._graphs(split), irregular=irregular)
         return None if not v.host_ok else v.fits
+
+    def _irregular(self, fam: Family, off: str) -> bool:
+        """Whether a family's steps fragment the allocator's native segments (model/allocator.py ``fragile``)."""
+        return fragile(self.tr, fam.recompute, off)
 
     def _graphs(self, split: Split) -> float:
         """CUDA graphs' allowance on a layout of ``split`` (``model.graphs.cuda_graph_allowance``: it reads pp only)."""
         return cuda_graph_allowance(self.sc.model, self.tr, split.pp)
 
-    def _plain_of(self, hw: Hardware, split: Split, off: str) -> tuple[float, float] | None:
+    def _plain_of(self, hw: Hardware, split: Split, off: str, irregular: bool) -> Plain:
         """``memory.plain_limit`` for this GPU type, count and kind of layout (kept)."""
         mp = split.tp > 1 or split.pp > 1
-        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp, split.pp > 1)
+        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp, split.pp > 1, irregular)
         if key not in self._plain:
-            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp, self._graphs(split))
+            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp, self._graphs(split),
+                                           irregular=irregular)
         return self._plain[key]
 
     def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
@@ -230,7 +238,7 @@ class Book:
                 where = (split, fam, mb, sp, off)
                 total, offloaded = self._peak(where)
                 v = verdict(total, offloaded, hw, self.tr, self.sc.corrections, split.tp > 1 or split.pp > 1,
-                            self._graphs(split))
+                            self._graphs(split), irregular=self._irregular(fam, where[4]))
                 if v.host_ok and (near is None or (v.upper - v.usable, (*rank, j)) < (near[0], near[1])):
                     near = (v.upper - v.usable, (*rank, j), where, hw)
         if near is None:

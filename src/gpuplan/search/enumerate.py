@@ -33,7 +33,7 @@ from dataclasses import replace
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
 from gpuplan.model.memory import peak_floor
 from gpuplan.model.runtime import FLOOR_SLACK
-from gpuplan.search.book import Book, Where
+from gpuplan.search.book import Book, Plain, Where
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
 from gpuplan.search.found import Candidate, Family, Miss
 from gpuplan.search.order import Last, bound, dominance_order, first_miss, from_last
@@ -160,7 +160,7 @@ class Search(Book):
         step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
         layouts: dict[tuple, Layout] = {}  # and the layouts they were timed on, the same on every GPU type
         lives: dict[tuple[int, Shard], dict[int, Hardware]] = {}  # the types whose floor fits, per (v, sharding)
-        plains = {t: self._plain_of(hw, split, off) for t, hw in hws.items()} if len(hws) > 1 else {}
+        plains: dict[tuple[int, bool], Plain] = {}  # the split's ``_plain_of`` per GPU type and irregularity
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
@@ -189,7 +189,7 @@ class Search(Book):
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[int, tuple[float, float] | None]
+                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[tuple[int, bool], Plain]
                     ) -> list[tuple[int, int, int]]:
         """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
         if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
@@ -203,7 +203,7 @@ class Search(Book):
         return self._classify_types(hws, split, fam, sp, off, plains)
 
     def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                        plains: dict[int, tuple[float, float] | None]) -> list[tuple[int, int, int]]:
+                        plains: dict[tuple[int, bool], Plain]) -> list[tuple[int, int, int]]:
         """Several GPU types: every micro-batch's peak once (the same on every type), then each type's
         verdict on each — exact without any ordering of the peaks."""
         mbs = fam.micro_batches
@@ -214,9 +214,11 @@ class Search(Book):
             return []
         peaks = [self._peak((split, fam, mb, sp, off)) for mb in mbs]
         totals = [total for total, _ in peaks]
-        out = []
+        out, irregular = [], self._irregular(fam, off)
         for t, hw in hws.items():
-            plain = plains[t]  # the split's ``_plain_of``
+            plain = plains.get((t, irregular), False)  # the split's ``_plain_of``
+            if plain is False:
+                plain = plains[(t, irregular)] = self._plain_of(hw, split, off, irregular)
             if plain is not None:  # the verdict is a comparison: ``_fits_peak`` without its lookups per peak
                 factor, limit = plain
                 fit = [j for j, total in enumerate(totals) if total * factor <= limit]
@@ -224,7 +226,7 @@ class Search(Book):
                 self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
                 continue
             for j, peak in enumerate(peaks):
-                fits = self._fits_peak(hw, peak, split, off)
+                fits = self._fits_peak(hw, peak, split, off, irregular)
                 if fits:
                     out.append((t, j, mbs[j]))
                 else:
@@ -246,7 +248,7 @@ class Search(Book):
                                                                                (v,))
             least = min(least, floor)
             for t, hw in hws.items():  # nothing offloaded: the host holds it, the verdict is True or False
-                out[(t, v, shard)] = bool(self._fits_peak(hw, (floor, 0.0), split, off))
+                out[(t, v, shard)] = bool(self._fits_peak(hw, (floor, 0.0), split, off, False))  # the least factor
         n = split.world
         self.least_floor[n] = min(self.least_floor.get(n, math.inf), least)
         return out
@@ -303,7 +305,7 @@ class Search(Book):
         hi = len(normal) if bound is None else min(bound, len(normal))
         like = (hw.gpu.id, split.tp, split.pp, split.cp, split.ep, fam.schedule, fam.virtual_stages, fam.recompute,
                 fam.shard, sp, off)
-        plain = self._plain_of(hw, split, off)
+        plain = self._plain_of(hw, split, off, self._irregular(fam, off))
         hint, known, fit_before = from_last(self._hints.get(like), [mbs[j] for j in normal], split, plain)
         left = first_miss(lambda i: self._fits(hw, (split, fam, mbs[normal[i]], sp, off)), hi, hint, min(known, hi))
         if left is None:  # offloaded state beyond the host memory: the same for every micro-batch

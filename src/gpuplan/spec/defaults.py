@@ -119,6 +119,21 @@ def default_global_batch(training: Training, replicas: int = 1) -> int:
     return max(replicas, seqs // replicas * replicas)
 
 
+def _documented_rules(training: Training) -> list[tuple[str, str]]:
+    """The training fields a framework's documentation filled in (catalog/frameworks.py ``documented_defaults``)."""
+    out = []
+    if training.precision == "fp8":
+        out.append(("fp8_recipe", "the framework's documented default (frameworks.json fp8_recipe), else tensorwise"))
+    if training.grad_dtype is not None:
+        out.append(("grad_dtype", "the framework's documented gradient dtype (frameworks.json memory.grad_dtype); "
+                                  "with no framework named, fp32 — the common choice (Megatron-LM, PyTorch autocast)"))
+    if training.expandable_segments is not None:
+        out.append(("expandable_segments", "what the framework's launcher sets (frameworks.json memory."
+                                           "expandable_segments); PyTorch's default is off, where recomputation, "
+                                           "offload or LoRA fragment the allocator (model/allocator.py)"))
+    return out
+
+
 def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: bool,
             layout_rules: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     """``{"field", "value", "rule"}`` for every value the answer used that the input did not give.
@@ -151,13 +166,8 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                         "(catalog/frameworks.json defaults.precision)")
             out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
     out += [{"field": f, "value": v, "rule": r, "given": w} for f, w, v, r in sc.read_as]
-    if training.precision == "fp8" and "training.fp8_recipe" not in given:
-        out.append({"field": "training.fp8_recipe", "value": training.fp8_recipe,
-                    "rule": "the framework's documented default (frameworks.json fp8_recipe), else tensorwise"})
-    if training.grad_dtype is not None and "training.grad_dtype" not in given:
-        out.append({"field": "training.grad_dtype", "value": training.grad_dtype,
-                    "rule": "the framework's documented gradient dtype (frameworks.json memory.grad_dtype); with no "
-                            "framework named, fp32 — the common choice (Megatron-LM, PyTorch autocast)"})
+    out += [{"field": f"training.{key}", "value": getattr(training, key), "rule": rule}
+            for key, rule in _documented_rules(training) if f"training.{key}" not in given]
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
               "price_per_gpu_hour": hw.price_per_gpu_hour, "host_memory": hw.host_memory_bytes}

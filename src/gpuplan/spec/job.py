@@ -110,6 +110,8 @@ class Training(ValueHashed):
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     dropout: float = 0.0
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; None: what the framework sets (model/allocator.py)
+    expandable_segments: bool | None = None
     headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free: fits means fits with this margin
     _hash: tuple = field(default=(), init=False, repr=False, compare=False)
 

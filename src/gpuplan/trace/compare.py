@@ -12,10 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuplan.catalog.constants import constant
 from gpuplan.catalog.framework_memory import offloads_checkpoints
 from gpuplan.errors import GpuplanError
 from gpuplan.model.act_parts import stage_activations
+from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import completed_layout, evaluate
 from gpuplan.model.flops import attention_flops, head_flops, layer_matmul_flops
 from gpuplan.model.kept import amp_of
@@ -35,11 +35,12 @@ def _ratio(measured: float, predicted: float) -> float | None:
     return measured / predicted if predicted else None
 
 
-def measured_memory(r: TraceResult, runtime_bytes: float) -> dict:
+def measured_memory(r: TraceResult, runtime_bytes: float, share: float) -> dict:
     """The Estimate's ``memory`` keys for the traced peak (composition at the peak), plus the full
-    state sizes over the step, the unseen terms and the timeline."""
+    state sizes over the step, the unseen terms (the allocator reserving ``share`` of the peak more) and the
+    timeline."""
     at = r.peak_by_cat
-    frag = constant("allocator_fragmentation") * r.peak
+    frag = share * r.peak
     unseen = runtime_bytes + frag
     other_traced = at["temporaries"] + at["fsdp_unsharded"] + at["buffers"]
     return {
@@ -109,10 +110,10 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
     act_pred = stage_activations(
         sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, r.stage or 0, lay.cp, lay.sequence_parallel,
         lay.micro_batch, lay.recompute, flight, sc.corrections.activations, amp=amp_of(sc.training, lay)).held
-    mm = measured_memory(r, pm["detail"]["runtime"])
+    pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
+    mm = measured_memory(r, pm["detail"]["runtime"], pm["detail"]["fragmentation"] / pred_alloc)  # its share
     mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay, r)
     mm["detail"]["stage_outputs_kept"] = stage_outputs_bytes(sc, lay, r)
-    pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
     pred_model, pred_hw = _predicted_flops(sc, lay, r, est["time"])
     # per token of the model: a tensor-parallel group of tp ranks shares each token's work (rank 0 × tp)
     meas_model = r.flops["model"] / r.tokens * lay.tp
@@ -178,7 +179,8 @@ def _stage_memory(est: Any, stage: int) -> dict:
         sc = est.scenario  # its global batch as evaluate filled it
         corr = sc.corrections.on(sc.hardware.gpu.id)
         peak = stage_peak(sc.model, sc.training, est.layout, stage, corr)
-        v = verdict(peak.total, peak.states.cpu_offload, sc.hardware, sc.training, corr)
+        v = verdict(peak.total, peak.states.cpu_offload, sc.hardware, sc.training, corr, irregular=fragile(
+            sc.training, est.layout.recompute, est.layout.offload))
         mem = replace(mem, peak=peak, total=v.total, calibration=v.calibration,
                       cpu_offload_per_node=v.cpu_offload_per_node, fits=v.fits)
     return mem.to_json()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuplan.catalog.constants import constant
 from gpuplan.model.pipeline import chunk_sizes
 from gpuplan.spec.scenario import Scenario
 from gpuplan.trace.run import TraceResult
@@ -86,7 +85,8 @@ def explain(sc: Scenario, r: TraceResult, rows: list[dict], mm: dict, pm: dict, 
                    "(Megatron-LM's contiguous grad buffer), so it allocates none")
     out.append("not seen by the trace (analytic terms added to the measured total): CUDA context + cuBLAS "
                f"workspace + NCCL buffers {pm['detail']['runtime'] / MIB:.0f} MiB, fragmentation "
-               f"{constant('allocator_fragmentation'):.0%} of the allocated peak")
+               f"{mm['detail']['fragmentation'] / max(mm['detail']['traced_peak'], 1):.0%} of the allocated peak "
+               "(model/allocator.py)")
     return out
 
 
