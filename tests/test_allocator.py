@@ -116,3 +116,37 @@ def test_the_switch_is_read_as_the_other_switches(word, value):
 def test_a_wrong_switch_says_so():
     with pytest.raises(GpuplanError, match="expandable_segments"):
         make(training={"expandable_segments": "maybe"})
+
+
+def test_a_torchtitan_peak_is_checked_as_the_reserved_memory_its_log_prints():
+    # torchtitan components/metrics.py: the step log's "memory" is reserved_bytes.all.peak — neither the CUDA
+    # context nor NCCL's buffers, which gpuplan's total (what must fit) adds
+    from gpuplan.catalog.framework_memory import logged_peak
+    from gpuplan.validation.corpus_check import predicted_value
+
+    assert logged_peak("torchtitan") == "reserved" and logged_peak("generic") is None
+    row = {"published": {"metric": "peak_memory_bytes"}}
+    titan = evaluate(make(gpus=8, training={"framework": "torchtitan"}, layout={"dp": 8, "zero": 3}))
+    outside = constant("cuda_context_bytes") + constant("nccl_bytes_per_communicator")  # one data-parallel group
+    assert titan.memory.peak.outside == pytest.approx(outside)
+    assert predicted_value(row, titan) == pytest.approx(titan.memory.total - outside)
+    assert titan.memory.to_json()["reserved"] == pytest.approx(titan.memory.total - outside)
+    plain = evaluate(make(gpus=8, layout={"dp": 8, "zero": 3}))
+    assert predicted_value(row, plain) == plain.memory.total
+
+
+@pytest.mark.parametrize("target", ["slurm", "kubernetes", "skypilot", "torchrun"])
+def test_an_export_sets_the_allocator_the_plan_assumed(target):
+    # a scheduler export starts the framework without its own launcher (torchtitan's run_train.sh sets the
+    # variable): the job sets it where the plan's memory assumed expandable segments, and leaves PyTorch's default
+    from gpuplan.export import export
+    from gpuplan.report.render import estimate_json
+
+    def text(training: dict) -> str:
+        sc = make("llama-3.1-8b", "h100-sxm", 16, training={"global_batch": 256, **training},
+                  layout={"tp": 1, "pp": 1, "zero": 3})
+        return export(estimate_json(evaluate(sc)), target, sc.model).text
+
+    assert "PYTORCH_CUDA_ALLOC_CONF" in text({"framework": "torchtitan"})
+    assert "expandable_segments:True" in text({"expandable_segments": True})
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in text({})

@@ -69,10 +69,10 @@ def test_the_allowance_by_scope(graphs, model, layout, allowance):
 
 def test_fits_is_decided_with_the_allowance():
     off, layer, full = _mem("none", **EDGE), _mem("layer", **EDGE), _mem("full", **EDGE)
-    # full recompute on native segments (CUDA graphs leave expandable segments off): the upper end 72.8 GiB
-    assert off["usable"] - off["interval"]["total"]["p90"] == pytest.approx(6.80 * GiB, abs=0.01 * GiB)
+    # full recompute on native segments (CUDA graphs leave expandable segments off): the upper end 72.6 GiB
+    assert off["usable"] - off["interval"]["total"]["p90"] == pytest.approx(7.09 * GiB, abs=0.01 * GiB)
     assert off["fits"] and layer["fits"]
-    # 72.8 + 10 GiB is over the 79.65 usable: not `fits`, yet TIGHT (the low end fits: runs like it ran)
+    # 72.6 + 10 GiB is over the 79.65 usable: not `fits`, yet TIGHT (the low end fits: runs like it ran)
     assert not full["fits"] and full["tight"]
 
 

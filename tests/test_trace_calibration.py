@@ -16,7 +16,8 @@ from gpuplan.io.scenario import parse_scenario
 
 def _sc(**training):
     return parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
-                           "training": {"seq_len": 4096, **training}, "layout": {"zero": 3, "micro_batch": 2}})
+                           "training": {"seq_len": 4096, **training},
+                           "layout": {"zero": 3, "micro_batch": 2, "recompute": "none"}})
 
 
 @pytest.fixture

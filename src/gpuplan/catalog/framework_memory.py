@@ -108,3 +108,12 @@ def sets_expandable_segments(framework: str) -> bool:
     (frameworks.json ``memory.expandable_segments``): the caching allocator then maps 2 MiB pages into one growing
     segment, so what it reserves beyond what it allocates stays small; PyTorch's default is off."""
     return _memory_fact(framework, "expandable_segments") is True
+
+
+@cache
+def logged_peak(framework: str) -> str | None:
+    """What the framework's training log calls its peak memory (frameworks.json ``memory.logged_peak``):
+    "reserved", the caching allocator's reserved peak without the CUDA context and NCCL's buffers; None where the
+    profile states none (then a published peak is read as the process's whole memory)."""
+    value = _memory_fact(framework, "logged_peak")
+    return None if value is None else str(value)

@@ -34,7 +34,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
     "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy", "lora_input",
                "autocast_fp32_weights", "pp_grad_dtype", "sp_saved_input",
-               "pp_stage_buffers", "kbit_upcast", "checkpoint_offload", "expandable_segments"),
+               "pp_stage_buffers", "kbit_upcast", "checkpoint_offload", "expandable_segments", "logged_peak"),
     "defaults": (),
 })
 SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather", "pp_comm_overlap")

@@ -32,10 +32,11 @@ class EnvVar:
     name: str
     value: str
     why: str       # what it does, in NCCL's words or close to them
-    section: str   # anchor of NCCL_DOC
+    section: str   # anchor of ``doc``
+    doc: str = NCCL_DOC
 
     def url(self) -> str:
-        return f"{NCCL_DOC}#{self.section}"
+        return f"{self.doc}#{self.section}"
 
 
 def nccl_env(transport: str | None, link_gbit_per_s: float | None, nodes: int) -> tuple[EnvVar, ...]:
@@ -57,6 +58,20 @@ def nccl_env(transport: str | None, link_gbit_per_s: float | None, nodes: int) -
         env.append(EnvVar("NCCL_IB_DISABLE", "0", "NCCL's IB verbs transport (RDMA), the path the plan priced",
                           "nccl-ib-disable"))
     return tuple(env)
+
+
+ALLOC_DOC = "https://pytorch.org/docs/stable/notes/cuda.html"
+
+
+def allocator_env(est: dict, device: str) -> tuple[EnvVar, ...]:
+    """PYTORCH_CUDA_ALLOC_CONF where the plan's memory assumed expandable segments (training.expandable_segments,
+    by default what the framework's own launcher sets — a scheduler export starts the framework without that
+    launcher, so it sets the variable itself); nothing where it assumed PyTorch's default."""
+    if device != "gpu" or est["scenario"]["training"].get("expandable_segments") is not True:
+        return ()
+    return (EnvVar("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True",
+                   "the caching allocator's expandable segments, as the plan's memory assumed (model/allocator.py)",
+                   "optimizing-memory-usage-with-pytorch-cuda-alloc-conf", ALLOC_DOC),)
 
 
 def site_note(transport: str | None, fabric: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.export.common import Export, _header
 from gpuplan.export.launch import NodeLaunch, Rendezvous, node_launch
-from gpuplan.export.nccl import nccl_env, site_note
+from gpuplan.export.nccl import allocator_env, nccl_env, site_note
 from gpuplan.export.scheduled import Job, yaml_text
 
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
@@ -48,6 +48,7 @@ def kubernetes(est: dict, model: Any, via: str, job: Job) -> Export:
                      "processes per pod (the training script uses gloo)")
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": job.name},
                  "data": {"launch.sh": _launch_script(launch), **dict(launch.files)}}
+    env += allocator_env(est, job.device)
     pytorchjob = _pytorchjob(job, [{"name": e.name, "value": e.value} for e in env])
     head = "".join(f"# {ln}\n" for ln in _header(est, "kubectl apply -f pytorchjob.yaml"))
     return Export(target="kubernetes", config={"configmap": configmap, "pytorchjob": pytorchjob},

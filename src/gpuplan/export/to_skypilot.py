@@ -18,7 +18,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.export.common import RDZV_PORT, Export, _header
 from gpuplan.export.launch import Rendezvous, heredoc, node_launch
-from gpuplan.export.nccl import nccl_env, site_note
+from gpuplan.export.nccl import allocator_env, nccl_env, site_note
 from gpuplan.export.scheduled import Job, yaml_text
 
 # catalogue id -> SkyPilot's accelerator name (skypilot 0.14.1: sky/utils/gpu_names.py CANONICAL_GPU_NAMES and
@@ -55,8 +55,10 @@ def skypilot(est: dict, model: Any, via: str, job: Job) -> Export:
     rdma = job.transport in ("infiniband", "roce")
     env = nccl_env(job.transport, job.link_gbit_per_s, job.nodes) if job.device == "gpu" and not rdma else ()
     if env:
-        task["envs"] = {e.name: e.value for e in env}
         notes.append(site_note(job.transport, job.fabric))
+    env += allocator_env(est, job.device)
+    if env:
+        task["envs"] = {e.name: e.value for e in env}
     task["run"] = "\n".join(run) + "\n"
     head = "".join(f"# {ln}\n" for ln in _header(est, "sky launch gpuplan-task.yaml"))
     return Export(target="skypilot", config=task, text=head + yaml_text([task]), filename="gpuplan-task.yaml",

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpuplan.export.common import RDZV_PORT, Export, _header
 from gpuplan.export.launch import NodeLaunch, Rendezvous, heredoc, node_launch
-from gpuplan.export.nccl import nccl_env, site_note
+from gpuplan.export.nccl import allocator_env, nccl_env, site_note
 from gpuplan.export.scheduled import Job
 
 TIME_MARGIN = 0.25  # gpuplan's cross-validated throughput error holds most published runs within ±25 % (validate)
@@ -56,6 +56,7 @@ def slurm(est: dict, model: Any, via: str, job: Job) -> Export:
     env = nccl_env(job.transport, job.link_gbit_per_s, job.nodes) if job.device == "gpu" else ()
     if env:
         notes.append(site_note(job.transport, job.fabric))
+    env += allocator_env(est, job.device)
     body = _body(job, launch, env)
     head = [f"# {ln}" for ln in _header(est, "sbatch gpuplan.sbatch")]
     text = "\n".join(["#!/bin/bash", *head, *(f"#SBATCH --{k}" + (f"={v}" if v is not None else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from gpuplan.export.common import RDZV_PORT, Export, _header, _parts
+from gpuplan.export.nccl import allocator_env
 
 
 def torchrun_args(est: dict, script: str | None = None) -> tuple[list[str], list[str]]:
@@ -28,7 +29,9 @@ def torchrun(est: dict, script: str = "train.py") -> Export:
     args, notes = torchrun_args(est, script)
     lay = est["scenario"]["layout"]
     head = "".join(f"# {line}\n" for line in _header(est, None))
-    text = head + " ".join(a if a.startswith("$") else shlex.quote(a) for a in args) + "\n"
+    env = allocator_env(est, "gpu")
+    text = head + "".join(f"export {e.name}={e.value}  # {e.why}: {e.url()}\n" for e in env) \
+        + " ".join(a if a.startswith("$") else shlex.quote(a) for a in args) + "\n"
     notes.append(layout_note(lay))
     return Export(target="torchrun", config=args, text=text, filename="launch.sh", notes=tuple(notes))
 

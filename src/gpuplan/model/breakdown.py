@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from gpuplan.catalog.constants import constant
+
 
 class Part(Enum):
     """The parts of a peak a user can act on (report/advice.py says what to change for each)."""
@@ -65,6 +67,12 @@ class StagePeak:
     train_phase_peak: bool   # the peak is in forward/backward (else in the optimizer step)
     microbatches_in_flight: float
     gradients_held: float    # gradients alive at the peak (one GPU, one micro-batch: see stage_peak)
+
+    @property
+    def outside(self) -> float:
+        """What of ``runtime`` lives outside PyTorch's caching allocator: the CUDA context and NCCL's buffers (the
+        cuBLAS workspace is allocated through it)."""
+        return self.runtime - constant("cublas_workspace_bytes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +154,7 @@ class MemoryBreakdown:
             "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
             "tight": self.tight, "interval": {"total": {"p10": self.low, "p90": self.high}},
             **({"cuda_graphs_allowance": self.graphs} if self.graphs else {}),
-            "allocated": p.total - p.fragmentation - p.runtime, "reserved": p.total - p.runtime,
+            "allocated": p.total - p.fragmentation - p.outside, "reserved": p.total - p.outside,
             "detail": self.detail(),
             "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
             "stage": p.stage, "microbatches_in_flight": p.microbatches_in_flight,

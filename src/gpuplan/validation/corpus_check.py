@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.catalog import load_json
+from gpuplan.catalog.framework_memory import logged_peak
 from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
@@ -149,8 +150,9 @@ def published_value(row: dict[str, Any], est: Estimate) -> float:
 
 def predicted_value(row: dict[str, Any], est: Estimate) -> float:
     metric = row["published"]["metric"]
-    if metric == "peak_memory_bytes":
-        return est.memory.total
+    if metric == "peak_memory_bytes":  # as the run's log measured it (frameworks.json memory.logged_peak)
+        logged = logged_peak(est.scenario.training.framework)
+        return est.memory.total - (est.memory.peak.outside if logged == "reserved" else 0.0)
     if metric == "model_state_bytes":
         return est.memory.weights + est.memory.gradients + est.memory.optimizer
     assert est.time is not None
