@@ -150,3 +150,18 @@ def test_an_export_sets_the_allocator_the_plan_assumed(target):
     assert "PYTORCH_CUDA_ALLOC_CONF" in text({"framework": "torchtitan"})
     assert "expandable_segments:True" in text({"expandable_segments": True})
     assert "PYTORCH_CUDA_ALLOC_CONF" not in text({})
+
+
+@pytest.mark.parametrize("word, profile, value", [
+    ("accelerate", "pytorch-fsdp", False),    # accelerate sets no PYTORCH_CUDA_ALLOC_CONF (commit 16cb6eb8)
+    ("composer", "pytorch-fsdp", True),       # llm-foundry's TrainConfig.expandable_segments = True: the profile's
+    ("megatron", "megatron-core", False),     # Megatron-LM's pretrain scripts set none (commit d98e8a64)
+    ("nemo", "megatron-core", True),          # NeMo's performance launchers: the profile's
+])
+def test_a_stack_keeps_its_own_launchers_allocator(word, profile, value):
+    sc = make(training={"framework": word})
+    assert (sc.training.framework, sc.training.expandable_segments) == (profile, value)
+    said = [r for r in sc.read_as if r[0] == "training.expandable_segments"]
+    assert len(said) == (value != sets_expandable_segments(profile))
+    assert make(training={"framework": word, "expandable_segments": not value}).training.expandable_segments \
+        is (not value)

@@ -85,6 +85,14 @@ def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
     return {k: (row["value"], row["source"]) for k, row in rows.items()}
 
 
+def stack_allocator(word: str) -> tuple[bool, str] | None:
+    """Whether a stack's launcher maps expandable segments where that differs from its profile (stacks.json
+    ``expandable_segments``), with the source; None for a profile's own name or a stack that states nothing."""
+    stack = _names().get(spelling(word, version=True))
+    row = _data()["stacks"][stack].get("expandable_segments") if stack is not None else None
+    return None if row is None else (bool(row["value"]), str(row["source"]))
+
+
 def stack_names() -> tuple[str, ...]:
     """The stacks ``training.framework`` accepts besides the profiles, in the file's order."""
     return tuple(_data()["stacks"])

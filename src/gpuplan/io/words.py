@@ -14,6 +14,21 @@ from gpuplan.spec import PRECISIONS
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
 
+def _framework_words(kw: dict[str, Any]) -> list[Reading]:
+    """``training.framework`` read as its profile, and what a stack's own launcher sets beside it (the allocator's
+    expandable segments, where the stack differs from its profile)."""
+    from gpuplan.catalog.stacks import read_framework, stack_allocator
+
+    word = kw["framework"]
+    kw["framework"], r = read_framework(word)
+    out = [(r.field, r.given, r.value, r.rule)] if r is not None else []
+    allocator = stack_allocator(word) if isinstance(word, str) else None
+    if allocator is not None and "expandable_segments" not in kw:
+        kw["expandable_segments"] = allocator[0]
+        out.append(("training.expandable_segments", word, allocator[0], f"{word}'s launcher: {allocator[1]}"))
+    return out
+
+
 def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading, ...]:
     """Read ``kw``'s words in place (their readings returned). An open precision takes the framework's documented
     default (frameworks.json defaults.precision) when it is one of gpuplan's. On a GPU without bf16 tensor cores
@@ -24,7 +39,6 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     from gpuplan.catalog.stacks import (
         precision_recipe,
         read_attention,
-        read_framework,
         read_method,
         read_optimizer,
         read_precision,
@@ -40,9 +54,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         if impl is not None and "optimizer_impl" not in kw:
             kw["optimizer_impl"] = impl
         read.append(r)
-    if "framework" in kw:
-        kw["framework"], r = read_framework(kw["framework"])
-        read.append(r)
+    stack_read = _framework_words(kw) if "framework" in kw else []
     ranks: list[Reading] = []
     if isinstance(kw.get("method"), str):
         word_m = kw["method"]
@@ -53,7 +65,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
             kw["lora_rank"] = int(rank[1] or rank[2])
             ranks = [("training.lora_rank", word_m, kw["lora_rank"], f"method {word_m} names rank {kw['lora_rank']}")]
     framework = kw.get("framework", "generic")
-    out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + ranks
+    out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + stack_read + ranks
     word = kw.get("precision")
     if no_bf16 and isinstance(word, str) and sixteen_bit(word):
         kw["precision"] = "fp16"

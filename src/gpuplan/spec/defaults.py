@@ -166,8 +166,9 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                         "(catalog/frameworks.json defaults.precision)")
             out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
     out += [{"field": f, "value": v, "rule": r, "given": w} for f, w, v, r in sc.read_as]
+    told = given | {f for f, *_ in sc.read_as}  # given, or read from a word (listed above with its rule)
     out += [{"field": f"training.{key}", "value": getattr(training, key), "rule": rule}
-            for key, rule in _documented_rules(training) if f"training.{key}" not in given]
+            for key, rule in _documented_rules(training) if f"training.{key}" not in told]
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
               "price_per_gpu_hour": hw.price_per_gpu_hour, "host_memory": hw.host_memory_bytes}
