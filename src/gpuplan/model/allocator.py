@@ -46,11 +46,12 @@ def fragmentation_share(is_fragile: bool) -> float:
     return constant("allocator_fragmentation_native" if is_fragile else "allocator_fragmentation")
 
 
-def reserve_bytes(allocated: float, churn: float) -> float:
-    """Reserved − allocated at a peak of ``allocated`` bytes, ``churn`` of them allocated and freed every step on
-    fragmented native segments (0 elsewhere): the regular share of all of it, the native median's excess on the
-    churn."""
-    return fragmentation_share(False) * allocated + (fragmentation_share(True) - fragmentation_share(False)) * churn
+@lru_cache(maxsize=1)
+def reserve_shares() -> tuple[float, float]:
+    """(share, excess): reserved − allocated at a peak of A bytes, C of them allocated and freed every step on
+    fragmented native segments (C = 0 elsewhere), is share · A + excess · C — the regular share of all of it, the
+    native median's excess over it on the churn."""
+    return fragmentation_share(False), fragmentation_share(True) - fragmentation_share(False)
 
 
 @lru_cache(maxsize=2)

@@ -28,7 +28,7 @@ from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.act_parts import stage_activations
-from gpuplan.model.allocator import fragile, fragmentation_spread, reserve_bytes
+from gpuplan.model.allocator import fragile, fragmentation_spread, reserve_shares
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StagePeak
 from gpuplan.model.graphs import cuda_graph_allowance
@@ -128,9 +128,10 @@ def _communicators(lay: Layout) -> int:
 def _peak_bytes(allocated: float, communicators: int, churn: float = 0.0) -> tuple[float, float, float]:
     """(total, fragmentation, fixed runtime bytes) of a stage that allocates ``allocated`` bytes at its peak, the
     allocator reserving a share of it more and, on fragmented native segments, of the ``churn`` bytes allocated and
-    freed every step (model/allocator.py ``reserve_bytes``): monotone in both, so lower bounds on them give a lower
+    freed every step (model/allocator.py ``reserve_shares``): monotone in both, so lower bounds on them give a lower
     bound on the total (``peak_floor``: no churn)."""
-    fragmentation = reserve_bytes(allocated, churn)
+    share, excess = reserve_shares()
+    fragmentation = share * allocated + excess * churn
     fixed = _runtime_bytes(communicators)
     return allocated + fragmentation + fixed, fragmentation, fixed
 
@@ -142,7 +143,8 @@ def _stage_parts(model: ModelSpec, training: Training, layout: Layout, stage: in
     optimizer step's temporaries, fragmentation, fixed runtime bytes, whether forward/backward peaks."""
     nd, nd_e, n_mb, communicators, temp = _layout_terms(training, layout)
     base = _stage_base(model, training, layout, stage, nd, nd_e, temp)
-    return _stage_at(model, training, layout, stage, corrections, base, communicators, layout.micro_batch, n_mb)
+    return _stage_at(model, training, layout, stage, corrections, base, communicators, layout.micro_batch, n_mb,
+                     fragile(training, layout.recompute, layout.offload))
 
 
 def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, float]:
@@ -179,8 +181,9 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
 
 def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
               base: tuple[ModelStates, float, float, bool, bool, bool, bool], communicators: int, mb: int,
-              n_mb: int) -> tuple:
-    """One stage's peak parts at micro-batch ``mb`` (``n_mb`` per step) on ``base`` (``_stage_base``)."""
+              n_mb: int, irregular: bool) -> tuple:
+    """One stage's peak parts at micro-batch ``mb`` (``n_mb`` per step) on ``base`` (``_stage_base``); ``irregular``:
+    its steps fragment the allocator's native segments (model/allocator.py ``fragile``)."""
     states, opt_temp, step_phase, half, one_gpu, embedding, amp = base
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
@@ -196,7 +199,7 @@ def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, cor
     io = stage_io_bytes(model, training, lay, stage, mb, n_mb, flight)  # a pipeline's stage buffers (torchtitan)
     train_phase = states.weights + states.optimizer + grads_held + act_held + logits_held + states.buffers + io
     allocated = max(train_phase, step_phase)  # what lives from the first step to the last churns no segment
-    churn = allocated - states.weights - states.optimizer if fragile(training, lay.recompute, lay.offload) else 0.0
+    churn = allocated - states.weights - states.optimizer if irregular else 0.0
     total, fragmentation, fixed = _peak_bytes(allocated, communicators, churn)
     return (total, states, act, flight, grads_held, act_held, logits_held, opt_temp, fragmentation, fixed,
             train_phase >= step_phase, states.buffers + io)
@@ -260,9 +263,10 @@ def worst_at(model: ModelSpec, layout: Layout, bases: tuple[Training, int, tuple
     ``stage_bases(model, training, layout)``."""
     training, communicators, stages = bases
     count = micro_batch_count(training.global_batch, layout.dp, mb, layout.pp)
+    irregular = fragile(training, layout.recompute, layout.offload)
     worst: tuple[int, tuple] | None = None
     for stage, base in stages:
-        parts = _stage_at(model, training, layout, stage, corrections, base, communicators, mb, count)
+        parts = _stage_at(model, training, layout, stage, corrections, base, communicators, mb, count, irregular)
         if worst is None or parts[0] > worst[1][0]:
             worst = (stage, parts)
     assert worst is not None  # every layout has a first stage

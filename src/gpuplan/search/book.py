@@ -82,6 +82,7 @@ class Book:
         self._family_layouts: dict[tuple, Layout] = {}
         self._bases: dict[tuple, tuple] = {}
         self._plain: dict[tuple, Plain] = {}  # ``plain_limit`` per GPU type, count, kind
+        self._irregulars: dict[tuple[str, str], bool] = {}  # ``_irregular`` per recompute and offload
         fixed = sc.layout  # the fields every layout of this scenario keeps
         self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
                       "recompute_every": fixed.get("recompute_every", 1)}
@@ -170,7 +171,11 @@ class Book:
 
     def _irregular(self, fam: Family, off: str) -> bool:
         """Whether a family's steps fragment the allocator's native segments (model/allocator.py ``fragile``)."""
-        return fragile(self.tr, fam.recompute, off)
+        key = (fam.recompute, off)
+        hit = self._irregulars.get(key)
+        if hit is None:
+            hit = self._irregulars[key] = fragile(self.tr, fam.recompute, off)
+        return hit
 
     def _graphs(self, split: Split) -> float:
         """CUDA graphs' allowance on a layout of ``split`` (``model.graphs.cuda_graph_allowance``: it reads pp only)."""
