@@ -63,6 +63,8 @@ def memory_table(mem: dict) -> str:
         rows.append(["memory correction (memory_factor)", fmt_gib(calibration, 2)])
     rows += [
         ["total per GPU", fmt_gib(mem["total"], 2)],
+        ["  of it PyTorch's reserved peak (max_memory_reserved)", fmt_gib(mem["reserved"], 2)],
+        ["  of it PyTorch's allocated peak (max_memory_allocated)", fmt_gib(mem["allocated"], 2)],
         ["capacity", fmt_gib(mem["capacity"], 2)],
     ]
     if mem.get("cpu_offload"):
