@@ -300,3 +300,16 @@ def test_the_kernels_menu_reaches_the_answer_as_the_flag_does(served):
     assert r.status == 200 and r.text + "\n" == cli("evaluate", *flags(q), "--json")[1]
     assert r.json()["scenario"]["training"]["kernels"] == "liger"
     assert ask(served, "/api/evaluate", {**q, "framework": "torchtitan"}).status == 422  # Liger patches HF models
+
+
+def test_the_allocator_menu_reaches_the_answer_as_the_flag_does(served):
+    # the form's "expandable_segments" menu: the same answer as --expandable-segments, its reserve in the memory
+    q = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 8, "recompute": "full", "expandable_segments": "true"}
+    r = ask(served, "/api/evaluate", q)
+    assert r.status == 200 and r.text + "\n" == cli("evaluate", *flags(q), "--json")[1]
+    on = r.json()
+    off = ask(served, "/api/evaluate", {**q, "expandable_segments": "false"}).json()
+    assert on["scenario"]["training"]["expandable_segments"] is True
+    assert off["memory"]["detail"]["fragmentation"] > on["memory"]["detail"]["fragmentation"]
+    mem = on["memory"]
+    assert mem["reserved"] - mem["allocated"] == pytest.approx(mem["detail"]["fragmentation"])

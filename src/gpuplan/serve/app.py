@@ -94,7 +94,7 @@ def _choices() -> dict[str, list[Any]]:
             "framework": list(get_args(job.Framework)), "kernels": list(job.KERNELS),
             "recompute": list(get_args(job.Recompute)),
             "pp_schedule": list(get_args(job.PPSchedule)), "offload": list(get_args(job.Offload)),
-            "zero": [0, 1, 2, 3], "sequence_parallel": ["true", "false"]}
+            "zero": [0, 1, 2, 3], "sequence_parallel": ["true", "false"], "expandable_segments": ["true", "false"]}
 
 
 @cache

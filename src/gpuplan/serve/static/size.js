@@ -62,6 +62,8 @@ function memoryView(est) {
     h("div", {class: "metrics"},
       ...MEMORY_PARTS.map(([k, label]) => metric(label.split(" (")[0], `memory.${k}`, m[k], fmt.gib(m[k]))),
       metric("total", "memory.total", m.total, fmt.gib(m.total)),
+      metric("PyTorch reserved", "memory.reserved", m.reserved, fmt.gib(m.reserved)),
+      metric("PyTorch allocated", "memory.allocated", m.allocated, fmt.gib(m.allocated)),
       metric("capacity", "memory.capacity", m.capacity, fmt.gib(m.capacity)),
       metric("headroom", "memory.headroom", m.headroom, fmt.gib(m.headroom)),
       m.peak_phase ? metric("peak in", "memory.peak_phase", m.peak_phase, m.peak_phase) : null));
