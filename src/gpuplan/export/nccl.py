@@ -38,6 +38,10 @@ class EnvVar:
     def url(self) -> str:
         return f"{self.doc}#{self.section}"
 
+    def shell(self) -> str:
+        """The variable as a shell script exports it, with what it does and its documentation."""
+        return f"export {self.name}={self.value}  # {self.why}: {self.url()}"
+
 
 def nccl_env(transport: str | None, link_gbit_per_s: float | None, nodes: int) -> tuple[EnvVar, ...]:
     """The NCCL variables a job on ``nodes`` nodes sets for its scale-out fabric (none on one node)."""

@@ -100,7 +100,7 @@ def _body(job: Job, launch: NodeLaunch, env: tuple) -> list[str]:
                   # status 141 when scontrol, still writing, is killed by SIGPIPE
                   'NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST")', 'HEAD_NODE="${NODES%%$\'\\n\'*}"']
     for e in env:
-        lines.append(f"export {e.name}={e.value}  # {e.why}: {e.url()}")
+        lines.append(e.shell())
     if launch.files:
         lines += [f'CONFIG_DIR="{CONFIG_DIR}"', 'mkdir -p "$CONFIG_DIR"']
         for name, text in launch.files:

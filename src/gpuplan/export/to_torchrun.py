@@ -29,9 +29,8 @@ def torchrun(est: dict, script: str = "train.py") -> Export:
     args, notes = torchrun_args(est, script)
     lay = est["scenario"]["layout"]
     head = "".join(f"# {line}\n" for line in _header(est, None))
-    env = allocator_env(est, "gpu")
-    text = head + "".join(f"export {e.name}={e.value}  # {e.why}: {e.url()}\n" for e in env) \
-        + " ".join(a if a.startswith("$") else shlex.quote(a) for a in args) + "\n"
+    env = "".join(e.shell() + "\n" for e in allocator_env(est, "gpu"))
+    text = head + env + " ".join(a if a.startswith("$") else shlex.quote(a) for a in args) + "\n"
     notes.append(layout_note(lay))
     return Export(target="torchrun", config=args, text=text, filename="launch.sh", notes=tuple(notes))
 

@@ -121,6 +121,12 @@ class MemoryBreakdown:
     def headroom(self) -> float:
         return self.capacity - self.total
 
+    @property
+    def reserved(self) -> float:
+        """The caching allocator's reserved peak (``torch.cuda.max_memory_reserved``): the peak without what lives
+        outside the allocator."""
+        return self.peak.total - self.peak.outside
+
     def parts(self) -> dict[Part, float]:
         """The peak in the three parts a user can act on (the largest says what to change):
         fragmentation and the fixed runtime follow the others and are no lever of their own."""
@@ -154,7 +160,7 @@ class MemoryBreakdown:
             "headroom_share": self.headroom_share, "usable": self.capacity * (1 - self.headroom_share),
             "tight": self.tight, "interval": {"total": {"p10": self.low, "p90": self.high}},
             **({"cuda_graphs_allowance": self.graphs} if self.graphs else {}),
-            "allocated": p.total - p.fragmentation - p.outside, "reserved": p.total - p.outside,
+            "allocated": p.total - p.fragmentation - p.outside, "reserved": self.reserved,
             "detail": self.detail(),
             "peak_phase": "forward/backward" if p.train_phase_peak else "optimizer step",
             "stage": p.stage, "microbatches_in_flight": p.microbatches_in_flight,

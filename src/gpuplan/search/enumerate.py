@@ -216,9 +216,9 @@ class Search(Book):
         totals = [total for total, _ in peaks]
         out, irregular = [], self._irregular(fam, off)
         for t, hw in hws.items():
-            plain = plains.get((t, irregular), False)  # the split's ``_plain_of``
-            if plain is False:
-                plain = plains[(t, irregular)] = self._plain_of(hw, split, off, irregular)
+            if (t, irregular) not in plains:  # the split's ``_plain_of``
+                plains[(t, irregular)] = self._plain_of(hw, split, off, irregular)
+            plain = plains[(t, irregular)]
             if plain is not None:  # the verdict is a comparison: ``_fits_peak`` without its lookups per peak
                 factor, limit = plain
                 fit = [j for j, total in enumerate(totals) if total * factor <= limit]

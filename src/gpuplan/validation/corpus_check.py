@@ -151,8 +151,8 @@ def published_value(row: dict[str, Any], est: Estimate) -> float:
 def predicted_value(row: dict[str, Any], est: Estimate) -> float:
     metric = row["published"]["metric"]
     if metric == "peak_memory_bytes":  # as the run's log measured it (frameworks.json memory.logged_peak)
-        logged = logged_peak(est.scenario.training.framework)
-        return est.memory.total - (est.memory.peak.outside if logged == "reserved" else 0.0)
+        reserved = logged_peak(est.scenario.training.framework) == "reserved"
+        return est.memory.reserved if reserved else est.memory.total
     if metric == "model_state_bytes":
         return est.memory.weights + est.memory.gradients + est.memory.optimizer
     assert est.time is not None
