@@ -135,6 +135,18 @@ def test_a_torchtitan_peak_is_checked_as_the_reserved_memory_its_log_prints():
     assert predicted_value(row, plain) == plain.memory.total
 
 
+def test_a_nanotron_peak_is_its_benchmark_tables_reserved_column():
+    # nanotron helpers.py create_table_log: 'Mem Res (GB)' = max_memory_reserved() / 1024**3 of world rank 0 (the
+    # first stage's tensor-parallel rank 0, the rank gpuplan reports), beside 'Mem Alloc (GB)' = max_memory_allocated
+    from gpuplan.catalog.framework_memory import logged_peak
+    from gpuplan.validation.corpus_check import predicted_value
+
+    assert logged_peak("nanotron") == "reserved"
+    row = {"published": {"metric": "peak_memory_bytes"}}
+    est = evaluate(make(gpus=8, training={"framework": "nanotron"}, layout={"dp": 4, "tp": 2, "zero": 1}))
+    assert predicted_value(row, est) == pytest.approx(est.memory.reserved) and est.memory.reserved < est.memory.total
+
+
 @pytest.mark.parametrize("target", ["slurm", "kubernetes", "skypilot", "torchrun"])
 def test_an_export_sets_the_allocator_the_plan_assumed(target):
     # a scheduler export starts the framework without its own launcher (torchtitan's run_train.sh sets the
