@@ -209,6 +209,8 @@ def test_optimizer_words_as_papers_write_them(word, optimizer, impl):
 @pytest.mark.parametrize("word, attention", [
     ("FlashAttention-2", "flash"), ("flash_attention_2", "flash"), ("FA3", "flash"), ("sdpa", "flash"),
     ("cuDNN", "flash"), ("math", "eager"), ("fa1", "flash1"), ("flash", "flash"),
+    # llm-foundry / MPT: attn_impl triton
+    ("triton", "flash1-triton"), ("flash-attn triton", "flash1-triton"), ("flash1-triton", "flash1-triton"),
 ])
 def test_attention_words_as_papers_write_them(word, attention):
     from gpuplan.catalog.stacks import read_attention

@@ -43,6 +43,11 @@ def _tflops(gpu: str, kernel: str, causal: bool, pass_: str, hd: int, seq: int) 
     ("megatron-core", "v100-16gb", "flash", "sdpa_mem_efficient"),
     # FlashAttention v1 runs on Turing and Ampere (flash-attention v1 README), not on Volta
     ("generic", "t4", "flash1", "flash1"), ("generic", "v100-32gb", "flash1", "sdpa_mem_efficient"),
+    # its Triton kernel (llm-foundry's attn_impl: triton) is measured on A100 only (Dao 2023 Fig. 4): v1's rates
+    # elsewhere, SDPA's memory-efficient kernel before sm75
+    ("pytorch-fsdp", "a100-40gb-sxm", "flash1-triton", "flash1_triton"),
+    ("pytorch-fsdp", "h100-sxm", "flash1-triton", "flash1"),
+    ("generic", "v100-32gb", "flash1-triton", "sdpa_mem_efficient"),
     # ROCm: flash-attn's default backend and TE's fused attention are Composable Kernel; SDPA is AOTriton
     ("pytorch-fsdp", "mi300x", "flash", "rocm_ck"), ("megatron-core", "mi300x", "flash", "rocm_ck"),
     ("torchtitan", "mi300x", "flash", "rocm_triton"), ("generic", "mi355x", "flash", "rocm_triton"),
@@ -59,6 +64,9 @@ def test_the_attention_kernel_follows_the_framework_and_architecture(framework, 
     ("h100-sxm", "flash2", False, "fwd", 64, 324),
     # Dao 2023 (FlashAttention-2), assets/flash2_a100_fwd_bwd_benchmark.png: A100 forward + backward, seq 16k
     ("a100-80gb-sxm", "flash2", True, "fwd_bwd", 128, 189), ("a100-80gb-sxm", "flash1", False, "fwd_bwd", 64, 110),
+    # the same figure's 'FlashAttention Triton' bars (flash-attn 1.x flash_attn_triton.py)
+    ("a100-80gb-sxm", "flash1_triton", True, "fwd_bwd", 128, 80), ("a100-80gb-sxm", "flash1_triton", False, "fwd_bwd",
+                                                                     64, 100),
     # flash-attention PR #2605: GB200 forward, hd 64, 16k tokens at seq 16k
     ("gb200", "flash4", True, "fwd", 64, 1176),
 ])

@@ -9,9 +9,12 @@ NOTE_ROCE = ("'1600 Gbps node-node (RoCE)' with 8 GPUs per node = 200 Gb/s per G
              "not stated).")
 
 
-NOTE_FA1 = ("attn_impl flash in 2023 = FlashAttention v1: llm-foundry's flash_attn_fn "
-            "(llmfoundry/models/layers/attention.py) required flash-attn==1.0.3.post0, and the README's tables predate "
-            "its torch 2.0 update ('TODO: Update tables with torch 2.0'); FlashAttention-2 came in July 2023.")
+NOTE_TRITON = ("attn_impl triton: the tables were run by scripts/train/benchmarking/sweep.sh through "
+               "submit_benchmarks.py, whose --attn_impl defaults to 'triton' and which writes it into every run's "
+               "model config (the row's 'attn: flash' is the pretrain yaml of 2024; at the tables' commit b2a43a14, "
+               "2023-10-19, the yaml said triton too): llm-foundry's triton_flash_attn_fn, FlashAttention's Triton "
+               "kernel (flash-attn 1.x flash_attn_triton.py, vendored in llmfoundry/models/layers/flash_attn_triton.py "
+               "for triton-pre-mlir).")
 
 
 def llmfoundry(row: dict) -> list[dict]:
@@ -27,7 +30,7 @@ def llmfoundry(row: dict) -> list[dict]:
              "no_bias": False, "learned_pos_emb": True, "attn_config": {"alibi": False}}
     hw, hw_note = hardware(row, scale_out="roce-200g")
     training = {"seq_len": m["seq_len"], "global_batch": p["global_batch"], "precision": "bf16",
-                "framework": "pytorch-fsdp", "attention": "flash1"}
+                "framework": "pytorch-fsdp", "attention": "flash1-triton"}
     recompute = "full" if p["activation_checkpointing"] else "none"
     layout = {"dp": p["dp"], "zero": 3, "micro_batch": p["micro_batch"], "recompute": recompute}
     if p["fsdp_mixed_precision"] == "PURE":
@@ -35,7 +38,7 @@ def llmfoundry(row: dict) -> list[dict]:
                 "(fp32 sharded master and optimizer kept) → bf16; gpuplan's bf16 reduces gradients in fp32.")
     else:
         prec = "Precision 'amp_bf16' with FSDP mixed_precision DEFAULT (fp32 gradient reduction) → bf16."
-    notes = [hw_note, NOTE_ROCE, prec, NOTE_FA1,
+    notes = [hw_note, NOTE_ROCE, prec, NOTE_TRITON,
              f"Published NumParams {m['n_params']:,}: this mapping (learned positions, biases) has the same count.",
              f"grad_accum {p['grad_accum']} (= global_batch / (micro_batch × dp)); activation checkpointing "
              f"{'on' if p['activation_checkpointing'] else 'off'} → recompute {recompute}.",

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuplan.catalog import load_json, without_remarks
 from gpuplan.errors import GpuplanError
-from gpuplan.spec import FP8_RECIPES, FRAMEWORKS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
+from gpuplan.spec import ATTENTIONS, FP8_RECIPES, FRAMEWORKS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,8 +46,8 @@ def _data() -> dict[str, Any]:
                 raise GpuplanError(f"stacks.json: precision word {word} must mean one of {', '.join(PRECISIONS)} "
                                    f"(and an fp8 recipe one of {', '.join(FP8_RECIPES)})")
     for word, row in data.get("attention_words", {}).items():
-        if row["attention"] not in ("flash", "flash1", "eager"):
-            raise GpuplanError(f"stacks.json: attention word {word} must mean flash, flash1 or eager")
+        if row["attention"] not in ATTENTIONS:
+            raise GpuplanError(f"stacks.json: attention word {word} must mean one of {', '.join(ATTENTIONS)}")
     for word, row in data["optimizer_words"].items():
         if row["optimizer"] not in OPTIMIZERS or row.get("impl", "fused") not in OPTIMIZER_IMPLS:
             raise GpuplanError(f"stacks.json: optimizer word {word} must mean one of {', '.join(OPTIMIZERS)}")
@@ -352,13 +352,13 @@ def read_method(word: str) -> tuple[str, Reading | None]:
 def read_attention(word: str) -> tuple[str, Reading | None]:
     """The attention choice a ``training.attention`` word names (FlashAttention-2/3, SDPA, cuDNN → flash; math →
     eager), and how it was read; gpuplan's own names as they are."""
-    if word in ("flash", "flash1", "eager"):
+    if word in ATTENTIONS:
         return word, None
     words, key = _data().get("attention_words", {}), spelling(word)
     free = not re.search(r"(^|-)(no|not|without|w-o)(-|$)", key)  # a word in a phrase, unless negated
     row = words.get(key) or next((words[w] for w in sorted(words, key=len, reverse=True)  # "xformers causal MHA"
                                   if free and re.search(rf"(^|-){re.escape(w)}(-|$)", key)), None)
-    own = re.search(r"(?:^|-)(eager|flash1|flash)(?:-|$)", key) if free else None
+    own = re.search(r"(?:^|-)(eager|flash1-triton|flash1|flash)(?:-|$)", key) if free else None
     if row is None and own is not None:  # "PyTorch eager attention"
         return own[1], Reading(field="training.attention", given=word, value=own[1], rule=f"attention {word}: {own[1]}")
     if row is None:

@@ -66,7 +66,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     eager_norm = keeps_fp32_norm_copy(model, training)
     qkv, mlp = normed_readers(model) if amp or upcast else (1, 1)
     x = ActShape(s=training.seq_len // cp, b=mb, t=tp, sp=sp, dropout=training.dropout > 0,
-                 flash=training.attention in ("flash", "flash1"), elem=elem,
+                 flash=training.attention != "eager", elem=elem,
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
                  norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
                  stream=4 if amp or upcast else 0, inner=4 if upcast else 0,

@@ -1,6 +1,7 @@
 """The attention core: which kernel runs it on which GPU, and its time per pass from measured curves.
 
-Kernels (``KERNELS``): FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn), FlashAttention v1,
+Kernels (``KERNELS``): FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn), FlashAttention v1 and
+its Triton kernel (flash-attn 1.x flash_attn_triton.py: llm-foundry's and MPT's ``attn_impl: triton``),
 cuDNN fused attention (Transformer Engine's FusedAttention on Hopper+), FlashAttention-3 and -4,
 PyTorch SDPA's memory-efficient kernel (the one fused backend before sm80), the ROCm Composable
 Kernel and Triton (AOTriton) ports, and eager attention (batched matmuls over the full s×s scores).
@@ -29,7 +30,8 @@ from gpuplan.model.gemm import gemm_s
 if TYPE_CHECKING:
     from gpuplan.model.compute import Device
 
-KERNELS = ("flash2", "flash1", "cudnn", "flash3", "flash4", "sdpa_mem_efficient", "rocm_ck", "rocm_triton", "eager")
+KERNELS = ("flash2", "flash1", "flash1_triton", "cudnn", "flash3", "flash4", "sdpa_mem_efficient", "rocm_ck",
+           "rocm_triton", "eager")
 ROCM = ("cdna2", "cdna3", "cdna4")
 # Transformer Engine prefers cuDNN's FusedAttention on Hopper and later (TE dot_product_attention/utils.py:
 # "Disabling FlashAttention to give FusedAttention preference on Hopper+ for performance reasons")
@@ -57,15 +59,18 @@ def attention_kernel(framework: str, architecture: str, attention: str = "flash"
     """Which kernel runs the attention core. ``eager``: eager attention. On ROCm: the Composable Kernel
     port where the framework attends through flash-attn or Transformer Engine (flash-attn's ROCm
     default backend; TE's ROCm fused attention), else PyTorch SDPA's AOTriton kernels. On NVIDIA:
-    FlashAttention v1 where asked and supported, cuDNN where Transformer Engine attends on Hopper or
-    later, FlashAttention-2 elsewhere from sm80, and before sm80 (V100, T4) SDPA's memory-efficient
-    kernel — the one fused kernel PyTorch runs there (flash and cuDNN need sm80+)."""
+    FlashAttention v1 (or its Triton kernel, measured on Ampere) where asked and supported, cuDNN
+    where Transformer Engine attends on Hopper or later, FlashAttention-2 elsewhere from sm80, and
+    before sm80 (V100, T4) SDPA's memory-efficient kernel — the one fused kernel PyTorch runs there
+    (flash and cuDNN need sm80+)."""
     if attention == "eager":
         return "eager"
     fact = get_framework(framework).attention_kernel.value
     if architecture in ROCM:
         return "rocm_ck" if fact in ("te-auto", "flash") else "rocm_triton"
-    if attention == "flash1":
+    if attention == "flash1-triton" and runs_on("flash1_triton", architecture):
+        return "flash1_triton"
+    if attention in ("flash1", "flash1-triton"):  # the Triton kernel is measured on Ampere only: v1's rates elsewhere
         return "flash1" if runs_on("flash1", architecture) else "sdpa_mem_efficient"
     if fact == "te-auto" and architecture in TE_FUSED_ATTENTION_ARCHS:
         return "cudnn"

@@ -18,7 +18,9 @@ Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe"]
 Offload = Literal["none", "optimizer", "params"]
-Attention = Literal["flash", "flash1", "eager"]  # flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1
+# flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1; flash1-triton: its Triton kernel (flash-attn 1.x
+# flash_attn_triton.py, llm-foundry's attn_impl: triton)
+Attention = Literal["flash", "flash1", "flash1-triton", "eager"]
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
 Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "hf-trainer",
                     "torchtune", "nanotron", "unsloth"]
