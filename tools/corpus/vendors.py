@@ -11,8 +11,9 @@ NOTE_ROCE = ("'1600 Gbps node-node (RoCE)' with 8 GPUs per node = 200 Gb/s per G
 
 NOTE_TRITON = ("attn_impl triton: the tables were run by scripts/train/benchmarking/sweep.sh through "
                "submit_benchmarks.py, whose --attn_impl defaults to 'triton' and which writes it into every run's "
-               "model config (the row's 'attn: flash' is the pretrain yaml of 2024; at the tables' commit b2a43a14, "
-               "2023-10-19, the yaml said triton too): llm-foundry's triton_flash_attn_fn, FlashAttention's Triton "
+               "model config, from the first tables (300cc5c5, 2023-05) to the A100 RoCE ones (b2a43a14, 2023-10-19, "
+               "whose pretrain yamls said triton too; the row's 'attn: flash' is the yaml of 2024): llm-foundry's "
+               "triton_flash_attn_fn, FlashAttention's Triton "
                "kernel (flash-attn 1.x flash_attn_triton.py, vendored in llmfoundry/models/layers/flash_attn_triton.py "
                "for triton-pre-mlir).")
 
