@@ -64,7 +64,7 @@ def test_the_attention_kernel_follows_the_framework_and_architecture(framework, 
     ("h100-sxm", "flash2", False, "fwd", 64, 324),
     # Dao 2023 (FlashAttention-2), assets/flash2_a100_fwd_bwd_benchmark.png: A100 forward + backward, seq 16k
     ("a100-80gb-sxm", "flash2", True, "fwd_bwd", 128, 189), ("a100-80gb-sxm", "flash1", False, "fwd_bwd", 64, 110),
-    # the same figure's 'FlashAttention Triton' bars (flash-attn 1.x flash_attn_triton.py)
+    # the same figure's 'FlashAttention Triton' bars (the benchmark script's triton.ops.flash_attention)
     ("a100-80gb-sxm", "flash1_triton", True, "fwd_bwd", 128, 80), ("a100-80gb-sxm", "flash1_triton", False, "fwd_bwd",
                                                                      64, 100),
     # flash-attention PR #2605: GB200 forward, hd 64, 16k tokens at seq 16k

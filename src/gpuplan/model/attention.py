@@ -1,7 +1,8 @@
 """The attention core: which kernel runs it on which GPU, and its time per pass from measured curves.
 
 Kernels (``KERNELS``): FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn), FlashAttention v1 and
-its Triton kernel (flash-attn 1.x flash_attn_triton.py: llm-foundry's and MPT's ``attn_impl: triton``),
+its Triton kernel (flash-attn 1.x flash_attn_triton.py: llm-foundry's and MPT's ``attn_impl: triton``, at the
+measured rates of the Triton fused-attention kernel it starts from),
 cuDNN fused attention (Transformer Engine's FusedAttention on Hopper+), FlashAttention-3 and -4,
 PyTorch SDPA's memory-efficient kernel (the one fused backend before sm80), the ROCm Composable
 Kernel and Triton (AOTriton) ports, and eager attention (batched matmuls over the full s×s scores).
