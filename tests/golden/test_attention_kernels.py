@@ -64,6 +64,9 @@ def test_the_attention_kernel_follows_the_framework_and_architecture(framework, 
     ("h100-sxm", "flash2", False, "fwd", 64, 324),
     # Dao 2023 (FlashAttention-2), assets/flash2_a100_fwd_bwd_benchmark.png: A100 forward + backward, seq 16k
     ("a100-80gb-sxm", "flash2", True, "fwd_bwd", 128, 189), ("a100-80gb-sxm", "flash1", False, "fwd_bwd", 64, 110),
+    # the same figure's 'xformers' bars (xops.fmha.cutlass: the kernels PyTorch SDPA's memory-efficient backend copies)
+    ("a100-80gb-sxm", "sdpa_mem_efficient", True, "fwd_bwd", 128, 92),
+    ("a100-80gb-sxm", "sdpa_mem_efficient", False, "fwd_bwd", 64, 75),
     # the same figure's 'FlashAttention Triton' bars (the benchmark script's triton.ops.flash_attention)
     ("a100-80gb-sxm", "flash1_triton", True, "fwd_bwd", 128, 80), ("a100-80gb-sxm", "flash1_triton", False, "fwd_bwd",
                                                                      64, 100),

@@ -125,9 +125,6 @@ def _lookup(kernel: str, arch: str, pass_: str, causal: bool, hd: int) -> float 
 def plateau(kernel: str, architecture: str, pass_: str, causal: bool, head_dim: int) -> float:
     """The kernel's long-sequence share of the dense 16-bit peak for one pass (``fwd`` or ``bwd``)."""
     spec = _doc()["kernels"][kernel]
-    if "scaled_from" in spec:
-        s = spec["scaled_from"]
-        return plateau(s["kernel"], s["architecture"], pass_, causal, head_dim) * s[pass_]
     arch = architecture if any(k[0] == architecture for k in _measured(kernel)) else \
         spec.get("borrow", {}).get(architecture, next(iter(_measured(kernel)))[0])
     f, fb = (_lookup(kernel, arch, p, causal, head_dim) for p in ("fwd", "fwd_bwd"))
@@ -174,8 +171,7 @@ def rate(kernel: str, architecture: str, pass_: str, causal: bool, head_dim: int
     """A fused kernel's share of the dense 16-bit peak for one pass at sequence ``seq``: the plateau
     shaped by the per-row-block cost, never above the rate measured at the longest published sequence."""
     spec, block = _doc()["kernels"][kernel], _doc()["block"]
-    ref = math.ceil(max(r["seq"] for r in _doc()["kernels"][spec.get("scaled_from", {}).get("kernel", kernel)]
-                        ["measured"]) / block)
+    ref = math.ceil(max(r["seq"] for r in spec["measured"]) / block)
     c = spec["row_block_cost"]
     return plateau(kernel, architecture, pass_, causal, head_dim) * _shape(min(math.ceil(seq / block), ref), c, causal)
 
