@@ -90,3 +90,28 @@ def test_expert_all_to_all_overlap_hides_it_under_the_other_micro_batch():
 def test_expert_overlap_needs_expert_parallelism():
     with pytest.raises(GpuplanError, match="ep_overlap"):
         evaluate(make("mixtral-8x7b", "h100-sxm", 8, layout={"ep": 1, "ep_overlap": True}))
+
+
+def test_async_tp_runs_each_matmul_as_tp_pieces():
+    # Wang et al. 2023 / PyTorch's fused_all_gather_matmul and fused_matmul_reduce_scatter: the matmul under a
+    # decomposed collective runs as tp GEMMs of tokens / tp rows each; the weight-gradient matmuls stay whole
+    from dataclasses import replace
+
+    from gpuplan.catalog.hardware import make_hardware
+    from gpuplan.model.compute import device, layer_time, matmul_s
+    from gpuplan.spec import Layout, Training
+
+    m = load_model("llama-3.1-70b")
+    lg, tr = m.kinds[0], Training(seq_len=4096)
+    dev = device(make_hardware("h100-sxm", 64), tr)
+    lay = Layout(dp=8, tp=8, zero=1, micro_batch=1, sequence_parallel=True)
+    tokens = 4096.0
+    whole = layer_time(m, lg, tokens, 4096, lay, tr, dev)
+    split = layer_time(m, lg, tokens, 4096, replace(lay, tp_overlap=True), tr, dev)
+    mats = [w for w in lg.weights if w.is_matrix and w.group in ("attention", "mlp")]
+    assert whole.mm == pytest.approx(sum(matmul_s(tokens, w.shape[0] / 8, w.shape[1], dev) * w.count for w in mats))
+    assert split.mm == pytest.approx(sum(8 * matmul_s(tokens / 8, w.shape[0] / 8, w.shape[1], dev) * w.count
+                                         for w in mats))
+    assert split.mm > whole.mm  # 512-row pieces fill fewer waves than one 4,096-row GEMM
+    # backward: the input-gradient matmuls in pieces, the weight-gradient ones whole
+    assert split.bwd - whole.bwd == pytest.approx(split.mm - whole.mm, rel=1e-9)

@@ -174,15 +174,17 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     sw = software_of(tr, m)
     args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
             tr.method, sw, amp_of(tr, lay), microbatches > 1)
+    # async TP / --tp-comm-overlap: each all-gather's and reduce-scatter's matmul runs as tp pieces of tokens / tp
+    chunks = lay.tp if lay.tp_overlap and lay.tp > 1 else 1
     if tr.precision != "fp8" or dev16 is None:
-        return _layer_time(*args, None, dev, None, lay.folded_etp)
+        return _layer_time(*args, None, dev, None, lay.folded_etp, chunks)
     scheme = fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp, lay.sequence_parallel,
                         microbatches)
-    return _layer_time(*args, scheme, dev, dev16, lay.folded_etp)
+    return _layer_time(*args, scheme, dev, dev16, lay.folded_etp, chunks)
 
 
 def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device,
-             grouped: bool = True, etp: int | None = None) -> tuple[float, float]:
+             grouped: bool = True, etp: int | None = None, chunks: int = 1) -> tuple[float, float]:
     """(forward seconds of the layer's weight matmuls, of its 2nd, 4th … ones). Expert matmuls run
     at the busiest expert-parallel rank's pace (``expert_imbalance``), the rank's experts in one
     grouped GEMM or, where the framework loops over them (``grouped`` False), one GEMM each; folded
@@ -202,8 +204,8 @@ def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev:
                 matmul_s(per_expert_tokens, out_f / etp, in_f, dev) * local
         elif w.group == "router":
             t = matmul_s(tokens, out_f, in_f, dev)
-        else:
-            t = matmul_s(tokens, out_f / tp, in_f, dev) * w.count
+        else:  # ``chunks`` pieces of tokens / chunks rows each where a collective is decomposed under them
+            t = matmul_s(tokens / chunks, out_f / tp, in_f, dev) * w.count * chunks
         mm_f += t
         if i % 2 == 1:
             every_other += t
@@ -271,11 +273,13 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
                 recompute: str, attention: str, dropout: float, method: str, sw: Software, amp: bool,
                 accumulating: bool, fp8: Fp8Scheme | None, dev: Device, dev16: Device | None,
-                etp: int | None = None) -> LayerTime:
-    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp)
-    # the weight-gradient matmuls: in bf16 under rowwise_with_gw_hp, else as the forward's
+                etp: int | None = None, chunks: int = 1) -> LayerTime:
+    # forward and input-gradient matmuls: decomposed into ``chunks`` under an overlapped tp collective
+    mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp, chunks)
+    # the weight-gradient matmuls, whole: in bf16 under rowwise_with_gw_hp, else as the forward's shapes
     mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts, etp)[0] \
-        if fp8 and fp8.grad_weight_hp and dev16 else mm_f
+        if fp8 and fp8.grad_weight_hp and dev16 else \
+        (_matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp)[0] if chunks > 1 else mm_f)
     mix = _mixer_s(m, lg, tokens, seq, tp, dropout, sw, dev, dev16)
     att_f, att_b = mix.fwd, mix.bwd
     f_local = ((m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn) if lg.mlp else 0.0
