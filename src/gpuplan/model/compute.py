@@ -276,10 +276,9 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
                 etp: int | None = None, chunks: int = 1) -> LayerTime:
     # forward and input-gradient matmuls: decomposed into ``chunks`` under an overlapped tp collective
     mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp, chunks)
-    # the weight-gradient matmuls, whole: in bf16 under rowwise_with_gw_hp, else as the forward's shapes
-    mm_w = _matmuls(m, lg, tokens, tp, ep, dev16, sw.grouped_experts, etp)[0] \
-        if fp8 and fp8.grad_weight_hp and dev16 else \
-        (_matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp)[0] if chunks > 1 else mm_f)
+    # the weight-gradient matmuls, whole: in bf16 under rowwise_with_gw_hp, else at the forward's rates
+    w_dev = dev16 if fp8 and fp8.grad_weight_hp and dev16 else dev
+    mm_w = mm_f if w_dev is dev and chunks == 1 else _matmuls(m, lg, tokens, tp, ep, w_dev, sw.grouped_experts, etp)[0]
     mix = _mixer_s(m, lg, tokens, seq, tp, dropout, sw, dev, dev16)
     att_f, att_b = mix.fwd, mix.bwd
     f_local = ((m.moe_ffn * m.top_k + m.shared_ffn) if lg.moe else m.ffn) if lg.mlp else 0.0
