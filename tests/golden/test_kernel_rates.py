@@ -50,6 +50,22 @@ def test_a_few_tiles_with_a_long_k_split_k():
     assert matmul_s(256, 256, 4096, dev) < whole_k_only / 2
 
 
+def test_an_fp8_gemm_writes_16_bit_results():
+    # Microsoft SuperBench cublaslt_gemm.cu (the Azure AI-benchmarking-guide's GEMM): in_type fp8e4m3 runs
+    # <fp8e4m3, fp8e4m3, fp16>; a memory-bound fp8 shape moves 1-byte inputs and a 2-byte output
+    from gpuplan.model.gemm import _model_s
+
+    dev = kernel_device(get_gpu("h100-sxm"), "fp8")
+    m, n, k = 802816, 192, 768
+    moved = m * k + k * n + 2 * m * n
+    assert _model_s(m, n, k, 1, 1.0, dev.gemm) == pytest.approx(dev.gemm.model.floor_s + moved / dev.gemm.bw,
+                                                                rel=1e-12)
+    # a 16-bit GEMM's output is as wide as its inputs
+    dev16 = kernel_device(get_gpu("h100-sxm"), "bf16")
+    assert _model_s(m, n, k, 1, 2.0, dev16.gemm) == pytest.approx(
+        dev16.gemm.model.floor_s + 2 * (m * k + k * n + m * n) / dev16.gemm.bw, rel=1e-12)
+
+
 def test_an_unaligned_dimension_runs_a_slower_kernel():
     # cuBLAS docs 2.1.11 'Tensor Core Usage': dimensions in multiples of 16 bytes for the best kernels;
     # pytorch/pytorch#181718 (RTX 4090, bf16): 2055^3 at 115.6 TFLOPS where 2040^3 runs 155.9, 0.74 of it

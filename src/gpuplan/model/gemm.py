@@ -95,9 +95,17 @@ def _core_s(m: float, n: float, k: float, batch: float, kern: GemmKernel, main: 
     return best
 
 
+def out_bytes(elem: float) -> float:
+    """Bytes per output element of a GEMM whose inputs take ``elem`` bytes: an fp8 or fp4 GEMM writes 16-bit
+    results (cuBLASLt's D in fp16/bf16 — the Azure/SuperBench benchmark's ``fp8e4m3`` runs
+    ``<fp8e4m3, fp8e4m3, fp16>``; DeepGEMM's ``gemm_fp8_fp8_bf16_nt``; Transformer Engine's and torchao's
+    ``_scaled_mm(out_dtype=bf16)``), wider inputs their own width."""
+    return max(elem, 2.0)
+
+
 def _model_s(m: float, n: float, k: float, batch: float, elem: float, kern: GemmKernel) -> float:
     """Physics only: floor + max(compute, memory), and the alignment rule."""
-    traffic = elem * (m * k + k * n + m * n) * batch
+    traffic = (elem * (m * k + k * n) + out_bytes(elem) * m * n) * batch
     t = kern.model.floor_s + max(_core_s(m, n, k, batch, kern, kern.main), traffic / kern.bw)
     align = kern.model.align_bytes
     if align and any((d * elem) % align for d in (m, n, k)):
