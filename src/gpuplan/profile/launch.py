@@ -254,24 +254,63 @@ class _Signalled(BaseException):
         self.signum = signum
 
 
+class _Caught:
+    """The signal a trial run received and whether it was raised yet. A handler that raises at any bytecode can
+    cut ``Popen``'s own bookkeeping short — between ``_waitpid_lock.acquire(False)`` and the ``try`` that releases
+    it (CPython Lib/subprocess.py ``Popen._wait`` / ``_internal_poll``) — leaving the lock held and the ``wait()``
+    of the clean-up blocked for ever. So the signal is raised only while ``_wait`` sleeps between polls; one that
+    comes at another moment waits for ``_wait``'s next turn, or for the end of the trial."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.raised = False
+        self.sleeping = False
+
+    def take(self, signum: int) -> None:
+        """The handler: the first signal only (later ones, during the clean-up, are ignored)."""
+        if self.signum is not None:
+            return
+        self.signum = signum
+        if self.sleeping:
+            self.raise_pending()
+
+    def raise_pending(self) -> None:
+        """KeyboardInterrupt for SIGINT, ``_Signalled`` for SIGTERM/SIGHUP — once, if a signal came."""
+        if self.signum is None or self.raised:
+            return
+        self.raised = True
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Signalled(self.signum)
+
+    def sleep(self, seconds: float) -> None:
+        """``time.sleep``, during which a signal is raised at once."""
+        self.sleeping = True
+        try:
+            self.raise_pending()
+            time.sleep(seconds)
+        finally:
+            self.sleeping = False
+
+
+_caught = _Caught()  # the running trial's (``_stop_on_signals``); never signalled outside one
+
+
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[None]:
-    """While the trial runs, SIGTERM and SIGHUP unwind (``_Signalled``) and SIGINT raises
-    KeyboardInterrupt, once: further signals during the clean-up are ignored rather than cut it
-    short. Only default handlers are replaced (an ignored SIGHUP under nohup stays ignored), and
-    only in the main thread (the only one Python lets set handlers)."""
+    """While the trial runs, SIGTERM and SIGHUP unwind (``_Signalled``) and SIGINT raises KeyboardInterrupt, once,
+    at a moment that cuts no bookkeeping short (``_Caught``); a signal that came outside ``_wait`` is raised as the
+    trial ends. Further signals during the clean-up are ignored rather than cut it short. Only default handlers
+    are replaced (an ignored SIGHUP under nohup stays ignored), and only in the main thread (the only one Python
+    lets set handlers)."""
+    global _caught
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    caught: list[int] = []
+    caught = _caught = _Caught()
 
     def handler(signum: int, frame: Any) -> None:
-        if caught:
-            return
-        caught.append(signum)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise _Signalled(signum)
+        caught.take(signum)
 
     old = {}
     for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
@@ -280,9 +319,11 @@ def _stop_on_signals() -> Iterator[None]:
             old[sig] = signal.signal(sig, handler)
     try:
         yield
+        caught.raise_pending()
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+        _caught = _Caught()
 
 
 def _die_of(signum: int) -> None:
@@ -297,14 +338,12 @@ def _wait(proc: subprocess.Popen, timeout_s: float, progress_file: Path, total: 
     """Wait for torchrun, redrawing ``progress`` a few times a second; TimeoutExpired at the deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
+        _caught.raise_pending()  # a signal that came while Popen's bookkeeping ran
+        if proc.poll() is not None:
+            return
         left = deadline - time.monotonic()
         if left <= 0:
             raise subprocess.TimeoutExpired(proc.args, timeout_s)
-        try:
-            proc.wait(timeout=min(POLL_S, left))
-            return
-        except subprocess.TimeoutExpired:
-            pass
         if progress is not None:
             done = 0
             try:
@@ -313,3 +352,4 @@ def _wait(proc: subprocess.Popen, timeout_s: float, progress_file: Path, total: 
                 pass
             label = "starting ranks" if not done else "finishing" if done >= total else f"step {done}/{total}"
             progress(done / total if total else 0.0, label)
+        _caught.sleep(min(POLL_S, left))
