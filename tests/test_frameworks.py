@@ -223,3 +223,36 @@ def test_megatron_core_overlaps_the_interleaved_pipelines_send_recv(schedule):
         assert others == pytest.approx(0.0, abs=1e-12)
     else:
         assert others == pytest.approx(core.comm_detail["pp"], rel=1e-9)
+
+
+def _tp_run(framework: str, micro_batch: int, tp_overlap: bool = False) -> object:
+    from gpuplan.api import evaluate
+
+    return evaluate({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                     "training": {"seq_len": 4096, "global_batch": 2 * micro_batch, "framework": framework,
+                                  "compile": framework == "torchtitan" and tp_overlap},
+                     "layout": {"tp": 4, "dp": 2, "zero": 2, "micro_batch": micro_batch, "recompute": "full",
+                                "sequence_parallel": True, "tp_overlap": tp_overlap}}).time.step
+
+
+@pytest.mark.parametrize("micro_batch", [1, 2])
+def test_torchtitan_sequence_parallel_collectives_copy_their_layout(micro_batch):
+    # torchtitan shards [batch, sequence, hidden] on the sequence (apply_tp: Shard(1)); PyTorch's functional
+    # collectives then chunk + cat: the reduce-scatter's whole input before it, the all-gather's whole output after
+    # it (a view where the local batch is 1). Megatron's [sequence, batch, hidden] gathers and scatters in place
+    from gpuplan.catalog.framework_comm import sp_layout_copies
+    from gpuplan.catalog.hardware import make_hardware
+    from gpuplan.model.compute import device, streamed_s
+
+    assert sp_layout_copies("torchtitan") and not sp_layout_copies("megatron-core")
+    titan, core = _tp_run("torchtitan", micro_batch), _tp_run("megatron-core", micro_batch)
+    act = micro_batch * 4096 * 4096 * 2  # one micro-batch's [b, s, h] in bf16
+    copied = act * (1 + (micro_batch > 1))
+    dev = device(make_hardware("h100-sxm", gpus=8), Training(framework="torchtitan"))
+    per_collective_pair = streamed_s(2 * copied, 1 + (micro_batch > 1), dev)
+    sublayers, passes = 2 * 32, 3  # attention and MLP of 32 blocks; forward, backward, recomputed forward
+    assert titan.comm_detail["tp"] - core.comm_detail["tp"] == pytest.approx(sublayers * passes * per_collective_pair,
+                                                                            rel=1e-9)
+    # async TP's fused matmuls consume the shards where they land: no copy
+    overlapped = _tp_run("torchtitan", micro_batch, tp_overlap=True)
+    assert overlapped.comm_detail["tp"] == pytest.approx(core.comm_detail["tp"], rel=1e-9)

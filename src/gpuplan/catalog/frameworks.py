@@ -28,7 +28,7 @@ KERNELS = ("norm", "rope", "activation", "cross_entropy", "adam", "bias_dropout_
 SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "fused_kernels": KERNELS,
     "compile": ("supported", "default"),
-    "tp_comm_overlap": ("supported", "default", "requires"),
+    "tp_comm_overlap": ("supported", "default", "requires", "layout_copies"),
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
@@ -290,13 +290,6 @@ def refuses_degrees(framework: str, degrees: Mapping[str, int], training: Any) -
         return False
     fields = {**training_fields(training), **degrees}
     return any(_reads(r.when) & degrees.keys() and _met(r.when, fields) for r in rules)
-
-
-@cache
-def overlaps_pp_comm(framework: str) -> bool:
-    """Whether the framework's interleaved pipeline schedule overlaps its send/recv with the chunks' compute
-    (catalog/frameworks.json ``pp_comm_overlap``; an unstated fact is no overlap)."""
-    return get_framework(framework).pp_comm_overlap.value is True
 
 
 @cache

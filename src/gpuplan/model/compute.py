@@ -156,6 +156,15 @@ def streamed_s(nbytes: float, kernels: float, dev: Device) -> float:
     return nbytes / dev.bw + kernels * dev.floor_s
 
 
+def sp_layout_copies_s(act_bytes: float, gathered: float, micro_batch: int, dev: Device) -> float:
+    """The copies one sequence-parallel all-gather and reduce-scatter make where the activations are sharded on a
+    dimension past the first (catalog.framework_comm.sp_layout_copies): the reduce-scatter's whole input rearranged
+    into contiguous chunks before the collective, the all-gather's whole output after it (a view instead where the
+    local micro-batch is 1) — each read and written once, a memory-bound kernel at the streaming rate."""
+    copied = act_bytes + (gathered if micro_batch > 1 else 0.0)
+    return streamed_s(2 * copied, 1 + (micro_batch > 1), dev)
+
+
 @dataclass(frozen=True, slots=True)
 class LayerTime:
     fwd: float

@@ -17,11 +17,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.frameworks import (
-    converts_every_block_linear,
-    fp8_recipe_of,
-    overlaps_pp_comm,
-)
+from gpuplan.catalog.framework_comm import overlaps_pp_comm, sp_layout_copies
+from gpuplan.catalog.frameworks import converts_every_block_linear, fp8_recipe_of
 from gpuplan.model.act_parts import activation_parts, offloaded
 from gpuplan.model.comm import (
     Topology,
@@ -32,7 +29,7 @@ from gpuplan.model.comm import (
     send_recv_s,
     topology,
 )
-from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s
+from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s, sp_layout_copies_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
 from gpuplan.model.kept import amp_of
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
@@ -135,22 +132,26 @@ def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev1
 
 
 def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: float,
-             topo: Topology, fp8_layers: bool) -> tuple[float, float]:
-    """(all, exposed) tensor-parallel collective seconds per micro-batch."""
+             topo: Topology, fp8_layers: bool, dev: Device) -> tuple[float, float]:
+    """(all, exposed) tensor-parallel collective seconds per micro-batch, with the layout copies of the
+    framework's sequence-parallel collectives (``compute.sp_layout_copies_s``)."""
     if lay.tp == 1:
         return 0.0, 0.0
     act_bytes = tokens * m.hidden * 2
     passes = 2 + lay.recompute_share  # forward, backward (+ recomputed forward)
+    gathered = act_bytes
     if fp8_layers and fp8_tp_gather(tr.framework, fp8_recipe_of(tr), lay.tp, lay.sequence_parallel):
         # the all-gathers (block inputs forward, output gradients backward) carry fp8, 1 B per
         # element; the reduce-scatters stay bf16 (frameworks.json fp8_recipe.tp_all_gather)
-        per_pass = all_gather_s(act_bytes / 2, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
-    elif lay.sequence_parallel:  # a reduce-scatter and an all-gather: rings (NVLS speeds all-reduces only)
-        per_pass = all_gather_s(act_bytes, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
+        gathered = act_bytes / 2
+    if lay.sequence_parallel:  # a reduce-scatter and an all-gather: rings (NVLS speeds all-reduces only)
+        per_pass = all_gather_s(gathered, lay.tp, 1, topo) + reduce_scatter_s(act_bytes, lay.tp, 1, topo)
     else:
         per_pass = all_reduce_s(act_bytes, lay.tp, 1, topo)
     # folded experts (Layout.expert_tp 1) run no tp collective, unless a shared expert (split over tp) runs beside
     unsplit = sc.params.moe_layers if lay.folded_etp is not None and not m.shared_ffn else 0
+    if lay.sequence_parallel and not lay.tp_overlap and sp_layout_copies(tr.framework):
+        per_pass += sp_layout_copies_s(act_bytes, gathered, lay.micro_batch, dev)
     tp_s = (sc.params.sublayers - unsplit) * passes * per_pass
     if not lay.tp_overlap or not tp_s:
         return tp_s, tp_s
@@ -294,8 +295,6 @@ class PipelinePart:
         return self.n_mb * self.sc.total + self.n_mb * self.per_mb_comm + self.bubble + self.opt_s
 
 
-
-
 def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
               fp8_layers: bool) -> PipelinePart:
     """``PipelinePart`` of a layout, cached by what it reads: not the ZeRO stage (only whether the
@@ -318,7 +317,7 @@ def _pipeline_of(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correcti
     dev, dev16, tokens, n_mb = _rates(hw, tr, lay, fp8_layers)
     topo = topology(hw)
     sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id), n_mb)
-    tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers)
+    tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers, dev)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
     ep_s, ep_exposed = _ep_comm(m, lay, sc, tokens, topo)
     pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)

@@ -1,0 +1,25 @@
+"""The communication facts of a framework profile (frameworks.json), one question each, for the step's time: whether
+an interleaved pipeline hides its send/recv, whether sequence-parallel collectives copy their tensors' layout.
+catalog/frameworks.py reads the file."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from gpuplan.catalog.frameworks import get_framework
+
+
+@cache
+def overlaps_pp_comm(framework: str) -> bool:
+    """Whether the framework's interleaved pipeline schedule overlaps its send/recv with the chunks' compute
+    (catalog/frameworks.json ``pp_comm_overlap``; an unstated fact is no overlap)."""
+    return get_framework(framework).pp_comm_overlap.value is True
+
+
+@cache
+def sp_layout_copies(framework: str) -> bool:
+    """Whether the framework's sequence-parallel collectives gather and scatter along a dimension other than the
+    first, so each copies its tensor into or out of NCCL's contiguous layout (frameworks.json
+    ``tp_comm_overlap.layout_copies``: torchtitan's DTensor plan shards [batch, sequence, hidden] activations on the
+    sequence); Megatron's [sequence, batch, hidden] activations gather and scatter in place."""
+    return get_framework(framework).tp_comm_overlap["layout_copies"].value is True
