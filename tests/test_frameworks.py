@@ -256,3 +256,26 @@ def test_torchtitan_sequence_parallel_collectives_copy_their_layout(micro_batch)
     # async TP's fused matmuls consume the shards where they land: no copy
     overlapped = _tp_run("torchtitan", micro_batch, tp_overlap=True)
     assert overlapped.comm_detail["tp"] == pytest.approx(core.comm_detail["tp"], rel=1e-9)
+
+
+def test_deepspeed_zero3_gathers_module_by_module_unless_told():
+    # DeepSpeed's ZeRO-3 fetches parameters through per-module hooks (frameworks.json zero3_gather: module); FSDP
+    # wraps and gathers whole blocks. Named, the framework's own gathers complete the layout, listed under assumed
+    from gpuplan.api import evaluate, plan
+
+    base = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 64},
+            "training": {"seq_len": 4096, "global_batch": 64, "framework": "deepspeed"},
+            "layout": {"zero": 3, "micro_batch": 1}}
+    est = evaluate(base)
+    assert est.layout.zero3_gather == "module"
+    assumed = {a["field"]: a for a in est.to_json()["assumed"]}
+    assert assumed["layout.zero3_gather"]["value"] == "module" and assumed["layout.zero3_gather"]["by_rule"]
+    told = evaluate({**base, "layout": {**base["layout"], "zero3_gather": "layer"}})
+    assert told.layout.zero3_gather == "layer"
+    # more calls, each paying the ring's latency over 64 ranks: more data-parallel time than per block
+    assert est.time.step.comm_detail["dp_total"] > told.time.step.comm_detail["dp_total"]
+    titan = evaluate({**base, "training": {**base["training"], "framework": "torchtitan"}})
+    assert titan.layout.zero3_gather == "layer"
+    # the planner keeps the same gathers: its best layout is what evaluate completes
+    best = plan({k: v for k, v in base.items() if k != "layout"}, max_gpus=64).best
+    assert best is not None and best.layout.zero3_gather == "module"

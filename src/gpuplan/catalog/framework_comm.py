@@ -1,6 +1,6 @@
 """The communication facts of a framework profile (frameworks.json), one question each, for the step's time: whether
-an interleaved pipeline hides its send/recv, whether sequence-parallel collectives copy their tensors' layout.
-catalog/frameworks.py reads the file."""
+an interleaved pipeline hides its send/recv, whether sequence-parallel collectives copy their tensors' layout, how
+ZeRO-3 gathers the parameters. catalog/frameworks.py reads the file."""
 
 from __future__ import annotations
 
@@ -23,3 +23,11 @@ def sp_layout_copies(framework: str) -> bool:
     ``tp_comm_overlap.layout_copies``: torchtitan's DTensor plan shards [batch, sequence, hidden] activations on the
     sequence); Megatron's [sequence, batch, hidden] activations gather and scatter in place."""
     return get_framework(framework).tp_comm_overlap["layout_copies"].value is True
+
+
+@cache
+def zero3_gather_of(framework: str) -> str:
+    """How the framework's ZeRO-3 gathers parameters when the layout leaves it open (frameworks.json ``zero3_gather``:
+    DeepSpeed one submodule at a time through its module hooks; FSDP one wrapped block at a time), else per block."""
+    value = get_framework(framework).zero3_gather.value
+    return value if isinstance(value, str) else "layer"

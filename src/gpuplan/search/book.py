@@ -7,6 +7,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 
+from gpuplan.catalog.framework_comm import zero3_gather_of
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
 from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import has_compute_peak
@@ -84,7 +85,9 @@ class Book:
         self._plain: dict[tuple, Plain] = {}  # ``plain_limit`` per GPU type, count, kind
         self._irregulars: dict[tuple[str, str], bool] = {}  # ``_irregular`` per recompute and offload
         fixed = sc.layout  # the fields every layout of this scenario keeps
-        self._kept = {"dp_overlap": fixed.get("dp_overlap", True), "zero3_gather": fixed.get("zero3_gather", "layer"),
+        # ZeRO-3's gathers: as given, else the framework's own (model/completion.py does the same for evaluate)
+        self._kept = {"dp_overlap": fixed.get("dp_overlap", True),
+                      "zero3_gather": fixed.get("zero3_gather", zero3_gather_of(tr.framework)),
                       "recompute_every": fixed.get("recompute_every", 1)}
         self._sp = fixed.get("sequence_parallel", True)
         self._tp_overlap = fixed.get("tp_overlap", False)

@@ -1,0 +1,92 @@
+"""A scenario's layout completed where the input leaves it open (``completed_layout``): the layout defaults, or what
+the framework the user names documents — its ZeRO stage over data-parallel replicas (frameworks.json
+``defaults.zero``) and how its ZeRO-3 gathers parameters (``zero3_gather``: DeepSpeed module by module, FSDP block by
+block). ``evaluate`` completes a layout this way; the planner keeps the same gathers (search/book.py)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from gpuplan.catalog.framework_comm import zero3_gather_of
+from gpuplan.catalog.frameworks import get_framework, why_not
+from gpuplan.catalog.stacks import runs_profile_defaults, stack_layout_defaults
+from gpuplan.errors import GpuplanError
+from gpuplan.spec import Layout
+from gpuplan.spec.scenario import Scenario, complete_layout
+
+# the layout fields a framework the user names fills from its documented defaults when the input leaves them open:
+# the ZeRO stage (FSDP stacks shard fully by default); recompute stays off — the frameworks' code defaults are off,
+# their example configs differ by model (frameworks.json notes)
+DOCUMENTED_LAYOUT = ("zero",)
+
+
+def _replicas_of(sc: Scenario, overrides: dict[str, Any]) -> int:
+    """dp × micro-batch of the layout the scenario's fields make (1 where they make none: its check says why)."""
+    try:
+        lay = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides})
+    except GpuplanError:
+        return 1
+    return lay.dp * lay.micro_batch
+
+
+def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tuple[str, str], ...]]:
+    """``_documented``'s layout, its ZeRO-3 gathers the framework's own where the input leaves them open
+    (frameworks.json ``zero3_gather``: DeepSpeed's per submodule; listed under ``assumed`` where they are not the
+    layout default)."""
+    gather = zero3_gather_of(sc.training.framework)
+    if "zero3_gather" in sc.layout or "zero3_gather" in overrides or gather == _LAYOUT_DEFAULTS["zero3_gather"]:
+        return _documented(sc, overrides)
+    lay, rules = _documented(sc, {**overrides, "zero3_gather": gather})
+    fw = sc.training.framework
+    return lay, (*rules, ("zero3_gather", f"{fw}'s documented gathers (frameworks.json zero3_gather)"))
+
+
+def _documented(sc: Scenario, overrides: dict[str, Any]) -> tuple[Layout, tuple[tuple[str, str], ...]]:
+    """The scenario's layout completed by the one rule: over data-parallel replicas, the ZeRO stage the framework the
+    user named documents (frameworks.json ``defaults.zero``: torchtitan, torchtune and PyTorch FSDP shard fully, as
+    ``gpuplan validate`` evaluates the corpus), else the layout defaults (spec/scenario.py ``complete_layout``: zero 0;
+    one replica has nothing to shard over). A stack read as a profile takes its own documented stage where it has one
+    (stacks.json ``layout_defaults``: NeMo's distributed optimizer, ZeRO 1), else the profile's where it runs it
+    (``profile_defaults``: Composer, verl); others (HF Trainer, DDP) keep the layout defaults. Where one
+    completion is not a valid layout the framework runs, the other; where neither is, the documented one's error.
+    Returns the layout and the rule of each field the framework's default set (listed under ``assumed``)."""
+    fw = sc.training.framework
+    word = next((g for f, g, _, _ in sc.read_as if f == "training.framework"), None)
+    own = stack_layout_defaults(word) if word is not None else {}
+    if own:  # the stack's own documented defaults
+        facts = {k: v for k, (v, _) in own.items()}
+    elif word is not None and not runs_profile_defaults(word):  # a stack that keeps the layout defaults
+        facts = {}
+    else:  # the profile's
+        facts = {k: f.value for k, f in get_framework(fw).defaults.items()}
+    plain = {k: facts[k] for k in DOCUMENTED_LAYOUT if facts.get(k) is not None
+             and facts[k] != _LAYOUT_DEFAULTS[k] and k not in sc.layout and k not in overrides}
+    if not plain:  # the layout defaults: evaluate checks the framework's refusals itself
+        return complete_layout(sc, **overrides), ()
+    base, base_error = _completion(sc, fw, overrides)
+    if base is not None and base_error is None and base.dp * base.cp == 1:
+        return base, ()
+    lay, error = _completion(sc, fw, {**overrides, **plain})
+    rules = tuple((k, f"{word}'s documented default: {own[k][1]} (stacks.json layout_defaults.{k})" if k in own else
+                   f"{fw}'s documented default (frameworks.json defaults.{k})") for k in plain)
+    if error is None or (base is not None and base_error is not None and lay is not None):
+        return lay, rules  # valid — or refused as the default is too: its refusal names what still stands in the way
+    if base is not None and base_error is None:
+        return base, ()
+    if lay is None:
+        raise GpuplanError(error)
+    return lay, rules
+
+
+def _completion(sc: Scenario, fw: str, fixed: dict[str, Any]) -> tuple[Layout | None, str | None]:
+    """The layout completed with ``fixed``, and why it is not one the framework runs (None: it is): no layout where
+    the fields make none (the error)."""
+    try:
+        lay = complete_layout(sc, **fixed)
+    except GpuplanError as err:
+        return None, str(err)
+    return lay, why_not(fw, lay.values(), sc.training)
+
+
+_LAYOUT_DEFAULTS = {f.name: f.default for f in fields(Layout)}
