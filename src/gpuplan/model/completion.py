@@ -21,7 +21,7 @@ from gpuplan.spec.scenario import Scenario, complete_layout
 DOCUMENTED_LAYOUT = ("zero",)
 
 
-def _replicas_of(sc: Scenario, overrides: dict[str, Any]) -> int:
+def replicas_of(sc: Scenario, overrides: dict[str, Any]) -> int:
     """dp × micro-batch of the layout the scenario's fields make (1 where they make none: its check says why)."""
     try:
         lay = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides})

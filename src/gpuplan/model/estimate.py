@@ -16,7 +16,7 @@ from gpuplan.catalog.frameworks import why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
 from gpuplan.errors import GpuplanError
 from gpuplan.model.allocator import fragile
-from gpuplan.model.completion import _replicas_of, completed_layout
+from gpuplan.model.completion import completed_layout, replicas_of
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
@@ -153,7 +153,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if problem:
         raise GpuplanError(problem)
     if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
-        sc = batch_for_layout(sc, _replicas_of(sc, overrides))
+        sc = batch_for_layout(sc, replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
         gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \
