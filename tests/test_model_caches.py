@@ -33,3 +33,20 @@ def test_the_server_empties_them_every_thousand_answers(monkeypatch):
     for _ in range(2 * pool.CLEAR_EVERY + 1):
         pool._answered()
     assert len(calls) == 2
+
+
+def test_a_folded_expert_layout_is_timed_alike_whatever_was_cached_before():
+    # whether the experts fold (Layout.folded_etp: ep 4 does not divide dp × cp = 2) changes a stage's parameters and
+    # its expert matmuls; the stage compute is cached across dp, so its key must carry the folding — a dp 4 layout of
+    # the same degrees (not folded) sized first must not answer for it
+    import gpuplan
+
+    kw = dict(model="mixtral-8x7b", gpu="h100-sxm", seq_len=4096, zero=1, micro_batch=1, tp=2, ep=4, pp=1,
+              global_batch=8)
+    clear_model_caches()
+    fresh = gpuplan.evaluate(gpus=4, **kw)
+    clear_model_caches()
+    unfolded = gpuplan.evaluate(gpus=8, **kw)
+    after = gpuplan.evaluate(gpus=4, **kw)
+    assert fresh.layout.folded_etp == 1 and unfolded.layout.folded_etp is None
+    assert after.time.step.step_s == fresh.time.step.step_s
