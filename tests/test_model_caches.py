@@ -50,3 +50,32 @@ def test_a_folded_expert_layout_is_timed_alike_whatever_was_cached_before():
     after = gpuplan.evaluate(gpus=4, **kw)
     assert fresh.layout.folded_etp == 1 and unfolded.layout.folded_etp is None
     assert after.time.step.step_s == fresh.time.step.step_s
+
+
+# one layout field changed at a time (base layout: Llama-3.1-8B on 32 H100, tp 2, pp 2): the model's memo tables are
+# shared across layouts, so each must key on every field its value reads — an answer never depends on what was
+# evaluated before it
+_BASE = {"tp": 2, "pp": 2, "zero": 1, "micro_batch": 1, "recompute": "none", "sequence_parallel": True}
+_CHANGED = [{"zero": 2}, {"zero": 3}, {"zero": 3, "zero3_gather": "module"}, {"zero": 3, "zero_group": 8},
+            {"micro_batch": 2}, {"recompute": "full"}, {"recompute": "full", "recompute_every": 2},
+            {"recompute": "selective-op"}, {"sequence_parallel": False}, {"pp_schedule": "interleaved"},
+            {"offload": "optimizer"}, {"dp_overlap": False}, {"tp_overlap": True}, {"tp": 4}, {"pp": 4}, {"cp": 2}]
+
+
+def _answer(layout: dict) -> str:
+    import gpuplan
+
+    est = gpuplan.evaluate({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
+                            "training": {"seq_len": 4096, "global_batch": 64}, "layout": layout})
+    return json.dumps(est.to_json(), sort_keys=True)
+
+
+def test_every_layout_field_keys_the_model_caches():
+    for change in _CHANGED:
+        other = {**_BASE, **change}
+        for first, second in ((_BASE, other), (other, _BASE)):
+            clear_model_caches()
+            fresh = _answer(first)
+            clear_model_caches()
+            _answer(second)
+            assert _answer(first) == fresh, (change, first)

@@ -84,14 +84,14 @@ def _memo() -> tuple[dict[tuple, StageCompute], dict[tuple, PipelinePart]]:
 def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: Device | None, tokens: float,
                    corrections: Corrections, n_mb: int = 1) -> StageCompute:
     """The slowest of the stages that can be slowest (model/pipeline.py), one micro-batch; cached by
-    what it reads: the layout's tp, ep, whether the experts fold (``Layout.folded_etp``: dp × cp decides it),
-    sequence parallelism, recompute, pp and virtual stages (not dp itself, ZeRO or the schedule), and the micro-batch
-    count only where an fp8 weight cast is spread over it; whether the run is PyTorch AMP (ZeRO-0 on its stacks:
-    model/amp.py) and then whether it accumulates gradients."""
+    what it reads: the layout's tp, ep, whether the experts fold (``Layout.folded_etp``: dp × cp decides it), whether
+    async TP splits the matmuls (``tp_overlap``), sequence parallelism, recompute, pp and virtual stages (not dp
+    itself, ZeRO or the schedule), and the micro-batch count only where an fp8 weight cast is spread over it; whether
+    the run is PyTorch AMP (ZeRO-0 on its stacks: model/amp.py) and then whether it accumulates gradients."""
     amp = amp_of(tr, lay)
-    key = (m, tr, lay.tp, lay.ep, lay.folded_etp, lay.sequence_parallel, lay.recompute, lay.recompute_every, lay.pp,
-           lay.virtual_stages, dev, dev16, tokens, corrections.compute, n_mb if dev16 is not None else 0,
-           amp, amp and n_mb > 1)
+    key = (m, tr, lay.tp, lay.ep, lay.folded_etp, lay.tp_overlap, lay.sequence_parallel, lay.recompute,
+           lay.recompute_every, lay.pp, lay.virtual_stages, dev, dev16, tokens, corrections.compute,
+           n_mb if dev16 is not None else 0, amp, amp and n_mb > 1)
     stages = _memo()[0]
     hit = stages.get(key)
     if hit is None:
