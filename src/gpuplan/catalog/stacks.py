@@ -349,6 +349,10 @@ def read_method(word: str) -> tuple[str, Reading | None]:
     return word, None  # spec.Training names the choices
 
 
+# gpuplan's own attention names, longest first ("flash1-triton" before "flash1" before "flash")
+_OWN_ATTENTION = "|".join(re.escape(a) for a in sorted(ATTENTIONS, key=len, reverse=True))
+
+
 def read_attention(word: str) -> tuple[str, Reading | None]:
     """The attention choice a ``training.attention`` word names (FlashAttention-2/3, SDPA, cuDNN → flash; math →
     eager), and how it was read; gpuplan's own names as they are."""
@@ -358,7 +362,7 @@ def read_attention(word: str) -> tuple[str, Reading | None]:
     free = not re.search(r"(^|-)(no|not|without|w-o)(-|$)", key)  # a word in a phrase, unless negated
     row = words.get(key) or next((words[w] for w in sorted(words, key=len, reverse=True)  # "xformers causal MHA"
                                   if free and re.search(rf"(^|-){re.escape(w)}(-|$)", key)), None)
-    own = re.search(r"(?:^|-)(eager|flash1-triton|flash1|flash)(?:-|$)", key) if free else None
+    own = re.search(rf"(?:^|-)({_OWN_ATTENTION})(?:-|$)", key) if free else None
     if row is None and own is not None:  # "PyTorch eager attention"
         return own[1], Reading(field="training.attention", given=word, value=own[1], rule=f"attention {word}: {own[1]}")
     if row is None:
