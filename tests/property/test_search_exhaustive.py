@@ -36,7 +36,7 @@ def _layout(sc, split, sched, v, rec, shard, mb, off):
     sp = fixed.get("sequence_parallel", True) and split.tp > 1
     fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=shard[0],
                   zero_group=shard[1], micro_batch=mb, recompute=rec, sequence_parallel=sp, pp_schedule=sched,
-                  virtual_stages=v, offload=off, tp_overlap=fixed.get("tp_overlap", False) and sp, ep_overlap=False,
+                  virtual_stages=v, offload=off, tp_overlap=bool(fixed.get("tp_overlap")) and sp, ep_overlap=False,
                   dp_overlap=fixed.get("dp_overlap", True),
                   zero3_gather=fixed.get("zero3_gather", zero3_gather_of(sc.training.framework)),
                   recompute_every=fixed.get("recompute_every", 1))
@@ -49,6 +49,17 @@ def _layout(sc, split, sched, v, rec, shard, mb, off):
             fields["ep_overlap"] = offered and first_refusal(prof.name, {**fields, "ep_overlap": True},
                                                              sc.training) is None
     return Layout.unchecked(**fields)
+
+
+def _tp_variants(sc, lay):
+    """The layout, and with tensor-parallel communication overlap where the scenario leaves it open and the framework
+    offers it (frameworks.json tp_comm_overlap.supported) without refusing it here: the planner keeps the faster."""
+    prof = get_framework(sc.training.framework)
+    if "tp_overlap" in sc.layout or prof.tp_comm_overlap["supported"].value is not True or lay.tp < 2 \
+            or not lay.sequence_parallel:
+        return (lay,)
+    fields = {**lay.values(), "tp_overlap": True}
+    return (lay,) if first_refusal(prof.name, fields, sc.training) is not None else (lay, Layout.unchecked(**fields))
 
 
 class Exhaustive:
@@ -102,11 +113,12 @@ class Exhaustive:
                             self.rejected[why] += 1
                             continue
                         found = True
-                        a = assess(self.sc.model, hw, self.tr, lay, self.sc.corrections, fits=True)
                         key = (hw.gpu.id, hw.gpus)
-                        if key not in self.best or a.time.tokens_per_s > self.best[key][0]:
-                            self.best[key] = (a.time.tokens_per_s, lay,
-                                              Candidate(hw.gpu.id, hw.gpus, lay, a.time, a.cost, hw))
+                        for var in _tp_variants(self.sc, lay):  # the faster variant, a tie to the first
+                            a = assess(self.sc.model, hw, self.tr, var, self.sc.corrections, fits=True)
+                            if key not in self.best or a.time.tokens_per_s > self.best[key][0]:
+                                self.best[key] = (a.time.tokens_per_s, var,
+                                                  Candidate(hw.gpu.id, hw.gpus, var, a.time, a.cost, hw))
         return found
 
 

@@ -26,6 +26,14 @@ def sp_layout_copies(framework: str) -> bool:
 
 
 @cache
+def tp_overlap_offered(framework: str) -> bool:
+    """Whether the framework can overlap its tensor-parallel collectives with the matmuls (frameworks.json
+    ``tp_comm_overlap.supported``): Megatron-Core (TE userbuffers, ``--tp-comm-overlap``), torchtitan (async TP under
+    torch.compile), nanotron (``tp_linear_async_communication``); its cannot-run rules say where it may not."""
+    return get_framework(framework).tp_comm_overlap["supported"].value is True
+
+
+@cache
 def zero3_gather_of(framework: str) -> str:
     """How the framework's ZeRO-3 gathers parameters when the layout leaves it open (frameworks.json ``zero3_gather``:
     DeepSpeed one submodule at a time through its module hooks; FSDP one wrapped block at a time), else per block."""

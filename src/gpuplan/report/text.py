@@ -31,6 +31,8 @@ def layout_str(lay: dict) -> str:
     parts.append(f"recompute={lay['recompute']}")
     if lay.get("sequence_parallel"):
         parts.append("sp")
+    if lay.get("tp_overlap"):
+        parts.append("tp-overlap")
     if lay["pp"] > 1:
         parts.append(lay["pp_schedule"] + (f"×{lay['virtual_stages']}" if lay["virtual_stages"] > 1 else ""))
     if lay["offload"] != "none":

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 
-from gpuplan.catalog.framework_comm import zero3_gather_of
+from gpuplan.catalog.framework_comm import tp_overlap_offered, zero3_gather_of
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
 from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import has_compute_peak
@@ -90,11 +90,13 @@ class Book:
                       "zero3_gather": fixed.get("zero3_gather", zero3_gather_of(tr.framework)),
                       "recompute_every": fixed.get("recompute_every", 1)}
         self._sp = fixed.get("sequence_parallel", True)
-        self._tp_overlap = fixed.get("tp_overlap", False)
+        # tensor-parallel communication overlap: as given, else the planner's choice per layout (``tp_variants``)
+        self._tp_overlap: bool | None = fixed.get("tp_overlap")
         # expert all-to-all overlap: as given, else on wherever the framework offers it and its rules allow
         self._ep_overlap: bool | None = fixed.get("ep_overlap")
         profile = get_framework(tr.framework)
         self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
+        self._tp_offered = self._tp_overlap is None and tp_overlap_offered(tr.framework)
         kept = (tuple(sorted(self._kept.items())), self._sp, self._tp_overlap, self._ep_overlap)
         self._peaks, self._floor_table = _scenario_tables(sc, tr, kept)
         # the layout fields the framework's cannot-run rules read: a refusal depends on nothing else here
@@ -106,11 +108,26 @@ class Book:
         zero, group = fam.shard
         fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=zero, zero_group=group,
                       micro_batch=mb, recompute=fam.recompute, sequence_parallel=sp, pp_schedule=fam.schedule,
-                      virtual_stages=fam.virtual_stages, offload=off, tp_overlap=self._tp_overlap and sp,
+                      virtual_stages=fam.virtual_stages, offload=off, tp_overlap=bool(self._tp_overlap) and sp,
                       ep_overlap=False, **self._kept)
         if split.ep > 1:
             fields["ep_overlap"] = self._ep_for(fields)
         return Layout.unchecked(**fields)
+
+    def tp_variants(self, lay: Layout) -> tuple[Layout, ...]:
+        """The layouts the planner times for ``lay``: itself, and — where the scenario leaves ``tp_overlap`` open, the
+        framework offers tensor-parallel communication overlap (frameworks.json ``tp_comm_overlap.supported``: Megatron
+        -Core's TE userbuffers, torchtitan's async TP, nanotron's) and none of its rules refuses it here — the same
+        layout with it; the faster is kept, a tie to the one without. No peak reads the overlap (model/memory.py), so
+        the layout fits either way."""
+        if not self._may_overlap_tp(lay.tp, lay.sequence_parallel):
+            return (lay,)
+        fields = {**lay.values(), "tp_overlap": True}
+        return (lay,) if self._refused(fields) is not None else (lay, Layout.unchecked(**fields))
+
+    def _may_overlap_tp(self, tp: int, sp: bool) -> bool:
+        """Whether a layout of this tp may take the overlap (``tp_variants``, before the framework's rules)."""
+        return self._tp_offered and tp > 1 and sp
 
     def _ep_for(self, fields: dict) -> bool:
         """Whether this layout overlaps the expert all-to-all: as the scenario says; else yes where
@@ -220,7 +237,10 @@ class Book:
             lay = layouts.get(lay_key)
             if lay is None:
                 lay = layouts[lay_key] = self._layout(*where)
-            hit = self._floor_table[known] = step_floor(self.sc.model, hw, self.tr, lay, c)
+            # below the step of either variant ``tp_variants`` may keep, whatever the framework's rules say of it
+            variants = (lay, Layout.unchecked(**{**lay.values(), "tp_overlap": True})) \
+                if self._may_overlap_tp(lay.tp, lay.sequence_parallel) else (lay,)
+            hit = self._floor_table[known] = min(step_floor(self.sc.model, hw, self.tr, v, c) for v in variants)
         floors[key] = hit
         return hit
 

@@ -346,10 +346,8 @@ class Search(Book):
                     kept[-1][2].step_s if kept is not None and len(kept) >= self.keep else math.inf
                 if floor > bar * (1 + FLOOR_SLACK):
                     break  # no later layout can be faster (than the keep-th fastest)
-                lay = self._layout(*where)
-                a = assess(self.sc.model, hw, self.tr, lay, self.sc.corrections, fits=True)
-                tps = a.time.tokens_per_s
-                cand = Candidate(hw.gpu.id, hw.gpus, lay, a.time, a.cost, hw)
+                cand = self._timed_candidate(self._layout(*where), hw)
+                tps = cand.tokens_per_s
                 if best is None or tps > best.tokens_per_s or (tps == best.tokens_per_s and rank < self._ranks[key]):
                     self.best[key] = cand
                     self._ranks[key] = rank
@@ -359,6 +357,23 @@ class Search(Book):
                     del kept[self.keep:]
         if self.best:
             self._visited = None  # something fits: there is no closest miss to find
+
+    def _timed_candidate(self, lay: Layout, hw: Hardware) -> Candidate:
+        """A fitting layout timed and priced by ``estimate.assess`` — the faster of its variants (``tp_variants``)."""
+        cands = []
+        for v in self.tp_variants(lay):
+            a = assess(self.sc.model, hw, self.tr, v, self.sc.corrections, fits=True)
+            cands.append(Candidate(hw.gpu.id, hw.gpus, v, a.time, a.cost, hw))
+        return cands[0] if len(cands) == 1 else _faster(cands)
+
+
+def _faster(cands: list[Candidate]) -> Candidate:
+    """The fastest of a layout's variants (``Book.tp_variants``), a tie to the first."""
+    best = cands[0]
+    for c in cands[1:]:
+        if c.tokens_per_s > best.tokens_per_s:
+            best = c
+    return best
 
 
 def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:

@@ -78,6 +78,13 @@ def _resolve(row: dict[str, Any]) -> Resolved:
         raw = {**raw, "training": {**(raw.get("training") or {}), "headroom": 0}}
     sc0 = parse_scenario(raw)
     defaults = _framework_defaults(sc0)
+    if "tp_overlap" not in sc0.layout and "tp_overlap" not in (row.get("open") or ()):
+        # the planner may overlap tensor-parallel collectives (search/book.py ``tp_variants``); a row that does not
+        # list it as open ran its framework's default
+        from gpuplan.catalog.frameworks import get_framework
+
+        default = get_framework(sc0.training.framework).tp_comm_overlap["default"].value is True
+        sc0 = replace(sc0, layout={**sc0.layout, "tp_overlap": default})
     gpus_given = "gpus" in row["scenario"].get("hardware", {})
     if not row.get("open") and gpus_given:
         return _stated(sc0, defaults, "as stated")

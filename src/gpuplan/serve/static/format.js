@@ -64,6 +64,7 @@ function layoutText(lay) {
   if (lay.ep > 1) parts.push(`ep ${lay.ep}`);
   parts.push(`zero ${lay.zero}${lay.zero_group ? `/${lay.zero_group}` : ""}`, `mb ${lay.micro_batch}`);
   if (lay.recompute && lay.recompute !== "none") parts.push(`recompute ${lay.recompute}`);
+  if (lay.tp_overlap) parts.push("tp overlap");
   if (lay.pp > 1 && lay.pp_schedule) parts.push(lay.pp_schedule + (lay.virtual_stages > 1 ? `×${lay.virtual_stages}` : ""));
   if (lay.offload && lay.offload !== "none") parts.push(`offload ${lay.offload}`);
   return parts.join(" · ");
