@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplan.api import plan_scenario
-from gpuplan.catalog.framework_comm import zero3_gather_of
+from gpuplan.catalog.framework_comm import dp_overlap_of, zero3_gather_of
 from gpuplan.catalog.frameworks import first_refusal, get_framework
 from gpuplan.io.options import targets
 from gpuplan.model.allocator import fragile
@@ -37,7 +37,7 @@ def _layout(sc, split, sched, v, rec, shard, mb, off):
     fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=shard[0],
                   zero_group=shard[1], micro_batch=mb, recompute=rec, sequence_parallel=sp, pp_schedule=sched,
                   virtual_stages=v, offload=off, tp_overlap=bool(fixed.get("tp_overlap")) and sp, ep_overlap=False,
-                  dp_overlap=fixed.get("dp_overlap", True),
+                  dp_overlap=fixed.get("dp_overlap", dp_overlap_of(sc.training.framework, shard[0], split.pp)[1]),
                   zero3_gather=fixed.get("zero3_gather", zero3_gather_of(sc.training.framework)),
                   recompute_every=fixed.get("recompute_every", 1))
     if split.ep > 1:

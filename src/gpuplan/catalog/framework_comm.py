@@ -26,6 +26,27 @@ def sp_layout_copies(framework: str) -> bool:
 
 
 @cache
+def dp_overlap_of(framework: str, zero: int, pp: int) -> tuple[bool, bool]:
+    """(what the framework does, what it can be set to do): whether its data-parallel gradient reduction runs under
+    the backward (frameworks.json ``dp_overlap``). ``grad_reduce`` is what it does (unstated: under the backward, as
+    PyTorch DDP's and FSDP's hooks do), ``grad_reduce_zero3`` under ZeRO-3 where that differs (DeepSpeed's
+    ``overlap_comm`` defaults to stage == 3), ``grad_reduce_option`` whether an option turns it on where it is off;
+    a pipeline whose engine reduces after the last micro-batch (``pipeline_grad_reduce``: DeepSpeed's TrainSchedule)
+    never overlaps it. Megatron-LM of 2021-22 all-reduced after forward_backward_func returned."""
+    dpo = get_framework(framework).dp_overlap
+
+    def fact(key: str) -> object:
+        f = dpo.get(key)
+        return None if f is None else f.value
+
+    if pp > 1 and fact("pipeline_grad_reduce") == "after the last micro-batch":
+        return False, False
+    does = fact("grad_reduce_zero3") if zero >= 3 and fact("grad_reduce_zero3") is not None else fact("grad_reduce")
+    done = does is not False
+    return done, done or fact("grad_reduce_option") is True
+
+
+@cache
 def tp_overlap_offered(framework: str) -> bool:
     """Whether the framework can overlap its tensor-parallel collectives with the matmuls (frameworks.json
     ``tp_comm_overlap.supported``): Megatron-Core (TE userbuffers, ``--tp-comm-overlap``), torchtitan (async TP under

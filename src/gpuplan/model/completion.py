@@ -1,14 +1,15 @@
 """A scenario's layout completed where the input leaves it open (``completed_layout``): the layout defaults, or what
 the framework the user names documents — its ZeRO stage over data-parallel replicas (frameworks.json
 ``defaults.zero``) and how its ZeRO-3 gathers parameters (``zero3_gather``: DeepSpeed module by module, FSDP block by
-block). ``evaluate`` completes a layout this way; the planner keeps the same gathers (search/book.py)."""
+block) — and whether its data-parallel gradient reduction runs under the backward (``dp_overlap``). ``evaluate``
+completes a layout this way; the planner keeps the same gathers (search/book.py)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
-from gpuplan.catalog.framework_comm import zero3_gather_of
+from gpuplan.catalog.framework_comm import dp_overlap_of, zero3_gather_of
 from gpuplan.catalog.frameworks import get_framework, why_not
 from gpuplan.catalog.stacks import runs_profile_defaults, stack_layout_defaults
 from gpuplan.errors import GpuplanError
@@ -31,6 +32,21 @@ def replicas_of(sc: Scenario, overrides: dict[str, Any]) -> int:
 
 
 def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tuple[str, str], ...]]:
+    """``_gathered``'s layout, its data-parallel gradient reduction under the backward or after it as the framework
+    does it where the input leaves ``dp_overlap`` open (``framework_comm.dp_overlap_of``: DeepSpeed below ZeRO-3 and
+    under its pipeline engine, Megatron-LM of 2021-22 reduce after the backward; listed under ``assumed``)."""
+    lay, rules = _gathered(sc, overrides)
+    if "dp_overlap" in sc.layout or "dp_overlap" in overrides:
+        return lay, rules
+    fw = sc.training.framework
+    does, _ = dp_overlap_of(fw, lay.zero, lay.pp)
+    if does == lay.dp_overlap:
+        return lay, rules
+    return replace(lay, dp_overlap=does), (*rules, ("dp_overlap", f"{fw} reduces the data-parallel gradients after the "
+                                                    "backward (frameworks.json dp_overlap)"))
+
+
+def _gathered(sc: Scenario, overrides: dict[str, Any]) -> tuple[Layout, tuple[tuple[str, str], ...]]:
     """``_documented``'s layout, its ZeRO-3 gathers the framework's own where the input leaves them open
     (frameworks.json ``zero3_gather``: DeepSpeed's per submodule; listed under ``assumed`` where they are not the
     layout default)."""

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 
-from gpuplan.catalog.framework_comm import tp_overlap_offered, zero3_gather_of
+from gpuplan.catalog.framework_comm import dp_overlap_of, tp_overlap_offered, zero3_gather_of
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
 from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import has_compute_peak
@@ -86,9 +86,11 @@ class Book:
         self._irregulars: dict[tuple[str, str], bool] = {}  # ``_irregular`` per recompute and offload
         fixed = sc.layout  # the fields every layout of this scenario keeps
         # ZeRO-3's gathers: as given, else the framework's own (model/completion.py does the same for evaluate)
-        self._kept = {"dp_overlap": fixed.get("dp_overlap", True),
-                      "zero3_gather": fixed.get("zero3_gather", zero3_gather_of(tr.framework)),
+        self._kept = {"zero3_gather": fixed.get("zero3_gather", zero3_gather_of(tr.framework)),
                       "recompute_every": fixed.get("recompute_every", 1)}
+        # the data-parallel gradient reduction under the backward: as given, else where the framework can run it so
+        # (``framework_comm.dp_overlap_of``: not DeepSpeed's pipeline engine, not Megatron-LM of 2021-22)
+        self._dp_overlap: bool | None = fixed.get("dp_overlap")
         self._sp = fixed.get("sequence_parallel", True)
         # tensor-parallel communication overlap: as given, else the planner's choice per layout (``tp_variants``)
         self._tp_overlap: bool | None = fixed.get("tp_overlap")
@@ -97,7 +99,7 @@ class Book:
         profile = get_framework(tr.framework)
         self._ep_offered = profile.name == "generic" or profile.moe["a2a_overlap"].value in (True, "opt-in")
         self._tp_offered = self._tp_overlap is None and tp_overlap_offered(tr.framework)
-        kept = (tuple(sorted(self._kept.items())), self._sp, self._tp_overlap, self._ep_overlap)
+        kept = (tuple(sorted(self._kept.items())), self._sp, self._tp_overlap, self._ep_overlap, self._dp_overlap)
         self._peaks, self._floor_table = _scenario_tables(sc, tr, kept)
         # the layout fields the framework's cannot-run rules read: a refusal depends on nothing else here
         self._rules = tuple(sorted(rule_fields(tr.framework, tr) & LAYOUT_FIELDS)) if profile.cannot_run else ()
@@ -109,7 +111,8 @@ class Book:
         fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=zero, zero_group=group,
                       micro_batch=mb, recompute=fam.recompute, sequence_parallel=sp, pp_schedule=fam.schedule,
                       virtual_stages=fam.virtual_stages, offload=off, tp_overlap=bool(self._tp_overlap) and sp,
-                      ep_overlap=False, **self._kept)
+                      ep_overlap=False, dp_overlap=self._dp_overlap if self._dp_overlap is not None else
+                      dp_overlap_of(self.tr.framework, zero, split.pp)[1], **self._kept)
         if split.ep > 1:
             fields["ep_overlap"] = self._ep_for(fields)
         return Layout.unchecked(**fields)
