@@ -43,3 +43,20 @@ def test_evaluate_takes_deepspeeds_default_and_says_so():
 def test_the_planner_sets_deepspeeds_option_but_not_what_cannot_run():
     assert gpuplan.plan(**_RUN, framework="deepspeed", zero=2).best.layout.dp_overlap is True
     assert gpuplan.plan(**_RUN, framework="megatron-lm", zero=1).best.layout.dp_overlap is False
+
+
+def test_nanotron_gathers_zero1_parameters_after_the_step(monkeypatch):
+    # nanotron's ZeroDistributedOptimizer.step all-gathers the updated parameters after the optimizer step
+    # (frameworks.json dp_overlap.param_gather false): the next forward does not hide them
+    from gpuplan.catalog.framework_comm import param_gather_hidden
+    from gpuplan.model.caches import clear_model_caches
+
+    assert param_gather_hidden("nanotron") is False and param_gather_hidden("megatron-core") is True
+    kw = dict(_RUN, framework="nanotron", zero=1, tp=1, pp=1, micro_batch=1, global_batch=64, seq_len=1024)
+    clear_model_caches()
+    after = gpuplan.evaluate(**kw).time.step
+    monkeypatch.setattr("gpuplan.model.dp_comm.param_gather_hidden", lambda fw: True)
+    clear_model_caches()
+    under = gpuplan.evaluate(**kw).time.step
+    clear_model_caches()
+    assert after.comm_detail["dp_exposed"] > under.comm_detail["dp_exposed"]

@@ -47,6 +47,15 @@ def dp_overlap_of(framework: str, zero: int, pp: int) -> tuple[bool, bool]:
 
 
 @cache
+def param_gather_hidden(framework: str) -> bool:
+    """Whether ZeRO-1/2's all-gather of the updated parameters can run under the next forward (frameworks.json
+    ``dp_overlap.param_gather``: Megatron-Core's ``overlap_param_gather``); False where the framework states it
+    gathers after the optimizer step (nanotron's ZeroDistributedOptimizer.step), unstated read as under it."""
+    fact = get_framework(framework).dp_overlap.get("param_gather")
+    return fact is None or fact.value is not False
+
+
+@cache
 def tp_overlap_offered(framework: str) -> bool:
     """Whether the framework can overlap its tensor-parallel collectives with the matmuls (frameworks.json
     ``tp_comm_overlap.supported``): Megatron-Core (TE userbuffers, ``--tp-comm-overlap``), torchtitan (async TP under

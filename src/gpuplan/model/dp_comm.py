@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
+from gpuplan.catalog.framework_comm import param_gather_hidden
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.model.comm import Topology, all_gather_s, all_reduce_s, reduce_scatter_s
 from gpuplan.model.params import RankParams
@@ -150,7 +151,8 @@ def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology) ->
     overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
     total = (all_reduce_s(g * t_dense, dp_n, lay.tp, topo)
              + all_reduce_s(g * t_expert, max(1, lay.expert_dp), edp_stride, topo))
-    window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 else 0.0))
+    # ZeRO-1/2 all-gather the updated parameters: under the next forward where the framework overlaps it
+    window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 and param_gather_hidden(tr.framework) else 0.0))
     return Overlapped(total, max(0.0, total - window), min(total, window))
 
 
