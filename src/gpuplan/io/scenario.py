@@ -34,6 +34,7 @@ from gpuplan.io.words import (
     read_words,
     sp_without_tp,
     stage_from_framework,
+    switch_for_layout,
     switch_word,
 )
 from gpuplan.spec import (
@@ -206,6 +207,8 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     words += stage_from_framework(tr_raw.get("framework"), layout, hardware.gpus_per_node) + sp_without_tp(layout)
+    training, compiled = switch_for_layout(tr_raw, training, layout)
+    words += compiled
     words += user_reads + system_words(hw_raw["gpu"], hardware.gpu.id)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part

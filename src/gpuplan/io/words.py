@@ -130,6 +130,29 @@ def sp_without_tp(layout: dict[str, Any]) -> tuple[Reading, ...]:
     return ()
 
 
+def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]) -> tuple[Any, tuple[Reading, ...]]:
+    """``training`` with torch.compile on where the user left it open and stated a layout setting their framework
+    runs only compiled (frameworks.json ``cannot_run``: torchtitan's async TP, 'Async TP requires ... --compile.enable')
+    — the run they describe was compiled —, as a reading; the model and its loss, the framework's components
+    default (``compile_word``)."""
+    from dataclasses import replace
+
+    from gpuplan.catalog.frameworks import get_framework, refused_rules, training_fields
+
+    if "compile" in tr_raw or training.compile:
+        return training, ()
+    job = training_fields(training)
+    profile = get_framework(training.framework)
+    on = refused_rules(profile, layout, {**job, "compile": True})
+    rule = next((r for r in refused_rules(profile, layout, {**job, "compile": False})
+                 if "compile" in r.when and len(r.when) > 1 and r not in on), None)
+    if rule is None:
+        return training, ()
+    stated = ", ".join(f"layout.{k} = {layout[k]}" for k in sorted(rule.when) if k in layout)
+    return replace(training, compile=True, compile_loss=True), (
+        ("training.compile", f"open; {stated}", True, f"{rule.why}; {stated} is stated, so the run was compiled"),)
+
+
 # how Megatron-LM, NeMo and Megatron Bridge spell their CUDA-graph switches (--cuda-graph-impl local |
 # transformer_engine | full_iteration, the older --cuda-graph-scope, enable_cuda_graph / external_cuda_graph: true)
 CUDA_GRAPH_WORDS = {
