@@ -39,3 +39,30 @@ def test_nothing_is_read_where_nothing_requires_it():
     # another framework's overlap needs no compile (Megatron-Core's userbuffers)
     est = gpuplan.evaluate(**{**_RUN, "framework": "megatron-core"}, tp_overlap=True)
     assert not est.scenario.training.compile
+
+
+# the same name over two eras of code: frameworks.json megatron-lm ``successor`` (Megatron-LM README: Megatron-Core
+# behind its training scripts since 2023)
+_MEG = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, seq_len=4096, global_batch=64)
+
+
+def test_megatron_lm_with_what_only_megatron_core_runs_is_megatron_core():
+    for word, kw in (("Megatron-LM", {"precision": "fp8"}), ("megatron-lm", {"cp": 2, "dp": 4})):
+        est = gpuplan.evaluate(**_MEG, framework=word, **kw)
+        assert est.scenario.training.framework == "megatron-core"
+        said = [a for a in est.to_json()["assumed"] if a["field"] == "training.framework"]
+        assert len(said) == 1 and said[0]["value"] == "megatron-core" and "2020-22" in said[0]["rule"]
+    # the same answer as naming it, with the launcher's allocator (Megatron-LM's scripts set no expandable segments)
+    named = gpuplan.evaluate(**_MEG, framework="megatron-core", precision="fp8", expandable_segments=False)
+    read = gpuplan.evaluate(**_MEG, framework="megatron-lm", precision="fp8")
+    assert read.scenario.training.fp8_recipe == named.scenario.training.fp8_recipe == "delayed"
+    assert read.time.step.step_s == named.time.step.step_s
+    assert read.memory.total == named.memory.total
+
+
+def test_megatron_lm_that_the_2020_22_code_runs_stays_and_other_names_keep_their_refusal():
+    est = gpuplan.evaluate(**_MEG, framework="megatron-lm")
+    assert est.scenario.training.framework == "megatron-lm"
+    # Megatron-DeepSpeed is the 2020-22 code by name: no later code to read it as
+    with pytest.raises(GpuplanError, match="fp16/bf16 only"):
+        gpuplan.evaluate(**_MEG, framework="megatron-deepspeed", precision="fp8")

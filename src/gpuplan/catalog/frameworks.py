@@ -37,7 +37,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
                "pp_stage_buffers", "kbit_upcast", "checkpoint_offload", "expandable_segments", "logged_peak"),
     "defaults": (),
 })
-SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather", "pp_comm_overlap")
+SINGLE_FACTS = ("attention_kernel", "fsdp_under_pp", "zero3_gather", "pp_comm_overlap", "successor")
 _FACT_KEYS = {"value", "source", "note"}
 _RULE_KEYS = {"rule", "when", "why", "source"}
 _NOT_STATED = "not stated in frameworks.json"
@@ -102,6 +102,7 @@ class FrameworkProfile:
     fsdp_under_pp: Fact
     zero3_gather: Fact
     pp_comm_overlap: Fact
+    successor: Fact  # the profile that covers the same name's later code (megatron-lm → megatron-core)
     moe: Mapping[str, Fact]
     fp8_recipe: Mapping[str, Fact]
     memory: Mapping[str, Fact]

@@ -30,6 +30,7 @@ from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
 from gpuplan.io.words import (
     compile_word,
     cuda_graphs_word,
+    era_for_layout,
     kernels_word,
     read_words,
     sp_without_tp,
@@ -207,8 +208,9 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     words += stage_from_framework(tr_raw.get("framework"), layout, hardware.gpus_per_node) + sp_without_tp(layout)
+    training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
-    words += compiled
+    words += later + compiled
     words += user_reads + system_words(hw_raw["gpu"], hardware.gpu.id)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part

@@ -130,6 +130,33 @@ def sp_without_tp(layout: dict[str, Any]) -> tuple[Reading, ...]:
     return ()
 
 
+def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]) -> tuple[Any, tuple[Reading, ...]]:
+    """``training`` under the profile of its framework's later code where the user named the profile itself and
+    states what only that later code runs (frameworks.json ``successor``: Megatron-LM since 2023 is Megatron-Core —
+    FP8, context parallelism, TP communication overlap, which the 2020-22 profile refuses), as a reading; the
+    fp8 recipe and gradient dtype the user left open are the successor's documented ones."""
+    from dataclasses import replace
+
+    from gpuplan.catalog.frameworks import documented_defaults, first_refusal, get_framework
+    from gpuplan.catalog.stacks import spelling
+
+    word, name = tr_raw.get("framework"), training.framework
+    later = get_framework(name).successor
+    if later.value is None or not isinstance(word, str) or spelling(word, version=True) != name:
+        return training, ()
+    refused = first_refusal(name, layout, training)
+    if refused is None:
+        return training, ()
+    # the recipe and gradient dtype the successor documents; the allocator stays the launcher's (the same scripts)
+    open_ = {k: None for k in ("fp8_recipe", "grad_dtype") if k not in tr_raw}
+    moved = documented_defaults(replace(training, framework=later.value, **open_))
+    if first_refusal(later.value, layout, moved) is not None:
+        return training, ()  # the later code refuses it too: the profile's own refusal stands
+    return moved, (("training.framework", word, later.value,
+                    f"{name}'s profile is its 2020-22 code, which cannot run this ({refused.why}); {later.note} "
+                    f"({later.source})"),)
+
+
 def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]) -> tuple[Any, tuple[Reading, ...]]:
     """``training`` with torch.compile on where the user left it open and stated a layout setting their framework
     runs only compiled (frameworks.json ``cannot_run``: torchtitan's async TP, 'Async TP requires ... --compile.enable')
