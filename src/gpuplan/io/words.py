@@ -6,6 +6,7 @@ trains in when the input leaves it open or names no 16-bit format — each read 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.errors import GpuplanError, described
@@ -135,8 +136,6 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
     states what only that later code runs (frameworks.json ``successor``: Megatron-LM since 2023 is Megatron-Core —
     FP8, context parallelism, TP communication overlap, which the 2020-22 profile refuses), as a reading; the
     fp8 recipe and gradient dtype the user left open are the successor's documented ones."""
-    from dataclasses import replace
-
     from gpuplan.catalog.frameworks import documented_defaults, first_refusal, get_framework
     from gpuplan.catalog.stacks import spelling
 
@@ -153,8 +152,8 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
     if first_refusal(later.value, layout, moved) is not None:
         return training, ()  # the later code refuses it too: the profile's own refusal stands
     return moved, (("training.framework", word, later.value,
-                    f"{name}'s profile is its 2020-22 code, which cannot run this ({refused.why}); {later.note} "
-                    f"({later.source})"),)
+                    f"the {name} profile is that name's earlier code, which cannot run this ({refused.why}); "
+                    f"{later.note} ({later.source})"),)
 
 
 def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]) -> tuple[Any, tuple[Reading, ...]]:
@@ -162,8 +161,6 @@ def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, A
     runs only compiled (frameworks.json ``cannot_run``: torchtitan's async TP, 'Async TP requires ... --compile.enable')
     — the run they describe was compiled —, as a reading; the model and its loss, the framework's components
     default (``compile_word``)."""
-    from dataclasses import replace
-
     from gpuplan.catalog.frameworks import get_framework, refused_rules, training_fields
 
     if "compile" in tr_raw or training.compile:
