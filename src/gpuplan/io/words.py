@@ -174,7 +174,7 @@ def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, A
         return training, ()
     stated = ", ".join(f"layout.{k} = {layout[k]}" for k in sorted(rule.when) if k in layout)
     return replace(training, compile=True, compile_loss=True), (
-        ("training.compile", f"open; {stated}", True, f"{rule.why}; {stated} is stated, so the run was compiled"),)
+        ("training.compile", f"open, with {stated}", True, f"{rule.why}; {stated} is stated, so the run was compiled"),)
 
 
 # how Megatron-LM, NeMo and Megatron Bridge spell their CUDA-graph switches (--cuda-graph-impl local |
