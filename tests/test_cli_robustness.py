@@ -90,10 +90,11 @@ def test_host_memory_shortfall_is_named_as_host_memory():
 
 
 def test_memory_table_keeps_other_non_negative_and_shows_the_gradient_timing():
-    # Llama-3.1-8B on one 24 GB card (PyTorch AMP: fp32 weights and gradients, as traced): the peak is the start
-    # of backward, before any gradient exists
+    # Llama-3.1-8B on one 24 GB card without recomputation (PyTorch AMP: fp32 weights and gradients, as traced): the
+    # peak is the start of backward, before any gradient exists (an open recompute would be read as the full
+    # recomputation that comes nearest to fitting: model/recompute_open.py)
     out = run("evaluate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--global-batch", "1",
-              "--grad-dtype", "param")
+              "--grad-dtype", "param", "--recompute", "none")
     lines = {line.rsplit(None, 1)[0].strip(): float(line.rsplit(None, 1)[1]) for line in out.stdout.splitlines()
              if line[:1].isalpha() and line.rsplit(None, 1)[-1].lstrip("-").replace(".", "").isdigit()}
     assert lines["gradients not yet allocated at the peak"] == -lines["gradients"] == -29.92

@@ -7,11 +7,12 @@ arXiv:2205.05198, Sec. 5) pick selective recomputation where it suffices and ful
 and torchtune's recipes and Hugging Face fine-tuning examples turn activation checkpointing on to fit one GPU. So,
 among the modes the stack offers (its documented one and those costlier: Hugging Face and PyTorch FSDP stacks
 checkpoint whole blocks, torchtitan runs per-op selective), the least that fits (``fits``: the peak's interval upper
-end, with the headroom kept) is taken — else the least that leaves the peak ``TIGHT`` — and the answer lists it under
-``assumed`` with the peak without it. A layout that fits without recomputation keeps none (the layout default) —
-except under a stack that recomputes unless told not to (frameworks.json ``defaults.recompute_on``: Unsloth's
-get_peft_model checkpoints by default), which keeps its documented mode — and a given ``layout.recompute`` is never
-changed.
+end, with the headroom kept) is taken — else the least that leaves the peak ``TIGHT``, else, where none is even
+TIGHT, the one that leaves the least peak (the answer still says DOES NOT FIT, by how much at best: 1.7 TiB without
+recomputation says nothing a user can act on) — and the answer lists it under ``assumed`` with the peak without it.
+A layout that fits without recomputation keeps none (the layout default) — except under a stack that recomputes
+unless told not to (frameworks.json ``defaults.recompute_on``: Unsloth's get_peft_model checkpoints by default),
+which keeps its documented mode — and a given ``layout.recompute`` is never changed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ GIB = 2**30
 def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
                    ) -> tuple[Layout, MemoryBreakdown, str | None]:
     """``lay`` and its memory, or with recompute open and ``lay`` out of memory without it (not even TIGHT), the least
-    recomputation that fits (else leaves the peak TIGHT) and the rule that says so (None: unchanged)."""
+    recomputation that fits (else leaves the peak TIGHT, else leaves the least peak: out of memory either way, by
+    the least) and the rule that says so (None: unchanged)."""
     if lay.recompute != "none" or "recompute" in sc.layout or "recompute" in overrides:
         return lay, mem, None
     on = get_framework(sc.training.framework).defaults.get("recompute_on")
@@ -47,6 +49,7 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
     if mem.fits or mem.tight:
         return lay, mem, None
     tight: tuple[Layout, MemoryBreakdown] | None = None
+    least: tuple[Layout, MemoryBreakdown] | None = None
     for mode in _modes(sc.training.framework):
         cand = replace(lay, recompute=mode)
         if why_not(sc.training.framework, cand.values(), sc.training):
@@ -56,8 +59,12 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
             return cand, m, _rule(mode, mem, "fits")
         if tight is None and m.tight:
             tight = (cand, m)
+        if m.total < (least[1].total if least is not None else mem.total):
+            least = (cand, m)
     if tight is not None:
         return tight[0], tight[1], _rule(tight[0].recompute, mem, "leaves the peak TIGHT")
+    if least is not None:  # out of memory whatever it recomputes: the answer says by how much at the nearest
+        return least[0], least[1], _rule(least[0].recompute, mem, "comes nearest to fitting (none fits)")
     return lay, mem, None
 
 
