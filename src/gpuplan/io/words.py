@@ -173,7 +173,8 @@ def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, A
     if rule is None:
         return training, ()
     stated = ", ".join(f"layout.{k} = {layout[k]}" for k in sorted(rule.when) if k in layout)
-    return replace(training, compile=True, compile_loss=True), (
+    model, loss = compile_word(True)
+    return replace(training, compile=model, compile_loss=loss), (
         ("training.compile", f"open, with {stated}", True, f"{rule.why}; {stated} is stated, so the run was compiled"),)
 
 
