@@ -1,5 +1,6 @@
-"""The 80 % intervals' regimes (validation/intervals.py): a regime answers only with rows from two sources or
-more — one source's rows cannot tell how far sources differ — except the coarsest, which always answers."""
+"""The 80 % intervals' regimes (validation/intervals.py): a regime answers only with rows from enough sources —
+two for memory, three for throughput: one source's rows cannot tell how far sources differ, two give that spread
+one degree of freedom — except the coarsest, which always answers; throughput is split by context first."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 
 import pytest
 
+from gpuplan.catalog.intervals import LONG_CONTEXT, regime, spread
 from gpuplan.validation.intervals import MIN_ROWS, Z80, interval, new_source_factor, table
 
 
@@ -53,3 +55,26 @@ def test_a_new_source_is_less_certain_the_fewer_sources_were_seen():
     assert factors[0] == pytest.approx(3.770, abs=1e-3)  # two sources
     assert new_source_factor(10) == pytest.approx(1.383 * math.sqrt(1.1))  # t(0.90, 9) = 1.383
     assert Z80 < new_source_factor(200) < 1.01 * Z80
+
+
+def test_a_throughput_regime_of_two_sources_gives_way_to_the_coarser_one():
+    fine = {"context": "long", "framework": "named", "generation": "hopper", "scale": "node"}
+    n = MIN_ROWS["throughput"]
+    rows = _rows("a", fine, 0.3, n) + _rows("b", fine, -0.3, n)
+    regimes = table(rows, "throughput")
+    assert not any(k.startswith("long") for k in regimes)  # 2n rows, two sources: the coarsest answers
+    rows += _rows("c", fine, 0.0, n)
+    regimes = table(rows, "throughput")
+    assert regimes["long|named|hopper|node"]["sources"] == 3 and regimes["long"]["n"] == 3 * n
+
+
+def test_a_sequence_past_the_llama3_pretraining_length_is_long_context():
+    assert regime("torchtitan", "hopper", 8, 8, seq_len=LONG_CONTEXT)["context"] == "standard"
+    assert regime("torchtitan", "hopper", 8, 8, seq_len=LONG_CONTEXT + 1)["context"] == "long"
+
+
+def test_a_long_context_run_takes_the_long_context_interval():
+    short = spread("throughput", "torchtitan", "hopper", 8, 8, seq_len=8192)
+    long = spread("throughput", "torchtitan", "hopper", 8, 8, seq_len=131072)
+    assert short is not None and long is not None
+    assert short.regime.startswith("standard") and long.regime.startswith("long")

@@ -3,9 +3,10 @@ residuals of the open corpus (catalog/intervals.json, written by tools/fit_const
 it fits; gpuplan/validation/intervals.py builds them).
 
 A residual is published / predicted − 1 of a held-out row (its constants fitted on the other sources). Rows
-are grouped by regime — whether the framework is named, the GPU generation, the scale — and a regime with too
-few rows backs off to a coarser one, down to every row. For a run whose framework is not named, the residuals
-are those of predicting each row as the generic stack: what not knowing the stack costs."""
+are grouped by regime — the sequence length (long context or not), whether the framework is named, the GPU
+generation, the scale — and a regime with too few rows or sources backs off to a coarser one, down to every row.
+For a run whose framework is not named, the residuals are those of predicting each row as the generic stack: what
+not knowing the stack costs."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ from gpuplan.catalog import load_json
 
 NODE_SCALE, CLUSTER_SCALE = "node", "cluster"
 LARGE_GPUS = 512  # past this many GPUs a run is "large" (the corpus' runs of 1,024-16,384 GPUs)
+# past this many tokens per sequence a run is "long context": the pre-training length of the Llama 3 herd (8,192,
+# arXiv:2407.21783 Sec. 3.4.1; its long-context stage then grows it to 128K, Sec. 3.4.2). Beyond it the attention
+# kernels — quadratic in the sequence — take a growing share of the step (a 7B's causal attention FLOPs reach a
+# third of its matmuls' near 16K), and context parallelism's ring steps join in: a regime of its own
+LONG_CONTEXT = 8192
+STANDARD_CONTEXT, LONG = "standard", "long"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +38,15 @@ class Spread:
     regime: str
 
 
-def regime(framework: str, architecture: str, gpus: int, gpus_per_node: int, model_parallel: bool = False
-           ) -> dict[str, str]:
+def regime(framework: str, architecture: str, gpus: int, gpus_per_node: int, model_parallel: bool = False,
+           seq_len: int = 0) -> dict[str, str]:
     """The attributes an interval is looked up by: whether the framework is named, the GPU generation, the
-    scale, and whether the layout splits the model (tensor or pipeline parallel: their memory has terms a
-    data-parallel layout does not)."""
+    scale, whether the layout splits the model (tensor or pipeline parallel: their memory has terms a
+    data-parallel layout does not) and whether the sequence is past ``LONG_CONTEXT``."""
     scale = NODE_SCALE if gpus <= gpus_per_node else CLUSTER_SCALE if gpus <= LARGE_GPUS else "large"
     return {"framework": "generic" if framework == "generic" else "named", "generation": architecture or "other",
-            "scale": scale, "parallel": "model" if model_parallel else "data"}
+            "scale": scale, "parallel": "model" if model_parallel else "data",
+            "context": LONG if seq_len > LONG_CONTEXT else STANDARD_CONTEXT}
 
 
 def regime_key(attrs: dict[str, str], level: list[str]) -> str:
@@ -73,21 +81,23 @@ def intervals_on() -> bool:
 
 
 def spread(kind: str, framework: str, architecture: str, gpus: int, gpus_per_node: int,
-           model_parallel: bool = False) -> Spread | None:
+           model_parallel: bool = False, seq_len: int = 0) -> Spread | None:
     """The 80 % spread of ``kind`` ("throughput" or "memory") for a run: the finest regime with enough held-out
     rows; None when the corpus has none (or inside ``point_estimates``)."""
     if _off[-1]:
         return None
-    a = regime(framework, architecture, gpus, gpus_per_node, model_parallel)
-    return _spread(kind, a["framework"], a["generation"], a["scale"], a["parallel"])
+    a = regime(framework, architecture, gpus, gpus_per_node, model_parallel, seq_len)
+    return _spread(kind, a["framework"], a["generation"], a["scale"], a["parallel"], a["context"])
 
 
 @lru_cache(maxsize=1024)
-def _spread(kind: str, framework: str, generation: str, scale: str, parallel: str) -> Spread | None:
+def _spread(kind: str, framework: str, generation: str, scale: str, parallel: str, context: str = STANDARD_CONTEXT
+            ) -> Spread | None:
     part = _table().get(kind)
     if not part:
         return None
-    attrs = {"framework": framework, "generation": generation, "scale": scale, "parallel": parallel}
+    attrs = {"framework": framework, "generation": generation, "scale": scale, "parallel": parallel,
+             "context": context}
     for level in part["backoff"]:
         key = regime_key(attrs, level)
         hit = part["regimes"].get(key)

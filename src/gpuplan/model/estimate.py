@@ -286,7 +286,8 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
         failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
         preemption_overhead=preemption_overhead(hw.gpus, hw.nodes) if hw.market and hw.market.preemptible else None,
         energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None,
-        spread=widened(spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node),
+        spread=widened(spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node,
+                              seq_len=tr.seq_len),
                        st.scan_s / st.step_s, constant("unmeasured_kernel_factor")))
 
 

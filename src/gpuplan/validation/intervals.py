@@ -15,11 +15,16 @@ from gpuplan.model.estimate import evaluate
 
 # finest regime first; each needs MIN_ROWS held-out rows from MIN_SOURCES sources, else the next coarser one
 # answers (the coarsest, every row, always does): rows of one source cannot tell how far sources differ — their
-# own stack, their own way of measuring — which is the spread a run from another source meets
-BACKOFF = {"throughput": (["framework", "generation", "scale"], ["framework", "scale"], ["framework"], []),
+# own stack, their own way of measuring — which is the spread a run from another source meets. Throughput asks
+# for three: two sources' medians give the spread between sources one degree of freedom (t = 3.08), so their one
+# difference would set the interval (the long-context rows of two sources that miss in opposite directions gave
+# -75 % ... +303 %); the corpus holds ten. Memory keeps two: its measured peaks come from two sources only.
+# Throughput is split first by context (catalog/intervals.py LONG_CONTEXT): long sequences miss by more.
+BACKOFF = {"throughput": (["context", "framework", "generation", "scale"], ["context", "framework", "scale"],
+                          ["context", "framework"], ["context"], []),
            "memory": (["parallel"], [])}
 MIN_ROWS = {"throughput": 15, "memory": 6}
-MIN_SOURCES = 2
+MIN_SOURCES = {"throughput": 3, "memory": 2}
 Z80 = 1.2816  # the standard normal's 90th percentile: an 80 % two-sided interval
 KINDS = {"throughput": "throughput", "memory": "memory"}  # corpus category → interval kind
 
@@ -28,7 +33,7 @@ def attributes(res: Any) -> dict[str, str]:
     """A resolved corpus row's regime (validation/corpus_check.Resolved)."""
     hw, lay = res.scenario.hardware, res.layout
     return regime(res.scenario.training.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node,
-                  lay.tp > 1 or lay.pp > 1)
+                  lay.tp > 1 or lay.pp > 1, res.scenario.training.seq_len)
 
 
 def generic_ratio(res: Any, row: dict[str, Any]) -> float | None:
@@ -112,7 +117,7 @@ def table(rows: list[tuple[str, dict[str, str], float]], kind: str, width: float
     coarsest = regime_key({}, BACKOFF[kind][-1])
     for key, values in sorted(groups.items()):
         sources = len({s for s, _ in values})
-        if len(values) >= MIN_ROWS[kind] and (sources >= MIN_SOURCES or key == coarsest):
+        if len(values) >= MIN_ROWS[kind] and (sources >= MIN_SOURCES[kind] or key == coarsest):
             lo, hi = interval(values, width)
             out[key] = {"p10": round(lo, 4), "p90": round(hi, 4), "n": len(values), "sources": sources}
     return out
@@ -170,6 +175,6 @@ def build(held: list[dict[str, Any]], info: dict[str, tuple[dict[str, str], floa
         rows = residuals(held, info, kind)
         width = calibrated_width(rows, kind)
         out[kind] = {"backoff": [list(level) for level in BACKOFF[kind]], "min_rows": MIN_ROWS[kind],
-                     "min_sources": MIN_SOURCES, "width": width, "regimes": table(rows, kind, width),
+                     "min_sources": MIN_SOURCES[kind], "width": width, "regimes": table(rows, kind, width),
                      "coverage": coverage(rows, kind, width), "coverage_unwidened": coverage(rows, kind)}
     return out
