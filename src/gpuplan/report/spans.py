@@ -43,3 +43,20 @@ def alternatives_line(est: dict[str, Any]) -> str:
     ranked = sorted(alts.items(), key=lambda kv: kv[1]["ratio"])
     return ("\nframework not named: the typical stack is assumed (training.framework); named, the throughput would "
             "be " + ", ".join(f"×{v['ratio']:.2f} {k}" for k, v in ranked))
+
+
+_REGIME_WORDS = {"long": "sequences past 8,192 tokens", "standard": "sequences up to 8,192 tokens",
+                 "named": "the framework named", "generic": "the framework not named", "node": "one node",
+                 "cluster": "2 to 512 GPUs over nodes", "large": "more than 512 GPUs", "all": "every run"}
+
+
+def basis_line(time: dict[str, Any]) -> str:
+    """Which held-out runs an answer's throughput interval comes from (catalog/intervals.py's regime, in words)."""
+    basis = time.get("interval_basis")
+    if not basis:
+        return ""
+    key, _, rest = basis["regime"].partition(", ")
+    words = [_REGIME_WORDS.get(part, f"{part.capitalize()} GPUs") for part in key.split("|")]
+    extra = f"; widened: {rest}" if rest else ""
+    return (f"\n80% intervals: from {basis['runs']} leave-one-source-out predictions of published runs like this one "
+            f"({', '.join(words)}){extra}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuplan.report.spans import alternatives_line, peak_span, span, tight_line
+from gpuplan.report.spans import alternatives_line, basis_line, peak_span, span, tight_line
 from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.units import GiB, fmt_count, fmt_duration, fmt_gib, fmt_usd
 
@@ -136,7 +136,7 @@ def estimate_text(est: dict) -> str:
     if est.get("assumed"):
         notes += "\n" + assumed_line(est["assumed"])
     notes += "".join(f"\nnote: {n}" for n in est.get("notes", [])) + alternatives_line(est)
-    return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{notes}"
+    return f"{head}\n{memory_table(mem)}\n{verdict}{stage}\n{time_table(est)}{basis_line(est['time'])}{notes}"
 
 
 def time_table(est: dict) -> str:
