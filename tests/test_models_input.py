@@ -348,6 +348,8 @@ def test_a_mirror_or_a_fine_tune_is_read_as_the_model_it_names(ref, mid, why):
     "WizardLM-2-8x22B",  # names no catalogue model whole
     "LLaMA 7B/13B",     # two sizes joined by a slash: neither is read
     "Llama-2 7/13B",    # a name with a space and a slash is a name, not a path: 'unknown model', not 'file not found'
+    "GPT-3 5B",         # holds 'gpt-3' (GPT-3 175B's alias) but states a size of its own: not a fine-tune of 175B
+    "gpt-3 13b",
 ])
 def test_a_name_holding_no_catalogue_model_whole_is_refused(ref):
     from gpuplan.catalog.models import load_model
@@ -498,3 +500,13 @@ def test_a_papers_dimensions_with_its_stated_total():
     assert spec.ffn == 28672 and "params 70,000,000,000 as given" in spec.assumed[-1]
     with pytest.raises(GpuplanError, match="the dimensions contradict the count"):
         load_model({"params": 7e9, "layers": 80, "hidden": 8192, "heads": 64, "ffn": 28672})
+
+
+def test_a_size_beside_the_base_name_picks_the_catalogued_size_or_nothing():
+    from gpuplan.catalog.models import load_model
+
+    # Brown et al. 2020 Table 2.1: GPT-3 Medium, 24 layers x 1024, 16 heads (nominal 350M; the table's shapes 355.9M)
+    m = load_model("GPT-3 350M")
+    assert (m.name, m.n_layers, m.hidden, m.params) == ("GPT-3 Medium (350M)", 24, 1024, 355_871_744)
+    # a size that agrees with the base's is no objection: still the fine-tune reading
+    assert load_model("gpt-3 175B finetuned").name == "GPT-3 175B"

@@ -58,6 +58,14 @@ def _suffixed(s: str, find: Callable[[str], str | None]) -> tuple[str, str] | No
 
 _REPO = re.compile(r"([\w.-]+)/([\w.-]+)")  # a Hugging Face repo id: organisation/name
 _SIZE = re.compile(r"\d")
+# a parameter count as names write it: "350m", "5b", "1.3b", "1t" (not "8x7b": a mixture's experts)
+_COUNT = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)([mbt])(?![a-z0-9])")
+_SCALE = {"m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def _other_size(rest: str, params: int) -> bool:
+    """Whether ``rest`` (a name without its base model's) states a parameter count more than 15 % off ``params``."""
+    return any(abs(float(n) * _SCALE[u] / params - 1) > 0.15 for n, u in _COUNT.findall(rest))
 
 
 def copy_of(ref: str, find: Callable[[str], str | None], params: Callable[[str], int]) -> tuple[str, str] | None:
@@ -72,19 +80,23 @@ def copy_of(ref: str, find: Callable[[str], str | None], params: Callable[[str],
     return key, "; ".join(w for w in (where, why) if w)
 
 
-def base_named_in(ref: str, keys: list[str], find: Callable[[str], str | None]) -> tuple[str, str] | None:
+def base_named_in(ref: str, keys: list[str], find: Callable[[str], str | None],
+                  params: Callable[[str], int] | None = None) -> tuple[str, str] | None:
     """(catalogue id, why) of a fine-tune named after its base model ("OpenHermes-2.5-Mistral-7B",
     "dolphin-2.9-llama3-8b"): the longest catalogue name with a size in it that the name holds whole — bounded by the
     name's own separators, so "Llama-3.2-11B-Vision" never holds "llama-3.2-1b"; else None. A fine-tune keeps its
-    base's shapes; a name holding none (or only a family word, "mistral") is not read."""
+    base's shapes; a name holding none (or only a family word, "mistral") is not read, nor one that states a parameter
+    count of its own beside the base's name that the base does not have (``params``: "GPT-3 350M" is not GPT-3 175B)."""
     s = ref.strip().lower()
     s = re.sub(r"[\s_:]", "-", m.group(2) if (m := _REPO.fullmatch(s)) else s)
-    best = ""
+    best, where = "", None
     for key in keys:  # a slash beside it joins two names ("LLaMA 7B/13B"): neither is read
         if len(key) > len(best) and _SIZE.search(key) and "/" not in key and key != s and \
-                re.search(rf"(?<![a-z0-9./]){re.escape(key)}(?![a-z0-9/])", s):
-            best = key
+                (hit := re.search(rf"(?<![a-z0-9./]){re.escape(key)}(?![a-z0-9/])", s)):
+            best, where = key, hit
     mid = find(best) if best else None
-    if mid is None:
+    if mid is None or where is None:
+        return None
+    if params is not None and _other_size(s[:where.start()] + " " + s[where.end():], params(mid)):
         return None
     return mid, f"it names its base model {best!r}, whose shapes a fine-tune keeps"

@@ -129,7 +129,7 @@ def list_models() -> list[dict[str, Any]]:
 
 def _base_of(ref: str) -> tuple[str, str] | None:
     """A fine-tune named after a catalogue model (model_names.base_named_in), over every name the catalogue knows."""
-    return base_named_in(ref, [k for k in _lookup() if not k.isalnum()] + list(_index()), _find)
+    return base_named_in(ref, [k for k in _lookup() if not k.isalnum()] + list(_index()), _find, _params_of)
 
 
 def _unknown(ref: str) -> GpuplanError:
