@@ -350,6 +350,10 @@ def test_a_mirror_or_a_fine_tune_is_read_as_the_model_it_names(ref, mid, why):
     "Llama-2 7/13B",    # a name with a space and a slash is a name, not a path: 'unknown model', not 'file not found'
     "GPT-3 5B",         # holds 'gpt-3' (GPT-3 175B's alias) but states a size of its own: not a fine-tune of 175B
     "gpt-3 13b",
+    "Llama 3 3B",       # the loose spelling keeps a version apart from a size: not LLaMA 33B ('llama33b')
+    "Llama 27B",        # nor Llama 2 7B
+    "Qwen 34B",         # nor Qwen3 4B
+    "Megatron-GPT 2.7B",  # holds 'gpt-2' only as the start of '2.7b': not GPT-2 (124M)
 ])
 def test_a_name_holding_no_catalogue_model_whole_is_refused(ref):
     from gpuplan.catalog.models import load_model
@@ -510,3 +514,12 @@ def test_a_size_beside_the_base_name_picks_the_catalogued_size_or_nothing():
     assert (m.name, m.n_layers, m.hidden, m.params) == ("GPT-3 Medium (350M)", 24, 1024, 355_871_744)
     # a size that agrees with the base's is no objection: still the fine-tune reading
     assert load_model("gpt-3 175B finetuned").name == "GPT-3 175B"
+
+
+@pytest.mark.parametrize(("ref", "mid"), [("Llama 2 7B", "llama-2-7b"), ("llama2_7b", "llama-2-7b"),
+                                          ("Llama 3.1 8B", "llama-3.1-8b"), ("GPT-3 1.3B", "gpt3-1.3b"),
+                                          ("Gemma 2 2B", "gemma-2-2b"), ("Mixtral 8x7B", "mixtral-8x7b")])
+def test_a_version_and_a_size_apart_still_name_the_model(ref, mid):
+    from gpuplan.catalog.models import load_model
+
+    assert load_model(ref).name == load_model(mid).name

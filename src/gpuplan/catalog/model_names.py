@@ -92,7 +92,7 @@ def base_named_in(ref: str, keys: list[str], find: Callable[[str], str | None],
     best, where = "", None
     for key in keys:  # a slash beside it joins two names ("LLaMA 7B/13B"): neither is read
         if len(key) > len(best) and _SIZE.search(key) and "/" not in key and key != s and \
-                (hit := re.search(rf"(?<![a-z0-9./]){re.escape(key)}(?![a-z0-9/])", s)):
+                (hit := re.search(rf"(?<![a-z0-9./]){re.escape(key)}(?![a-z0-9/]|\.\d)", s)):
             best, where = key, hit
     mid = find(best) if best else None
     if mid is None or where is None:

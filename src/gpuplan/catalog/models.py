@@ -77,7 +77,10 @@ def _index() -> dict[str, dict[str, Any]]:
 
 
 def _loose(s: str) -> str:
-    return re.sub(r"[\s_\-]", "", s.lower())
+    """A spelling without case and separators — except between two digits, where a separator keeps a version apart
+    from a size ("Llama 2 7B" is "llama2-7b", as "llama-2-7b" is; "Llama 27B" is not, nor is "Llama 3 3B" LLaMA 33B)."""
+    s = re.sub(r"(?<=\d)[\s_\-]+(?=\d)", "-", s.lower())
+    return re.sub(r"(?<!\d)[\s_\-]+|[\s_\-]+(?!\d)", "", s)
 
 
 @functools.cache
