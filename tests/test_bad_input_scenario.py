@@ -489,5 +489,11 @@ def test_a_count_with_its_unit_word(section, key, text, value):
 def test_a_unit_word_of_another_quantity_is_refused():
     with pytest.raises(GpuplanError, match="unknown suffix 'sequences'"):
         parse_count("2048 sequences", "training.tokens")
+    # a batch in tokens, as run descriptions write it ("4M tokens"): global_batch_tokens takes it, others name it
+    assert parse_count("4M tokens", "training.global_batch_tokens") == 4e6
+    with pytest.raises(GpuplanError, match=r"counts tokens, but global_batch counts sequences: .*global_batch_tokens"):
+        parse_count("4M tokens", "training.global_batch")
+    with pytest.raises(GpuplanError, match="counts tokens, but micro_batch counts sequences"):
+        parse_count("8192 tokens", "layout.micro_batch")
     with pytest.raises(GpuplanError, match="a node count is hardware.nodes"):
         parse_count("256 nodes", "hardware.gpus")

@@ -75,10 +75,14 @@ def _scaled(num: float, factor: float, value: object, what: str) -> float:
 
 # the word a count of it may carry ("2048 sequences", "1.4T tokens", "8-way"): dropped where it names the field's own
 # quantity; a scale word is its suffix ("300 billion tokens" is 300B)
-_UNIT_WORDS = {"tokens": r"tokens?", "seq_len": r"tokens?", "global_batch": r"sequences?|seqs|samples",
-               "micro_batch": r"sequences?|seqs|samples", "gpus": r"gpus?", "steps": r"steps|iterations|iters",
-               "dp": r"way", "tp": r"way", "pp": r"way|stages?", "cp": r"way", "ep": r"way"}
+_UNIT_WORDS = {"tokens": r"tokens?", "seq_len": r"tokens?", "global_batch_tokens": r"tokens?",
+               "global_batch": r"sequences?|seqs|samples", "micro_batch": r"sequences?|seqs|samples", "gpus": r"gpus?",
+               "steps": r"steps|iterations|iters", "dp": r"way", "tp": r"way", "pp": r"way|stages?", "cp": r"way",
+               "ep": r"way"}
 _SCALE_WORDS = {"thousand": "k", "million": "M", "billion": "B", "trillion": "T"}
+# fields that count sequences, and what to give for a count in tokens
+_IN_SEQUENCES = {"global_batch": "a batch in tokens is training.global_batch_tokens (e.g. global_batch_tokens: 4M)",
+                 "micro_batch": "give sequences per GPU per micro-step (tokens / seq_len), e.g. 1"}
 
 
 def _field(what: str) -> str:
@@ -107,6 +111,9 @@ def parse_count(value: object, what: str = "number") -> float:
         return _float(value, what)
     if not isinstance(value, str):
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
+    if _field(what) in _IN_SEQUENCES and re.search(r"\d\s*[kmbt]?\s*-?\s*tokens?\s*$", value.strip(), re.IGNORECASE):
+        raise GpuplanError(f"{what} {shown(value)} counts tokens, but {_field(what)} counts sequences: "
+                           + _IN_SEQUENCES[_field(what)])
     num, suffix = _split(_unit_words(value, what), what)
     binary = _field(what) in BINARY_SIZES
     if suffix not in _COUNT_SUFFIX:
