@@ -91,8 +91,7 @@ def spread(kind: str, framework: str, architecture: str, gpus: int, gpus_per_nod
 
 
 @lru_cache(maxsize=1024)
-def _spread(kind: str, framework: str, generation: str, scale: str, parallel: str, context: str = STANDARD_CONTEXT
-            ) -> Spread | None:
+def _spread(kind: str, framework: str, generation: str, scale: str, parallel: str, context: str) -> Spread | None:
     part = _table().get(kind)
     if not part:
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpuplan.catalog.intervals import CLUSTER_SCALE, LARGE_GPUS, LONG, LONG_CONTEXT, NODE_SCALE, STANDARD_CONTEXT
 from gpuplan.units import fmt_gib
 
 
@@ -45,9 +46,12 @@ def alternatives_line(est: dict[str, Any]) -> str:
             "be " + ", ".join(f"×{v['ratio']:.2f} {k}" for k, v in ranked))
 
 
-_REGIME_WORDS = {"long": "sequences past 8,192 tokens", "standard": "sequences up to 8,192 tokens",
-                 "named": "the framework named", "generic": "the framework not named", "node": "one node",
-                 "cluster": "2 to 512 GPUs over nodes", "large": "more than 512 GPUs", "all": "every run"}
+# a regime's parts in words, their bounds the regime's own (catalog/intervals.py)
+_REGIME_WORDS = {LONG: f"sequences past {LONG_CONTEXT:,} tokens",
+                 STANDARD_CONTEXT: f"sequences up to {LONG_CONTEXT:,} tokens",
+                 "named": "the framework named", "generic": "the framework not named", NODE_SCALE: "one node",
+                 CLUSTER_SCALE: f"2 to {LARGE_GPUS:,} GPUs over nodes", "large": f"more than {LARGE_GPUS:,} GPUs",
+                 "all": "every run"}
 
 
 def basis_line(time: dict[str, Any]) -> str:
