@@ -348,7 +348,7 @@ def test_a_mirror_or_a_fine_tune_is_read_as_the_model_it_names(ref, mid, why):
     "WizardLM-2-8x22B",  # names no catalogue model whole
     "LLaMA 7B/13B",     # two sizes joined by a slash: neither is read
     "Llama-2 7/13B",    # a name with a space and a slash is a name, not a path: 'unknown model', not 'file not found'
-    "GPT-3 5B",         # holds 'gpt-3' (GPT-3 175B's alias) but states a size of its own: not a fine-tune of 175B
+    "GPT-3 8B",         # holds 'gpt-3' (GPT-3 175B's alias) but states a size of its own: not a fine-tune of 175B
     "gpt-3 13b",
     "Llama 3 3B",       # the loose spelling keeps a version apart from a size: not LLaMA 33B ('llama33b')
     "Llama 27B",        # nor Llama 2 7B
@@ -383,8 +383,8 @@ def test_a_name_that_is_still_unknown_after_its_suffix_is_dropped_is_refused():
 
     with pytest.raises(GpuplanError, match="unknown model 'nonexistent-model-chat'"):
         load_model("nonexistent-model-chat")
-    with pytest.raises(GpuplanError, match=re.escape("unknown model 'MPT-760m (benchmark yaml)'")):
-        load_model("MPT-760m (benchmark yaml)")
+    with pytest.raises(GpuplanError, match=re.escape("unknown model 'Grok-1 (benchmark yaml)'")):
+        load_model("Grok-1 (benchmark yaml)")
     with pytest.raises(GpuplanError):  # two sizes, not two versions of one: not read as either
         load_model("Llama-2-7/13B")
 
@@ -520,6 +520,16 @@ def test_a_size_beside_the_base_name_picks_the_catalogued_size_or_nothing():
                                           ("Llama 3.1 8B", "llama-3.1-8b"), ("GPT-3 1.3B", "gpt3-1.3b"),
                                           ("Gemma 2 2B", "gemma-2-2b"), ("Mixtral 8x7B", "mixtral-8x7b")])
 def test_a_version_and_a_size_apart_still_name_the_model(ref, mid):
+    from gpuplan.catalog.models import load_model
+
+    assert load_model(ref).name == load_model(mid).name
+
+
+@pytest.mark.parametrize("ref, mid", [
+    ("GPT-3 5B", "gpt3-5b"), ("GPT3-20B (NeMo)", "gpt3-20b"),  # NeMo's GPTConfig5B / GPTConfig20B
+    ("MPT-760m (benchmark yaml)", "mpt-760m"), ("MPT 3B", "mpt-3b"),  # llm-foundry's pretraining yamls
+])
+def test_benchmark_models_as_their_tables_name_them(ref, mid):
     from gpuplan.catalog.models import load_model
 
     assert load_model(ref).name == load_model(mid).name

@@ -103,7 +103,7 @@ def test_each_family_holds_transformers_count(cfg, params):
     {"model_type": "hyperclovax", **SMALL},
     {"model_type": "diffllama", **SMALL},
     {"model_type": "recurrent_gemma", **SMALL, "num_key_value_heads": 1},
-    {"model_type": "openai-gpt", "n_embd": 256, "n_layer": 4, "n_head": 8, "vocab_size": 1000},
+    {"model_type": "openai-gpt", "n_embd": 256, "n_layer": 4, "n_head": 8, "vocab_size": 1000, "n_positions": 1024},
     {"model_type": "gpt_neox_japanese", **SMALL},
     {"model_type": "minimax", **SMALL, "num_local_experts": 4, "head_dim": 32},
 ], ids=lambda cfg: cfg["model_type"])

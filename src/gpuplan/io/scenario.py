@@ -45,7 +45,7 @@ from gpuplan.spec import (
     check_layout_fields,
 )
 from gpuplan.spec.corrections import Corrections
-from gpuplan.spec.model import ModelSpec, check_lora_rank
+from gpuplan.spec.model import ModelSpec, check_lora_rank, with_positions
 from gpuplan.spec.scenario import Scenario
 from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
@@ -206,6 +206,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
+    model = with_positions(model, training.seq_len)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
     words += stage_from_framework(tr_raw.get("framework"), layout, hardware.gpus_per_node) + sp_without_tp(layout)
     training, later = era_for_layout(tr_raw, training, layout)

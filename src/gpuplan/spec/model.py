@@ -11,7 +11,7 @@ weights are 1-D. ``count`` is how many copies a layer holds (e.g. the routed exp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpuplan.spec._value import ValueHashed, seal
@@ -275,3 +275,24 @@ def check_lora_rank(training: Any, model: ModelSpec) -> None:
         raise GpuplanError(f"training.lora_rank = {training.lora_rank} is more than {smallest}, the smallest "
                            f"dimension of the matrices it adapts in {model.name}: use a rank of at most "
                            f"{smallest} (usually 8 to 64)")
+
+
+def with_positions(model: ModelSpec, seq_len: int) -> ModelSpec:
+    """``model`` as a run at ``seq_len`` tokens trains it: a learned position table holds one row per position, so a
+    sequence past its ``max_positions`` needs a table that long — llm-foundry sizes it to the run's ``max_seq_len``
+    (its NumParams grows with the sequence), and a Hugging Face GPT-2 indexes past ``n_positions`` only with a longer
+    ``wpe`` —; the table grows and ``assumed`` says by how much. RoPE, ALiBi and position-free models are unchanged
+    (``Note.BEYOND_POSITIONS`` words theirs)."""
+    if model.position != "learned" or seq_len <= model.max_positions:
+        return model
+    grow = seq_len - model.max_positions
+    emb = tuple(replace(w, shape=(w.shape[0] + grow, *w.shape[1:])) if w.group == "position" else w
+                for w in model.embedding)
+    added = sum(w.numel for w in emb) - sum(w.numel for w in model.embedding)
+    if not added:
+        return model
+    note = (f"{model.name}'s learned position table holds {model.max_positions:,} positions: a {seq_len:,}-token "
+            f"sequence needs {seq_len:,}, so it is grown to that (+{added:,} parameters), as a run at that length "
+            "must")
+    return replace(model, embedding=emb, max_positions=seq_len, assumed=(*model.assumed, note),
+                   params_override=None if model.params_override is None else model.params_override + added)
