@@ -45,6 +45,7 @@ from gpuplan.spec import (
     check_layout_fields,
 )
 from gpuplan.spec.corrections import Corrections
+from gpuplan.spec.job import DEFAULT_SEQ_LEN
 from gpuplan.spec.model import ModelSpec, check_lora_rank, with_positions
 from gpuplan.spec.scenario import Scenario
 from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
@@ -361,7 +362,9 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
         raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
                            "seq_len is the tokens")
     words = read_words(kw, no_bf16)
-    seq_len = kw.get("seq_len", 4096)
+    if "seq_len" not in kw and model.position == "learned" and 0 < model.max_positions < DEFAULT_SEQ_LEN:
+        kw["seq_len"] = model.max_positions  # the table's length, as its published runs trained (spec/defaults.py)
+    seq_len = kw.get("seq_len", DEFAULT_SEQ_LEN)
     Training(seq_len=seq_len)  # seq_len is checked before global_batch_tokens divides by it
     if "global_batch_tokens" in tr_raw:
         if "global_batch" in tr_raw:

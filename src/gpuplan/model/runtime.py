@@ -7,8 +7,7 @@ context parallel ring exchange (overlapped with attention), expert all-to-all (e
 pipeline send/recv; per step: data-parallel gradient reduction (and ZeRO parameter gathers)
 overlapped with compute as in PyTorch DDP / FSDP, exposed only beyond the compute that hides it;
 ZeRO-3 gathers go per block (FSDP), per submodule (DeepSpeed) or per tensor and blocking
-(DeepSpeed of 2021, never hidden), each call paying the ring latency. The bubble is
-model/pipeline.py.
+(DeepSpeed of 2021, never hidden), each call paying the ring latency. The bubble is model/pipeline.py.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ class StepTime:
     microbatches: int
     recompute_s: float
     interference_s: float
-    comm_detail: dict[str, float]  # tp, tp_exposed, cp, ep, pp, dp_total, dp_exposed (seconds per step)
+    comm_detail: dict[str, float]  # tp, tp_exposed, cp, ep, pp, pp_exposed, dp_total, dp_exposed (s per step)
     fp8_layers: bool = False  # precision fp8: the blocks' linears run fp8 (False: bf16, where fp8 does not pay)
     scan_s: float = 0.0  # of compute_s, the recurrent mixers' scans: a borrowed kernel rate (widens the interval)
 
@@ -393,7 +392,8 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
         interference_s=interference,
         comm_detail={"tp": n_mb * p.tp_s, "tp_exposed": n_mb * p.tp_exposed, "cp": n_mb * p.cp_s,
                      "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if _ep_hidden(lay) else {}),
-                     "pp": n_mb * p.pp_s, "dp_total": dp.total, "dp_exposed": dp.exposed,
+                     "pp": n_mb * p.pp_s, "pp_exposed": n_mb * p.pp_exposed,
+                     "dp_total": dp.total, "dp_exposed": dp.exposed,
                      **({"activation_offload": n_mb * offload_s} if offloaded(tr, lay.recompute) else {})},
         fp8_layers=fp8_layers,
         # the scans' share of the stage's compute, and of the pipeline bubble that compute sets

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.report.batch_words import batch_cap, no_split_json, no_split_words
 from gpuplan.report.render import estimate_json
 from gpuplan.report.words import PART_WORDS, parts_in_words, rejection_text
 from gpuplan.spec.defaults import SAME_SPEED, assumed, searched_fields
@@ -129,13 +130,17 @@ def _beside(best: Candidate, other: Candidate) -> dict[str, Any]:
     speedup = other.tokens_per_s / best.tokens_per_s
     extra = other.usd - best.usd if other.usd is not None and best.usd is not None else None
     return {"gpu": other.gpu, "gpus": other.gpus, "speedup": speedup, "efficiency": speedup * best.gpus / other.gpus,
-            "extra_usd": extra, "train_s": other.train_s}
+            "extra_usd": extra, "train_s": other.train_s, "from_gpu": best.gpu, "from_gpus": best.gpus}
 
 
 def _beside_words(b: dict[str, Any], label: str) -> str:
     """The words for an option _beside computed."""
     extra = b["extra_usd"]
-    return (f"; {label}, {b['gpus']}× {b['gpu']}, is {b['speedup']:.2f}× faster at {b['efficiency']:.0%} efficiency"
+    # a parallel efficiency compares counts of one GPU type (throughput per GPU against the answer's); across types
+    # it would mix the GPUs' own speeds
+    scaling = (f" at {b['efficiency']:.0%} parallel efficiency from {b['from_gpus']:,} GPUs"
+               if b.get("from_gpu", b["gpu"]) == b["gpu"] else "")
+    return (f"; {label}, {b['gpus']}× {b['gpu']}, is {b['speedup']:.2f}× faster{scaling}"
             + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
                f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
 
@@ -192,10 +197,7 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
         "searched_fields": searched_fields(r.scenario),
         "advice": advice(r),
         "closest_miss": closest_miss_json(r),
-        "no_split": None if r.no_split is None else {
-            "gpus": r.no_split.gpus, "global_batch": r.no_split.global_batch,
-            "batches": list(r.no_split.batches), "suggested_batch": r.no_split.suggested,
-            "counts": list(r.no_split.counts)},
+        "no_split": no_split_json(r.no_split),
     }
 
 
@@ -225,7 +227,15 @@ def rejected_json(rejected: dict[Any, int]) -> dict[str, int]:
 def fit_json(r: FitResult, best: Estimate | None) -> dict[str, Any]:
     """``gpuplan fit --json``: the smallest count that fits, the fastest layout there, what was tried."""
     row: dict[str, Any] = {"gpu": r.scenario.hardware.gpu.id, "min_gpus": r.min_gpus, "tried": r.tried,
-                           "max_gpus": r.max_gpus}
+                           "max_gpus": r.max_gpus, "global_batch": r.global_batch}
+    if r.default_batch and r.default_batch != r.global_batch and "training.global_batch" not in r.scenario.given:
+        row["batch_moved"] = {"from": r.default_batch, "to": r.global_batch, "why": (
+            f"the default of {r.default_batch:,} sequences splits over no layout of {r.min_gpus or r.max_gpus:,} "
+            "GPUs (each data-parallel replica takes an equal share): the nearest batch that keeps most layouts and "
+            "micro-batches there (search/batch.py)")}
+    if r.no_split is not None:
+        row["no_split"] = no_split_json(r.no_split)
+        row["no_split_why"] = no_split_words(r.no_split)
     row["best"] = estimate_json(best) if best is not None else None
     if r.not_searched:  # the work limit cut the search: "nothing fits" would not be known
         row["not_searched"] = r.not_searched
@@ -296,7 +306,7 @@ def _missed_targets(r: PlanResult) -> list[str]:
     if late:
         out.append(f"no configuration finishes within {fmt_duration(r.deadline_s)}: the fastest, {fastest.gpus}× "
                    f"{fastest.gpu}, takes {fmt_duration(fastest.train_s)} — extend the deadline, allow more "
-                   "GPUs (--max-gpus) or other GPU types")
+                   "GPUs (--max-gpus) or other GPU types" + batch_cap(r, fastest))
     if dear and cheapest is not None:
         out.append(f"no configuration fits a budget of {fmt_usd(r.budget)}: the cheapest, {cheapest.gpus}× "
                    f"{cheapest.gpu}, costs {fmt_usd(cheapest.usd)} and takes {fmt_duration(cheapest.train_s)}")
@@ -315,21 +325,7 @@ def _missed_targets(r: PlanResult) -> list[str]:
 
 def _no_split(r: PlanResult) -> list[str]:
     """Why the given count has no layout at all for the batch, and the nearest batches and counts that do."""
-    g = r.no_split
-    if g is None:
-        return []
-    fixes = []
-    if any(g.batches):
-        roomy = f" ({g.suggested:,} keeps most layouts and micro-batches)" \
-            if g.suggested and g.suggested not in g.batches else ""
-        fixes.append(f"a global batch of {' or '.join(f'{x:,}' for x in g.batches if x)} sequences{roomy} on "
-                     f"{g.gpus:,} GPUs")
-    if any(g.counts):
-        fixes.append(f"{' or '.join(f'{x:,}' for x in g.counts if x)} GPUs for {g.global_batch:,} sequences")
-    fix = "; or ".join(fixes) if fixes else "other fixed layout fields (they admit no split of this count)"
-    return [f"no layout of {g.gpus:,} GPUs splits a global batch of {g.global_batch:,} sequences: every data-parallel "
-            f"replica takes an equal share (dp divides the batch) and dp × tp × pp × cp = {g.gpus:,}, with tp inside "
-            f"the node and pp a divisor of the layers or of the count, or a power of two — take {fix}"]
+    return [] if r.no_split is None else [no_split_words(r.no_split)]
 
 
 def advice(r: PlanResult) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.outfiles import write_atomic
+from gpuplan.report.lines import comm_parts
 from gpuplan.report.spans import peak_span, span, tight_line
 from gpuplan.report.text import gpu_label, layout_str, market_line, no_best_line
 from gpuplan.units import fmt_count, fmt_duration, fmt_gib, fmt_usd
@@ -66,9 +67,8 @@ def _why(est: dict) -> list[str]:
     if t.get("step_s"):
         d = t["comm_detail"]
         out.append(f"step {fmt_duration(t['step_s'])}: compute {fmt_duration(t['compute_s'])}, exposed "
-                   f"communication {fmt_duration(t['comm_exposed_s'])} (tp {fmt_duration(d['tp'])}, "
-                   f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} exposed of "
-                   f"{fmt_duration(d['dp_total'])}), pipeline bubble {fmt_duration(t['bubble_s'])}")
+                   f"communication {fmt_duration(t['comm_exposed_s'])} ({comm_parts(d)}), pipeline bubble "
+                   f"{fmt_duration(t['bubble_s'])}")
         out.append(f"MFU {t['mfu']:.1%} (HFU {t['hfu']:.1%}), {t['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU"
                    + span(t, "tokens_per_s_per_gpu", lambda x: f"{x:,.0f}"))
         if t.get("train_s_with_failures"):

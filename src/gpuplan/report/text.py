@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuplan.report.lines import comm_parts, pareto_words
 from gpuplan.report.spans import alternatives_line, basis_line, peak_span, span, tight_line
 from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.units import GiB, fmt_count, fmt_duration, fmt_gib, fmt_usd
@@ -149,9 +150,7 @@ def time_table(est: dict) -> str:
         [f"  compute ({t['microbatches']} micro-batches, recompute {fmt_duration(t['recompute_s'])})",
          fmt_duration(t["compute_s"])],
         ["  exposed communication", fmt_duration(t["comm_exposed_s"])],
-        [f"    tp {fmt_duration(d['tp'])}, cp {fmt_duration(d['cp'])}, ep {fmt_duration(d['ep'])}, "
-         f"pp {fmt_duration(d['pp'])}, dp {fmt_duration(d['dp_exposed'])} of {fmt_duration(d['dp_total'])}"
-         + (f", activation offload {fmt_duration(d['activation_offload'])}" if "activation_offload" in d else ""), ""],
+        ["    " + comm_parts(d), ""],
         ["  pipeline bubble", fmt_duration(t["bubble_s"])],
         ["  optimizer step", fmt_duration(t["optimizer_s"])],
         ["tokens/s", f"{t['tokens_per_s']:,.0f}" + span(t, "tokens_per_s", lambda x: f"{x:,.0f}")],
@@ -328,8 +327,7 @@ def plan_text(res: dict, explain: bool = False) -> str:
     lines.append(f"\nsmallest GPU count {fit_words} — {mins}")
     lines += _scaling_lines(res)
     if res.get("pareto"):
-        lines.append("\ntime/cost Pareto frontier: " + "; ".join(
-            f"{p['gpus']}× {p['gpu']} ({fmt_duration(p['train_s'])}, {fmt_usd(p['usd'])})" for p in res["pareto"][:8]))
+        lines.append("\ntime/cost Pareto frontier: " + pareto_words(res))
     for a in res.get("advice", []):
         lines.append(f"advice: {a}")
     if explain:
@@ -353,6 +351,8 @@ def fit_text(results: list[dict], max_gpus: int | None) -> str:
         limit = r.get("max_gpus", max_gpus)
         if "error" in r:
             out.append(f"error: {r['error']}")
+        elif r.get("no_split"):
+            out.append(f"{r['gpu']}: {r['no_split_why']}")
         elif r["min_gpus"] is None and r["closest_total"] is None:
             out.append(f"{r['gpu']}: no valid layout on up to {limit} GPUs keeps the scenario's fixed layout "
                        "fields: check them with `gpuplan evaluate`")
@@ -378,6 +378,9 @@ def fit_text(results: list[dict], max_gpus: int | None) -> str:
                 edge += (f"; offloading the {'optimizer state' if w['offload'] == 'optimizer' else 'parameters'} "
                          f"to host memory fits it on {w['gpus']} ({layout_str(w['layout'] | {'cp': 1, 'ep': 1})}"
                          f"{speed})")
+            moved = r.get("batch_moved")
+            edge += (f"; global batch {moved['to']:,} sequences: the default {moved['from']:,} splits over no layout "
+                     f"of {r['min_gpus']} GPUs") if moved else ""
             out.append(f"{r['gpu']}: fits on {r['min_gpus']} GPU{'s' if r['min_gpus'] > 1 else ''} "
                        f"({r['tried']} layouts tried){edge}\n{estimate_text(r['best'])}\n")
     return "\n".join(out)

@@ -15,6 +15,7 @@ from gpuplan.catalog.frameworks import refuses_degrees
 from gpuplan.search.space import MICRO_BATCHES, Split, splits
 from gpuplan.spec import Hardware
 from gpuplan.spec.scenario import Scenario
+from gpuplan.spec.tokens_batch import read_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +97,22 @@ def no_split(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: 
                    counts=(max((w for w in worlds if w < n), default=None),
                            min((w for w in worlds if w > n), default=None)))
 
+
+
+def batch_at_count(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: int
+                   ) -> tuple[Scenario, int, NoSplit | None]:
+    """The scenario and global batch a search of exactly ``n`` GPUs uses (``plan`` and ``fit`` alike), and what
+    to change when there is none: where ``global_batch`` splits over some layout, as it is; else a default batch
+    moves to the one ``n`` splits (``batch_for_count``; `assumed` says so), a given one — in tokens or sequences
+    — is read as it within 5 % (`read as`: a published batch is rounded); further off, or with a fixed dp, it
+    stays and ``NoSplit`` names the nearest batches and counts that split."""
+    if split_count(sc, targets, n, global_batch):
+        return sc, global_batch, None
+    suggested = batch_for_count(sc, targets, n, global_batch)
+    fitted = None if "dp" in sc.layout else suggested
+    if fitted is not None and "training.global_batch" in sc.given:
+        read = read_batch(sc, fitted)
+        sc, fitted = (read, fitted) if read is not None else (sc, None)
+    if fitted is None:
+        return sc, global_batch, no_split(sc, targets, n, global_batch, suggested)
+    return sc, fitted, None

@@ -2,7 +2,8 @@
 
 Counts tried: 1 … gpus_per_node, then whole nodes (the 9th GPU means a second node). At each
 count the layouts are the plan's own (search/enumerate.py: the same enumerator, the same rules,
-the same global batch), so ``fit`` and ``plan`` cannot disagree about what fits.
+the same global batch — at a given count, the batch ``plan`` takes there: search/batch.py ``batch_at_count``),
+so ``fit`` and ``plan`` cannot disagree about what fits.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
+from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT
 from gpuplan.search.enumerate import Candidate, Miss, Search
 from gpuplan.search.quiet import collector_paused
@@ -41,6 +43,8 @@ class FitResult:
     # with offload left open and ``min_gpus`` found without it: the smallest count that offloading fits, and
     # its fastest layout (said beside the answer; offloading trades GPUs for host memory and PCIe time)
     with_offload: Candidate | None = None
+    default_batch: int = 0  # the global batch before the given count moved it (search/batch.py); 0: not moved
+    no_split: NoSplit | None = None  # the given count splits the given batch over no layout: what would
 
     @property
     def layout(self) -> Layout | None:
@@ -74,7 +78,13 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
     if problem:
         raise GpuplanError(problem)
     search = Search(sc)
-    gb = search.gb
+    gb, default = search.gb, 0
+    if fixed_n is not None:  # the batch plan takes at the given count, or what would split it (search/batch.py)
+        sc, gb, gap = batch_at_count(sc, (sc.hardware,), fixed_n, gb)
+        if gap is not None:
+            return FitResult(sc, None, None, None, 0, gb, max_gpus, no_split=gap)
+        if gb != search.gb:
+            default, search = search.gb, Search(sc, gb)
     passes = offload_passes(sc)
     for offload in passes:
         n = _smallest(search, max_gpus, offload, fixed_n)
@@ -84,10 +94,10 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
                 if fixed_n is None and "offload" not in sc.layout and offload == ("none",) else None
             return FitResult(sc.with_gpus(n), n, search.best[(sc.hardware.gpu.id, n)], None,
                              search.searched, gb, max_gpus, search.rejected[WORK_LIMIT],
-                             at_point=None if fixed_n is not None else _at_point(sc, n - 1, None, (offload,)),
-                             with_offload=fewer)
+                             at_point=None if fixed_n is not None else _at_point(sc, gb, n - 1, None, (offload,)),
+                             with_offload=fewer, default_batch=default)
     return FitResult(sc, None, None, search.closest(), search.searched, gb, max_gpus, search.rejected[WORK_LIMIT],
-                     at_point=_at_point(sc, max_gpus, fixed_n, offload_passes(sc)))
+                     at_point=_at_point(sc, gb, max_gpus, fixed_n, offload_passes(sc)), default_batch=default)
 
 
 def _with_offload(sc: Scenario, upto: int, passes: tuple[tuple[str, ...], ...]) -> Candidate | None:
@@ -103,13 +113,14 @@ def _with_offload(sc: Scenario, upto: int, passes: tuple[tuple[str, ...], ...]) 
     return None
 
 
-def _at_point(sc: Scenario, upto: int, fixed_n: int | None, passes: Iterable[tuple[str, ...]]) -> int | None:
+def _at_point(sc: Scenario, gb: int, upto: int, fixed_n: int | None, passes: Iterable[tuple[str, ...]]
+              ) -> int | None:
     """The smallest count up to ``upto`` (only ``fixed_n`` when given) where the peak's point estimate fits,
     offloading as the answer does (the answer's interval aside)."""
     if upto < 1:
         return None
     with point_estimates():
-        search = Search(sc)
+        search = Search(sc, gb)
         for offload in passes:
             n = _smallest(search, upto, offload, fixed_n)
             if n is not None:

@@ -11,7 +11,7 @@ from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_compute_peak
-from gpuplan.search.batch import NoSplit, batch_for_count, no_split, split_count
+from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, same_space, search_types
 from gpuplan.search.quiet import collector_paused
@@ -20,7 +20,6 @@ from gpuplan.spec import GPU, Hardware, Layout, check_fixed_layout
 from gpuplan.spec.defaults import default_global_batch, gpu_limit, is_fine_tune
 from gpuplan.spec.options import PlanOptions
 from gpuplan.spec.scenario import Scenario
-from gpuplan.spec.tokens_batch import read_batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,19 +162,8 @@ def plan(sc: Scenario, options: PlanOptions | None = None, targets: tuple[Hardwa
     gb = _check(sc, targets, options)
     limit, fixed_n = gpu_limit(sc, options.max_gpus)
     gap = None
-    if fixed_n is not None and not split_count(sc, targets, fixed_n, gb):
-        # the default batch splits over no layout of the given count: the batch that does (said under
-        # `assumed`); a batch given in tokens or sequences, within 5 % (`read as`: a published batch is rounded);
-        # further off (or a fixed dp) it stays, and the answer says what would split
-        suggested = batch_for_count(sc, targets, fixed_n, gb)
-        fitted = None if "dp" in sc.layout else suggested
-        if fitted is not None and "training.global_batch" in sc.given:
-            read = read_batch(sc, fitted)
-            sc, fitted = (read, fitted) if read is not None else (sc, None)
-        if fitted is None:
-            gap = no_split(sc, targets, fixed_n, gb, suggested)
-        else:
-            gb = fitted
+    if fixed_n is not None:  # a batch the given count splits, or what would split (search/batch.py)
+        sc, gb, gap = batch_at_count(sc, targets, fixed_n, gb)
     # a fine-tune is a one-node job (issue 22): one node unless nothing fits there, or a deadline or
     # --max-gpus asks for more
     one_node = fixed_n is None and options.max_gpus is None and options.deadline_s is None \

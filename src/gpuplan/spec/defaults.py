@@ -161,6 +161,9 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
             if key == "precision" and training.precision == "fp16" and hw.gpu.lacks_bf16:
                 rule = (f"{hw.gpu.id} has no bf16 tensor cores: fp16 mixed precision (fp32 master weights, dynamic "
                         "loss scaling), what training on it runs")
+            elif key == "seq_len" and training.seq_len != _TRAINING_DEFAULTS["seq_len"]:
+                rule = (f"{sc.model.name}'s learned position table: {training.seq_len:,} positions, the longest "
+                        f"sequence it trains at as built (the default {_TRAINING_DEFAULTS['seq_len']:,} is longer)")
             elif key == "precision" and training.precision != _TRAINING_DEFAULTS["precision"]:
                 rule = (f"{training.framework}'s documented default precision "
                         "(catalog/frameworks.json defaults.precision)")

@@ -75,6 +75,7 @@ MAX_LORA_RANK = 2**16      # and never above the smallest targeted matrix dimens
 # Share of a GPU's memory kept free when deciding what fits (training.headroom), beyond the upper end of
 # the peak's 80 % interval, which already carries the prediction's own spread (catalog/intervals.json): 0 by
 # default — a margin of one's own (a longer batch in the data, a library's workspace) is the user's to add.
+DEFAULT_SEQ_LEN = 4096  # a model with a shorter learned position table defaults to its length (io/scenario.py)
 DEFAULT_HEADROOM = 0.0
 
 
@@ -83,7 +84,7 @@ class Training(ValueHashed):
     """The training job. Compared and hashed by content, the hash computed once (spec/_value.py):
     the planner's caches key on it."""
 
-    seq_len: int = 4096
+    seq_len: int = DEFAULT_SEQ_LEN
     global_batch: int | None = None   # sequences per optimizer step; None: dp × micro_batch
     tokens: float | None = None       # total tokens to train
     steps: int | None = None
