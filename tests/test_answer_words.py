@@ -67,3 +67,25 @@ def test_a_short_learned_position_table_sets_the_default_sequence():
     assert "learned position table: 1,024 positions" in rule
     rope = parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm", "gpus": 8}})
     assert rope.training.seq_len == 4096
+
+
+def test_state_offloaded_to_a_host_memory_nobody_gave_is_said_unchecked():
+    # 405B at 18 B/param offloaded from 8 GPUs of a box the catalogue gives no host memory for: 7.3 TB per node
+    sc = parse_scenario({"model": "llama-3.1-405b", "hardware": {"gpu": "rtx-4090", "gpus": 8},
+                         "layout": {"zero": 3, "offload": "params"}})
+    notes = evaluate_scenario(sc).to_json()["notes"]
+    assert any("offloaded to each node's host memory, which is not checked" in n for n in notes)
+    given = parse_scenario({"model": "llama-3.1-405b",
+                            "hardware": {"gpu": "rtx-4090", "gpus": 8, "host_memory": "1TB"},
+                            "layout": {"zero": 3, "offload": "params"}})
+    est = evaluate_scenario(given).to_json()
+    assert not any("not checked" in n for n in est["notes"]) and not est["memory"]["fits"]
+
+
+def test_a_network_given_in_words_is_said_as_the_fabric_it_is_read_as():
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 16, "scale_out": "100GbE"}})
+    reading = next(r for r in sc.read_as if r[0] == "hardware.scale_out")
+    assert reading[1:3] == ("100GbE", "eth-100g") and "Gb/s per node" in reading[3]
+    same = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 16,
+                                                                  "scale_out": "eth-100g"}})
+    assert not any(r[0] == "hardware.scale_out" for r in same.read_as)

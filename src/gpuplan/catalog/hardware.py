@@ -199,6 +199,23 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
     return (("hardware.gpu", name, gid, why),) if why else ()
 
 
+def fabric_words(given: dict, hw: Hardware) -> tuple[tuple[str, str, str, str], ...]:
+    """A scale_up / scale_out given other than by its catalogue id ('100GbE', '8x 400Gb/s IB'), as the
+    scenario's readings (field, given, fabric id, what the fabric is): the network shapes every collective, so
+    the reading is said, never silent."""
+    out = []
+    for key, fab in (("scale_up", hw.scale_up), ("scale_out", hw.scale_out)):
+        word = given.get(key)
+        if not isinstance(word, str) or fab is None or _key(word) == _key(fab.id):
+            continue  # the fabric's own id (an alias — '100GbE', 'ib-400g' — is said: what it stands for matters)
+        what = (f"{fab.name}: {fab.links_per_node} × {fab.link_bytes_per_s * 8 / 1e9:,.0f} Gb/s per node"
+                if fab.link_bytes_per_s and fab.links_per_node else
+                f"{fab.name}: {fab.bytes_per_s_per_gpu / 1e9:,.0f} GB/s per GPU" if fab.bytes_per_s_per_gpu else
+                fab.name)
+        out.append((f"hardware.{key}", word, fab.id, what + " (`gpuplan fabrics` lists them)"))
+    return tuple(out)
+
+
 _SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)
 
 

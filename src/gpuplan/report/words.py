@@ -45,6 +45,10 @@ def note_text(note: Note, est: Estimate) -> str:
         return (f"seq_len {sc.training.seq_len:,} is beyond the {sc.model.max_positions:,} positions {sc.model.name} "
                 "was trained on: long-context training needs RoPE scaling or a longer-context model (memory and "
                 "time are predicted all the same)")
+    if code == "host_unchecked":
+        return (f"{est.memory.cpu_offload_per_node / 1e9:,.0f} GB of state offloaded to each node's host memory, "
+                f"which is not checked: no reference node in the catalogue gives {sc.hardware.gpu.id}'s — give "
+                "hardware.host_memory (the node's CPU memory) to check it")
     if code == "near_capacity":
         savers = unmodelled_savers(sc.training.precision, sc.model.qk_rope_dim > 0, est.layout.pp)
         return (f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers gpuplan "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from gpuplan.catalog.intervals import point_estimates
+from gpuplan.catalog.intervals import intervals_on, point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_compute_peak
@@ -209,11 +209,24 @@ def _search(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], g
         node = group[0].gpus_per_node
         search_types(search, tuple(group), min(limit, node) if one_node else limit)
         rest = tuple(hw for hw in group if one_node and not any(g == hw.gpu.id for g, _ in search.best))
+        if rest and limit > node and intervals_on():
+            # a fine-tune whose peak's point estimate fits one node is answered there, TIGHT (plan's re-search at
+            # the point estimate), not on the many nodes that hold its interval's upper end: runs like it have run
+            rest = _none_at_point(sc, rest, gb, node)
         if rest and limit > node:
             search_types(search, rest, limit, counts=lambda n, node=node: n > node)
             widened += [hw.gpu.id for hw in rest]
         done += len(group)
     return search, widened
+
+
+def _none_at_point(sc: Scenario, types: tuple[Hardware, ...], gb: int, node: int) -> tuple[Hardware, ...]:
+    """The GPU types of ``types`` (one layout space) on one node of which no layout fits even at the peak's point
+    estimate."""
+    with point_estimates():
+        probe = Search(sc, gb)
+        search_types(probe, types, node)
+    return tuple(hw for hw in types if not any(g == hw.gpu.id for g, _ in probe.best))
 
 
 def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], search: Search,
