@@ -42,12 +42,13 @@ def layout_str(lay: dict) -> str:
 
 
 def memory_table(mem: dict) -> str:
-    d = mem["detail"]
+    d, flight = mem["detail"], mem["microbatches_in_flight"]
     rows = [
         ["weights", fmt_gib(mem["weights"], 2)],
         ["gradients", fmt_gib(mem["gradients"], 2)],
         ["optimizer states", fmt_gib(mem["optimizer"], 2)],
-        [f"activations ({mem['microbatches_in_flight']:g} micro-batch in flight)", fmt_gib(mem["activations"], 2)],
+        [f"activations ({flight:g} micro-batch{'' if flight == 1 else 'es'} in flight)",
+         fmt_gib(mem["activations"], 2)],
         ["  logits + loss", fmt_gib(d["logits"], 2)],
         ["  communication buffers", fmt_gib(d["comm_buffers"], 2)],
         ["  optimizer-step temporaries", fmt_gib(d["optimizer_step"], 2)],
