@@ -16,7 +16,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT
-from gpuplan.search.enumerate import Candidate, Miss, Search
+from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch
 from gpuplan.search.quiet import collector_paused
 from gpuplan.search.space import degrees, offload_passes, tp_domain
 from gpuplan.spec import Layout, check_fixed_layout, divisors
@@ -77,14 +77,13 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    search = Search(sc)
-    gb, default = search.gb, 0
+    gb = asked = default_global_batch(sc)
     if fixed_n is not None:  # the batch plan takes at the given count, or what would split it (search/batch.py)
         sc, gb, gap = batch_at_count(sc, (sc.hardware,), fixed_n, gb)
         if gap is not None:
             return FitResult(sc, None, None, None, 0, gb, max_gpus, no_split=gap)
-        if gb != search.gb:
-            default, search = search.gb, Search(sc, gb)
+    default = asked if gb != asked else 0
+    search = Search(sc, gb)
     passes = offload_passes(sc)
     for offload in passes:
         n = _smallest(search, max_gpus, offload, fixed_n)
