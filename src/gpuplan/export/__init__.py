@@ -128,7 +128,7 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
     fw_target, what = _framework_target(sc, target, via)
     framework = TARGET_FRAMEWORK[fw_target]
     if sc.training.framework == "generic" and framework != "generic":  # plan and check as the target runs it
-        sc = replace(sc, training=replace(sc.training, framework=framework))
+        sc = replace(sc, training=as_framework(sc, framework))
     elif sc.training.framework not in (framework, "generic") and framework != "generic":
         raise GpuplanError(f"the scenario's training.framework is {sc.training.framework}, but {what} "
                            f"writes a {framework} config: drop training.framework or export to its own target")
@@ -160,6 +160,18 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
     if target in SCHEDULER_TARGETS:
         return export(est, target, sc.model, via=fw_target, device=device), f"{how}; {target} runs {fw_target}"
     return export(est, target, sc.model, via=via, device=device), how
+
+
+def as_framework(sc: Any, framework: str) -> Any:
+    """The scenario's training as ``framework`` runs it: what the generic stack filled in from its own documented
+    defaults (gradient dtype, expandable segments, fp8 recipe) and the scenario did not give, filled from
+    ``framework``'s instead (catalog/frameworks.py ``documented_defaults``)."""
+    from dataclasses import replace
+
+    from gpuplan.catalog.frameworks import documented_defaults
+
+    open_ = {k: None for k in ("grad_dtype", "expandable_segments", "fp8_recipe") if f"training.{k}" not in sc.given}
+    return documented_defaults(replace(sc.training, framework=framework, **open_))
 
 
 def _framework_target(sc: Any, target: str, via: str | None) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.catalog.framework_comm import kv_split_refusal
 from gpuplan.spec import Hardware, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.hardware import scale_up_gpus
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
@@ -65,7 +66,8 @@ def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]
     """The tp, pp and cp degrees the search tries (the scenario's own where it fixes them); tp within
     ``domain`` GPUs (``tp_domain``)."""
     m, fixed, seq = sc.model, sc.layout, sc.training.seq_len
-    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)]
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in divisors(domain) if tp_splits_heads(m, t)
+                                               and not kv_split_refusal(sc.training.framework, m, t)]
     no_pipeline = sc.training.optimizer_in_backward or sc.training.activation_offloading  # spec/rules.py
     # a given count's divisors as pipeline degrees only where the batch is given too: a default batch is moved to one
     # the count splits (search/batch.py) rather than forcing a pipeline on a model that needs none
