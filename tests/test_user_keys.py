@@ -103,6 +103,9 @@ def test_hugging_faces_attn_implementation_is_the_attention_kernel():
     ({"training": {"batch_size": 256}}, "training.batch_size means different things in different frameworks: give "
                                         "training.global_batch"),
     ({"training": {"nonsense": 1}}, "unknown key training.nonsense: valid keys are seq_len"),
+    # a misspelled key: the nearest of its own section's, else of another section's
+    ({"training": {"seq_lenn": 1}}, "unknown key training.seq_lenn: did you mean training.seq_len? valid keys"),
+    ({"training": {"micro_bach": 2}}, "unknown key training.micro_bach: did you mean layout.micro_batch? valid keys"),
 ])
 def test_a_key_in_the_wrong_section_or_an_ambiguous_one_is_named_with_its_fix(raw, message):
     with pytest.raises(GpuplanError) as err:

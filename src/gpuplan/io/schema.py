@@ -3,6 +3,7 @@ keyword arguments are all generated from these tables (README "The scenario file
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
@@ -277,4 +278,8 @@ def unknown_key(key: str, allowed: tuple[str, ...], where: str) -> str:
         if name != where and own in keys:
             spelled = f" (as {own})" if own != key else ""
             return f"{where}.{key} is a {name} key: put it under {name}{spelled}"
-    return f"unknown key {where}.{key}: valid keys are {', '.join(allowed)}"
+    near = [(f"{where}.", k) for k in difflib.get_close_matches(key, allowed, n=1, cutoff=0.8)] or \
+        [(f"{name}.", k) for name, keys in SECTIONS if name != where
+         for k in difflib.get_close_matches(key, keys, n=1, cutoff=0.8)][:1]
+    hint = f"did you mean {near[0][0]}{near[0][1]}? " if near else ""
+    return f"unknown key {where}.{key}: {hint}valid keys are {', '.join(allowed)}"
