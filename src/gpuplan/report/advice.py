@@ -138,7 +138,7 @@ def _beside_words(b: dict[str, Any], label: str) -> str:
     extra = b["extra_usd"]
     # a parallel efficiency compares counts of one GPU type (throughput per GPU against the answer's); across types
     # it would mix the GPUs' own speeds
-    scaling = (f" at {b['efficiency']:.0%} parallel efficiency from {b['from_gpus']:,} GPUs"
+    scaling = (f" at {b['efficiency']:.0%} parallel efficiency from {b['from_gpus']:,} GPU{'s' * (b['from_gpus'] != 1)}"
                if b.get("from_gpu", b["gpu"]) == b["gpu"] else "")
     return (f"; {label}, {b['gpus']}× {b['gpu']}, is {b['speedup']:.2f}× faster{scaling}"
             + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
