@@ -179,6 +179,23 @@ def test_budget_gives_the_fastest_plan_within_it():
     assert _tps(res["best"]) < _tps(every[0])  # the budget costs speed
 
 
+def test_a_deadline_and_a_budget_give_the_cheapest_run_in_time_within_the_budget():
+    every = _plan_8b()["candidates"]
+    cheapest = min(every, key=lambda c: c["cost"]["usd"])
+    fastest = max(every, key=_tps)
+    # a deadline the cheapest misses, a budget the fastest fits: both bind nothing the other does not
+    deadline = (cheapest["time"]["train_s"] + fastest["time"]["train_s"]) / 2
+    budget = fastest["cost"]["usd"] * 2
+    alone, both = _plan_8b(deadline_s=deadline), _plan_8b(deadline_s=deadline, budget=budget)
+    assert both["recommendation"]["rule"] == "pareto"
+    # a budget the deadline's answer already meets changes nothing: not the fastest within the budget
+    assert both["best"]["scenario"] == alone["best"]["scenario"]
+    in_time = [c for c in every if c["time"]["train_s"] <= deadline]
+    assert both["best"]["cost"]["usd"] == min(c["cost"]["usd"] for c in in_time) < fastest["cost"]["usd"]
+    # a budget below the deadline's answer: that answer is the cheapest run in time, so nothing meets both
+    assert _plan_8b(deadline_s=deadline, budget=alone["best"]["cost"]["usd"] * 0.999)["best"] is None
+
+
 def test_impossible_deadline_names_the_fastest_option():
     fastest = _plan_8b()["best"]
     res = _plan_8b(deadline_s=1.0)

@@ -175,9 +175,9 @@ def rank_by_rule(rule: str, pool: list[Candidate], objective: str, deadline_s: f
     ranks inside the rule (under ``equilibrium``, cost ranks by the cheapest run within the default horizon)."""
     if rule == "equilibrium":
         pool = within_equilibrium(pool, equilibria)
-    if rule == "pareto":
-        pool = pareto(choose(pool, objective, deadline_s, budget))
-        return choose(pool, objective, None, None), None, True
+    if rule == "pareto":  # the deadline's answer (the cheapest in time) within the budget: a budget the deadline's
+        # answer already meets changes nothing; the frontier of the runs that meet both, cheapest first
+        return choose(pareto(choose(pool, "cost", deadline_s, budget)), "cost", None, None), None, True
     if objective == "cost" and deadline_s is None and budget is None:
         return cost_horizon(pool)
     return choose(pool, objective, deadline_s, budget), None, True

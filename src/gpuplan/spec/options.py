@@ -71,7 +71,8 @@ class PlanOptions:
 # largest count searched. The rules, in the order they apply:
 RULES = {
     "fixed": "the count is given: the best layout on it",
-    "pareto": "a deadline and a budget: the choice among the runs that meet both, on their time/cost frontier",
+    "pareto": "a deadline and a budget: the cheapest run that finishes in time within the budget (the runs that "
+              "meet both, on their time/cost frontier)",
     "deadline": "a deadline: the cheapest run that finishes in time",
     "budget": "a budget: the fastest run within it",
     "equilibrium": "no deadline and no budget: the compute equilibrium — the largest count whose parallel "
