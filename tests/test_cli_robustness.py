@@ -34,6 +34,10 @@ def _error(out) -> str:
     (("plan", "--model", "llama-3.1-8b", "--deadline", "7d"), "--deadline needs the length of the run"),
     (("plan", "--model", "llama-3.1-8b", "--budget", "1000"), "--budget needs the length of the run"),
     (("evaluate", "--example", "--budget", "2"), "see `gpuplan evaluate --help`"),
+    # a negative value after a space is the value (argparse alone says "expected one argument")
+    (("plan", "--model", "llama-3.1-8b", "--tokens", "-1T"), "training.tokens must be positive"),
+    (("plan", "--model", "llama-3.1-8b", "--tokens", "1T", "--budget", "-$5k"), "--budget must be positive"),
+    (("plan", "--model", "llama-3.1-8b", "--tokens", "1T", "--deadline", "-3d"), "--deadline must be positive"),
 ])
 def test_impossible_requests_name_the_field(args, needle):
     assert needle in _error(run(*args, "--gpu", "h100-sxm") if "--gpu" not in args else run(*args))

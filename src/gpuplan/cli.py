@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -316,6 +317,18 @@ HANDLERS = {"evaluate": cmd_evaluate, "fit": cmd_fit, "plan": cmd_plan, "gpus": 
             "serve": cmd_serve}
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """``--tokens -1T`` as ``--tokens=-1T``: argparse reads a value that starts with '-' (not a plain number) as an
+    option and says only "expected one argument", where the value's own check names the problem."""
+    out: list[str] = []
+    for tok in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-[\d.$]", tok):
+            out[-1] = f"{out[-1]}={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -324,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         if "--" in argv:  # `gpuplan profile ... -- --rdzv-endpoint host:29400`: the rest goes to torchrun
             i = argv.index("--")
             argv, tail = argv[:i], argv[i + 1:]
-        args, extra = parser.parse_known_args(argv)
+        args, extra = parser.parse_known_args(_negative_values(argv))
         if tail is not None:
             if args.command != "profile":
                 raise GpuplanError("`--` passes options to torchrun: only `gpuplan profile` takes them")

@@ -154,9 +154,11 @@ def parse_duration(value: object, what: str = "duration", bare: str | None = Non
 
 
 def parse_money(value: object, what: str = "amount") -> float:
-    """``50000``, ``$50k``, ``2.5`` → USD."""
+    """``50000``, ``$50k``, ``2.5`` → USD (``-$5k`` is -5000: its sign is the caller's to refuse)."""
     if isinstance(value, str):
-        value = value.strip().lstrip("$")
+        value = value.strip()
+        sign = "-" if value.startswith("-") else ""
+        value = sign + value.lstrip("-").lstrip("$")
     return parse_count(value, what)
 
 
