@@ -42,6 +42,7 @@ BAILING_DEFAULT = {"model_type": "bailing_hybrid"}
 _LING = {"model_type": "bailing_hybrid", "hidden_size": 512, "num_attention_heads": 8, "kv_lora_rank": 64,
          "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "moe_intermediate_size": 64,
          "intermediate_size": 1024, "vocab_size": 32000, "pad_token_id": 0, "eos_token_id": 2}
+BAILING_SAVED = {"model_type": "bailing_hybrid", "head_dim": 64, "linear_head_dim": 128, "linear_num_heads": 32}
 # small: Ling's key names (num_experts, num_experts_per_token, num_shared_experts), a query LoRA, MLA on each 3rd,
 # a 3-tap convolution, biases, tie_word_embeddings (transformers keeps the LM head)
 BAILING_SMALL = {**_LING, "num_hidden_layers": 6, "head_dim": 64, "q_lora_rank": 128, "num_experts": 8,
@@ -92,6 +93,9 @@ DOGE_SMALL = {"model_type": "doge", "hidden_size": 512, "num_hidden_layers": 6, 
     (AXK2_TYPES, 40_679_680),
     # transformers 5.25.0 BailingHybridForCausalLM(BailingHybridConfig()), and small configs
     (BAILING_DEFAULT, 124_414_191_072),
+    # the same config as transformers writes it back (BailingHybridConfig.__post_init__ keeps the KDA heads in
+    # linear_head_dim / linear_num_heads and overwrites head_dim with qk_rope_head_dim): the same model
+    (BAILING_SAVED, 124_414_191_072),
     (BAILING_SMALL, 46_260_800),
     (BAILING_TYPES, 39_115_984),
     # transformers 5.25.0 ZayaForCausalLM(ZayaConfig()), and small configs

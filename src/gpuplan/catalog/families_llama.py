@@ -17,8 +17,9 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "qwen2": dict(tie=False, qkv=True, qwen_win=28),
     "qwen2_moe": dict(tie=False, qkv="qkv_bias", qkv_default=True, moe="qwen2_moe", qwen_win=28),
     "qwen3": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, qwen_win=28),
-    # transformers 5 writes Qwen3MoeConfig's expert count as num_local_experts (4.x: num_experts)
-    "qwen3_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=128, moe="qwen3_moe",
+    # transformers 5 writes Qwen3MoeConfig's expert count as num_local_experts (4.x: num_experts); the class has no
+    # head_dim field: Qwen3MoeAttention takes getattr(config, "head_dim", hidden_size // num_attention_heads)
+    "qwen3_moe": dict(tie=False, qkv="attention_bias", o="attention_bias", qk=True, hd=None, moe="qwen3_moe",
                       qwen_win=28, keys={"num_local_experts": "num_experts"}),
     "gemma": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256),
     "gemma2": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256, norms=4,

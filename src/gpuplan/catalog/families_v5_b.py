@@ -166,8 +166,11 @@ def bailing_hybrid(c: Cfg, name: str) -> ModelSpec:
     layer_group_size layers (or as layer_types lists them); a SwiGLU of intermediate_size on the first
     first_k_dense_replace layers, a routed + shared-expert MoE after (or as mlp_layer_types lists them)."""
     d = _mla_dims(c)
-    hd = c.int("head_dim", default=128)
-    ssm = SsmDims(heads=d.nh, head_dim=hd, groups=d.nh, state=hd,
+    # a config transformers wrote holds the KDA heads as linear_head_dim / linear_num_heads, its head_dim overwritten
+    # with qk_rope_head_dim (BailingHybridConfig.__post_init__); a hub config gives them as head_dim and the heads
+    hd = c.int("linear_head_dim", "head_dim", default=128)
+    nh = c.int("linear_num_heads", default=d.nh, note=False)
+    ssm = SsmDims(heads=nh, head_dim=hd, groups=nh, state=hd,
                   conv_kernel=c.int("short_conv_kernel_size", default=4), chunk=64)
     types = listed_types(c, ("full_attention", "linear_attention"), d.L)
     if types is None:
