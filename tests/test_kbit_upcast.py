@@ -52,6 +52,18 @@ def test_the_mlp_elementwise_tensors_are_fp32():
                   lora_targets=("q_proj",), lora_rank=32)
     up = layer_terms(m, 0, ActShape(**common, inner=4))["mlp"]
     bf16 = layer_terms(m, 0, ActShape(**common))["mlp"]
-    # gate and up outputs and the SiLU's output (3 per intermediate element) at 4 B; the down projection's own
-    # 16-bit input cast at 2 B
-    assert (up, bf16) == ((3 * 4 + 2) * 2048 * 14336, (3 * 2 + 2) * 2048 * 14336)
+    # gate and up outputs and the SiLU's output (3 per intermediate element) at 4 B; nothing of the down
+    # projection's input: the 4-bit base keeps no input (bitsandbytes >= 0.43.2 MatMul4Bit: ctx.tensors = (None, B))
+    # and down_proj is not adapted here
+    assert (up, bf16) == (3 * 4 * 2048 * 14336, 3 * 2 * 2048 * 14336)
+
+
+def test_the_4bit_base_keeps_no_input():
+    # a QLoRA layer keeps what the same LoRA layer keeps: bitsandbytes' MatMul4Bit saves (None, B) since 0.43.2,
+    # torchao's LinearNF4 only the NF4 weight
+    m = load_model("llama-3.1-8b")
+    common = dict(s=2048, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2,
+                  lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+                  lora_rank=16, lora_copy=2.0, lora_weight_cast=2.0)
+    q, lo = (layer_terms(m, 0, ActShape(**common, method=method)) for method in ("qlora", "lora"))
+    assert q == lo and q["qkv_input"] == q["mlp_input"] == 0.0

@@ -46,13 +46,30 @@ def test_the_search_reads_only_the_rules_a_job_can_meet():
 
 def test_fsdp_gathers_qlora_weights_as_they_are_stored():
     # FSDP-QLoRA all-gathers the base weights in their 4-bit storage (bitsandbytes bnb_4bit_quant_storage packs
-    # NF4 values into a 16-bit dtype FSDP can flatten; docs/source/fsdp_qlora.md), not as bf16: the layer in use
-    # and the prefetched one at the QLoRA paper's 4.127 bits per parameter, plus one matrix dequantised to bf16.
+    # NF4 values into a 16-bit dtype FSDP can flatten; docs/source/fsdp_qlora.md), not as bf16: 4 bits per
+    # parameter (the quantization constants stay whole on every rank). Where the backward starts, the bf16 LM head
+    # (32,000 × 8,192, its own unit, not resharded after the forward) beside the last layer prefetched, which is
+    # more than two layers; plus one matrix dequantised to bf16.
     # Llama 2 70B layer: q, o 8192², k, v 8192×1024, gate/up/down 8192×28672, two norms of 8192
     est = gpuplan.evaluate(model="llama-2-70b", gpu="rtx-4090", gpus=2, seq_len=2048, global_batch=16,
                            method="qlora", framework="pytorch-fsdp", tokens=1e7, dp=2, zero=3, micro_batch=1,
                            recompute="full")
     layer = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
-    nf4 = 4.127 / 8  # Dettmers et al. 2023, Sec. 3: 4 + 8/64 + 32/(64·256) bits
     got = est.to_json()["memory"]["detail"]["comm_buffers"]
-    assert got == pytest.approx(2 * layer * nf4 + 8192 * 28672 * 2, rel=1e-4)
+    head = 32000 * 8192 * 2
+    assert head + layer * 0.5 > 2 * layer * 0.5
+    assert got == head + layer * 0.5 + 8192 * 28672 * 2
+
+
+def test_fsdp_qlora_keeps_the_quantization_constants_whole():
+    # 4 + 8/64 + 32/(64·256) bits per 4-bit parameter (Dettmers et al. 2023, Sec. 3): the 4 bits shard over the
+    # 2 ranks, the 0.127 of the quantization constants do not (bitsandbytes' quant_state is no parameter)
+    kw = dict(model="llama-2-70b", gpu="rtx-4090", seq_len=2048, global_batch=16, method="qlora",
+              framework="pytorch-fsdp", tokens=1e7, micro_batch=1, recompute="full")
+    one, two = (gpuplan.evaluate(**kw, gpus=n, dp=n, zero=3 if n > 1 else 0).to_json()["memory"]["weights"]
+                for n in (1, 2))
+    quantized = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672)
+    # the default adapters: rank 16 on all seven projections, fp32
+    adapters = 80 * 16 * (2 * (8192 + 8192) + 2 * (8192 + 1024) + 3 * (8192 + 28672))
+    assert one - two == pytest.approx(quantized * 0.5 / 2 + (2 * 32000 * 8192 + 161 * 8192) * 2 / 2
+                                      + adapters * 4 / 2, rel=1e-9)

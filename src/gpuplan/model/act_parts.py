@@ -58,8 +58,9 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     and autocast's 16-bit cast of every matmul weight, kept from forward to backward (model/kept.py).
     ``upcast``: QLoRA after PEFT's ``prepare_model_for_kbit_training`` (model/kept.py ``kbit_upcast``) — the fp32
     embedding and norms make the residual stream fp32, and bitsandbytes' Linear4bit returns its output in its
-    input's dtype: each 4-bit linear keeps its own 16-bit cast of the fp32 input, the MLP's elementwise tensors are
-    fp32, and autocast casts the fp32 LM head to 16 bits for its matmul (kept until the head's backward)."""
+    input's dtype: its 16-bit cast of the fp32 input is transient (MatMul4Bit keeps no input), the MLP's elementwise
+    tensors are fp32, and autocast casts the fp32 LM head to 16 bits for its matmul (kept until the head's
+    backward)."""
     targets = training.lora_targets if training.method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]

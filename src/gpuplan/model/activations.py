@@ -187,32 +187,32 @@ ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", 
 
 def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) -> dict[str, float]:
     """A LoRA/QLoRA layer's activations, from the full fine-tune's ``terms``: a frozen linear keeps nothing of its
-    input (its weight needs no gradient), except QLoRA's 4-bit base (bitsandbytes
-    bitsandbytes/autograd/_functions.py MatMul4Bit.forward: ``if any(ctx.needs_input_grad[:2]): ctx.tensors =
-    (A, B)`` — it keeps its input A whenever that input needs a gradient); each adapter keeps its own copy of
-    its input — PEFT casts the input to the adapters' fp32, autocast casts it back to bf16 (``lora_copy`` bytes
-    per element) — or the input itself, shared by the adapters on it (``lora_copy`` 0: torchtune's LoRALinear,
-    or fp32 training), plus its rank-r output and, under autocast, a bf16 copy of its two matrices per micro-
-    batch. Measured (PEFT 0.21.2, transformers 5.24, torch 2.13, saved_tensors_hooks; Llama shapes h 512, f
-    1408, 8 heads, 2 K/V heads, s 256, bf16 base under CPU autocast): all seven projections 49.7 B per token per
-    hidden unit per layer, q/v only 34.1, the full fine-tune 43.1 — the formula gives 49.7, 34.1 and 43.1.
-    Expert matrices (MoE) keep the full fine-tune's count."""
+    input (its weight needs no gradient) — QLoRA's 4-bit base neither: bitsandbytes' MatMul4Bit.forward saves
+    ``ctx.tensors = (None, B)``, the packed weight only, since 0.43.2 (commit 9e753741, 2024-07-16, "delete useless
+    buffered activation"; before it kept its input A), and torchao's LinearNF4 (torchtune) keeps only the NF4
+    weight —; each adapter keeps its own copy of its input — PEFT casts the input to the adapters' fp32, autocast
+    casts it back to bf16 (``lora_copy`` bytes per element) — or the input itself, shared by the adapters on it
+    (``lora_copy`` 0: torchtune's LoRALinear, or fp32 training), plus its rank-r output and, under autocast, a bf16
+    copy of its two matrices per micro-batch. Measured (PEFT 0.21.2, transformers 5.24, torch 2.13,
+    saved_tensors_hooks; Llama shapes h 512, f 1408, 8 heads, 2 K/V heads, s 256, bf16 base under CPU autocast): all
+    seven projections 49.7 B per token per hidden unit per layer, q/v only 34.1, the full fine-tune 43.1 — the
+    formula gives 49.7, 34.1 and 43.1. Expert matrices (MoE) keep the full fine-tune's count."""
     s, b, t, e = x.s, x.b, x.t, x.elem
-    base_keeps = x.method == "qlora"
     out = dict(terms)
     lg = m.kinds[kind]
     adapted = [w for w in lg.weights if w.group in ("attention", "mlp", "shared_expert")
                and is_lora_target(w, x.lora_targets)]
-    if not base_keeps:  # the frozen projections' inputs are not kept (the adapters keep theirs below)
-        out["qkv_input"] = 0.0
-        out["mlp_input"] = 0.0
-        if "ssm_out_proj_input" in out:  # a recurrent mixer's out_proj reads the gated norm's output, kept by no kernel
-            out["ssm_out_proj_input"] = 0.0
-        inner = e if m.gated_mlp else 0.0  # the activation's input and output, the up projection's output
-        if "mlp" in out:
-            out["mlp"] = (2 * e + inner) * s * b * m.ffn / t
-        if "shared_expert_mlp" in out:
-            out["shared_expert_mlp"] = (2 * e + inner) * s * b * m.shared_ffn / t
+    # the frozen projections' inputs are not kept (the adapters keep theirs below)
+    out["qkv_input"] = 0.0
+    out["mlp_input"] = 0.0
+    if "ssm_out_proj_input" in out:  # a recurrent mixer's out_proj reads the gated norm's output, kept by no kernel
+        out["ssm_out_proj_input"] = 0.0
+    ie = x.inner or e  # the MLP's elementwise tensors: fp32 where the 4-bit linears return the fp32 stream's dtype
+    inner = ie if m.gated_mlp else 0.0  # the activation's input and output, the up projection's output
+    if "mlp" in out:
+        out["mlp"] = (2 * ie + inner) * s * b * m.ffn / t
+    if "shared_expert_mlp" in out:
+        out["shared_expert_mlp"] = (2 * ie + inner) * s * b * m.shared_ffn / t
     kept = 0.0
     shared: set[tuple[str, bool]] = set()  # (weight group, row-parallel) of the inputs adapters keep themselves
     for w in adapted:
@@ -222,7 +222,7 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
         local_in = in_f / t if row else in_f * x.in_rep
         if x.lora_copy:
             kept += x.lora_copy * s * b * local_in * w.count
-        elif not base_keeps and not (row and w.group == "attention"):  # the heads' output: kept by attention
+        elif not (row and w.group == "attention"):  # the heads' output: kept by attention
             shared.add((w.group, row))
         kept += e * s * b * x.lora_rank * w.count  # the rank-r output the second matrix reads
         kept += x.lora_weight_cast * x.lora_rank * (out_f + in_f) / t * w.count

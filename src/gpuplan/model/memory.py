@@ -33,9 +33,9 @@ from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, 
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StagePeak
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.kept import amp_fp32, amp_of, kbit_upcast
-from gpuplan.model.params import largest_param, rank_params
+from gpuplan.model.params import RankParams, largest_param, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages, stage_io_bytes
-from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
+from gpuplan.model.states import StateBytes, adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
@@ -49,6 +49,20 @@ def adapter_states(training: Training, model: ModelSpec, full_model: float) -> f
     """Optimizer-state bytes per adapter parameter (model/states.py ``adapter_state_bytes``)."""
     return adapter_state_bytes(training.optimizer, training.precision, model, training.lora_targets,
                                training.lora_rank, full_model)
+
+
+def _frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) -> tuple[float, float]:
+    """A LoRA/QLoRA rank's frozen base: (bytes ZeRO-3 / FSDP shard, bytes every rank keeps whole). QLoRA: the block
+    linears' 4-bit values packed (sharded) and their quantization constants (absmax, double-quantized), which live in
+    each Linear4bit's quant_state, no parameter — replicated (bitsandbytes nn/modules.py
+    fix_4bit_weight_quant_state_from_module: "the quant state got lost ... for example for fsdp"); the rest
+    (embeddings, head, norms) in fp32 where PEFT prepared the model."""
+    base = rp.dense + rp.expert
+    if training.method != "qlora":
+        return base * sb.weight, 0.0
+    rest = 4 if kbit_upcast(training, zero) else 2
+    return (rp.quantizable * 0.5 + (base - rp.quantizable) * rest,
+            rp.quantizable * (constant("nf4_bytes_per_param") - 0.5))
 
 
 @lru_cache(maxsize=65536)
@@ -82,16 +96,11 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         # LoRA/QLoRA: frozen base in 16-bit (QLoRA: block linears in NF4), adapters trainable.
         # PEFT keeps adapters in fp32 under mixed precision (autocast_adapter_dtype=True),
         # so they need no separate master copy: 4 B weight + 4 B grad + moments.
-        base = rp.dense + rp.expert
-        if method == "qlora":  # the rest (embeddings, head, norms) in fp32 where PEFT prepared the model
-            rest = 4 if kbit_upcast(training, z) else 2
-            base_bytes = rp.quantizable * constant("nf4_bytes_per_param") + (base - rp.quantizable) * rest
-        else:
-            base_bytes = base * sb.weight
+        base_bytes, replicated = _frozen_base(training, rp, sb, z)
         mixed = training.precision in ("bf16", "fp16", "fp8")
         ad_w = 4 if mixed else sb.weight
         ad_g = 4 if mixed else sb.grad
-        base_share = base_bytes / (nd if z >= 3 and not kept else 1)
+        base_share = base_bytes / (nd if z >= 3 and not kept else 1) + replicated
         weights = base_share + shard(rp.adapters_dense, rp.adapters_expert, z >= 3 and not kept) * ad_w
         grads = shard(rp.adapters_dense, rp.adapters_expert, z >= 2 and not kept) * ad_g
         opt_local = shard(rp.adapters_dense, rp.adapters_expert, z >= 1)
@@ -108,7 +117,8 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         weights = grads = 0.0
 
     gathered = (z >= 3 and not kept) or offload == "params"
-    buffers = transient_buffers(training, rp, sb, gathered, dp_group > 1 and z == 0, dp_group, grads)
+    head = model.vocab * model.hidden / tp if stage == pp - 1 and gathered else 0.0  # the LM head, gathered whole
+    buffers = transient_buffers(training, rp, sb, gathered, dp_group > 1 and z == 0, dp_group, grads, head)
     trainable = (rp.dense + rp.expert) if method == "full" else rp.adapters_dense + rp.adapters_expert
     return ModelStates(weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable)
 

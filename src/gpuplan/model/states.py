@@ -124,24 +124,35 @@ def optimizer_step_temp_bytes(optimizer: str, precision: str, impl: str) -> floa
 
 
 def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gathered: bool, plain_ddp: bool,
-                       dp_group: int, grads: float) -> float:
-    """Communication and dequantisation buffers beside one rank's model states."""
+                       dp_group: int, grads: float, head: float = 0.0) -> float:
+    """Communication and dequantisation buffers beside one rank's model states; ``head``: the LM head's elements on
+    this rank (the last stage), gathered whole as a module or an FSDP unit of its own."""
     w_elem = 4 if training.precision == "fp32" else 2
     # QLoRA under FSDP / ZeRO-3 gathers the base weights as they are stored: 4-bit values packed into a 16-bit
-    # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16
-    g_elem = constant("nf4_bytes_per_param") if training.method == "qlora" else w_elem
+    # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16;
+    # the quantization constants stay whole on every rank (model/memory.py model_states)
+    g_elem = 0.5 if training.method == "qlora" else w_elem
+    grad = sb.grad if training.method == "full" else 0
     buffers = 0.0
     by_module = zero3_buffers(training.framework) if gathered else None
     if by_module is not None:
-        # DeepSpeed ZeRO-3: modules gathered up to the live-parameter limit (at least the largest module) plus
-        # the prefetch bucket; gradients reduced from a bucket of 16-bit elements (frameworks.json)
+        # DeepSpeed ZeRO-3: modules gathered up to the live-parameter limit (at least the largest module — the LM
+        # head, a 16-bit module of its own, where it is the largest) plus the prefetch bucket; gradients reduced from
+        # a bucket of 16-bit elements (frameworks.json)
         live, prefetch, bucket = by_module
-        buffers += (max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * g_elem
+        buffers += max((max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * g_elem,
+                       head * w_elem + prefetch * g_elem)
         buffers += min(bucket, rp.largest_layer) * (w_elem if training.method == "full" else 0)
     elif gathered:
-        # FSDP: the layer being computed and the prefetched next one, unsharded, plus the
-        # unsharded gradient of one layer before its reduce-scatter.
-        buffers += rp.largest_layer * (2 * g_elem + (sb.grad if training.method == "full" else 0))
+        # FSDP: the layer being computed and the prefetched next one, unsharded, plus the unsharded gradient of one
+        # layer before its reduce-scatter — or, where the backward starts, the LM head's unit (never quantized)
+        # beside the last block prefetched for its backward, and the head's unsharded gradient. The head's unit is
+        # not resharded after the forward: FSDP2 keeps the root's parameters gathered (_fsdp_state.py _lazy_init:
+        # "For the root, do not reshard after forward"), torchtitan shards [norm, output] with
+        # reshard_after_forward False by default ("FSDP would prefetch them immediately after the forward pass"),
+        # FSDP1 frees no root parameters after the forward (_runtime_utils.py _post_forward_reshard)
+        blocks = rp.largest_layer * (2 * g_elem + grad)
+        buffers += max(blocks, head * (w_elem + grad) + rp.largest_layer * g_elem)
     elif plain_ddp and ddp_copies_gradients(training.framework):
         # DDP's buckets beside the gradients (gradient_as_bucket_view off); in the parameters' dtype where the
         # framework keeps its own fp32 gradient buffer besides (nanotron)
