@@ -84,4 +84,11 @@ def test_an_open_recompute_is_unsloths_default_even_where_none_would_fit():
     assert any(a["field"] == "layout.recompute" and "recomputes by default" in a["rule"] for a in unsloth["assumed"])
     assert gpuplan.evaluate(**run, framework="unsloth", recompute="none").to_json()["scenario"]["layout"][
         "recompute"] == "none"
-    assert gpuplan.evaluate(**run, framework="hf-trainer").to_json()["scenario"]["layout"]["recompute"] == "none"
+    # the Hugging Face stack checkpoints a 4-bit model it prepares with PEFT (prepare_model_for_kbit_training's
+    # use_gradient_checkpointing=True), not a LoRA run on 16-bit weights (the Trainer's gradient_checkpointing: off)
+    hf = gpuplan.evaluate(**run, framework="hf-trainer").to_json()
+    assert hf["scenario"]["layout"]["recompute"] == "full"
+    assert any(a["field"] == "layout.recompute" and "use_gradient_checkpointing defaults to True" in a["rule"]
+               for a in hf["assumed"])
+    assert gpuplan.evaluate(**{**run, "method": "lora"}, framework="hf-trainer").to_json()["scenario"]["layout"][
+        "recompute"] == "none"

@@ -11,8 +11,9 @@ end, with the headroom kept) is taken — else the least that leaves the peak ``
 TIGHT, the one that leaves the least peak (the answer still says DOES NOT FIT, by how much at best: 1.7 TiB without
 recomputation says nothing a user can act on) — and the answer lists it under ``assumed`` with the peak without it.
 A layout that fits without recomputation keeps none (the layout default) — except under a stack that recomputes
-unless told not to (frameworks.json ``defaults.recompute_on``: Unsloth's get_peft_model checkpoints by default),
-which keeps its documented mode — and a given ``layout.recompute`` is never changed.
+unless told not to (frameworks.json ``defaults.recompute_on``: Unsloth's get_peft_model checkpoints by default; QLoRA
+prepared by PEFT's prepare_model_for_kbit_training, use_gradient_checkpointing=True by default), which keeps its
+documented mode — and a given ``layout.recompute`` is never changed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuplan.catalog.frameworks import get_framework, why_not
+from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
@@ -31,6 +33,11 @@ LEAST_FIRST = ("selective", "selective-op", "full")
 
 GIB = 2**30
 
+# QLoRA prepared by PEFT (model/kept.py kbit_upcast: the run whose fp32 embeddings, head and norms gpuplan counts)
+KBIT_CHECKPOINTS = ("{} prepares a 4-bit model with PEFT's prepare_model_for_kbit_training, whose "
+                    "use_gradient_checkpointing defaults to True (peft src/peft/utils/other.py; TRL passes its "
+                    "SFTConfig.gradient_checkpointing, also True by default): each decoder layer checkpointed")
+
 
 def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
                    ) -> tuple[Layout, MemoryBreakdown, str | None]:
@@ -40,11 +47,12 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
     if lay.recompute != "none" or "recompute" in sc.layout or "recompute" in overrides:
         return lay, mem, None
     on = get_framework(sc.training.framework).defaults.get("recompute_on")
-    if on is not None and on.value is True:  # the stack recomputes unless told not to (Unsloth)
+    why = f"{sc.training.framework} recomputes by default ({on.source})" if on is not None and on.value is True \
+        else KBIT_CHECKPOINTS.format(sc.training.framework) if kbit_upcast(sc.training, lay.zero) else None
+    if why is not None:  # the stack recomputes unless told not to (Unsloth; PEFT's preparation of a 4-bit model)
         cand = replace(lay, recompute=_modes(sc.training.framework)[0])
         if not why_not(sc.training.framework, cand.values(), sc.training):
-            rule = f"not given: {sc.training.framework} recomputes by default ({on.source}); give layout.recompute: " \
-                "none to change it"
+            rule = f"not given: {why}; give layout.recompute: none to change it"
             return cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections), rule
     if mem.fits or mem.tight:
         return lay, mem, None
