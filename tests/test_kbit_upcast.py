@@ -67,3 +67,34 @@ def test_the_4bit_base_keeps_no_input():
                   lora_rank=16, lora_copy=2.0, lora_weight_cast=2.0)
     q, lo = (layer_terms(m, 0, ActShape(**common, method=method)) for method in ("qlora", "lora"))
     assert q == lo and q["qkv_input"] == q["mlp_input"] == 0.0
+
+
+def test_lora_dropout_keeps_a_mask_per_adapter_input():
+    # torch's CUDA dropout keeps a bool mask (native_dropout_cuda): 1 B per element of each adapter's input; PEFT's
+    # adapters keep their own cast copy anyway, torchtune's (shared input) their own dropout output instead
+    m = load_model("llama-3.1-8b")
+    common = dict(s=2048, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2, method="lora",
+                  lora_targets=("q_proj", "v_proj"), lora_rank=16)
+    peft = dict(common, lora_copy=2.0, lora_weight_cast=2.0)
+    off, on = (layer_terms(m, 0, ActShape(**peft, lora_dropout=d))["lora_inputs"] for d in (False, True))
+    assert on - off == 2 * 2048 * 4096 * 1
+    shared_off, shared_on = (layer_terms(m, 0, ActShape(**common, lora_dropout=d))["lora_inputs"]
+                             for d in (False, True))
+    # the shared input (2 B, once) becomes each adapter's own dropout output and mask (3 B, twice)
+    assert shared_on - shared_off == 2048 * 4096 * (2 * 3 - 2)
+
+
+def test_lora_dropout_is_read_and_checked():
+    import pytest
+
+    from gpuplan.errors import GpuplanError
+
+    run = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=1, method="lora", seq_len=2048, tokens=1e6,
+               micro_batch=1, recompute="none")
+    off = gpuplan.evaluate(**run).to_json()["memory"]["activations"]
+    on = gpuplan.evaluate(**run, lora_dropout=0.05).to_json()["memory"]["activations"]
+    assert on > off
+    with pytest.raises(GpuplanError, match="training.lora_dropout .* method is full"):
+        gpuplan.evaluate(**{**run, "method": "full"}, lora_dropout=0.05)
+    with pytest.raises(GpuplanError, match=r"training.lora_dropout must be in \[0, 1\)"):
+        gpuplan.evaluate(**run, lora_dropout=1.5)

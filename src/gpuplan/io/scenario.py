@@ -23,7 +23,7 @@ from gpuplan.io.schema import (
     own_keys,
     unknown_key,
 )
-from gpuplan.io.shares import counted_gpu, nodes_as_gpus
+from gpuplan.io.shares import counted_gpu, nodes_as_gpus, probability
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
@@ -340,8 +340,8 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             kw[key] = _int(value, f"training.{key}")
         elif key == "tokens":
             kw[key] = parse_count(value, "training.tokens")
-        elif key == "dropout":
-            kw[key] = float(parse_count(value, "training.dropout"))
+        elif key in ("dropout", "lora_dropout"):
+            kw[key] = probability(value, f"training.{key}")
         elif key == "headroom":
             kw[key] = _share(value, "training.headroom")
         elif key == "lora_targets":

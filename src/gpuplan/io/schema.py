@@ -14,8 +14,8 @@ TOP_KEYS = ("name", "model", "hardware", "training", "layout")
 HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
                  "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
-                 "optimizer_impl", "method", "lora_rank", "lora_targets", "attention", "dropout", "headroom",
-                 "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
+                 "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "attention", "dropout",
+                 "headroom", "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
                  "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs", "kernels")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
@@ -146,6 +146,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.lora_targets": FieldDoc("modules that get adapters", values="comma-separated leaf names, or all",
                                       default="all seven projections"),
     "training.attention": FieldDoc("attention kernel (flash: FlashAttention-2)"),
+    "training.lora_dropout": FieldDoc("LoRA adapters' dropout probability (PEFT's and torchtune's default 0; a mask "
+                                      "per adapter input)", "probability 0-1"),
     "training.dropout": FieldDoc("dropout probability (masks add activation memory)", "probability 0-1"),
     "training.trace_calibration": FieldDoc("activation factor from `gpuplan trace --calibrate`",
                                            values="true, false, or a file path", default="false"),

@@ -22,6 +22,14 @@ def share(value: Any, key: str) -> float:
     return share
 
 
+def probability(value: Any, key: str) -> float:
+    """A probability written 0.05 or 5% (its range is the field's own check)."""
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and text.endswith("%"):
+        return float(parse_count(text[:-1], key)) / 100
+    return float(parse_count(value, key))
+
+
 def check_nodes(hw_raw: dict, nodes: int) -> None:
     """An echoed ``hardware.nodes`` must agree with the count it was derived from."""
     if "nodes" in hw_raw and parse_count(hw_raw["nodes"], "hardware.nodes") != nodes:

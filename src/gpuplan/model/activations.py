@@ -84,6 +84,7 @@ class ActShape:
     lora_rank: int = 0
     lora_copy: float = 0.0
     lora_weight_cast: float = 0.0
+    lora_dropout: bool = False  # the adapters drop their input: each keeps a 1-byte mask of it
     # AMP over fp32 weights (model/kept.py amp_fp32): each linear reading a normalized stream keeps its own
     # 16-bit cast of it — as many copies as separate linears read it (q, k, v: 3; gate, up: 2)
     qkv_copies: int = 1
@@ -193,7 +194,9 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     weight —; each adapter keeps its own copy of its input — PEFT casts the input to the adapters' fp32, autocast
     casts it back to bf16 (``lora_copy`` bytes per element) — or the input itself, shared by the adapters on it
     (``lora_copy`` 0: torchtune's LoRALinear, or fp32 training), plus its rank-r output and, under autocast, a bf16
-    copy of its two matrices per micro-batch. Measured (PEFT 0.21.2, transformers 5.24, torch 2.13,
+    copy of its two matrices per micro-batch. With ``lora_dropout`` (PEFT: lora_B(lora_A(dropout(x)))) each adapter also
+    keeps its dropout's mask, 1 B per element (native_dropout_cuda: a bool mask), and where adapters would share the
+    input, each keeps its own dropout output instead. Measured (PEFT 0.21.2, transformers 5.24, torch 2.13,
     saved_tensors_hooks; Llama shapes h 512, f 1408, 8 heads, 2 K/V heads, s 256, bf16 base under CPU autocast): all
     seven projections 49.7 B per token per hidden unit per layer, q/v only 34.1, the full fine-tune 43.1 — the
     formula gives 49.7, 34.1 and 43.1. Expert matrices (MoE) keep the full fine-tune's count."""
@@ -220,8 +223,11 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
         out_f, in_f = w.shape
         row = leaf in ROW_PARALLEL
         local_in = in_f / t if row else in_f * x.in_rep
+        mask = 1.0 if x.lora_dropout else 0.0  # torch's dropout keeps a bool mask for its backward
         if x.lora_copy:
-            kept += x.lora_copy * s * b * local_in * w.count
+            kept += (x.lora_copy + mask) * s * b * local_in * w.count
+        elif x.lora_dropout:  # its own dropout output in place of the shared input, and the mask
+            kept += (x.linear_in + mask) * s * b * local_in * w.count
         elif not (row and w.group == "attention"):  # the heads' output: kept by attention
             shared.add((w.group, row))
         kept += e * s * b * x.lora_rank * w.count  # the rank-r output the second matrix reads

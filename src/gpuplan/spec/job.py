@@ -94,6 +94,9 @@ class Training(ValueHashed):
     method: Method = "full"
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
+    # the adapters' dropout on their input (PEFT LoraConfig.lora_dropout, torchtune lora_dropout; both default 0):
+    # each adapter then keeps its dropout mask (model/activations.py lora_terms)
+    lora_dropout: float = 0.0
     attention: Attention = "flash"
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
@@ -174,6 +177,11 @@ class Training(ValueHashed):
                                f"got {self.headroom} (write 0.05 or 5%)")
         if not 0.0 <= self.dropout < 1.0:
             raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise GpuplanError(f"training.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.lora_dropout and self.method == "full":
+            raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
+                               "method is full: drop lora_dropout, or set method lora or qlora")
         seal(self)
 
 

@@ -15,6 +15,7 @@ const SCENARIO_GROUPS = [
     {k: "global_batch", label: "Global batch (sequences)", ph: "per step"},
     {k: "tokens", label: "Tokens to train", ph: "e.g. 1.4T"},
     {k: "lora_rank", label: "LoRA rank", ph: "16", more: true},
+    {k: "lora_dropout", label: "LoRA dropout", ph: "0", more: true},
     {k: "headroom", label: "Memory kept free", ph: "0.05 (share)", more: true},
   ]},
   {title: "Hardware", fields: [
