@@ -73,3 +73,25 @@ def test_fsdp_qlora_keeps_the_quantization_constants_whole():
     adapters = 80 * 16 * (2 * (8192 + 8192) + 2 * (8192 + 1024) + 3 * (8192 + 28672))
     assert one - two == pytest.approx(quantized * 0.5 / 2 + (2 * 32000 * 8192 + 161 * 8192) * 2 / 2
                                       + adapters * 4 / 2, rel=1e-9)
+
+
+def test_sharded_adapters_compute_in_16_bits_and_read_their_input_itself():
+    # FSDP's MixedPrecision casts every parameter, the adapters too, to bf16 for the forward (TRL builds sharded
+    # QLoRA's adapters in bf16): PEFT's input cast and autocast copy nothing — below ZeRO-3 each adapter keeps its
+    # own bf16 copy of its input (PEFT's fp32 adapters under autocast)
+    from gpuplan.model.kept import adapters_in_16_bits, lora_shape
+    from gpuplan.spec import Training
+
+    t = Training(method="lora", framework="hf-trainer")
+    assert adapters_in_16_bits(t, 3) and not adapters_in_16_bits(t, 2)
+    assert not adapters_in_16_bits(Training(method="full"), 3)
+    assert (lora_shape(t, True)["lora_copy"], lora_shape(t, True)["lora_weight_cast"]) == (0.0, 0.0)
+    assert (lora_shape(t, False)["lora_copy"], lora_shape(t, False)["lora_weight_cast"]) == (2.0, 2.0)
+    kw = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, dp=8, seq_len=4096, global_batch=8, method="lora",
+              framework="hf-trainer", tokens=1e7, micro_batch=1, recompute="none")
+    z2, z3 = (gpuplan.evaluate(**kw, zero=z).to_json()["memory"]["activations_per_microbatch"] for z in (2, 3))
+    # per layer: the copies of q, k, v, o, gate, up (hidden wide) and down (ffn wide) against the three inputs shared
+    # (the normed stream twice, the MLP product; o's input is attention's output), and the adapters' weight casts
+    per_layer = 2 * 4096 * (6 * 4096 + 14336) - 2 * 4096 * (2 * 4096 + 14336)
+    casts = 2 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336))
+    assert z2 - z3 == 32 * (per_layer + casts)

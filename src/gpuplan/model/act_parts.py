@@ -26,14 +26,16 @@ from gpuplan.spec import ModelSpec, Training
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                       cp: int, sp: bool, mb: int, recompute: str, flight: float,
                       factor: float = 1.0, *, every: int = 1, amp: bool = False,
-                      upcast: bool = False) -> StageActivations:
+                      upcast: bool = False, adapters16: bool = False) -> StageActivations:
     """One rank's activations; ``factor`` is a correction fitted by `gpuplan trace --calibrate`;
     ``every`` > 1 with full recompute: only every k-th block is recomputed; ``amp``: PyTorch AMP over fp32
-    weights (model/kept.py ``amp_fp32``); ``upcast``: QLoRA prepared by PEFT (model/kept.py ``kbit_upcast``)."""
+    weights (model/kept.py ``amp_fp32``); ``upcast``: QLoRA prepared by PEFT (model/kept.py ``kbit_upcast``);
+    ``adapters16``: the LoRA adapters compute in 16 bits (model/kept.py ``adapters_in_16_bits``)."""
     per_mb, extra, logits = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, recompute, amp,
-                                             upcast)
+                                             upcast, adapters16)
     if recompute == "full" and every > 1:  # the other blocks keep what they would without recompute
-        kept, _, _ = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, "none", amp, upcast)
+        kept, _, _ = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, "none", amp, upcast,
+                                      adapters16)
         per_mb = per_mb / every + kept * (1 - 1 / every)
     if factor != 1.0:
         per_mb, extra = per_mb * factor, extra * factor
@@ -52,7 +54,7 @@ def offloaded(training: Training, recompute: str) -> bool:
 @lru_cache(maxsize=65536)
 def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                      cp: int, sp: bool, mb: int, recompute: str, amp: bool = False,
-                     upcast: bool = False) -> tuple[float, float, float]:
+                     upcast: bool = False, adapters16: bool = False) -> tuple[float, float, float]:
     """(activations per micro-batch in flight, held once — recompute working set, LM-head inputs —, logits).
     ``amp``: PyTorch AMP over fp32 weights — the fp32 stream into the norms, each linear's own 16-bit input cast,
     and autocast's 16-bit cast of every matmul weight, kept from forward to backward (model/kept.py).
@@ -71,7 +73,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
                  norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
                  stream=4 if amp or upcast else 0, inner=4 if upcast else 0,
-                 gathered=keeps_gathered_sp_input(training.framework), **lora_shape(training))
+                 gathered=keeps_gathered_sp_input(training.framework), **lora_shape(training, adapters16))
     per_mb = sum(n * layer_bytes(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,
     # unless a checkpointed block's forward saved none (full and per-op recompute: freed as its autocast region

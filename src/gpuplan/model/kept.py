@@ -65,15 +65,30 @@ def normed_readers(model: ModelSpec) -> tuple[int, int]:
     return readers("attention"), readers("mlp")
 
 
-def lora_shape(training: Training) -> dict:
+def activation_flags(training: Training, lay: Layout) -> tuple[bool, bool, bool]:
+    """What the activations of a layout read beside its shapes (``activation_parts``' amp, upcast, adapters16)."""
+    return amp_of(training, lay), kbit_upcast(training, lay.zero), adapters_in_16_bits(training, lay.zero)
+
+
+def adapters_in_16_bits(training: Training, zero: int) -> bool:
+    """Whether a LoRA/QLoRA run's adapters compute in 16 bits — sharded (ZeRO-3 / FSDP) under bf16/fp16 mixed
+    precision: FSDP's MixedPrecision casts every parameter, the adapters too, to its param_dtype for the forward
+    (accelerate's FSDP plugin sets it from mixed_precision), TRL builds sharded QLoRA's adapters in bf16
+    (get_peft_model(..., autocast_adapter_dtype=False)), DeepSpeed's bf16/fp16 engine converts the module to 16 bits —
+    so PEFT's _cast_input_dtype and autocast cast nothing: the adapters read their input itself."""
+    return training.method != "full" and zero >= 3 and training.precision in ("bf16", "fp16")
+
+
+def lora_shape(training: Training, in_16_bits: bool = False) -> dict:
     """The ActShape fields of a LoRA/QLoRA run (model/activations.py lora_terms): each adapter's own copy of
     its input — PEFT casts it to the fp32 adapters, and autocast (mixed precision) back to 16-bit (2 B), or
     without autocast keeps the fp32 copy (pure bf16, 4 B) — unless the framework's adapters keep the input
-    itself (torchtune) or training is fp32 (no cast); autocast's 16-bit copies of the adapter matrices."""
+    itself (torchtune), training is fp32 (no cast) or the adapters compute in 16 bits (``adapters_in_16_bits``);
+    autocast's 16-bit copies of the adapter matrices."""
     if training.method == "full":
         return {}
     mixed = training.precision in ("bf16", "fp16", "fp8")
-    shared = lora_keeps_shared_input(training.framework) or training.precision == "fp32"
+    shared = lora_keeps_shared_input(training.framework) or training.precision == "fp32" or in_16_bits
     copy = 0.0 if shared else 2.0 if mixed else 4.0
     return {"method": training.method, "lora_targets": training.lora_targets, "lora_rank": training.lora_rank,
             "lora_copy": copy, "lora_weight_cast": 2.0 if mixed and not shared else 0.0,

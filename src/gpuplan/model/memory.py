@@ -32,7 +32,7 @@ from gpuplan.model.allocator import fragile, fragmentation_spread, reserve_share
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StagePeak
 from gpuplan.model.graphs import cuda_graph_allowance
-from gpuplan.model.kept import amp_fp32, amp_of, kbit_upcast
+from gpuplan.model.kept import adapters_in_16_bits, amp_fp32, amp_of, kbit_upcast
 from gpuplan.model.params import RankParams, largest_param, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages, stage_io_bytes
 from gpuplan.model.states import StateBytes, adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
@@ -198,7 +198,8 @@ def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, cor
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
                             lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
-                            every=lay.recompute_every, amp=amp, upcast=kbit_upcast(training, lay.zero))
+                            every=lay.recompute_every, amp=amp, upcast=kbit_upcast(training, lay.zero),
+                            adapters16=adapters_in_16_bits(training, lay.zero))
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if half:
         grads_held, act_held, logits_held = half_grads_backward(states, act, flight)

@@ -30,7 +30,7 @@ from gpuplan.model.comm import (
 )
 from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s, sp_layout_copies_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
-from gpuplan.model.kept import amp_of
+from gpuplan.model.kept import activation_flags, amp_of
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
 from gpuplan.model.params import RankParams, rank_params
 from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipeline_comm_s
@@ -349,7 +349,7 @@ def _activation_offload_s(m: ModelSpec, tr: Training, lay: Layout, compute_s: fl
     if not offloaded(tr, lay.recompute):
         return 0.0
     per_mb, _, _ = activation_parts(m, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp,
-                                    lay.sequence_parallel, lay.micro_batch, lay.recompute, amp_of(tr, lay))
+                                    lay.sequence_parallel, lay.micro_batch, lay.recompute, *activation_flags(tr, lay))
     moved = per_mb * max(0.0, 1 - 2 / m.n_layers)
     return max(0.0, 2 * moved / PCIE_HOST_BYTES_PER_S - compute_s)
 

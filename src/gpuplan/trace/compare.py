@@ -18,7 +18,7 @@ from gpuplan.model.act_parts import stage_activations
 from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import completed_layout, evaluate
 from gpuplan.model.flops import attention_flops, head_flops, layer_matmul_flops
-from gpuplan.model.kept import amp_of
+from gpuplan.model.kept import activation_flags
 from gpuplan.model.memory import stage_peak, verdict
 from gpuplan.model.pipeline import layer_owners
 from gpuplan.report.render import estimate_json
@@ -107,9 +107,11 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
     est = estimate_json(est_obj)
     pm = _stage_memory(est_obj, r.stage) if r.stage is not None else est["memory"]
     flight = pm["microbatches_in_flight"] if lay.pp > 1 else 1.0
+    amp, upcast, adapters16 = activation_flags(sc.training, lay)
     act_pred = stage_activations(
         sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, r.stage or 0, lay.cp, lay.sequence_parallel,
-        lay.micro_batch, lay.recompute, flight, sc.corrections.activations, amp=amp_of(sc.training, lay)).held
+        lay.micro_batch, lay.recompute, flight, sc.corrections.activations, amp=amp, upcast=upcast,
+        adapters16=adapters16).held
     pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
     mm = measured_memory(r, pm["detail"]["runtime"], pm["detail"]["fragmentation"] / pred_alloc)  # its share
     mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay, r)
