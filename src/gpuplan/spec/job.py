@@ -162,6 +162,15 @@ class Training(ValueHashed):
         if self.optimizer_in_backward and self.method != "full":
             raise GpuplanError(f"training.optimizer_in_backward steps every trained parameter in backward (torchtune's "
                                f"full fine-tune recipes), but method is {self.method}: drop optimizer_in_backward")
+        self._check_lora()
+        if not 0.0 <= self.headroom < 0.5:
+            raise GpuplanError(f"training.headroom is the share of GPU memory kept free, in [0, 0.5): "
+                               f"got {self.headroom} (write 0.05 or 5%)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
+        seal(self)
+
+    def _check_lora(self) -> None:
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:
@@ -172,17 +181,11 @@ class Training(ValueHashed):
         if len(set(self.lora_targets)) != len(self.lora_targets):
             dup = sorted({t for t in self.lora_targets if self.lora_targets.count(t) > 1})
             raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")
-        if not 0.0 <= self.headroom < 0.5:
-            raise GpuplanError(f"training.headroom is the share of GPU memory kept free, in [0, 0.5): "
-                               f"got {self.headroom} (write 0.05 or 5%)")
-        if not 0.0 <= self.dropout < 1.0:
-            raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.lora_dropout < 1.0:
             raise GpuplanError(f"training.lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.lora_dropout and self.method == "full":
             raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
                                "method is full: drop lora_dropout, or set method lora or qlora")
-        seal(self)
 
 
 @lru_cache(maxsize=64)

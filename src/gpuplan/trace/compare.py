@@ -22,6 +22,7 @@ from gpuplan.model.kept import activation_flags
 from gpuplan.model.memory import stage_peak, verdict
 from gpuplan.model.pipeline import layer_owners
 from gpuplan.report.render import estimate_json
+from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario, normalized
 from gpuplan.trace.calibration import record_ratios
 from gpuplan.trace.explain import explain, sp_gathered_bytes, stage_outputs_bytes
@@ -92,6 +93,14 @@ def traced_as(sc: Scenario) -> Scenario:
     return replace(sc, training=replace(sc.training, grad_dtype="param"))
 
 
+def _predicted_activations(sc: Scenario, lay: Layout, stage: int, flight: float) -> float:
+    """The activations ``evaluate`` holds on ``stage`` with ``flight`` micro-batches in flight."""
+    amp, upcast, adapters16 = activation_flags(sc.training, lay)
+    return stage_activations(sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
+                             lay.sequence_parallel, lay.micro_batch, lay.recompute, flight, sc.corrections.activations,
+                             amp=amp, upcast=upcast, adapters16=adapters16).held
+
+
 def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory: str | None = None,
                       fidelity: str = "cpu", predicted_from_params: bool = False, stage: int | None = None) -> dict:
     """Trace ``sc`` (under a pipeline: ``stage``, by default the most loaded) and set it beside
@@ -107,11 +116,7 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
     est = estimate_json(est_obj)
     pm = _stage_memory(est_obj, r.stage) if r.stage is not None else est["memory"]
     flight = pm["microbatches_in_flight"] if lay.pp > 1 else 1.0
-    amp, upcast, adapters16 = activation_flags(sc.training, lay)
-    act_pred = stage_activations(
-        sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, r.stage or 0, lay.cp, lay.sequence_parallel,
-        lay.micro_batch, lay.recompute, flight, sc.corrections.activations, amp=amp, upcast=upcast,
-        adapters16=adapters16).held
+    act_pred = _predicted_activations(sc, lay, r.stage or 0, flight)
     pred_alloc = pm["total"] - pm["detail"]["fragmentation"] - pm["detail"]["runtime"]
     mm = measured_memory(r, pm["detail"]["runtime"], pm["detail"]["fragmentation"] / pred_alloc)  # its share
     mm["detail"]["sp_gathered_inputs"] = sp_gathered_bytes(sc, lay, r)
