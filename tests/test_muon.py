@@ -56,7 +56,7 @@ def test_newton_schulz_is_what_muon_adds_to_the_step():
 
 
 @pytest.mark.parametrize("word, optimizer, impl", [
-    ("paged_adamw_8bit", "adamw-8bit", "fused"),        # the default kernel stays
+    ("paged_adamw_8bit", "adamw-8bit", "paged"),        # bitsandbytes' paged optimizer: states in unified memory
     ("adamw_torch", "adamw", "foreach"),
     ("adamw_torch_fused", "adamw", "fused"),
     ("torch.optim.Muon", "muon", "fused"),

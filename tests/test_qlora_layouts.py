@@ -95,3 +95,18 @@ def test_sharded_adapters_compute_in_16_bits_and_read_their_input_itself():
     per_layer = 2 * 4096 * (6 * 4096 + 14336) - 2 * 4096 * (2 * 4096 + 14336)
     casts = 2 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336))
     assert z2 - z3 == 32 * (per_layer + casts)
+
+
+def test_torchao_nf4_shards_its_quantization_constants():
+    # torchao's NF4Tensor (torchtune's QLoRA) gathers (quantized_scalers, quantization_factor, quantized_data) under
+    # FSDP2: the constants shard with the values; bitsandbytes' quant_state stays whole on every rank
+    kw = dict(model="llama-2-70b", gpu="a100-80gb-sxm", gpus=2, dp=2, zero=3, seq_len=2048, global_batch=16,
+              method="qlora", precision="bf16", tokens=1e7, micro_batch=1, recompute="full")
+    def weights(framework: str, method: str) -> float:
+        return gpuplan.evaluate(**{**kw, "method": method}, framework=framework).to_json()["memory"]["weights"]
+
+    # what else the two stacks keep differently (their adapters' dtype) is the same under LoRA on a bf16 base
+    other = weights("pytorch-fsdp", "lora") - weights("torchtune", "lora")
+    quantized = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672)
+    assert weights("pytorch-fsdp", "qlora") - weights("torchtune", "qlora") - other == pytest.approx(
+        quantized * (4.127 / 8 - 0.5) / 2, rel=1e-3)

@@ -47,6 +47,14 @@ def norm_keeps_fp32_copy(framework: str) -> bool:
 
 
 @cache
+def nf4_state_sharded(framework: str) -> bool:
+    """Whether the framework's 4-bit weights shard their quantization constants with the values under FSDP /
+    ZeRO-3 (frameworks.json ``memory.nf4_state`` "sharded": torchao's NF4Tensor, torchtune) rather than keep them
+    whole on every rank (bitsandbytes' quant_state, the Hugging Face stacks)."""
+    return _memory_fact(framework, "nf4_state") == "sharded"
+
+
+@cache
 def lora_keeps_shared_input(framework: str) -> bool:
     """Whether the framework's LoRA adapters keep their input tensor itself (frameworks.json ``memory.lora_input``
     "shared": torchtune's LoRALinear) rather than a copy each (PEFT's cast to its fp32 adapters, the default)."""

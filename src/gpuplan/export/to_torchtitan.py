@@ -141,7 +141,10 @@ def _activation_checkpoint(rec: str, notes: list[str], every: int = 1) -> dict[s
 
 def _optimizer(tr: dict, notes: list[str]) -> dict[str, Any]:
     """[optimizer]: AdamW unless the plan used another torch.optim optimizer."""
-    opt = {"name": "AdamW", "implementation": tr.get("optimizer_impl", "fused")}
+    impl = tr.get("optimizer_impl", "fused")
+    if impl == "paged":  # bitsandbytes' paged optimizers are no torch.optim implementation
+        notes.append("optimizer_impl=paged: torchtitan runs torch.optim (no paged optimizer); written as fused")
+    opt = {"name": "AdamW", "implementation": "fused" if impl == "paged" else impl}
     if tr["optimizer"] not in ("adamw", "adam"):
         notes.append(f"optimizer={tr['optimizer']}: torchtitan builds torch.optim optimizers by name; set "
                      "optimizer.name to the class you use")

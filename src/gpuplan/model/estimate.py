@@ -43,6 +43,7 @@ class Note(Enum):
     EXPERT_FOLDING = "expert_folding"      # ep over tp × cp × dp, expert tensor parallel 1 (Layout.expert_tp)
     NATIVE_SEGMENTS = "native_segments"    # recompute/offload/LoRA on the allocator's native segments (allocator.py)
     HOST_UNCHECKED = "host_unchecked"      # state offloaded to a host memory no catalogue node gives: not checked
+    PAGED = "paged"                        # a paged optimizer's states: unified memory, outside the GPU's peak
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,7 +257,8 @@ def _notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
     flags = ((sc.training.optimizer == "muon", Note.MUON), (sc.training.cuda_graphs != "none", Note.CUDA_GRAPHS),
              (lay.folded_etp is not None, Note.EXPERT_FOLDING),
              (mem.cpu_offload_per_node > 0 and mem.host_memory is None, Note.HOST_UNCHECKED),
-             (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS))
+             (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS),
+             (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED))
     return tuple(out) + tuple(note for on, note in flags if on)
 
 

@@ -24,7 +24,7 @@ import math
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_memory import keeps_half_grads, pp_grads_in_fp32
+from gpuplan.catalog.framework_memory import keeps_half_grads, nf4_state_sharded, pp_grads_in_fp32
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.act_parts import stage_activations
@@ -53,16 +53,19 @@ def adapter_states(training: Training, model: ModelSpec, full_model: float) -> f
 
 def _frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) -> tuple[float, float]:
     """A LoRA/QLoRA rank's frozen base: (bytes ZeRO-3 / FSDP shard, bytes every rank keeps whole). QLoRA: the block
-    linears' 4-bit values packed (sharded) and their quantization constants (absmax, double-quantized), which live in
-    each Linear4bit's quant_state, no parameter — replicated (bitsandbytes nn/modules.py
-    fix_4bit_weight_quant_state_from_module: "the quant state got lost ... for example for fsdp"); the rest
-    (embeddings, head, norms) in fp32 where PEFT prepared the model."""
+    linears' 4-bit values packed (sharded) and their quantization constants (absmax, double-quantized) — in each
+    bitsandbytes Linear4bit's quant_state, no parameter, so replicated (bitsandbytes nn/modules.py
+    fix_4bit_weight_quant_state_from_module: "the quant state got lost ... for example for fsdp"); torchao's NF4Tensor
+    shards them with the values (``nf4_state_sharded``) —; the rest (embeddings, head, norms) in fp32 where PEFT
+    prepared the model."""
     base = rp.dense + rp.expert
     if training.method != "qlora":
         return base * sb.weight, 0.0
     rest = 4 if kbit_upcast(training, zero) else 2
-    return (rp.quantizable * 0.5 + (base - rp.quantizable) * rest,
-            rp.quantizable * (constant("nf4_bytes_per_param") - 0.5))
+    state = rp.quantizable * (constant("nf4_bytes_per_param") - 0.5)
+    sharded = nf4_state_sharded(training.framework)
+    return rp.quantizable * 0.5 + (base - rp.quantizable) * rest + (state if sharded else 0.0), \
+        0.0 if sharded else state
 
 
 @lru_cache(maxsize=65536)
@@ -109,7 +112,10 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     if stage == 0 and model.frozen_params:  # a vision tower loaded with the model, frozen (spec ModelSpec)
         weights += model.frozen_params * (4 if training.precision == "fp32" else 2) / (nd if z >= 3 else 1)
     cpu = 0.0
-    if offload in ("optimizer", "params"):
+    # offloaded, or paged: bitsandbytes' paged optimizers keep their states in CUDA unified memory (functional.py
+    # get_paged: cudaMallocManaged), outside PyTorch's caching allocator, which the driver evicts to the host when the
+    # GPU runs short — never an out-of-memory, never in max_memory_allocated; host memory holds them at worst
+    if offload in ("optimizer", "params") or training.optimizer_impl == "paged":
         cpu += optimizer
         optimizer = 0.0
     if offload == "params":

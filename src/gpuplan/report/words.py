@@ -49,6 +49,10 @@ def note_text(note: Note, est: Estimate) -> str:
         return (f"{est.memory.cpu_offload_per_node / 1e9:,.0f} GB of state offloaded to each node's host memory, "
                 f"which is not checked: no reference node in the catalogue gives {sc.hardware.gpu.id}'s — give "
                 "hardware.host_memory (the node's CPU memory) to check it")
+    if code == "paged":
+        return ("optimizer_impl paged (bitsandbytes' paged optimizer): its states live in CUDA unified memory, outside "
+                "PyTorch's allocator — on the GPU while it has room, paged to the host when it has not, so they are "
+                "not in the GPU's peak (listed as offloaded); the step is timed as if they stay resident")
     if code == "near_capacity":
         savers = unmodelled_savers(sc.training.precision, sc.model.qk_rope_dim > 0, est.layout.pp)
         return (f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers gpuplan "

@@ -24,7 +24,7 @@ Attention = Literal["flash", "flash1", "flash1-triton", "eager"]
 # The training software: what it fuses, overlaps and can run (catalog/frameworks.json cites each).
 Framework = Literal["generic", "megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "hf-trainer",
                     "torchtune", "nanotron", "unsloth"]
-OptimizerImpl = Literal["fused", "foreach"]
+OptimizerImpl = Literal["fused", "foreach", "paged"]
 # How fp8 GEMM inputs are scaled (catalog/matmul.json fp8_scaling_overhead cites each one's casts):
 # tensorwise / rowwise / rowwise_with_gw_hp dynamic scaling (torchao, torchtitan), delayed scaling
 # (Transformer Engine's DelayedScaling, Megatron-Core's default), mxfp8 (Blackwell block scales); the 4-bit
@@ -90,7 +90,9 @@ class Training(ValueHashed):
     steps: int | None = None
     precision: Precision = "bf16"
     optimizer: Optimizer = "adamw"
-    optimizer_impl: OptimizerImpl = "fused"  # fused (torchtitan, Megatron, HF adamw_torch_fused) | foreach
+    # fused (torchtitan, Megatron, HF adamw_torch_fused) | foreach | paged (bitsandbytes' paged optimizers: the states
+    # in CUDA unified memory, outside PyTorch's allocator, paged to the host when the GPU runs short)
+    optimizer_impl: OptimizerImpl = "fused"
     method: Method = "full"
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = LORA_TARGETS_ALL

@@ -200,5 +200,5 @@ def make_optimizer(params: list[nn.Parameter], name: str, impl: str, master_fp32
                                 master=master_fp32, group=group)
     cls, kw = _optimizer_class(name)
     if cls in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
-        kw = {**kw, "fused": True} if impl == "fused" else {**kw, "foreach": True}
+        kw = {**kw, "fused": True} if impl in ("fused", "paged") else {**kw, "foreach": True}
     return cls(params, **kw)
