@@ -47,6 +47,13 @@ def norm_keeps_fp32_copy(framework: str) -> bool:
 
 
 @cache
+def swiglu_saves_input(framework: str) -> bool:
+    """Whether the framework's gated MLP runs a fused activation that saves only its input (frameworks.json
+    ``memory.swiglu_saves_input``: Megatron-Core's bias-SwiGLU fusion)."""
+    return _memory_fact(framework, "swiglu_saves_input") is True
+
+
+@cache
 def nf4_state_sharded(framework: str) -> bool:
     """Whether the framework's 4-bit weights shard their quantization constants with the values under FSDP /
     ZeRO-3 (frameworks.json ``memory.nf4_state`` "sharded": torchao's NF4Tensor, torchtune) rather than keep them

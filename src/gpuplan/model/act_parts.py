@@ -17,7 +17,7 @@ from gpuplan.model.activations import (
     recompute_working_set,
 )
 from gpuplan.model.breakdown import StageActivations
-from gpuplan.model.kept import keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
+from gpuplan.model.kept import fused_glu_keeps_input, keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
 from gpuplan.model.params import rank_params
 from gpuplan.model.software import software_of
 from gpuplan.spec import ModelSpec, Training
@@ -73,6 +73,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
                  linear_in=FP8_LINEAR_INPUT_BYTES if training.precision == "fp8" else elem,
                  norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
                  stream=4 if amp or upcast else 0, inner=4 if upcast else 0,
+                 fused_glu=fused_glu_keeps_input(training),
                  gathered=keeps_gathered_sp_input(training.framework), **lora_shape(training, adapters16))
     per_mb = sum(n * layer_bytes(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,

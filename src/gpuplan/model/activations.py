@@ -96,6 +96,9 @@ class ActShape:
     # bytes per element of the MLP's elementwise tensors (gate and up outputs, the activation's output): 0 is
     # ``elem``; 4 where the 4-bit linears return fp32 (QLoRA after PEFT's prepare_model_for_kbit_training)
     inner: int = 0
+    # a fused SwiGLU/GeGLU keeps only its input, the gate and up outputs, and recomputes the activation in backward
+    # (model/kept.py fused_glu_keeps_input): 2 of the eager 3 elementwise tensors per intermediate element
+    fused_glu: bool = False
 
     @property
     def norm(self) -> float:
@@ -166,7 +169,8 @@ def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[s
     terms = {"mlp_norm_input": x.norm * sbh * rep}
     terms["mlp_input"] = x.linear_in * sbh * x.in_rep * x.mlp_copies
     inner = x.inner or e
-    per_f = (3 * inner + x.linear_in) if m.gated_mlp else (inner + x.linear_in)  # gated: 8 (2+2+2+2), else 4
+    per_f = ((2 if x.fused_glu else 3) * inner + x.linear_in) if m.gated_mlp else (inner + x.linear_in)  # gated: 8
+    # (2+2+2+2; fused 6), else 4
     if moe_layer:
         k, n_exp = m.top_k, m.n_experts
         terms["router"] = 8 * s * b * n_exp * rep  # fp32 logits + probabilities
@@ -211,7 +215,7 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     if "ssm_out_proj_input" in out:  # a recurrent mixer's out_proj reads the gated norm's output, kept by no kernel
         out["ssm_out_proj_input"] = 0.0
     ie = x.inner or e  # the MLP's elementwise tensors: fp32 where the 4-bit linears return the fp32 stream's dtype
-    inner = ie if m.gated_mlp else 0.0  # the activation's input and output, the up projection's output
+    inner = ie if m.gated_mlp and not x.fused_glu else 0.0  # the activation's input and output, the up projection's
     if "mlp" in out:
         out["mlp"] = (2 * ie + inner) * s * b * m.ffn / t
     if "shared_expert_mlp" in out:

@@ -11,6 +11,7 @@ from gpuplan.catalog.framework_memory import (
     lora_keeps_shared_input,
     norm_keeps_fp32_copy,
     prepares_kbit_in_fp32,
+    swiglu_saves_input,
 )
 from gpuplan.model.activations import ROW_PARALLEL
 from gpuplan.spec import Layout, ModelSpec, Training
@@ -77,6 +78,15 @@ def adapters_in_16_bits(training: Training, zero: int) -> bool:
     (get_peft_model(..., autocast_adapter_dtype=False)), DeepSpeed's bf16/fp16 engine converts the module to 16 bits —
     so PEFT's _cast_input_dtype and autocast cast nothing: the adapters read their input itself."""
     return training.method != "full" and zero >= 3 and training.precision in ("bf16", "fp16")
+
+
+def fused_glu_keeps_input(training: Training) -> bool:
+    """Whether the gated MLP's activation is a fused kernel that saves only its input (the gate and up outputs) and
+    recomputes the activation in backward: Megatron-Core's bias-SwiGLU fusion (frameworks.json
+    ``memory.swiglu_saves_input``; fused_bias_swiglu.py SwiGLUFunction.forward: ctx.save_for_backward(input)) and Liger
+    Kernel's LigerSiLUMulFunction (saves a and b) — not the eager act_fn(gate) * up that keeps the activation's
+    output too."""
+    return training.kernels == "liger" or swiglu_saves_input(training.framework)
 
 
 def lora_shape(training: Training, in_16_bits: bool = False) -> dict:

@@ -127,6 +127,9 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     else:
         ce = 6.0 if loss is not False else 24.0
         held = 4.0 if loss else 12.0
+        own = profile.memory.get("loss_logit_bytes")  # the framework's own loss, read in its code (frameworks.json)
+        if own is not None and not compiled_loss and not liger:
+            held = float(own.value)
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
