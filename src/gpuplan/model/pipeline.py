@@ -47,9 +47,11 @@ def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     """Micro-batches whose activations stage ``stage`` of ``p`` holds at its peak (``m`` per step).
     1F1B (Narayanan et al. 2021, PipeDream-flush) and zero-bubble ZB-H1 (Qi et al. 2023,
     arXiv:2401.10241, same peak as 1F1B): min(p − stage, m). DualPipe: p + 1 on every rank.
-    Interleaved with v chunks
-    (Korthikanti et al. 2022, Sec. 4.2.3: first stage holds L·(1 + (p−1)/(p·v)) layers'
-    worth): p − stage + (p − 1)/v. GPipe: all m."""
+    Interleaved with v chunks: rank r runs 2(p − r − 1) + (v − 1)·p warm-up chunk forwards before its first
+    backward (Megatron-Core schedules.py, microbatch_group_size_per_vp_stage defaulting to p; torch.distributed.
+    pipelining ScheduleInterleaved1F1B the same), so (that + 1)/v micro-batches' worth: p + (p − 1)/v on the first
+    stage (Korthikanti et al. 2022, Sec. 4.2.3: L·(1 + (p−1)/(p·v)) layers' worth), p − (p − 1)/v on the last.
+    GPipe: all m."""
     if p == 1:
         return 1
     if schedule == "dualpipe":  # DeepSeek-V3, arXiv:2412.19437, Table 2: activation PP + 1
@@ -57,7 +59,7 @@ def flight_of(p: int, schedule: str, v: int, stage: int, m: int) -> float:
     if schedule == "gpipe":
         return m
     if schedule == "interleaved":
-        return min(p - stage + (p - 1) / v, m)
+        return min((2 * (p - stage - 1) + (v - 1) * p + 1) / v, m)
     return min(p - stage, m)
 
 
