@@ -1,7 +1,8 @@
 """QLoRA prepared by PEFT (``prepare_model_for_kbit_training``: every 16-bit parameter that is not 4-bit becomes
-fp32; TRL's trainers call it for a 4-bit model with a LoRA config unless the model is sharded): the embeddings,
-the LM head and the norms in fp32, so the residual stream is fp32 — bitsandbytes' Linear4bit casts its input to
-bf16 and returns its output in its input's dtype — and autocast casts the fp32 LM head to bf16 for its matmul.
+fp32; TRL's trainers call it for a 4-bit model with a LoRA config unless the model is sharded, then
+peft_module_casting_to_bf16 casts the embeddings and LM head back to bf16, as the QLoRA paper's qlora.py does): the
+norms in fp32, so the residual stream is fp32 — bitsandbytes' Linear4bit casts its input to bf16 and returns its
+output in its input's dtype.
 The Hugging Face stacks (``hf-trainer``, the generic stack, DeepSpeed's HF client below ZeRO-3) run QLoRA so;
 Unsloth, torchtune and sharded FSDP/ZeRO-3 QLoRA do not."""
 
@@ -15,8 +16,9 @@ from gpuplan.spec import Training
 
 RUN = dict(model="llama-3.1-8b", gpu="a100-80gb-sxm", seq_len=2048, method="qlora", lora_rank=32, tokens=1e6,
            micro_batch=1)
-# Llama 3.1 8B: embeddings and LM head 2 × 128,256 × 4,096, 65 norms of 4,096 — what the 4-bit load leaves in 16 bits
-NOT_QUANTIZED = 2 * 128256 * 4096 + 65 * 4096
+# Llama 3.1 8B: 65 norms of 4,096 — what the preparation leaves in fp32 (the embeddings and LM head, 2 × 128,256 ×
+# 4,096, back in bf16)
+NORMS = 65 * 4096
 
 
 def _memory(framework: str, **layout) -> dict:
@@ -34,9 +36,9 @@ def test_which_runs_are_prepared_so():
     assert not kbit_upcast(Training(method="lora", framework="hf-trainer"), 0)
 
 
-def test_the_parameters_left_in_16_bits_become_fp32():
+def test_the_norms_become_fp32_the_embeddings_and_head_stay_bf16():
     prepared, kept = _memory("hf-trainer"), _memory("pytorch-fsdp")
-    assert prepared["weights"] - kept["weights"] == 2 * NOT_QUANTIZED
+    assert prepared["weights"] - kept["weights"] == 2 * NORMS
 
 
 def test_the_checkpointed_stream_is_fp32():
@@ -98,3 +100,15 @@ def test_lora_dropout_is_read_and_checked():
         gpuplan.evaluate(**{**run, "method": "full"}, lora_dropout=0.05)
     with pytest.raises(GpuplanError, match=r"training.lora_dropout must be in \[0, 1\)"):
         gpuplan.evaluate(**run, lora_dropout=1.5)
+
+
+def test_the_echoed_scenario_keeps_the_adapters():
+    # the answer's scenario is an input that reproduces it: the LoRA targets and dropout included
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.io.scenario import parse_scenario
+
+    first = gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=1, method="qlora", lora_dropout=0.05,
+                             lora_targets="q_proj,v_proj", seq_len=2048, tokens=1e6, recompute="none").to_json()
+    again = evaluate_scenario(parse_scenario(first["scenario"])).to_json()
+    assert again["memory"]["total"] == first["memory"]["total"]
+    assert first["scenario"]["training"]["lora_dropout"] == 0.05

@@ -32,3 +32,33 @@ def test_the_libraries_words_read_as_paged(word):
     assert (sc.training.optimizer, sc.training.optimizer_impl) == ("adamw-8bit", "paged")
     notes = evaluate_scenario(sc).to_json()["notes"]
     assert any("paged optimizer" in n for n in notes)
+
+
+def test_only_the_moments_are_paged_the_fp32_master_stays():
+    kw = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, dp=8, zero=1, seq_len=4096, micro_batch=1,
+              recompute="full", framework="deepspeed", tokens=1e9)
+    resident = gpuplan.evaluate(**kw).to_json()["memory"]
+    paged = gpuplan.evaluate(**kw, optimizer_impl="paged").to_json()["memory"]
+    # AdamW's two fp32 moments (8 B) of the rank's shard are paged; the fp32 master (4 B) is not
+    assert paged["cpu_offload"] == pytest.approx(resident["optimizer"] * 8 / 12, rel=1e-9)
+    assert paged["optimizer"] == pytest.approx(resident["optimizer"] * 4 / 12, rel=1e-9)
+
+
+def test_plan_checks_the_host_as_evaluate_does():
+    # the moments paged to a host too small for them: evaluate refuses the layout, and so does the search
+    from gpuplan.api import plan_scenario
+
+    raw = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8, "host_memory": "20GB"},
+           "training": {"seq_len": 4096, "optimizer_impl": "paged", "tokens": 1e9, "framework": "deepspeed"},
+           "layout": {"dp": 8, "zero": 1, "recompute": "full", "micro_batch": 1}}
+    est = evaluate_scenario(parse_scenario(raw)).to_json()["memory"]
+    assert not est["fits"]
+    res = plan_scenario(parse_scenario(raw)).result
+    assert res.best is None or res.best.memory.fits
+
+
+def test_a_paged_optimizer_is_one_bitsandbytes_has():
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="optimizer_impl paged is bitsandbytes' paged optimizers"):
+        gpuplan.evaluate(**{**RUN, "optimizer": "sgd"}, optimizer_impl="paged")

@@ -26,18 +26,23 @@ def test_lora_all_linear_rank_16_llama_3_8b():
 def test_qlora_base_is_nf4_with_double_quantisation():
     # source: Dettmers et al. 2023, QLoRA (arXiv:2305.14314) Sec. 3: 4 + 8/64 + 32/(64·256) bits per
     # parameter of the quantised linear layers; embeddings, norms and the LM head stay as loaded (16-bit) —
-    # or fp32 where PEFT's prepare_model_for_kbit_training casts them (the Hugging Face stacks, the generic one)
+    # the norms in fp32 where PEFT's prepare_model_for_kbit_training casts them and TRL casts the embeddings and
+    # LM head back to bf16 (the Hugging Face stacks, the generic one)
     training = {"method": "qlora", "lora_rank": 8, "lora_targets": ["q_proj"]}
     sc = make("llama-2-7b")
     g = sc.model.params_by_group()
     linear = g["attention"] + g["mlp"]
     rest = sc.model.params - linear
+    tables = 2 * 32000 * 4096  # embeddings and LM head
     adapters = 8 * (4096 + 4096) * 32
     nf4 = linear * (4 + 8 / 64 + 32 / (64 * 256)) / 8
     as_loaded = mem("llama-2-7b", training={**training, "framework": "pytorch-fsdp"})
     prepared = mem("llama-2-7b", training=training)
     assert as_loaded["weights"] == pytest.approx(nf4 + rest * 2 + adapters * 4, rel=1e-4)
-    assert prepared["weights"] == pytest.approx(nf4 + rest * 4 + adapters * 4, rel=1e-4)
+    assert prepared["weights"] == pytest.approx(nf4 + tables * 2 + (rest - tables) * 4 + adapters * 4, rel=1e-4)
+    # under fp16 TRL casts nothing back (peft_module_casting_to_bf16 runs only with args.bf16): all fp32
+    fp16 = mem("llama-2-7b", training={**training, "precision": "fp16"}, gpu="v100-32gb")
+    assert fp16["weights"] == pytest.approx(nf4 + rest * 4 + adapters * 4, rel=1e-4)
 
 
 def test_lora_frozen_base_has_no_gradients_or_adam_states():

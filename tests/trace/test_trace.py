@@ -325,3 +325,13 @@ def test_one_gpu_peak_is_backwards_start_or_end_not_the_sum(seq_len, end):
         assert timing == -grads  # none of the 2.3 GiB of gradients is held at the peak
     else:
         assert timing == pytest.approx(2 * 128256 * 2048 * 2, rel=1e-12)  # 2 × V·h bf16 gradients
+
+
+@pytest.mark.parametrize("training", [{"framework": "megatron-core"}, {"framework": "hf-trainer", "kernels": "liger"}])
+def test_a_fused_swiglu_is_traced_as_the_formula_counts_it(training):
+    # Megatron-Core's bias-SwiGLU fusion and Liger's SiLU-mul keep the gate and up outputs only: trace builds that
+    # kernel (trace/model.py _FusedSwiGLU), so traced and predicted activations agree as for the eager one
+    sc = parse_scenario({"model": TINY, "hardware": {"gpu": "h100-sxm", "gpus": 1},
+                         "training": {"seq_len": 256, **training}})
+    r = rows(trace_scenario(sc))
+    assert abs(r["activations"]["ratio"] - 1) < 0.05

@@ -59,10 +59,9 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     ``amp``: PyTorch AMP over fp32 weights — the fp32 stream into the norms, each linear's own 16-bit input cast,
     and autocast's 16-bit cast of every matmul weight, kept from forward to backward (model/kept.py).
     ``upcast``: QLoRA after PEFT's ``prepare_model_for_kbit_training`` (model/kept.py ``kbit_upcast``) — the fp32
-    embedding and norms make the residual stream fp32, and bitsandbytes' Linear4bit returns its output in its
-    input's dtype: its 16-bit cast of the fp32 input is transient (MatMul4Bit keeps no input), the MLP's elementwise
-    tensors are fp32, and autocast casts the fp32 LM head to 16 bits for its matmul (kept until the head's
-    backward)."""
+    norms (the embeddings and LM head cast back to bf16 by TRL) make the residual stream fp32, and bitsandbytes'
+    Linear4bit returns its output in its input's dtype: its 16-bit cast of the fp32 input is transient (MatMul4Bit
+    keeps no input), the MLP's elementwise tensors are fp32; the bf16 head needs no autocast copy."""
     targets = training.lora_targets if training.method != "full" else None
     rp = rank_params(model, tp, ep, pp, vstages, stage, targets, training.lora_rank)
     elem = ACT_BYTES[training.precision]
@@ -81,7 +80,8 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     # ends, remade one block at a time in the recompute); the LM head's (or the tied embedding's) on the last stage
     checkpointed = recompute in ("full", "selective-op")
     casts = elem * rp.quantizable if amp and not checkpointed else 0.0
-    head_cast = elem * model.vocab * model.hidden / tp if (amp or upcast) and stage == pp - 1 else 0.0
+    fp32_head = amp or (upcast and training.precision == "fp16")  # TRL casts a prepared head back to bf16 only
+    head_cast = elem * model.vocab * model.hidden / tp if fp32_head and stage == pp - 1 else 0.0
     extra = casts + (0.0 if checkpointed else head_cast)
     rep = 1 / x.t if x.sp else 1.0
     if eager_norm and pp > 1 and recompute in ("none", "selective"):

@@ -41,10 +41,11 @@ def amp_fp32(training: Training, zero: int, model_parallel: int, offload: str) -
 
 
 def kbit_upcast(training: Training, zero: int) -> bool:
-    """Whether a QLoRA run keeps its non-quantized parameters (embeddings, LM head, norms) in fp32 — PEFT's
+    """Whether a QLoRA run keeps its norms (and, under fp16, its embeddings and LM head) in fp32 — PEFT's
     ``prepare_model_for_kbit_training`` casts every 16-bit parameter that is not 4-bit to fp32, and TRL's trainers
-    call it for a 4-bit model with a LoRA config, except a sharded one (FSDP / ZeRO-3 QLoRA) — under mixed precision
-    on a stack that prepares the model so (frameworks.json ``memory.kbit_upcast``)."""
+    call it for a 4-bit model with a LoRA config, except a sharded one (FSDP / ZeRO-3 QLoRA), then cast the
+    embeddings and head back to bf16 under bf16 (peft_module_casting_to_bf16) — under mixed precision on a stack that
+    prepares the model so (frameworks.json ``memory.kbit_upcast``)."""
     return (training.method == "qlora" and zero < 3 and training.precision in ("bf16", "fp16")
             and prepares_kbit_in_fp32(training.framework))
 

@@ -56,16 +56,20 @@ def _frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) 
     linears' 4-bit values packed (sharded) and their quantization constants (absmax, double-quantized) — in each
     bitsandbytes Linear4bit's quant_state, no parameter, so replicated (bitsandbytes nn/modules.py
     fix_4bit_weight_quant_state_from_module: "the quant state got lost ... for example for fsdp"); torchao's NF4Tensor
-    shards them with the values (``nf4_state_sharded``) —; the rest (embeddings, head, norms) in fp32 where PEFT
-    prepared the model."""
+    shards them with the values (``nf4_state_sharded``) —; the rest in 16 bits, but where PEFT prepared the model
+    (``kbit_upcast``) the norms and other small parameters in fp32: prepare_model_for_kbit_training casts all of them
+    to fp32, then TRL's peft_module_casting_to_bf16 (and the QLoRA paper's qlora.py) casts the embeddings and the LM
+    head back to bf16 and keeps the norms in fp32."""
     base = rp.dense + rp.expert
     if training.method != "qlora":
         return base * sb.weight, 0.0
-    rest = 4 if kbit_upcast(training, zero) else 2
+    small = base - rp.quantizable - rp.tables  # norms, biases, routers
     state = rp.quantizable * (constant("nf4_bytes_per_param") - 0.5)
     sharded = nf4_state_sharded(training.framework)
-    return rp.quantizable * 0.5 + (base - rp.quantizable) * rest + (state if sharded else 0.0), \
-        0.0 if sharded else state
+    upcast = kbit_upcast(training, zero)
+    tables = 4 if upcast and training.precision == "fp16" else 2  # TRL casts them back only with args.bf16
+    return rp.quantizable * 0.5 + rp.tables * tables + small * (4 if upcast else 2) + \
+        (state if sharded else 0.0), 0.0 if sharded else state
 
 
 @lru_cache(maxsize=65536)
@@ -94,7 +98,7 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         if training.optimizer_in_backward:  # one parameter's gradient at a time, freed by its own step
             grads = min(grads, largest_param(model, tp, ep) / (nd if z >= 2 else 1) * grad_bytes)
         opt_local = shard(rp.dense, rp.expert, z >= 1)
-        optimizer = opt_local * sb.optimizer
+        optimizer, moments = opt_local * sb.optimizer, opt_local * sb.states
     else:
         # LoRA/QLoRA: frozen base in 16-bit (QLoRA: block linears in NF4), adapters trainable.
         # PEFT keeps adapters in fp32 under mixed precision (autocast_adapter_dtype=True),
@@ -107,15 +111,16 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         weights = base_share + shard(rp.adapters_dense, rp.adapters_expert, z >= 3 and not kept) * ad_w
         grads = shard(rp.adapters_dense, rp.adapters_expert, z >= 2 and not kept) * ad_g
         opt_local = shard(rp.adapters_dense, rp.adapters_expert, z >= 1)
-        optimizer = opt_local * adapter_states(training, model, sb.states)
+        optimizer = moments = opt_local * adapter_states(training, model, sb.states)  # adapters: their own master
 
     if stage == 0 and model.frozen_params:  # a vision tower loaded with the model, frozen (spec ModelSpec)
         weights += model.frozen_params * (4 if training.precision == "fp32" else 2) / (nd if z >= 3 else 1)
-    cpu = 0.0
-    # offloaded, or paged: bitsandbytes' paged optimizers keep their states in CUDA unified memory (functional.py
-    # get_paged: cudaMallocManaged), outside PyTorch's caching allocator, which the driver evicts to the host when the
-    # GPU runs short — never an out-of-memory, never in max_memory_allocated; host memory holds them at worst
-    if offload in ("optimizer", "params") or training.optimizer_impl == "paged":
+    # paged: bitsandbytes' paged optimizers keep their moments in CUDA unified memory (functional.py get_paged:
+    # cudaMallocManaged), outside PyTorch's caching allocator, evicted to the host when the GPU runs short — never an
+    # out-of-memory, never in max_memory_allocated; an fp32 master beside 16-bit weights stays in ordinary memory
+    cpu = moments if training.optimizer_impl == "paged" and offload == "none" else 0.0
+    optimizer -= cpu
+    if offload in ("optimizer", "params"):
         cpu += optimizer
         optimizer = 0.0
     if offload == "params":

@@ -44,6 +44,7 @@ class RankParams:
     kind_layers: tuple[int, ...] = ()  # blocks of each of the model's kinds (ModelSpec.kinds) on the rank
     sublayers: int = 0                 # their residual branches (LayerGroup.sublayers): tensor parallelism's reductions
     attention_layers: int = 0          # those whose mixer is softmax attention (context parallelism's K/V exchange)
+    tables: float = 0.0                # the matrices outside the blocks: embedding (and position) tables, LM head
 
     @property
     def total(self) -> float:
@@ -60,7 +61,7 @@ class _Tally:
     def __init__(self, model: ModelSpec, tp: int, ep: int, lora_targets: tuple[str, ...] | None,
                  lora_rank: int, etp: int) -> None:
         self.model, self.tp, self.ep, self.targets, self.rank, self.etp = model, tp, ep, lora_targets, lora_rank, etp
-        self.dense = self.expert = self.quant = self.ad_d = self.ad_e = self.big_matrix = 0.0
+        self.dense = self.expert = self.quant = self.ad_d = self.ad_e = self.big_matrix = self.tables = 0.0
 
     def add(self, weights: tuple[Weight, ...], times: int, in_block: bool) -> float:
         """Add ``times`` copies of a layer's ``weights``; returns one copy's local elements."""
@@ -72,6 +73,8 @@ class _Tally:
                 self.expert += n * times
             else:
                 self.dense += n * times
+            if not in_block and w.is_matrix:
+                self.tables += n * times
             if in_block and w.is_matrix and w.group in LORA_GROUPS:
                 self.quant += n * times
                 self.big_matrix = max(self.big_matrix, n / w.count)
@@ -117,7 +120,8 @@ def rank_params(model: ModelSpec, tp: int, ep: int, pp: int, vstages: int, stage
     # An exact count from safetensors headers (or a given {params: N}) rescales the shapes' count.
     k = model.params / model.params_formula if model.params_formula else 1.0
     return RankParams(tally.dense * k, tally.expert * k, tally.quant * k, tally.ad_d, tally.ad_e, largest * k,
-                      tally.big_matrix * k, moe_layers, dense_layers, tuple(kinds), sublayers, attention)
+                      tally.big_matrix * k, moe_layers, dense_layers, tuple(kinds), sublayers, attention,
+                      tally.tables * k)
 
 
 def largest_param(model: ModelSpec, tp: int, ep: int) -> float:

@@ -33,7 +33,7 @@ LEAST_FIRST = ("selective", "selective-op", "full")
 
 GIB = 2**30
 
-# QLoRA prepared by PEFT (model/kept.py kbit_upcast: the run whose fp32 embeddings, head and norms gpuplan counts)
+# QLoRA prepared by PEFT (model/kept.py kbit_upcast: the run whose fp32 norms and stream gpuplan counts)
 KBIT_CHECKPOINTS = ("{} prepares a 4-bit model with PEFT's prepare_model_for_kbit_training, whose "
                     "use_gradient_checkpointing defaults to True (peft src/peft/utils/other.py; TRL passes its "
                     "SFTConfig.gradient_checkpointing, also True by default): each decoder layer checkpointed")
@@ -49,8 +49,10 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
     on = get_framework(sc.training.framework).defaults.get("recompute_on")
     why = f"{sc.training.framework} recomputes by default ({on.source})" if on is not None and on.value is True \
         else KBIT_CHECKPOINTS.format(sc.training.framework) if kbit_upcast(sc.training, lay.zero) else None
-    if why is not None:  # the stack recomputes unless told not to (Unsloth; PEFT's preparation of a 4-bit model)
-        cand = replace(lay, recompute=_modes(sc.training.framework)[0])
+    if why is not None:  # the stack recomputes unless told not to (Unsloth; PEFT's preparation of a 4-bit model:
+        # gradient_checkpointing_enable checkpoints each decoder layer whole)
+        mode = _modes(sc.training.framework)[0] if on is not None and on.value is True else "full"
+        cand = replace(lay, recompute=mode)
         if not why_not(sc.training.framework, cand.values(), sc.training):
             rule = f"not given: {why}; give layout.recompute: none to change it"
             return cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections), rule

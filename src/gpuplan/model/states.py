@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_memory import ddp_bucket_in_param_dtype, ddp_copies_gradients
+from gpuplan.catalog.framework_memory import ddp_bucket_in_param_dtype, ddp_copies_gradients, nf4_state_sharded
 from gpuplan.catalog.frameworks import zero3_buffers
 from gpuplan.model.muon import muon_split
 from gpuplan.model.params import RankParams
@@ -131,7 +131,8 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
     # QLoRA under FSDP / ZeRO-3 gathers the base weights as they are stored: 4-bit values packed into a 16-bit
     # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16;
     # the quantization constants stay whole on every rank (model/memory.py model_states)
-    g_elem = 0.5 if training.method == "qlora" else w_elem
+    g_elem = (constant("nf4_bytes_per_param") if nf4_state_sharded(training.framework) else 0.5) \
+        if training.method == "qlora" else w_elem
     grad = sb.grad if training.method == "full" else 0
     buffers = 0.0
     by_module = zero3_buffers(training.framework) if gathered else None

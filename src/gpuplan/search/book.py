@@ -192,6 +192,11 @@ class Book:
                     self._graphs(split), irregular=irregular)
         return None if not v.host_ok else v.fits
 
+    def _hosts(self, off: str) -> bool:
+        """Whether layouts with offload ``off`` put state in host memory (offloaded, or a paged optimizer's moments:
+        model/memory.py model_states), whose verdict then checks the host."""
+        return off != "none" or self.tr.optimizer_impl == "paged"
+
     def _irregular(self, fam: Family, off: str) -> bool:
         """Whether a family's steps fragment the allocator's native segments (model/allocator.py ``fragile``)."""
         key = (fam.recompute, off)
@@ -206,10 +211,10 @@ class Book:
 
     def _plain_of(self, hw: Hardware, split: Split, off: str, irregular: bool) -> Plain:
         """``memory.plain_limit`` for this GPU type, count and kind of layout (kept)."""
-        mp = split.tp > 1 or split.pp > 1
-        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, off != "none", mp, split.pp > 1, irregular)
+        mp, hosted = split.tp > 1 or split.pp > 1, self._hosts(off)
+        key = (hw.gpu.id, hw.gpus, hw.gpus_per_node, hosted, mp, split.pp > 1, irregular)
         if key not in self._plain:
-            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, off != "none", mp, self._graphs(split),
+            self._plain[key] = plain_limit(hw, self.tr, self.sc.corrections, hosted, mp, self._graphs(split),
                                            irregular=irregular)
         return self._plain[key]
 

@@ -237,7 +237,7 @@ class Search(Book):
                     ) -> dict[tuple[int, int, Shard], bool]:
         """Whether each (type, virtual stages, sharding)'s peak floor fits (none where host memory could fail:
         the floor bounds the GPU's peak only); the least floor of the count, for ``fit``'s stop."""
-        if off != "none" and any(hw.host_memory_bytes is not None for hw in hws.values()):
+        if self._hosts(off) and any(hw.host_memory_bytes is not None for hw in hws.values()):
             return {}
         out, least, base = {}, math.inf, None
         for v, shard in dict.fromkeys((f.virtual_stages, f.shard) for f in fams):
@@ -300,7 +300,7 @@ class Search(Book):
             self.rejected[why] += len(mbs)
             return [], None
         normal = ordered_micro_batches(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mbs)
-        if off != "none" and hw.host_memory_bytes is not None:
+        if self._hosts(off) and hw.host_memory_bytes is not None:
             bound = None  # whether the host holds the offloaded state is this family's own question (None below)
         hi = len(normal) if bound is None else min(bound, len(normal))
         like = (hw.gpu.id, split.tp, split.pp, split.cp, split.ep, fam.schedule, fam.virtual_stages, fam.recompute,

@@ -57,6 +57,8 @@ OFFLOADS: tuple[str, ...] = get_args(Offload)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
+# bitsandbytes.optim's paged classes: PagedAdam, PagedAdamW, PagedAdamW8bit/32bit, PagedLion (8/32-bit)
+PAGED_OPTIMIZERS = ("adam", "adamw", "adamw-8bit", "lion")
 FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 GRAD_DTYPES: tuple[str, ...] = get_args(GradDtype)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
@@ -164,7 +166,7 @@ class Training(ValueHashed):
         if self.optimizer_in_backward and self.method != "full":
             raise GpuplanError(f"training.optimizer_in_backward steps every trained parameter in backward (torchtune's "
                                f"full fine-tune recipes), but method is {self.method}: drop optimizer_in_backward")
-        self._check_lora()
+        self._check_methods()
         if not 0.0 <= self.headroom < 0.5:
             raise GpuplanError(f"training.headroom is the share of GPU memory kept free, in [0, 0.5): "
                                f"got {self.headroom} (write 0.05 or 5%)")
@@ -172,7 +174,8 @@ class Training(ValueHashed):
             raise GpuplanError(f"training.dropout must be in [0, 1), got {self.dropout}")
         seal(self)
 
-    def _check_lora(self) -> None:
+    def _check_methods(self) -> None:
+        """The LoRA fields and the optimizer implementation."""
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:
@@ -185,6 +188,10 @@ class Training(ValueHashed):
             raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")
         if not 0.0 <= self.lora_dropout < 1.0:
             raise GpuplanError(f"training.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.optimizer_impl == "paged" and self.optimizer not in PAGED_OPTIMIZERS:
+            raise GpuplanError(f"training.optimizer_impl paged is bitsandbytes' paged optimizers "
+                               f"({', '.join(PAGED_OPTIMIZERS)}), not {self.optimizer}: drop optimizer_impl or pick "
+                               "one of those")
         if self.lora_dropout and self.method == "full":
             raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
                                "method is full: drop lora_dropout, or set method lora or qlora")

@@ -69,6 +69,8 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {}),
                      **({"activation_offloading": True} if tr.activation_offloading else {}),
                      **({"cuda_graphs": tr.cuda_graphs} if tr.cuda_graphs != "none" else {}),
-                     **({"kernels": tr.kernels} if tr.kernels != "framework" else {})},
+                     **({"kernels": tr.kernels} if tr.kernels != "framework" else {}),
+                     **({"lora_targets": list(tr.lora_targets)} if tr.method != "full" else {}),
+                     **({"lora_dropout": tr.lora_dropout} if tr.lora_dropout else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }

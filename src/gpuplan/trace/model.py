@@ -120,24 +120,44 @@ def _eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: 
     return torch.matmul(probs, v)
 
 
+class _FusedSwiGLU(torch.autograd.Function):
+    """silu(gate) * up keeping only its inputs and recomputing the activation in backward — Megatron-Core's
+    bias-SwiGLU fusion (fused_bias_swiglu.py: ctx.save_for_backward(input)), Liger's SiLU-mul."""
+
+    @staticmethod
+    def forward(ctx, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(gate, up)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        gate, up = ctx.saved_tensors
+        sig = torch.sigmoid(gate)
+        return grad * up * sig * (1 + gate * (1 - sig)), grad * gate * sig
+
+
 class MLP(nn.Module):
-    def __init__(self, h: int, f: int) -> None:
+    def __init__(self, h: int, f: int, fused: bool = False) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(h, f, bias=False)
         self.up_proj = nn.Linear(h, f, bias=False)
         self.down_proj = nn.Linear(f, h, bias=False)
+        self.fused = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            return self.down_proj(_FusedSwiGLU.apply(self.gate_proj(x), self.up_proj(x)))
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class Block(nn.Module):
-    def __init__(self, m: ModelSpec, qkv_bias: bool, qk_norm: bool, eager: bool, hf_norm: bool = False) -> None:
+    def __init__(self, m: ModelSpec, qkv_bias: bool, qk_norm: bool, eager: bool, hf_norm: bool = False,
+                 fused_glu: bool = False) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(m.hidden, hf_eager=hf_norm)
         self.self_attn = Attention(m, qkv_bias, qk_norm, eager)
         self.post_attention_layernorm = RMSNorm(m.hidden, hf_eager=hf_norm)
-        self.mlp = MLP(m.hidden, m.ffn)
+        self.mlp = MLP(m.hidden, m.ffn, fused_glu)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
@@ -172,12 +192,12 @@ def rope_tables(freq: torch.Tensor, s: int, dtype: torch.dtype) -> tuple[torch.T
 class CausalLM(nn.Module):
     """``forward(ids)`` → logits; ``loss(logits, labels)`` → mean token cross-entropy (fp32)."""
 
-    def __init__(self, m: ModelSpec, eager: bool = False, hf_norm: bool = False) -> None:
+    def __init__(self, m: ModelSpec, eager: bool = False, hf_norm: bool = False, fused_glu: bool = False) -> None:
         super().__init__()
         qkv_bias, qk_norm = block_options(m)
         self.spec_name = m.name
         self.embed_tokens = nn.Embedding(m.vocab, m.hidden)
-        self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager, hf_norm) for _ in range(m.n_layers))
+        self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager, hf_norm, fused_glu) for _ in range(m.n_layers))
         self.norm = RMSNorm(m.hidden, hf_eager=hf_norm)
         self.lm_head = nn.Linear(m.hidden, m.vocab, bias=False)
         if m.tied_embeddings:

@@ -28,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
 from gpuplan.model.estimate import completed_layout
-from gpuplan.model.kept import amp_of, keeps_fp32_norm_copy
+from gpuplan.model.kept import amp_of, fused_glu_keeps_input, keeps_fp32_norm_copy
 from gpuplan.spec import Layout, Scenario
 from gpuplan.trace.build import (
     DTYPES,
@@ -288,14 +288,15 @@ def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | N
         factory, source = load_factory(module, "--module"), f"--module {module}"
     else:
         eager = sc.training.attention == "eager"
-        hf_norm = keeps_fp32_norm_copy(sc.model, sc.training)  # the framework's norms, as evaluate counts them
+        # the framework's norms and SwiGLU, as evaluate counts them
+        hf_norm, fused = keeps_fp32_norm_copy(sc.model, sc.training), fused_glu_keeps_input(sc.training)
         if pipe is not None:
             def factory() -> nn.Module:
                 return PipelineStageLM(sc.model, pp=lay.pp, vstages=pipe.vstages, stage=pipe.stage, eager=eager,
-                                       hf_norm=hf_norm)
+                                       hf_norm=hf_norm, fused_glu=fused)
         else:
             def factory() -> nn.Module:
-                return CausalLM(sc.model, eager=eager, hf_norm=hf_norm)
+                return CausalLM(sc.model, eager=eager, hf_norm=hf_norm, fused_glu=fused)
         source = f"model {sc.model.name}"
     infac = load_factory(input_factory, "--input-factory") if input_factory else None
     model = build_on_meta(factory, param_dtype, source)
@@ -304,8 +305,7 @@ def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | N
         raise GpuplanError(f"trace shards K/V heads over tp; layout.tp={tp} does not divide the {sc.model.n_kv_heads} "
                            "key/value heads (replicated K/V heads are not traced): use a tp that divides them")
     tied = tied_head(model) if tp > 1 else None
-    if tp > 1:
-        notes += check_tp_names(model, tp)
+    notes += check_tp_names(model, tp) if tp > 1 else []
     notes += apply_recompute(model, lay.recompute)
     return model, infac, tied
 

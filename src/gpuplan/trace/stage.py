@@ -83,7 +83,7 @@ class PipelineStageLM(nn.Module):
     output: the next stage's input, or the logits (the model's last chunk)."""
 
     def __init__(self, m: ModelSpec, *, pp: int, vstages: int, stage: int, eager: bool = False,
-                 hf_norm: bool = False) -> None:
+                 hf_norm: bool = False, fused_glu: bool = False) -> None:
         super().__init__()
         qkv_bias, qk_norm = block_options(m)
         sizes = chunk_sizes(m.n_layers, pp * vstages)
@@ -97,7 +97,7 @@ class PipelineStageLM(nn.Module):
             start += sizes[c]
         if stage == 0:
             self.embed_tokens = nn.Embedding(m.vocab, m.hidden)
-        self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager, hf_norm) for _ in range(start))
+        self.layers = nn.ModuleList(Block(m, qkv_bias, qk_norm, eager, hf_norm, fused_glu) for _ in range(start))
         if stage == pp - 1:
             self.norm = RMSNorm(m.hidden, hf_eager=hf_norm)
             self.lm_head = nn.Linear(m.hidden, m.vocab, bias=False)
