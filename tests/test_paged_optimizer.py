@@ -22,7 +22,7 @@ def test_paged_states_are_not_in_the_gpu_peak():
     # the 8-bit moments of 8,030,261,248 parameters: 2 B each, block-wise quantization constants beside
     assert resident["optimizer"] == pytest.approx(paged["cpu_offload"], rel=1e-12) and paged["optimizer"] == 0
     assert resident["total"] - paged["total"] > 0.9 * 2 * 8_030_261_248
-    assert not resident["fits"] and paged["fits"]
+    assert resident["total"] > resident["capacity"] >= paged["total"]  # paged: the predicted peak fits the card
 
 
 @pytest.mark.parametrize("word", ["paged_adamw_8bit", "bitsandbytes.optim.PagedAdamW8bit"])
