@@ -32,7 +32,7 @@ from gpuplan.model.allocator import fragile, fragmentation_spread, reserve_share
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StagePeak
 from gpuplan.model.graphs import cuda_graph_allowance
-from gpuplan.model.kept import adapters_in_16_bits, amp_fp32, amp_of, kbit_upcast
+from gpuplan.model.kept import activation_flags, amp_fp32, kbit_upcast
 from gpuplan.model.params import RankParams, largest_param, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages, stage_io_bytes
 from gpuplan.model.states import StateBytes, adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
@@ -42,6 +42,8 @@ from gpuplan.spec.corrections import NONE, Corrections
 from gpuplan.spec.job import per_step
 
 _make_peak = maker(StagePeak)
+# ``_stage_base``: states, step temporaries, that phase's total, the backwards that shape the peak, the activation flags
+StageBase = tuple[ModelStates, float, float, bool, bool, bool, tuple[bool, bool, bool]]
 
 
 @lru_cache(maxsize=256)
@@ -180,12 +182,12 @@ def _layout_terms(training: Training, lay: Layout) -> tuple[int, int, int, int, 
 
 
 def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, nd: int, nd_e: int,
-                temp: float) -> tuple[ModelStates, float, float, bool, bool, bool, bool]:
+                temp: float) -> StageBase:
     """What a stage's peak holds whatever the micro-batch: its model states (DualPipe's mirrored), the
     optimizer step's temporaries and that phase's total, and which backwards can shape the peak: a 16-bit
     gradient per parameter beside the fp32 buffer; one GPU, whose gradients appear as activations free
-    (when one micro-batch makes the step); the first stage's embedding gradient; whether the layout trains as
-    PyTorch AMP (model/kept.py)."""
+    (when one micro-batch makes the step); the first stage's embedding gradient; what the layout's activations read
+    beside their shapes — PyTorch AMP, QLoRA's fp32 preparation, 16-bit adapters (model/kept.py activation_flags)."""
     states = model_states(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.zero, nd, nd_e,
                           lay.offload, lay.dp * lay.cp, lay.cp, lay.folded_etp)
     if lay.pp_schedule == "dualpipe":
@@ -197,20 +199,19 @@ def _stage_base(model: ModelSpec, training: Training, lay: Layout, stage: int, n
     half = full and training.grad_dtype == "fp32" and keeps_half_grads(training.framework)
     one_gpu = lay.zero == 0 and lay.dp * lay.cp * lay.tp * lay.pp == 1
     embedding = stage == 0 and lay.zero < 3 and full
-    return states, opt_temp, states.total + opt_temp, half, one_gpu, embedding, amp_of(training, lay)
+    return states, opt_temp, states.total + opt_temp, half, one_gpu, embedding, activation_flags(training, lay)
 
 
 def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, corrections: Corrections,
-              base: tuple[ModelStates, float, float, bool, bool, bool, bool], communicators: int, mb: int,
+              base: StageBase, communicators: int, mb: int,
               n_mb: int, irregular: bool) -> tuple:
     """One stage's peak parts at micro-batch ``mb`` (``n_mb`` per step) on ``base`` (``_stage_base``); ``irregular``:
     its steps fragment the allocator's native segments (model/allocator.py ``fragile``)."""
-    states, opt_temp, step_phase, half, one_gpu, embedding, amp = base
+    states, opt_temp, step_phase, half, one_gpu, embedding, (amp, upcast, adapters16) = base
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
                             lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
-                            every=lay.recompute_every, amp=amp, upcast=kbit_upcast(training, lay.zero),
-                            adapters16=adapters_in_16_bits(training, lay.zero))
+                            every=lay.recompute_every, amp=amp, upcast=upcast, adapters16=adapters16)
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if half:
         grads_held, act_held, logits_held = half_grads_backward(states, act, flight)
