@@ -130,7 +130,8 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
     w_elem = 4 if training.precision == "fp32" else 2
     # QLoRA under FSDP / ZeRO-3 gathers the base weights as they are stored: 4-bit values packed into a 16-bit
     # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16;
-    # the quantization constants stay whole on every rank (model/memory.py model_states)
+    # bitsandbytes' quantization constants stay whole on every rank, torchao's are gathered with the values
+    # (model/memory.py _frozen_base)
     g_elem = (constant("nf4_bytes_per_param") if nf4_state_sharded(training.framework) else 0.5) \
         if training.method == "qlora" else w_elem
     grad = sb.grad if training.method == "full" else 0
