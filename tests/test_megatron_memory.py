@@ -1,6 +1,7 @@
-"""Megatron-Core's own activation memory, read in its code: the fused bias-SwiGLU keeps only its input (the fc1
-output [gate; up]) and recomputes the activation in backward; the vocab-parallel cross-entropy holds an fp32 softmax
-(4 B per logit) and, at the start of backward, the 16-bit gradient cast from it (2 B)."""
+"""The frameworks' own memory, read in their code: Megatron-Core's fused bias-SwiGLU keeps only its input (the fc1
+output [gate; up]) and recomputes the activation in backward; Megatron's vocab-parallel cross-entropy holds an fp32
+softmax (4 B per logit) and, at the start of backward, the 16-bit gradient cast from it (2 B); accelerate's FSDP root
+unit holds the embedding beside the LM head."""
 
 from __future__ import annotations
 
@@ -41,3 +42,13 @@ def test_megatrons_loss_holds_six_bytes_per_logit():
     for framework in ("megatron-core", "megatron-lm", "nanotron"):
         assert _memory(framework)["detail"]["logits"] == 6 * 8192 * 128256
     assert _memory("generic")["detail"]["logits"] == 12 * 8192 * 128256  # logits.float() + F.cross_entropy
+
+
+def test_fsdp_root_unit_holds_the_embedding_beside_the_head_under_accelerate():
+    # accelerate wraps the decoder layers only: the root unit, never resharded after the forward, holds embed_tokens
+    # and lm_head (untied) — torchtitan gives [norm, output] a unit of its own
+    kw = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, dp=8, zero=3, seq_len=4096, micro_batch=1,
+              recompute="full", tokens=1e9)
+    hf, titan = (gpuplan.evaluate(**kw, framework=f).to_json()["memory"]["detail"]["comm_buffers"]
+                 for f in ("hf-trainer", "torchtitan"))
+    assert hf - titan == 128256 * 4096 * 2

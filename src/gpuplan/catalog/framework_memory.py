@@ -47,6 +47,14 @@ def norm_keeps_fp32_copy(framework: str) -> bool:
 
 
 @cache
+def fsdp_root_holds_embedding(framework: str) -> bool:
+    """Whether the framework's FSDP root unit — never resharded after the forward — holds the embedding beside the LM
+    head (frameworks.json ``memory.fsdp_root`` "embedding_and_head": accelerate wraps the decoder layers only) rather
+    than the head in a unit of its own (torchtitan's [norm, output])."""
+    return _memory_fact(framework, "fsdp_root") == "embedding_and_head"
+
+
+@cache
 def swiglu_saves_input(framework: str) -> bool:
     """Whether the framework's gated MLP runs a fused activation that saves only its input (frameworks.json
     ``memory.swiglu_saves_input``: Megatron-Core's bias-SwiGLU fusion)."""

@@ -24,7 +24,12 @@ import math
 from functools import lru_cache
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_memory import keeps_half_grads, nf4_state_sharded, pp_grads_in_fp32
+from gpuplan.catalog.framework_memory import (
+    fsdp_root_holds_embedding,
+    keeps_half_grads,
+    nf4_state_sharded,
+    pp_grads_in_fp32,
+)
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.catalog.intervals import spread
 from gpuplan.model.act_parts import stage_activations
@@ -130,10 +135,21 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         weights = grads = 0.0
 
     gathered = (z >= 3 and not kept) or offload == "params"
-    head = model.vocab * model.hidden / tp if stage == pp - 1 and gathered else 0.0  # the LM head, gathered whole
+    head = _gathered_head(model, training, tp, pp, stage) if gathered else (0.0, 0.0)
     buffers = transient_buffers(training, rp, sb, gathered, dp_group > 1 and z == 0, dp_group, grads, head)
     trainable = (rp.dense + rp.expert) if method == "full" else rp.adapters_dense + rp.adapters_expert
     return ModelStates(weights, grads, optimizer, cpu, opt_local, buffers, rp.dense + rp.expert, trainable)
+
+
+def _gathered_head(model: ModelSpec, training: Training, tp: int, pp: int, stage: int) -> tuple[float, float]:
+    """(the LM head's unit, the head) in elements, gathered whole on the last stage: the unit holds an untied embedding
+    beside the head where the framework's FSDP root holds both (``fsdp_root_holds_embedding``: one stage, no
+    pipeline); the head's gradient is the one made where the backward starts."""
+    if stage != pp - 1:
+        return 0.0, 0.0
+    head = model.vocab * model.hidden / tp
+    both = fsdp_root_holds_embedding(training.framework) and not model.tied_embeddings and pp == 1
+    return (2 if both else 1) * head, head
 
 
 @lru_cache(maxsize=8)

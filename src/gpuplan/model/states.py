@@ -124,9 +124,11 @@ def optimizer_step_temp_bytes(optimizer: str, precision: str, impl: str) -> floa
 
 
 def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gathered: bool, plain_ddp: bool,
-                       dp_group: int, grads: float, head: float = 0.0) -> float:
-    """Communication and dequantisation buffers beside one rank's model states; ``head``: the LM head's elements on
-    this rank (the last stage), gathered whole as a module or an FSDP unit of its own."""
+                       dp_group: int, grads: float, head: tuple[float, float] = (0.0, 0.0)) -> float:
+    """Communication and dequantisation buffers beside one rank's model states; ``head``: (its FSDP unit, the LM head)
+    in elements on this rank (the last stage), gathered whole — the unit may hold the embedding too (memory.py
+    _gathered_head)."""
+    unit, head_only = head
     w_elem = 4 if training.precision == "fp32" else 2
     # QLoRA under FSDP / ZeRO-3 gathers the base weights as they are stored: 4-bit values packed into a 16-bit
     # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16;
@@ -143,7 +145,7 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
         # a bucket of 16-bit elements (frameworks.json)
         live, prefetch, bucket = by_module
         buffers += max((max(rp.largest_matrix, min(rp.largest_layer, live)) + prefetch) * g_elem,
-                       head * w_elem + prefetch * g_elem)
+                       head_only * w_elem + prefetch * g_elem)
         buffers += min(bucket, rp.largest_layer) * (w_elem if training.method == "full" else 0)
     elif gathered:
         # FSDP: the layer being computed and the prefetched next one, unsharded, plus the unsharded gradient of one
@@ -154,7 +156,7 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
         # reshard_after_forward False by default ("FSDP would prefetch them immediately after the forward pass"),
         # FSDP1 frees no root parameters after the forward (_runtime_utils.py _post_forward_reshard)
         blocks = rp.largest_layer * (2 * g_elem + grad)
-        buffers += max(blocks, head * (w_elem + grad) + rp.largest_layer * g_elem)
+        buffers += max(blocks, unit * w_elem + head_only * grad + rp.largest_layer * g_elem)
     elif plain_ddp and ddp_copies_gradients(training.framework):
         # DDP's buckets beside the gradients (gradient_as_bucket_view off); in the parameters' dtype where the
         # framework keeps its own fp32 gradient buffer besides (nanotron)
