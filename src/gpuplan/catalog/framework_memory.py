@@ -55,6 +55,14 @@ def fsdp_root_holds_embedding(framework: str) -> bool:
 
 
 @cache
+def loss_logit_bytes(framework: str) -> float | None:
+    """Bytes per logit the framework's own loss holds at the start of backward (frameworks.json
+    ``memory.loss_logit_bytes``: Megatron's vocab-parallel loss, 6), or None where its fused-kernel fact decides."""
+    value = _memory_fact(framework, "loss_logit_bytes")
+    return None if value is None else float(value)
+
+
+@cache
 def swiglu_saves_input(framework: str) -> bool:
     """Whether the framework's gated MLP runs a fused activation that saves only its input (frameworks.json
     ``memory.swiglu_saves_input``: Megatron-Core's bias-SwiGLU fusion)."""

@@ -46,14 +46,15 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
     the least) and the rule that says so (None: unchanged)."""
     if lay.recompute != "none" or "recompute" in sc.layout or "recompute" in overrides:
         return lay, mem, None
-    on = get_framework(sc.training.framework).defaults.get("recompute_on")
-    why = f"{sc.training.framework} recomputes by default ({on.source})" if on is not None and on.value is True \
-        else KBIT_CHECKPOINTS.format(sc.training.framework) if kbit_upcast(sc.training, lay.zero) else None
-    if why is not None:  # the stack recomputes unless told not to (Unsloth; PEFT's preparation of a 4-bit model:
-        # gradient_checkpointing_enable checkpoints each decoder layer whole)
-        mode = _modes(sc.training.framework)[0] if on is not None and on.value is True else "full"
+    fw = sc.training.framework
+    on = get_framework(fw).defaults.get("recompute_on")
+    # the stack recomputes unless told not to: its documented mode (Unsloth), or whole blocks where PEFT prepared a
+    # 4-bit model (gradient_checkpointing_enable checkpoints each decoder layer)
+    why, mode = (f"{fw} recomputes by default ({on.source})", _modes(fw)[0]) if on is not None and on.value is True \
+        else (KBIT_CHECKPOINTS.format(fw), "full") if kbit_upcast(sc.training, lay.zero) else (None, None)
+    if why is not None and mode is not None:
         cand = replace(lay, recompute=mode)
-        if not why_not(sc.training.framework, cand.values(), sc.training):
+        if not why_not(fw, cand.values(), sc.training):
             rule = f"not given: {why}; give layout.recompute: none to change it"
             return cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections), rule
     if mem.fits or mem.tight:

@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplan.catalog.framework_memory import loss_logit_bytes
 from gpuplan.catalog.frameworks import get_framework
 from gpuplan.spec import ModelSpec, Training
 
@@ -127,9 +128,9 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     else:
         ce = 6.0 if loss is not False else 24.0
         held = 4.0 if loss else 12.0
-        own = profile.memory.get("loss_logit_bytes")  # the framework's own loss, read in its code (frameworks.json)
+        own = loss_logit_bytes(framework)  # the framework's own loss, read in its code
         if own is not None and not compiled_loss and not liger:
-            held = float(own.value)
+            held = own
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
