@@ -167,3 +167,9 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
     if training.method == "qlora":
         buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
     return buffers
+
+
+def state_on_host(training: Training, offload: str) -> bool:
+    """Whether a layout with ``offload`` keeps state in host memory (model/memory.py ``model_states``' cpu_offload:
+    offloaded state, or a paged optimizer's moments), whose verdict then checks the host."""
+    return offload != "none" or training.optimizer_impl == "paged"

@@ -14,6 +14,7 @@ from gpuplan.model.estimate import has_compute_peak
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import memory, plain_limit, stage_bases, verdict, worst_at
 from gpuplan.model.runtime import step_floor
+from gpuplan.model.states import state_on_host
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
@@ -193,9 +194,8 @@ class Book:
         return None if not v.host_ok else v.fits
 
     def _hosts(self, off: str) -> bool:
-        """Whether layouts with offload ``off`` put state in host memory (offloaded, or a paged optimizer's moments:
-        model/memory.py model_states), whose verdict then checks the host."""
-        return off != "none" or self.tr.optimizer_impl == "paged"
+        """Whether layouts with offload ``off`` put state in host memory (``memory.state_on_host``)."""
+        return state_on_host(self.tr, off)
 
     def _irregular(self, fam: Family, off: str) -> bool:
         """Whether a family's steps fragment the allocator's native segments (model/allocator.py ``fragile``)."""
