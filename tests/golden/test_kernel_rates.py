@@ -13,6 +13,7 @@ from gpuplan.model.compute import device, kernel_device, matmul_s, streamed_s
 from gpuplan.model.gemm import gemm_s
 from gpuplan.model.software import software
 from gpuplan.spec import Training
+from gpuplan.validation.component_models import memory_modelled
 from gpuplan.validation.components import corpus
 
 
@@ -119,3 +120,21 @@ def test_a_compiled_block_fuses_the_residual_add_into_the_norm():
     assert software("torchtitan", True, m).cost("add_norm") == (8.0, 1)
     assert software("megatron-core", False, m).cost("add_norm") == (10.0, 2)
     assert software("torchtitan", False, m).cost("add_norm") == (42.0, 8)  # eager RMSNorm: 36 B, 7 kernels
+
+
+def test_an_eager_layer_norm_reads_its_row_twice():
+    # PyTorch aten/src/ATen/native/cuda/layer_norm_kernel.cu vectorized_layer_norm_kernel_impl: compute_stats
+    # reads the row, the normalising loop reads it again and writes it: 3 passes of 2 B where a fused norm
+    # (Apex, Transformer Engine, Liger) reads and writes once
+    gpt2 = load_model("gpt2")
+    assert software("torchtitan", False, gpt2).cost("norm") == (6.0, 1)
+    assert software("megatron-core", False, gpt2).cost("norm") == (4.0, 1)
+    assert software("torchtitan", True, gpt2).cost("norm") == (4.0, 1)  # compiled: fused
+    # Liger-Kernel all_benchmark_data.csv @ead96b6, layer_norm huggingface (F.layer_norm) forward, fp32, M 4096:
+    # N 16384 took 0.307 ms on H100 and 0.506 ms on A100 — 12 B per element at 2.62 and 1.59 TB/s, the GPUs'
+    # copy bandwidth (2.90, 1.61): the second read misses L2 on long rows (on short ones part of it hits)
+    points = {p["id"]: p for p in corpus()["points"]}
+    for gpu, seconds in (("h100-sxm", 0.307e-3), ("a100-80gb-sxm", 0.506e-3)):
+        p = points[f"memory/liger/{gpu}/layernorm_native/fp32/4096x16384"]
+        assert p["measured"]["value"] == pytest.approx(seconds, rel=0.01)
+        assert memory_modelled(p)[0] == pytest.approx(seconds, rel=0.10)

@@ -8,7 +8,10 @@ Bytes per element, 16-bit tensors, forward pass (backward moves about twice as m
 * norm, fused (Apex/Transformer Engine, flash-attn, inductor): read x, write y: 4 B, 1 kernel.
   Eager RMSNorm (torchtitan and Hugging Face ``RMSNorm``: x.float(), pow(2), mean, rsqrt, mul,
   type_as, mul weight): 2+4 + 4+4 + 4 + 4+4 + 4+2 + 2+2 ≈ 36 B, 7 kernels. Eager LayerNorm is one
-  native kernel (``F.layer_norm``): 4 B.
+  native kernel (``F.layer_norm``) that reads each row twice — its Welford statistics, then again to
+  normalise (PyTorch aten/src/ATen/native/cuda/layer_norm_kernel.cu vectorized_layer_norm_kernel_impl:
+  compute_stats over the row, then the loop over X_vec writing Y) — and writes it once: 6 B, 1 kernel (short
+  rows find part of the second read in L2).
 * rotary embedding on q and k, fused: 4 B per element, 1 kernel per tensor; eager (torchtitan's
   complex product in fp32: float(), complex mul with the frequencies, type_as): 2+4 + 4+4+4 + 4+2
   = 24 B, 3 kernels per tensor.
@@ -52,6 +55,7 @@ from gpuplan.spec import ModelSpec, Training
 MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
 RESIDUAL_ADD_BYTES = 6.0  # read two 16-bit tensors, write one
 ADD_NORM_BYTES = 8.0  # fused residual add + norm: read x and the residual, write the sum and the normed output
+NATIVE_LAYER_NORM_BYTES = 6.0  # F.layer_norm: read the row twice (statistics, then normalise), write it once
 # torchtune's chunked loss (CEWithChunkedOutputLoss, LinearCrossEntropyLoss: num_output_chunks = 8), bytes per logit at
 # the start of backward (tests/test_compiled_loss.py measures what autograd and Inductor save): eager, every chunk's
 # fp32 log-softmax output is saved (4 B) and the first chunk's backward adds its fp32 incoming and outgoing gradients;
@@ -111,8 +115,9 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
         state = _fused(fact.value) if fact is not None else None
         return state is not False  # unknown: fused (what the model assumed before frameworks were named)
 
-    rms_eager = model.norm == "rmsnorm" and not fused("norm")
-    norm_b, norm_k = (36.0, 7) if rms_eager else (4.0, 1)
+    eager_norm = not fused("norm")
+    rms_eager = model.norm == "rmsnorm" and eager_norm
+    norm_b, norm_k = (36.0, 7) if rms_eager else (NATIVE_LAYER_NORM_BYTES, 1) if eager_norm else (4.0, 1)
     rope = model.qk_rope_dim > 0 or (model.position == "rope"
                                      and model.model_type not in ("gpt2", "mpt", "bloom", "opt", "gpt_neox"))
     rope_b, rope_k = ((4.0, 2) if fused("rope") else (24.0, 6)) if rope else (0.0, 0)
