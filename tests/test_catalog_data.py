@@ -70,8 +70,9 @@ def test_files_have_comment_and_rows():
         assert isinstance(doc[key], list) and doc[key]
 
 
-# a GPU that comes in instances with their own network names it, with the source (gpus.json)
-GPU_OPTIONAL = {"scale_out", "scale_out_source", "host_memory_gb_per_node", "host_memory_source"}
+# a GPU that comes in instances with their own network names it, with the source (gpus.json); a GPU priced from
+# the price catalogue names the provider (price_provider)
+GPU_OPTIONAL = {"scale_out", "scale_out_source", "host_memory_gb_per_node", "host_memory_source", "price_provider"}
 
 
 def test_gpu_rows_have_exactly_required_keys(gpus, fabrics):

@@ -46,6 +46,21 @@ def test_built_in_rows_pass_the_rules_user_rows_must_pass():
     assert len(keys) == len(set(keys)), "one price per provider × region × GPU × pricing"
 
 
+def test_a_gpus_default_price_is_its_providers_newest_list_price():
+    # gpus.json price_provider: the GPU's default price (hardware.price_per_gpu_hour not given) is that provider's
+    # newest on-demand row here, so the two catalogues cannot drift apart (H100 SXM was $2.69 from a May 2026
+    # transcription while RunPod's own page read $3.99 in November)
+    named = [g for g in load_json("gpus.json")["gpus"] if g.get("price_provider")]
+    assert {g["id"] for g in named} >= {"h100-sxm", "h200", "a100-80gb-sxm", "b200"}
+    for g in named:
+        rows = [r for r in builtin_rows() if r["gpu"] == g["id"] and r["provider"] == g["price_provider"]
+                and r["pricing"] == "on_demand"]
+        newest = max(rows, key=lambda r: r["date"])
+        assert (g["price_usd_per_gpu_hour"], g["price_date"]) == (newest["usd_per_gpu_hour"], newest["date"]), g["id"]
+    # RunPod pricing (Secure Cloud pods), read 2026-11-09: H100 SXM $3.99 per GPU-hour
+    assert next(g for g in named if g["id"] == "h100-sxm")["price_usd_per_gpu_hour"] == 3.99
+
+
 def test_what_the_catalogue_holds():
     rows = builtin_rows()
     assert Counter(r["provider"] for r in rows) == {"gcp": 42, "aws": 12, "runpod": 7, "coreweave": 5, "lambda": 4,

@@ -38,7 +38,7 @@ GPU_KEYS = ("id", "name", "aliases", "vendor", "architecture", "memory_gib", "us
             "memory_bw_tb_per_s", "fp32_dense_tflops", "tf32_dense_tflops", "bf16_dense_tflops",
             "fp16_dense_tflops", "fp8_dense_tflops", "fp4_dense_tflops", "scale_up", "scale_up_gb_per_s",
             "gpus_per_node", "scale_up_domain", "tdp_w", "price_usd_per_gpu_hour", "price_date",
-            "price_source", "source", "notes", "sm_count", "scale_out", "scale_out_source",
+            "price_provider", "price_source", "source", "notes", "sm_count", "scale_out", "scale_out_source",
             "host_memory_gb_per_node", "host_memory_source")
 GPU_REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bw_tb_per_s", "scale_up", "scale_up_gb_per_s",
                 "gpus_per_node", "scale_up_domain", "source")
@@ -318,7 +318,7 @@ def _based(e: Mapping[str, Any], rows: list[dict], where: str) -> dict:
                None)
     if row is None:
         raise bad_key(where, "base", f"{base!r} is not a catalogue GPU (`gpuplan gpus` lists them)")
-    for drop in ("aliases", "notes", "price_usd_per_gpu_hour", "price_date", "price_source"):
+    for drop in ("aliases", "notes", "price_usd_per_gpu_hour", "price_date", "price_provider", "price_source"):
         row.pop(drop, None)
     if "memory_gib" in e:
         row.pop("usable_memory_mib", None)
