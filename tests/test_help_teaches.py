@@ -95,8 +95,8 @@ def test_equilibrium_states_what_it_measures_and_the_marginal_gain():
     assert curve[1].marginal == pytest.approx(0.875) and curve[2].efficiency == pytest.approx(0.8125)
     why = equilibrium_json(eq)["why"]
     assert "parallel efficiency (throughput per GPU against the smallest count that fits, 8 GPUs) stays ≥80%" in why
-    assert "81% at 32" in why and "16→32, gives the GPUs it adds 73%" in why and "at 64 it falls to 47% (15% " \
-        "marginal)" in why
+    assert "81% at 32" in why and "the 16 GPUs added from 16 to 32 bring 73% of the throughput per GPU at 16" in why \
+        and "at 64 it falls to 47% (15% marginal)" in why
     assert "each added GPU still buys" not in why
 
 

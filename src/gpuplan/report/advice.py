@@ -33,9 +33,10 @@ def equilibrium_json(eq: Equilibrium) -> dict[str, Any]:
     if eq.marginal is None:
         why = f"{eq.gpus} {eq.gpu} GPUs, the smallest count that fits: at no larger count {measure}"
     else:
-        why = (f"up to {eq.gpus} {eq.gpu} GPUs {measure}: {eq.efficiency:.0%} at {eq.gpus}; the last step, "
-               f"{eq.from_gpus}→{eq.gpus}, gives the GPUs it adds {eq.marginal:.0%} of the throughput they would "
-               "have at the previous count's per-GPU rate (marginal efficiency)")
+        added = eq.gpus - (eq.from_gpus or 0)
+        why = (f"up to {eq.gpus} {eq.gpu} GPUs {measure}: {eq.efficiency:.0%} at {eq.gpus}; the {added:,} GPUs "
+               f"added from {eq.from_gpus} to {eq.gpus} bring {eq.marginal:.0%} of the throughput per GPU at "
+               f"{eq.from_gpus} (marginal efficiency)")
     if eq.next_gpus is not None and eq.next_efficiency is not None and eq.next_marginal is not None:
         why += f"; at {eq.next_gpus} it falls to {eq.next_efficiency:.0%} ({eq.next_marginal:.0%} marginal)"
     return {"gpus": eq.gpus, "why": why, "threshold": eq.threshold, "efficiency": eq.efficiency,
