@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.api import evaluate_scenario as evaluate
-from gpuplan.catalog.frameworks import why_not
+from gpuplan.catalog.refusals import why_not
 from gpuplan.model.memory import memory
 from gpuplan.model.recompute_open import _modes
 

@@ -64,7 +64,7 @@ def test_mfu_never_exceeds_the_matmul_share(model, gpu, method, mb, seq, recompu
 def test_a_framework_never_gets_a_layout_it_cannot_run(model, framework, method, max_gpus):
     """Every candidate plan proposes (and so every planned export) is one the framework runs."""
     from gpuplan.api import plan_scenario
-    from gpuplan.catalog.frameworks import why_not
+    from gpuplan.catalog.refusals import why_not
 
     precision = "bf16-pure" if framework == "torchtune" else "bf16"
     try:

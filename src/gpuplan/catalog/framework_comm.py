@@ -5,7 +5,6 @@ ZeRO-3 gathers the parameters. catalog/frameworks.py reads the file."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from gpuplan.catalog.frameworks import get_framework
 
@@ -72,20 +71,3 @@ def zero3_gather_of(framework: str) -> str:
     return value if isinstance(value, str) else "layer"
 
 
-# Stacks that shard the key/value projections by whole heads over the tensor-parallel ranks, with no replication of
-# key/value heads past their count: Megatron-Core's TransformerConfig raises "num_query_groups must be a multiple of
-# tensor_model_parallel_size" (megatron/core/transformer/transformer_config.py, __post_init__), and Megatron-LM of
-# 2020-22 has one key/value head per query head; torchtitan shards wk/wv column-wise (ColwiseParallel) and reshapes
-# each rank's share into whole heads of head_dim. A tp past the key/value heads runs elsewhere by replicating them.
-SPLITS_KV_HEADS = frozenset({"megatron-lm", "megatron-core", "torchtitan"})
-
-
-def kv_split_refusal(framework: str, model: Any, tp: int) -> str | None:
-    """Why ``framework`` cannot run tensor parallelism ``tp`` over ``model``'s key/value heads, or None."""
-    kv = model.n_kv_heads
-    if framework not in SPLITS_KV_HEADS or tp <= 1 or kv % tp == 0:
-        return None
-    return (f"{framework} cannot run this: layout.tp={tp} splits the {kv} key/value heads of {model.name} — it shards "
-            "the key/value projections by whole heads over the tensor-parallel ranks (Megatron-Core: "
-            "'num_query_groups must be a multiple of tensor_model_parallel_size') and replicates none: use a tp "
-            f"that divides {kv}")

@@ -260,12 +260,6 @@ def first_refusal(framework: str, layout_fields: Mapping[str, Any], training: An
     return rules[0] if rules else None
 
 
-def why_not(framework: str, layout_fields: Mapping[str, Any], training: Any) -> str | None:
-    """Why ``framework`` cannot run this layout for this job (its first cited reason), or None."""
-    rule = first_refusal(framework, layout_fields, training)
-    return f"{framework} cannot run this: {rule.why}" if rule is not None else None
-
-
 def _reads(when: Mapping[str, Any]) -> set[str]:
     """The fields a rule's condition reads."""
     out: set[str] = set()

@@ -123,7 +123,7 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
     from dataclasses import replace
 
     from gpuplan.api import evaluate, plan_scenario
-    from gpuplan.catalog.frameworks import why_not
+    from gpuplan.catalog.refusals import why_not
 
     fw_target, what = _framework_target(sc, target, via)
     framework = TARGET_FRAMEWORK[fw_target]

@@ -10,7 +10,8 @@ from dataclasses import fields, replace
 from typing import Any
 
 from gpuplan.catalog.framework_comm import dp_overlap_of, zero3_gather_of
-from gpuplan.catalog.frameworks import get_framework, why_not
+from gpuplan.catalog.frameworks import get_framework
+from gpuplan.catalog.refusals import why_not
 from gpuplan.catalog.stacks import runs_profile_defaults, stack_layout_defaults
 from gpuplan.errors import GpuplanError
 from gpuplan.spec import Layout

@@ -12,9 +12,8 @@ from enum import Enum
 from typing import Any
 
 from gpuplan.catalog.constants import constant, table
-from gpuplan.catalog.framework_comm import kv_split_refusal
-from gpuplan.catalog.frameworks import why_not
 from gpuplan.catalog.intervals import Spread, spread, widened
+from gpuplan.catalog.refusals import why_not
 from gpuplan.errors import GpuplanError
 from gpuplan.model.allocator import fragile
 from gpuplan.model.completion import completed_layout, replicas_of
@@ -163,8 +162,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
             default_global_batch(sc.training, lay.dp * lay.micro_batch)
         sc = replace(sc, training=replace(sc.training, global_batch=gb))
     searched = layout is not None
-    refused = why_not(sc.training.framework, lay.values(), sc.training) or \
-        kv_split_refusal(sc.training.framework, sc.model, lay.tp)
+    refused = why_not(sc.training.framework, lay.values(), sc.training, sc.model)
     if refused:
         raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
@@ -200,7 +198,7 @@ def named_alternatives(sc: Scenario, lay: Layout) -> tuple[tuple[str, float], ..
         if tr.kernels == "liger" and name not in LIGER_FRAMEWORKS:  # Liger patches a Hugging Face model only
             continue
         alt = replace(tr, framework=name, grad_dtype=None, fp8_recipe=None if tr.precision != "fp8" else tr.fp8_recipe)
-        if why_not(name, lay.values(), alt) is not None or kv_split_refusal(name, sc.model, lay.tp):
+        if why_not(name, lay.values(), alt, sc.model) is not None:
             continue
         st = step_time(sc.model, sc.hardware, alt, lay, sc.corrections)
         out.append((name, time_estimate(sc.model, sc.hardware, alt, lay, st).tokens_per_s))

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuplan.catalog.frameworks import get_framework, why_not
+from gpuplan.catalog.frameworks import get_framework
+from gpuplan.catalog.refusals import why_not
 from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.spec import Layout

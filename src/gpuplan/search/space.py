@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplan.catalog.framework_comm import kv_split_refusal
+from gpuplan.catalog.refusals import kv_split_refusal
 from gpuplan.spec import Hardware, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.hardware import scale_up_gpus
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
