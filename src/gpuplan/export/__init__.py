@@ -124,6 +124,7 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
 
     from gpuplan.api import evaluate, plan_scenario
     from gpuplan.catalog.refusals import why_not
+    from gpuplan.model.completion import as_framework
 
     fw_target, what = _framework_target(sc, target, via)
     framework = TARGET_FRAMEWORK[fw_target]
@@ -160,18 +161,6 @@ def export_scenario(sc: Any, target: str, *, objective: str = "time", max_gpus: 
     if target in SCHEDULER_TARGETS:
         return export(est, target, sc.model, via=fw_target, device=device), f"{how}; {target} runs {fw_target}"
     return export(est, target, sc.model, via=via, device=device), how
-
-
-def as_framework(sc: Any, framework: str) -> Any:
-    """The scenario's training as ``framework`` runs it: what the generic stack filled in from its own documented
-    defaults (gradient dtype, expandable segments, fp8 recipe) and the scenario did not give, filled from
-    ``framework``'s instead (catalog/frameworks.py ``documented_defaults``)."""
-    from dataclasses import replace
-
-    from gpuplan.catalog.frameworks import documented_defaults
-
-    open_ = {k: None for k in ("grad_dtype", "expandable_segments", "fp8_recipe") if f"training.{k}" not in sc.given}
-    return documented_defaults(replace(sc.training, framework=framework, **open_))
 
 
 def _framework_target(sc: Any, target: str, via: str | None) -> tuple[str, str]:

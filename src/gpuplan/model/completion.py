@@ -10,11 +10,11 @@ from dataclasses import fields, replace
 from typing import Any
 
 from gpuplan.catalog.framework_comm import dp_overlap_of, zero3_gather_of
-from gpuplan.catalog.frameworks import get_framework
+from gpuplan.catalog.frameworks import documented_defaults, get_framework
 from gpuplan.catalog.refusals import why_not
 from gpuplan.catalog.stacks import runs_profile_defaults, stack_layout_defaults
 from gpuplan.errors import GpuplanError
-from gpuplan.spec import Layout
+from gpuplan.spec import Layout, Training
 from gpuplan.spec.scenario import Scenario, complete_layout
 
 # the layout fields a framework the user names fills from its documented defaults when the input leaves them open:
@@ -107,3 +107,12 @@ def _completion(sc: Scenario, fw: str, fixed: dict[str, Any]) -> tuple[Layout | 
 
 
 _LAYOUT_DEFAULTS = {f.name: f.default for f in fields(Layout)}
+
+
+def as_framework(sc: Scenario, framework: str) -> Training:
+    """The scenario's training as ``framework`` runs it: what the generic stack filled in from its own documented
+    defaults (gradient dtype, expandable segments, fp8 recipe) and the scenario did not give, filled from
+    ``framework``'s instead (catalog/frameworks.py ``documented_defaults``) — what ``export`` plans a generic scenario
+    as, and what ``estimate.named_alternatives`` times each named framework with."""
+    open_ = {k: None for k in ("grad_dtype", "expandable_segments", "fp8_recipe") if f"training.{k}" not in sc.given}
+    return documented_defaults(replace(sc.training, framework=framework, **open_))

@@ -16,7 +16,7 @@ from gpuplan.catalog.intervals import Spread, spread, widened
 from gpuplan.catalog.refusals import why_not
 from gpuplan.errors import GpuplanError
 from gpuplan.model.allocator import fragile
-from gpuplan.model.completion import completed_layout, replicas_of
+from gpuplan.model.completion import as_framework, completed_layout, replicas_of
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
@@ -197,7 +197,7 @@ def named_alternatives(sc: Scenario, lay: Layout) -> tuple[tuple[str, float], ..
     for name in NAMED:
         if tr.kernels == "liger" and name not in LIGER_FRAMEWORKS:  # Liger patches a Hugging Face model only
             continue
-        alt = replace(tr, framework=name, grad_dtype=None, fp8_recipe=None if tr.precision != "fp8" else tr.fp8_recipe)
+        alt = as_framework(sc, name)
         if why_not(name, lay.values(), alt, sc.model) is not None:
             continue
         st = step_time(sc.model, sc.hardware, alt, lay, sc.corrections)
