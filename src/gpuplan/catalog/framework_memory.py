@@ -80,8 +80,16 @@ def nf4_state_sharded(framework: str) -> bool:
 @cache
 def lora_keeps_shared_input(framework: str) -> bool:
     """Whether the framework's LoRA adapters keep their input tensor itself (frameworks.json ``memory.lora_input``
-    "shared": torchtune's LoRALinear) rather than a copy each (PEFT's cast to its fp32 adapters, the default)."""
-    return _memory_fact(framework, "lora_input") == "shared"
+    "shared": torchtune's LoRALinear; "fused": Unsloth's matmul_lora) rather than a copy each (PEFT's cast to its fp32
+    adapters, the default)."""
+    return _memory_fact(framework, "lora_input") in ("shared", "fused")
+
+
+def lora_fused(framework: str) -> bool:
+    """Whether the framework runs the adapters inside the base linear's own kernels (frameworks.json
+    ``memory.lora_input`` "fused": Unsloth's matmul_lora accumulates x·A·B into the base output by addmm_) rather than
+    as eager scaling and add kernels (model/adapters.py)."""
+    return _memory_fact(framework, "lora_input") == "fused"
 
 
 @cache

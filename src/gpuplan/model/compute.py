@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import fp8_recipe_of
+from gpuplan.model.adapters import Adapters, AdapterWork, adapter_work, adapters_of
 from gpuplan.model.amp import amp_cast_bytes
 from gpuplan.model.attention import attention_core_s, attention_kernel
 from gpuplan.model.flops import expert_imbalance
@@ -185,11 +186,12 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
             tr.method, sw, amp_of(tr, lay), microbatches > 1)
     # async TP / --tp-comm-overlap: each all-gather's and reduce-scatter's matmul runs as tp pieces of tokens / tp
     chunks = lay.tp if lay.tp_overlap and lay.tp > 1 else 1
+    ad = adapters_of(tr, lay.zero)
     if tr.precision != "fp8" or dev16 is None:
-        return _layer_time(*args, None, dev, None, lay.folded_etp, chunks)
+        return _layer_time(*args, None, dev, None, lay.folded_etp, chunks, ad)
     scheme = fp8_scheme(fp8_recipe_of(tr), tr.framework, tr.compile, lay.tp, lay.sequence_parallel,
                         microbatches)
-    return _layer_time(*args, scheme, dev, dev16, lay.folded_etp, chunks)
+    return _layer_time(*args, scheme, dev, dev16, lay.folded_etp, chunks, ad)
 
 
 def _matmuls(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, dev: Device,
@@ -282,7 +284,7 @@ def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
                 recompute: str, attention: str, dropout: float, method: str, sw: Software, amp: bool,
                 accumulating: bool, fp8: Fp8Scheme | None, dev: Device, dev16: Device | None,
-                etp: int | None = None, chunks: int = 1) -> LayerTime:
+                etp: int | None = None, chunks: int = 1, ad: Adapters | None = None) -> LayerTime:
     # forward and input-gradient matmuls: decomposed into ``chunks`` under an overlapped tp collective
     mm_f, every_other = _matmuls(m, lg, tokens, tp, ep, dev, sw.grouped_experts, etp, chunks)
     # the weight-gradient matmuls, whole: in bf16 under rowwise_with_gw_hp, else at the forward's rates
@@ -309,13 +311,32 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         cast_f += streamed_s(c.fwd_bytes, c.fwd_kernels, dev)
         cast_b += streamed_s(c.bwd_bytes, c.bwd_kernels, dev)
     dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
-    fwd = mm_f + att_f + elem_f + cast_f + dq
+    # a LoRA/QLoRA layer's adapters (model/adapters.py), in 16 bits under fp8 too
+    ad_f, ad_b = adapters_s(adapter_work(lg, ad, tp), tokens, dev16 or dev) if ad is not None else (0.0, 0.0)
+    fwd = mm_f + att_f + elem_f + cast_f + dq + ad_f
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
-    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq
+    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq + ad_b
     eager_core = mix.attention_fwd if attention == "eager" else 0.0
     rec = {"none": 0.0, "selective": eager_core,
            "selective-op": every_other + elem_f, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f, mix.scan)
+
+
+def adapters_s(w: AdapterWork, tokens: float, dev: Device) -> tuple[float, float]:
+    """(forward, backward) seconds of a layer's LoRA adapters over ``tokens``: their thin GEMMs at the GEMM model's
+    rates — an fp32 one (PEFT's fp32 adapters without autocast) no faster than the fp32 vector units
+    (torch.backends.cuda.matmul.allow_tf32 is off by default) — and their memory-bound kernels streamed."""
+    def gemm(m: float, n: float, k: float, count: float, elem: float) -> float:
+        t = matmul_s(m, n, k, dev, elem)
+        if elem == 4.0 and dev.peak32:
+            t = max(t, 2 * m * n * k / dev.peak32)
+        return t * count
+
+    fwd = sum(gemm(tokens, n, k, c, e) for n, k, c, e in w.fwd_gemms)
+    bwd = sum(gemm(tokens, n, k, c, e) for n, k, c, e in w.dgrad_gemms) \
+        + sum(gemm(m, n, tokens, c, e) for m, n, c, e in w.wgrad_gemms)
+    return (fwd + streamed_s(tokens * w.fwd_bytes, w.fwd_kernels, dev),
+            bwd + streamed_s(tokens * w.bwd_bytes, w.bwd_kernels, dev))
 
 
 def kernel_device(g: GPU, precision: str, attention_kernel_id: str = "flash2") -> Device:
