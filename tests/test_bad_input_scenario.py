@@ -84,7 +84,7 @@ def test_null_section_is_an_empty_one_and_flags_still_apply(tmp_path):
 @pytest.mark.parametrize(("value", "needle"), [
     (5, "got 5"), (True, "got true"), ({"q_proj": 1}, "got a mapping"), ([1, 2], "got 1"),
     ([], "is empty"), ("q_proj,q_proj", "q_proj more than once"), (["v_proj", "v_proj"], "v_proj more than once"),
-    ("q_proj,bogus", "'bogus' is not one of"),
+    ("q_proj,bogus", "'bogus' names no linear layer of Llama-3.1-8B"), (["q-proj"], "'q-proj' is not a module name"),
 ])
 def test_bad_lora_targets_are_rejected(value, needle):
     error("training.lora_targets", needle, training={"method": "lora", "lora_targets": value})

@@ -32,6 +32,8 @@ from gpuplan.io.words import (
     cuda_graphs_word,
     era_for_layout,
     kernels_word,
+    lora_target_names,
+    read_lora_targets,
     read_words,
     sp_without_tp,
     stage_from_framework,
@@ -39,7 +41,6 @@ from gpuplan.io.words import (
     switch_word,
 )
 from gpuplan.spec import (
-    LORA_TARGETS_ALL,
     Hardware,
     Training,
     check_layout_fields,
@@ -314,24 +315,6 @@ def _host_memory(value: Any) -> float:
     return host
 
 
-def _lora_targets(value: Any) -> tuple[str, ...]:
-    key = "training.lora_targets"
-    if isinstance(value, str):
-        if value.strip().lower() in ("all", "all-linear"):
-            return LORA_TARGETS_ALL
-        names = [v.strip() for v in value.split(",")]
-    elif isinstance(value, list | tuple):
-        names = list(value)
-    else:
-        raise GpuplanError(f"{key} must be a list of module names such as [q_proj, v_proj], or 'all'; "
-                           f"got {_describe(value)}")
-    for v in names:
-        if not isinstance(v, str) or not v:
-            raise GpuplanError(f"{key} must list module names such as q_proj, v_proj; got {v!r} "
-                               f"(known: {', '.join(LORA_TARGETS_ALL)})")
-    return tuple(names)
-
-
 def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
               ) -> tuple[Training, tuple[tuple[str, str, Any, str], ...]]:
     kw: dict[str, Any] = {}
@@ -345,7 +328,7 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
         elif key == "headroom":
             kw[key] = _share(value, "training.headroom")
         elif key == "lora_targets":
-            kw[key] = _lora_targets(value)
+            kw[key] = lora_target_names(value)
         elif key == "trace_calibration":  # the activation ratio: see _corrections
             continue
         elif key in ("optimizer_in_backward", "activation_offloading", "expandable_segments"):
@@ -371,6 +354,9 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
         kw["global_batch"], reading = batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
         words += (reading,) if reading else ()
+    if "lora_targets" in kw:  # the model's own linears
+        kw["lora_targets"], reading = read_lora_targets(kw["lora_targets"], model)
+        words += reading
     training = Training(**kw)
     from gpuplan.catalog.frameworks import documented_defaults
 

@@ -143,8 +143,9 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.optimizer_impl": FieldDoc("optimizer kernel"),
     "training.method": FieldDoc("what is trained: all weights or LoRA/QLoRA adapters"),
     "training.lora_rank": FieldDoc("LoRA adapter rank", "rank"),
-    "training.lora_targets": FieldDoc("modules that get adapters", values="comma-separated leaf names, or all",
-                                      default="all seven projections"),
+    "training.lora_targets": FieldDoc("modules that get adapters", values="the model's module names (comma-separated; "
+                                      "Megatron's linear_qkv…, NeMo's attention_qkv…, torchtune's output_proj read as "
+                                      "the model's own), or all-linear", default="all-linear"),
     "training.attention": FieldDoc("attention kernel (flash: FlashAttention-2)"),
     "training.lora_dropout": FieldDoc("LoRA adapters' dropout probability (PEFT's and torchtune's default 0; a mask "
                                       "per adapter input)", "probability 0-1"),

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError, described
 from gpuplan.spec import PRECISIONS
+from gpuplan.spec.model import ALL_LINEAR
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
@@ -237,3 +238,32 @@ def kernels_word(value: Any) -> str:
         return "framework"
     raise GpuplanError(f"training.kernels must be framework (the model's kernels as the framework runs them) or liger "
                        f"(Liger Kernel; use_liger_kernel: true); got {described(value)}")
+
+
+def read_lora_targets(given: tuple[str, ...], model: Any) -> tuple[tuple[str, ...], tuple[Reading, ...]]:
+    """``training.lora_targets`` as ``model``'s own linears (spec/model.py ``resolve_lora_targets``), each given name
+    checked as a module name first; a framework's word read as the model's linears of its kind, said."""
+    from gpuplan.spec import Training
+    from gpuplan.spec.model import resolve_lora_targets
+
+    Training(lora_targets=given)
+    targets, note = resolve_lora_targets(model, given)
+    return targets, ((("training.lora_targets", ", ".join(given), ", ".join(targets), f"read {note}"),) if note else ())
+
+
+def lora_target_names(value: Any) -> tuple[str, ...]:
+    """The names as given (a string or a list; a dotted path by its last part); "all-linear" is every linear."""
+    key = "training.lora_targets"
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",")]
+    elif isinstance(value, list | tuple):
+        names = list(value)
+    else:
+        raise GpuplanError(f"{key} must be a list of module names such as [q_proj, v_proj], or all-linear; "
+                           f"got {described(value)}")
+    for v in names:
+        if not isinstance(v, str) or not v.strip():
+            raise GpuplanError(f"{key} must list module names such as q_proj, v_proj, or all-linear; got {v!r}")
+    if len(names) == 1 and names[0].strip().lower() in ("all", "all-linear", "all_linear"):
+        return ALL_LINEAR
+    return tuple(n.strip().rsplit(".", 1)[-1] for n in names)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.model.ssm import ssm_terms
-from gpuplan.spec.model import LORA_GROUPS, ModelSpec, is_lora_target
+from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES, ModelSpec, is_lora_target
 
 # Bytes per saved activation element for the precisions of spec.Precision.
 ACT_BYTES = {"bf16": 2, "fp16": 2, "bf16-pure": 2, "fp8": 2, "fp32": 4}
@@ -186,8 +186,7 @@ def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[s
 # projections whose input is the heads' output or the MLP's inner product (row-parallel under tensor
 # parallelism), by their module's leaf name across the families; every other adapted matrix reads the hidden
 # stream
-ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "dense_4h_to_h", "w2",
-                           "wo", "proj"})
+ROW_PARALLEL = ROW_PARALLEL_LEAVES
 
 
 def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) -> dict[str, float]:

@@ -18,11 +18,16 @@ keeps its adapters in fp32 beside a 16-bit base (``get_peft_model(..., autocast_
 Where the adapters compute in the base's dtype and read its input itself — torchtune's ``LoRALinear`` (``out +
 lora_b(lora_a(dropout(x))) * alpha / rank``), Megatron-Core/NeMo's ``LoRALinear`` (``linear_output +
 self.adapter(x)``, the adapter scaling its output), PEFT under FSDP/DeepSpeed 16-bit parameters (model/kept.py
-``adapters_in_16_bits``) or fp32 training — there is no cast. Unsloth's ``matmul_lora`` (unsloth/kernels/fast_lora.py)
-fuses the rest: ``XA = X @ A``; ``out.addmm_(XA, B, alpha=s)`` — the second GEMM accumulates into the base output
-(reading it once more) with the scaling as its alpha, and backward adds the adapter's input gradient into dX by
-``addmm_`` the same way: no elementwise kernel. Dropout on the adapters' input (``lora_dropout`` > 0): one more
-read and write of it and a 1-byte mask, each way.
+``adapters_in_16_bits``) or fp32 training — there is no cast. Unsloth's ``matmul_lora`` (unsloth/kernels/utils.py,
+which its fast_lora.py autograd functions call) fuses the rest: ``XA = X @ A``; ``out.addmm_(XA, B, alpha=s)`` —
+the second GEMM accumulates into the base output (reading it once more) with the scaling as its alpha, and backward
+adds the adapter's input gradient into dX by ``addmm_`` the same way: no elementwise kernel. Dropout on the
+adapters' input (``lora_dropout`` > 0): one more read and write of it and a 1-byte mask, each way. Under
+torch.compile the pointwise ops on each side of the adapter GEMMs fuse (``_compiled``).
+
+Every byte is timed at the streaming rate from HBM: where the tensors fit the L2 cache (a few hundred tokens per
+micro-batch) the adapters cost less (README). The experts' own adapters (a MoE model's expert linears under
+all-linear) count in memory, not here: their tokens are routed.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal, get_args
@@ -11,6 +12,7 @@ from gpuplan.spec._checks import at_most as _at_most
 from gpuplan.spec._checks import choice as _choice
 from gpuplan.spec._checks import positive as _positive
 from gpuplan.spec._value import ValueHashed, seal
+from gpuplan.spec.model import ALL_LINEAR
 
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "muon"]
@@ -64,7 +66,8 @@ GRAD_DTYPES: tuple[str, ...] = get_args(GradDtype)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
 CUDA_GRAPHS: tuple[str, ...] = get_args(CudaGraphs)
 KERNELS: tuple[str, ...] = get_args(Kernels)
-LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_TARGETS_ALL = ALL_LINEAR  # PEFT's "all-linear" (spec/model.py)
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a linear's leaf name (PEFT matches the last part)
 
 
 # Upper bounds of the training job: far above any published run, low enough that a typo
@@ -179,10 +182,12 @@ class Training(ValueHashed):
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
         if not self.lora_targets:
-            raise GpuplanError("training.lora_targets is empty: name at least one of "
-                               f"{', '.join(LORA_TARGETS_ALL)}, or 'all'")
+            raise GpuplanError("training.lora_targets is empty: name at least one linear layer (e.g. "
+                               f"{', '.join(LORA_TARGETS_ALL)}), or all-linear")
         for t in self.lora_targets:
-            _choice(t, LORA_TARGETS_ALL, "training.lora_targets")
+            if not isinstance(t, str) or not _MODULE_NAME.fullmatch(t):
+                raise GpuplanError(f"training.lora_targets: {t!r} is not a module name: name linear layers such as "
+                                   "q_proj, v_proj, or all-linear")
         if len(set(self.lora_targets)) != len(self.lora_targets):
             dup = sorted({t for t in self.lora_targets if self.lora_targets.count(t) > 1})
             raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")

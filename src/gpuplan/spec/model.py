@@ -52,13 +52,69 @@ LORA_GROUPS = {"attention", "mlp", "expert", "shared_expert"}  # the blocks' lin
 BLOCK_MATRIX_GROUPS = frozenset(LORA_GROUPS | {"router"})  # the blocks' weight matrices, the MoE router's too
 
 
+# PEFT's "all-linear" (every linear layer of the blocks), as training.lora_targets holds it: Llama's seven projections
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# the frameworks' own words for a block's linears (``lora_targets``): (weight groups, row-parallel or not — None: both)
+_ATTN, _MLP = ("attention",), ("mlp", "shared_expert", "expert")
+TARGET_WORDS: dict[str, tuple[tuple[str, ...], bool | None]] = {
+    # Megatron-Core / NeMo 2 / Megatron-Bridge LoRA target_modules
+    "linear_qkv": (_ATTN, False), "linear_proj": (_ATTN, True), "linear_fc1": (_MLP, False), "linear_fc2": (_MLP, True),
+    # NeMo 1 lora_tuning.target_modules
+    "attention_qkv": (_ATTN, False), "attention_dense": (_ATTN, True), "mlp_fc1": (_MLP, False),
+    "mlp_fc2": (_MLP, True), "attention": (_ATTN, None), "mlp": (_MLP, None),
+    # torchtune lora_attn_modules; its FeedForward's w1 (gate), w3 (up), w2 (down) where the model has no such leaf
+    "output_proj": (_ATTN, True), "w1": (_MLP, False), "w3": (_MLP, False), "w2": (_MLP, True),
+    # Llama's names on a model that fuses or names its linears otherwise (Phi-3 qkv_proj, Falcon query_key_value)
+    "q_proj": (_ATTN, False), "k_proj": (_ATTN, False), "v_proj": (_ATTN, False), "o_proj": (_ATTN, True),
+    "gate_proj": (_MLP, False), "up_proj": (_MLP, False), "down_proj": (_MLP, True),
+}
+ROW_PARALLEL_LEAVES = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "dense_4h_to_h", "w2",
+                                 "wo", "proj"})  # the linears whose input a tensor-parallel split divides
+
+
 def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
-    """Whether PEFT puts an adapter on ``w`` for ``target_modules = targets`` (matched on the module's
-    leaf name; all seven projections = PEFT's "all-linear")."""
+    """Whether PEFT puts an adapter on ``w`` for ``target_modules = targets``: the model's own leaf names
+    (``resolve_lora_targets``), or ``ALL_LINEAR`` — PEFT's "all-linear", every linear of the blocks."""
     if not w.is_matrix or w.group not in LORA_GROUPS:
         return False
-    leaf = w.name.rsplit(".", 1)[-1]
-    return len(targets) == 7 or leaf in targets
+    return targets == ALL_LINEAR or w.name.rsplit(".", 1)[-1] in targets
+
+
+def resolve_lora_targets(model: ModelSpec, names: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """``training.lora_targets`` as ``model``'s own linear leaf names — PEFT matches a module by its name (a dotted
+    path by its last part) — or ``ALL_LINEAR`` ("all-linear", or Llama's seven names on a model that has them all):
+    a name the model's blocks hold is taken as it is; a framework's word for a kind of linear (Megatron-Core's
+    linear_qkv/linear_proj/linear_fc1/linear_fc2, NeMo 1's attention_qkv/…/mlp_fc2, torchtune's output_proj and
+    w1/w2/w3, or Llama's q_proj … down_proj on a model that fuses or names them otherwise) is read as the model's
+    linears of that kind, said in the returned note; a name that is neither is an error naming the model's own."""
+    from gpuplan.errors import GpuplanError
+
+    if tuple(names) == ALL_LINEAR:
+        return ALL_LINEAR, None
+    # (leaf, group) of the blocks' linears: a leaf may name linears of two kinds (GPT-2's c_proj: attention and MLP)
+    pairs = {(w.name.rsplit(".", 1)[-1], w.group) for lg in model.kinds for w in lg.weights
+             if w.is_matrix and w.group in LORA_GROUPS}
+    leaves = list(dict.fromkeys(w.name.rsplit(".", 1)[-1] for lg in model.kinds for w in lg.weights
+                                if w.is_matrix and w.group in LORA_GROUPS))
+    wanted = [n.rsplit(".", 1)[-1] for n in names]
+    if set(wanted) >= set(ALL_LINEAR) and all(leaf in leaves for leaf in ALL_LINEAR):
+        return ALL_LINEAR, None
+    out: list[str] = []
+    read: list[str] = []
+    for n in wanted:
+        if n in leaves:
+            out.append(n)
+            continue
+        groups, row = TARGET_WORDS.get(n, ((), None))
+        match = [leaf for leaf in leaves if any((leaf, g) in pairs for g in groups)
+                 and (row is None or (leaf in ROW_PARALLEL_LEAVES) == row)]
+        if not match:
+            raise GpuplanError(f"training.lora_targets: {n!r} names no linear layer of {model.name}, whose blocks' "
+                               f"linears are {', '.join(leaves)}: name those, or all-linear")
+        out += match
+        read.append(f"{n} as {'/'.join(match)}")
+    keep = tuple(dict.fromkeys(out))
+    return keep, (f"{', '.join(read)} ({model.name}'s own linears)" if read else None)
 
 
 # What mixes tokens in a block: softmax attention; a Mamba-2 state-space mixer (Dao & Gu 2024, arXiv:2405.21060);

@@ -1,0 +1,66 @@
+"""training.lora_targets as users write them: the model's own module names, PEFT's all-linear, a dotted path, and
+each framework's word for a kind of linear, read as the model's linears of that kind (spec/model.py
+resolve_lora_targets) — never a name that silently adapts nothing."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.api import evaluate_scenario as evaluate
+from gpuplan.errors import GpuplanError
+from gpuplan.spec import LORA_TARGETS_ALL
+
+
+def targets(model: str, value) -> tuple[str, ...]:
+    return make(model, training={"method": "lora", "lora_targets": value}).training.lora_targets
+
+
+@pytest.mark.parametrize("model, value, expected", [
+    # Megatron-Core / NeMo 2 / Megatron-Bridge LoRA target_modules: Llama's seven linears
+    ("llama-3.1-8b", ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+     ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+    # NeMo 1's default (megatron_gpt_finetuning_config.yaml lora_tuning.target_modules)
+    ("llama-3.1-8b", ["attention_qkv"], ("q_proj", "k_proj", "v_proj")),
+    # torchtune's lora_attn_modules name the attention output output_proj
+    ("llama-3.1-8b", ["q_proj", "v_proj", "output_proj"], ("q_proj", "v_proj", "o_proj")),
+    # Falcon fuses q, k and v in query_key_value; Phi-3 in qkv_proj, and gate with up in gate_up_proj
+    ("falcon-7b", ["q_proj", "v_proj"], ("query_key_value",)),
+    ("phi-3-mini", ["q_proj", "k_proj", "v_proj", "o_proj"], ("qkv_proj", "o_proj")),
+    ("phi-3-mini", "gate_proj, up_proj, down_proj", ("gate_up_proj", "down_proj")),
+    ("gpt2-xl", ["c_attn"], ("c_attn",)),  # the model's own name, as it is
+    # Mixtral's experts are w1/w2/w3 (PEFT matches them by name): the model's own, not torchtune's MLP words
+    ("mixtral-8x7b", ["w1"], ("w1",)),
+    ("llama-3.1-8b", ["model.layers.0.self_attn.q_proj"], ("q_proj",)),  # PEFT matches the last part
+    ("falcon-7b", "all-linear", LORA_TARGETS_ALL),
+    ("falcon-7b", ["all-linear"], LORA_TARGETS_ALL),
+])
+def test_each_framework_s_words_reach_the_model_s_linears(model, value, expected):
+    assert targets(model, value) == expected
+
+
+def test_a_name_read_as_another_is_said():
+    sc = make("falcon-7b", training={"method": "lora", "lora_targets": ["q_proj", "v_proj"]})
+    (field, given_, value, rule), = [r for r in sc.read_as if r[0] == "training.lora_targets"]
+    assert (given_, value) == ("q_proj, v_proj", "query_key_value") and "Falcon-7B's own linears" in rule
+    assert not [r for r in make(training={"method": "lora", "lora_targets": ["q_proj"]}).read_as
+                if r[0] == "training.lora_targets"]  # Llama's own name: nothing to say
+
+
+def test_a_name_no_linear_holds_is_an_error_naming_the_model_s_own():
+    with pytest.raises(GpuplanError, match="'c_attn' names no linear layer of Falcon-7B, whose blocks' linears are "
+                                           "query_key_value, dense, dense_h_to_4h, dense_4h_to_h"):
+        targets("falcon-7b", ["c_attn"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(["llama-3.1-8b", "falcon-7b", "phi-3-mini", "gpt2-xl", "qwen2.5-7b", "mixtral-8x7b",
+                              "bloom-7b1"]),
+       names=st.sets(st.sampled_from(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+                     min_size=1))
+def test_llama_s_names_adapt_something_on_every_model(model, names):
+    """Before, Falcon's q_proj adapted nothing: 0 trainable parameters, no adapter memory, no adapter time."""
+    sc = make(model, "h100-sxm", 1, training={"method": "lora", "lora_targets": sorted(names), "tokens": 1e7})
+    assert evaluate(sc).to_json()["model"]["params_trainable"] > 0
