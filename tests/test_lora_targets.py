@@ -41,6 +41,12 @@ def test_each_framework_s_words_reach_the_model_s_linears(model, value, expected
     assert targets(model, value) == expected
 
 
+def test_peft_s_and_axolotl_s_key_is_the_targets():
+    for key in ("target_modules", "lora_target_modules"):
+        assert make("falcon-7b", training={"method": "lora", key: ["q_proj"]}).training.lora_targets == \
+            ("query_key_value",)
+
+
 def test_a_name_read_as_another_is_said():
     sc = make("falcon-7b", training={"method": "lora", "lora_targets": ["q_proj", "v_proj"]})
     (field, given_, value, rule), = [r for r in sc.read_as if r[0] == "training.lora_targets"]

@@ -48,6 +48,8 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
+        # PEFT's LoraConfig.target_modules, Axolotl's lora_target_modules
+        **dict.fromkeys(("target_modules", "lora_target_modules"), "lora_targets"),
         # the attention kernel: Hugging Face's attn_implementation ("flash_attention_2", "sdpa", "eager"),
         # llm-foundry's attn_config.attn_impl ("flash", "torch")
         **dict.fromkeys(("attn_implementation", "attn_impl"), "attention"),
