@@ -79,6 +79,9 @@ def test_each_stack_runs_its_own_adapters(mk):
     assert kind(framework="torchtune").kind == SHARED
     assert kind(framework="megatron-core").kind == SHARED
     assert kind(framework="unsloth").kind == FUSED
+    # DeepSpeed's engine casts every floating parameter, PEFT's fp32 adapters and its fp32-prepared norms too, to bf16
+    assert kind(framework="deepspeed").kind == SHARED
+    assert kind(framework="deepspeed", method="qlora").stream == 2.0
     fp32 = kind(precision="fp32")
     assert (fp32.kind, fp32.stream) == (SHARED, 4.0)
     assert kind(method="qlora", framework="hf-trainer").stream == 4.0  # PEFT's prepared QLoRA: an fp32 stream

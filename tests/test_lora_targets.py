@@ -70,3 +70,10 @@ def test_llama_s_names_adapt_something_on_every_model(model, names):
     """Before, Falcon's q_proj adapted nothing: 0 trainable parameters, no adapter memory, no adapter time."""
     sc = make(model, "h100-sxm", 1, training={"method": "lora", "lora_targets": sorted(names), "tokens": 1e7})
     assert evaluate(sc).to_json()["model"]["params_trainable"] > 0
+
+
+def test_lora_s_scaling_is_read_and_set_aside():
+    """A PEFT config's lora_alpha (and use_rslora) scales the adapters' output: the same multiply whatever its value."""
+    sc = make(training={"method": "lora", "lora_alpha": 32, "use_rslora": True})
+    read = {r[0]: r for r in sc.read_as}
+    assert read["training.lora_alpha"][2] == "not used" and read["training.use_rslora"][2] == "not used"

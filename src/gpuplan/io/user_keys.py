@@ -28,7 +28,8 @@ EPOCHS = ("epochs", "num_train_epochs", "num_epochs", "max_epochs")
 UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters",
           "lr_scheduler", "lr_scheduler_type", "lr_decay_style", "seed", "adam_beta1", "adam_beta2", "betas",
           "adam_epsilon", "adam_eps", "max_grad_norm", "clip_grad", "clip_grad_norm", "gradient_clipping",
-          "logging_steps", "log_interval", "save_steps", "save_interval", "eval_steps", "eval_interval")
+          "logging_steps", "log_interval", "save_steps", "save_interval", "eval_steps", "eval_interval",
+          "lora_alpha", "use_rslora")  # LoRA's scaling (alpha / r, rsLoRA's alpha / √r): the same multiply either way
 
 
 def _fabric_kind(value: Any) -> str:
@@ -105,7 +106,7 @@ def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
     reads: list[Reading] = []
     for key in [k for k in UNUSED if k in training]:
         reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
-                      "an optimizer hyperparameter or logging setting: it changes neither memory nor step time"))
+                      "a hyperparameter or logging setting: it changes neither memory nor step time"))
     for key in [k for k in FLASH if k in training]:
         on = _switch(training.pop(key), f"training.{key}")
         if training.get("attention") is None:
