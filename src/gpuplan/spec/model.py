@@ -81,8 +81,9 @@ def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
 
 
 def resolve_lora_targets(model: ModelSpec, names: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
-    """``training.lora_targets`` as ``model``'s own linear leaf names — PEFT matches a module by its name (a dotted
-    path by its last part) — or ``ALL_LINEAR`` ("all-linear", or Llama's seven names on a model that has them all):
+    """``training.lora_targets`` — leaf names, as PEFT matches a module by the last part of its path (io/words.py
+    ``lora_target_names``) — as ``model``'s own linear leaf names, or ``ALL_LINEAR`` ("all-linear", or Llama's seven
+    names on a model that has them all):
     a name the model's blocks hold is taken as it is; a framework's word for a kind of linear (Megatron-Core's
     linear_qkv/linear_proj/linear_fc1/linear_fc2, NeMo 1's attention_qkv/…/mlp_fc2, torchtune's output_proj and
     w1/w2/w3, or Llama's q_proj … down_proj on a model that fuses or names them otherwise) is read as the model's
@@ -91,17 +92,15 @@ def resolve_lora_targets(model: ModelSpec, names: tuple[str, ...]) -> tuple[tupl
 
     if tuple(names) == ALL_LINEAR:
         return ALL_LINEAR, None
-    # (leaf, group) of the blocks' linears: a leaf may name linears of two kinds (GPT-2's c_proj: attention and MLP)
-    pairs = {(w.name.rsplit(".", 1)[-1], w.group) for lg in model.kinds for w in lg.weights
-             if w.is_matrix and w.group in LORA_GROUPS}
-    leaves = list(dict.fromkeys(w.name.rsplit(".", 1)[-1] for lg in model.kinds for w in lg.weights
-                                if w.is_matrix and w.group in LORA_GROUPS))
-    wanted = [n.rsplit(".", 1)[-1] for n in names]
-    if set(wanted) >= set(ALL_LINEAR) and all(leaf in leaves for leaf in ALL_LINEAR):
+    # (leaf, group) of the blocks' linears in order: a leaf may name two kinds (GPT-2's c_proj: attention and MLP)
+    pairs = dict.fromkeys((w.name.rsplit(".", 1)[-1], w.group) for lg in model.kinds for w in lg.weights
+                          if w.is_matrix and w.group in LORA_GROUPS)
+    leaves = list(dict.fromkeys(leaf for leaf, _ in pairs))
+    if set(names) >= set(ALL_LINEAR) and all(leaf in leaves for leaf in ALL_LINEAR):
         return ALL_LINEAR, None
     out: list[str] = []
     read: list[str] = []
-    for n in wanted:
+    for n in names:
         if n in leaves:
             out.append(n)
             continue
