@@ -9,6 +9,7 @@ import pytest
 from gpuplan.api import evaluate_scenario
 from gpuplan.errors import GpuplanError
 from gpuplan.io.scenario import parse_scenario
+from gpuplan.spec import LORA_TARGETS_ALL
 
 
 def _read(**sections):
@@ -195,3 +196,30 @@ def test_fsdp_hybrid_shard_shards_inside_a_node():
     with pytest.raises(GpuplanError, match="give zero: 3 and zero_group"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
                         "layout": {"zero": "HYBRID_SHARD"}})
+
+
+@pytest.mark.parametrize("keys, field, value", [
+    # the Hugging Face Trainer's and Axolotl's precision switches
+    ({"bf16": True}, "precision", "bf16"), ({"fp16": True}, "precision", "fp16"),
+    # BitsAndBytesConfig / Axolotl load_in_4bit under LoRA: QLoRA; TRL's use_peft: LoRA
+    ({"load_in_4bit": True}, "method", "qlora"), ({"method": "lora", "load_in_4bit": True}, "method", "qlora"),
+    ({"use_peft": True}, "method", "lora"),
+    # Axolotl's adapter, LLaMA-Factory's finetuning_type, the Trainer's optim
+    ({"adapter": "qlora"}, "method", "qlora"), ({"finetuning_type": "lora"}, "method", "lora"),
+    ({"optim": "paged_adamw_8bit"}, "optimizer", "adamw-8bit"),
+    # Axolotl's lora_target_linear: every linear
+    ({"method": "lora", "lora_target_linear": True}, "lora_targets", LORA_TARGETS_ALL),
+])
+def test_a_fine_tuning_config_s_switches_are_read(keys, field, value):
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": keys})
+    assert getattr(sc.training, field) == value
+
+
+def test_switches_the_scenario_overrides_or_that_cost_nothing_are_said():
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                         "training": {"precision": "bf16", "fp16": True, "packing": True}})
+    read = {r[0]: r for r in sc.read_as}
+    assert sc.training.precision == "bf16" and read["training.fp16"][2] == "not used"
+    assert read["training.packing"][2] == "not used"
+    with pytest.raises(GpuplanError, match="an 8-bit base"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"load_in_8bit": True}})

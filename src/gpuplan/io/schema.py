@@ -48,6 +48,10 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
+        # the Hugging Face Trainer's optim (its words, e.g. paged_adamw_8bit, read as the optimizer they run);
+        # Axolotl's adapter and LLaMA-Factory's finetuning_type (lora, qlora, full) as the method
+        "optim": "optimizer",
+        **dict.fromkeys(("adapter", "finetuning_type"), "method"),
         # PEFT's LoraConfig.target_modules, Axolotl's lora_target_modules
         **dict.fromkeys(("target_modules", "lora_target_modules"), "lora_targets"),
         # the attention kernel: Hugging Face's attn_implementation ("flash_attention_2", "sdpa", "eager"),

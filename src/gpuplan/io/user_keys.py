@@ -121,6 +121,40 @@ def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
     accumulation = [k for k in ACCUMULATION if k in training]
     if accumulation:
         reads.append(_accumulated(training, accumulation[0], hardware, layout))
+    return reads + _fine_tune_keys(training)
+
+
+def _fine_tune_keys(training: dict) -> list[Reading]:
+    """A fine-tuning config's switches read as what they set, where the scenario leaves it open: the Hugging Face
+    Trainer's (and Axolotl's) ``bf16`` / ``fp16`` as the precision, ``load_in_4bit`` (BitsAndBytesConfig, Axolotl) as
+    QLoRA, TRL's ``use_peft`` as LoRA, Axolotl's ``lora_target_linear`` as all-linear; TRL's ``packing`` and Axolotl's
+    ``sample_packing`` set aside (gpuplan's tokens are whole sequences of seq_len, as packing makes them)."""
+    reads: list[Reading] = []
+    for key in [k for k in ("bf16", "fp16") if k in training]:
+        if not _switch(training.pop(key), f"training.{key}"):
+            continue
+        if training.get("precision") is None:
+            training["precision"] = key
+            reads.append(("training.precision", f"{key}: true", key, f"{key}: true trains in {key} mixed precision"))
+        else:
+            reads.append((f"training.{key}", f"{key}: true", "not used", "training.precision is given"))
+    if "load_in_8bit" in training and _switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
+        raise GpuplanError("training.load_in_8bit: an 8-bit base (LLM.int8) is not modelled: set method qlora (a 4-bit "
+                           "base) or lora (a 16-bit one)")
+    for key, word, method in (("load_in_4bit", "a 4-bit base under LoRA adapters", "qlora"),
+                              ("use_peft", "LoRA adapters on a frozen base", "lora")):
+        if key in training and _switch(training.pop(key), f"training.{key}"):
+            if training.get("method") in (None, "lora") and not (method == "lora" and training.get("method")):
+                training["method"] = method
+                reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
+    if "lora_target_linear" in training and _switch(training.pop("lora_target_linear"), "training.lora_target_linear") \
+            and training.get("lora_targets") is None:
+        training["lora_targets"] = "all-linear"
+        reads.append(("training.lora_targets", "lora_target_linear: true", "all-linear",
+                      "Axolotl's lora_target_linear adapts every linear layer: all-linear"))
+    for key in [k for k in ("packing", "sample_packing") if k in training]:
+        reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used", "gpuplan's tokens are whole "
+                      "sequences of seq_len, as packing makes them (padding is not modelled)"))
     return reads
 
 
