@@ -31,8 +31,6 @@ def targets(model: str, value) -> tuple[str, ...]:
     ("phi-3-mini", ["q_proj", "k_proj", "v_proj", "o_proj"], ("qkv_proj", "o_proj")),
     ("phi-3-mini", "gate_proj, up_proj, down_proj", ("gate_up_proj", "down_proj")),
     ("gpt2-xl", ["c_attn"], ("c_attn",)),  # the model's own name, as it is
-    # Mixtral's experts are w1/w2/w3 (PEFT matches them by name): the model's own, not torchtune's MLP words
-    ("mixtral-8x7b", ["w1"], ("w1",)),
     ("llama-3.1-8b", ["model.layers.0.self_attn.q_proj"], ("q_proj",)),  # PEFT matches the last part
     ("falcon-7b", "all-linear", LORA_TARGETS_ALL),
     ("falcon-7b", ["all-linear"], LORA_TARGETS_ALL),
@@ -45,6 +43,16 @@ def test_peft_s_and_axolotl_s_key_is_the_targets():
     for key in ("target_modules", "lora_target_modules"):
         assert make("falcon-7b", training={"method": "lora", key: ["q_proj"]}).training.lora_targets == \
             ("query_key_value",)
+
+
+def test_names_only_the_routed_experts_hold_are_the_experts_or_an_error():
+    # Mixtral's experts are w1/w2/w3: the model's own names, not torchtune's MLP words; Megatron-Core adapts them, and
+    # on PEFT (which cannot reach fused experts) nothing would be adapted: an error naming the fix
+    sc = make("mixtral-8x7b", training={"method": "lora", "framework": "megatron-core", "lora_targets": ["w1"]})
+    assert sc.training.lora_targets == ("w1",)
+    with pytest.raises(GpuplanError, match="adapts only Mixtral-8x7B-v0.1's routed experts, which generic's PEFT "
+                                           "cannot reach .*: name attention linears too, or all-linear"):
+        make("mixtral-8x7b", training={"method": "lora", "lora_targets": ["gate_proj"]})
 
 
 def test_a_name_read_as_another_is_said():
@@ -68,7 +76,11 @@ def test_a_name_no_linear_holds_is_an_error_naming_the_model_s_own():
                      min_size=1))
 def test_llama_s_names_adapt_something_on_every_model(model, names):
     """Before, Falcon's q_proj adapted nothing: 0 trainable parameters, no adapter memory, no adapter time."""
-    sc = make(model, "h100-sxm", 1, training={"method": "lora", "lora_targets": sorted(names), "tokens": 1e7})
+    try:
+        sc = make(model, "h100-sxm", 1, training={"method": "lora", "lora_targets": sorted(names), "tokens": 1e7})
+    except GpuplanError as err:  # Mixtral's MLP is its routed experts alone, which PEFT cannot reach: said, not zero
+        assert model == "mixtral-8x7b" and not names & {"q_proj", "k_proj", "v_proj", "o_proj"}, err
+        return
     assert evaluate(sc).to_json()["model"]["params_trainable"] > 0
 
 
@@ -77,3 +89,20 @@ def test_lora_s_scaling_is_read_and_set_aside():
     sc = make(training={"method": "lora", "lora_alpha": 32, "use_rslora": True})
     read = {r[0]: r for r in sc.read_as}
     assert read["training.lora_alpha"][2] == "not used" and read["training.use_rslora"][2] == "not used"
+
+
+@pytest.mark.parametrize("framework, experts", [("generic", False), ("hf-trainer", False), ("deepspeed", False),
+                                                ("pytorch-fsdp", False), ("megatron-core", True)])
+def test_peft_adapts_no_routed_expert(framework, experts):
+    """transformers 5 keeps a MoE block's experts as fused nn.Parameter (MixtralExperts.gate_up_proj, down_proj), which
+    PEFT's target_modules cannot wrap (only target_parameters reaches them); Megatron-Core's expert linears take
+    adapters. Mixtral's blocks: attention (q, k, v, o) and 8 experts of w1, w2, w3."""
+    sc = make("mixtral-8x7b", "h100-sxm", 8, training={"method": "lora", "framework": framework, "tokens": 1e8})
+    trainable = evaluate(sc).to_json()["model"]["params_trainable"]
+    m, r = sc.model, sc.training.lora_rank
+    attention = m.n_layers * r * (2 * (m.hidden + m.n_heads * m.head_dim) + 2 * (m.hidden + m.n_kv_heads * m.head_dim))
+    expert = m.n_layers * m.n_experts * r * 3 * (m.hidden + m.moe_ffn)
+    assert trainable == attention + (expert if experts else 0)
+    said = [r for r in sc.read_as if r[0] == "training.lora_targets"]
+    assert bool(said) != experts  # leaving them out is said
+    assert "!experts" not in str(evaluate(sc).to_json()["scenario"]["training"]["lora_targets"])  # a marker, not shown

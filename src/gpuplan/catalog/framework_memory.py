@@ -85,6 +85,12 @@ def lora_keeps_shared_input(framework: str) -> bool:
     return _memory_fact(framework, "lora_input") in ("shared", "fused")
 
 
+def lora_adapts_experts(framework: str) -> bool:
+    """Whether the framework's LoRA reaches a MoE block's routed experts (frameworks.json ``memory.lora_experts``; not
+    stated: it does — Megatron-Core's grouped expert linears take adapters)."""
+    return _memory_fact(framework, "lora_experts") is not False
+
+
 def lora_fused(framework: str) -> bool:
     """Whether the framework runs the adapters inside the base linear's own kernels (frameworks.json
     ``memory.lora_input`` "fused": Unsloth's matmul_lora accumulates x·A·B into the base output by addmm_) rather than

@@ -32,7 +32,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "dp_overlap": ("grad_reduce", "param_gather"),
     "moe": ("dispatcher", "a2a_overlap", "grouped_gemm", "dualpipe"),
     "fp8_recipe": ("default", "high_precision", "scope", "input_cast", "weight_cast", "tp_all_gather"),
-    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy", "lora_input",
+    "memory": ("grad_dtype", "ddp_bucket_copy", "half_grads", "norm_fp32_copy", "lora_input", "lora_experts",
                "autocast_fp32_weights", "pp_grad_dtype", "sp_saved_input",
                "pp_stage_buffers", "kbit_upcast", "checkpoint_offload", "expandable_segments", "logged_peak"),
     "defaults": (),

@@ -354,8 +354,9 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
             raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
         kw["global_batch"], reading = batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
         words += (reading,) if reading else ()
-    if "lora_targets" in kw:  # the model's own linears
-        kw["lora_targets"], reading = read_lora_targets(kw["lora_targets"], model)
+    if "lora_targets" in kw or kw.get("method") in ("lora", "qlora"):  # the model's own linears
+        kw["lora_targets"], reading = read_lora_targets(kw.get("lora_targets"), model, kw.get("framework", "generic"),
+                                                        kw.get("method"))
         words += reading
     training = Training(**kw)
     from gpuplan.catalog.frameworks import documented_defaults

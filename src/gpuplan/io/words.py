@@ -240,15 +240,32 @@ def kernels_word(value: Any) -> str:
                        f"(Liger Kernel; use_liger_kernel: true); got {described(value)}")
 
 
-def read_lora_targets(given: tuple[str, ...], model: Any) -> tuple[tuple[str, ...], tuple[Reading, ...]]:
-    """``training.lora_targets`` as ``model``'s own linears (spec/model.py ``resolve_lora_targets``), each given name
-    checked as a module name first; a framework's word read as the model's linears of its kind, said."""
+def read_lora_targets(given: tuple[str, ...] | None, model: Any, framework: str, method: str | None
+                      ) -> tuple[tuple[str, ...], tuple[Reading, ...]]:
+    """``training.lora_targets`` (None: all-linear) as ``model``'s own linears (spec/model.py ``resolve_lora_targets``),
+    each given name checked as a module name first, a framework's word read as the model's linears of its kind; on a
+    MoE model whose stack cannot reach the routed experts (frameworks.json ``memory.lora_experts`` false), the experts
+    left out (``NO_EXPERTS``) — each reading said."""
+    from gpuplan.catalog.framework_memory import lora_adapts_experts
     from gpuplan.spec import Training
-    from gpuplan.spec.model import resolve_lora_targets
+    from gpuplan.spec.model import NO_EXPERTS, is_lora_target, resolve_lora_targets
 
-    Training(lora_targets=given)
-    targets, note = resolve_lora_targets(model, given)
-    return targets, ((("training.lora_targets", ", ".join(given), ", ".join(targets), f"read {note}"),) if note else ())
+    targets, reads = ALL_LINEAR, ()
+    if given is not None:
+        Training(lora_targets=given)
+        targets, note = resolve_lora_targets(model, given)
+        reads = (("training.lora_targets", ", ".join(given), ", ".join(targets), f"read {note}"),) if note else ()
+    if method in ("lora", "qlora") and model.n_experts and not lora_adapts_experts(framework):
+        said = ", ".join(given) if given is not None else "all-linear"
+        reads += (("training.lora_targets", said, f"{said}, not the routed experts", f"{framework} adapts modules "
+                   "(PEFT's target_modules); transformers 5 keeps a MoE block's experts as fused parameters, which "
+                   "only PEFT's target_parameters reaches (frameworks.json memory.lora_experts)"),)
+        targets = (*targets, NO_EXPERTS)
+        if not any(is_lora_target(w, targets) for lg in model.kinds for w in lg.weights):
+            raise GpuplanError(f"training.lora_targets: {said} adapts only {model.name}'s routed experts, which "
+                               f"{framework}'s PEFT cannot reach (transformers 5 keeps them as fused parameters, "
+                               "adapted only by PEFT's target_parameters): name attention linears too, or all-linear")
+    return targets, reads
 
 
 def lora_target_names(value: Any) -> tuple[str, ...]:

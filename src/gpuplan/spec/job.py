@@ -12,7 +12,7 @@ from gpuplan.spec._checks import at_most as _at_most
 from gpuplan.spec._checks import choice as _choice
 from gpuplan.spec._checks import positive as _positive
 from gpuplan.spec._value import ValueHashed, seal
-from gpuplan.spec.model import ALL_LINEAR
+from gpuplan.spec.model import ALL_LINEAR, NO_EXPERTS
 
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "muon"]
@@ -185,7 +185,7 @@ class Training(ValueHashed):
             raise GpuplanError("training.lora_targets is empty: name at least one linear layer (e.g. "
                                f"{', '.join(LORA_TARGETS_ALL)}), or all-linear")
         for t in self.lora_targets:
-            if not isinstance(t, str) or not _MODULE_NAME.fullmatch(t):
+            if t != NO_EXPERTS and (not isinstance(t, str) or not _MODULE_NAME.fullmatch(t)):
                 raise GpuplanError(f"training.lora_targets: {t!r} is not a module name: name linear layers such as "
                                    "q_proj, v_proj, or all-linear")
         if len(set(self.lora_targets)) != len(self.lora_targets):

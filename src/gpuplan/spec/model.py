@@ -68,15 +68,23 @@ TARGET_WORDS: dict[str, tuple[tuple[str, ...], bool | None]] = {
     "q_proj": (_ATTN, False), "k_proj": (_ATTN, False), "v_proj": (_ATTN, False), "o_proj": (_ATTN, True),
     "gate_proj": (_MLP, False), "up_proj": (_MLP, False), "down_proj": (_MLP, True),
 }
+# a marker that ends training.lora_targets where the stack adapts no routed expert (frameworks.json memory.lora_experts
+# false: PEFT, whose modules cannot reach transformers 5's fused expert parameters)
+NO_EXPERTS = "!experts"
 ROW_PARALLEL_LEAVES = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "dense_4h_to_h", "w2",
                                  "wo", "proj"})  # the linears whose input a tensor-parallel split divides
 
 
 def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
     """Whether PEFT puts an adapter on ``w`` for ``target_modules = targets``: the model's own leaf names
-    (``resolve_lora_targets``), or ``ALL_LINEAR`` — PEFT's "all-linear", every linear of the blocks."""
+    (``resolve_lora_targets``), or ``ALL_LINEAR`` — PEFT's "all-linear", every linear of the blocks —, the routed
+    experts' only where ``targets`` does not end in ``NO_EXPERTS``."""
     if not w.is_matrix or w.group not in LORA_GROUPS:
         return False
+    if targets[-1] == NO_EXPERTS:  # the stack adapts no routed expert
+        if w.group == "expert":
+            return False
+        targets = targets[:-1]
     return targets == ALL_LINEAR or w.name.rsplit(".", 1)[-1] in targets
 
 

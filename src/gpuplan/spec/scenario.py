@@ -10,7 +10,7 @@ from gpuplan.spec.corrections import NONE, Corrections
 from gpuplan.spec.hardware import Hardware
 from gpuplan.spec.job import Training
 from gpuplan.spec.layout import Layout, check_layout
-from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.model import NO_EXPERTS, ModelSpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,7 +70,8 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      **({"activation_offloading": True} if tr.activation_offloading else {}),
                      **({"cuda_graphs": tr.cuda_graphs} if tr.cuda_graphs != "none" else {}),
                      **({"kernels": tr.kernels} if tr.kernels != "framework" else {}),
-                     **({"lora_targets": list(tr.lora_targets)} if tr.method != "full" else {}),
+                     **({"lora_targets": [t for t in tr.lora_targets if t != NO_EXPERTS]}
+                        if tr.method != "full" else {}),
                      **({"lora_dropout": tr.lora_dropout} if tr.lora_dropout else {})},
         "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
     }
