@@ -106,3 +106,24 @@ def test_peft_adapts_no_routed_expert(framework, experts):
     said = [r for r in sc.read_as if r[0] == "training.lora_targets"]
     assert bool(said) != experts  # leaving them out is said
     assert "!experts" not in str(evaluate(sc).to_json()["scenario"]["training"]["lora_targets"])  # a marker, not shown
+
+
+def test_frozen_routed_experts_keep_no_input():
+    """Under PEFT the routed experts are frozen (no adapter): like a frozen dense MLP they keep the activation's tensors
+    only — no routed input copy for a weight gradient, no down projection input; Megatron-Core's adapted ones keep the
+    full fine-tune's count."""
+    from gpuplan.model.activations import ActShape, layer_terms
+    from gpuplan.model.kept import lora_shape
+
+    def terms(framework: str) -> dict:
+        sc = make("mixtral-8x7b", training={"method": "lora", "framework": framework})
+        x = ActShape(s=4096, b=1, t=1, sp=False, dropout=False, flash=True, elem=2, linear_in=2,
+                     **lora_shape(sc.training))
+        return layer_terms(sc.model, 0, x)
+
+    peft, megatron = terms("generic"), terms("megatron-core")
+    m = make("mixtral-8x7b").model
+    # the activation's input (gate) and output, and the up projection's output: 2 B each per routed element
+    assert peft["expert_mlp"] == 3 * 2 * 4096 * m.top_k * m.moe_ffn
+    assert peft["expert_dispatch"] == 2 * 4096 * m.top_k * m.hidden  # the routed copies out
+    assert megatron["expert_mlp"] > peft["expert_mlp"] and megatron["expert_dispatch"] > peft["expert_dispatch"]

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.model.ssm import ssm_terms
-from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES, ModelSpec, is_lora_target
+from gpuplan.spec.model import LORA_GROUPS, NO_EXPERTS, ROW_PARALLEL_LEAVES, ModelSpec, is_lora_target
 
 # Bytes per saved activation element for the precisions of spec.Precision.
 ACT_BYTES = {"bf16": 2, "fp16": 2, "bf16-pure": 2, "fp8": 2, "fp32": 4}
@@ -202,7 +202,8 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     input, each keeps its own dropout output instead. Measured (PEFT 0.21.2, transformers 5.24, torch 2.13,
     saved_tensors_hooks; Llama shapes h 512, f 1408, 8 heads, 2 K/V heads, s 256, bf16 base under CPU autocast): all
     seven projections 49.7 B per token per hidden unit per layer, q/v only 34.1, the full fine-tune 43.1 — the
-    formula gives 49.7, 34.1 and 43.1. Expert matrices (MoE) keep the full fine-tune's count."""
+    formula gives 49.7, 34.1 and 43.1. Expert matrices (MoE) keep the full fine-tune's count where the stack adapts
+    them; frozen (``NO_EXPERTS``: PEFT) they keep what a frozen dense MLP keeps."""
     s, b, t, e = x.s, x.b, x.t, x.elem
     out = dict(terms)
     lg = m.kinds[kind]
@@ -219,6 +220,11 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
         out["mlp"] = (2 * ie + inner) * s * b * m.ffn / t
     if "shared_expert_mlp" in out:
         out["shared_expert_mlp"] = (2 * ie + inner) * s * b * m.shared_ffn / t
+    if "expert_mlp" in out and x.lora_targets[-1:] == (NO_EXPERTS,):  # frozen routed experts, no adapter on them:
+        # their linears keep no input (no weight gradient) — the routed copy in and the down projection's input —,
+        # the activation its own (transformers 5's grouped experts under PEFT)
+        out["expert_mlp"] = (2 * ie + inner) * s * b * m.top_k * m.moe_ffn / t
+        out["expert_dispatch"] = e * s * b * m.top_k * m.hidden * (1 / t if x.sp else 1.0)
     kept = 0.0
     shared: set[tuple[str, bool]] = set()  # (weight group, row-parallel) of the inputs adapters keep themselves
     for w in adapted:
