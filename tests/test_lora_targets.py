@@ -127,3 +127,12 @@ def test_frozen_routed_experts_keep_no_input():
     assert peft["expert_mlp"] == 3 * 2 * 4096 * m.top_k * m.moe_ffn
     assert peft["expert_dispatch"] == 2 * 4096 * m.top_k * m.hidden  # the routed copies out
     assert megatron["expert_mlp"] > peft["expert_mlp"] and megatron["expert_dispatch"] > peft["expert_dispatch"]
+
+
+def test_no_targets_adapt_nothing():
+    from gpuplan.spec.model import NO_EXPERTS, Weight, is_lora_target
+
+    q = Weight(name="layers.0.self_attn.q_proj", shape=(8, 8), group="attention")
+    expert = Weight(name="layers.0.experts.w1", shape=(8, 8), group="expert", count=4)
+    assert not is_lora_target(q, ()) and is_lora_target(q, ("q_proj", NO_EXPERTS))
+    assert is_lora_target(expert, ("w1",)) and not is_lora_target(expert, ("w1", NO_EXPERTS))

@@ -81,7 +81,7 @@ def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
     experts' only where ``targets`` does not end in ``NO_EXPERTS``."""
     if not w.is_matrix or w.group not in LORA_GROUPS:
         return False
-    if targets[-1] == NO_EXPERTS:  # the stack adapts no routed expert
+    if targets[-1:] == (NO_EXPERTS,):  # the stack adapts no routed expert
         if w.group == "expert":
             return False
         targets = targets[:-1]
