@@ -143,8 +143,9 @@ def _fine_tune_keys(training: dict) -> list[Reading]:
                            "base) or lora (a 16-bit one)")
     for key, word, method in (("load_in_4bit", "a 4-bit base under LoRA adapters", "qlora"),
                               ("use_peft", "LoRA adapters on a frozen base", "lora")):
+        open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
         if key in training and _switch(training.pop(key), f"training.{key}"):
-            if training.get("method") in (None, "lora") and not (method == "lora" and training.get("method")):
+            if training.get("method") in open_to:
                 training["method"] = method
                 reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
     if "lora_target_linear" in training and _switch(training.pop("lora_target_linear"), "training.lora_target_linear") \

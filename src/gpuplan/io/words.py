@@ -247,12 +247,12 @@ def read_lora_targets(given: tuple[str, ...] | None, model: Any, framework: str,
     MoE model whose stack cannot reach the routed experts (frameworks.json ``memory.lora_experts`` false), the experts
     left out (``NO_EXPERTS``) — each reading said."""
     from gpuplan.catalog.framework_memory import lora_adapts_experts
-    from gpuplan.spec import Training
+    from gpuplan.spec.job import check_lora_target_names
     from gpuplan.spec.model import NO_EXPERTS, is_lora_target, resolve_lora_targets
 
     targets, reads = ALL_LINEAR, ()
     if given is not None:
-        Training(lora_targets=given)
+        check_lora_target_names(given)
         targets, note = resolve_lora_targets(model, given)
         reads = (("training.lora_targets", ", ".join(given), ", ".join(targets), f"read {note}"),) if note else ()
     if method in ("lora", "qlora") and model.n_experts and not lora_adapts_experts(framework):

@@ -183,12 +183,6 @@ def _mlp_terms(m: ModelSpec, moe_layer: bool, x: ActShape, rep: float) -> dict[s
     return terms
 
 
-# projections whose input is the heads' output or the MLP's inner product (row-parallel under tensor
-# parallelism), by their module's leaf name across the families; every other adapted matrix reads the hidden
-# stream
-ROW_PARALLEL = ROW_PARALLEL_LEAVES
-
-
 def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) -> dict[str, float]:
     """A LoRA/QLoRA layer's activations, from the full fine-tune's ``terms``: a frozen linear keeps nothing of its
     input (its weight needs no gradient) — QLoRA's 4-bit base neither: bitsandbytes' MatMul4Bit.forward saves
@@ -230,7 +224,7 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     for w in adapted:
         leaf = w.name.rsplit(".", 1)[-1]
         out_f, in_f = w.shape
-        row = leaf in ROW_PARALLEL
+        row = leaf in ROW_PARALLEL_LEAVES  # its input: the heads' output or the MLP's inner product
         local_in = in_f / t if row else in_f * x.in_rep
         mask = 1.0 if x.lora_dropout else 0.0  # torch's dropout keeps a bool mask for its backward
         if x.lora_copy:

@@ -35,10 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.framework_memory import lora_fused, lora_keeps_shared_input
-from gpuplan.model.activations import ROW_PARALLEL
 from gpuplan.model.kept import adapters_in_16_bits, kbit_upcast
 from gpuplan.spec import Training
-from gpuplan.spec.model import LayerGroup, is_lora_target
+from gpuplan.spec.model import ROW_PARALLEL_LEAVES, LayerGroup, is_lora_target
 
 # how a stack runs the adapters (``Adapters.kind``)
 FUSED = "fused"            # Unsloth: x·A, then out.addmm_(xA, B, alpha=s); backward dX.addmm_ the same way
@@ -89,7 +88,7 @@ def adapter_work(lg: LayerGroup, ad: Adapters, tp: int) -> AdapterWork:
             continue
         out_f, in_f = w.shape
         leaf = w.name.rsplit(".", 1)[-1]
-        i, o = (in_f / tp, out_f) if leaf in ROW_PARALLEL else (in_f, out_f / tp)
+        i, o = (in_f / tp, out_f) if leaf in ROW_PARALLEL_LEAVES else (in_f, out_f / tp)
         n = w.count
         fwd += [(r, i, n, a), (o, r, n, a)]            # x·A, then (xA)·B
         dgrad += [(r, o, n, a), (i, r, n, a)]          # dY·Bᵀ, then (dY·Bᵀ)·Aᵀ

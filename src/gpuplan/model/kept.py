@@ -13,8 +13,8 @@ from gpuplan.catalog.framework_memory import (
     prepares_kbit_in_fp32,
     swiglu_saves_input,
 )
-from gpuplan.model.activations import ROW_PARALLEL
 from gpuplan.spec import Layout, ModelSpec, Training
+from gpuplan.spec.model import ROW_PARALLEL_LEAVES
 
 
 def norm_keeps(eager: bool, method: str, elem: int, amp: bool = False) -> float:
@@ -63,7 +63,7 @@ def normed_readers(model: ModelSpec) -> tuple[int, int]:
     group = next((lg for lg in model.layers if not lg.moe and lg.attends), model.layers[0])
     def readers(kind: str) -> int:
         return max(1, sum(1 for w in group.weights if w.is_matrix and w.group == kind and w.shape[1] == model.hidden
-                          and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL))
+                          and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL_LEAVES))
     return readers("attention"), readers("mlp")
 
 

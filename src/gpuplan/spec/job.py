@@ -84,6 +84,20 @@ DEFAULT_SEQ_LEN = 4096  # a model with a shorter learned position table defaults
 DEFAULT_HEADROOM = 0.0
 
 
+def check_lora_target_names(names: tuple[str, ...]) -> None:
+    """``training.lora_targets``: at least one, each a module name (or the ``NO_EXPERTS`` marker), none twice."""
+    if not names:
+        raise GpuplanError("training.lora_targets is empty: name at least one linear layer (e.g. "
+                           f"{', '.join(LORA_TARGETS_ALL)}), or all-linear")
+    for t in names:
+        if t != NO_EXPERTS and (not isinstance(t, str) or not _MODULE_NAME.fullmatch(t)):
+            raise GpuplanError(f"training.lora_targets: {t!r} is not a module name: name linear layers such as "
+                               "q_proj, v_proj, or all-linear")
+    if len(set(names)) != len(names):
+        dup = sorted({t for t in names if names.count(t) > 1})
+        raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Training(ValueHashed):
     """The training job. Compared and hashed by content, the hash computed once (spec/_value.py):
@@ -181,16 +195,7 @@ class Training(ValueHashed):
         """The LoRA fields and the optimizer implementation."""
         _positive(self.lora_rank, "training.lora_rank")
         _at_most(self.lora_rank, MAX_LORA_RANK, "training.lora_rank", "LoRA ranks are small, e.g. 16 or 64")
-        if not self.lora_targets:
-            raise GpuplanError("training.lora_targets is empty: name at least one linear layer (e.g. "
-                               f"{', '.join(LORA_TARGETS_ALL)}), or all-linear")
-        for t in self.lora_targets:
-            if t != NO_EXPERTS and (not isinstance(t, str) or not _MODULE_NAME.fullmatch(t)):
-                raise GpuplanError(f"training.lora_targets: {t!r} is not a module name: name linear layers such as "
-                                   "q_proj, v_proj, or all-linear")
-        if len(set(self.lora_targets)) != len(self.lora_targets):
-            dup = sorted({t for t in self.lora_targets if self.lora_targets.count(t) > 1})
-            raise GpuplanError(f"training.lora_targets names {', '.join(dup)} more than once: list each target once")
+        check_lora_target_names(self.lora_targets)
         if not 0.0 <= self.lora_dropout < 1.0:
             raise GpuplanError(f"training.lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.optimizer_impl == "paged" and self.optimizer not in PAGED_OPTIMIZERS:
