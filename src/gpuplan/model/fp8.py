@@ -13,7 +13,7 @@ from gpuplan.catalog.frameworks import fp8_gathers_tp, fp8_input_cast_shared, fp
 from gpuplan.catalog.matmul import fp8_scaling_costs
 from gpuplan.model.flops import expert_imbalance
 from gpuplan.spec import LayerGroup, ModelSpec
-from gpuplan.spec.model import LORA_GROUPS
+from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +51,6 @@ class Fp8Scheme:
     shared_input: bool = False
     weight_share: float = 1.0
 
-# Megatron's RowParallelLinear layers (Shoeybi et al. 2019, Sec. 3: the attention output projection
-# and the MLP's second linear), by their checkpoint names across the catalogue's model families
-ROW_PARALLEL = frozenset({"o_proj", "down_proj", "c_proj", "dense", "dense_4h_to_h", "out_proj", "w2", "fc2"})
 RESCALE_BYTES = 4.0  # read and write one bf16 output element
 TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
 
@@ -93,8 +90,9 @@ def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int
                    method: str = "full", etp: int | None = None) -> tuple[float, float]:
     """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
     on one rank. The attention output and second MLP projections are row-parallel under tensor
-    parallelism (``ROW_PARALLEL``): input sharded, output gradient whole (gathered); the others are
-    column-parallel: input whole (gathered), output gradient sharded. Expert matrices see the
+    parallelism (``ROW_PARALLEL_LEAVES``, Megatron's RowParallelLinear, Shoeybi et al. 2019 Sec. 3): input
+    sharded, output gradient whole (gathered); the others are column-parallel: input whole (gathered), output gradient
+    sharded. Expert matrices see the
     busiest rank's routed tokens (tokens · top_k · ``expert_imbalance``). The router (a tiny GEMM)
     is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one. Folded experts
     (``etp`` 1, Layout.folded_etp): whole matrices, each rank's sequence-parallel shard of the tokens."""
@@ -107,7 +105,7 @@ def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int
         if not w.is_matrix or w.group not in LORA_GROUPS:
             continue
         out_f, in_f = w.shape
-        row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL
+        row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES
         if w.group == "expert":
             tok, mats, t = routed * m.top_k * busiest, w.count / ep, etp
         else:
