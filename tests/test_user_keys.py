@@ -223,3 +223,20 @@ def test_switches_the_scenario_overrides_or_that_cost_nothing_are_said():
     assert read["training.packing"][2] == "not used"
     with pytest.raises(GpuplanError, match="an 8-bit base"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"load_in_8bit": True}})
+
+
+@pytest.mark.parametrize("method, key, outcome", [
+    # the method already says what the switch says: read, set aside
+    ("qlora", "load_in_4bit", "not used"), ("lora", "use_peft", "not used"), ("qlora", "use_peft", "not used"),
+    # a contradiction: a full fine-tune has no frozen 4-bit base and no adapters
+    ("full", "load_in_4bit", "method is full"), ("full", "use_peft", "method is full"),
+])
+def test_a_switch_beside_a_method_is_said_or_refused(method, key, outcome):
+    raw = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"method": method, key: True}}
+    if outcome == "not used":
+        sc = parse_scenario(raw)
+        assert sc.training.method == method
+        assert {r[0]: r[2] for r in sc.read_as}[f"training.{key}"] == "not used"
+    else:
+        with pytest.raises(GpuplanError, match=f"{outcome}: set method"):
+            parse_scenario(raw)

@@ -145,9 +145,15 @@ def _fine_tune_keys(training: dict) -> list[Reading]:
                               ("use_peft", "LoRA adapters on a frozen base", "lora")):
         open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
         if key in training and _switch(training.pop(key), f"training.{key}"):
-            if training.get("method") in open_to:
+            given = training.get("method")
+            if given in open_to:
                 training["method"] = method
                 reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
+            elif given in (method, "qlora"):  # the method already says it (QLoRA is PEFT's LoRA on a 4-bit base)
+                reads.append((f"training.{key}", f"{key}: true", "not used", f"training.method {given} says it"))
+            else:
+                raise GpuplanError(f"training.{key}: true trains {word}, but training.method is {given}: set method "
+                                   f"{method}, or drop {key}")
     if "lora_target_linear" in training and _switch(training.pop("lora_target_linear"), "training.lora_target_linear") \
             and training.get("lora_targets") is None:
         training["lora_targets"] = "all-linear"
