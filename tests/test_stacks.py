@@ -213,7 +213,7 @@ def test_optimizer_words_as_papers_write_them(word, optimizer, impl):
     ("triton", "flash1-triton"), ("flash-attn triton", "flash1-triton"), ("flash1-triton", "flash1-triton"),
 ])
 def test_attention_words_as_papers_write_them(word, attention):
-    from gpuplan.catalog.stacks import read_attention
+    from gpuplan.catalog.method_words import read_attention
 
     value, reading = read_attention(word.lower())
     assert value == attention and (reading is None) == (word == attention)
@@ -325,7 +325,7 @@ def test_a_frameworks_stage_is_taken_where_the_default_layout_is_invalid_and_the
     ("PEFT", "lora"), ("LoRA (r=16)", "lora"), ("4-bit LoRA", "qlora"), ("QLoRA", "qlora"),
 ])
 def test_method_words_as_recipes_write_them(word, method):
-    from gpuplan.catalog.stacks import read_method
+    from gpuplan.catalog.method_words import read_method
 
     assert read_method(word)[0] == method
 
@@ -423,3 +423,29 @@ def test_a_precision_no_word_names_stays_an_error():
     assert read_precision("8-bit", "generic") == ("8-bit", None)  # int8 or fp8: not guessed
     with pytest.raises(GpuplanError, match="training.precision: '8-bit' is not one of"):
         evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"precision": "8-bit"}))
+
+
+def test_answer_ais_fsdp_qlora_shards_fully():
+    # github.com/AnswerDotAI/fsdp_qlora train.py @02586ac7: FSDP(...) with no sharding_strategy, torch's FULL_SHARD;
+    # it sets no PYTORCH_CUDA_ALLOC_CONF. Read as generic before (zero 0: 30.6 GiB of a 24 GiB card for its
+    # README's Llama-2 70B on two 24 GB GPUs, offload aside)
+    for word in ("fsdp-qlora", "fsdp_qlora", "AnswerDotAI fsdp_qlora"):
+        est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word, "method": "qlora"}))
+        est = est.to_json()
+        assert est["scenario"]["training"]["framework"] == "pytorch-fsdp"
+        assert est["scenario"]["layout"]["zero"] == 3 and est["scenario"]["training"]["expandable_segments"] is False
+
+
+@pytest.mark.parametrize("name", sorted({*FRAMEWORKS, *stack_names()} - {"generic"}))
+@pytest.mark.parametrize("method", ["LoRA", "QLoRA", "+ QLoRA", "SFT", "full fine-tuning", "(PEFT)"])
+def test_a_method_beside_a_stacks_name_reads_as_the_stack_alone(name, method):
+    # "HF Trainer LoRA", "FSDP + QLoRA", "Megatron SFT": the method's words name the method, not the stack — read
+    # as generic before where they stood beside a name ("hf trainer lora"), or kept a stack's words but lost its
+    # layout defaults ("FSDP + QLoRA": zero 0 where "fsdp" alone shards fully)
+    def layout(word):
+        sc = make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word})
+        return evaluate(sc).to_json()["scenario"]
+
+    alone, described = layout(name), layout(f"{name} {method}")
+    assert described["training"]["framework"] == alone["training"]["framework"]
+    assert described["layout"] == alone["layout"]

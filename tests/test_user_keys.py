@@ -170,7 +170,7 @@ def test_training_words_in_phrases(key, word, value):
 
 
 def test_a_negated_attention_word_is_not_read_as_what_it_negates():
-    from gpuplan.catalog.stacks import read_attention
+    from gpuplan.catalog.method_words import read_attention
 
     assert read_attention("no FlashAttention") == ("no FlashAttention", None)  # then refused by spec.Training
 

@@ -68,17 +68,17 @@ def runs_profile_defaults(word: str) -> bool:
     """Whether the stack a ``training.framework`` word names runs its profile's documented layout defaults
     (stacks.json ``profile_defaults``: Composer, a loop of one's own on FSDP, NeMo AutoModel, verl, metaseq shard
     fully as the FSDP profiles do); a profile's own name does too."""
-    key = spelling(word, version=True)
-    if key in FRAMEWORKS:
-        return True
-    stack = _names().get(key)
-    return stack is not None and bool(_data()["stacks"][stack].get("profile_defaults"))
+    name = named_stack(word)
+    if name is None or name in FRAMEWORKS:
+        return name is not None
+    stack = _names()[name]
+    return bool(_data()["stacks"][stack].get("profile_defaults"))
 
 
 def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
     """A stack's own documented layout defaults (stacks.json ``layout_defaults``: NeMo's distributed optimizer, ZeRO
     1) as field → (value, source); empty for a profile's own name or a stack without them."""
-    stack = _names().get(spelling(word, version=True))
+    stack = _names().get(named_stack(word) or "")
     if stack is None:
         return {}
     rows = _data()["stacks"][stack].get("layout_defaults", {})
@@ -88,7 +88,7 @@ def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
 def stack_allocator(word: str) -> tuple[bool, str] | None:
     """Whether a stack's launcher maps expandable segments where that differs from its profile (stacks.json
     ``expandable_segments``), with the source; None for a profile's own name or a stack that states nothing."""
-    stack = _names().get(spelling(word, version=True))
+    stack = _names().get(named_stack(word) or "")
     row = _data()["stacks"][stack].get("expandable_segments") if stack is not None else None
     return None if row is None else (bool(row["value"]), str(row["source"]))
 
@@ -96,6 +96,11 @@ def stack_allocator(word: str) -> tuple[bool, str] | None:
 def stack_names() -> tuple[str, ...]:
     """The stacks ``training.framework`` accepts besides the profiles, in the file's order."""
     return tuple(_data()["stacks"])
+
+
+def attention_words() -> dict[str, dict[str, str]]:
+    """stacks.json ``attention_words``: a word for an attention kernel → the attention it means, why, the source."""
+    return _data().get("attention_words", {})
 
 
 def precision_words() -> tuple[str, ...]:
@@ -133,6 +138,12 @@ VENDORS = ("hugging face", "huggingface", "microsoft", "nvidia", "meta", "facebo
            "pytorch", "google", "eleutherai", "databricks", "bytedance", "alibaba")
 
 
+# a training method's words in a run's description of its stack ("HF Trainer + LoRA", "FSDP-QLoRA"): they name the
+# method (training.method), not the stack
+METHOD_PARTS = frozenset({"lora", "qlora", "dora", "peft", "sft", "fft", "rslora", "pissa", "fine", "tuning",
+                          "finetuning", "finetune", "full", "pretraining", "pretrain"})
+
+
 # names of stacks that are also everyday words of a run's description: one of them alone names nothing
 COMMON_WORDS = ("trainer", "transformers", "pytorch", "fabric", "hf", "tf", "mosaic", "swift", "fsdp")
 
@@ -154,16 +165,51 @@ def _named(text: str) -> str | None:
     note in brackets after it ("Axolotl (FSDP)"), its words in another order ("DeepSpeed-Megatron") or as one
     of its words ("JAX/Pax", "OPT metaseq")."""
     text = re.sub(r"\(.*?\)", " ", text.lower())
+    names = _all_names()
+    bare = spelling(" ".join(w for w in re.split(r"[-\s/+]+", text) if w not in METHOD_PARTS), version=True)
+    if bare in names:  # "Hugging Face LoRA", "FSDP-QLoRA": the name without the method's words
+        return bare
     for vendor in VENDORS:
         text = re.sub(rf"\b{vendor}\b", " ", text)
-    names = _all_names()
     key = spelling(text, version=True)
     if key in names:
         return key
-    words = [w for w in re.split(r"[-\s/]+", key) if w]
+    words = [w for w in re.split(r"[-\s/+]+", key) if w and w not in METHOD_PARTS] or [key]
     if frozenset(words) in _names_by_words():
         return _names_by_words()[frozenset(words)]
     return next((w for w in words if w in names and w not in COMMON_WORDS), None)
+
+
+def _described(word: str, key: str) -> tuple[str | None, str]:
+    """The catalogued name (profile or stack) a description of a stack not in the catalogue gives, and how: the
+    stacks it names ("HF Trainer + DeepSpeed": the engine that runs the step), the stack its sharding words imply
+    ("ZeRO-2", "FSDP FULL_SHARD"), or one close spelling of a name; (None, "") where it gives none."""
+    words = sharding_words(word)
+    rest = " ".join(w for w in words.rest.split() if w not in METHOD_PARTS)
+    parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
+    named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest))
+             is not None]
+    engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "hf-trainer", "generic")] or named
+    stack = engines[0] if engines else (words.stack if words.stack is not None and not rest else None)
+    if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
+        how = (", its sharding or offload into the layout" if words.stage is not None or words.offload else "") + \
+            (f"; of the stacks it names, {stack} runs the step" if len(set(named)) > 1 else "")
+        return stack, how
+    names = _all_names()
+    close = difflib.get_close_matches(key, names, n=2, cutoff=0.85)
+    if len(close) == 1 or (close and names[close[0]] == names[close[1]]):
+        return close[0], "close"
+    return None, ""
+
+
+def named_stack(word: str) -> str | None:
+    """The catalogued name — a profile or a stacks.json stack — a ``training.framework`` word is read as (its own
+    name, an alias, or what its description names: ``_described``); None where it is read as the typical stack."""
+    key = spelling(word, version=True)
+    if key in FRAMEWORKS:
+        return key
+    stack = _names().get(key)
+    return stack if stack is not None else _described(word, key)[0]
 
 
 def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
@@ -171,25 +217,12 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     any other (a loop of one's own, a framework not catalogued) runs as the typical stack, ``generic`` — said under
     ``assumed`` with the names that have a profile, never refused (issue 21: a stack without a profile maps to a
     documented one, with a note)."""
-    names = _all_names()
-    words = sharding_words(word)
-    implied, rest = words.stack, words.rest
-    parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
-    named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest))
-             is not None]
-    engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "hf-trainer", "generic")] or named
-    stack = engines[0] if engines else (implied if implied is not None and not rest else None)
-    if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
+    stack, how = _described(word, key)
+    if stack is not None:
         found, _ = read_framework(stack)
-        how = (", its sharding or offload into the layout" if words.stage is not None or words.offload else "") + \
-            (f"; of the stacks it names, {stack} runs the step" if len(set(named)) > 1 else "")
-        return found, Reading(field="training.framework", given=word, value=found,
-                              rule=f"{word!r} read as {stack} ({found}){how}")
-    close = difflib.get_close_matches(key, names, n=2, cutoff=0.85)
-    if len(close) == 1 or (close and names[close[0]] == names[close[1]]):
-        found, _ = read_framework(close[0])
-        return found, Reading(field="training.framework", given=word, value=found,
-                              rule=f"{word!r} is not a catalogued stack; read as its closest name, {close[0]}")
+        rule = f"{word!r} is not a catalogued stack; read as its closest name, {stack}" if how == "close" else \
+            f"{word!r} read as {stack} ({found}){how}"
+        return found, Reading(field="training.framework", given=word, value=found, rule=rule)
     return "generic", Reading(field="training.framework", given=word, value="generic",
                               rule=f"{word!r} is not a catalogued stack: the typical stack (generic: Hugging Face "
                                    f"model code in eager PyTorch) is assumed; name one of {', '.join(FRAMEWORKS)} "
@@ -319,56 +352,6 @@ def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
     rule = (f"optimizer {word} read as {row['optimizer']}{f' ({impl} kernel)' if impl else ''}: {row['why']} "
             f"({row['source']})")
     return row["optimizer"], impl, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)
-
-
-# what is trained, as papers and recipes say it: every weight (pre-training, supervised or full fine-tuning) or
-# low-rank adapters over frozen weights, 16-bit (LoRA, PEFT's default) or over 4-bit NF4 ones (QLoRA)
-_METHOD_WORDS = {
-    "full": ("full-fine-tuning", "full-finetuning", "full-finetune", "full-fine-tune", "fft", "sft", "pretrain",
-             "pretraining", "pre-training", "continued-pretraining", "full-parameter", "full-sft"),
-    # rsLoRA (a rank-scaled multiplier), LoRA+ (a larger learning rate for B) and PiSSA (adapters initialised from
-    # the principal singular vectors) train LoRA's A and B of the same shapes: LoRA's memory and FLOPs
-    "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation", "rslora", "rs-lora",
-             "lora+", "loraplus", "lora-plus", "pissa"),
-    "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4"),
-}
-
-
-def read_method(word: str) -> tuple[str, Reading | None]:
-    """The method a ``training.method`` word names: every weight trained (pre-training, SFT, full fine-tuning) or
-    adapters (LoRA, QLoRA), a rank or options in brackets aside ("LoRA (r=16)"); gpuplan's own names as they are."""
-    key = spelling(re.sub(r"\(.*\)|\br\s*=\s*\d+|\brank\s*=?\s*\d+", "", word, flags=re.IGNORECASE))  # "LoRA r=16"
-    if key in ("full", "lora", "qlora"):
-        return key, (None if key == word else Reading(field="training.method", given=word, value=key,
-                                                       rule=f"method {word} read as {key}"))
-    for method, words in _METHOD_WORDS.items():
-        if key in words:
-            what = "every weight trained" if method == "full" else "adapters over frozen weights"
-            return method, Reading(field="training.method", given=word, value=method,
-                                   rule=f"method {word} read as {method}: {what}")
-    return word, None  # spec.Training names the choices
-
-
-# gpuplan's own attention names, longest first ("flash1-triton" before "flash1" before "flash")
-_OWN_ATTENTION = "|".join(re.escape(a) for a in sorted(ATTENTIONS, key=len, reverse=True))
-
-
-def read_attention(word: str) -> tuple[str, Reading | None]:
-    """The attention choice a ``training.attention`` word names (FlashAttention-2/3, SDPA, cuDNN → flash; math →
-    eager), and how it was read; gpuplan's own names as they are."""
-    if word in ATTENTIONS:
-        return word, None
-    words, key = _data().get("attention_words", {}), spelling(word)
-    free = not re.search(r"(^|-)(no|not|without|w-o)(-|$)", key)  # a word in a phrase, unless negated
-    row = words.get(key) or next((words[w] for w in sorted(words, key=len, reverse=True)  # "xformers causal MHA"
-                                  if free and re.search(rf"(^|-){re.escape(w)}(-|$)", key)), None)
-    own = re.search(rf"(?:^|-)({_OWN_ATTENTION})(?:-|$)", key) if free else None
-    if row is None and own is not None:  # "PyTorch eager attention"
-        return own[1], Reading(field="training.attention", given=word, value=own[1], rule=f"attention {word}: {own[1]}")
-    if row is None:
-        return word, None  # spec.Training names the choices
-    rule = f"attention {word} read as {row['attention']}: {row['why']} ({row['source']})"
-    return row["attention"], Reading(field="training.attention", given=word, value=row["attention"], rule=rule)
 
 
 def sixteen_bit(word: str) -> bool:

@@ -38,14 +38,8 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     training there runs — and a word for 16-bit mixed precision that names no format ("mixed", "mixed
     precision"), said so."""
     from gpuplan.catalog.frameworks import get_framework
-    from gpuplan.catalog.stacks import (
-        precision_recipe,
-        read_attention,
-        read_method,
-        read_optimizer,
-        read_precision,
-        sixteen_bit,
-    )
+    from gpuplan.catalog.method_words import read_attention, read_method
+    from gpuplan.catalog.stacks import precision_recipe, read_optimizer, read_precision, sixteen_bit
 
     read: list[Any] = []
     if isinstance(kw.get("attention"), str):

@@ -1,0 +1,58 @@
+"""A user's words for what is trained and how attention runs (``training.method``, ``training.attention``), read
+once when a scenario is parsed, beside catalog/stacks.py's words for the stack and its precision."""
+
+from __future__ import annotations
+
+import re
+
+from gpuplan.catalog.stacks import Reading, attention_words, spelling
+from gpuplan.spec import ATTENTIONS
+
+# what is trained, as papers and recipes say it: every weight (pre-training, supervised or full fine-tuning) or
+# low-rank adapters over frozen weights, 16-bit (LoRA, PEFT's default) or over 4-bit NF4 ones (QLoRA)
+_METHOD_WORDS = {
+    "full": ("full-fine-tuning", "full-finetuning", "full-finetune", "full-fine-tune", "fft", "sft", "pretrain",
+             "pretraining", "pre-training", "continued-pretraining", "full-parameter", "full-sft"),
+    # rsLoRA (a rank-scaled multiplier), LoRA+ (a larger learning rate for B) and PiSSA (adapters initialised from
+    # the principal singular vectors) train LoRA's A and B of the same shapes: LoRA's memory and FLOPs
+    "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation", "rslora", "rs-lora",
+             "lora+", "loraplus", "lora-plus", "pissa"),
+    "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4"),
+}
+
+
+def read_method(word: str) -> tuple[str, Reading | None]:
+    """The method a ``training.method`` word names: every weight trained (pre-training, SFT, full fine-tuning) or
+    adapters (LoRA, QLoRA), a rank or options in brackets aside ("LoRA (r=16)"); gpuplan's own names as they are."""
+    key = spelling(re.sub(r"\(.*\)|\br\s*=\s*\d+|\brank\s*=?\s*\d+", "", word, flags=re.IGNORECASE))  # "LoRA r=16"
+    if key in ("full", "lora", "qlora"):
+        return key, (None if key == word else Reading(field="training.method", given=word, value=key,
+                                                       rule=f"method {word} read as {key}"))
+    for method, words in _METHOD_WORDS.items():
+        if key in words:
+            what = "every weight trained" if method == "full" else "adapters over frozen weights"
+            return method, Reading(field="training.method", given=word, value=method,
+                                   rule=f"method {word} read as {method}: {what}")
+    return word, None  # spec.Training names the choices
+
+
+# gpuplan's own attention names, longest first ("flash1-triton" before "flash1" before "flash")
+_OWN_ATTENTION = "|".join(re.escape(a) for a in sorted(ATTENTIONS, key=len, reverse=True))
+
+
+def read_attention(word: str) -> tuple[str, Reading | None]:
+    """The attention choice a ``training.attention`` word names (FlashAttention-2/3, SDPA, cuDNN → flash; math →
+    eager), and how it was read; gpuplan's own names as they are."""
+    if word in ATTENTIONS:
+        return word, None
+    words, key = attention_words(), spelling(word)
+    free = not re.search(r"(^|-)(no|not|without|w-o)(-|$)", key)  # a word in a phrase, unless negated
+    row = words.get(key) or next((words[w] for w in sorted(words, key=len, reverse=True)  # "xformers causal MHA"
+                                  if free and re.search(rf"(^|-){re.escape(w)}(-|$)", key)), None)
+    own = re.search(rf"(?:^|-)({_OWN_ATTENTION})(?:-|$)", key) if free else None
+    if row is None and own is not None:  # "PyTorch eager attention"
+        return own[1], Reading(field="training.attention", given=word, value=own[1], rule=f"attention {word}: {own[1]}")
+    if row is None:
+        return word, None  # spec.Training names the choices
+    rule = f"attention {word} read as {row['attention']}: {row['why']} ({row['source']})"
+    return row["attention"], Reading(field="training.attention", given=word, value=row["attention"], rule=rule)
