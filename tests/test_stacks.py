@@ -75,7 +75,8 @@ def test_a_stack_without_a_profile_is_read_as_the_one_underneath(stack, profile)
     assert est["scenario"]["training"]["framework"] == profile
     (read,) = _assumed(est, "training.framework")
     assert read["given"] == stack and read["value"] == profile and "http" in read["rule"]
-    assert est["memory"] == _answer(framework=profile)["memory"]
+    # the same memory as the profile named (PEFT's name also names its method: adapters)
+    assert est["memory"] == _answer(framework=profile, method=est["scenario"]["training"]["method"])["memory"]
 
 
 def test_every_stack_maps_to_a_profile_and_no_word_shadows_one():
@@ -447,5 +448,20 @@ def test_a_method_beside_a_stacks_name_reads_as_the_stack_alone(name, method):
         return evaluate(sc).to_json()["scenario"]
 
     alone, described = layout(name), layout(f"{name} {method}")
-    assert described["training"]["framework"] == alone["training"]["framework"]
-    assert described["layout"] == alone["layout"]
+    for field in ("framework", "expandable_segments"):
+        assert described["training"].get(field) == alone["training"].get(field)
+    assert described["layout"]["zero"] == alone["layout"]["zero"]  # the stack's documented stage
+
+
+@pytest.mark.parametrize("word, method", [
+    ("Axolotl QLoRA", "qlora"), ("FSDP + QLoRA", "qlora"), ("fsdp_qlora", "qlora"),
+    ("HF Trainer with PEFT LoRA", "lora"), ("peft", "lora"), ("DeepSpeed ZeRO-3", "full"), ("Megatron SFT", "full")])
+def test_the_method_a_stacks_description_names_fills_an_open_method(word, method):
+    est = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word})).to_json()
+    assert est["scenario"]["training"]["method"] == method
+    if method != "full":
+        (read,) = [a for a in est["assumed"] if a["field"] == "training.method" and a["given"] == word.lower()]
+        assert read["value"] == method
+    # a method the scenario gives is kept
+    given = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word, "method": "full"}))
+    assert given.to_json()["scenario"]["training"]["method"] == "full"

@@ -56,3 +56,13 @@ def read_attention(word: str) -> tuple[str, Reading | None]:
         return word, None  # spec.Training names the choices
     rule = f"attention {word} read as {row['attention']}: {row['why']} ({row['source']})"
     return row["attention"], Reading(field="training.attention", given=word, value=row["attention"], rule=rule)
+
+
+def method_in(description: str) -> str | None:
+    """The adapter method a stack's description names beside the stack ("Axolotl QLoRA", "FSDP + QLoRA", "HF Trainer
+    with PEFT LoRA", Answer.AI's "fsdp_qlora"): qlora or lora; None where it names none (every weight trained is
+    the default either way)."""
+    words = set(re.split(r"[-\s/+_(),]+", description.lower()))
+    if words & {"qlora", "qdora"}:
+        return "qlora"
+    return "lora" if words & {"lora", "peft", "rslora", "pissa", "dora"} else None
