@@ -63,3 +63,24 @@ def test_a_plan_on_4_gpu_nodes_keeps_tensor_parallelism_inside_the_node():
                          "training": {"seq_len": 4096, "tokens": 1e12}})
     res = plan_scenario(sc).result
     assert res.best is not None and res.best.gpus == 12 and res.best.layout.tp <= 4
+
+
+# the network between nodes a data-center GPU's reference node has (gpus.json scale_out, each cited): bytes per
+# second per GPU before the fabric's efficiency
+@pytest.mark.parametrize("gpu, fabric, gbit_per_gpu", [
+    # NVIDIA DGX-1 (V100) datasheet: 4 IB EDR per 8 GPUs
+    ("v100-32gb", "ib-edr-100g", 50),
+    # NVIDIA DGX A100 datasheet: 8x ConnectX-6 200Gb/s HDR InfiniBand
+    ("a100-80gb-sxm", "ib-hdr-200g", 200), ("a100-40gb-sxm", "ib-hdr-200g", 200),
+    # OLCF Frontier user guide: four Slingshot 200 Gbps NICs per node of 8 GCDs
+    ("mi250x", "slingshot-11", 100),
+    # H100/H200 HGX: one NDR 400 Gb/s NIC per GPU (the default)
+    ("h100-sxm", "ib-ndr-400g", 400),
+    # NVIDIA DGX B300 user guide: eight ConnectX-8 at 800 Gb/s
+    ("b300", "ib-xdr-800g", 800),
+])
+def test_a_data_center_gpu_plans_on_its_generations_network(gpu, fabric, gbit_per_gpu):
+    hw = make_hardware(gpu, gpus=64)
+    assert hw.scale_out.id == fabric
+    nics = min(hw.scale_out.links_per_node, hw.gpus_per_node)
+    assert hw.scale_out.link_bytes_per_s * nics / hw.gpus_per_node == pytest.approx(gbit_per_gpu * 1e9 / 8)
