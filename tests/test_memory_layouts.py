@@ -96,6 +96,10 @@ def test_pure_bf16_and_fp32_and_8bit_adam_bytes_per_param():
     assert a8["optimizer"] == pytest.approx(n * (4 + 2 * (1 + 4 / 2048)))
     amp = mem({"params": n}, training={"optimizer": "adamw-8bit"})
     assert (amp["weights"], amp["optimizer"]) == pytest.approx((4 * n, n * 2 * (1 + 4 / 2048)))
+    # bitsandbytes Lion8bit (optim/lion.py: Optimizer1State, optim_bits=8, block-wise): Lion's one moment in
+    # 1 B plus a 4 B absmax per 2048-block, beside the fp32 master (HF Trainer optim lion_8bit)
+    l8 = mem({"params": n}, training={"optimizer": "lion_8bit", "framework": "deepspeed"})
+    assert l8["optimizer"] == pytest.approx(n * (4 + 1 + 4 / 2048))
 
 
 def test_foreach_adamw_step_temporary_can_set_the_peak():

@@ -86,7 +86,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
     optimizer moments per parameter:
       adamw/adam: 2 moments (Kingma & Ba 2015) → 8 B fp32;
       adamw-8bit: 2 moments × 1 B + one fp32 absmax per 2048-block each (Dettmers et al. 2022);
-      sgd: none; sgd-momentum: 1 moment; lion: 1 moment (Chen et al. 2023, arXiv:2302.06675);
+      sgd: none; sgd-momentum: 1 moment; lion: 1 moment (Chen et al. 2023, arXiv:2302.06675); lion-8bit: that
+      moment in 1 B + one fp32 absmax per 2048-block (bitsandbytes Lion8bit: Optimizer1State, optim_bits 8, block-wise);
       adafactor: factored second moment (see ``adafactor_state_ratio``);
       muon: one momentum per block matrix, AdamW's two moments for the rest (model/muon.py ``muon_split``).
     """
@@ -96,8 +97,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
     mb = _moment_bytes(precision)
     if optimizer in ("adamw", "adam"):
         states = 2 * mb
-    elif optimizer == "adamw-8bit":
-        states = 2 * (1 + 4 / constant("adam8bit_block_size"))
+    elif optimizer in ("adamw-8bit", "lion-8bit"):  # two block-wise 8-bit moments, or Lion's one
+        states = (2 if optimizer == "adamw-8bit" else 1) * (1 + 4 / constant("adam8bit_block_size"))
     elif optimizer in ("sgd-momentum", "lion"):
         states = mb
     elif optimizer == "sgd":
