@@ -267,18 +267,24 @@ def test_an_open_zero_stage_is_the_named_frameworks_documented_stage():
 def test_nemo_runs_megatron_cores_distributed_optimizer():
     # NeMo 2's recipes build their optimizer with use_distributed_optimizer=True (recipes/optim/adam.py): an open
     # zero under framework nemo (or its Megatron-Bridge alias) is ZeRO 1, said with the source; Megatron-Core
-    # named itself keeps its code default, 0; a given zero stays
+    # named itself takes the same, as Megatron-LM's own Llama 3 example passes --use-distributed-optimizer
+    # (frameworks.json megatron-core defaults.zero); Megatron-LM of 2021-22 keeps 0; a given zero stays
     for word in ("nemo", "megatron-bridge"):
         est = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": word})).to_json()
         assert est["scenario"]["layout"]["zero"] == 1
         (a,) = _assumed(est, "layout.zero")
         assert a["by_rule"] and "use_distributed_optimizer=True" in a["rule"] and "layout_defaults.zero" in a["rule"]
     core = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-core"})).to_json()
-    assert core["scenario"]["layout"]["zero"] == 0
+    assert core["scenario"]["layout"]["zero"] == 1
+    (a,) = _assumed(core, "layout.zero")
+    assert "megatron-core's documented default" in a["rule"]
+    old = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-lm"})).to_json()
+    assert old["scenario"]["layout"]["zero"] == 0
     given = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "nemo"}, layout={"zero": 0}))
     assert given.layout.zero == 0
     # the distributed optimizer shards the fp32 master weights and Adam states: 12 bytes a parameter over 16 ranks
-    plain = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-core"})).memory
+    plain = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-core"},
+                          layout={"zero": 0})).memory
     nemo = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "nemo"})).memory
     assert nemo.optimizer == pytest.approx(plain.optimizer / 16)
 
