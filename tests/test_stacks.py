@@ -250,15 +250,19 @@ def test_an_open_zero_stage_is_the_named_frameworks_documented_stage():
     assert a["value"] == 3 and "torchtune's documented default" in a["rule"]
     with pytest.raises(GpuplanError, match="torchtune cannot run this"):
         evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "torchtune"}, layout={"zero": 0}))
-    # a framework whose documented stage is 0 keeps the one rule's default; an FSDP profile named shards fully
-    other = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "megatron-lm"})).to_json()
+    # a framework whose documented stage is 0 keeps the one rule's default where its replicas hold the model states
+    # (a 1B: 18 B a parameter is 22 GiB) — where they cannot (an 8B: 144 GB), the run sharded (model/zero_open.py);
+    # an FSDP profile named shards fully
+    other = evaluate(make("llama-3.2-1b", "a100-80gb-sxm", 8, training={"framework": "megatron-lm"})).to_json()
     assert other["scenario"]["layout"]["zero"] == 0
     assert _assumed(other, "layout.zero")[0]["rule"] == "the layout default"
+    big = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "megatron-lm"})).to_json()
+    assert big["scenario"]["layout"]["zero"] > 0 and "zero_open.py" in _assumed(big, "layout.zero")[0]["rule"]
     fsdp = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "pytorch-fsdp"})).to_json()
     assert fsdp["scenario"]["layout"]["zero"] == 3 and fsdp["scenario"]["layout"]["recompute"] == "none"
     # a stack read as that profile keeps the layout default (HF Trainer runs DDP unless FSDP is configured) unless
     # it runs the profile's own choices (stacks.json profile_defaults: Composer/llm-foundry, the FSDP profile's source)
-    hf = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "hf-trainer"})).to_json()
+    hf = evaluate(make("llama-3.2-1b", "a100-80gb-sxm", 8, training={"framework": "hf-trainer"})).to_json()
     assert hf["scenario"]["layout"]["zero"] == 0
     foundry = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "llm-foundry"})).to_json()
     assert foundry["scenario"]["layout"]["zero"] == 3
@@ -278,7 +282,7 @@ def test_nemo_runs_megatron_cores_distributed_optimizer():
     assert core["scenario"]["layout"]["zero"] == 1
     (a,) = _assumed(core, "layout.zero")
     assert "megatron-core's documented default" in a["rule"]
-    old = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "megatron-lm"})).to_json()
+    old = evaluate(make("llama-3.2-1b", "h100-sxm", 16, training={"framework": "megatron-lm"})).to_json()
     assert old["scenario"]["layout"]["zero"] == 0
     given = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "nemo"}, layout={"zero": 0}))
     assert given.layout.zero == 0
@@ -449,8 +453,8 @@ def test_a_method_beside_a_stacks_name_reads_as_the_stack_alone(name, method):
     # "HF Trainer LoRA", "FSDP + QLoRA", "Megatron SFT": the method's words name the method, not the stack — read
     # as generic before where they stood beside a name ("hf trainer lora"), or kept a stack's words but lost its
     # layout defaults ("FSDP + QLoRA": zero 0 where "fsdp" alone shards fully)
-    def layout(word):
-        sc = make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word})
+    def layout(word):  # a 1B, whose replicas hold its states at any stage: the stage read is the stack's own
+        sc = make("llama-3.2-1b", "a100-80gb-sxm", 4, training={"framework": word})
         return evaluate(sc).to_json()["scenario"]
 
     alone, described = layout(name), layout(f"{name} {method}")

@@ -23,6 +23,7 @@ from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
+from gpuplan.model.zero_open import open_zero
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch, unmodelled_savers
@@ -166,7 +167,9 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if refused:
         raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
-    if layout is None:
+    if layout is None:  # an open ZeRO stage, then an open recomputation, read as the run the layout describes
+        lay, mem, rule = open_zero(sc, lay, mem, overrides)
+        rules = tuple(r for r in rules if r[0] != "zero" or rule is None) + ((("zero", rule),) if rule else ())
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
         rules += (("recompute", rule),) if rule else ()
     hw, tr = sc.hardware, sc.training

@@ -1,0 +1,55 @@
+"""An open ``layout.zero`` on a layout whose replicas run out of memory unsharded.
+
+A layout the user gives without saying how its data-parallel replicas shard the model states is read as the run it
+describes, as an open recomputation is (model/recompute_open.py): where the peak, completed with the framework's
+documented stage (model/completion.py) and no recomputation, does not fit even at the low end of its 80 % interval
+(``DOES NOT FIT``, not ``TIGHT``), a run like it sharded. The stages are tried least first — ZeRO-1 shards the
+optimizer states at no extra traffic (its reduce-scatter and all-gather move what the all-reduce moves; Rajbhandari
+et al. 2020, ZeRO, Sec. 7), ZeRO-2 the gradients too, ZeRO-3 the parameters, gathered again per layer — among those
+the framework runs (its cited refusals): the least that fits without recomputation; else the least with which the
+least recomputation fits (recompute_open then sets it); else the least that leaves the peak ``TIGHT``. Where none
+does, the layout is kept (the recomputation rule and the answer say how far it is). The answer lists the stage under
+``assumed`` with the peak unsharded; a given ``layout.zero`` is never changed, and one replica has nothing to shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.catalog.refusals import why_not
+from gpuplan.model.memory import MemoryBreakdown, memory
+from gpuplan.model.recompute_open import GIB, open_recompute
+from gpuplan.spec import Layout
+from gpuplan.spec.scenario import Scenario
+
+
+def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
+              ) -> tuple[Layout, MemoryBreakdown, str | None]:
+    """``lay`` and its memory, or — with ``layout.zero`` open, more than one replica and ``lay`` out of memory (not even
+    TIGHT) — the least ZeRO stage above its own that fits, and the rule that says so (None: unchanged)."""
+    if "zero" in sc.layout or "zero" in overrides or lay.dp * lay.cp == 1 or mem.fits or mem.tight:
+        return lay, mem, None
+    cands = []
+    for stage in range(lay.zero + 1, 4):
+        cand = replace(lay, zero=stage)
+        if not why_not(sc.training.framework, cand.values(), sc.training, sc.model):
+            cands.append((cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections)))
+    for cand, m in cands:  # the states sharded, nothing recomputed
+        if m.fits:
+            return cand, m, _rule(cand.zero, mem, "fits")
+    for cand, m in cands:  # sharded, and the least recomputation that then fits (recompute_open sets it)
+        if open_recompute(sc, cand, m, overrides)[1].fits:
+            return cand, m, _rule(cand.zero, mem, "fits with the least recomputation the stack offers")
+    for cand, m in cands:
+        if m.tight:
+            return cand, m, _rule(cand.zero, mem, "leaves the peak TIGHT")
+    return lay, mem, None
+
+
+def _rule(stage: int, plain: MemoryBreakdown, how: str) -> str:
+    usable = plain.capacity * (1 - plain.headroom_share)
+    return (f"not given, and with the model states unsharded the peak is {plain.total / GIB:,.1f} GiB (80%: "
+            f"{plain.low / GIB:,.1f}–{plain.high / GIB:,.1f}) of {usable / GIB:,.1f} usable: a run of this layout "
+            f"shards them — ZeRO-{stage}, the least sharding the stack runs that {how} (model/zero_open.py); give "
+            "layout.zero to change it")
