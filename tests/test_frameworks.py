@@ -279,3 +279,21 @@ def test_deepspeed_zero3_gathers_module_by_module_unless_told():
     # the planner keeps the same gathers: its best layout is what evaluate completes
     best = plan({k: v for k, v in base.items() if k != "layout"}, max_gpus=64).best
     assert best is not None and best.layout.zero3_gather == "module"
+
+
+def test_a_multi_query_model_at_tp_runs_on_megatron_lm_forks_not_on_megatron_core():
+    # StarCoder (1 key/value head) trained on BigCode's Megatron-LM at tp 4, its key/value projection a plain linear on
+    # every tensor-parallel rank (bigcode-project/Megatron-LM megatron/model/transformer.py ParallelAttention,
+    # 'multiquery': key_value = get_linear_layer): evaluated, not refused; Megatron-Core raises 'num_query_groups must
+    # be a multiple of tensor_model_parallel_size'
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.io.scenario import parse_scenario
+
+    def sc(fw):
+        return parse_scenario({"model": "starcoder", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 512},
+                               "training": {"seq_len": 8192, "global_batch": 512, "framework": fw},
+                               "layout": {"tp": 4, "pp": 4, "micro_batch": 1}})
+
+    assert evaluate_scenario(sc("megatron-lm")).layout.tp == 4
+    with pytest.raises(GpuplanError, match="splits the 1 key/value heads"):
+        evaluate_scenario(sc("megatron-core"))

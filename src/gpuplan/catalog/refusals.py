@@ -14,10 +14,13 @@ __all__ = ["SPLITS_KV_HEADS", "kv_split_refusal", "why_not"]
 
 # Stacks that shard the key/value projections by whole heads over the tensor-parallel ranks, with no replication of
 # key/value heads past their count: Megatron-Core's TransformerConfig raises "num_query_groups must be a multiple of
-# tensor_model_parallel_size" (megatron/core/transformer/transformer_config.py, __post_init__), and Megatron-LM of
-# 2020-22 has one key/value head per query head; torchtitan shards wk/wv column-wise (ColwiseParallel) and reshapes
-# each rank's share into whole heads of head_dim. A tp past the key/value heads runs elsewhere by replicating them.
-SPLITS_KV_HEADS = frozenset({"megatron-lm", "megatron-core", "torchtitan"})
+# tensor_model_parallel_size" (megatron/core/transformer/transformer_config.py, __post_init__); torchtitan shards
+# wk/wv column-wise (ColwiseParallel) and reshapes each rank's share into whole heads of head_dim. A tp past the
+# key/value heads runs elsewhere by replicating them — Megatron-LM of 2020-22 had one key/value head per query head,
+# so its multi-query runs are forks' that replicate: BigCode's Megatron-LM (StarCoder, 1 key/value head at tp 4)
+# builds the key/value projection as a plain linear on every tensor-parallel rank (bigcode-project/Megatron-LM
+# megatron/model/transformer.py ParallelAttention: attention_head_type 'multiquery', key_value = get_linear_layer).
+SPLITS_KV_HEADS = frozenset({"megatron-core", "torchtitan"})
 
 
 def kv_split_refusal(framework: str, model: Any, tp: int) -> str | None:
