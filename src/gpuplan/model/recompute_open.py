@@ -90,8 +90,14 @@ def _modes(framework: str) -> tuple[str, ...]:
 
 
 def _rule(mode: str, plain: MemoryBreakdown, how: str) -> str:
+    return open_field_rule(plain, "without recomputation", "recomputes",
+                           f"the least recomputation the stack offers that {how}", "recompute_open.py", "recompute")
+
+
+def open_field_rule(plain: MemoryBreakdown, without: str, does: str, taken: str, module: str, field: str) -> str:
+    """The ``assumed`` rule of an open layout field read as the run it describes: the peak ``without`` it (its 80 %
+    interval, of the usable memory), what a run of the layout therefore ``does``, what was ``taken`` and where."""
     usable = plain.capacity * (1 - plain.headroom_share)
-    return (f"not given, and without recomputation the peak is {plain.total / GIB:,.1f} GiB (80%: "
-            f"{plain.low / GIB:,.1f}–{plain.high / GIB:,.1f}) of {usable / GIB:,.1f} usable: a run of this layout "
-            f"recomputes — the least recomputation the stack offers that {how} (model/recompute_open.py); give "
-            "layout.recompute to change it")
+    return (f"not given, and {without} the peak is {plain.total / GIB:,.1f} GiB (80%: {plain.low / GIB:,.1f}–"
+            f"{plain.high / GIB:,.1f}) of {usable / GIB:,.1f} usable: a run of this layout {does} — {taken} "
+            f"(model/{module}); give layout.{field} to change it")

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuplan.catalog.refusals import why_not
 from gpuplan.model.memory import MemoryBreakdown, memory
-from gpuplan.model.recompute_open import GIB, open_recompute
+from gpuplan.model.recompute_open import open_field_rule, open_recompute
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
 
@@ -48,8 +48,5 @@ def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[s
 
 
 def _rule(stage: int, plain: MemoryBreakdown, how: str) -> str:
-    usable = plain.capacity * (1 - plain.headroom_share)
-    return (f"not given, and with the model states unsharded the peak is {plain.total / GIB:,.1f} GiB (80%: "
-            f"{plain.low / GIB:,.1f}–{plain.high / GIB:,.1f}) of {usable / GIB:,.1f} usable: a run of this layout "
-            f"shards them — ZeRO-{stage}, the least sharding the stack runs that {how} (model/zero_open.py); give "
-            "layout.zero to change it")
+    return open_field_rule(plain, "with the model states unsharded", "shards them",
+                           f"ZeRO-{stage}, the least sharding the stack runs that {how}", "zero_open.py", "zero")
