@@ -297,3 +297,9 @@ def test_a_multi_query_model_at_tp_runs_on_megatron_lm_forks_not_on_megatron_cor
     assert evaluate_scenario(sc("megatron-lm")).layout.tp == 4
     with pytest.raises(GpuplanError, match="splits the 1 key/value heads"):
         evaluate_scenario(sc("megatron-core"))
+    # grouped-query heads past the tp are split by whole heads there too (Megatron-DeepSpeed divides them)
+    gqa = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 16},
+                          "training": {"seq_len": 4096, "global_batch": 16, "framework": "megatron-lm"},
+                          "layout": {"tp": 16, "micro_batch": 1}})
+    with pytest.raises(GpuplanError, match="splits the 8 key/value heads"):
+        evaluate_scenario(gqa)

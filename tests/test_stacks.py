@@ -475,3 +475,15 @@ def test_the_method_a_stacks_description_names_fills_an_open_method(word, method
     # a method the scenario gives is kept
     given = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word, "method": "full"}))
     assert given.to_json()["scenario"]["training"]["method"] == "full"
+
+
+@pytest.mark.parametrize("word, profile, method", [
+    # PEFT is the Hugging Face stack's alias as well as an adapter word; a name beside a method reads as it does alone
+    # ("PyTorch": a loop of one's own on FSDP; "Fabric": Lightning's); a negated method names none
+    ("PEFT LoRA", "hf-trainer", "lora"), ("PyTorch LoRA", "pytorch-fsdp", "lora"),
+    ("Fabric LoRA", "pytorch-fsdp", "lora"),
+    ("Axolotl full fine-tune (no LoRA)", "hf-trainer", "full"),
+])
+def test_method_words_do_not_unname_a_stack_or_name_a_negated_method(word, profile, method):
+    est = evaluate(make("llama-3.2-1b", "a100-80gb-sxm", 4, training={"framework": word})).to_json()
+    assert (est["scenario"]["training"]["framework"], est["scenario"]["training"]["method"]) == (profile, method)

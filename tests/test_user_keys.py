@@ -240,3 +240,14 @@ def test_a_switch_beside_a_method_is_said_or_refused(method, key, outcome):
     else:
         with pytest.raises(GpuplanError, match=f"{outcome}: set method"):
             parse_scenario(raw)
+
+
+@pytest.mark.parametrize("method, key, value", [
+    # the method as configs spell it is read before it is compared with the switch (it was "method is LoRA" errors)
+    ("LoRA", "use_peft", "lora"), ("QLoRA", "load_in_4bit", "qlora"), ("LoRA (r=16)", "use_peft", "lora"),
+    ("LoRA", "load_in_4bit", "qlora"),  # a 4-bit load turns LoRA into QLoRA
+])
+def test_a_method_as_configs_spell_it_beside_a_switch(method, key, value):
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                         "training": {"method": method, key: True}})
+    assert sc.training.method == value

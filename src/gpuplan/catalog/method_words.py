@@ -63,6 +63,8 @@ def method_in(description: str) -> str | None:
     with PEFT LoRA", Answer.AI's "fsdp_qlora"): qlora or lora; None where it names none (every weight trained is
     the default either way)."""
     words = set(re.split(r"[-\s/+_(),]+", description.lower()))
+    if words & {"no", "not", "without", "w/o"}:  # "full fine-tune (no LoRA)": a negated method names none
+        return None
     if words & {"qlora", "qdora"}:
         return "qlora"
     return "lora" if words & {"lora", "peft", "rslora", "pissa", "dora"} else None

@@ -19,14 +19,16 @@ __all__ = ["SPLITS_KV_HEADS", "kv_split_refusal", "why_not"]
 # key/value heads runs elsewhere by replicating them — Megatron-LM of 2020-22 had one key/value head per query head,
 # so its multi-query runs are forks' that replicate: BigCode's Megatron-LM (StarCoder, 1 key/value head at tp 4)
 # builds the key/value projection as a plain linear on every tensor-parallel rank (bigcode-project/Megatron-LM
-# megatron/model/transformer.py ParallelAttention: attention_head_type 'multiquery', key_value = get_linear_layer).
-SPLITS_KV_HEADS = frozenset({"megatron-core", "torchtitan"})
+# megatron/model/transformer.py ParallelAttention: attention_head_type 'multiquery', key_value = get_linear_layer);
+# its grouped-query forks (Megatron-DeepSpeed: num_key_value_heads divided by the tp size) split them by whole heads.
+SPLITS_KV_HEADS = frozenset({"megatron-lm", "megatron-core", "torchtitan"})
+REPLICATES_ONE_KV_HEAD = frozenset({"megatron-lm"})
 
 
 def kv_split_refusal(framework: str, model: Any, tp: int) -> str | None:
     """Why ``framework`` cannot run tensor parallelism ``tp`` over ``model``'s key/value heads, or None."""
     kv = model.n_kv_heads
-    if framework not in SPLITS_KV_HEADS or tp <= 1 or kv % tp == 0:
+    if framework not in SPLITS_KV_HEADS or tp <= 1 or kv % tp == 0 or (kv == 1 and framework in REPLICATES_ONE_KV_HEAD):
         return None
     return (f"{framework} cannot run this: layout.tp={tp} splits the {kv} key/value heads of {model.name} — it shards "
             "the key/value projections by whole heads over the tensor-parallel ranks (Megatron-Core: "

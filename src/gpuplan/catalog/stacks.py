@@ -140,8 +140,8 @@ VENDORS = ("hugging face", "huggingface", "microsoft", "nvidia", "meta", "facebo
 
 # a training method's words in a run's description of its stack ("HF Trainer + LoRA", "FSDP-QLoRA"): they name the
 # method (training.method), not the stack
-METHOD_PARTS = frozenset({"lora", "qlora", "dora", "peft", "sft", "fft", "rslora", "pissa", "fine", "tuning",
-                          "finetuning", "finetune", "full", "pretraining", "pretrain"})
+METHOD_PARTS = frozenset({"lora", "qlora", "dora", "sft", "fft", "rslora", "pissa", "fine", "tuning", "finetuning",
+                          "finetune", "full", "pretraining", "pretrain"})  # not "peft": also the HF stack's alias
 
 
 # names of stacks that are also everyday words of a run's description: one of them alone names nothing
@@ -167,7 +167,7 @@ def _named(text: str) -> str | None:
     text = re.sub(r"\(.*?\)", " ", text.lower())
     names = _all_names()
     bare = spelling(" ".join(w for w in re.split(r"[-\s/+]+", text) if w not in METHOD_PARTS), version=True)
-    if bare in names:  # "Hugging Face LoRA", "FSDP-QLoRA": the name without the method's words
+    if bare in names:  # "Hugging Face LoRA", "FSDP-QLoRA": the name as it reads without its method's words
         return bare
     for vendor in VENDORS:
         text = re.sub(rf"\b{vendor}\b", " ", text)

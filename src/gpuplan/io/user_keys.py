@@ -146,6 +146,10 @@ def _fine_tune_keys(training: dict) -> list[Reading]:
         open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
         if key in training and _switch(training.pop(key), f"training.{key}"):
             given = training.get("method")
+            if isinstance(given, str):  # the method as the config spells it ("LoRA", "QLoRA (r=16)", "rslora")
+                from gpuplan.catalog.method_words import read_method
+
+                given = read_method(given)[0]
             if given in open_to:
                 training["method"] = method
                 reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))

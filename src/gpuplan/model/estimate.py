@@ -169,7 +169,10 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
     if layout is None:  # an open ZeRO stage, then an open recomputation, read as the run the layout describes
         lay, mem, rule = open_zero(sc, lay, mem, overrides)
-        rules = tuple(r for r in rules if r[0] != "zero" or rule is None) + ((("zero", rule),) if rule else ())
+        if rule is not None:  # completed again at that stage: the framework's gathers and gradient reduction follow it
+            lay, rules = completed_layout(sc, **{**overrides, "zero": lay.zero})
+            rules += (("zero", rule),)
+            mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
         rules += (("recompute", rule),) if rule else ()
     hw, tr = sc.hardware, sc.training

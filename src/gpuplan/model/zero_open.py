@@ -37,16 +37,18 @@ def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[s
             cands.append((cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections)))
     for cand, m in cands:  # the states sharded, nothing recomputed
         if m.fits:
-            return cand, m, _rule(cand.zero, mem, "fits")
-    for cand, m in cands:  # sharded, and the least recomputation that then fits (recompute_open sets it)
-        if open_recompute(sc, cand, m, overrides)[1].fits:
-            return cand, m, _rule(cand.zero, mem, "fits with the least recomputation the stack offers")
-    for cand, m in cands:
-        if m.tight:
-            return cand, m, _rule(cand.zero, mem, "leaves the peak TIGHT")
+            return cand, m, _rule(lay.zero, cand.zero, mem, "fits")
+    recomputed = [(cand, m, open_recompute(sc, cand, m, overrides)[1]) for cand, m in cands]
+    for cand, m, r in recomputed:  # sharded, and the least recomputation that then fits (recompute_open sets it)
+        if r.fits:
+            return cand, m, _rule(lay.zero, cand.zero, mem, "fits with the least recomputation the stack offers")
+    for cand, m, r in recomputed:  # TIGHT, recomputing or not
+        if m.tight or r.tight:
+            return cand, m, _rule(lay.zero, cand.zero, mem, "leaves the peak TIGHT")
     return lay, mem, None
 
 
-def _rule(stage: int, plain: MemoryBreakdown, how: str) -> str:
-    return open_field_rule(plain, "with the model states unsharded", "shards them",
+def _rule(start: int, stage: int, plain: MemoryBreakdown, how: str) -> str:
+    at = "with the model states unsharded" if start == 0 else f"at ZeRO-{start}"
+    return open_field_rule(plain, at, "shards them further" if start else "shards them",
                            f"ZeRO-{stage}, the least sharding the stack runs that {how}", "zero_open.py", "zero")
