@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from conftest import make
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.refusals import why_not
+from gpuplan.errors import GpuplanError
 from gpuplan.model.memory import memory
 from gpuplan.model.recompute_open import open_recompute
 
@@ -79,3 +81,16 @@ def test_the_least_stage_that_fits_is_taken(model, gpus, tp, seq, fw):
         assert not m.fits
         if est.memory.fits:
             assert not open_recompute(est.scenario, low, m, {})[1].fits
+
+
+def test_a_layout_the_stack_runs_only_sharded_is_read_sharded():
+    # accelerate composes tensor parallelism only with FSDP (frameworks.json hf-trainer cannot_run): tp 8 over 16 GPUs
+    # with the stage open is the least stage it runs it with, said; a given zero 0 is still refused with the reason
+    est = evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "hf-trainer", "seq_len": 4096},
+                        layout={"tp": 8}))
+    assert est.layout.zero == 2
+    (rule,) = _assumed(est, "layout.zero")
+    assert "at ZeRO-0 the run is refused" in rule["rule"] and "compose TP/CP with FSDP" in rule["rule"]
+    with pytest.raises(GpuplanError, match="compose TP/CP with FSDP"):
+        evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "hf-trainer", "seq_len": 4096},
+                      layout={"tp": 8, "zero": 0}))

@@ -23,7 +23,7 @@ from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.params import trainable_params
 from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
-from gpuplan.model.zero_open import open_zero
+from gpuplan.model.zero_open import open_zero, runnable_stage
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch, unmodelled_savers
@@ -164,6 +164,9 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
         sc = replace(sc, training=replace(sc.training, global_batch=gb))
     searched = layout is not None
     refused = why_not(sc.training.framework, lay.values(), sc.training, sc.model)
+    runnable = runnable_stage(sc, lay, overrides, refused) if refused and layout is None else None
+    if runnable is not None:  # refused at its stage: the least stage the framework runs it with
+        (lay, rules), refused = runnable, None
     if refused:
         raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)

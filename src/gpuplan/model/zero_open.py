@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuplan.catalog.refusals import why_not
+from gpuplan.catalog.stacks import stack_layout_defaults
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.recompute_open import open_field_rule, open_recompute
 from gpuplan.spec import Layout
@@ -28,7 +29,7 @@ def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[s
               ) -> tuple[Layout, MemoryBreakdown, str | None]:
     """``lay`` and its memory, or — with ``layout.zero`` open, more than one replica and ``lay`` out of memory (not even
     TIGHT) — the least ZeRO stage above its own that fits, and the rule that says so (None: unchanged)."""
-    if "zero" in sc.layout or "zero" in overrides or lay.dp * lay.cp == 1 or mem.fits or mem.tight:
+    if _fixed(sc, overrides) or lay.dp * lay.cp == 1 or mem.fits or mem.tight:
         return lay, mem, None
     cands = []
     for stage in range(lay.zero + 1, 4):
@@ -48,7 +49,34 @@ def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[s
     return lay, mem, None
 
 
+def _fixed(sc: Scenario, overrides: dict[str, Any]) -> bool:
+    """Whether the stage is not open: given, or fixed at 0 by a stack that replicates the model by definition
+    (stacks.json ``layout_defaults.zero`` 0: PyTorch DDP, Horovod)."""
+    if "zero" in sc.layout or "zero" in overrides:
+        return True
+    word = next((g for f, g, _, _ in sc.read_as if f == "training.framework"), None)
+    return word is not None and stack_layout_defaults(word).get("zero", (None,))[0] == 0
+
+
 def _rule(start: int, stage: int, plain: MemoryBreakdown, how: str) -> str:
     at = "with the model states unsharded" if start == 0 else f"at ZeRO-{start}"
     return open_field_rule(plain, at, "shards them further" if start else "shards them",
                            f"ZeRO-{stage}, the least sharding the stack runs that {how}", "zero_open.py", "zero")
+
+
+def runnable_stage(sc: Scenario, lay: Layout, overrides: dict[str, Any], refused: str
+                   ) -> tuple[Layout, tuple[tuple[str, str], ...]] | None:
+    """With ``layout.zero`` open and the completed layout refused by the framework at its stage (``refused``, the
+    cited reason — accelerate composes tensor parallelism only with FSDP), the layout completed at the least higher
+    stage the framework runs, and its rules; None where no stage helps (the refusal stands)."""
+    if _fixed(sc, overrides) or lay.dp * lay.cp == 1:
+        return None
+    from gpuplan.model.completion import completed_layout  # completion imports the framework rules this module uses
+
+    for stage in range(lay.zero + 1, 4):
+        cand, rules = completed_layout(sc, **{**overrides, "zero": stage})
+        if not why_not(sc.training.framework, cand.values(), sc.training, sc.model):
+            rule = (f"not given, and at ZeRO-{lay.zero} the run is refused ({refused}): ZeRO-{stage}, the least "
+                    "sharding the stack runs it with (model/zero_open.py); give layout.zero to change it")
+            return cand, (*rules, ("zero", rule))
+    return None
