@@ -171,11 +171,8 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
         raise GpuplanError(refused)
     mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
     if layout is None:  # an open ZeRO stage, then an open recomputation, read as the run the layout describes
-        lay, mem, rule = open_zero(sc, lay, mem, overrides)
-        if rule is not None:  # completed again at that stage: the framework's gathers and gradient reduction follow it
-            lay, rules = completed_layout(sc, **{**overrides, "zero": lay.zero})
-            rules += (("zero", rule),)
-            mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
+        lay, mem, sharded = open_zero(sc, lay, mem, overrides)
+        rules = sharded if sharded is not None else rules
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
         rules += (("recompute", rule),) if rule else ()
     hw, tr = sc.hardware, sc.training

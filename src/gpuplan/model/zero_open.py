@@ -14,7 +14,6 @@ does, the layout is kept (the recomputation rule and the answer say how far it i
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from gpuplan.catalog.refusals import why_not
@@ -24,29 +23,43 @@ from gpuplan.model.recompute_open import open_field_rule, open_recompute
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
 
+Rules = tuple[tuple[str, str], ...]
+
 
 def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
-              ) -> tuple[Layout, MemoryBreakdown, str | None]:
+              ) -> tuple[Layout, MemoryBreakdown, Rules | None]:
     """``lay`` and its memory, or — with ``layout.zero`` open, more than one replica and ``lay`` out of memory (not even
-    TIGHT) — the least ZeRO stage above its own that fits, and the rule that says so (None: unchanged)."""
+    TIGHT) — the layout completed at the least ZeRO stage above its own that fits, its memory and its rules, the
+    stage's saying so last (None: unchanged)."""
     if _fixed(sc, overrides) or lay.dp * lay.cp == 1 or mem.fits or mem.tight:
         return lay, mem, None
-    cands = []
-    for stage in range(lay.zero + 1, 4):
-        cand = replace(lay, zero=stage)
-        if not why_not(sc.training.framework, cand.values(), sc.training, sc.model):
-            cands.append((cand, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections)))
-    for cand, m in cands:  # the states sharded, nothing recomputed
+    cands = [(cand, rules, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections))
+             for cand, rules in _stages(sc, lay, overrides)]
+    for cand, rules, m in cands:  # the states sharded, nothing recomputed
         if m.fits:
-            return cand, m, _rule(lay.zero, cand.zero, mem, "fits")
-    recomputed = [(cand, m, open_recompute(sc, cand, m, overrides)[1]) for cand, m in cands]
-    for cand, m, r in recomputed:  # sharded, and the least recomputation that then fits (recompute_open sets it)
+            return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, "fits")))
+    recomputed = [(*c, open_recompute(sc, c[0], c[2], overrides)[1]) for c in cands]
+    for cand, rules, m, r in recomputed:  # sharded, and the least recomputation that then fits (recompute_open sets it)
         if r.fits:
-            return cand, m, _rule(lay.zero, cand.zero, mem, "fits with the least recomputation the stack offers")
-    for cand, m, r in recomputed:  # TIGHT, recomputing or not
+            how = "fits with the least recomputation the stack offers"
+            return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, how)))
+    for cand, rules, m, r in recomputed:  # TIGHT, recomputing or not
         if m.tight or r.tight:
-            return cand, m, _rule(lay.zero, cand.zero, mem, "leaves the peak TIGHT")
+            return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, "leaves the peak TIGHT")))
     return lay, mem, None
+
+
+def _stages(sc: Scenario, lay: Layout, overrides: dict[str, Any]) -> list[tuple[Layout, Rules]]:
+    """The layout completed at each ZeRO stage above ``lay``'s that the framework runs, least first, with its rules
+    (model/completion.py: the framework's gathers and gradient reduction follow the stage)."""
+    from gpuplan.model.completion import completed_layout  # completion imports the framework rules this module uses
+
+    out = []
+    for stage in range(lay.zero + 1, 4):
+        cand, rules = completed_layout(sc, **{**overrides, "zero": stage})
+        if not why_not(sc.training.framework, cand.values(), sc.training, sc.model):
+            out.append((cand, rules))
+    return out
 
 
 def _fixed(sc: Scenario, overrides: dict[str, Any]) -> bool:
@@ -64,19 +77,16 @@ def _rule(start: int, stage: int, plain: MemoryBreakdown, how: str) -> str:
                            f"ZeRO-{stage}, the least sharding the stack runs that {how}", "zero_open.py", "zero")
 
 
-def runnable_stage(sc: Scenario, lay: Layout, overrides: dict[str, Any], refused: str
-                   ) -> tuple[Layout, tuple[tuple[str, str], ...]] | None:
+def runnable_stage(sc: Scenario, lay: Layout, overrides: dict[str, Any], refused: str) -> tuple[Layout, Rules] | None:
     """With ``layout.zero`` open and the completed layout refused by the framework at its stage (``refused``, the
     cited reason — accelerate composes tensor parallelism only with FSDP), the layout completed at the least higher
     stage the framework runs, and its rules; None where no stage helps (the refusal stands)."""
     if _fixed(sc, overrides) or lay.dp * lay.cp == 1:
         return None
-    from gpuplan.model.completion import completed_layout  # completion imports the framework rules this module uses
-
-    for stage in range(lay.zero + 1, 4):
-        cand, rules = completed_layout(sc, **{**overrides, "zero": stage})
-        if not why_not(sc.training.framework, cand.values(), sc.training, sc.model):
-            rule = (f"not given, and at ZeRO-{lay.zero} the run is refused ({refused}): ZeRO-{stage}, the least "
-                    "sharding the stack runs it with (model/zero_open.py); give layout.zero to change it")
-            return cand, (*rules, ("zero", rule))
-    return None
+    stages = _stages(sc, lay, overrides)
+    if not stages:
+        return None
+    cand, rules = stages[0]
+    rule = (f"not given, and at ZeRO-{lay.zero} the run is refused ({refused}): ZeRO-{cand.zero}, the least "
+            "sharding the stack runs it with (model/zero_open.py); give layout.zero to change it")
+    return cand, (*rules, ("zero", rule))
