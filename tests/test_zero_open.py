@@ -96,3 +96,18 @@ def test_a_layout_the_stack_runs_only_sharded_is_read_sharded():
     with pytest.raises(GpuplanError, match="compose TP/CP with FSDP"):
         evaluate(make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "hf-trainer", "seq_len": 4096},
                       layout={"tp": 8, "zero": 0}))
+
+
+def test_plan_and_trace_read_the_layout_evaluate_reads():
+    # one reading of an open field for every command (model/estimate.py ``read_layout``): the plan's row for the user's
+    # own layout is `evaluate`'s answer — before, it completed the layout at ZeRO-0 and showed the refusal
+    from gpuplan.api import plan_scenario
+    from gpuplan.model.estimate import read_layout
+
+    sc = make("llama-3.1-8b", "h100-sxm", 16, training={"framework": "hf-trainer", "seq_len": 4096},
+              layout={"tp": 8})
+    est = evaluate(sc)
+    assert read_layout(sc) == est.layout and est.layout.zero == 2
+    row = plan_scenario(sc, max_gpus=16).result.user_layout
+    assert row is not None and row.error is None
+    assert row.estimate.layout == est.layout and row.estimate.time.tokens_per_s == est.time.tokens_per_s

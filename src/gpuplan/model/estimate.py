@@ -155,26 +155,8 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
-        sc = batch_for_layout(sc, replicas_of(sc, overrides))
-    lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
-    if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
-        gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \
-            default_global_batch(sc.training, lay.dp * lay.micro_batch)
-        sc = replace(sc, training=replace(sc.training, global_batch=gb))
+    sc, lay, rules, mem = settled(sc, layout, overrides)
     searched = layout is not None
-    refused = why_not(sc.training.framework, lay.values(), sc.training, sc.model)
-    runnable = runnable_stage(sc, lay, overrides, refused) if refused and layout is None else None
-    if runnable is not None:  # refused at its stage: the least stage the framework runs it with
-        (lay, rules), refused = runnable, None
-    if refused:
-        raise GpuplanError(refused)
-    mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
-    if layout is None:  # an open ZeRO stage, then an open recomputation, read as the run the layout describes
-        lay, mem, sharded = open_zero(sc, lay, mem, overrides)
-        rules = sharded if sharded is not None else rules
-        lay, mem, rule = open_recompute(sc, lay, mem, overrides)
-        rules += (("recompute", rule),) if rule else ()
     hw, tr = sc.hardware, sc.training
     trainable = trainable_params(sc.model, tr.method, tr.lora_targets, tr.lora_rank)
     if not has_compute_peak(hw.gpu):
@@ -188,6 +170,39 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
                     notes=_notes(sc, mem, lay) + extra, params_trainable=trainable, searched=searched,
                     alternatives=named_alternatives(sc, lay), layout_rules=rules)
+
+
+def settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
+            ) -> tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]:
+    """The scenario (its global batch settled), layout, layout rules and memory ``evaluate`` reads: ``layout`` as
+    given (a search's choice), else the scenario's completed (model/completion.py), at the least ZeRO stage its
+    framework runs it with, its open ZeRO stage and recomputation read as the run it describes."""
+    if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
+        sc = batch_for_layout(sc, replicas_of(sc, overrides))
+    lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
+    if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
+        gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \
+            default_global_batch(sc.training, lay.dp * lay.micro_batch)
+        sc = replace(sc, training=replace(sc.training, global_batch=gb))
+    refused = why_not(sc.training.framework, lay.values(), sc.training, sc.model)
+    runnable = runnable_stage(sc, lay, overrides, refused) if refused and layout is None else None
+    if runnable is not None:  # refused at its stage: the least stage the framework runs it with
+        (lay, rules), refused = runnable, None
+    if refused:
+        raise GpuplanError(refused)
+    mem = memory(sc.model, sc.hardware, sc.training, lay, sc.corrections)
+    if layout is None:  # an open ZeRO stage, then an open recomputation, read as the run the layout describes
+        lay, mem, sharded = open_zero(sc, lay, mem, overrides)
+        rules = sharded if sharded is not None else rules
+        lay, mem, rule = open_recompute(sc, lay, mem, overrides)
+        rules += (("recompute", rule),) if rule else ()
+    return sc, lay, rules, mem
+
+
+def read_layout(sc: Scenario, **overrides: Any) -> Layout:
+    """The layout ``evaluate(sc, **overrides)`` reads the scenario as (``settled``): what `gpuplan trace` traces and
+    the plan's row for the user's own layout evaluates — one reading of an open field for every command."""
+    return settled(sc, None, overrides)[1]
 
 
 NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "hf-trainer", "torchtune")

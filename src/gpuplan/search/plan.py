@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from gpuplan.catalog.intervals import intervals_on, point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
-from gpuplan.model.estimate import Estimate, completed_layout, evaluate, has_compute_peak
+from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
 from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, same_space, search_types
@@ -258,7 +258,7 @@ def _result(sc: Scenario, options: PlanOptions, targets: tuple[Hardware, ...], s
 def _user_layout(sc: Scenario, gb: int) -> UserLayout:
     """The user's own layout evaluated, and the fastest the free search finds on the same GPUs."""
     try:
-        est = evaluate(sc, completed_layout(sc)[0])
+        est = evaluate(sc)  # as `gpuplan evaluate` reads it: its open ZeRO stage and recomputation settled
     except GpuplanError as err:
         return UserLayout(estimate=None, error=str(err), best_same_count=None)
     if not has_compute_peak(sc.hardware.gpu):  # no time to compare with

@@ -16,7 +16,7 @@ from gpuplan.catalog.framework_memory import offloads_checkpoints
 from gpuplan.errors import GpuplanError
 from gpuplan.model.act_parts import stage_activations
 from gpuplan.model.allocator import fragile
-from gpuplan.model.estimate import completed_layout, evaluate
+from gpuplan.model.estimate import evaluate
 from gpuplan.model.flops import attention_flops, head_flops, layer_matmul_flops
 from gpuplan.model.kept import activation_flags
 from gpuplan.model.memory import stage_peak, verdict
@@ -111,8 +111,8 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
         from gpuplan.catalog.models import load_model
 
         sc = replace(sc, model=load_model({"params": r.params}))
-    lay = completed_layout(sc)[0]
-    est_obj = evaluate(sc, lay)
+    est_obj = evaluate(sc)  # the layout run_trace traced (``read_layout``)
+    lay = est_obj.layout
     est = estimate_json(est_obj)
     pm = _stage_memory(est_obj, r.stage) if r.stage is not None else est["memory"]
     flight = pm["microbatches_in_flight"] if lay.pp > 1 else 1.0

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.errors import GpuplanError
-from gpuplan.model.estimate import completed_layout
+from gpuplan.model.estimate import read_layout
 from gpuplan.model.kept import amp_of, fused_glu_keeps_input, keeps_fp32_norm_copy
 from gpuplan.spec import Layout, Scenario
 from gpuplan.trace.build import (
@@ -212,7 +212,7 @@ def run_trace(sc: Scenario, *, module: str | None = None, input_factory: str | N
     """Trace one step of ``sc``; under a pipeline, of ``stage`` (default: the most loaded, as
     ``model.memory.worst_stage`` says)."""
     t0 = time.perf_counter()
-    lay = completed_layout(sc)[0]
+    lay = read_layout(sc)  # the layout evaluate reads: its open ZeRO stage and recomputation settled
     nd = check_layout_traceable(lay)
     _check_model(sc, lay, module)
     pipe = plan_stage(sc, lay, module, stage, MAX_TRACE_LAYERS) if lay.pp > 1 else None
