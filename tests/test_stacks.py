@@ -202,8 +202,8 @@ def test_sixteen_bit_mixed_precision_is_fp16_on_a_gpu_without_bf16():
 def test_optimizer_words_as_papers_write_them(word, optimizer, impl):
     from gpuplan.catalog.stacks import read_optimizer
 
-    value, kernel, reading = read_optimizer(word)
-    assert (value, kernel) == (optimizer, impl)
+    value, fixed, reading = read_optimizer(word)
+    assert (value, fixed.get("optimizer_impl")) == (optimizer, impl)
     assert reading is not None or word.lower().replace(" ", "-") == optimizer
 
 

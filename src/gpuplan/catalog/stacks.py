@@ -336,22 +336,31 @@ def optimizer_words() -> tuple[str, ...]:
     return tuple(_data()["optimizer_words"])
 
 
-def read_optimizer(word: str) -> tuple[str, str | None, Reading | None]:
-    """(optimizer, its kernel where the word fixes it, how it was read) for a ``training.optimizer`` word:
-    gpuplan's own name as it is, a library's word (matched without regard to case) as the optimizer it runs."""
+def read_optimizer(word: str) -> tuple[str, dict[str, Any], Reading | None]:
+    """(optimizer, the training fields the word fixes besides it — its kernel ``optimizer_impl``, a step in the backward
+    ``optimizer_in_backward`` —, how it was read) for a ``training.optimizer`` word: gpuplan's own name as it is, a
+    library's word (matched without regard to case) as the optimizer it runs; a word for an optimizer whose states
+    gpuplan does not model (stacks.json ``optimizer_not_modelled``: GaLore, APOLLO) is one error naming the fix."""
     if word in OPTIMIZERS:
-        return word, None, None
+        return word, {}, None
     rows = {w.lower(): row for w, row in _data()["optimizer_words"].items()}
     key = spelling(word)  # "8-bit Adam", "Fused Adam", "LAMB"
     row = rows.get(word.lower()) or rows.get(key)
     if row is None and key in OPTIMIZERS:
-        return key, None, None
+        return key, {}, None
     if row is None:
-        return word, None, None  # spec.Training names the choices
+        for stem, miss in _data()["optimizer_not_modelled"].items():
+            if key.replace("-", "").startswith(stem):
+                raise GpuplanError(f"training.optimizer: {word}: {miss['why']} ({miss['source']}); {miss['fix']}")
+        return word, {}, None  # spec.Training names the choices
     impl = row.get("impl")
-    rule = (f"optimizer {word} read as {row['optimizer']}{f' ({impl} kernel)' if impl else ''}: {row['why']} "
-            f"({row['source']})")
-    return row["optimizer"], impl, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)
+    fields: dict[str, Any] = {"optimizer_impl": impl} if impl else {}
+    if row.get("in_backward"):
+        fields["optimizer_in_backward"] = True
+    how = f" ({impl} kernel)" if impl else ""
+    how += ", stepped in the backward" if row.get("in_backward") else ""
+    rule = f"optimizer {word} read as {row['optimizer']}{how}: {row['why']} ({row['source']})"
+    return row["optimizer"], fields, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)
 
 
 def sixteen_bit(word: str) -> bool:

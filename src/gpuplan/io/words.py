@@ -52,9 +52,9 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         kw["attention"], r = read_attention(kw["attention"])
         read.append(r)
     if isinstance(kw.get("optimizer"), str):
-        kw["optimizer"], impl, r = read_optimizer(kw["optimizer"])
-        if impl is not None and "optimizer_impl" not in kw:
-            kw["optimizer_impl"] = impl
+        kw["optimizer"], fixed, r = read_optimizer(kw["optimizer"])
+        for field, value in fixed.items():  # its kernel, a step in the backward: unless given
+            kw.setdefault(field, value)
         read.append(r)
     stack_read = _framework_words(kw) if "framework" in kw else []
     ranks: list[Reading] = []

@@ -155,7 +155,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         raise GpuplanError(problem)
-    sc, lay, rules, mem = settled(sc, layout, overrides)
+    sc, lay, rules, mem = _settled(sc, layout, overrides)
     searched = layout is not None
     hw, tr = sc.hardware, sc.training
     trainable = trainable_params(sc.model, tr.method, tr.lora_targets, tr.lora_rank)
@@ -172,7 +172,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
                     alternatives=named_alternatives(sc, lay), layout_rules=rules)
 
 
-def settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
+def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
             ) -> tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]:
     """The scenario (its global batch settled), layout, layout rules and memory ``evaluate`` reads: ``layout`` as
     given (a search's choice), else the scenario's completed (model/completion.py), at the least ZeRO stage its
@@ -200,9 +200,9 @@ def settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
 
 
 def read_layout(sc: Scenario, **overrides: Any) -> Layout:
-    """The layout ``evaluate(sc, **overrides)`` reads the scenario as (``settled``): what `gpuplan trace` traces and
+    """The layout ``evaluate(sc, **overrides)`` reads the scenario as (``_settled``): what `gpuplan trace` traces and
     the plan's row for the user's own layout evaluates — one reading of an open field for every command."""
-    return settled(sc, None, overrides)[1]
+    return _settled(sc, None, overrides)[1]
 
 
 NAMED = ("megatron-lm", "megatron-core", "torchtitan", "deepspeed", "pytorch-fsdp", "hf-trainer", "torchtune")

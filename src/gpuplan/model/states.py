@@ -88,6 +88,10 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
       adamw-8bit: 2 moments × 1 B + one fp32 absmax per 2048-block each (Dettmers et al. 2022);
       sgd: none; sgd-momentum: 1 moment; lion: 1 moment (Chen et al. 2023, arXiv:2302.06675); lion-8bit: that
       moment in 1 B + one fp32 absmax per 2048-block (bitsandbytes Lion8bit: Optimizer1State, optim_bits 8, block-wise);
+      adamw-4bit: 2 moments × 0.5 B + one fp32 scale per 128-block each (torchao AdamW4bit; Li et al. 2023);
+      ademamix: 3 moments — a fast and a slow EMA of the gradient and the second moment (Pagliardini et al. 2024,
+      arXiv:2409.03137, Alg. 1) → 12 B fp32; ademamix-8bit: those 3 in 1 B + one fp32 absmax per block each
+      (bitsandbytes AdEMAMix8bit: state1 holds both EMAs, state2 the second moment);
       adafactor: factored second moment (see ``adafactor_state_ratio``);
       muon: one momentum per block matrix, AdamW's two moments for the rest (model/muon.py ``muon_split``).
     """
@@ -97,8 +101,12 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
     mb = _moment_bytes(precision)
     if optimizer in ("adamw", "adam"):
         states = 2 * mb
-    elif optimizer in ("adamw-8bit", "lion-8bit"):  # two block-wise 8-bit moments, or Lion's one
-        states = (2 if optimizer == "adamw-8bit" else 1) * (1 + 4 / constant("adam8bit_block_size"))
+    elif optimizer in ("adamw-8bit", "lion-8bit", "ademamix-8bit"):  # block-wise 8-bit moments: 2, Lion's 1, 3
+        states = {"adamw-8bit": 2, "lion-8bit": 1}.get(optimizer, 3) * (1 + 4 / constant("adam8bit_block_size"))
+    elif optimizer == "adamw-4bit":  # two 4-bit moments, packed two to a byte
+        states = 2 * (0.5 + 4 / constant("adam4bit_block_size"))
+    elif optimizer == "ademamix":
+        states = 3 * mb
     elif optimizer in ("sgd-momentum", "lion"):
         states = mb
     elif optimizer == "sgd":

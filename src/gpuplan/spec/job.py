@@ -15,7 +15,8 @@ from gpuplan.spec._value import ValueHashed, seal
 from gpuplan.spec.model import ALL_LINEAR, NO_EXPERTS
 
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
-Optimizer = Literal["adamw", "adam", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion", "lion-8bit", "muon"]
+Optimizer = Literal["adamw", "adam", "adamw-8bit", "adamw-4bit", "sgd", "sgd-momentum", "adafactor", "lion",
+                    "lion-8bit", "muon", "ademamix", "ademamix-8bit"]
 Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe"]
@@ -60,7 +61,7 @@ ATTENTIONS: tuple[str, ...] = get_args(Attention)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
 # bitsandbytes.optim's paged classes: PagedAdam, PagedAdamW, PagedAdamW8bit/32bit, PagedLion (8/32-bit)
-PAGED_OPTIMIZERS = ("adam", "adamw", "adamw-8bit", "lion", "lion-8bit")
+PAGED_OPTIMIZERS = ("adam", "adamw", "adamw-8bit", "lion", "lion-8bit", "ademamix", "ademamix-8bit")
 FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
 GRAD_DTYPES: tuple[str, ...] = get_args(GradDtype)
 ZERO3_GATHERS: tuple[str, ...] = get_args(Zero3Gather)
