@@ -472,9 +472,20 @@ def test_the_method_a_stacks_description_names_fills_an_open_method(word, method
     if method != "full":
         (read,) = [a for a in est["assumed"] if a["field"] == "training.method" and a["given"] == word.lower()]
         assert read["value"] == method
-    # a method the scenario gives is kept
+    # a method the scenario gives is kept, and said where the description names another
     given = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 4, training={"framework": word, "method": "full"}))
     assert given.to_json()["scenario"]["training"]["method"] == "full"
+    kept = [a for a in given.to_json()["assumed"] if a["field"] == "training.method"]
+    assert (len(kept) == 1 and "is given and kept" in kept[0]["rule"]) == (method != "full")
+
+
+@pytest.mark.parametrize("word, switch, method", [("Axolotl QLoRA", "use_peft", "qlora"),
+                                                  ("HF Trainer LoRA", "use_peft", "lora"),
+                                                  ("Axolotl LoRA", "load_in_4bit", "qlora")])
+def test_a_peft_switch_beside_a_described_method_reads_as_the_description(word, switch, method):
+    # TRL's use_peft says adapters, not which: "Axolotl QLoRA" with it is QLoRA; a 4-bit load turns LoRA into QLoRA
+    sc = make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"framework": word, switch: True})
+    assert sc.training.method == method
 
 
 @pytest.mark.parametrize("word, profile, method", [

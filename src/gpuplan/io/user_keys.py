@@ -145,16 +145,12 @@ def _fine_tune_keys(training: dict) -> list[Reading]:
                               ("use_peft", "LoRA adapters on a frozen base", "lora")):
         open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
         if key in training and _switch(training.pop(key), f"training.{key}"):
-            given = training.get("method")
-            if isinstance(given, str):  # the method as the config spells it ("LoRA", "QLoRA (r=16)", "rslora")
-                from gpuplan.catalog.method_words import read_method
-
-                given = read_method(given)[0]
+            given, where = _method_said(training)
             if given in open_to:
                 training["method"] = method
                 reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
             elif given in (method, "qlora"):  # the method already says it (QLoRA is PEFT's LoRA on a 4-bit base)
-                reads.append((f"training.{key}", f"{key}: true", "not used", f"training.method {given} says it"))
+                reads.append((f"training.{key}", f"{key}: true", "not used", where))
             else:
                 raise GpuplanError(f"training.{key}: true trains {word}, but training.method is {given}: set method "
                                    f"{method}, or drop {key}")
@@ -167,6 +163,21 @@ def _fine_tune_keys(training: dict) -> list[Reading]:
         reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used", "gpuplan's tokens are whole "
                       "sequences of seq_len, as packing makes them (padding is not modelled)"))
     return reads
+
+
+def _method_said(training: dict) -> tuple[str | None, str]:
+    """The method the config already says, and where: ``training.method`` as it spells it ("LoRA", "QLoRA (r=16)"),
+    else the adapter method a stack's description names beside it ("Axolotl QLoRA": io/words.py fills an open method
+    with it); None where neither says one."""
+    from gpuplan.catalog.method_words import method_in, read_method
+
+    given = training.get("method")
+    if isinstance(given, str):
+        return read_method(given)[0], f"training.method {given} says it"
+    described = training.get("framework")
+    if given is None and isinstance(described, str) and method_in(described):
+        return method_in(described), f"training.framework {described!r} names {method_in(described)}"
+    return given, "training.method says it"
 
 
 def _fsdp(layout: dict, value: Any) -> list[Reading]:

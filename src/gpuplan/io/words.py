@@ -20,16 +20,20 @@ def _framework_words(kw: dict[str, Any]) -> list[Reading]:
     """``training.framework`` read as its profile, and what a stack's own launcher sets beside it (the allocator's
     expandable segments, where the stack differs from its profile) and the adapter method its description names
     where ``training.method`` is open."""
-    from gpuplan.catalog.method_words import method_in
+    from gpuplan.catalog.method_words import method_in, read_method
     from gpuplan.catalog.stacks import read_framework, stack_allocator
 
     word = kw["framework"]
     kw["framework"], r = read_framework(word)
     out = [(r.field, r.given, r.value, r.rule)] if r is not None else []
     method = method_in(word) if isinstance(word, str) else None
-    if method is not None and kw.get("method") is None:  # "Axolotl QLoRA": the method it names, where left open
+    given = kw.get("method")
+    if method is not None and given is None:  # "Axolotl QLoRA": the method it names, where left open
         kw["method"] = method
         out.append(("training.method", word, method, f"framework {word} names the method {method}"))
+    elif method is not None and isinstance(given, str) and read_method(given)[0] != method:  # the given one is kept
+        out.append(("training.method", word, given, f"framework {word} names the method {method}; training.method "
+                    f"{given} is given and kept"))
     allocator = stack_allocator(word) if isinstance(word, str) else None
     if allocator is not None and "expandable_segments" not in kw:
         kw["expandable_segments"] = allocator[0]
