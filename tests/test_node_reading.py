@@ -78,9 +78,20 @@ def test_a_plan_on_4_gpu_nodes_keeps_tensor_parallelism_inside_the_node():
     ("h100-sxm", "ib-ndr-400g", 400),
     # NVIDIA DGX B300 user guide: eight ConnectX-8 at 800 Gb/s
     ("b300", "ib-xdr-800g", 800),
+    # NVIDIA AI Enterprise RA, H200 NVL PCIe Optimized 2-8-5: four 400G east-west NICs per eight cards
+    ("h200-nvl", "roce-400g-x4", 200),
 ])
 def test_a_data_center_gpu_plans_on_its_generations_network(gpu, fabric, gbit_per_gpu):
     hw = make_hardware(gpu, gpus=64)
     assert hw.scale_out.id == fabric
     nics = min(hw.scale_out.links_per_node, hw.gpus_per_node)
     assert hw.scale_out.link_bytes_per_s * nics / hw.gpus_per_node == pytest.approx(gbit_per_gpu * 1e9 / 8)
+
+
+def test_the_answer_cites_the_network_it_assumed():
+    from gpuplan.api import evaluate_scenario
+
+    est = evaluate_scenario(parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h200-nvl", "gpus": 32},
+                                            "training": {"seq_len": 4096}})).to_json()
+    (rule,) = [a["rule"] for a in est["assumed"] if a["field"] == "hardware.scale_out"]
+    assert "PCIe Optimized 2-8-5" in rule and "docs.nvidia.com" in rule

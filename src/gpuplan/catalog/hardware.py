@@ -48,7 +48,7 @@ def _gpu_from_row(row: dict) -> GPU:
         tdp_w=row.get("tdp_w"), price_usd_per_gpu_hour=row.get("price_usd_per_gpu_hour"),
         price_date=row.get("price_date"), source=row["source"], aliases=tuple(row.get("aliases", ())),
         architecture=row.get("architecture", ""), sm_count=row.get("sm_count") or 108,
-        scale_out=row.get("scale_out") or "",
+        scale_out=row.get("scale_out") or "", scale_out_source=row.get("scale_out_source") or "",
         host_memory_bytes=row["host_memory_gb_per_node"] * 1e9 if row.get("host_memory_gb_per_node") else None,
     )
 

@@ -181,6 +181,8 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                 rule = (f"{hw.gpus} GPUs are no whole number of the GPU's usual {hw.gpu.gpus_per_node}-GPU nodes: "
                         f"{hw.nodes} nodes of {hw.gpus_per_node} (4-GPU boards: HGX A100/H100 4-GPU; Perlmutter, "
                         "Polaris, Leonardo and JUWELS Booster run 4 A100s a node) — give gpus_per_node to change it")
+            if key == "scale_out" and hw.gpu.scale_out_source and hw.scale_out.id == hw.gpu.scale_out:
+                rule = f"the network the GPU's nodes usually have (catalogue): {hw.gpu.scale_out_source}"
             m = hw.market
             if key == "price_per_gpu_hour" and m is not None:
                 rule = (f"the price catalogue's cheapest {m.pricing.replace('_', '-')} price for {hw.gpu.id} "

@@ -83,6 +83,7 @@ class GPU:
     sm_count: int = 108
     aliases: tuple[str, ...] = field(default=())
     scale_out: str = ""          # the network its nodes usually have (gpus.json; "" = the catalogue default)
+    scale_out_source: str = ""   # where that network is documented (gpus.json scale_out_source)
     host_memory_bytes: float | None = None  # CPU memory of its usual node (gpus.json, the vendor's reference system)
     _h: int = field(default=0, init=False, compare=False, repr=False)
 
