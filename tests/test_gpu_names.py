@@ -202,8 +202,10 @@ def test_a_name_with_remarks_is_read_as_the_gpu_it_names_and_says_so(name, gid):
 
 
 def test_remarks_do_not_rescue_an_unknown_gpu():
-    with pytest.raises(GpuplanError, match="unknown GPU 'Gaudi2 \\(HLS-Gaudi2\\)'"):
+    with pytest.raises(GpuplanError, match="'Gaudi2 \\(HLS-Gaudi2\\)' is an Intel Gaudi HPU, not a GPU"):
         get_gpu("Gaudi2 (HLS-Gaudi2)")
+    with pytest.raises(GpuplanError, match="unknown GPU 'Z100 \\(our lab\\)'"):
+        get_gpu("Z100 (our lab)")
     assert get_gpu("A100 (80GB)").id == "a100-80gb-sxm"  # parentheses as separators: the name itself
 
 
@@ -245,3 +247,19 @@ def test_a_rate_per_node_that_names_no_network_says_so():
     with pytest.raises(GpuplanError, match="shared by the node's 8 GPUs it is '50 Gb/s per GPU Ethernet'"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "a100-80gb-sxm", "gpus": 16,
                                                                "scale_out": "400 Gbps per node Ethernet"}})
+
+
+@pytest.mark.parametrize("name, kind", [("Gaudi2", "Intel Gaudi"), ("Intel Gaudi 3", "Intel Gaudi"),
+                                        ("TPU v5p", "Google TPU"), ("TPUv4", "Google TPU"),
+                                        ("Ascend 910B", "Huawei Ascend"), ("Trainium2", "AWS Trainium")])
+def test_an_accelerator_that_is_no_gpu_is_named_with_the_way_to_estimate_it(name, kind):
+    from gpuplan.catalog.hardware import get_gpu
+
+    with pytest.raises(GpuplanError, match=f"is an? {kind}.*not a GPU gpuplan models.*user catalogue"):
+        get_gpu(name)
+
+
+def test_grace_hopper_by_its_full_name():
+    from gpuplan.catalog.hardware import get_gpu
+
+    assert get_gpu("NVIDIA GH200 Grace Hopper Superchip").id == get_gpu("GH200 Grace Hopper").id == "gh200"
