@@ -430,6 +430,13 @@ def test_a_precision_in_words_names_its_fp8_recipe(word, recipe):
     assert read_precision(word, "torchtitan")[0] == "fp8" and precision_recipe(word, "torchtitan") == recipe
 
 
+@pytest.mark.parametrize("word", ["FP8 (TE)", "FP8 with Transformer Engine", "Transformer Engine FP8 (hybrid)"])
+def test_transformer_engine_fp8_in_words_is_its_default_recipe(word):
+    # Transformer Engine's fp8_autocast without a recipe runs DelayedScaling (its FP8 primer)
+    tr = make("llama-3.1-8b", "h100-sxm", 8, training={"precision": word}).training
+    assert (tr.precision, tr.fp8_recipe) == ("fp8", "delayed")
+
+
 def test_a_precision_no_word_names_stays_an_error():
     assert read_precision("8-bit", "generic") == ("8-bit", None)  # int8 or fp8: not guessed
     with pytest.raises(GpuplanError, match="training.precision: '8-bit' is not one of"):
