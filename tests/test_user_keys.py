@@ -97,10 +97,23 @@ def test_hugging_faces_attn_implementation_is_the_attention_kernel():
     assert sc.training.attention == "eager"
 
 
+@pytest.mark.parametrize("raw, field, value", [
+    ({"training": {"micro_batch_size": 4}}, "layout.micro_batch", 4),
+    ({"layout": {"seq_len": 4096}}, "training.seq_len", 4096),
+    ({"hardware": {"gpu": "h100-sxm", "gpus": 8, "zero": 1}, "layout": {"tp": 2}}, "layout.zero", 1),
+])
+def test_a_key_under_another_section_is_read_under_its_own_and_said(raw, field, value):
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}, **raw})
+    section, key = field.split(".")
+    got = sc.layout.get(key) if section == "layout" else getattr(sc.training, key)
+    assert got == value
+    assert [r for r in sc.read_as if r[0] == field and "read under" in r[3]]
+    with pytest.raises(GpuplanError, match="given twice"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                        "training": {"micro_batch_size": 4}, "layout": {"micro_batch": 2}})
+
+
 @pytest.mark.parametrize("raw, message", [
-    ({"training": {"micro_batch_size": 4}}, "training.micro_batch_size is a layout key: put it under layout (as "
-                                            "micro_batch)"),
-    ({"layout": {"seq_len": 4096}}, "layout.seq_len is a training key: put it under training"),
     ({"training": {"batch_size": 256}}, "training.batch_size means different things in different frameworks: give "
                                         "training.global_batch"),
     ({"training": {"nonsense": 1}}, "unknown key training.nonsense: valid keys are seq_len"),

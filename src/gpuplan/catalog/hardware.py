@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from gpuplan.catalog import load_json, without_remarks
+from gpuplan.catalog.accelerators import other_accelerator
 from gpuplan.catalog.networks import network_words, per_gpu_rate
 from gpuplan.catalog.nodes import node_for
 from gpuplan.catalog.user import catalog_path, load_user
@@ -175,7 +176,7 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
     text = _name(name, what)
     gid = names.get(_key(text)) or _with_memory_size(text, table, names) or _system(text, table, names)
     if gid is None:
-        other = _other_accelerator(text)
+        other = other_accelerator(text)
         if other:
             raise GpuplanError(f"{text!r} is {other}, not a GPU gpuplan models: its catalogue holds NVIDIA and AMD "
                                "GPUs, whose kernels, collectives and memory it measures. To estimate it as a GPU of "
@@ -184,20 +185,6 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
         hint = _suggest(text, names)
         raise GpuplanError(f"unknown GPU {text!r}: {hint + ' ' if hint else ''}`gpuplan gpus` lists them")
     return table[gid]
-
-
-# accelerators that are not GPUs: a word in the name → what it is (for the error, instead of a near GPU name)
-_OTHER_ACCELERATORS = {"gaudi": "an Intel Gaudi HPU", "tpu": "a Google TPU", "ascend": "a Huawei Ascend NPU",
-                       "trainium": "an AWS Trainium chip", "inferentia": "an AWS Inferentia chip",
-                       "cerebras": "a Cerebras wafer-scale engine", "wse": "a Cerebras wafer-scale engine",
-                       "groq": "a Groq LPU", "sambanova": "a SambaNova RDU", "ipu": "a Graphcore IPU",
-                       "graphcore": "a Graphcore IPU", "habana": "an Intel Gaudi HPU", "mtia": "a Meta MTIA chip"}
-
-
-def _other_accelerator(text: str) -> str | None:
-    """What a name that is not a GPU's names ("Gaudi2", "TPU v5p", "Ascend 910B"), or None."""
-    words = re.findall(r"[a-z]+", text.lower())
-    return next((what for w in words for k, what in _OTHER_ACCELERATORS.items() if w.startswith(k)), None)
 
 
 @cache

@@ -15,7 +15,8 @@ from typing import Any
 from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
-from gpuplan.io.schema import KEY_ALIASES, own_keys
+from gpuplan.io.config_keys import config_stage, lower_keys, moved_keys, recompute_method, shard_degrees, sharding_word
+from gpuplan.io.schema import KEY_ALIASES, SECTIONS, own_keys
 from gpuplan.io.words import Reading, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
@@ -50,9 +51,11 @@ def _switch(value: Any, key: str) -> bool:
 
 def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     """``raw`` with the keys above rewritten to gpuplan's, and how each was read."""
-    hardware, training, layout = (dict(raw[s]) if isinstance(raw.get(s), dict) else raw.get(s)
-                                  for s in ("hardware", "training", "layout"))
-    reads: list[Reading] = []
+    parts = {s: lower_keys(raw[s], s) if isinstance(raw.get(s), dict) else raw.get(s)
+             for s in ("hardware", "training", "layout")}
+    reads: list[Reading] = moved_keys(parts, KEY_ALIASES, dict(SECTIONS))
+    hardware, training, layout = parts["hardware"], parts["training"], parts["layout"]
+    stash: dict[str, Any] = {}
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
         layout = {}
     if isinstance(layout, dict):
@@ -74,16 +77,8 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 reads.append(("layout.recompute", f"{key}: {str(on).lower()}", layout["recompute"],
                               f"{key} checkpoints every block, recomputed in backward: recompute "
                               f"{layout['recompute']}"))
-        reads += _layout_words(layout)
-        if "fsdp" in layout:
-            reads += _fsdp(layout, layout.pop("fsdp"))
-        if "use_distributed_optimizer" in layout:  # Megatron-LM's --use-distributed-optimizer
-            if _switch(layout.pop("use_distributed_optimizer"), "layout.use_distributed_optimizer") \
-                    and layout.get("zero") is None:
-                layout["zero"] = 1
-                reads.append(("layout.zero", "use_distributed_optimizer: true", 1, "Megatron's distributed optimizer "
-                              "shards the optimizer states (and fp32 master weights) over the data-parallel ranks: "
-                              "ZeRO-1"))
+        reads += _layout_words(layout) + config_stage(layout) + shard_degrees(layout) + recompute_method(layout)
+        reads += _sharding_keys(layout, stash)
     if isinstance(hardware, dict):
         for key in [k for k in NETWORK if k in hardware]:
             value = hardware.pop(key)
@@ -96,8 +91,35 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     if isinstance(training, dict):
         reads += _training_keys(training, hardware, layout)
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
-                     if v is not None}}
+                     if v is not None}, **stash}
     return out, tuple(reads)
+
+
+def _sharding_keys(layout: dict, stash: dict[str, Any]) -> list[Reading]:
+    """``layout.fsdp`` (or accelerate's ``fsdp_sharding_strategy``) and Megatron's ``use_distributed_optimizer`` as the
+    ZeRO stage; a HYBRID_SHARD word is left in ``stash`` for io/scenario.py, which reads its group with the node."""
+    from gpuplan.catalog.stacks import sharding_words
+
+    reads: list[Reading] = []
+    said = sharding_word(layout)  # accelerate's fsdp_sharding_strategy: what layout.fsdp says
+    if said is not None:
+        if "fsdp" in layout:
+            raise GpuplanError(f"layout.fsdp and layout.{said[0]} both name the sharding: give it once")
+        layout["fsdp"] = said[1]
+    if "fsdp" in layout:
+        value = layout.pop("fsdp")
+        if isinstance(value, str) and sharding_words(value).hybrid:  # its group is the node's: read with the node
+            stash["_sharding_word"] = (f"layout.{said[0] if said else 'fsdp'}", value)
+        else:
+            reads += _fsdp(layout, value)
+    if "use_distributed_optimizer" in layout:  # Megatron-LM's --use-distributed-optimizer
+        if _switch(layout.pop("use_distributed_optimizer"), "layout.use_distributed_optimizer") \
+                and layout.get("zero") is None:
+            layout["zero"] = 1
+            reads.append(("layout.zero", "use_distributed_optimizer: true", 1, "Megatron's distributed optimizer "
+                          "shards the optimizer states (and fp32 master weights) over the data-parallel ranks: "
+                          "ZeRO-1"))
+    return reads
 
 
 def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:

@@ -93,11 +93,13 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     return tuple(out)
 
 
-def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None = None) -> tuple[Reading, ...]:
+def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None = None,
+                         where: str = "training.framework") -> tuple[Reading, ...]:
     """The ZeRO stage and the offload a ``training.framework`` word names ("DeepSpeed ZeRO-3", "ZeRO-Offload",
     "FSDP FULL_SHARD"), set in ``layout`` in place where it leaves them open (the user stated them), as readings
     (field, word, value, rule); a stage that contradicts a given ``layout.zero`` is refused. FSDP's HYBRID_SHARD
-    shards inside a node: its group is the node's ``per_node`` GPUs over tp × cp."""
+    shards inside a node: its group is the node's ``per_node`` GPUs over tp × cp. ``where``: the key that named it (a
+    layout's FSDP sharding strategy reads the same way)."""
     from gpuplan.catalog.stacks import sharding_words
 
     if not isinstance(word, str):
@@ -105,21 +107,21 @@ def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None
     said = sharding_words(word)
     stage, offload = said.stage, said.offload
     if stage is not None and "zero" in layout and layout["zero"] != stage:
-        raise GpuplanError(f"training.framework {word!r} names ZeRO stage {stage}, layout.zero is {layout['zero']}: "
+        raise GpuplanError(f"{where} {word!r} names ZeRO stage {stage}, layout.zero is {layout['zero']}: "
                            "give the stage once")
     out: list[Reading] = []
     if stage is not None and "zero" not in layout:
         layout["zero"] = stage
-        out.append(("layout.zero", word, stage, f"training.framework {word} names ZeRO stage {stage}"))
+        out.append(("layout.zero", word, stage, f"{where} {word} names ZeRO stage {stage}"))
     tp_cp = (layout.get("tp") or 1) * (layout.get("cp") or 1)
     if said.hybrid and layout.get("zero_group") is None and per_node \
             and per_node % tp_cp == 0 and per_node > tp_cp:
         layout["zero_group"] = per_node // tp_cp
-        out.append(("layout.zero_group", word, per_node // tp_cp, f"training.framework {word} shards inside a node: "
+        out.append(("layout.zero_group", word, per_node // tp_cp, f"{where} {word} shards inside a node: "
                     f"the node's {per_node} GPUs over tp × cp = {tp_cp}"))
     if offload is not None and "offload" not in layout:
         layout["offload"] = offload
-        out.append(("layout.offload", word, offload, f"training.framework {word} offloads the {offload} to the CPU"))
+        out.append(("layout.offload", word, offload, f"{where} {word} offloads the {offload} to the CPU"))
     return tuple(out)
 
 

@@ -1,0 +1,171 @@
+"""Keys of the frameworks' own config files that say how the data-parallel ranks shard (io/user_keys.py reads the
+rest): Hugging Face accelerate's ``fsdp_sharding_strategy`` (a name, or its 1-5 code), Megatron-FSDP's
+``data_parallel_sharding_strategy``, DeepSpeed's ``zero_optimization`` block, torchtitan's data-parallel shard and
+replicate degrees, Megatron's ``recompute_method`` / ``recompute_num_layers`` — and keys a published table writes in
+capitals (``TP``, ``PP``) or under another section than gpuplan's (``training.micro_batch_size``). Each is read as
+gpuplan's field where the scenario leaves it open, listed under ``assumed``; what they cannot say is one error with
+the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.io.words import Reading
+
+# accelerate's FSDP plugin numbers its strategies from 1 in the order of torch's ShardingStrategy
+# (accelerate utils/constants.py FSDP_SHARDING_STRATEGY; utils/dataclasses.py FullyShardedDataParallelPlugin)
+ACCELERATE_STRATEGIES = {1: "full_shard", 2: "shard_grad_op", 3: "no_shard", 4: "hybrid_shard", 5: "hybrid_shard_zero2"}
+# Megatron-FSDP (megatron/core/distributed/fsdp, --data-parallel-sharding-strategy): what each shards
+MEGATRON_FSDP = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+SHARDING_KEYS = ("fsdp_sharding_strategy", "sharding_strategy")
+SHARD_DEGREES = ("data_parallel_shard_degree", "dp_shard")
+REPLICATE_DEGREES = ("data_parallel_replicate_degree", "dp_replicate")
+
+
+def lower_keys(section: dict, name: str) -> dict:
+    """A section's keys in lower case (a published table's ``TP``, ``PP``, ``ZeRO``); one key in two cases refused."""
+    out: dict = {}
+    for key, value in section.items():
+        own = key.lower() if isinstance(key, str) else key
+        if own in out:
+            raise GpuplanError(f"{name}.{own} is given twice ({own} in two cases): give it once")
+        out[own] = value
+    return out
+
+
+def moved_keys(sections: dict[str, dict | None], own: dict[str, dict[str, str]],
+               keys: dict[str, tuple[str, ...]]) -> list[Reading]:
+    """Keys given under another section than the one gpuplan keeps them in (``training.micro_batch_size``: a layout
+    key), moved to theirs in place (a section not given is made) — ``own``: each section's aliases, ``keys``: each
+    section's own keys; a key two other sections could hold stays (its section's check names it)."""
+    reads: list[Reading] = []
+    for name in list(sections):
+        section = sections[name]
+        if not isinstance(section, dict):
+            continue
+        for key in list(section):
+            if not isinstance(key, str) or own[name].get(key, key) in keys[name]:
+                continue
+            homes = [n for n in keys if n != name and own[n].get(key, key) in keys[n]]
+            if len(homes) != 1 or not isinstance(sections[homes[0]], dict | None):
+                continue
+            home = homes[0]
+            if sections[home] is None:
+                sections[home] = {}
+            target = sections[home]
+            field = own[home].get(key, key)
+            if key in target or field in target:
+                raise GpuplanError(f"{home}.{field} is given twice ({name}.{key} and {home}.{field}): give it once")
+            target[key] = section.pop(key)
+            reads.append((f"{home}.{field}", f"{name}.{key}: {target[key]}", target[key],
+                          f"{key} is a {home} key: read under {home}"))
+    return reads
+
+
+def sharding_word(layout: dict) -> tuple[str, Any] | None:
+    """The FSDP sharding a layout's config keys name, as (key, the ``fsdp`` value io/user_keys.py reads): accelerate's
+    ``fsdp_sharding_strategy`` (its name or 1-5 code)."""
+    for key in [k for k in SHARDING_KEYS if k in layout]:
+        value = layout.pop(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value not in ACCELERATE_STRATEGIES:
+                raise GpuplanError(f"layout.{key} {value} is no FSDP sharding strategy: accelerate numbers them 1 "
+                                   "(FULL_SHARD) to 5 (HYBRID_SHARD_ZERO2)")
+            value = ACCELERATE_STRATEGIES[value]
+        return key, value
+    return None
+
+
+def config_stage(layout: dict) -> list[Reading]:
+    """Megatron-FSDP's ``data_parallel_sharding_strategy`` and DeepSpeed's ``zero_optimization`` block (its stage, its
+    optimizer or parameter offload to the CPU) as ``layout.zero`` / ``layout.offload`` where open."""
+    reads: list[Reading] = []
+    if "data_parallel_sharding_strategy" in layout:
+        word = layout.pop("data_parallel_sharding_strategy")
+        stage = MEGATRON_FSDP.get(str(word).strip().lower())
+        if stage is None:
+            raise GpuplanError(f"layout.data_parallel_sharding_strategy {word!r} is none of Megatron-FSDP's "
+                               f"{', '.join(MEGATRON_FSDP)}")
+        reads += _set(layout, "zero", stage, f"data_parallel_sharding_strategy: {word}",
+                      f"Megatron-FSDP's {word} shards as ZeRO-{stage}")
+    if "zero_optimization" in layout:
+        block = layout.pop("zero_optimization")
+        if not isinstance(block, dict) or "stage" not in block:
+            raise GpuplanError("layout.zero_optimization is DeepSpeed's block: give it as a mapping with its stage, "
+                               "e.g. {stage: 2}")
+        reads += _set(layout, "zero", block["stage"], f"zero_optimization.stage: {block['stage']}",
+                      f"DeepSpeed's ZeRO stage {block['stage']}")
+        for part, off in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
+            device = (block.get(part) or {}).get("device") if isinstance(block.get(part), dict) else None
+            if device in ("cpu", "nvme"):
+                reads += _set(layout, "offload", off, f"zero_optimization.{part}.device: {device}",
+                              f"DeepSpeed offloads the {off} to the {device}")
+                break
+    return reads
+
+
+def shard_degrees(layout: dict) -> list[Reading]:
+    """torchtitan's ``data_parallel_shard_degree`` (FSDP) and ``data_parallel_replicate_degree`` (DDP over the FSDP
+    groups: HSDP) as dp = shard × replicate, ZeRO-3 over groups of the shard degree where it shards."""
+    shard_key = next((k for k in SHARD_DEGREES if k in layout), None)
+    rep_key = next((k for k in REPLICATE_DEGREES if k in layout), None)
+    if shard_key is None and rep_key is None:
+        return []
+    shard = layout.pop(shard_key) if shard_key else -1
+    replicate = layout.pop(rep_key) if rep_key else 1
+    for key, value in ((shard_key, shard), (rep_key, replicate)):
+        if key and (not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1):
+            raise GpuplanError(f"layout.{key} must be a whole number ≥ 1 (or -1: the rest of the GPUs), got {value!r}")
+    said = f"{shard_key or 'data_parallel_shard_degree'}: {shard}, {rep_key or 'data_parallel_replicate_degree'}: " \
+           f"{replicate}"
+    if shard == -1 and replicate > 1:
+        raise GpuplanError(f"layout.{rep_key} {replicate} with the shard degree left to the rest of the GPUs: give "
+                           f"data_parallel_shard_degree too (the FSDP group the replicas are made of)")
+    reads: list[Reading] = []
+    if shard != 1:
+        reads += _set(layout, "zero", 3, said, "torchtitan's data-parallel shard degree: FSDP2, ZeRO-3")
+    if shard > 0:
+        reads += _set(layout, "dp", shard * replicate, said, "data-parallel degree: shard × replicate")
+        if shard > 1 and replicate > 1:
+            reads += _set(layout, "zero_group", shard, said, "HSDP: each replica sharded over its shard group")
+    return reads
+
+
+def recompute_method(layout: dict) -> list[Reading]:
+    """Megatron's ``recompute_method`` / ``recompute_num_layers`` beside full recomputation: ``uniform`` recomputes
+    every layer (from one checkpoint per ``recompute_num_layers`` layers), read as full; ``block`` recomputes only
+    the first N layers of each stage, which gpuplan states as recompute_every — one error with the fix."""
+    method = layout.pop("recompute_method", None)
+    layers = layout.pop("recompute_num_layers", None)
+    if method is None and layers is None:
+        return []
+    word = str(method or "uniform").strip().lower()
+    if word == "block":
+        raise GpuplanError(f"layout.recompute_method block recomputes the first {layers} layers of each pipeline "
+                           "stage and keeps the rest: give recompute: full with recompute_every: k, one layer in k "
+                           "recomputed (layers per stage / recompute_num_layers)")
+    if word != "uniform":
+        raise GpuplanError(f"layout.recompute_method {method!r} is none of Megatron's uniform, block")
+    said = f"recompute_method: uniform, recompute_num_layers: {layers}"
+    granularity = layout.get("recompute", layout.get("recompute_granularity"))
+    if granularity is not None and str(granularity).strip().lower() != "full":
+        raise GpuplanError(f"layout.{said} applies to full recomputation (Megatron's --recompute-granularity full), "
+                           f"not {granularity}: drop recompute_method or give recompute: full")
+    reads = [] if granularity is not None else _set(layout, "recompute", "full", said,
+                                                     "Megatron's uniform method recomputes every layer: full")
+    if isinstance(layers, int) and layers > 1:
+        reads.append(("layout.recompute", f"recompute_num_layers: {layers}", "full", f"one checkpoint per {layers} "
+                      "layers and a working set of as many is not modelled: counted as one per layer"))
+    return reads
+
+
+def _set(layout: dict, field: str, value: Any, said: str, why: str) -> list[Reading]:
+    """``layout[field] = value`` where open (a given one that differs is refused), as a reading."""
+    if layout.get(field) is not None:
+        if layout[field] != value:
+            raise GpuplanError(f"{said} means layout.{field} {value}, but layout.{field} is {layout[field]}: give it "
+                               "once")
+        return []
+    layout[field] = value
+    return [(f"layout.{field}", said, value, why)]
