@@ -244,20 +244,11 @@ def _check_size(n: int, source: str) -> None:
                            f"(far above any real model): check hidden_size, num_hidden_layers and vocab_size")
 
 
-BILLIONS = ("params_b", "params_billion", "params_billions")  # a paper table's parameter count in billions
-
-
 def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
     name = str(m.get("name") or "")
-    billions = [k for k in BILLIONS if k in m]
-    if billions:  # {params_b: 6.7}: the count in billions, as params
-        key, b = billions[0], m[billions[0]]
-        if "params" in m or len(billions) > 1:
-            named = ", ".join(["params"] * ("params" in m) + billions)
-            raise GpuplanError(f"inline model gives its parameter count twice ({named}): give it once")
-        if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b) or b <= 0:
-            raise GpuplanError(f"{key} = {b!r} is not a positive number of billions: give e.g. {key}: 6.7")
-        m = {**{k: v for k, v in m.items() if k != key}, "params": round(b * 1e9)}
+    from gpuplan.catalog.params_model import in_billions
+
+    m = in_billions(m, "model_type" in m or "n_embd" in m or model_type_of(m.get("architectures")) is not None)
     by_class = None if "model_type" in m else model_type_of(m.get("architectures"))  # _from_config reads it too
     if "model_type" in m or "n_embd" in m or by_class is not None:
         assumed: tuple[str, ...] = ()

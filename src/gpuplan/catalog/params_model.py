@@ -198,3 +198,25 @@ def _check_shape(m: Mapping[str, Any], formula: int, n: int, L: int, h: int) -> 
                            f"{formula:.3g} parameters in a Llama-like shape (layers {L}, hidden {h}), "
                            f"not the {n:.3g} given: the shape contradicts the count — drop layers/hidden, or give "
                            f"values whose shape holds params within a factor {SHAPE_SLACK:g}")
+
+
+# a paper table's parameter count in billions: the count where nothing else describes the model; beside its dimensions a
+# rounded label ("1.7B"), the dimensions count exactly
+BILLIONS = ("params_b", "params_billion", "params_billions")
+
+
+def in_billions(m: Mapping[str, Any], configured: bool) -> Mapping[str, Any]:
+    """``m`` with a parameter count in billions ({params_b: 6.7}) read as params, where neither a config
+    (``configured``: a model_type) nor dimensions describe the model; given beside params, one error."""
+    from gpuplan.catalog.dims_model import has_dims
+
+    billions = [k for k in BILLIONS if k in m]
+    if not billions or configured or has_dims(m):
+        return m
+    key, b = billions[0], m[billions[0]]
+    if "params" in m or len(billions) > 1:
+        named = ", ".join(["params"] * ("params" in m) + billions)
+        raise GpuplanError(f"inline model gives its parameter count twice ({named}): give it once")
+    if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b) or b <= 0:
+        raise GpuplanError(f"{key} = {b!r} is not a positive number of billions: give e.g. {key}: 6.7")
+    return {**{k: v for k, v in m.items() if k != key}, "params": round(b * 1e9)}
