@@ -40,7 +40,7 @@ def test_exports_say_every_kth_block_in_each_framework():
     sc = gpuplan.scenario(**KW, tp=1, pp=1, recompute="full", recompute_every=2)
     titan, _ = export_scenario(sc, "torchtitan")
     assert 'selective_ac_option = "2"' in titan.text and 'mode = "selective"' in titan.text
-    sc = gpuplan.scenario(**{**KW, "gpus": 16}, tp=2, pp=2, recompute="full", recompute_every=4)
+    sc = gpuplan.scenario(**{**KW, "gpus": 16, "zero": 1}, tp=2, pp=2, recompute="full", recompute_every=4)
     mega, _ = export_scenario(sc, "megatron")
     # 32 layers on 2 stages: 16 per stage, a quarter of them (the block method's first N) recomputed
     assert "--recompute-method block" in mega.text and "--recompute-num-layers 4" in mega.text

@@ -111,3 +111,20 @@ def test_plan_and_trace_read_the_layout_evaluate_reads():
     row = plan_scenario(sc, max_gpus=16).result.user_layout
     assert row is not None and row.error is None
     assert row.estimate.layout == est.layout and row.estimate.time.tokens_per_s == est.time.tokens_per_s
+
+
+def test_megatron_core_shards_the_parameters_only_without_a_pipeline():
+    # Megatron-FSDP and torch FSDP2 (ZeRO-3 under Megatron-Core) compose with TP, EP and CP, not PP (Megatron-LM
+    # docs/api-guide/custom_fsdp.md; NeMo's FSDP strategy asserts pipeline size 1): Nemotron-4 340B as NeMo 24.07 ran
+    # it, tp 8 pp 8 interleaved over 128 H100 with the stage open, is its distributed optimizer — it was read as
+    # ZeRO-3, gathering every layer's weights per micro-batch (91 tok/s/GPU where the run published ~330)
+    sc = make("nemotron-4-340b", "h100-sxm", 128, training={"framework": "NeMo", "seq_len": 4096, "global_batch": 32},
+              layout={"tp": 8, "pp": 8, "dp": 2, "micro_batch": 1, "pp_schedule": "interleaved",
+                      "virtual_stages": 12})
+    est = evaluate(sc)
+    assert est.layout.zero in (1, 2) and est.time.tokens_per_s / 128 > 150
+    with pytest.raises(GpuplanError, match="not with pipeline parallelism"):
+        evaluate(make("llama-3.1-70b", "h100-sxm", 64, training={"framework": "megatron-core"},
+                      layout={"tp": 8, "pp": 4, "zero": 3}))
+    assert evaluate(make("llama-3.1-70b", "h100-sxm", 64, training={"framework": "megatron-core"},
+                         layout={"tp": 8, "pp": 1, "zero": 3})).layout.zero == 3

@@ -98,13 +98,8 @@ def _zero_args(lay: dict, notes: list[str]) -> list[str]:
         if zero == 2:
             notes.append("zero=2: Megatron's distributed optimizer shards optimizer state and fp32 main "
                          "gradients (reduce-scatter); the bf16 gradient buffer stays whole")
-    elif zero == 3:
-        if lay["pp"] == 1:
-            a.append("--use-torch-fsdp2")
-        else:
-            a.append("--use-distributed-optimizer")
-            notes.append("zero=3 with pp > 1: Megatron's FSDP does not run with pipeline parallelism; "
-                         "the distributed optimizer (ZeRO-1/2) written instead — parameters are not sharded")
+    elif zero == 3:  # with pp > 1 refused before (frameworks.json megatron-core sharded-params-without-pipeline)
+        a.append("--use-torch-fsdp2")
     split = _shard_split(lay)
     if split is not None and zero in (1, 2):
         a += ["--num-distributed-optimizer-instances", str(split[0])]
