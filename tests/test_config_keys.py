@@ -31,7 +31,7 @@ def _layout(layout, gpus=16, **training):
     ({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}, {"zero": 2, "offload": "optimizer"}),
     # torchtitan's data_parallel_shard_degree (FSDP) × data_parallel_replicate_degree (DDP): HSDP
     ({"data_parallel_shard_degree": 8, "data_parallel_replicate_degree": 2}, {"zero": 3, "dp": 16, "zero_group": 8}),
-    ({"dp_shard": 1, "dp_replicate": 16}, {"dp": 16}), ({"dp_shard": -1}, {"zero": 3}),
+    ({"dp_shard": 1, "dp_replicate": 16}, {"dp": 16, "zero": 0}), ({"dp_shard": -1}, {"zero": 3}),
     # Megatron's uniform method recomputes every layer
     ({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1},
      {"recompute": "full"}),
@@ -46,6 +46,7 @@ def test_framework_config_keys_read_as_the_layout(layout, expect):
     ({"fsdp_sharding_strategy": 7}, "accelerate numbers them 1"),
     ({"data_parallel_sharding_strategy": "everything"}, "none of Megatron-FSDP's"),
     ({"zero_optimization": 2}, "give it as a mapping with its stage"),
+    ({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}, "NVMe .* not modelled"),
     ({"dp_replicate": 2}, "give data_parallel_shard_degree too"),
     ({"recompute": "full", "recompute_method": "block", "recompute_num_layers": 4}, "recompute_every"),
     ({"recompute": "selective", "recompute_method": "uniform"}, "applies to full recomputation"),
@@ -56,3 +57,9 @@ def test_framework_config_keys_read_as_the_layout(layout, expect):
 def test_what_the_config_keys_cannot_say_is_one_error_with_the_fix(layout, message):
     with pytest.raises(GpuplanError, match=message):
         _layout(layout)
+
+
+def test_a_shard_degree_of_one_is_ddp_under_a_stack_that_shards_by_default():
+    # torchtitan shards fully unless told (frameworks.json defaults.zero 3): replicate-only is DDP
+    got, _ = _layout({"data_parallel_shard_degree": 1, "data_parallel_replicate_degree": 16}, framework="torchtitan")
+    assert got["zero"] == 0 and got["dp"] == 16

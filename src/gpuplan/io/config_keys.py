@@ -98,9 +98,12 @@ def config_stage(layout: dict) -> list[Reading]:
                       f"DeepSpeed's ZeRO stage {block['stage']}")
         for part, off in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
             device = (block.get(part) or {}).get("device") if isinstance(block.get(part), dict) else None
-            if device in ("cpu", "nvme"):
-                reads += _set(layout, "offload", off, f"zero_optimization.{part}.device: {device}",
-                              f"DeepSpeed offloads the {off} to the {device}")
+            if device == "nvme":
+                raise GpuplanError(f"layout.zero_optimization.{part} to NVMe (ZeRO-Infinity) is not modelled: give "
+                                   f"the CPU (offload: {off}) for its host-memory bound")
+            if device == "cpu":
+                reads += _set(layout, "offload", off, f"zero_optimization.{part}.device: cpu",
+                              f"DeepSpeed offloads the {off} to the CPU")
                 break
     return reads
 
@@ -125,6 +128,8 @@ def shard_degrees(layout: dict) -> list[Reading]:
     reads: list[Reading] = []
     if shard != 1:
         reads += _set(layout, "zero", 3, said, "torchtitan's data-parallel shard degree: FSDP2, ZeRO-3")
+    else:  # every replica whole: DDP
+        reads += _set(layout, "zero", 0, said, "a shard degree of 1: the replicas hold the model whole (DDP), ZeRO-0")
     if shard > 0:
         reads += _set(layout, "dp", shard * replicate, said, "data-parallel degree: shard × replicate")
         if shard > 1 and replicate > 1:
