@@ -63,3 +63,49 @@ def test_a_shard_degree_of_one_is_ddp_under_a_stack_that_shards_by_default():
     # torchtitan shards fully unless told (frameworks.json defaults.zero 3): replicate-only is DDP
     got, _ = _layout({"data_parallel_shard_degree": 1, "data_parallel_replicate_degree": 16}, framework="torchtitan")
     assert got["zero"] == 0 and got["dp"] == 16
+
+
+@pytest.mark.parametrize("layout, gpus, expect", [
+    # FSDP's CPU offload moves parameters, gradients and optimizer state: at ZeRO-3 that is offload params
+    ({"fsdp": "hybrid_shard offload"}, 16, {"zero": 3, "zero_group": 8, "offload": "params"}),
+    # a job inside one node: the group is the GPUs it has there
+    ({"fsdp": "hybrid_shard"}, 4, {"zero": 3, "zero_group": 4}),
+    # tp filling the node: a shard group of one, each replica whole (not ZeRO-3 over every replica)
+    ({"fsdp": "hybrid_shard", "tp": 8}, 16, {"tp": 8, "zero": 3, "zero_group": 1}),
+])
+def test_hybrid_shard_reads_with_the_node(layout, gpus, expect):
+    assert _layout(layout, gpus)[0] == expect
+
+
+@pytest.mark.parametrize("layout, expect", [
+    # a framework's spelling beside the config keys: the same field, read once
+    ({"zero_stage": 3, "zero_optimization": {"stage": 3}}, {"zero": 3}),
+    ({"zero_stage": 3, "fsdp_sharding_strategy": "FULL_SHARD"}, {"zero": 3}),
+    ({"dp_size": 16, "dp_shard": 8, "dp_replicate": 2}, {"dp": 16, "zero": 3, "zero_group": 8}),
+    # DeepSpeed offloads parameters at stage 3 only
+    ({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}},
+     {"zero": 2, "offload": "optimizer"}),
+    # Megatron reads recompute_method only with --recompute-granularity full: alone it is set aside
+    ({"recompute_method": "uniform", "recompute_num_layers": 2}, {}),
+])
+def test_config_keys_beside_aliases_and_what_they_do_not_say(layout, expect):
+    assert _layout(layout)[0] == expect
+
+
+@pytest.mark.parametrize("layout, message", [
+    ({"zero_stage": 2, "zero_optimization": {"stage": 3}}, "layout.zero 3, but layout.zero is 2"),
+    ({"fsdp_sharding_strategy": "FULL_SHARD", "zero": 2}, "shards as ZeRO-3, but layout.zero is 2"),
+    ({"fsdp": True, "zero": 1}, "shards fully \\(ZeRO-3\\), but layout.zero is 1"),
+    ({"dp_shard": 8, "dp_replicate": -1}, "-1 for the shard degree only"),
+    ({"recompute": "full", "recompute_method": "sideways"}, "none of Megatron's uniform, block"),
+])
+def test_a_stage_or_degree_given_two_ways_that_disagree_is_one_error(layout, message):
+    with pytest.raises(GpuplanError, match=message):
+        _layout(layout)
+
+
+@pytest.mark.parametrize("training, method", [({"adapter": "qlora", "load_in_4bit": True}, "qlora"),
+                                              ({"finetuning_type": "lora", "use_peft": True}, "lora")])
+def test_a_method_under_its_framework_spelling_beside_a_peft_switch(training, method):
+    # Axolotl's adapter, LLaMA-Factory's finetuning_type: the method the switch then confirms
+    assert make("llama-3.1-8b", "h100-sxm", 1, training=training).training.method == method

@@ -44,7 +44,8 @@ def test_state_bytes_per_parameter():
     # fp32 absmax per 2048-block (Dettmers et al. 2022)
     assert state_bytes("bf16", "ademamix", m).states == 12
     assert state_bytes("bf16", "ademamix-8bit", m).states == 3 * (1 + 4 / 2048)
-    assert state_bytes("bf16-pure", "ademamix", m).states == 6  # moments in the parameters' 16 bits
+    # bitsandbytes allocates its 32-bit states in fp32 whatever the parameters' dtype (optimizer.py init_state)
+    assert state_bytes("bf16-pure", "ademamix", m).states == 12
 
 
 def test_more_moments_hold_more_memory_at_the_same_layout():
@@ -62,3 +63,11 @@ def test_more_moments_hold_more_memory_at_the_same_layout():
 def test_low_rank_projected_optimizers_are_refused_with_the_fix(word, fix):
     with pytest.raises(GpuplanError, match=f"training.optimizer: {word.lower()}: .*not model.*{fix}"):
         evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"optimizer": word}))
+
+
+@pytest.mark.parametrize("word, optimizer", [("torchao.optim.AdamW4bit", "adamw-4bit"),
+                                             ("torchao.optim.AdamW8bit", "adamw-8bit"),
+                                             ("bitsandbytes.optim.AdEMAMix8bit", "ademamix-8bit"),
+                                             ("bitsandbytes.optim.PagedAdEMAMix8bit", "ademamix-8bit")])
+def test_optimizer_class_paths(word, optimizer):
+    assert make("llama-3.1-8b", "h100-sxm", 8, training={"optimizer": word}).training.optimizer == optimizer

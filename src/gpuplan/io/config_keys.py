@@ -96,7 +96,9 @@ def config_stage(layout: dict) -> list[Reading]:
                                "e.g. {stage: 2}")
         reads += _set(layout, "zero", block["stage"], f"zero_optimization.stage: {block['stage']}",
                       f"DeepSpeed's ZeRO stage {block['stage']}")
-        for part, off in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
+        # DeepSpeed offloads parameters at stage 3 only (offload_param); the optimizer state from stage 1
+        parts = (("offload_param", "params"),) * (block["stage"] == 3) + (("offload_optimizer", "optimizer"),)
+        for part, off in parts:
             device = (block.get(part) or {}).get("device") if isinstance(block.get(part), dict) else None
             if device == "nvme":
                 raise GpuplanError(f"layout.zero_optimization.{part} to NVMe (ZeRO-Infinity) is not modelled: give "
@@ -117,9 +119,10 @@ def shard_degrees(layout: dict) -> list[Reading]:
         return []
     shard = layout.pop(shard_key) if shard_key else -1
     replicate = layout.pop(rep_key) if rep_key else 1
-    for key, value in ((shard_key, shard), (rep_key, replicate)):
-        if key and (not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1):
-            raise GpuplanError(f"layout.{key} must be a whole number ≥ 1 (or -1: the rest of the GPUs), got {value!r}")
+    for key, value, least in ((shard_key, shard, -1), (rep_key, replicate, 1)):
+        if key and (not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < least):
+            rest = " (or -1: the rest of the GPUs)" if least < 0 else " (torchtitan takes -1 for the shard degree only)"
+            raise GpuplanError(f"layout.{key} must be a whole number ≥ 1{rest}, got {value!r}")
     said = f"{shard_key or 'data_parallel_shard_degree'}: {shard}, {rep_key or 'data_parallel_replicate_degree'}: " \
            f"{replicate}"
     if shard == -1 and replicate > 1:
@@ -154,11 +157,13 @@ def recompute_method(layout: dict) -> list[Reading]:
         raise GpuplanError(f"layout.recompute_method {method!r} is none of Megatron's uniform, block")
     said = f"recompute_method: uniform, recompute_num_layers: {layers}"
     granularity = layout.get("recompute", layout.get("recompute_granularity"))
-    if granularity is not None and str(granularity).strip().lower() != "full":
+    if granularity is None:  # Megatron reads the method only with --recompute-granularity full
+        return [("layout.recompute_method", said, "not used", "Megatron's recompute_method applies only with "
+                 "recompute_granularity full, which is not given (recompute stays open)")]
+    if str(granularity).strip().lower() != "full":
         raise GpuplanError(f"layout.{said} applies to full recomputation (Megatron's --recompute-granularity full), "
                            f"not {granularity}: drop recompute_method or give recompute: full")
-    reads = [] if granularity is not None else _set(layout, "recompute", "full", said,
-                                                     "Megatron's uniform method recomputes every layer: full")
+    reads: list[Reading] = []
     if isinstance(layers, int) and layers > 1:
         reads.append(("layout.recompute", f"recompute_num_layers: {layers}", "full", f"one checkpoint per {layers} "
                       "layers and a working set of as many is not modelled: counted as one per layer"))

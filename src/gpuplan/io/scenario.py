@@ -210,10 +210,11 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     model = with_positions(model, training.seq_len)
     layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
-    words += stage_from_framework(tr_raw.get("framework"), layout, hardware.gpus_per_node) + sp_without_tp(layout)
+    node = min(hardware.gpus_per_node, hardware.gpus)  # the GPUs a node holds of this job
+    words += stage_from_framework(tr_raw.get("framework"), layout, node) + sp_without_tp(layout)
     if "_sharding_word" in raw:  # a layout's HYBRID_SHARD: sharded inside the node (io/user_keys.py)
         key, word = raw["_sharding_word"]
-        words += stage_from_framework(word, layout, hardware.gpus_per_node, key)
+        words += stage_from_framework(word, layout, node, key)
     training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
     words += later + compiled

@@ -51,8 +51,9 @@ def _switch(value: Any, key: str) -> bool:
 
 def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     """``raw`` with the keys above rewritten to gpuplan's, and how each was read."""
-    parts = {s: lower_keys(raw[s], s) if isinstance(raw.get(s), dict) else raw.get(s)
-             for s in ("hardware", "training", "layout")}
+    # each section under gpuplan's own keys first (a framework's spelling, any case): what the readers below look for
+    parts = {s: own_keys(lower_keys(raw[s], s), KEY_ALIASES[s], f"{s}.{{}}") if isinstance(raw.get(s), dict)
+             else raw.get(s) for s in ("hardware", "training", "layout")}
     reads: list[Reading] = moved_keys(parts, KEY_ALIASES, dict(SECTIONS))
     hardware, training, layout = parts["hardware"], parts["training"], parts["layout"]
     stash: dict[str, Any] = {}
@@ -213,6 +214,9 @@ def _fsdp(layout: dict, value: Any) -> list[Reading]:
             raise GpuplanError(f"layout.fsdp {value!r} names no sharding strategy: give true/false or one of "
                                "full_shard, shard_grad_op, hybrid_shard, no_shard")
         out: list[Reading] = []
+        if layout.get("zero") not in (None, said.stage):
+            raise GpuplanError(f"layout.fsdp {value!r} shards as ZeRO-{said.stage}, but layout.zero is "
+                               f"{layout['zero']}: give the stage once")
         if layout.get("zero") is None:
             layout["zero"] = said.stage
             out.append(("layout.zero", f"fsdp: {value}", said.stage, f"FSDP's {value} shards as ZeRO-{said.stage}"))
@@ -221,7 +225,11 @@ def _fsdp(layout: dict, value: Any) -> list[Reading]:
             out.append(("layout.offload", f"fsdp: {value}", layout["offload"],
                         f"FSDP's {value} keeps the sharded parameters, gradients and optimizer states on the CPU"))
         return out
-    if _switch(value, "layout.fsdp") and layout.get("zero") is None:
+    on = _switch(value, "layout.fsdp")
+    if on and layout.get("zero") not in (None, 3):
+        raise GpuplanError(f"layout.fsdp: true shards fully (ZeRO-3), but layout.zero is {layout['zero']}: give the "
+                           "stage once")
+    if on and layout.get("zero") is None:
         layout["zero"] = 3
         return [("layout.zero", "fsdp: true", 3, "FSDP's full shard shards parameters, gradients and optimizer "
                                                  "states: ZeRO-3")]

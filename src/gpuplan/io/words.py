@@ -114,11 +114,13 @@ def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None
         layout["zero"] = stage
         out.append(("layout.zero", word, stage, f"{where} {word} names ZeRO stage {stage}"))
     tp_cp = (layout.get("tp") or 1) * (layout.get("cp") or 1)
-    if said.hybrid and layout.get("zero_group") is None and per_node \
-            and per_node % tp_cp == 0 and per_node > tp_cp:
+    if said.hybrid and layout.get("zero_group") is None and per_node and per_node % tp_cp == 0:
+        # a node holding one tensor × context group: a shard group of one GPU, each replica whole
         layout["zero_group"] = per_node // tp_cp
         out.append(("layout.zero_group", word, per_node // tp_cp, f"{where} {word} shards inside a node: "
                     f"the node's {per_node} GPUs over tp × cp = {tp_cp}"))
+    if offload == "optimizer" and said.stack == "fsdp" and layout.get("zero") == 3:
+        offload = "params"  # FSDP's CPUOffload(offload_params=True) moves parameters, gradients and optimizer state
     if offload is not None and "offload" not in layout:
         layout["offload"] = offload
         out.append(("layout.offload", word, offload, f"{where} {word} offloads the {offload} to the CPU"))

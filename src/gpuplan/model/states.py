@@ -90,8 +90,9 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
       moment in 1 B + one fp32 absmax per 2048-block (bitsandbytes Lion8bit: Optimizer1State, optim_bits 8, block-wise);
       adamw-4bit: 2 moments × 0.5 B + one fp32 scale per 128-block each (torchao AdamW4bit; Li et al. 2023);
       ademamix: 3 moments — a fast and a slow EMA of the gradient and the second moment (Pagliardini et al. 2024,
-      arXiv:2409.03137, Alg. 1) → 12 B fp32; ademamix-8bit: those 3 in 1 B + one fp32 absmax per block each
-      (bitsandbytes AdEMAMix8bit: state1 holds both EMAs, state2 the second moment);
+      arXiv:2409.03137, Alg. 1) → 12 B, fp32 under bf16-pure too (bitsandbytes' 32-bit states); ademamix-8bit:
+      those 3 in 1 B + one fp32 absmax per block each (bitsandbytes AdEMAMix8bit: state1 holds both EMAs, state2 the
+      second moment);
       adafactor: factored second moment (see ``adafactor_state_ratio``);
       muon: one momentum per block matrix, AdamW's two moments for the rest (model/muon.py ``muon_split``).
     """
@@ -105,8 +106,8 @@ def state_bytes(precision: str, optimizer: str, model: ModelSpec, grad_fp32: boo
         states = {"adamw-8bit": 2, "lion-8bit": 1}.get(optimizer, 3) * (1 + 4 / constant("adam8bit_block_size"))
     elif optimizer == "adamw-4bit":  # two 4-bit moments, packed two to a byte
         states = 2 * (0.5 + 4 / constant("adam4bit_block_size"))
-    elif optimizer == "ademamix":
-        states = 3 * mb
+    elif optimizer == "ademamix":  # bitsandbytes' 32-bit states are fp32 whatever the parameters' dtype
+        states = 3 * 4
     elif optimizer in ("sgd-momentum", "lion"):
         states = mb
     elif optimizer == "sgd":

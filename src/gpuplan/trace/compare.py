@@ -111,8 +111,8 @@ def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory:
         from gpuplan.catalog.models import load_model
 
         sc = replace(sc, model=load_model({"params": r.params}))
-    est_obj = evaluate(sc)  # the layout run_trace traced (``read_layout``)
-    lay = est_obj.layout
+    lay = r.layout  # the layout run_trace traced (``read_layout``: evaluate's reading of the open fields)
+    est_obj = evaluate(sc, lay)
     est = estimate_json(est_obj)
     pm = _stage_memory(est_obj, r.stage) if r.stage is not None else est["memory"]
     flight = pm["microbatches_in_flight"] if lay.pp > 1 else 1.0
