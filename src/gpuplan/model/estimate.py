@@ -20,6 +20,7 @@ from gpuplan.model.completion import as_framework, completed_layout, replicas_of
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
+from gpuplan.model.micro_batch_open import open_micro_batch
 from gpuplan.model.params import trainable_params
 from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
@@ -196,6 +197,8 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
         rules = sharded if sharded is not None else rules
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
         rules += (("recompute", rule),) if rule else ()
+        lay, mem, rule = open_micro_batch(sc, lay, mem, overrides)  # a script-sized stack's micro-batch
+        rules += (("micro_batch", rule),) if rule else ()
     return sc, lay, rules, mem
 
 

@@ -1,0 +1,61 @@
+"""An open ``layout.micro_batch`` under a stack whose launch script must give it.
+
+Megatron-LM and Megatron-Core (``--micro-batch-size`` has no default: the launch script gives it) and nanotron (its
+``micro_batch_size``, likewise required) leave the micro-batch to the run's authors, who size it for throughput
+within memory — Narayanan et al. 2021 (arXiv:2104.04473, Sec. 3.4 and Fig. 16): the best micro-batch depends on the
+model and, under a pipeline, on the bubble the fewer micro-batches leave. So a run described under these stacks
+without its micro-batch is read at the fastest power of two that divides its per-replica batch and fits (``fits``:
+the peak's interval upper end, the headroom kept), at the ZeRO stage and recomputation read before it
+(model/zero_open.py, model/recompute_open.py); a tie goes to the smaller. It needs a given global batch (the
+per-replica batch is then the run's); the answer lists it under ``assumed``. A given micro-batch, one the stack
+documents (frameworks.json ``defaults.micro_batch``) or one at which the layout does not fit is never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.catalog.refusals import why_not
+from gpuplan.model.memory import MemoryBreakdown, memory
+from gpuplan.model.runtime import step_time
+from gpuplan.spec import Layout
+from gpuplan.spec.scenario import Scenario
+
+# the stacks whose micro-batch the launch script must give (frameworks.json defaults.micro_batch: null, "no default")
+SCRIPT_SIZED = ("megatron-lm", "megatron-core", "nanotron")
+LARGEST = 128  # the largest micro-batch tried: past it a step's GEMMs are as large as they get
+
+
+def open_micro_batch(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
+                     ) -> tuple[Layout, MemoryBreakdown, str | None]:
+    """``lay`` and its memory, or — micro-batch open under a script-sized stack, the global batch given, ``lay``
+    fitting — the layout at the fastest power-of-two micro-batch that fits, its memory and the rule (None:
+    unchanged)."""
+    tr = sc.training
+    if "micro_batch" in sc.layout or "micro_batch" in overrides or tr.framework not in SCRIPT_SIZED \
+            or "training.global_batch" not in sc.given or not mem.fits or tr.global_batch is None:
+        return lay, mem, None
+    replicas = lay.dp
+    if tr.global_batch % (replicas * lay.micro_batch):
+        return lay, mem, None
+    per = tr.global_batch // replicas
+    best, best_mem = lay, mem
+    best_s = step_time(sc.model, sc.hardware, tr, lay, sc.corrections).step_s
+    size = lay.micro_batch * 2
+    while size <= min(per, LARGEST):
+        cand = replace(lay, micro_batch=size)
+        if per % size == 0 and not why_not(tr.framework, cand.values(), tr, sc.model):
+            m = memory(sc.model, sc.hardware, tr, cand, sc.corrections)
+            if not m.fits:  # the peak grows with the micro-batch: no larger one fits
+                break
+            s = step_time(sc.model, sc.hardware, tr, cand, sc.corrections).step_s
+            if s < best_s:
+                best, best_mem, best_s = cand, m, s
+        size *= 2
+    if best is lay:
+        return lay, mem, None
+    rule = (f"not given: {tr.framework}'s launch script gives the micro-batch (no default), and a run sizes it for "
+            f"throughput within memory: {best.micro_batch}, the fastest power of two that divides the {per:,}-sequence "
+            "per-replica batch and fits (model/micro_batch_open.py); give layout.micro_batch to change it")
+    return best, best_mem, rule
