@@ -50,3 +50,20 @@ def test_an_open_field_is_searched_over_every_value_the_framework_runs(framework
     lay = res.best.layout
     assert getattr(lay, field) == value
     assert evaluate(sc, lay).memory.fits  # the plan's layout is one evaluate accepts and fits
+
+
+def test_a_given_dp_with_tp_and_pp_open_splits_the_rest_as_megatron_does():
+    # Narayanan et al. 2021 (arXiv:2104.04473) Table 2, PTD-P GPT 530B on 2,240 A100s at data parallelism 8: the other
+    # 280 GPUs per replica as tensor parallelism within the 8-GPU node and 35 pipeline stages (Takeaway #1) — it was an
+    # error (dp × tp × pp = 8 of 2,240)
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": {"model_type": "gpt2", "n_layer": 105, "n_embd": 20480, "n_head": 128,
+                                   "vocab_size": 51200, "n_positions": 2048},
+                         "hardware": {"gpu": "a100-80gb-sxm", "gpus": 2240},
+                         "training": {"seq_len": 2048, "global_batch": 2240, "framework": "megatron-lm"},
+                         "layout": {"dp": 8}})
+    est = evaluate(sc)
+    assert (est.layout.dp, est.layout.tp, est.layout.pp) == (8, 8, 35)
+    rules = {a["field"]: a["rule"] for a in est.to_json()["assumed"]}
+    assert "Takeaway #1" in rules["layout.tp"] and "Takeaway #1" in rules["layout.pp"]

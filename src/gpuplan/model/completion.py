@@ -26,7 +26,7 @@ DOCUMENTED_LAYOUT = ("zero",)
 def replicas_of(sc: Scenario, overrides: dict[str, Any]) -> int:
     """dp × micro-batch of the layout the scenario's fields make (1 where they make none: its check says why)."""
     try:
-        lay = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides})
+        lay = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides, **open_split(sc, overrides)[0]})
     except GpuplanError:
         return 1
     return lay.dp * lay.micro_batch
@@ -36,7 +36,9 @@ def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tupl
     """``_gathered``'s layout, its data-parallel gradient reduction under the backward or after it as the framework
     does it where the input leaves ``dp_overlap`` open (``framework_comm.dp_overlap_of``: DeepSpeed below ZeRO-3 and
     under its pipeline engine, Megatron-LM of 2021-22 reduce after the backward; listed under ``assumed``)."""
-    lay, rules = _gathered(sc, overrides)
+    split, split_rules = open_split(sc, overrides)
+    lay, rules = _gathered(sc, {**overrides, **split})
+    rules = (*split_rules, *rules)
     if "dp_overlap" in sc.layout or "dp_overlap" in overrides:
         return lay, rules
     fw = sc.training.framework
@@ -45,6 +47,29 @@ def completed_layout(sc: Scenario, **overrides: Any) -> tuple[Layout, tuple[tupl
         return lay, rules
     return replace(lay, dp_overlap=does), (*rules, ("dp_overlap", f"{fw} reduces the data-parallel gradients after the "
                                                     "backward (frameworks.json dp_overlap)"))
+
+
+def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+    """With dp given and tp and pp open, the model-parallel GPUs (the count over dp × cp) split as Megatron's papers
+    split them — tensor parallelism up to the GPUs of a node, pipeline parallelism across nodes (Narayanan et al. 2021,
+    arXiv:2104.04473, Takeaway #1) —: the largest power-of-two tp within the node that divides them and the heads,
+    the rest pipeline stages; the fields and their rules (none where the fields leave nothing to split)."""
+    given = {**sc.layout, **overrides}
+    if "dp" not in given or "tp" in given or "pp" in given:
+        return {}, ()
+    n, dp, cp = sc.hardware.gpus, given["dp"], given.get("cp", 1)
+    if not isinstance(dp, int) or not isinstance(cp, int) or dp < 1 or cp < 1 or n % (dp * cp) or n == dp * cp:
+        return {}, ()
+    rest, m = n // (dp * cp), sc.model
+    tp = 1
+    while tp * 2 <= min(rest, sc.hardware.gpus_per_node) and rest % (tp * 2) == 0 and m.n_heads % (tp * 2) == 0 \
+            and m.n_kv_heads % (tp * 2) == 0:
+        tp *= 2
+    if rest // tp > m.n_layers:
+        return {}, ()
+    why = (f"dp {dp} given, tp and pp open: the other {rest} GPUs per replica split as Megatron's papers split them — "
+           "tensor parallelism within the node, pipeline across nodes (Narayanan et al. 2021, Takeaway #1)")
+    return {"tp": tp, "pp": rest // tp}, (("tp", why), ("pp", why))
 
 
 def _gathered(sc: Scenario, overrides: dict[str, Any]) -> tuple[Layout, tuple[tuple[str, str], ...]]:
