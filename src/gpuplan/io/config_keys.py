@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.io.schema import SECTIONS, homes
 from gpuplan.io.words import Reading
 
 # accelerate's FSDP plugin numbers its strategies from 1 in the order of torch's ShardingStrategy
@@ -34,31 +35,26 @@ def lower_keys(section: dict, name: str) -> dict:
     return out
 
 
-def moved_keys(sections: dict[str, dict | None], own: dict[str, dict[str, str]],
-               keys: dict[str, tuple[str, ...]]) -> list[Reading]:
+def moved_keys(sections: dict[str, dict | None]) -> list[Reading]:
     """Keys given under another section than the one gpuplan keeps them in (``training.micro_batch_size``: a layout
-    key), moved to theirs in place (a section not given is made) — ``own``: each section's aliases, ``keys``: each
-    section's own keys; a key two other sections could hold stays (its section's check names it)."""
+    key), moved to theirs under gpuplan's key, in place (a section not given is made); ``sections`` are already under
+    gpuplan's keys (schema.own_keys). A key two other sections could hold stays (its section's check names it)."""
     reads: list[Reading] = []
+    own = dict(SECTIONS)
     for name in list(sections):
         section = sections[name]
         if not isinstance(section, dict):
             continue
-        for key in list(section):
-            if not isinstance(key, str) or own[name].get(key, key) in keys[name]:
+        for key in [k for k in section if isinstance(k, str) and k not in own[name]]:
+            found = homes(key, name)
+            if len(found) != 1 or not isinstance(sections[found[0][0]], dict | None):
                 continue
-            homes = [n for n in keys if n != name and own[n].get(key, key) in keys[n]]
-            if len(homes) != 1 or not isinstance(sections[homes[0]], dict | None):
-                continue
-            home = homes[0]
-            if sections[home] is None:
-                sections[home] = {}
-            target = sections[home]
-            field = own[home].get(key, key)
-            if key in target or field in target:
+            home, field = found[0]
+            target = sections[home] = sections[home] if sections[home] is not None else {}
+            if field in target:
                 raise GpuplanError(f"{home}.{field} is given twice ({name}.{key} and {home}.{field}): give it once")
-            target[key] = section.pop(key)
-            reads.append((f"{home}.{field}", f"{name}.{key}: {target[key]}", target[key],
+            target[field] = section.pop(key)
+            reads.append((f"{home}.{field}", f"{name}.{key}: {target[field]}", target[field],
                           f"{key} is a {home} key: read under {home}"))
     return reads
 

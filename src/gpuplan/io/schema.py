@@ -277,16 +277,21 @@ AMBIGUOUS_KEYS = {"batch_size": "training.global_batch (sequences per optimizer 
                                 "(sequences per GPU per forward/backward)"}
 
 
+def homes(key: str, where: str) -> list[tuple[str, str]]:
+    """The sections other than ``where`` that hold ``key`` — as gpuplan spells it or as a framework does
+    (``KEY_ALIASES``) —, each as (section, gpuplan's key)."""
+    return [(name, KEY_ALIASES.get(name, {}).get(key, key)) for name, keys in SECTIONS
+            if name != where and KEY_ALIASES.get(name, {}).get(key, key) in keys]
+
+
 def unknown_key(key: str, allowed: tuple[str, ...], where: str) -> str:
     """The error for ``where.key``: which field an ambiguous key could be, the section a key of another belongs in,
     else the section's keys."""
     if key in AMBIGUOUS_KEYS:
         return f"{where}.{key} means different things in different frameworks: give {AMBIGUOUS_KEYS[key]}"
-    for name, keys in SECTIONS:
-        own = KEY_ALIASES.get(name, {}).get(key, key)
-        if name != where and own in keys:
-            spelled = f" (as {own})" if own != key else ""
-            return f"{where}.{key} is a {name} key: put it under {name}{spelled}"
+    for name, own in homes(key, where)[:1]:
+        spelled = f" (as {own})" if own != key else ""
+        return f"{where}.{key} is a {name} key: put it under {name}{spelled}"
     near = [(f"{where}.", k) for k in difflib.get_close_matches(key, allowed, n=1, cutoff=0.8)] or \
         [(f"{name}.", k) for name, keys in SECTIONS if name != where
          for k in difflib.get_close_matches(key, keys, n=1, cutoff=0.8)][:1]

@@ -16,7 +16,7 @@ from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.config_keys import config_stage, lower_keys, moved_keys, recompute_method, shard_degrees, sharding_word
-from gpuplan.io.schema import KEY_ALIASES, SECTIONS, own_keys
+from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.io.words import Reading, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
@@ -54,7 +54,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     # each section under gpuplan's own keys first (a framework's spelling, any case): what the readers below look for
     parts = {s: own_keys(lower_keys(raw[s], s), KEY_ALIASES[s], f"{s}.{{}}") if isinstance(raw.get(s), dict)
              else raw.get(s) for s in ("hardware", "training", "layout")}
-    reads: list[Reading] = moved_keys(parts, KEY_ALIASES, dict(SECTIONS))
+    reads: list[Reading] = moved_keys(parts)
     hardware, training, layout = parts["hardware"], parts["training"], parts["layout"]
     stash: dict[str, Any] = {}
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
@@ -198,8 +198,9 @@ def _method_said(training: dict) -> tuple[str | None, str]:
     if isinstance(given, str):
         return read_method(given)[0], f"training.method {given} says it"
     described = training.get("framework")
-    if given is None and isinstance(described, str) and method_in(described):
-        return method_in(described), f"training.framework {described!r} names {method_in(described)}"
+    named = method_in(described) if given is None and isinstance(described, str) else None
+    if named:
+        return named, f"training.framework {described!r} names {named}"
     return given, "training.method says it"
 
 
@@ -241,9 +242,8 @@ def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Readin
     steps = parse_count(training.pop(key), f"training.{key}")
     if steps != int(steps) or steps < 1:
         raise GpuplanError(f"training.{key} must be a whole number of micro-batches per step, got {steps}")
-    # the sections under gpuplan's keys (a framework's spelling read as it: schema.own_keys)
-    lay, hw, tr = (own_keys(part, KEY_ALIASES[name], f"{name}.{{}}") if isinstance(part, dict) else {}
-                   for name, part in (("layout", layout), ("hardware", hardware), ("training", training)))
+    # the sections are under gpuplan's keys already (read_user_keys: schema.own_keys, moved_keys)
+    lay, hw, tr = (part if isinstance(part, dict) else {} for part in (layout, hardware, training))
     mb, dp, gpus = lay.get("micro_batch"), lay.get("dp"), hw.get("gpus")
     if dp is None and isinstance(gpus, int):
         split = math.prod(int(lay.get(k) or 1) for k in ("tp", "pp", "cp"))

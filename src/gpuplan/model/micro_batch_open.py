@@ -16,14 +16,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuplan.catalog.frameworks import get_framework
 from gpuplan.catalog.refusals import why_not
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.runtime import step_time
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
 
-# the stacks whose micro-batch the launch script must give (frameworks.json defaults.micro_batch: null, "no default")
-SCRIPT_SIZED = ("megatron-lm", "megatron-core", "nanotron")
 LARGEST = 128  # the largest micro-batch tried: past it a step's GEMMs are as large as they get
 
 
@@ -33,7 +32,7 @@ def open_micro_batch(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides:
     fitting — the layout at the fastest power-of-two micro-batch that fits, its memory and the rule (None:
     unchanged)."""
     tr = sc.training
-    if "micro_batch" in sc.layout or "micro_batch" in overrides or tr.framework not in SCRIPT_SIZED \
+    if "micro_batch" in sc.layout or "micro_batch" in overrides or not script_sized(tr.framework) \
             or "training.global_batch" not in sc.given or not mem.fits or tr.global_batch is None:
         return lay, mem, None
     replicas = lay.dp
@@ -59,3 +58,10 @@ def open_micro_batch(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides:
             f"throughput within memory: {best.micro_batch}, the fastest power of two that divides the {per:,}-sequence "
             "per-replica batch and fits (model/micro_batch_open.py); give layout.micro_batch to change it")
     return best, best_mem, rule
+
+
+def script_sized(framework: str) -> bool:
+    """Whether the stack's launch script must give the micro-batch: frameworks.json documents its micro_batch default
+    as none (Megatron-LM, Megatron-Core: --micro-batch-size default None; nanotron: micro_batch_size required)."""
+    fact = get_framework(framework).defaults.get("micro_batch")
+    return fact is not None and fact.value is None and fact.source is not None
