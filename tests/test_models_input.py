@@ -349,7 +349,7 @@ def test_a_mirror_or_a_fine_tune_is_read_as_the_model_it_names(ref, mid, why):
     "LLaMA 7B/13B",     # two sizes joined by a slash: neither is read
     "Llama-2 7/13B",    # a name with a space and a slash is a name, not a path: 'unknown model', not 'file not found'
     "GPT-3 8B",         # holds 'gpt-3' (GPT-3 175B's alias) but states a size of its own: not a fine-tune of 175B
-    "gpt-3 13b",
+    "gpt-3 30b",        # nor GPT-3 13B (its own catalogue row) nor 175B
     "Llama 3 3B",       # the loose spelling keeps a version apart from a size: not LLaMA 33B ('llama33b')
     "Llama 27B",        # nor Llama 2 7B
     "Qwen 34B",         # nor Qwen3 4B

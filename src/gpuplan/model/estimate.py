@@ -24,6 +24,7 @@ from gpuplan.model.micro_batch_open import open_micro_batch
 from gpuplan.model.params import trainable_params
 from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
+from gpuplan.model.tp_open import open_tp
 from gpuplan.model.zero_open import open_zero, runnable_stage
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
@@ -177,7 +178,12 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
             ) -> tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]:
     """The scenario (its global batch settled), layout, layout rules and memory ``evaluate`` reads: ``layout`` as
     given (a search's choice), else the scenario's completed (model/completion.py), at the least ZeRO stage its
-    framework runs it with, its open ZeRO stage and recomputation read as the run it describes."""
+    framework runs it with, its open ZeRO stage and recomputation read as the run it describes (an open tp under
+    sequence parallelism first: model/tp_open.py)."""
+    tp_read = open_tp(sc, overrides, lambda s, o: _settled(s, None, o), _step_s) if layout is None else None
+    if tp_read is not None:
+        sc, lay, rules, mem = _settled(sc, None, tp_read[0])
+        return sc, lay, (("tp", tp_read[1]), *rules), mem
     if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
         sc = batch_for_layout(sc, replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
@@ -200,6 +206,10 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
         lay, mem, rule = open_micro_batch(sc, lay, mem, overrides)  # a script-sized stack's micro-batch
         rules += (("micro_batch", rule),) if rule else ()
     return sc, lay, rules, mem
+
+
+def _step_s(sc: Scenario, lay: Layout) -> float:
+    return step_time(sc.model, sc.hardware, sc.training, lay, sc.corrections).step_s
 
 
 def read_layout(sc: Scenario, **overrides: Any) -> Layout:

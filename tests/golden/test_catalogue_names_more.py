@@ -1,0 +1,131 @@
+"""Names users of published training runs type, resolved to catalogue models.
+
+Aliases sit on a catalogue row whose weight shapes equal the named model's (the check is in that row's ``notes`` in
+catalog/models/index.json); new ids carry their own config.json and published count (tests/golden/test_param_counts.py).
+Each typed name must load the same model, to the parameter, as the catalogue id it stands for.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.catalog.models import load_model
+
+ALIASES = [
+    # DeepSeek-R1 distillations into Qwen2.5 / Llama 3 (arXiv 2501.12948)
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
+    ("DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
+    ("deepseek-r1-distill-qwen-7b", "qwen2.5-7b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "qwen2.5-14b"),
+    ("DeepSeek-R1-Distill-Qwen-14B", "qwen2.5-14b"),
+    ("deepseek-r1-distill-qwen-14b", "qwen2.5-14b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+    ("DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+    ("deepseek-r1-distill-qwen-32b", "qwen2.5-32b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
+    ("DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
+    ("deepseek-r1-distill-llama-8b", "llama-3.1-8b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
+    ("DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
+    ("deepseek-r1-distill-llama-70b", "llama-3.3-70b"),
+    # QwQ
+    ("Qwen/QwQ-32B", "qwen2.5-32b"),
+    ("QwQ-32B", "qwen2.5-32b"),
+    ("qwq-32b", "qwen2.5-32b"),
+    ("Qwen/QwQ-32B-Preview", "qwen2.5-32b"),
+    ("QwQ-32B-Preview", "qwen2.5-32b"),
+    ("qwq-32b-preview", "qwen2.5-32b"),
+    # Phi-3.5 mini
+    ("microsoft/Phi-3.5-mini-instruct", "phi-3-mini"),
+    ("Phi-3.5-mini-instruct", "phi-3-mini"),
+    ("phi-3.5-mini", "phi-3-mini"),
+    ("phi-3.5-mini-instruct", "phi-3-mini"),
+    # Llama Guard 3
+    ("meta-llama/Llama-Guard-3-8B", "llama-3.1-8b"),
+    ("Llama-Guard-3-8B", "llama-3.1-8b"),
+    ("llama-guard-3-8b", "llama-3.1-8b"),
+    # CodeGemma
+    ("google/codegemma-7b", "gemma-7b"),
+    ("codegemma-7b", "gemma-7b"),
+    ("google/codegemma-7b-it", "gemma-7b"),
+    ("codegemma-7b-it", "gemma-7b"),
+    ("google/codegemma-2b", "gemma-2b"),
+    ("codegemma-2b", "gemma-2b"),
+    # StableLM Zephyr 3B
+    ("stabilityai/stablelm-zephyr-3b", "stablelm-3b-4e1t"),
+    ("stablelm-zephyr-3b", "stablelm-3b-4e1t"),
+    # Magistral Small (text-only Mistral Small 3.1 fine-tunes)
+    ("mistralai/Magistral-Small-2506", "mistral-small-24b"),
+    ("Magistral-Small-2506", "mistral-small-24b"),
+    ("magistral-small-2506", "mistral-small-24b"),
+    ("mistralai/Magistral-Small-2507", "mistral-small-24b"),
+    ("Magistral-Small-2507", "mistral-small-24b"),
+    ("magistral-small-2507", "mistral-small-24b"),
+]
+
+NEW_IDS = [
+    ("deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-1.5b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "deepseek-r1-distill-qwen-1.5b"),
+    ("DeepSeek-R1-Distill-Qwen-1.5B", "deepseek-r1-distill-qwen-1.5b"),
+    ("r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-1.5b"),
+    ("baichuan2-7b", "baichuan2-7b"),
+    ("baichuan-inc/Baichuan2-7B-Base", "baichuan2-7b"),
+    ("Baichuan2-7B-Base", "baichuan2-7b"),
+    ("baichuan-inc/Baichuan2-7B-Chat", "baichuan2-7b"),
+    ("baichuan2-7b-chat", "baichuan2-7b"),
+    ("baichuan2-7b-base", "baichuan2-7b"),
+    ("baichuan-2-7b", "baichuan2-7b"),
+    ("baichuan2-13b", "baichuan2-13b"),
+    ("baichuan-inc/Baichuan2-13B-Base", "baichuan2-13b"),
+    ("Baichuan2-13B-Base", "baichuan2-13b"),
+    ("baichuan-inc/Baichuan2-13B-Chat", "baichuan2-13b"),
+    ("baichuan2-13b-chat", "baichuan2-13b"),
+    ("baichuan2-13b-base", "baichuan2-13b"),
+    ("baichuan-2-13b", "baichuan2-13b"),
+    ("gpt3-13b", "gpt3-13b"),
+    ("gpt-3-13b", "gpt3-13b"),
+    ("GPT-3 13B", "gpt3-13b"),
+    ("bloom-1b1", "bloom-1b1"),
+    ("bigscience/bloom-1b1", "bloom-1b1"),
+    ("bloom1b1", "bloom-1b1"),
+    ("bigscience/bloomz-1b1", "bloom-1b1"),
+    ("bloomz-1b1", "bloom-1b1"),
+    ("bloom-1b7", "bloom-1b7"),
+    ("bigscience/bloom-1b7", "bloom-1b7"),
+    ("bloom1b7", "bloom-1b7"),
+    ("bigscience/bloomz-1b7", "bloom-1b7"),
+    ("bloomz-1b7", "bloom-1b7"),
+    ("bloom-3b", "bloom-3b"),
+    ("bigscience/bloom-3b", "bloom-3b"),
+    ("bloom3b", "bloom-3b"),
+    ("bigscience/bloomz-3b", "bloom-3b"),
+    ("bloomz-3b", "bloom-3b"),
+    ("moonlight-16b-a3b", "moonlight-16b-a3b"),
+    ("moonshotai/Moonlight-16B-A3B", "moonlight-16b-a3b"),
+    ("Moonlight-16B-A3B", "moonlight-16b-a3b"),
+    ("moonshotai/Moonlight-16B-A3B-Instruct", "moonlight-16b-a3b"),
+    ("moonlight-16b-a3b-instruct", "moonlight-16b-a3b"),
+    ("moonlight-16b", "moonlight-16b-a3b"),
+    ("falcon-11b", "falcon-11b"),
+    ("tiiuae/falcon-11B", "falcon-11b"),
+    ("falcon-11B", "falcon-11b"),
+    ("Falcon2-11B", "falcon-11b"),
+    ("falcon-2-11b", "falcon-11b"),
+]
+
+
+@pytest.mark.parametrize(("name", "mid"), ALIASES + NEW_IDS)
+def test_typed_name_loads_the_catalogue_model(name: str, mid: str) -> None:
+    spec = load_model(name)
+    assert spec.params == load_model(mid).params, name
+    assert spec.name == load_model(mid).name, name
+    # a catalogue match, not a fine-tune read as its base (which would leave a note in assumed)
+    assert not any(f"read as {mid}" in a for a in spec.assumed), name
+
+
+def test_r1_distill_qwen_15b_is_not_qwen25_15b() -> None:
+    # same block as Qwen2.5-1.5B, but the LM head is untied: 151,936 x 1536 more parameters
+    distill, base = load_model("deepseek-r1-distill-qwen-1.5b"), load_model("qwen2.5-1.5b")
+    assert not distill.tied_embeddings and base.tied_embeddings
+    assert distill.params - base.params == 151_936 * 1536
+    assert distill.params == 1_777_088_000
