@@ -95,3 +95,18 @@ def test_the_answer_cites_the_network_it_assumed():
                                             "training": {"seq_len": 4096}})).to_json()
     (rule,) = [a["rule"] for a in est["assumed"] if a["field"] == "hardware.scale_out"]
     assert "PCIe Optimized 2-8-5" in rule and "docs.nvidia.com" in rule
+
+
+def test_an_open_gpu_count_is_said_where_evaluate_answers_on_one_gpu():
+    # evaluate with hardware.gpus open answers on one GPU and says so (DESIGN: every filled field under assumed);
+    # a given count, or one a plan's search chose, is no assumption
+    def gpus_rule(raw):
+        return [a for a in evaluate_scenario(parse_scenario(raw)).to_json()["assumed"] if a["field"] == "hardware.gpus"]
+
+    base = {"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm"}, "training": {"tokens": 1e9}}
+    (rule,) = gpus_rule(base)
+    assert rule["value"] == 1 and "gpuplan fit" in rule["rule"]
+    assert gpus_rule({**base, "hardware": {"gpu": "h100-sxm", "gpus": 8}}) == []
+    best = plan_scenario(parse_scenario(base)).to_json()["best"]
+    assert best["scenario"]["hardware"]["gpus"] >= 1
+    assert not [a for a in best["assumed"] if a["field"] == "hardware.gpus"]

@@ -28,6 +28,9 @@ ALIASES = [
     ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
     ("DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
     ("deepseek-r1-distill-llama-70b", "llama-3.3-70b"),
+    # OPT-350m (its own row: the post-LN OPT with 512-wide embeddings)
+    ("facebook/opt-350m", "opt-350m"),
+    ("OPT-350M", "opt-350m"),
     # QwQ
     ("Qwen/QwQ-32B", "qwen2.5-32b"),
     ("QwQ-32B", "qwen2.5-32b"),
@@ -111,6 +114,10 @@ NEW_IDS = [
     ("falcon-11B", "falcon-11b"),
     ("Falcon2-11B", "falcon-11b"),
     ("falcon-2-11b", "falcon-11b"),
+    ("internlm-20b", "internlm-20b"),
+    ("internlm/internlm-20b", "internlm-20b"),
+    ("InternLM-20B", "internlm-20b"),
+    ("internlm20b", "internlm-20b"),
 ]
 
 
@@ -129,3 +136,26 @@ def test_r1_distill_qwen_15b_is_not_qwen25_15b() -> None:
     assert not distill.tied_embeddings and base.tied_embeddings
     assert distill.params - base.params == 151_936 * 1536
     assert distill.params == 1_777_088_000
+
+
+# facebook/opt-350m's config.json (transformers 4.19.2; the keys as a public OPTConfig(**{...}) copy of it gives them,
+# _name_or_path facebook/opt-350m): word_embed_proj_dim 512 under a 1024-wide post-LN stack
+_OPT_350M = {"activation_dropout": 0.0, "activation_function": "relu", "architectures": ["OPTForCausalLM"],
+             "attention_dropout": 0.0, "bos_token_id": 2, "do_layer_norm_before": False, "dropout": 0.1,
+             "eos_token_id": 2, "ffn_dim": 4096, "hidden_size": 1024, "init_std": 0.02, "layerdrop": 0.0,
+             "max_position_embeddings": 2048, "model_type": "opt", "num_attention_heads": 16,
+             "num_hidden_layers": 24, "pad_token_id": 1, "prefix": "</s>", "torch_dtype": "float16",
+             "transformers_version": "4.19.2", "use_cache": True, "vocab_size": 50272, "word_embed_proj_dim": 512}
+
+
+def test_opt_350m_projections_are_embedding_not_lm_head() -> None:
+    # modeling_opt.py OPTDecoder: project_in (512 -> 1024) and project_out (1024 -> 512), both bias-free, beside a
+    # 512-wide token table that the LM head ties to; no final LayerNorm under do_layer_norm_before false. The
+    # checkpoint (facebook/opt-350m pytorch_model.bin: 388 tensors, 662,392,832 FP16 bytes) holds 331,196,416.
+    spec = load_model(_OPT_350M)
+    assert spec.params == 331_196_416
+    assert spec.tied_embeddings and not [w for w in spec.head if w.group == "head"]
+    assert {w.name: w.group for w in spec.embedding + spec.head if w.name.startswith("project")} == {
+        "project_in": "embedding", "project_out": "embedding"}
+    assert not [w for w in spec.head if w.group == "norm"] and spec.post_norms
+    assert spec.params_by_group()["embedding"] == 50272 * 512 + 2 * 512 * 1024

@@ -43,7 +43,8 @@ def test_weight_list_is_consistent(mid: str) -> None:
     heads = [w for w in spec.head if w.group == "head"]
     assert (not heads) == spec.tied_embeddings  # tied: no LM head matrix
     # the final norm lives in the head — unless the model's norms carry no weights at all (OLMo 1's LayerNorm)
-    assert any(w.group == "norm" for w in spec.head) or spec.params_by_group()["norm"] == 0
+    # (or the model is post-LN: OPT-350m's norms follow each sublayer, with no final one)
+    assert any(w.group == "norm" for w in spec.head) or spec.params_by_group()["norm"] == 0 or spec.post_norms
     assert sum(lg.count for lg in spec.layers) == spec.n_layers
     assert spec.moe == any(lg.moe for lg in spec.layers)
     for lg in spec.layers:

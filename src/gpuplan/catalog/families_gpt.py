@@ -72,13 +72,18 @@ def opt(c: Cfg, name: str) -> ModelSpec:
     embedding = emb("embed_tokens", V, pd) + emb("embed_positions", P + 2, h, "position")  # OPT offsets by 2
     if pd != h:
         embedding += lin("project_in", h, pd, "embedding")
-    # the final LayerNorm follows layer_norm_elementwise_affine too (modeling_opt.py): Galactica's has no weights
-    final = (nrm("final_layer_norm", h, True) if ln and c.flag("do_layer_norm_before", default=True)
+    # the final LayerNorm follows layer_norm_elementwise_affine too (modeling_opt.py): Galactica's has no weights;
+    # OPT-350m is post-LN (do_layer_norm_before false): each block's norms follow its sublayers, no final norm
+    pre_ln = c.flag("do_layer_norm_before", default=True)
+    final = (nrm("final_layer_norm", h, True) if ln and pre_ln
              and not c.flag("_remove_final_layer_norm", default=False) else [])
     if pd != h:
-        final += lin("project_out", pd, h, "head")
+        # project_out (hidden -> word_embed_proj_dim, no bias; modeling_opt.py OPTDecoder) is the embedding
+        # projection's mirror, not the LM head: a tied OPT-350m still has no head matrix
+        final += lin("project_out", pd, h, "embedding")
     return plain_decoder(c, name, L=L, h=h, nh=nh, nkv=nh, ffn=ffn, V=V, max_pos=P, tied=tie(c, True),
-                  embedding=embedding, block=block, final=final, head_in=pd, activation="relu")
+                  embedding=embedding, block=block, final=final, head_in=pd, activation="relu",
+                  post_norms=not pre_ln)
 
 
 def falcon(c: Cfg, name: str) -> ModelSpec:

@@ -58,6 +58,10 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     # q/k/v fused as wqkv and the MLP as w1/w3/w2 — the same shapes; bias is one key for q/k/v and o
     "internlm2": dict(tie=False, qkv="bias", o="bias",
                       generic="InternLM2's fused wqkv and w1/w2/w3 hold the Llama shapes"),
+    # InternLM 1 (internlm/internlm-7b, -20b: remote code, InternLM/InternLM tools/transformers/modeling_internlm.py
+    # at 68d6abc): Llama's block, q/k/v/o biases under one bias key (InternLMConfig default true), a bias-free MLP
+    "internlm": dict(tie=False, qkv="bias", qkv_default=True, o="bias",
+                     generic="InternLM's q/k/v/o (biased where bias is true) and MLP hold the Llama shapes"),
     # Seed-OSS (SeedOssConfig): Llama's block, q/k/v biases on by default, o's own key
     "seed_oss": dict(tie=False, qkv="attention_bias", qkv_default=True, o="attention_out_bias", mlp="mlp_bias",
                      hd=128),

@@ -68,6 +68,8 @@ _TRAINING_RULES = {
     "headroom": "share of GPU memory kept free when deciding what fits",
 }
 _TRAINING_DEFAULTS = {f.name: f.default for f in fields(Training)}
+_GPUS_RULE = ("one GPU: evaluate answers the configuration it is given; `gpuplan fit` finds the smallest count on "
+              "which the run fits, `gpuplan plan` the count to buy (give hardware.gpus to evaluate another)")
 _HARDWARE_RULES = {
     "gpus_per_node": "the GPU's usual node (catalogue)",
     "scale_up": "the GPU's own fabric inside a node (catalogue)",
@@ -175,6 +177,8 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
               "price_per_gpu_hour": hw.price_per_gpu_hour, "host_memory": hw.host_memory_bytes}
+    if "hardware.gpus" not in given and not searched:  # a search chose the count: no assumption
+        out.append({"field": "hardware.gpus", "value": hw.gpus, "rule": _GPUS_RULE})
     for key, rule in _HARDWARE_RULES.items():
         if f"hardware.{key}" not in given and values[key] is not None:
             if key == "gpus_per_node" and hw.gpus_per_node != hw.gpu.gpus_per_node:
