@@ -117,10 +117,10 @@ def test_unknown_gpu_suggests_closest():
 
 def test_unknown_scenario_key_lists_valid_keys(tmp_path):
     f = tmp_path / "s.yaml"
-    f.write_text("model: llama-3.1-8b\nhardware: {gpu: h100-sxm}\nlayout: {tensor_parallel: 2}\n")
+    f.write_text("model: llama-3.1-8b\nhardware: {gpu: h100-sxm}\nlayout: {tensor_slicing: 2}\n")
     out = run("evaluate", str(f))
     assert out.returncode == 2
-    assert "unknown key layout.tensor_parallel" in out.stderr and "tp" in out.stderr
+    assert "unknown key layout.tensor_slicing" in out.stderr and "tp" in out.stderr
 
 
 def test_malformed_yaml_names_the_line(tmp_path):

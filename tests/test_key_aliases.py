@@ -32,8 +32,8 @@ def test_megatron_and_deepspeed_names_are_the_scenarios_keys():
 def test_a_key_given_twice_in_two_spellings_is_refused():
     with pytest.raises(GpuplanError, match=r"layout.tp is given twice \(tp and tensor_model_parallel_size\)"):
         parse_scenario({**BASE, "layout": {"tp": 2, "tensor_model_parallel_size": 4}})
-    with pytest.raises(GpuplanError, match="unknown key layout.tensor_parallel"):
-        parse_scenario({**BASE, "layout": {"tensor_parallel": 2}})  # not a framework's name: still an error
+    with pytest.raises(GpuplanError, match="unknown key layout.tensor_slicing"):
+        parse_scenario({**BASE, "layout": {"tensor_slicing": 2}})  # no framework's or table's name: still an error
 
 
 def test_the_python_api_takes_the_frameworks_names_as_keywords():
@@ -103,3 +103,31 @@ def test_sharding_and_checkpointing_as_trainers_write_them(layout, zero, offload
 def test_an_fsdp_word_that_names_no_strategy_is_one_line():
     with pytest.raises(GpuplanError, match="layout.fsdp 'sideways' names no sharding strategy"):
         parse_scenario({**BASE, "layout": {"fsdp": "sideways"}})
+
+
+def test_a_published_runs_parallelism_section_and_its_words_read_as_the_layout():
+    # a published-run table's "parallelism" section (tp, pp, dp, vp, its batch and precision beside them) is the
+    # layout; keys of another section move to theirs (io/config_keys.py moved_keys)
+    table = parse_scenario({**BASE, "parallelism": {"tensor_parallel": 2, "pipeline_parallel": 2, "data_parallel": 4,
+                                                    "vp": 2, "global_batch": 256, "precision": "bf16"},
+                            "training": {"seq_len": 4096}})
+    own = parse_scenario({**BASE, "layout": {"tp": 2, "pp": 2, "dp": 4, "virtual_stages": 2},
+                          "training": {"seq_len": 4096, "global_batch": 256, "precision": "bf16"}})
+    assert table.layout == own.layout and table.training == own.training
+    with pytest.raises(GpuplanError, match=r"layout.tp is given twice \(parallelism.tp and layout.tp\)"):
+        parse_scenario({**BASE, "parallelism": {"tp": 2}, "layout": {"tp": 4}})
+    with pytest.raises(GpuplanError, match="must be mappings"):
+        parse_scenario({**BASE, "parallelism": "3D"})
+
+
+def test_accelerates_mixed_precision_and_a_model_named_in_a_mapping():
+    def precision(word):
+        return parse_scenario({**BASE, "training": {"mixed_precision": word}}).training.precision
+
+    # accelerate's Accelerator(mixed_precision=...): 'no' (full fp32), 'fp16', 'bf16', 'fp8'
+    assert [precision(w) for w in ("no", "fp16", "bf16", "fp8")] == ["fp32", "fp16", "bf16", "fp8"]
+    named = parse_scenario({**BASE, "model": {"name": "llama-3.1-8b"}})
+    assert named.model.params == parse_scenario(BASE).model.params
+    assert any("the model it names" in a for a in named.model.assumed)
+    with pytest.raises(GpuplanError, match="unknown model 'no-such-model-xyz'"):
+        parse_scenario({**BASE, "model": {"name": "no-such-model-xyz"}})

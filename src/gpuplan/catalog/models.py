@@ -244,6 +244,9 @@ def _check_size(n: int, source: str) -> None:
                            f"(far above any real model): check hidden_size, num_hidden_layers and vocab_size")
 
 
+_NAME_KEYS = ("name", "id", "hf_repo", "_name_or_path", "model_name", "name_or_path", "repo")  # a mapping naming one
+
+
 def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
     name = str(m.get("name") or "")
     from gpuplan.catalog.params_model import in_billions
@@ -271,6 +274,10 @@ def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
 
     if has_dims(m):  # a paper's table or a launch script: layers, hidden, heads (ffn, vocab, kv_heads)
         return from_dims(m)
+    ref = next((m[k] for k in _NAME_KEYS if isinstance(m.get(k), str) and m[k].strip()), None)
+    if ref is not None:  # only a name ({name: llama-2-70b}): the model it names
+        spec = load_model(ref)
+        return dataclasses.replace(spec, assumed=(*spec.assumed, f"model {{name: {ref!r}}}: the model it names"))
     raise GpuplanError("inline model has neither model_type nor params: add model_type (with Hugging Face "
                        "config keys) or give {params: N}")
 

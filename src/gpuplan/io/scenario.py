@@ -21,6 +21,7 @@ from gpuplan.io.schema import (
     TOP_KEYS,
     TRAINING_KEYS,
     own_keys,
+    own_sections,
     unknown_key,
 )
 from gpuplan.io.shares import counted_gpu, nodes_as_gpus, probability
@@ -189,6 +190,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     if not isinstance(raw, dict):
         raise GpuplanError("a scenario must be a mapping with keys model, hardware, training, layout")
     check_tree(raw, "scenario", **SCENARIO_BOUNDS)  # the boundary: files, flags and the API all pass here
+    raw = own_sections(raw)
     _check_keys(raw, TOP_KEYS, "scenario")
     raw, user_reads = read_user_keys(raw)
     if raw.get("model") is None:

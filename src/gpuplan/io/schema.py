@@ -37,12 +37,17 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("micro_batch_size", "train_micro_batch_size_per_gpu", "per_device_train_batch_size",
                          "micro_batch_size_per_gpu", "mbs"), "micro_batch"),
         **dict.fromkeys(("zero_stage", "zero_optimization_stage"), "zero"),
-        **dict.fromkeys(("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp"),
+        **dict.fromkeys(("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "vp"),
                         "virtual_stages"),
+        # a paper's or a table's words for the degrees
+        **{f"{word}_parallel": key for word, key in (("tensor", "tp"), ("pipeline", "pp"), ("data", "dp"),
+                                                       ("context", "cp"), ("expert", "ep"))},
         "recompute_granularity": "recompute",
     },
     "training": {
         **dict.fromkeys(("global_batch_size", "train_batch_size", "gbs"), "global_batch"),
+        # accelerate's mixed_precision (no, fp16, bf16, fp8) and Lightning's precision flag word
+        "mixed_precision": "precision",
         **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len", "max_seq_length", "context_length"),
                         "seq_len"),
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
@@ -73,6 +78,28 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("num_nodes", "nnodes", "node_count"), "nodes"),
     },
 }
+# top-level sections as published-run tables name them (a run's "parallelism": its layout), read as gpuplan's
+SECTION_ALIASES = {"parallelism": "layout"}
+
+
+def own_sections(raw: dict) -> dict:
+    """``raw`` with its sections under gpuplan's names (``SECTION_ALIASES``); a key in both is refused."""
+    out = dict(raw)
+    for alias, section in SECTION_ALIASES.items():
+        part = out.pop(alias, None)
+        if part is None:
+            continue
+        mine = out.get(section)
+        if not isinstance(part, dict) or not isinstance(mine, dict | None):
+            raise GpuplanError(f"{alias} (read as {section}) and {section} must be mappings of {section} keys")
+        both = sorted(set(part) & set(mine or {}))
+        if both:
+            raise GpuplanError(f"{section}.{both[0]} is given twice ({alias}.{both[0]} and {section}.{both[0]}): "
+                               "give it once")
+        out[section] = {**(mine or {}), **part}
+    return out
+
+
 # the same, for flags and Python keywords (one namespace: no spelling stands for two keys)
 FIELD_ALIASES = {alias: key for section in KEY_ALIASES.values() for alias, key in section.items()}
 
