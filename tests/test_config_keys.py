@@ -32,6 +32,9 @@ def _layout(layout, gpus=16, **training):
     # torchtitan's data_parallel_shard_degree (FSDP) × data_parallel_replicate_degree (DDP): HSDP
     ({"data_parallel_shard_degree": 8, "data_parallel_replicate_degree": 2}, {"zero": 3, "dp": 16, "zero_group": 8}),
     ({"dp_shard": 1, "dp_replicate": 16}, {"dp": 16, "zero": 0}), ({"dp_shard": -1}, {"zero": 3}),
+    # a published table's "FSDP 8" column: the shard degree (with 2 replicas: HSDP)
+    ({"fsdp": 8, "tp": 2}, {"zero": 3, "dp": 8, "tp": 2}),
+    ({"fsdp": 8, "data_parallel_replicate_degree": 2}, {"zero": 3, "dp": 16, "zero_group": 8}),
     # Megatron's uniform method recomputes every layer
     ({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1},
      {"recompute": "full"}),

@@ -114,6 +114,12 @@ def test_a_published_runs_parallelism_section_and_its_words_read_as_the_layout()
     own = parse_scenario({**BASE, "layout": {"tp": 2, "pp": 2, "dp": 4, "virtual_stages": 2},
                           "training": {"seq_len": 4096, "global_batch": 256, "precision": "bf16"}})
     assert table.layout == own.layout and table.training == own.training
+    # torchtitan's local_batch_size (per-device batch) and pipeline_parallel_schedule; a table's "schedule" column
+    titan = parse_scenario({**BASE, "layout": {"pp": 2, "local_batch_size": 2,
+                                               "pipeline_parallel_schedule": "Interleaved1F1B"}})
+    assert (titan.layout["micro_batch"], titan.layout["pp_schedule"]) == (2, "interleaved")
+    assert parse_scenario({**BASE, "parallelism": {"pp": 2, "schedule": "interleaved 1F1B with scatter/gather"}}
+                          ).layout["pp_schedule"] == "interleaved"
     with pytest.raises(GpuplanError, match=r"layout.tp is given twice \(parallelism.tp and layout.tp\)"):
         parse_scenario({**BASE, "parallelism": {"tp": 2}, "layout": {"tp": 4}})
     with pytest.raises(GpuplanError, match="must be mappings"):
@@ -131,3 +137,28 @@ def test_accelerates_mixed_precision_and_a_model_named_in_a_mapping():
     assert any("the model it names" in a for a in named.model.assumed)
     with pytest.raises(GpuplanError, match="unknown model 'no-such-model-xyz'"):
         parse_scenario({**BASE, "model": {"name": "no-such-model-xyz"}})
+
+
+def test_a_batch_given_both_ways_must_agree_and_a_numbers_remark_is_not_read():
+    def training(**tr):
+        return parse_scenario({**BASE, "training": tr}).training
+
+    # LLaMA's "4M tokens" batch: 2,048 sequences of 2,048 = 4,194,304 tokens, within 5 % of 4M: the sequences read
+    assert training(seq_len=2048, global_batch=2048, global_batch_tokens="4M").global_batch == 2048
+    assert training(seq_len=2048, global_batch=512, global_batch_tokens=1_048_576).global_batch == 512
+    with pytest.raises(GpuplanError, match=r"512 × seq_len 4,096 = 2,097,152 tokens, but .* is 4,000,000"):
+        training(seq_len=4096, global_batch=512, global_batch_tokens="4M")
+    # a table's remark in parentheses after a figure ("8192 (llama3_8b.toml default, not restated)")
+    assert training(seq_len="8192 (llama3_8b.toml default, not restated)").seq_len == 8192
+    with pytest.raises(GpuplanError, match="cannot read training.seq_len"):
+        training(seq_len="(default)")
+
+
+def test_a_model_tables_sequence_length_is_the_runs_where_training_gives_none():
+    # Megatron 2021 Table 1's GPT 1.7B row: its model table states seq 2048, the length it trained at
+    table = {"name": "GPT 1.7B", "layers": 24, "hidden": 2304, "heads": 24, "kv_heads": 24, "ffn": 9216,
+             "vocab": 51200, "seq_len": 2048}
+    sc = parse_scenario({**BASE, "model": table})
+    assert sc.training.seq_len == 2048
+    assert [r[:2] for r in sc.read_as if r[0] == "training.seq_len"] == [("training.seq_len", "model.seq_len: 2048")]
+    assert parse_scenario({**BASE, "model": table, "training": {"seq_len": 1024}}).training.seq_len == 1024

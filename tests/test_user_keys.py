@@ -264,3 +264,18 @@ def test_a_method_as_configs_spell_it_beside_a_switch(method, key, value):
     sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
                          "training": {"method": method, key: True}})
     assert sc.training.method == value
+
+
+def test_a_tables_inter_and_intra_node_columns_are_the_fabrics_they_describe():
+    # published tables describe the node: "NVLink3 + NVSwitch (DGX A100)", "8x 200 Gb/s HDR InfiniBand HCAs per node"
+    sc, reads = _read(hardware={"gpu": "a100-80gb-sxm", "gpus": 64, "intra_node": "NVLink3 + NVSwitch (DGX A100)",
+                                "inter_node": "8x 200 Gb/s HDR InfiniBand HCAs per node"})
+    assert (sc.hardware.scale_up.id, sc.hardware.scale_out.id) == ("nvlink3", "ib-hdr-200g")
+    assert {"hardware.scale_up", "hardware.scale_out"} <= set(reads)
+    # a generation the GPU runs cut down (H800's 400 GB/s NVLink 4) stays the GPU's own; no generation: the GPU's own
+    assert _read(hardware={"gpu": "h800", "gpus": 16, "intra_node": "4th-generation NVLink"})[0].hardware.scale_up.id \
+        == "nvlink4-h800"
+    assert _read(hardware={"gpu": "h100-sxm", "gpus": 16, "intra_node": "NVLink + NVSwitch"})[0].hardware.scale_up.id \
+        == "nvlink4"
+    assert _read(hardware={"gpu": "v100-32gb", "gpus": 16, "intra_node": "NVLink 2.0"})[0].hardware.scale_up.id \
+        == "nvlink2"

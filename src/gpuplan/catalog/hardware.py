@@ -366,7 +366,7 @@ def make_hardware(gpu: str | dict, gpus: int = 1, gpus_per_node: int | None = No
         raise GpuplanError(f"hardware.gpus_per_node = {gpus_per_node:,} is more than the limit "
                            f"{MAX_GPUS_PER_NODE:,}: give the GPUs in one server, e.g. 8")
     per_node = gpus_per_node if gpus_per_node is not None else node_for(g, gpus)
-    up = get_fabric(g.scale_up if scale_up is None else scale_up, "scale_up")
+    up = get_fabric(g.scale_up if scale_up is None else scale_up, "scale_up", default=g.scale_up)
     out = _scale_out(scale_out if scale_out is not None else g.scale_out or DEFAULT_SCALE_OUT, per_node,
                      g.scale_out or DEFAULT_SCALE_OUT)
     if price_per_gpu_hour is not None and price_per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:

@@ -30,6 +30,9 @@ def network_words(text: str, default: str | None = None) -> str | None:
     "100GbE"), or None. A rate per port, when given, decides; else the InfiniBand generation; InfiniBand with neither
     (no figure at all) is the GPU's own default network when that is InfiniBand (``default``)."""
     t = text.lower()
+    up = _nvlink_words(t, default)
+    if up is not None:
+        return up
     named = _named_network(t)
     if named is not None:
         return named
@@ -56,6 +59,22 @@ def network_words(text: str, default: str | None = None) -> str | None:
 
 
 _IB_BY_RATE = {100: "ib-edr-100g", 200: "ib-hdr-200g", 400: "ib-ndr-400g", 800: "ib-xdr-800g"}
+_ORDINALS = {"second": 2, "third": 3, "fourth": 4, "fifth": 5, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5}
+
+
+def _nvlink_words(t: str, default: str | None) -> str | None:
+    """The NVLink generation a node's description names ("NVLink3 + NVSwitch (DGX A100)", "4th-generation NVLink"):
+    the GPU's own fabric where it is that generation (A800's and H800's cut links, NVL72), else the generation's;
+    "NVLink" / "NVSwitch" without one: the GPU's own where that is NVLink; else None."""
+    if "nvlink" not in t and "nvswitch" not in t:
+        return None
+    m = re.search(r"nvlink[\s-]*(?:gen(?:eration)?[\s-]*)?([2-5])\b", t) or \
+        re.search(r"\b(second|third|fourth|fifth|[2-5](?:nd|rd|th))[\s-]*gen(?:eration)?[\s-]*nvlink", t)
+    own = default if default and default.startswith("nvlink") else None
+    if m is None:
+        return own if "bridge" not in t else None
+    gen = _ORDINALS.get(m.group(1)) or int(m.group(1))
+    return own if own and own.startswith(f"nvlink{gen}") else f"nvlink{gen}"
 
 
 _PER_NODE = re.compile(r"(\d+(?:\.\d+)?)\s*(t|g)(?:b/s|bps|bit/s|b)?\s*(?:per|/|a)\s*(?:node|server|host)",

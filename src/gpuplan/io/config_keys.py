@@ -107,9 +107,13 @@ def config_stage(layout: dict) -> list[Reading]:
 
 
 def shard_degrees(layout: dict) -> list[Reading]:
-    """torchtitan's ``data_parallel_shard_degree`` (FSDP) and ``data_parallel_replicate_degree`` (DDP over the FSDP
-    groups: HSDP) as dp = shard × replicate, ZeRO-3 over groups of the shard degree where it shards."""
+    """torchtitan's ``data_parallel_shard_degree`` (FSDP; a table's ``fsdp: 8``, its degree) and
+    ``data_parallel_replicate_degree`` (DDP over the FSDP groups: HSDP) as dp = shard × replicate, ZeRO-3 over groups
+    of the shard degree where it shards."""
     shard_key = next((k for k in SHARD_DEGREES if k in layout), None)
+    fsdp = layout.get("fsdp")
+    if shard_key is None and isinstance(fsdp, int) and not isinstance(fsdp, bool) and fsdp > 1:  # "FSDP 8": degree
+        shard_key = "fsdp"
     rep_key = next((k for k in REPLICATE_DEGREES if k in layout), None)
     if shard_key is None and rep_key is None:
         return []

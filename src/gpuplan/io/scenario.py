@@ -27,7 +27,7 @@ from gpuplan.io.schema import (
 from gpuplan.io.shares import counted_gpu, nodes_as_gpus, probability
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
-from gpuplan.io.user_keys import batch_from_tokens, read_user_keys
+from gpuplan.io.user_keys import batch_from_tokens, read_user_keys, same_batch, table_seq
 from gpuplan.io.words import (
     compile_word,
     cuda_graphs_word,
@@ -205,7 +205,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     if isinstance(model_ref, str) and base_dir is not None and is_path(str(base_dir / model_ref)):
         model_ref = str(base_dir / model_ref)
     hw_raw = counted_gpu(_section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS))
-    tr_raw = _section(raw, "training", TRAINING_KEYS)
+    tr_raw, seq_read = table_seq(model_ref, _section(raw, "training", TRAINING_KEYS))
     model = load_model(_with_positions(model_ref, tr_raw))
     hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
@@ -220,7 +220,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
     words += later + compiled
-    words += user_reads + system_words(hw_raw["gpu"], hardware.gpu.id) + fabric_words(hw_raw, hardware)
+    words += user_reads + seq_read + system_words(hw_raw["gpu"], hardware.gpu.id) + fabric_words(hw_raw, hardware)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
@@ -355,9 +355,9 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
         kw["seq_len"] = model.max_positions  # the table's length, as its published runs trained (spec/defaults.py)
     seq_len = kw.get("seq_len", DEFAULT_SEQ_LEN)
     Training(seq_len=seq_len)  # seq_len is checked before global_batch_tokens divides by it
-    if "global_batch_tokens" in tr_raw:
-        if "global_batch" in tr_raw:
-            raise GpuplanError("give training.global_batch or training.global_batch_tokens, not both")
+    if "global_batch_tokens" in tr_raw and "global_batch" in tr_raw:
+        same_batch(kw["global_batch"], tr_raw["global_batch_tokens"], seq_len)
+    elif "global_batch_tokens" in tr_raw:
         kw["global_batch"], reading = batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
         words += (reading,) if reading else ()
     if "lora_targets" in kw or kw.get("method") in ("lora", "qlora"):  # the model's own linears

@@ -22,7 +22,8 @@ from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
 
 CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_activation_checkpointing")
-NETWORK = ("interconnect", "network", "inter_node_network")
+NETWORK = ("interconnect", "network", "inter_node_network", "inter_node", "intra_node")
+NETWORK_AT = {"inter_node": "scale_out", "inter_node_network": "scale_out", "intra_node": "scale_up"}  # said where
 ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches")
 FLASH = ("flash_attention", "use_flash_attention", "use_flash_attn", "flash_attn")
 EPOCHS = ("epochs", "num_train_epochs", "num_epochs", "max_epochs")
@@ -83,7 +84,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     if isinstance(hardware, dict):
         for key in [k for k in NETWORK if k in hardware]:
             value = hardware.pop(key)
-            field = _fabric_kind(value)
+            field = NETWORK_AT.get(key) or _fabric_kind(value)
             inside = field == "scale_up"
             if hardware.get(field) is None:
                 hardware[field] = value
@@ -257,6 +258,32 @@ def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Readin
     training["global_batch"] = dp * mb * int(steps)
     return ("training.global_batch", f"{key}: {int(steps)}", training["global_batch"],
             f"{int(steps)} accumulation steps × micro-batch {mb} × {dp} data-parallel replicas")
+
+
+TABLE_SEQ = ("seq_len", "seq", "seq_length")  # a model table's training length (not its positions)
+
+
+def table_seq(model_ref: Any, training: dict) -> tuple[dict, tuple[Reading, ...]]:
+    """The training section with a model given by its dimensions' sequence length where it gives none (a paper's
+    model table: "seq_len: 2048" is the length the run trained at), and how it was read."""
+    if "seq_len" in training or not isinstance(model_ref, dict) or "model_type" in model_ref:
+        return training, ()
+    key = next((k for k in TABLE_SEQ if model_ref.get(k) is not None), None)
+    if key is None:
+        return training, ()
+    value = model_ref[key]
+    return {**training, "seq_len": value}, (("training.seq_len", f"model.{key}: {value}", value,
+                                             "the sequence length the model's table states"),)
+
+
+def same_batch(sequences: int, tokens: Any, seq_len: int) -> None:
+    """A global batch given both ways must agree: sequences × seq_len within 5 % of the tokens (a table's "4M" for
+    2,048 × 2,048 = 4,194,304); then the sequences are read."""
+    n = parse_count(tokens, "training.global_batch_tokens")
+    if abs(sequences * seq_len - n) > 0.05 * n:
+        raise GpuplanError(f"training.global_batch {sequences:,} × seq_len {seq_len:,} = {sequences * seq_len:,} "
+                           f"tokens, but training.global_batch_tokens is {n:,.0f}: give one of them (or the seq_len "
+                           "they agree at)")
 
 
 def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Reading | None]:
