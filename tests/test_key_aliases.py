@@ -120,6 +120,10 @@ def test_a_published_runs_parallelism_section_and_its_words_read_as_the_layout()
     assert (titan.layout["micro_batch"], titan.layout["pp_schedule"]) == (2, "interleaved")
     assert parse_scenario({**BASE, "parallelism": {"pp": 2, "schedule": "interleaved 1F1B with scatter/gather"}}
                           ).layout["pp_schedule"] == "interleaved"
+    # llm-foundry's table columns: its FSDP sharding and gradient accumulation beside the micro-batch
+    foundry = parse_scenario({**BASE, "parallelism": {"dp": 16, "fsdp_sharding": "FULL_SHARD", "grad_accum": 2,
+                                                      "micro_batch": 4}})
+    assert (foundry.layout["zero"], foundry.training.global_batch) == (3, 16 * 4 * 2)
     with pytest.raises(GpuplanError, match=r"layout.tp is given twice \(parallelism.tp and layout.tp\)"):
         parse_scenario({**BASE, "parallelism": {"tp": 2}, "layout": {"tp": 4}})
     with pytest.raises(GpuplanError, match="must be mappings"):

@@ -19,7 +19,7 @@ from gpuplan.io.words import Reading
 ACCELERATE_STRATEGIES = {1: "full_shard", 2: "shard_grad_op", 3: "no_shard", 4: "hybrid_shard", 5: "hybrid_shard_zero2"}
 # Megatron-FSDP (megatron/core/distributed/fsdp, --data-parallel-sharding-strategy): what each shards
 MEGATRON_FSDP = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-SHARDING_KEYS = ("fsdp_sharding_strategy", "sharding_strategy")
+SHARDING_KEYS = ("fsdp_sharding_strategy", "sharding_strategy", "fsdp_sharding")  # accelerate; Composer; a table
 SHARD_DEGREES = ("data_parallel_shard_degree", "dp_shard")
 REPLICATE_DEGREES = ("data_parallel_replicate_degree", "dp_replicate")
 

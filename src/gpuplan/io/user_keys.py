@@ -24,7 +24,7 @@ from gpuplan.units import parse_count
 CHECKPOINTING = ("gradient_checkpointing", "activation_checkpointing", "enable_activation_checkpointing")
 NETWORK = ("interconnect", "network", "inter_node_network", "inter_node", "intra_node")
 NETWORK_AT = {"inter_node": "scale_out", "inter_node_network": "scale_out", "intra_node": "scale_up"}  # said where
-ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches")
+ACCUMULATION = ("gradient_accumulation_steps", "grad_accum_steps", "accumulate_grad_batches", "grad_accum")
 FLASH = ("flash_attention", "use_flash_attention", "use_flash_attn", "flash_attn")
 EPOCHS = ("epochs", "num_train_epochs", "num_epochs", "max_epochs")
 UNUSED = ("lr", "learning_rate", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters",
@@ -90,6 +90,11 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 hardware[field] = value
                 reads.append((f"hardware.{field}", f"{key}: {value}", value,
                               f"the {key} {'inside a node' if inside else 'between nodes'}"))
+    for key in [k for k in ACCUMULATION if isinstance(layout, dict) and k in layout]:  # a table's batch columns
+        training = training if isinstance(training, dict) else {}
+        if key in training:
+            raise GpuplanError(f"training.{key} is given twice (layout.{key} and training.{key}): give it once")
+        training[key] = layout.pop(key)
     if isinstance(training, dict):
         reads += _training_keys(training, hardware, layout)
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
