@@ -24,6 +24,11 @@ from gpuplan.spec.scenario import Scenario
 Settle = Callable[[Scenario, dict[str, Any]], tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]]
 
 
+def _sp_open_tp(sc: Scenario, overrides: dict[str, Any]) -> bool:
+    given = {**sc.layout, **overrides}
+    return "tp" not in given and given.get("sequence_parallel") is True
+
+
 def tp_degrees(sc: Scenario, overrides: dict[str, Any]) -> list[int]:
     """The tensor-parallel degrees to read an open tp at: none unless the layout gives sequence parallelism (or
     tp_overlap) on and leaves tp open."""
@@ -48,6 +53,10 @@ def open_tp(sc: Scenario, overrides: dict[str, Any], settle: Settle, step_s: Cal
     """The overrides with the tensor-parallel degree the run is read at, and the rule — None where tp is not open
     under sequence parallelism or no degree is possible (the layout's own check then says why)."""
     degrees = tp_degrees(sc, overrides)
+    if not degrees and sc.hardware.gpus == 1 and _sp_open_tp(sc, overrides):
+        raise GpuplanError("layout.sequence_parallel needs tp > 1, and the run is on one GPU"
+                           + ("" if "hardware.gpus" in sc.given else " (hardware.gpus not given)")
+                           + ": give hardware.gpus and tp, or drop sequence_parallel")
     if not degrees:
         return None
     best: tuple[float, int] | None = None
