@@ -114,12 +114,13 @@ def test_a_published_runs_parallelism_section_and_its_words_read_as_the_layout()
     own = parse_scenario({**BASE, "layout": {"tp": 2, "pp": 2, "dp": 4, "virtual_stages": 2},
                           "training": {"seq_len": 4096, "global_batch": 256, "precision": "bf16"}})
     assert table.layout == own.layout and table.training == own.training
-    # torchtitan's local_batch_size (per-device batch) and pipeline_parallel_schedule; a table's "schedule" column
-    titan = parse_scenario({**BASE, "layout": {"pp": 2, "local_batch_size": 2,
-                                               "pipeline_parallel_schedule": "Interleaved1F1B"}})
-    assert (titan.layout["micro_batch"], titan.layout["pp_schedule"]) == (2, "interleaved")
-    assert parse_scenario({**BASE, "parallelism": {"pp": 2, "schedule": "interleaved 1F1B with scatter/gather"}}
-                          ).layout["pp_schedule"] == "interleaved"
+    # torchtitan's pipeline_parallel_schedule; its local_batch_size is no micro-batch under a pipeline (the
+    # per-replica batch its microbatches split), and "schedule" elsewhere is a learning-rate schedule: not read
+    titan = parse_scenario({**BASE, "layout": {"pp": 2, "pipeline_parallel_schedule": "Interleaved1F1B"}})
+    assert titan.layout["pp_schedule"] == "interleaved"
+    for key in ("local_batch_size", "schedule"):
+        with pytest.raises(GpuplanError, match=f"unknown key layout.{key}"):
+            parse_scenario({**BASE, "layout": {"pp": 2, key: 2}})
     # llm-foundry's table columns: its FSDP sharding and gradient accumulation beside the micro-batch
     foundry = parse_scenario({**BASE, "parallelism": {"dp": 16, "fsdp_sharding": "FULL_SHARD", "grad_accum": 2,
                                                       "micro_batch": 4}})
@@ -143,7 +144,7 @@ def test_accelerates_mixed_precision_and_a_model_named_in_a_mapping():
         parse_scenario({**BASE, "model": {"name": "no-such-model-xyz"}})
 
 
-def test_a_batch_given_both_ways_must_agree_and_a_numbers_remark_is_not_read():
+def test_a_batch_given_both_ways_must_agree_and_a_figure_with_a_remark_is_refused():
     def training(**tr):
         return parse_scenario({**BASE, "training": tr}).training
 
@@ -152,10 +153,9 @@ def test_a_batch_given_both_ways_must_agree_and_a_numbers_remark_is_not_read():
     assert training(seq_len=2048, global_batch=512, global_batch_tokens=1_048_576).global_batch == 512
     with pytest.raises(GpuplanError, match=r"512 × seq_len 4,096 = 2,097,152 tokens, but .* is 4,000,000"):
         training(seq_len=4096, global_batch=512, global_batch_tokens="4M")
-    # a table's remark in parentheses after a figure ("8192 (llama3_8b.toml default, not restated)")
-    assert training(seq_len="8192 (llama3_8b.toml default, not restated)").seq_len == 8192
+    # a remark after a figure may carry its unit ("1.4 (trillion)", "2 (or 4)"): not read, refused
     with pytest.raises(GpuplanError, match="cannot read training.seq_len"):
-        training(seq_len="(default)")
+        training(seq_len="8192 (default)")
 
 
 def test_a_model_tables_sequence_length_is_the_runs_where_training_gives_none():
@@ -166,3 +166,14 @@ def test_a_model_tables_sequence_length_is_the_runs_where_training_gives_none():
     assert sc.training.seq_len == 2048
     assert [r[:2] for r in sc.read_as if r[0] == "training.seq_len"] == [("training.seq_len", "model.seq_len: 2048")]
     assert parse_scenario({**BASE, "model": table, "training": {"seq_len": 1024}}).training.seq_len == 1024
+
+
+def test_a_named_model_with_other_keys_is_not_the_named_one_and_baichuans_length_is_its_own():
+    from gpuplan.catalog.models import load_model
+
+    # a name beside a dimension the catalogue model does not have is no silent catalogue model
+    with pytest.raises(GpuplanError, match="neither model_type nor params"):
+        load_model({"name": "llama-3.1-8b", "num_hidden_layers": 16})
+    # Baichuan's configs give model_max_length (4,096: Yang et al. 2023 trained Baichuan 2 at 4,096), not
+    # max_position_embeddings
+    assert load_model("baichuan2-13b").max_positions == load_model("baichuan-13b").max_positions == 4096

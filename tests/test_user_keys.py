@@ -279,3 +279,17 @@ def test_a_tables_inter_and_intra_node_columns_are_the_fabrics_they_describe():
         == "nvlink4"
     assert _read(hardware={"gpu": "v100-32gb", "gpus": 16, "intra_node": "NVLink 2.0"})[0].hardware.scale_up.id \
         == "nvlink2"
+
+
+def test_a_description_naming_another_fabric_beside_nvlink_is_not_read_as_nvlink():
+    # README's own example: no NVLink; a network description that mentions the node's NVLink; a bridge between cards
+    def fabrics(gpu, **hw):
+        sc = _read(hardware={"gpu": gpu, "gpus": 16, **hw})[0]
+        return sc.hardware.scale_up.id, sc.hardware.scale_out.id
+
+    assert fabrics("h100-sxm", scale_up="PCIe4, no NVLink")[0] == "pcie4"
+    assert fabrics("h100-sxm", scale_out="InfiniBand NDR 400Gb/s, NVLink4 within node")[1] == "ib-ndr-400g"
+    assert fabrics("a100-80gb-sxm", interconnect="NVLink3 + NVSwitch, 8x HDR InfiniBand")[1] == "ib-hdr-200g"
+    for gpu, text in (("rtx-3090", "NVLink 2-way bridge"), ("h100-nvl", "NVLink4 bridge"), ("gh200", "NVLink-C2C")):
+        with pytest.raises(GpuplanError, match="unknown fabric"):
+            fabrics(gpu, intra_node=text)

@@ -33,16 +33,10 @@ _GROUPED = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?![\d,])")
 MAX_NUMBER_TEXT = 64  # characters of a number written out ("1,000,000,000,000 tokens" is 17)
 
 
-# a remark in parentheses after the number, as tables add them ("8192 (llama3_8b.toml default)"): not read
-_REMARK = re.compile(r"\s*\([^()]*\)\s*$")
-
-
 def _split(text: str, what: str) -> tuple[float, str]:
     if len(text) > MAX_NUMBER_TEXT:  # before any regex: every parse is then linear (and short)
         raise GpuplanError(f"cannot read {what} {shown(text, 40)}: {len(text):,} characters is not a number; "
                            "write a number with an optional unit, e.g. 1.4T, 80GiB, 30d")
-    head = _REMARK.sub("", text)
-    text = head if head.strip() else text
     if "," in text:
         if not _GROUPED.match(text):  # 2,5 or 1,5T: a decimal comma, not thousands
             raise GpuplanError(f"cannot read {what} {shown(text)}: a comma only groups thousands (1,000,000); "

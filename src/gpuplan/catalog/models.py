@@ -275,7 +275,7 @@ def _from_mapping(m: Mapping[str, Any]) -> ModelSpec:
     if has_dims(m):  # a paper's table or a launch script: layers, hidden, heads (ffn, vocab, kv_heads)
         return from_dims(m)
     ref = next((m[k] for k in _NAME_KEYS if isinstance(m.get(k), str) and m[k].strip()), None)
-    if ref is not None:  # only a name ({name: llama-2-70b}): the model it names
+    if ref is not None and set(m) <= set(_NAME_KEYS):  # only a name ({name: llama-2-70b}): the model it names
         spec = load_model(ref)
         return dataclasses.replace(spec, assumed=(*spec.assumed, f"model {{name: {ref!r}}}: the model it names"))
     raise GpuplanError("inline model has neither model_type nor params: add model_type (with Hugging Face "

@@ -66,15 +66,21 @@ def _nvlink_words(t: str, default: str | None) -> str | None:
     """The NVLink generation a node's description names ("NVLink3 + NVSwitch (DGX A100)", "4th-generation NVLink"):
     the GPU's own fabric where it is that generation (A800's and H800's cut links, NVL72), else the generation's;
     "NVLink" / "NVSwitch" without one: the GPU's own where that is NVLink; else None."""
-    if "nvlink" not in t and "nvswitch" not in t:
-        return None
-    m = re.search(r"nvlink[\s-]*(?:gen(?:eration)?[\s-]*)?([2-5])\b", t) or \
+    if ("nvlink" not in t and "nvswitch" not in t) or _OTHER_FABRIC.search(t):
+        return None  # a description that names another fabric too (or none: "no NVLink") is not an NVLink one
+    m = re.search(r"nvlink[\s-]*(?:gen(?:eration)?[\s-]*)?([2-5])(?:\.0)?\b(?![\s-]*(?:gpu|way|x\b))", t) or \
         re.search(r"\b(second|third|fourth|fifth|[2-5](?:nd|rd|th))[\s-]*gen(?:eration)?[\s-]*nvlink", t)
     own = default if default and default.startswith("nvlink") else None
     if m is None:
-        return own if "bridge" not in t else None
+        return own
     gen = _ORDINALS.get(m.group(1)) or int(m.group(1))
     return own if own and own.startswith(f"nvlink{gen}") else f"nvlink{gen}"
+
+
+# what makes a description more than an NVLink one: a network between nodes, PCIe, a bridge between two cards, the
+# chip-to-chip link, the multi-node NVLink Switch System, an NVL rack, or NVLink's absence
+_OTHER_FABRIC = re.compile(r"infiniband|\bib\b|roce|ethernet|gbe\b|efa\b|slingshot|rdma|\b[hnex]dr\b|pcie|bridge|"
+                           r"c2c|switch system|\bnvl\s*\d|no nvlink|without nvlink|non-nvlink|\d\s*gb/?s")
 
 
 _PER_NODE = re.compile(r"(\d+(?:\.\d+)?)\s*(t|g)(?:b/s|bps|bit/s|b)?\s*(?:per|/|a)\s*(?:node|server|host)",

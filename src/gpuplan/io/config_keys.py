@@ -123,8 +123,7 @@ def shard_degrees(layout: dict) -> list[Reading]:
         if key and (not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < least):
             rest = " (or -1: the rest of the GPUs)" if least < 0 else " (torchtitan takes -1 for the shard degree only)"
             raise GpuplanError(f"layout.{key} must be a whole number ≥ 1{rest}, got {value!r}")
-    said = f"{shard_key or 'data_parallel_shard_degree'}: {shard}, {rep_key or 'data_parallel_replicate_degree'}: " \
-           f"{replicate}"
+    said = ", ".join(f"{k}: {v}" for k, v in ((shard_key, shard), (rep_key, replicate)) if k)  # as given
     if shard == -1 and replicate > 1:
         raise GpuplanError(f"layout.{rep_key} {replicate} with the shard degree left to the rest of the GPUs: give "
                            f"data_parallel_shard_degree too (the FSDP group the replicas are made of)")

@@ -34,11 +34,11 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("expert_model_parallel_size", "expert_parallel_size", "expert_parallel_degree", "ep_size"),
                         "ep"),
         **dict.fromkeys(("data_parallel_size", "data_parallel_degree", "dp_size"), "dp"),
-        # torchtitan's local_batch_size: "per-device batch size" (config/job_config.py; accumulation makes the rest)
+        # (not torchtitan's local_batch_size: under a pipeline it is the per-replica batch its microbatches split)
         **dict.fromkeys(("micro_batch_size", "train_micro_batch_size_per_gpu", "per_device_train_batch_size",
-                         "micro_batch_size_per_gpu", "mbs", "local_batch_size", "local_batch"), "micro_batch"),
-        # torchtitan's parallelism.pipeline_parallel_schedule; a table's "schedule" column
-        **dict.fromkeys(("pipeline_parallel_schedule", "pipeline_schedule", "schedule"), "pp_schedule"),
+                         "micro_batch_size_per_gpu", "mbs"), "micro_batch"),
+        # torchtitan's parallelism.pipeline_parallel_schedule (not "schedule": a learning-rate schedule elsewhere)
+        **dict.fromkeys(("pipeline_parallel_schedule", "pipeline_schedule"), "pp_schedule"),
         **dict.fromkeys(("zero_stage", "zero_optimization_stage"), "zero"),
         **dict.fromkeys(("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "vp"),
                         "virtual_stages"),

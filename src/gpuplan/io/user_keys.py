@@ -90,10 +90,12 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 hardware[field] = value
                 reads.append((f"hardware.{field}", f"{key}: {value}", value,
                               f"the {key} {'inside a node' if inside else 'between nodes'}"))
-    for key in [k for k in ACCUMULATION if isinstance(layout, dict) and k in layout]:  # a table's batch columns
+    moving = [k for k in ACCUMULATION if isinstance(layout, dict) and k in layout]  # a table's batch columns
+    for key in moving if training is None or isinstance(training, dict) else ():  # else: its own check refuses it
         training = training if isinstance(training, dict) else {}
-        if key in training:
-            raise GpuplanError(f"training.{key} is given twice (layout.{key} and training.{key}): give it once")
+        if (said := next((k for k in ACCUMULATION if k in training), None)) is not None:
+            raise GpuplanError(f"the gradient accumulation is given twice (layout.{key} and training.{said}): give it "
+                               "once")
         training[key] = layout.pop(key)
     if isinstance(training, dict):
         reads += _training_keys(training, hardware, layout)
