@@ -182,8 +182,8 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
     sequence parallelism first: model/tp_open.py)."""
     tp_read = open_tp(sc, overrides, lambda s, o: _settled(s, None, o), _step_s) if layout is None else None
     if tp_read is not None:
-        sc, lay, rules, mem = _settled(sc, None, tp_read[0])
-        return sc, lay, (("tp", tp_read[1]), *rules), mem
+        (sc, lay, rules, mem), rule = tp_read
+        return sc, lay, (("tp", rule), *rules), mem
     if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
         sc = batch_for_layout(sc, replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)

@@ -49,9 +49,9 @@ def tp_degrees(sc: Scenario, overrides: dict[str, Any]) -> list[int]:
 
 
 def open_tp(sc: Scenario, overrides: dict[str, Any], settle: Settle, step_s: Callable[[Scenario, Layout], float]
-            ) -> tuple[dict[str, Any], str] | None:
-    """The overrides with the tensor-parallel degree the run is read at, and the rule — None where tp is not open
-    under sequence parallelism or no degree is possible (the layout's own check then says why)."""
+            ) -> tuple[tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown], str] | None:
+    """``settle``'s reading of the scenario at the tensor-parallel degree the run is read at, and the rule — None
+    where tp is not open under sequence parallelism or no degree is possible (the layout's own check then says why)."""
     degrees = tp_degrees(sc, overrides)
     if not degrees and sc.hardware.gpus == 1 and _sp_open_tp(sc, overrides):
         raise GpuplanError("layout.sequence_parallel needs tp > 1, and the run is on one GPU"
@@ -59,21 +59,22 @@ def open_tp(sc: Scenario, overrides: dict[str, Any], settle: Settle, step_s: Cal
                            + ": give hardware.gpus and tp, or drop sequence_parallel")
     if not degrees:
         return None
-    best: tuple[float, int] | None = None
+    best: tuple[float, int, Any] | None = None
     for tp in degrees:
         try:
-            sc_t, lay, _, mem = settle(sc, {**overrides, "tp": tp})
+            read = settle(sc, {**overrides, "tp": tp})
         except GpuplanError:  # a degree the framework or the layout refuses is not one the run ran
             continue
-        if not mem.fits:
+        if not read[3].fits:
             continue
-        s = step_s(sc_t, lay)
+        s = step_s(read[0], read[1])
         if best is None or s < best[0]:
-            best = (s, tp)
-    tp = best[1] if best is not None else degrees[0]
+            best = (s, tp, read)
+    # none fits: the smallest degree, read again (its refusal, if it is refused, is the answer)
+    tp, read = (best[1], best[2]) if best is not None else (degrees[0], settle(sc, {**overrides, "tp": degrees[0]}))
     how = (f"the fastest of {', '.join(map(str, degrees))} at which the layout fits" if best is not None else
            f"the smallest of {', '.join(map(str, degrees))}: none of them fits")
     rule = (f"not given, with sequence parallelism on (it needs tp > 1): {tp}, {how} — a run sizes it for throughput "
             "within memory, inside a node (Narayanan et al. 2021, Takeaway #1; model/tp_open.py); give layout.tp to "
             "change it")
-    return {**overrides, "tp": tp}, rule
+    return read, rule
