@@ -70,6 +70,13 @@ def test_a_gpu_named_with_its_count_gives_the_count():
     assert parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "H100 ×64"}}).hardware.gpus == 64
     with pytest.raises(GpuplanError, match="names 8 GPUs, hardware.gpus is 64: give the count once"):
         parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "A100 x8", "gpus": 64}})
+    # nodes of GPUs: the count and the node
+    nodes = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "4 servers × 8 A100-80GB"}}).hardware
+    assert (nodes.gpu.id, nodes.gpus, nodes.gpus_per_node) == ("a100-80gb-sxm", 32, 8)
+    with pytest.raises(GpuplanError, match="names 8 GPUs per node, hardware.gpus_per_node is 4"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "2 nodes of 8x H100", "gpus_per_node": 4}})
+    with pytest.raises(GpuplanError, match="'2 nodes of 8x H100' names 16 GPUs, hardware.gpus is 32"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "2 nodes of 8x H100", "gpus": 32}})
 
 
 def test_sequence_parallel_with_tp_1_is_none_as_megatron_reads_it():

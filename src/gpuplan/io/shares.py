@@ -52,18 +52,30 @@ def nodes_as_gpus(hw_raw: dict, hardware: Hardware) -> tuple[dict, Hardware]:
 
 _COUNTED = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*)$", re.IGNORECASE)
 _COUNTED_AFTER = re.compile(r"^\s*(\S.*?)\s+[x×*]\s*(\d+)\s*$", re.IGNORECASE)  # "A100 x8", "H100 × 64"
+# "2 nodes of 8x H100", "4 servers × 8 A100-80GB": nodes, GPUs per node, the GPU
+_NODES_OF = re.compile(r"^\s*(\d+)\s*(?:nodes?|servers?|hosts?|machines?)\s*(?:of|[x×*])\s*(\d+)\s*[x×*]?\s*(\S.*)$",
+                       re.IGNORECASE)
 
 
 def counted_gpu(hw_raw: dict) -> dict:
-    """A GPU named with its count, as papers write it ("8x A100-80GB", "64× H100", "A100 x8"): the name, and the
-    count as ``hardware.gpus`` when that is not given; a different count given beside it is refused."""
-    gpu = hw_raw.get("gpu")
+    """A GPU named with its count, as papers write it ("8x A100-80GB", "64× H100", "A100 x8", "2 nodes of 8x H100"):
+    the name, and the count as ``hardware.gpus`` (and the node's as ``gpus_per_node``) when that is not given; a
+    different count given beside it is refused."""
+    gpu = said = hw_raw.get("gpu")
+    nodes = _NODES_OF.match(gpu) if isinstance(gpu, str) else None
+    if nodes is not None:  # the count per node too: the node it states, unless gpus_per_node says another
+        per = int(nodes[2])
+        if "gpus_per_node" in hw_raw and parse_count(hw_raw["gpus_per_node"], "hardware.gpus_per_node") != per:
+            raise GpuplanError(f"hardware.gpu {gpu!r} names {per} GPUs per node, hardware.gpus_per_node is "
+                               f"{hw_raw['gpus_per_node']!r}: give it once")
+        hw_raw = {**hw_raw, "gpu": f"{int(nodes[1]) * per}x {nodes[3].strip()}", "gpus_per_node": per}
+        gpu = hw_raw["gpu"]
     m = _COUNTED.match(gpu) if isinstance(gpu, str) else None
     after = _COUNTED_AFTER.match(gpu) if isinstance(gpu, str) and m is None else None
     if m is None and after is None:
         return hw_raw
     n, name = (int(m[1]), m[2].strip()) if m is not None else (int(after[2]), after[1].strip())
     if "gpus" in hw_raw and parse_count(hw_raw["gpus"], "hardware.gpus") != n:
-        raise GpuplanError(f"hardware.gpu {gpu!r} names {n} GPUs, hardware.gpus is {hw_raw['gpus']!r}: give the count "
+        raise GpuplanError(f"hardware.gpu {said!r} names {n} GPUs, hardware.gpus is {hw_raw['gpus']!r}: give the count "
                            f"once (gpu: {name}, gpus: N)")
     return {**hw_raw, "gpu": name, "gpus": n}
