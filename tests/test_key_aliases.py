@@ -144,6 +144,7 @@ def test_accelerates_mixed_precision_and_a_model_named_in_a_mapping():
 
     # accelerate's Accelerator(mixed_precision=...): 'no' (full fp32), 'fp16', 'bf16', 'fp8'
     assert [precision(w) for w in ("no", "fp16", "bf16", "fp8")] == ["fp32", "fp16", "bf16", "fp8"]
+    assert precision(False) == "fp32"  # YAML reads an unquoted `mixed_precision: no` as false
     named = parse_scenario({**BASE, "model": {"name": "llama-3.1-8b"}})
     assert named.model.params == parse_scenario(BASE).model.params
     assert any("the model it names" in a for a in named.model.assumed)

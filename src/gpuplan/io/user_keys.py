@@ -135,6 +135,8 @@ def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
     """The training section's keys read (``read_user_keys``): FlashAttention switches, hyperparameters and epochs set
     aside, accumulation steps as the global batch."""
     reads: list[Reading] = []
+    if training.get("precision") is False:  # YAML's unquoted `mixed_precision: no` (accelerate's word): no mixed one
+        training["precision"] = "no"
     for key in [k for k in UNUSED if k in training]:
         reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
                       "a hyperparameter or logging setting: it changes neither memory nor step time"))
