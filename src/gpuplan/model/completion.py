@@ -60,16 +60,24 @@ def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int],
     n, dp, cp = sc.hardware.gpus, given["dp"], given.get("cp", 1)
     if not isinstance(dp, int) or not isinstance(cp, int) or dp < 1 or cp < 1 or n % (dp * cp) or n == dp * cp:
         return {}, ()
-    rest, m = n // (dp * cp), sc.model
-    tp = 1
-    while tp * 2 <= min(rest, sc.hardware.gpus_per_node) and rest % (tp * 2) == 0 and m.n_heads % (tp * 2) == 0 \
-            and m.n_kv_heads % (tp * 2) == 0:
-        tp *= 2
-    if rest // tp > m.n_layers:
+    rest = n // (dp * cp)
+    tp = max(node_tp_degrees(sc, rest), default=1)
+    if rest // tp > sc.model.n_layers:
         return {}, ()
     why = (f"dp {dp} given, tp and pp open: the other {rest} GPUs per replica split as Megatron's papers split them — "
            "tensor parallelism within the node, pipeline across nodes (Narayanan et al. 2021, Takeaway #1)")
     return {"tp": tp, "pp": rest // tp}, (("tp", why), ("pp", why))
+
+
+def node_tp_degrees(sc: Scenario, gpus: int) -> list[int]:
+    """The tensor-parallel degrees inside a node for ``gpus`` model-parallel GPUs: the powers of two from 2 up to the
+    node's GPUs that divide them and the attention and key-value heads."""
+    m, out, tp = sc.model, [], 2
+    while tp <= min(gpus, sc.hardware.gpus_per_node) and gpus % tp == 0 and m.n_heads % tp == 0 \
+            and m.n_kv_heads % tp == 0:
+        out.append(tp)
+        tp *= 2
+    return out
 
 
 def _gathered(sc: Scenario, overrides: dict[str, Any]) -> tuple[Layout, tuple[tuple[str, str], ...]]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.model.completion import node_tp_degrees
 from gpuplan.model.memory import MemoryBreakdown
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
@@ -35,17 +36,12 @@ def tp_degrees(sc: Scenario, overrides: dict[str, Any]) -> list[int]:
     given = {**sc.layout, **overrides}
     if "tp" in given or not (given.get("sequence_parallel") is True or given.get("tp_overlap") is True):
         return []
-    pp, cp, m = given.get("pp", 1), given.get("cp", 1), sc.model
+    pp, cp, dp = given.get("pp", 1), given.get("cp", 1), given.get("dp")
     if not isinstance(pp, int) or not isinstance(cp, int) or pp < 1 or cp < 1 or sc.hardware.gpus % (pp * cp):
         return []
-    rest, out, tp = sc.hardware.gpus // (pp * cp), [], 2
-    dp = given.get("dp")
-    while tp <= min(rest, sc.hardware.gpus_per_node):
-        if rest % tp == 0 and m.n_heads % tp == 0 and m.n_kv_heads % tp == 0 and sc.training.seq_len % tp == 0 \
-                and (not isinstance(dp, int) or dp * tp == rest):
-            out.append(tp)
-        tp *= 2
-    return out
+    rest = sc.hardware.gpus // (pp * cp)
+    return [tp for tp in node_tp_degrees(sc, rest)
+            if sc.training.seq_len % tp == 0 and (not isinstance(dp, int) or dp * tp == rest)]
 
 
 def open_tp(sc: Scenario, overrides: dict[str, Any], settle: Settle, step_s: Callable[[Scenario, Layout], float]
@@ -60,9 +56,10 @@ def open_tp(sc: Scenario, overrides: dict[str, Any], settle: Settle, step_s: Cal
     if not degrees:
         return None
     best: tuple[float, int, Any] | None = None
+    reads: dict[int, Any] = {}
     for tp in degrees:
         try:
-            read = settle(sc, {**overrides, "tp": tp})
+            read = reads[tp] = settle(sc, {**overrides, "tp": tp})
         except GpuplanError:  # a degree the framework or the layout refuses is not one the run ran
             continue
         if not read[3].fits:
@@ -70,8 +67,9 @@ def open_tp(sc: Scenario, overrides: dict[str, Any], settle: Settle, step_s: Cal
         s = step_s(read[0], read[1])
         if best is None or s < best[0]:
             best = (s, tp, read)
-    # none fits: the smallest degree, read again (its refusal, if it is refused, is the answer)
-    tp, read = (best[1], best[2]) if best is not None else (degrees[0], settle(sc, {**overrides, "tp": degrees[0]}))
+    # none fits: the smallest degree (refused: read again, its refusal is the answer)
+    tp = best[1] if best is not None else degrees[0]
+    read = best[2] if best is not None else reads.get(tp) or settle(sc, {**overrides, "tp": tp})
     how = (f"the fastest of {', '.join(map(str, degrees))} at which the layout fits" if best is not None else
            f"the smallest of {', '.join(map(str, degrees))}: none of them fits")
     rule = (f"not given, with sequence parallelism on (it needs tp > 1): {tp}, {how} — a run sizes it for throughput "
