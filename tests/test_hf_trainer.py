@@ -11,7 +11,7 @@ from gpuplan.catalog.frameworks import get_framework, refused_rules
 from gpuplan.errors import GpuplanError
 
 LORA = dict(model="llama-3.1-8b", method="lora", gpu="h100-sxm", gpus=1, seq_len=4096, global_batch=16,
-            micro_batch=4)
+            micro_batch=4, lora_targets="all-linear", lora_rank=16)  # given: the stacks' own defaults differ
 LOGITS = 4 * 4096 * 128256  # micro-batch × sequence × Llama 3's vocabulary
 
 

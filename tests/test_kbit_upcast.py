@@ -15,7 +15,7 @@ from gpuplan.model.kept import kbit_upcast
 from gpuplan.spec import Training
 
 RUN = dict(model="llama-3.1-8b", gpu="a100-80gb-sxm", seq_len=2048, method="qlora", lora_rank=32, tokens=1e6,
-           micro_batch=1)
+           micro_batch=1, lora_targets="all-linear")  # given: PEFT's own default adapts q_proj and v_proj only
 # Llama 3.1 8B: 65 norms of 4,096 — what the preparation leaves in fp32 (the embeddings and LM head, 2 × 128,256 ×
 # 4,096, back in bf16)
 NORMS = 65 * 4096

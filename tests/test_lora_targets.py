@@ -97,7 +97,8 @@ def test_peft_adapts_no_routed_expert(framework, experts):
     """transformers 5 keeps a MoE block's experts as fused nn.Parameter (MixtralExperts.gate_up_proj, down_proj), which
     PEFT's target_modules cannot wrap (only target_parameters reaches them); Megatron-Core's expert linears take
     adapters. Mixtral's blocks: attention (q, k, v, o) and 8 experts of w1, w2, w3."""
-    sc = make("mixtral-8x7b", "h100-sxm", 8, training={"method": "lora", "framework": framework, "tokens": 1e8})
+    sc = make("mixtral-8x7b", "h100-sxm", 8, training={"method": "lora", "framework": framework, "tokens": 1e8,
+                                                       "lora_targets": "all-linear"})
     trainable = evaluate(sc).to_json()["model"]["params_trainable"]
     m, r = sc.model, sc.training.lora_rank
     attention = m.n_layers * r * (2 * (m.hidden + m.n_heads * m.head_dim) + 2 * (m.hidden + m.n_kv_heads * m.head_dim))

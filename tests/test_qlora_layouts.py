@@ -88,7 +88,8 @@ def test_sharded_adapters_compute_in_16_bits_and_read_their_input_itself():
     assert (lora_shape(t, True)["lora_copy"], lora_shape(t, True)["lora_weight_cast"]) == (0.0, 0.0)
     assert (lora_shape(t, False)["lora_copy"], lora_shape(t, False)["lora_weight_cast"]) == (2.0, 2.0)
     kw = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=8, dp=8, seq_len=4096, global_batch=8, method="lora",
-              framework="hf-trainer", tokens=1e7, micro_batch=1, recompute="none")
+              framework="hf-trainer", lora_targets="all-linear", lora_rank=16, tokens=1e7, micro_batch=1,
+              recompute="none")
     z2, z3 = (gpuplan.evaluate(**kw, zero=z).to_json()["memory"]["activations_per_microbatch"] for z in (2, 3))
     # per layer: the copies of q, k, v, o, gate, up (hidden wide) and down (ffn wide) against the three inputs shared
     # (the normed stream twice, the MLP product; o's input is attention's output), and the adapters' weight casts

@@ -86,7 +86,7 @@ def test_torchtune_adapters_keep_the_shared_input_not_a_copy():
     # attention output (already kept), down the MLP's product — so LoRA on all seven keeps the full
     # fine-tune's inputs, the frozen norms' weights drop their normalized tensor, and the rank-r outputs add
     full = _per_layer("full", framework="torchtune", precision="bf16-pure")
-    lora = _per_layer("lora", framework="torchtune", precision="bf16-pure")
+    lora = _per_layer("lora", "all-linear", framework="torchtune", precision="bf16-pure")  # its recipes' own omit k
     # the norms keep their 2-byte input either way (no eager-norm fact in torchtune's profile); the rank-16
     # outputs of the 7 adapters add 7 * 16 * 2 / 512 bytes per token per hidden unit
     assert lora - full == pytest.approx(7 * 16 * 2 / 512, abs=1e-9)

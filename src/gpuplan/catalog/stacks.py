@@ -85,6 +85,31 @@ def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
     return {k: (row["value"], row["source"]) for k, row in rows.items()}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoraDefault:
+    """The adapters a stack builds where a LoRA/QLoRA run names none: module names or "all-linear", the rank, the
+    source and a note on how the names read."""
+
+    targets: tuple[str, ...] | str
+    rank: int
+    source: str
+    note: str | None = None
+
+
+def lora_defaults(word: str) -> LoraDefault | None:
+    """The adapters the stack or profile a ``training.framework`` word names builds where a LoRA/QLoRA run names no
+    target modules or rank (stacks.json ``lora_defaults``: PEFT's q_proj/v_proj at rank 8, torchtune's recipes, NeMo 2's
+    four linears at 32 …); None where the table has no row (the typical stack's all-linear at rank 16 applies)."""
+    table = _data().get("lora_defaults", {})
+    row = table.get(named_stack(word) or "")
+    if row is not None and "same_as" in row:
+        row = table[row["same_as"]]
+    if row is None:
+        return None
+    targets = row["targets"] if isinstance(row["targets"], str) else tuple(row["targets"])
+    return LoraDefault(targets=targets, rank=int(row["rank"]), source=str(row["source"]), note=row.get("note"))
+
+
 def stack_allocator(word: str) -> tuple[bool, str] | None:
     """Whether a stack's launcher maps expandable segments where that differs from its profile (stacks.json
     ``expandable_segments``), with the source; None for a profile's own name or a stack that states nothing."""

@@ -41,6 +41,27 @@ def _framework_words(kw: dict[str, Any]) -> list[Reading]:
     return out
 
 
+def _stack_lora(kw: dict[str, Any], word: str) -> list[Any]:
+    """A LoRA/QLoRA run's target modules and rank where it names none: what the stack or profile ``word`` names builds
+    by default (stacks.json ``lora_defaults``: PEFT's query and value projections at rank 8, …), each reading said;
+    nothing where the table has no row (the typical all-linear at rank 16)."""
+    from gpuplan.catalog.stacks import lora_defaults
+
+    found = lora_defaults(word)
+    if found is None:
+        return []
+    targets = found.targets
+    how = f"{word}'s default where a run names none: {found.source}" + (f" — {found.note}" if found.note else "")
+    out: list[Any] = []
+    if "lora_targets" not in kw:
+        kw["lora_targets"] = ALL_LINEAR if targets == "all-linear" else targets
+        out.append(("training.lora_targets", word, targets if isinstance(targets, str) else ", ".join(targets), how))
+    if "lora_rank" not in kw:
+        kw["lora_rank"] = found.rank
+        out.append(("training.lora_rank", word, found.rank, how))
+    return out
+
+
 def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading, ...]:
     """Read ``kw``'s words in place (their readings returned). An open precision takes the framework's documented
     default (frameworks.json defaults.precision) when it is one of gpuplan's. On a GPU without bf16 tensor cores
@@ -60,6 +81,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         for field, value in fixed.items():  # its kernel, a step in the backward: unless given
             kw.setdefault(field, value)
         read.append(r)
+    stack_word = kw.get("framework")
     stack_read = _framework_words(kw) if "framework" in kw else []
     ranks: list[Reading] = []
     if isinstance(kw.get("method"), str):
@@ -70,6 +92,8 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         if rank and "lora_rank" not in kw and kw["method"] != "full":  # "LoRA (r=64)": the rank it names
             kw["lora_rank"] = int(rank[1] or rank[2])
             ranks = [("training.lora_rank", word_m, kw["lora_rank"], f"method {word_m} names rank {kw['lora_rank']}")]
+    if kw.get("method") in ("lora", "qlora") and isinstance(stack_word, str):
+        ranks += _stack_lora(kw, stack_word)
     framework = kw.get("framework", "generic")
     out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + stack_read + ranks
     word = kw.get("precision")
