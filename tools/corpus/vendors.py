@@ -105,11 +105,14 @@ def nemo(row: dict) -> list[dict]:
     hw, _ = hardware(row)
     layout, open_ = _nemo_layout(p)
     training = {"seq_len": p.get("seq_len", p.get("packed_seq_len")), "global_batch": p["global_batch"],
-                "precision": "fp8", "framework": "megatron-core"}
+                "precision": "fp8", "framework": "NeMo 24.07"}
+    notes.append("Framework as the source names it, the NeMo 24.07 container: NeMo 1 (the 24.07 documentation: "
+                 "'NeMo 2.0 is an experimental feature and currently released in the dev container only'), read as "
+                 "the megatron-core profile.")
     if p.get("method") == "LoRA":
         training["method"] = "lora"
-        open_ += ["lora_rank", "lora_targets"]
-        notes.append("LoRA rank and targets not stated.")
+        notes.append("LoRA rank and targets not stated: NeMo 1's default (attention_qkv; the NeMo-Framework-Launcher's "
+                     "peft/llama/squad.yaml, adapter_dim 32, names no target_modules).")
     if p.get("method"):
         notes.append(f"{p['method']} on {p['dataset']}: seq_len = packed length {p['packed_seq_len']}.")
     notes += ["FP8 via Transformer Engine → precision fp8. Network between DGX H100 nodes not stated (default).",

@@ -85,29 +85,14 @@ def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
     return {k: (row["value"], row["source"]) for k, row in rows.items()}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoraDefault:
-    """The adapters a stack builds where a LoRA/QLoRA run names none: module names or "all-linear", the rank, the
-    source and a note on how the names read."""
-
-    targets: tuple[str, ...] | str
-    rank: int
-    source: str
-    note: str | None = None
-
-
-def lora_defaults(word: str) -> LoraDefault | None:
-    """The adapters the stack or profile a ``training.framework`` word names builds where a LoRA/QLoRA run names no
-    target modules or rank (stacks.json ``lora_defaults``: PEFT's q_proj/v_proj at rank 8, torchtune's recipes, NeMo 2's
-    four linears at 32 …); None where the table has no row (the typical stack's all-linear at rank 16 applies)."""
+def lora_row(word: str) -> dict[str, Any] | None:
+    """The stacks.json ``lora_defaults`` row of the stack or profile a ``training.framework`` word names (``same_as``
+    followed); None where it has none (catalog/lora_defaults.py reads it)."""
     table = _data().get("lora_defaults", {})
     row = table.get(named_stack(word) or "")
-    if row is not None and "same_as" in row:
-        row = table[row["same_as"]]
-    if row is None:
-        return None
-    targets = row["targets"] if isinstance(row["targets"], str) else tuple(row["targets"])
-    return LoraDefault(targets=targets, rank=int(row["rank"]), source=str(row["source"]), note=row.get("note"))
+    if row is not None and "same_as" in row:  # another's row, with what this one states over it (TRL's rank)
+        row = {**table[row["same_as"]], **{k: v for k, v in row.items() if k != "same_as"}}
+    return row
 
 
 def stack_allocator(word: str) -> tuple[bool, str] | None:
@@ -150,7 +135,7 @@ def read_framework(word: str) -> tuple[str, Reading | None]:
     if key in FRAMEWORKS:
         return key, (None if key == word.strip().lower() else
                      Reading(field="training.framework", given=word, value=key, rule=f"{word} read as {key}"))
-    stack = _names().get(key)
+    stack = _versioned(word, _names().get(key))
     if stack is None:
         return _unknown_framework(word, key)
     row = _data()["stacks"][stack]
@@ -234,7 +219,26 @@ def named_stack(word: str) -> str | None:
     if key in FRAMEWORKS:
         return key
     stack = _names().get(key)
-    return stack if stack is not None else _described(word, key)[0]
+    if stack is None:
+        stack = _described(word, key)[0]
+    return _versioned(word, _names().get(stack or "", stack))
+
+
+def _versioned(word: str, stack: str | None) -> str | None:
+    """``stack``, or the earlier stack the version written right after one of its names in ``word`` names
+    (stacks.json ``earlier``: "NeMo 1.23", "NeMo 24.07 + LoRA", "nemo_toolkit==1.23.0" — a toolkit version below 2.0,
+    a container tag below 24.09 — are NeMo 1; Megatron-Bridge 0.x, not one of the names, is not)."""
+    row = _data()["stacks"].get(stack or "", {}).get("earlier")
+    if row is None:
+        return stack
+    names = "|".join(re.escape(n) for n in sorted(row["names"], key=len, reverse=True))
+    found = re.search(rf"(?:^|-)(?:{names})[-=]*v?(\d+(?:\.\d+)*)(?![\d.])", spelling(word))
+    if found is None:
+        return stack
+    version = tuple(int(x) for x in found[1].split("."))
+    below = tuple(row["container_below"] if version[0] >= 20 else row["version_below"])
+    version += (0,) * (len(below) - len(version))  # "NeMo 2" is 2.0, not below it
+    return str(row["stack"]) if version < below else stack
 
 
 def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
@@ -244,6 +248,7 @@ def _unknown_framework(word: str, key: str) -> tuple[str, Reading]:
     documented one, with a note)."""
     stack, how = _described(word, key)
     if stack is not None:
+        stack = _versioned(word, _names().get(stack, stack))  # "NeMo 24.07 + LoRA": NeMo 1
         found, _ = read_framework(stack)
         rule = f"{word!r} is not a catalogued stack; read as its closest name, {stack}" if how == "close" else \
             f"{word!r} read as {stack} ({found}){how}"

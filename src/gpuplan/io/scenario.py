@@ -37,6 +37,7 @@ from gpuplan.io.words import (
     read_lora_targets,
     read_words,
     sp_without_tp,
+    stack_lora,
     stage_from_framework,
     switch_for_layout,
     switch_word,
@@ -360,6 +361,8 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
     elif "global_batch_tokens" in tr_raw:
         kw["global_batch"], reading = batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
         words += (reading,) if reading else ()
+    if kw.get("method") in ("lora", "qlora"):  # the named stack's own adapters where the run names none
+        words += stack_lora(kw, tr_raw.get("framework"), model)
     if "lora_targets" in kw or kw.get("method") in ("lora", "qlora"):  # the model's own linears
         kw["lora_targets"], reading = read_lora_targets(kw.get("lora_targets"), model, kw.get("framework", "generic"),
                                                         kw.get("method"))

@@ -41,27 +41,6 @@ def _framework_words(kw: dict[str, Any]) -> list[Reading]:
     return out
 
 
-def _stack_lora(kw: dict[str, Any], word: str) -> list[Any]:
-    """A LoRA/QLoRA run's target modules and rank where it names none: what the stack or profile ``word`` names builds
-    by default (stacks.json ``lora_defaults``: PEFT's query and value projections at rank 8, …), each reading said;
-    nothing where the table has no row (the typical all-linear at rank 16)."""
-    from gpuplan.catalog.stacks import lora_defaults
-
-    found = lora_defaults(word)
-    if found is None:
-        return []
-    targets = found.targets
-    how = f"{word}'s default where a run names none: {found.source}" + (f" — {found.note}" if found.note else "")
-    out: list[Any] = []
-    if "lora_targets" not in kw:
-        kw["lora_targets"] = ALL_LINEAR if targets == "all-linear" else targets
-        out.append(("training.lora_targets", word, targets if isinstance(targets, str) else ", ".join(targets), how))
-    if "lora_rank" not in kw:
-        kw["lora_rank"] = found.rank
-        out.append(("training.lora_rank", word, found.rank, how))
-    return out
-
-
 def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading, ...]:
     """Read ``kw``'s words in place (their readings returned). An open precision takes the framework's documented
     default (frameworks.json defaults.precision) when it is one of gpuplan's. On a GPU without bf16 tensor cores
@@ -81,7 +60,6 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         for field, value in fixed.items():  # its kernel, a step in the backward: unless given
             kw.setdefault(field, value)
         read.append(r)
-    stack_word = kw.get("framework")
     stack_read = _framework_words(kw) if "framework" in kw else []
     ranks: list[Reading] = []
     if isinstance(kw.get("method"), str):
@@ -92,8 +70,6 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         if rank and "lora_rank" not in kw and kw["method"] != "full":  # "LoRA (r=64)": the rank it names
             kw["lora_rank"] = int(rank[1] or rank[2])
             ranks = [("training.lora_rank", word_m, kw["lora_rank"], f"method {word_m} names rank {kw['lora_rank']}")]
-    if kw.get("method") in ("lora", "qlora") and isinstance(stack_word, str):
-        ranks += _stack_lora(kw, stack_word)
     framework = kw.get("framework", "generic")
     out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + stack_read + ranks
     word = kw.get("precision")
@@ -298,6 +274,49 @@ def read_lora_targets(given: tuple[str, ...] | None, model: Any, framework: str,
                                f"{framework}'s PEFT cannot reach (transformers 5 keeps them as fused parameters, "
                                "adapted only by PEFT's target_parameters): name attention linears too, or all-linear")
     return targets, reads
+
+
+def stack_lora(kw: dict[str, Any], word: Any, model: Any) -> tuple[Reading, ...]:
+    """A LoRA/QLoRA run's target modules and rank where it names none: what the stack or profile ``word`` names builds
+    by default (catalog/lora_defaults.py: PEFT's model-type mapping at rank 8, torchtune's recipes, NeMo's, …), the
+    names read as ``model``'s own linears, each reading said once; a default name the model has no linear for is left
+    out, and where none is left — or the stack names none for this model type (PEFT asks for them) — the typical
+    all-linear stays, said so. Nothing where the stack has no default (the typical all-linear at rank 16)."""
+    from gpuplan.catalog.lora_defaults import lora_defaults
+    from gpuplan.spec.model import resolve_lora_targets
+
+    found = lora_defaults(word) if isinstance(word, str) else None
+    if found is None:
+        return ()
+    how = f"{word}'s default where a run names none: {found.source}" + (f" — {found.note}" if found.note else "")
+    out: tuple[Reading, ...] = ()
+    if "lora_targets" not in kw:
+        names = found.targets_for(model.model_type)
+        if names == "all-linear":
+            kw["lora_targets"], value = ALL_LINEAR, "all-linear"
+        else:
+            kept = tuple(n for n in names or () if _resolves(model, n))
+            targets = resolve_lora_targets(model, kept)[0] if kept else ALL_LINEAR
+            kw["lora_targets"], value = targets, ", ".join(targets) if kept else "all-linear"
+            if not kept:
+                how = (f"{word} names no default target modules for {model.name} (model type {model.model_type}): "
+                       f"the run names them; the typical all-linear is assumed ({found.source})")
+        out += (("training.lora_targets", word, value, how),)
+    if "lora_rank" not in kw:
+        kw["lora_rank"] = found.rank
+        out += (("training.lora_rank", word, found.rank, f"{word}'s default where a run names none: {found.source}"),)
+    return out
+
+
+def _resolves(model: Any, name: str) -> bool:
+    """Whether ``name`` reads as one of ``model``'s linears (spec/model.py ``resolve_lora_targets``)."""
+    from gpuplan.spec.model import resolve_lora_targets
+
+    try:
+        resolve_lora_targets(model, (name,))
+    except GpuplanError:
+        return False
+    return True
 
 
 def lora_target_names(value: Any) -> tuple[str, ...]:

@@ -72,7 +72,7 @@ TARGET_WORDS: dict[str, tuple[tuple[str, ...], bool | None]] = {
 # false: PEFT, whose modules cannot reach transformers 5's fused expert parameters)
 NO_EXPERTS = "!experts"
 ROW_PARALLEL_LEAVES = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_proj", "fc2", "dense_4h_to_h", "w2",
-                                 "wo", "proj"})  # the linears whose input a tensor-parallel split divides
+                                 "wo", "proj", "fc_out"})  # the linears whose input a tensor-parallel split divides
 
 
 def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:

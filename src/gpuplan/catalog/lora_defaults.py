@@ -1,0 +1,41 @@
+"""The adapters a training stack builds where a LoRA/QLoRA run names no target modules or rank (stacks.json
+``lora_defaults``, each row cited): PEFT resolves ``target_modules=None`` through its model-type mapping (the
+attention's query and value projections on Llama, the fused query-key-value one on Falcon, q/v and the MLP on Phi)
+and asks for the modules on a model type it has no entry for; torchtune's recipes, Unsloth, NeMo 1 and 2,
+LLaMA-Factory and ms-swift name theirs whatever the model. Where a stack has no row the typical all-linear at rank 16
+applies (spec/job.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuplan.catalog.stacks import lora_row
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoraDefault:
+    """What one stack adapts by default: module names (or "all-linear"; None: only the model-type mapping), the model
+    types its mapping names, the rank, the source and a note on how the names read."""
+
+    targets: tuple[str, ...] | str | None
+    rank: int
+    source: str
+    note: str | None = None
+    by_model_type: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def targets_for(self, model_type: str) -> tuple[str, ...] | str | None:
+        """The module names for ``model_type``: its mapping's entry, else the stack's own; None where the stack names
+        none for it (PEFT: 'Please specify `target_modules` in `peft_config`')."""
+        return self.by_model_type.get(model_type, self.targets)
+
+
+def lora_defaults(word: str) -> LoraDefault | None:
+    """The adapters the stack or profile a ``training.framework`` word names builds where a LoRA/QLoRA run names none;
+    None where stacks.json has no row for it."""
+    row = lora_row(word)
+    if row is None:
+        return None
+    targets = row.get("targets")
+    return LoraDefault(targets=tuple(targets) if isinstance(targets, list) else targets, rank=int(row["rank"]),
+                       source=str(row["source"]), note=row.get("note"),
+                       by_model_type={k: tuple(v) for k, v in row.get("by_model_type", {}).items()})
