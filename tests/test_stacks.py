@@ -423,7 +423,12 @@ def test_a_stack_named_as_run_descriptions_write_it(word, profile):
 
 
 @pytest.mark.parametrize("word, recipe", [("float8 rowwise", "rowwise"), ("float8 tensorwise", "tensorwise"),
-                                          ("FP8 (Transformer Engine, delayed scaling)", "delayed")])
+                                          ("FP8 (Transformer Engine, delayed scaling)", "delayed"),
+                                          # Transformer Engine's Float8CurrentScaling: one scale per tensor from its
+                                          # current amax, Megatron-Bridge's mixed-precision recipe names
+                                          ("FP8 current scaling", "tensorwise"),
+                                          ("bf16_with_fp8_current_scaling_mixed", "tensorwise"),
+                                          ("fp8_cs", "tensorwise")])
 def test_a_precision_in_words_names_its_fp8_recipe(word, recipe):
     from gpuplan.catalog.stacks import precision_recipe
 

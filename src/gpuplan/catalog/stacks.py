@@ -276,9 +276,11 @@ def precision_recipe(word: str, framework: str) -> str | None:
 
 
 # fp8 recipes by the words run descriptions use: torchao's float8 recipes, Transformer Engine's (its FP8 primer's
-# DelayedScaling is the recipe "Transformer Engine FP8" runs unless another is named), MXFP8
-_RECIPE_WORDS = (("mxfp8", "mxfp8"), ("rowwise", "rowwise"), ("tensorwise", "tensorwise"), ("delayed", "delayed"),
-                 ("engine", "delayed"))
+# DelayedScaling is the recipe "Transformer Engine FP8" runs unless another is named; Float8CurrentScaling, one scale
+# per tensor from its current amax — torchao's tensorwise —, as Megatron-Core's --fp8-recipe tensorwise and
+# Megatron-Bridge's "bf16_with_fp8_current_scaling_mixed" / "fp8_cs" name it), MXFP8
+_RECIPE_WORDS = (("mxfp8", "mxfp8"), ("rowwise", "rowwise"), ("tensorwise", "tensorwise"), ("current", "tensorwise"),
+                 ("cs", "tensorwise"), ("delayed", "delayed"), ("engine", "delayed"))
 
 
 def _free_precision(word: str) -> tuple[str, str | None, list[str]] | None:
