@@ -8,8 +8,9 @@ applies (spec/job.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from gpuplan.catalog.stacks import lora_row
+from gpuplan.catalog.stacks import named_stack, stacks_table
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,6 +28,16 @@ class LoraDefault:
         """The module names for ``model_type``: its mapping's entry, else the stack's own; None where the stack names
         none for it (PEFT: 'Please specify `target_modules` in `peft_config`')."""
         return self.by_model_type.get(model_type, self.targets)
+
+
+def lora_row(word: str) -> dict[str, Any] | None:
+    """The stacks.json ``lora_defaults`` row of the stack or profile a ``training.framework`` word names (``same_as``
+    followed, with what the row states over it: TRL's rank); None where it has none."""
+    table = stacks_table("lora_defaults")
+    row = table.get(named_stack(word) or "")
+    if row is not None and "same_as" in row:
+        row = {**table[row["same_as"]], **{k: v for k, v in row.items() if k != "same_as"}}
+    return row
 
 
 def lora_defaults(word: str) -> LoraDefault | None:

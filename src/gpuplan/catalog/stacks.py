@@ -85,14 +85,9 @@ def stack_layout_defaults(word: str) -> dict[str, tuple[Any, str]]:
     return {k: (row["value"], row["source"]) for k, row in rows.items()}
 
 
-def lora_row(word: str) -> dict[str, Any] | None:
-    """The stacks.json ``lora_defaults`` row of the stack or profile a ``training.framework`` word names (``same_as``
-    followed); None where it has none (catalog/lora_defaults.py reads it)."""
-    table = _data().get("lora_defaults", {})
-    row = table.get(named_stack(word) or "")
-    if row is not None and "same_as" in row:  # another's row, with what this one states over it (TRL's rank)
-        row = {**table[row["same_as"]], **{k: v for k, v in row.items() if k != "same_as"}}
-    return row
+def stacks_table(name: str) -> dict[str, Any]:
+    """A top-level table of stacks.json by name (``lora_defaults``: catalog/lora_defaults.py reads it)."""
+    return _data().get(name, {})
 
 
 def stack_allocator(word: str) -> tuple[bool, str] | None:

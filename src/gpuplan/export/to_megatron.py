@@ -8,7 +8,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.export.common import Export, _batches, _header, _parts, _shard_split, _steps
 from gpuplan.export.to_torchrun import torchrun_args
-from gpuplan.spec.layout import expert_tp_of
+from gpuplan.spec.layout import expert_tp_in
 
 
 def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
@@ -36,7 +36,7 @@ def _parallel_args(lay: dict, model: Any, notes: list[str]) -> list[str]:
          "--context-parallel-size", str(lay["cp"])]
     if lay["ep"] > 1:
         a += ["--expert-model-parallel-size", str(lay["ep"])]
-        if expert_tp_of(lay["dp"], lay["cp"], lay["tp"], lay["ep"]) != lay["tp"]:  # MoE parallel folding
+        if expert_tp_in(lay) != lay["tp"]:  # MoE parallel folding
             a += ["--expert-tensor-parallel-size", "1"]
     if lay["pp_schedule"] == "interleaved" and lay["virtual_stages"] > 1:
         n_layers = getattr(model, "n_layers", None)

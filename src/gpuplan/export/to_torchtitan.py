@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuplan.export.common import Export, _batches, _header, _parts, _shard_split, _steps
 from gpuplan.spec.job import FP4_RECIPES
-from gpuplan.spec.layout import expert_tp_of
+from gpuplan.spec.layout import expert_tp_in
 
 TITAN_MODELS = {"llama": "llama3", "mistral": "llama3", "qwen2": "llama3", "qwen3": "qwen3",
                 "deepseek_v3": "deepseek_v3", "deepseek_v2": "deepseek_v3", "llama4": "llama4"}
@@ -29,7 +29,7 @@ def torchtitan(est: dict, model: Any = None) -> Export:
     par: dict[str, Any] = {"tensor_parallel_degree": lay["tp"], "pipeline_parallel_degree": lay["pp"],
                            "context_parallel_degree": lay["cp"], "expert_parallel_degree": lay["ep"]}
     if lay["ep"] > 1:  # torchtitan's default is 1 (ep over tp too): written as the estimate's (spec Layout.expert_tp)
-        par["expert_tensor_parallel_degree"] = expert_tp_of(lay["dp"], lay["cp"], lay["tp"], lay["ep"])
+        par["expert_tensor_parallel_degree"] = expert_tp_in(lay)
     _batch_and_pipeline(training, par, lay, (gb, accum), model, notes)
     steps = _steps(tr, gb)
     if steps:

@@ -54,7 +54,7 @@ from gpuplan.spec.scenario import Scenario
 from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
-            "ep", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
+            "ep", "etp", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
                   "fp8_recipe", "grad_dtype")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU

@@ -46,6 +46,9 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **{f"{word}_parallel": key for word, key in (("tensor", "tp"), ("pipeline", "pp"), ("data", "dp"),
                                                        ("context", "cp"), ("expert", "ep"))},
         "recompute_granularity": "recompute",
+        # Megatron-Core's --expert-tensor-parallel-size, torchtitan's expert_tensor_parallel_degree
+        **dict.fromkeys(("expert_tensor_parallel_size", "expert_tensor_parallel_degree", "expert_tp", "etp_size"),
+                        "etp"),
     },
     "training": {
         **dict.fromkeys(("global_batch_size", "train_batch_size", "gbs"), "global_batch"),
@@ -221,6 +224,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "layout.pp": FieldDoc("pipeline-parallel stages", "ranks", default="1 (plan searches it)"),
     "layout.cp": FieldDoc("context-parallel degree", "ranks", default="1 (plan searches it)"),
     "layout.ep": FieldDoc("expert-parallel degree (MoE)", "ranks", default="1 (plan searches it)"),
+    "layout.etp": FieldDoc("the experts' tensor-parallel degree (MoE): 1 (parallel folding) or tp", "ranks",
+                           default="tp where ep divides dp×cp, else 1"),
     "layout.zero": FieldDoc("ZeRO stage; 3 = FSDP full shard", values="0, 1, 2, 3"),
     "layout.zero_group": FieldDoc("hybrid shard: ranks sharing one copy of the state", "ranks",
                                   default="none: all dp×cp ranks"),

@@ -68,7 +68,8 @@ def note_text(note: Note, est: Estimate) -> str:
                 + "; step time is unchanged: the model charges no host launch overhead for graphs to remove")
     if code == "expert_folding":
         lay = est.layout
-        return (f"ep {lay.ep} does not divide dp × cp = {lay.dp * lay.cp}: read as Megatron-Core's MoE parallel "
+        why = "etp 1 as given" if lay.etp == 1 else f"ep {lay.ep} does not divide dp × cp = {lay.dp * lay.cp}"
+        return (f"{why}: read as Megatron-Core's MoE parallel "
                 f"folding (arXiv:2504.14960) — experts over the tp × cp × dp ranks with expert tensor parallel 1 "
                 f"(--expert-tensor-parallel-size 1), {lay.expert_dp} replica(s) of each expert; the attention keeps "
                 f"tp {lay.tp}")

@@ -197,6 +197,10 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     return out
 
 
+_DERIVED = {"dp": "derived: gpus / (tp·pp·cp)",
+            "etp": "derived: tp where ep divides dp×cp, else 1 (Megatron-Core MoE parallel folding)"}
+
+
 def _layout_assumed(sc: Scenario, layout: Layout, layout_rules: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
     """The layout fields the input left open: each rule a field's value came by (``by_rule``: a framework's documented
     stage, the recomputation the layout needs — model/estimate.py), else derived or the layout default."""
@@ -204,12 +208,13 @@ def _layout_assumed(sc: Scenario, layout: Layout, layout_rules: tuple[tuple[str,
     for f in fields(Layout):
         if f.name not in sc.layout:
             ruled = dict(layout_rules).get(f.name)
-            rule = ruled or ("derived: gpus / (tp·pp·cp)" if f.name == "dp" else "the layout default")
-            out.append({"field": f"layout.{f.name}", "value": getattr(layout, f.name), "rule": rule,
+            rule = ruled or _DERIVED.get(f.name, "the layout default")
+            value = layout.expert_tp if f.name == "etp" else getattr(layout, f.name)
+            out.append({"field": f"layout.{f.name}", "value": value, "rule": rule,
                         **({"by_rule": True} if ruled else {})})
     return out
 
 
 def searched_fields(sc: Scenario) -> list[str]:
     """The layout fields a search chose (everything the scenario's layout does not fix)."""
-    return [f"layout.{f.name}" for f in fields(Layout) if f.name not in sc.layout]
+    return [f"layout.{f.name}" for f in fields(Layout) if f.name not in sc.layout and f.name != "etp"]

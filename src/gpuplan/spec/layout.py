@@ -55,6 +55,9 @@ class Layout:
     # (torchtitan's 'selective layer' AC, selective_ac_option = k; Megatron's block method
     # recomputes the first N layers of a stage, the same share for N = layers / k)
     recompute_every: int = 1
+    # the experts' tensor parallelism as given (Megatron-Core --expert-tensor-parallel-size, torchtitan's
+    # expert_tensor_parallel_degree): 1 (MoE parallel folding) or tp; None: ``expert_tp_of`` reads it from the degrees
+    etp: int | None = None
 
     def __post_init__(self) -> None:
         values = self.values()
@@ -104,8 +107,8 @@ class Layout:
         """Tensor parallelism inside an expert: tp (Megatron's default, experts over the data-parallel ranks), or 1
         where ep spans the tensor-parallel ranks too (Megatron-Core MoE parallel folding, Liu et al. 2025,
         arXiv:2504.14960: expert-tensor-parallel 1, experts over tp × cp × dp): the only reading of an ep that does
-        not divide dp × cp."""
-        return expert_tp_of(self.dp, self.cp, self.tp, self.ep)
+        not divide dp × cp — or as given (``etp``)."""
+        return self.etp if self.etp is not None else expert_tp_of(self.dp, self.cp, self.tp, self.ep)
 
     @property
     def folded_etp(self) -> int | None:
@@ -124,9 +127,14 @@ class Layout:
 
 
 def expert_tp_of(dp: int, cp: int, tp: int, ep: int) -> int:
-    """``Layout.expert_tp`` from the degrees alone (the exports read a layout's JSON): tp where ep divides dp × cp,
-    else 1 (MoE parallel folding)."""
+    """``Layout.expert_tp`` from the degrees alone: tp where ep divides dp × cp, else 1 (MoE parallel folding)."""
     return tp if (dp * cp) % ep == 0 else 1
+
+
+def expert_tp_in(lay: dict[str, Any]) -> int:
+    """``Layout.expert_tp`` of a layout's JSON (the exports read it): its ``etp`` as given, else the degrees'."""
+    etp = lay.get("etp")
+    return int(etp) if etp is not None else expert_tp_of(lay["dp"], lay["cp"], lay["tp"], lay["ep"])
 
 
 _LAYOUT_DEFAULTS = tuple((f.name, f.default) for f in fields(Layout))
@@ -143,6 +151,8 @@ def check_layout_fields(values: dict[str, Any]) -> None:
     for key in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "recompute_every"):
         if key in values:
             _positive(values[key], f"layout.{key}")
+    if values.get("etp") is not None:
+        _positive(values["etp"], "layout.etp")
     if "zero" in values and (values["zero"] not in (0, 1, 2, 3) or isinstance(values["zero"], bool)):
         raise GpuplanError(f"layout.zero must be 0, 1, 2 or 3, got {values['zero']!r}")
     for key, allowed in (("recompute", RECOMPUTES), ("pp_schedule", PP_SCHEDULES), ("offload", OFFLOADS),

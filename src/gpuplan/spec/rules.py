@@ -181,6 +181,16 @@ RULES: tuple[Rule, ...] = (
         lambda c: f"layout.ep={c.lay['ep']} must divide dp×cp = {c.lay['dp'] * c.lay['cp']} (experts are spread "
                   f"over data-parallel ranks), or tp×dp×cp = {c.lay['tp'] * c.lay['dp'] * c.lay['cp']} (MoE parallel "
                   "folding: expert tensor parallel 1)")),
+    Rule("etp is 1 or tp", ("etp", "tp"), _msg(
+        lambda c: c.lay["etp"] not in (1, c.lay["tp"]),
+        lambda c: f"layout.etp={c.lay['etp']}: the experts' tensor parallelism is modelled as 1 (Megatron-Core MoE "
+                  f"parallel folding: experts whole, ep over tp×dp×cp) or tp = {c.lay['tp']} (experts split like the "
+                  "attention): set one of them, or leave etp open")),
+    Rule("etp = tp needs ep to divide dp×cp", ("etp", "ep", "dp", "cp", "tp"), _msg(
+        lambda c: c.lay["etp"] == c.lay["tp"] > 1 and (c.lay["dp"] * c.lay["cp"]) % c.lay["ep"] != 0,
+        lambda c: f"layout.etp = tp = {c.lay['tp']} splits the experts like the attention, so layout.ep="
+                  f"{c.lay['ep']} must divide dp×cp = {c.lay['dp'] * c.lay['cp']}: set etp: 1 (MoE parallel folding) "
+                  "or an ep that divides dp×cp")),
     Rule("context parallelism needs attention mixers", ("cp", "model"), _msg(
         lambda c: c.lay["cp"] > 1 and c.model.ssm is not None,  # type: ignore[union-attr]
         lambda c: f"layout.cp={c.lay['cp']}: context parallelism over {_name(c)}'s recurrent (Mamba / linear-"
