@@ -30,6 +30,15 @@ def test_a_checkpointing_switch_is_read_as_recompute(sections, recompute):
     assert sc.layout["recompute"] == recompute and reads["layout.recompute"][2] == recompute
 
 
+@pytest.mark.parametrize("value, zero", [(1, 3), (0, None), (True, 3), (False, None)])
+def test_a_tables_0_or_1_fsdp_column_is_the_switch(value, zero):
+    # performance tables write FSDP as 0/1; a shard degree is 2 or more, one of 1 would shard nothing
+    sc, reads = _read(layout={"fsdp": value})
+    assert sc.layout.get("zero") == zero
+    if zero:
+        assert reads["layout.zero"][1] == ("fsdp: 1" if value == 1 and value is not True else "fsdp: true")
+
+
 def test_fsdp_on_is_zero_3_and_a_network_is_where_it_runs():
     sc, reads = _read(layout={"fsdp": True}, hardware={"gpu": "h100-sxm", "gpus": 64, "interconnect": "InfiniBand"})
     assert sc.layout["zero"] == 3 and reads["layout.zero"][1] == "fsdp: true"

@@ -236,14 +236,17 @@ def _fsdp(layout: dict, value: Any) -> list[Reading]:
             out.append(("layout.offload", f"fsdp: {value}", layout["offload"],
                         f"FSDP's {value} keeps the sharded parameters, gradients and optimizer states on the CPU"))
         return out
-    on = _switch(value, "layout.fsdp")
+    # a table's 0/1 column (Megatron Bridge's and NeMo's performance tables: FSDP 0 or 1) is the switch; a shard
+    # degree is 2 or more (config_keys.py), one of 1 would shard nothing
+    on = bool(value) if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1) else \
+        _switch(value, "layout.fsdp")
     if on and layout.get("zero") not in (None, 3):
         raise GpuplanError(f"layout.fsdp: true shards fully (ZeRO-3), but layout.zero is {layout['zero']}: give the "
                            "stage once")
     if on and layout.get("zero") is None:
         layout["zero"] = 3
-        return [("layout.zero", "fsdp: true", 3, "FSDP's full shard shards parameters, gradients and optimizer "
-                                                 "states: ZeRO-3")]
+        return [("layout.zero", "fsdp: 1" if value == 1 and value is not True else "fsdp: true", 3,
+                 "FSDP's full shard shards parameters, gradients and optimizer states: ZeRO-3")]
     return []
 
 
