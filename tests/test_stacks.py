@@ -435,6 +435,15 @@ def test_a_precision_in_words_names_its_fp8_recipe(word, recipe):
     assert read_precision(word, "torchtitan")[0] == "fp8" and precision_recipe(word, "torchtitan") == recipe
 
 
+@pytest.mark.parametrize("framework, recipe", [("megatron-core", "delayed"), ("torchtitan", "tensorwise")])
+def test_block_scaled_fp8_is_said_to_be_costed_as_the_frameworks_default(framework, recipe):
+    # Megatron-Core's --fp8-recipe blockwise (TE Float8BlockScaling; DeepSeek-V3's 1x128 / 128x128 scales) has no
+    # model here: the framework's documented default recipe is costed, and the answer says so
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"precision": "FP8 blockwise", "framework": framework})
+    said = [r for r in sc.read_as if r[0] == "training.fp8_recipe"]
+    assert sc.training.fp8_recipe == recipe and said and "not modelled" in said[0][3]
+
+
 @pytest.mark.parametrize("word", ["FP8 (TE)", "FP8 with Transformer Engine", "Transformer Engine FP8 (hybrid)"])
 def test_transformer_engine_fp8_in_words_is_its_default_recipe(word):
     # Transformer Engine's fp8_autocast without a recipe runs DelayedScaling (its FP8 primer)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuplan.errors import GpuplanError, described
-from gpuplan.spec import PRECISIONS
+from gpuplan.spec import FP8_RECIPES, PRECISIONS
 from gpuplan.spec.model import ALL_LINEAR
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
@@ -47,7 +47,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     (``no_bf16``, its id: V100, T4) 16-bit mixed precision is fp16: an open precision whose default would be bf16 — what
     training there runs — and a word for 16-bit mixed precision that names no format ("mixed", "mixed
     precision"), said so."""
-    from gpuplan.catalog.frameworks import get_framework
+    from gpuplan.catalog.frameworks import FP8_RECIPE_FALLBACK, get_framework
     from gpuplan.catalog.method_words import read_attention, read_method
     from gpuplan.catalog.stacks import precision_recipe, read_optimizer, read_precision, sixteen_bit
 
@@ -84,6 +84,10 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         if recipe is not None and "fp8_recipe" not in kw:  # the recipe the word names (TE FP8: delayed scaling)
             kw["fp8_recipe"] = recipe
             out.append(("training.fp8_recipe", word, recipe, f"precision {word} names the fp8 recipe {recipe}"))
+        elif recipe is None and kw["precision"] == "fp8" and "fp8_recipe" not in kw and _blockwise(word):
+            fact = get_framework(framework).fp8_recipe.get("default")
+            kw["fp8_recipe"] = fact.value if fact is not None and fact.value in FP8_RECIPES else FP8_RECIPE_FALLBACK
+            out.append(("training.fp8_recipe", word, kw["fp8_recipe"], BLOCKWISE))
     else:
         default = get_framework(framework).defaults.get("precision")
         if no_bf16 and (default is None or default.value in ("bf16", "bf16-pure")):
@@ -91,6 +95,17 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         elif default is not None and default.value in PRECISIONS:
             kw["precision"] = default.value
     return tuple(out)
+
+
+# a recipe the words name that no model here costs: said, the framework's default recipe costed in its place
+BLOCKWISE = ("block-scaled FP8 (Megatron-Core --fp8-recipe blockwise, Transformer Engine Float8BlockScaling, "
+             "DeepSeek-V3's 1×128 activation and 128×128 weight scales) is not modelled: the framework's default fp8 "
+             "recipe is costed in its place; name fp8_recipe to choose another")
+
+
+def _blockwise(word: Any) -> bool:
+    """Whether a precision word names block-scaled FP8 ("FP8 blockwise", "fp8 (1x128 block scaling)")."""
+    return isinstance(word, str) and re.search(r"block[-_\s]?(wise|scal)|\b1x128\b|128x128", word.lower()) is not None
 
 
 def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None = None,
