@@ -337,11 +337,14 @@ FP8_RECIPE_FALLBACK = "tensorwise"  # dynamic per-tensor scaling: torchao's defa
 
 
 def fp8_recipe_of(training: Any) -> str:
-    """The fp8 recipe a run uses: as given, else its framework's documented default (frameworks.json
-    ``fp8_recipe.default``: torchtitan tensorwise, Megatron-Core delayed), else tensorwise."""
-    if training.fp8_recipe is not None:
-        return training.fp8_recipe
-    default = get_framework(training.framework).fp8_recipe.get("default")
+    """The fp8 recipe a run uses: as given, else its framework's documented default (``default_fp8_recipe``)."""
+    return training.fp8_recipe if training.fp8_recipe is not None else default_fp8_recipe(training.framework)
+
+
+def default_fp8_recipe(framework: str) -> str:
+    """A framework's documented fp8 recipe (frameworks.json ``fp8_recipe.default``: torchtitan tensorwise,
+    Megatron-Core delayed), else tensorwise."""
+    default = get_framework(framework).fp8_recipe.get("default")
     value = default.value if default is not None else None
     return value if value in FP8_RECIPES else FP8_RECIPE_FALLBACK
 

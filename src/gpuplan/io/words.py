@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuplan.errors import GpuplanError, described
-from gpuplan.spec import FP8_RECIPES, PRECISIONS
+from gpuplan.spec import PRECISIONS
 from gpuplan.spec.model import ALL_LINEAR
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
@@ -47,7 +47,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     (``no_bf16``, its id: V100, T4) 16-bit mixed precision is fp16: an open precision whose default would be bf16 — what
     training there runs — and a word for 16-bit mixed precision that names no format ("mixed", "mixed
     precision"), said so."""
-    from gpuplan.catalog.frameworks import FP8_RECIPE_FALLBACK, get_framework
+    from gpuplan.catalog.frameworks import default_fp8_recipe, get_framework
     from gpuplan.catalog.method_words import read_attention, read_method
     from gpuplan.catalog.stacks import precision_recipe, read_optimizer, read_precision, sixteen_bit
 
@@ -85,8 +85,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
             kw["fp8_recipe"] = recipe
             out.append(("training.fp8_recipe", word, recipe, f"precision {word} names the fp8 recipe {recipe}"))
         elif recipe is None and kw["precision"] == "fp8" and "fp8_recipe" not in kw and _blockwise(word):
-            fact = get_framework(framework).fp8_recipe.get("default")
-            kw["fp8_recipe"] = fact.value if fact is not None and fact.value in FP8_RECIPES else FP8_RECIPE_FALLBACK
+            kw["fp8_recipe"] = default_fp8_recipe(framework)
             out.append(("training.fp8_recipe", word, kw["fp8_recipe"], BLOCKWISE))
     else:
         default = get_framework(framework).defaults.get("precision")
