@@ -16,6 +16,7 @@ from gpuplan.catalog.intervals import Spread, spread, widened
 from gpuplan.catalog.refusals import why_not
 from gpuplan.errors import GpuplanError
 from gpuplan.model.allocator import fragile
+from gpuplan.model.batch_split import open_batch_split
 from gpuplan.model.completion import as_framework, completed_layout, replicas_of
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
@@ -184,6 +185,11 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
     if tp_read is not None:
         (sc, lay, rules, mem), rule = tp_read
         return sc, lay, (("tp", rule), *rules), mem
+    split_read = open_batch_split(sc, overrides, lambda s, o: _settled(s, None, o), _step_s) if layout is None \
+        else None
+    if split_read is not None:
+        (sc, lay, rules, mem), rule = split_read
+        return sc, lay, (("dp", rule), *rules), mem
     if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
         sc = batch_for_layout(sc, replicas_of(sc, overrides))
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
