@@ -66,3 +66,13 @@ def test_a_batch_that_splits_and_given_widths_are_read_as_before():
         evaluate(_sc(gb=70, tp=2, pp=1))
     # no batch given: the default batch follows the layout
     assert batch_widths(make("llama-3.1-70b", "h100-sxm", 96, training={"seq_len": 4096}), {}) == []
+
+
+def test_the_batch_error_names_a_fix_that_works():
+    # dp given, 512 over 96 replicas: the multiples of 96 either side, or fewer replicas
+    with pytest.raises(GpuplanError, match=r"multiple of 96 \(e\.g\. 480 or 576\), or fewer data-parallel replicas"):
+        evaluate(_sc(dp=96))
+    # 24 over 8 replicas splits; a micro-batch of 2 does not divide the 3 sequences per replica
+    with pytest.raises(GpuplanError, match="choose a micro_batch that divides global_batch / dp = 3"):
+        evaluate(make("llama-3.1-8b", "h100-sxm", 8, training={"seq_len": 4096, "global_batch": 24},
+                      layout={"dp": 8, "micro_batch": 2}))

@@ -219,8 +219,20 @@ RULES: tuple[Rule, ...] = (
     Rule("global batch divides into micro-batches", ("global_batch", "dp", "micro_batch"), _msg(
         lambda c: c.global_batch % (c.lay["dp"] * c.lay["micro_batch"]) != 0,  # type: ignore[operator]
         lambda c: f"training.global_batch={c.global_batch} is not a multiple of dp×micro_batch = "
-                  f"{c.lay['dp']}×{c.lay['micro_batch']}: change global_batch or micro_batch")),
+                  f"{c.lay['dp']}×{c.lay['micro_batch']}: {_batch_fix(c)}")),
 )
+
+
+def _batch_fix(c: Context) -> str:
+    """What splits a global batch over the replicas: a micro-batch that divides it, else another batch or fewer
+    data-parallel replicas (every framework steps dp × micro-batch × accumulation sequences)."""
+    gb, dp, mb = c.global_batch, c.lay["dp"], c.lay["micro_batch"]
+    if gb % dp == 0:  # type: ignore[operator]
+        return f"choose a micro_batch that divides global_batch / dp = {gb // dp}"  # type: ignore[operator]
+    per = dp * mb
+    near = sorted({max(per, gb // per * per), -(-gb // per) * per})  # type: ignore[operator]
+    return (f"give a global batch that is a multiple of {per} (e.g. {' or '.join(f'{n:,}' for n in near)}), or fewer "
+            f"data-parallel replicas — tp, pp or cp over the GPUs, a smaller dp")
 
 
 def violations(ctx: Context) -> Iterator[tuple[str, str]]:
