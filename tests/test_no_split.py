@@ -171,3 +171,16 @@ def test_evaluate_reads_a_batch_in_sequences_as_the_nearest_that_splits_its_layo
     assert not [a for a in evaluate_scenario(sc(1536)).to_json()["assumed"] if a.get("given")]
     with pytest.raises(GpuplanError, match="global_batch=10 is not a multiple of dp×micro_batch = 12×1"):
         evaluate_scenario(sc(10))
+
+
+def test_a_given_batch_is_read_as_the_roomiest_batch_within_its_rounding():
+    # Llama 3.1 8B under PyTorch FSDP (no pipeline) on 384 L40S: tp 1, 2, 4 or 8 leaves dp 384, 192, 96 or 48, none
+    # of which divides 2,048. The roomy batch (1,920: -6.25 %) is beyond the 5 % a rounded published batch is read
+    # within; of those within it, 2,112 = 192 × 11 (+3.1 %) is split by dp 192, 96 and 48 alike — more layouts than
+    # 2,064 = 48 × 43 (+0.8 %, dp 48 only) or 2,016 = 96 × 21 (-1.6 %)
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "l40s", "gpus": 384},
+                         "training": {"seq_len": 4096, "global_batch": 2048, "tokens": 1e11,
+                                      "framework": "fsdp"}})
+    res = plan_scenario(sc).result
+    assert res.global_batch == 2112 and res.no_split is None and res.best is not None
+    assert 2112 % (res.best.layout.dp * res.best.layout.micro_batch) == 0

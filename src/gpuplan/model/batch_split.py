@@ -7,12 +7,13 @@ sequences on 384 GPUs, Llama 3's 2,048 on 16,384 —, the run cannot have been p
 runs a step as data-parallel replicas × micro-batch × accumulation steps (Megatron-LM's ``get_num_microbatches``,
 DeepSpeed's ``train_batch_size`` check), so its model was split over the other GPUs. Which split its source does not
 say; a run sizes its degrees for throughput within memory, so it is read as the fastest of the data-parallel widths
-the batch splits over (as given where any width splits it, else within its rounding), each read as ``evaluate`` reads a layout given only its dp (model/completion.py
-``open_split``: tensor parallelism within a node, pipeline stages across; its open ZeRO stage, recomputation and
-micro-batch), at which the layout fits — where none fits, the one whose peak is least. A tie goes to the wider dp.
-Where one of tp and pp is given, the other is the one that fills the GPUs at each width. The answer lists the
-reading under ``assumed``; a given degree is never changed (dp, or tp and pp both, given: the layout's own check
-says why the batch does not split), and a batch that splits is read as before.
+the batch splits over (as given where any width splits it, else within its rounding), each read as ``evaluate``
+reads a layout given only its dp (model/completion.py ``open_split``: tensor parallelism within a node, pipeline
+stages across; its open ZeRO stage, recomputation and micro-batch), at which the layout fits — where none fits,
+the one whose peak is least. A tie goes to the wider dp. Where one of tp and pp is given, the other is the one that
+fills the GPUs at each width. The answer lists the reading under ``assumed``; a given degree is never changed (dp,
+or tp and pp both, given: the layout's own check says why the batch does not split), and a batch that splits is
+read as before.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from gpuplan.catalog.frameworks import refuses_degrees
 from gpuplan.search.space import MICRO_BATCHES, Split, splits
 from gpuplan.spec import Hardware
 from gpuplan.spec.scenario import Scenario
-from gpuplan.spec.tokens_batch import read_batch
+from gpuplan.spec.tokens_batch import TOKENS_SLACK, read_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,19 +99,33 @@ def no_split(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: 
 
 
 
+def _within(sc: Scenario, targets: tuple[Hardware, ...], n: int, wanted: int) -> int | None:
+    """Of the batches within 5 % of a given ``wanted`` (a rounded published batch: spec/tokens_batch.py) that some
+    layout of ``n`` GPUs splits, the one that keeps the most layouts and micro-batches (``_room``), the nearest on a
+    tie, the larger on an equal distance; None where none does."""
+    cands = {x for d in _replicas(sc, targets, n) for x in (wanted // d * d, math.ceil(wanted / d) * d)
+             if x and abs(x / wanted - 1) <= TOKENS_SLACK}
+    scored = [(_room(sc, targets, n, x), -abs(x - wanted), x) for x in cands]
+    best = max(scored, default=None)
+    return best[2] if best is not None and best[0] else None
+
+
 def batch_at_count(sc: Scenario, targets: tuple[Hardware, ...], n: int, global_batch: int
                    ) -> tuple[Scenario, int, NoSplit | None]:
     """The scenario and global batch a search of exactly ``n`` GPUs uses (``plan`` and ``fit`` alike), and what
     to change when there is none: where ``global_batch`` splits over some layout, as it is; else a default batch
     moves to the one ``n`` splits (``batch_for_count``; `assumed` says so), a given one — in tokens or sequences
-    — is read as it within 5 % (`read as`: a published batch is rounded); further off, or with a fixed dp, it
-    stays and ``NoSplit`` names the nearest batches and counts that split."""
+    — is read as it within 5 % (`read as`: a published batch is rounded), or else as the batch within 5 % that
+    keeps the most layouts and micro-batches; further off, or with a fixed dp, it stays and ``NoSplit`` names the
+    nearest batches and counts that split."""
     if split_count(sc, targets, n, global_batch):
         return sc, global_batch, None
     suggested = batch_for_count(sc, targets, n, global_batch)
     fitted = None if "dp" in sc.layout else suggested
     if fitted is not None and "training.global_batch" in sc.given:
         read = read_batch(sc, fitted)
+        if read is None and (near := _within(sc, targets, n, global_batch)) is not None:
+            read, fitted = read_batch(sc, near), near  # the roomy batch is too far: the roomiest within 5 %
         sc, fitted = (read, fitted) if read is not None else (sc, None)
     if fitted is None:
         return sc, global_batch, no_split(sc, targets, n, global_batch, suggested)
