@@ -233,6 +233,10 @@ def test_rdma_without_a_rate_is_not_guessed():
     ("1600 Gbps per node (RoCE)", "a100-80gb-sxm", "roce-200g"),
     ("3.2 Tbps per node InfiniBand", "h100-sxm", "ib-ndr-400g"),
     ("1600 Gb/s per node InfiniBand", "gb200", "ib-ndr-400g"),  # a GB200 tray: 4 GPUs
+    # a figure above any one port's 800 Gb/s is the node's NICs together (Azure ND H100 v5: "3.2 Tbps InfiniBand")
+    ("3.2 Tbps InfiniBand", "h100-sxm", "ib-ndr-400g"),
+    ("1,600 Gbps node-node interconnect (RoCE)", "a100-80gb-sxm", "roce-200g"),
+    ("800 Gb/s InfiniBand", "h100-sxm", "ib-xdr-800g"),  # one XDR port: a port's rate, not the node's
 ])
 def test_a_network_rate_per_node_is_read_per_gpu(network, gpu, fid):
     from gpuplan.io.scenario import parse_scenario

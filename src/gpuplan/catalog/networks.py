@@ -87,10 +87,21 @@ _PER_NODE = re.compile(r"(\d+(?:\.\d+)?)\s*(t|g)(?:b/s|bps|bit/s|b)?\s*(?:per|/|
                        re.IGNORECASE)
 
 
+# a rate above any one port's (InfiniBand XDR and 800GbE: 800 Gb/s) is a node's NICs together ("3.2 Tbps
+# InfiniBand", Azure ND H100 v5 and AWS p5: 8 x 400 Gb/s per VM)
+_AGGREGATE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(t|g)(?:b/s|bps|bit/s|b)?\b", re.IGNORECASE)
+MAX_PORT_GBPS = 800
+
+
 def per_gpu_rate(text: str, per_node: int) -> str:
-    """A network rate given per node ("1600 Gbps per node (RoCE)", "3.2 Tb/s per node") as the rate per GPU the
-    fabrics are catalogued by: the node's NICs are shared by its ``per_node`` GPUs (8 x 200 Gb/s: 200 each)."""
+    """A network rate given per node ("1600 Gbps per node (RoCE)", "3.2 Tb/s per node", or a figure no one port
+    reaches: "3.2 Tbps InfiniBand") as the rate per GPU the fabrics are catalogued by: the node's NICs are shared by
+    its ``per_node`` GPUs (8 x 200 Gb/s: 200 each)."""
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # 1,600 Gbps
     m = _PER_NODE.search(text)
+    if m is None:
+        m = next((a for a in _AGGREGATE.finditer(text)
+                  if float(a.group(1)) * (1000 if a.group(2).lower() == "t" else 1) > MAX_PORT_GBPS), None)
     if m is None or per_node < 1:
         return text
     rate = float(m.group(1)) * (1000 if m.group(2).lower() == "t" else 1) / per_node
