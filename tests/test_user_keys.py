@@ -65,6 +65,16 @@ def test_accumulation_steps_make_the_global_batch(layout, gb):
     assert sc.training.global_batch == gb and reads["training.global_batch"][2] == gb
 
 
+def test_accumulation_steps_beside_the_global_batch_agree_or_fix_the_micro_batch():
+    # 64 GPUs: 512 sequences in 4 steps over 64 replicas is a micro-batch of 2 (a run's config states all three)
+    sc, reads = _read(training={"gradient_accumulation_steps": 4, "global_batch": 512})
+    assert sc.layout["micro_batch"] == 2 and reads["layout.micro_batch"][2] == 2
+    sc, reads = _read(training={"gradient_accumulation_steps": 4, "global_batch": 512}, layout={"micro_batch": 2})
+    assert sc.training.global_batch == 512 and reads["training.gradient_accumulation_steps"][2] == "not used"
+    with pytest.raises(GpuplanError, match=r"\(3\) and training.global_batch \(512\) are both given and do not agree"):
+        _read(training={"gradient_accumulation_steps": 3, "global_batch": 512})
+
+
 @pytest.mark.parametrize("training, layout, words", [
     ({"gradient_accumulation_steps": 4}, {}, "give layout.micro_batch"),
     ({"gradient_accumulation_steps": 4, "global_batch": 512}, {"micro_batch": 1}, "both given"),

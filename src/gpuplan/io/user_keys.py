@@ -98,6 +98,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                                "once")
         training[key] = layout.pop(key)
     if isinstance(training, dict):
+        layout = {} if layout is None and any(k in training for k in ACCUMULATION) else layout  # may fix micro_batch
         reads += _training_keys(training, hardware, layout)
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
                      if v is not None}, **stash}
@@ -262,7 +263,7 @@ def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Readin
         split = math.prod(int(lay.get(k) or 1) for k in ("tp", "pp", "cp"))
         dp = gpus // split if gpus % split == 0 else None
     if tr.get("global_batch") is not None:
-        raise GpuplanError(f"training.{key} and training.global_batch are both given: give one of them")
+        return _accumulated_with_batch(tr, lay, key, int(steps), dp)
     if not isinstance(mb, int) or not isinstance(dp, int):
         raise GpuplanError(f"training.{key} makes the global batch only with the micro-batch and the data-parallel "
                            "degree: give layout.micro_batch and hardware.gpus (or layout.dp), or give "
@@ -270,6 +271,20 @@ def _accumulated(training: dict, key: str, hardware: Any, layout: Any) -> Readin
     training["global_batch"] = dp * mb * int(steps)
     return ("training.global_batch", f"{key}: {int(steps)}", training["global_batch"],
             f"{int(steps)} accumulation steps × micro-batch {mb} × {dp} data-parallel replicas")
+
+
+def _accumulated_with_batch(tr: dict, lay: dict, key: str, steps: int, dp: Any) -> Reading:
+    """Steps beside a given global batch: they agree with it (dp × micro-batch × steps), or fix an open micro-batch."""
+    gb, mb = parse_count(tr["global_batch"], "training.global_batch"), lay.get("micro_batch")
+    if isinstance(dp, int) and mb is None and gb % (dp * steps) == 0:
+        lay["micro_batch"] = int(gb // (dp * steps))
+        return ("layout.micro_batch", f"{key}: {steps}", lay["micro_batch"],
+                f"global batch {gb:,.0f} over {dp} data-parallel replicas in {steps} accumulation steps")
+    if isinstance(dp, int) and isinstance(mb, int) and dp * mb * steps == gb:
+        return (f"training.{key}", f"{key}: {steps}", "not used", f"{steps} steps × micro-batch {mb} × {dp} "
+                "data-parallel replicas: the global batch given")
+    raise GpuplanError(f"training.{key} ({steps}) and training.global_batch ({gb:,.0f}) are both given and do not "
+                       f"agree with micro-batch {mb or 'open'} × dp {dp or 'open'} × steps: give one of them")
 
 
 TABLE_SEQ = ("seq_len", "seq", "seq_length")  # a model table's training length (not its positions)
