@@ -47,3 +47,17 @@ def test_neither_a_file_nor_a_model_says_both(capsys):
     assert main(["evaluate", "no-such-thing"]) == 2
     err = capsys.readouterr().err
     assert "scenario file 'no-such-thing' not found" in err and "or a model id the catalogue knows" in err
+
+
+def test_a_name_with_its_stated_size_is_the_model_of_that_size():
+    from gpuplan.catalog.models import load_model
+
+    # a paper's "StarCoder 15.5B": the catalogue's StarCoder, whose count the size states (within a paper's rounding)
+    spec = load_model("StarCoder 15.5B")
+    assert spec.name == "StarCoder" and "15.5B" in spec.assumed[-1]
+    # a size the model does not have is not read as it
+    with pytest.raises(GpuplanError, match="unknown model 'StarCoder 7B'"):
+        load_model("StarCoder 7B")
+    # NeMo's GPT-3 configs and MT-NLG as NVIDIA's pages name them
+    assert load_model("NeMo Megatron GPT 5B").name == "GPT-3 5B (NeMo)"
+    assert load_model("Megatron 530B").name == "Megatron-Turing NLG 530B"

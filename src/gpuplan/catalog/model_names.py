@@ -100,3 +100,17 @@ def base_named_in(ref: str, keys: list[str], find: Callable[[str], str | None],
     if params is not None and _other_size(s[:where.start()] + " " + s[where.end():], params(mid)):
         return None
     return mid, f"it names its base model {best!r}, whose shapes a fine-tune keeps"
+
+
+_TRAILING_COUNT = re.compile(r"[\s_-]*(\d+(?:\.\d+)?)\s*([mbt])$", re.IGNORECASE)
+
+
+def sized_name(ref: str, find: Callable[[str], str | None], params: Callable[[str], int]) -> tuple[str, str] | None:
+    """(catalogue id, why) of a model named with its parameter count after a name the catalogue knows without one
+    ("StarCoder 15.5B", "DBRX 132B"), where the count is the model's within 15 % (a paper's rounding); else None."""
+    m = _TRAILING_COUNT.search(ref.strip())
+    if m is None or not (name := ref.strip()[:m.start()]) or (mid := find(name)) is None:
+        return None
+    if abs(float(m.group(1)) * _SCALE[m.group(2).lower()] / params(mid) - 1) > 0.15:
+        return None
+    return mid, f"the parameter count it states, {m.group(1)}{m.group(2).upper()}, is that of {mid}"

@@ -28,7 +28,7 @@ from typing import Any
 
 from gpuplan.bounds import check_text, check_tree, is_path, load_json, read_regular
 from gpuplan.catalog.families import BUILDERS, MAX_PARAMS, Cfg
-from gpuplan.catalog.model_names import base_named_in, copy_of, variant_of
+from gpuplan.catalog.model_names import base_named_in, copy_of, sized_name, variant_of
 from gpuplan.catalog.safetensors_files import MAX_DIM, MAX_DIMS, header, shard_names
 from gpuplan.errors import GpuplanError, described, named, shown
 from gpuplan.spec.model import ModelSpec
@@ -171,7 +171,8 @@ def load_model(ref: Any, *, name: str | None = None) -> ModelSpec:
             spec = user
         elif is_path(s):
             spec = _from_path(p)
-        elif isinstance(ref, str) and (named_as := copy_of(s, _find, _params_of) or _base_of(s)) is not None:
+        elif isinstance(ref, str) and (named_as := copy_of(s, _find, _params_of) or _base_of(s)
+                                       or sized_name(s, _find, _params_of)) is not None:
             base, why = _from_catalog(named_as[0]), f"model {s!r} read as {named_as[0]}: {named_as[1]}"
             spec = dataclasses.replace(base, assumed=(*base.assumed, why))
         elif not isinstance(ref, str) or s.endswith(".json") or s.startswith(("/", ".", "~")) or (
