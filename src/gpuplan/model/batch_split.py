@@ -33,10 +33,10 @@ Settle = Callable[[Scenario, dict[str, Any]], tuple[Scenario, Layout, tuple[tupl
 Read = tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]
 
 
-def _splits(sc: Scenario, mb: int) -> bool:
-    """Whether the scenario's global batch (read within its rounding) splits into ``mb``-sequence replicas."""
-    gb = batch_for_layout(sc, mb).training.global_batch
-    return gb is not None and gb % mb == 0
+def _splits(sc: Scenario, replicas: int) -> bool:
+    """Whether the scenario's global batch (read within its rounding) splits over ``replicas`` (dp × micro-batch)."""
+    gb = batch_for_layout(sc, replicas).training.global_batch
+    return gb is not None and gb % replicas == 0
 
 
 def batch_widths(sc: Scenario, overrides: dict[str, Any]) -> list[dict[str, int]]:
