@@ -36,6 +36,14 @@ def test_every_kth_block_needs_full_recompute():
         _est(recompute="full", recompute_every=0)
 
 
+def test_every_kth_block_with_the_mode_open_is_full_recompute_of_those_blocks():
+    # a run table's "AC every 2nd layer" without the mode: the blocks it recomputes, it recomputes whole
+    est = _est(recompute_every=2)
+    lay = est["scenario"]["layout"]
+    assert (lay["recompute"], lay["recompute_every"]) == ("full", 2)
+    assert est["time"] == _est(recompute="full", recompute_every=2)["time"]
+
+
 def test_exports_say_every_kth_block_in_each_framework():
     sc = gpuplan.scenario(**KW, tp=1, pp=1, recompute="full", recompute_every=2)
     titan, _ = export_scenario(sc, "torchtitan")

@@ -142,7 +142,13 @@ def shard_degrees(layout: dict) -> list[Reading]:
 def recompute_method(layout: dict) -> list[Reading]:
     """Megatron's ``recompute_method`` / ``recompute_num_layers`` beside full recomputation: ``uniform`` recomputes
     every layer (from one checkpoint per ``recompute_num_layers`` layers), read as full; ``block`` recomputes only
-    the first N layers of each stage, which gpuplan states as recompute_every — one error with the fix."""
+    the first N layers of each stage, which gpuplan states as recompute_every — one error with the fix. A
+    ``recompute_every`` k > 1 with the mode open is full recomputation of every k-th block."""
+    every = layout.get("recompute_every")
+    if isinstance(every, int) and every > 1 and layout.get("recompute", layout.get("recompute_granularity")) is None:
+        # every k-th block recomputed whole: full recomputation of those blocks (torchtitan's selective_ac_option k)
+        return _set(layout, "recompute", "full", f"recompute_every: {every}", "recompute_every recomputes every "
+                    "k-th block in full: recompute full") + recompute_method(layout)
     method = layout.pop("recompute_method", None)
     layers = layout.pop("recompute_num_layers", None)
     if method is None and layers is None:
