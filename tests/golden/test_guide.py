@@ -47,7 +47,7 @@ def test_7b_at_4096_under_amp_past_the_guide_range():
     # (tests/trace/test_trace_amp.py); plus autocast's bf16 cast of every matrix (2 B each) until backward.
     s, h, V, L = 4096, 4096, 32000, 32
     matrices = L * (4 * h * h + 3 * h * 11008)
-    acc = mem("llama-2-7b", gpu="mi325x", training={"seq_len": s, "global_batch": 8})
+    acc = mem("llama-2-7b", gpu="mi325x", training={"seq_len": s, "global_batch": 8}, layout={"micro_batch": 1})
     assert acc["gradients"] == 4 * LLAMA2_7B and acc["weights"] == 4 * LLAMA2_7B
     # + the final norm (8 B) and the LM head's input (2 B); the casts of the blocks' and the head's matrices
     assert acc["activations"] == pytest.approx(L * 55.5 * s * h + (8 + 2) * s * h + 2 * (matrices + V * h), rel=1e-3)

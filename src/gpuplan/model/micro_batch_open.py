@@ -1,4 +1,4 @@
-"""An open ``layout.micro_batch`` under a stack whose launch script must give it.
+"""An open ``layout.micro_batch`` where the run's global batch is given.
 
 Megatron-LM and Megatron-Core (``--micro-batch-size`` has no default: the launch script gives it) and nanotron (its
 ``micro_batch_size``, likewise required) leave the micro-batch to the run's authors, who size it for throughput
@@ -6,9 +6,18 @@ within memory — Narayanan et al. 2021 (arXiv:2104.04473, Sec. 3.4 and Fig. 16)
 model and, under a pipeline, on the bubble the fewer micro-batches leave. So a run described under these stacks
 without its micro-batch is read at the fastest power of two that divides its per-replica batch and fits (``fits``:
 the peak's interval upper end, the headroom kept), at the ZeRO stage and recomputation read before it
-(model/zero_open.py, model/recompute_open.py); a tie goes to the smaller. It needs a given global batch (the
-per-replica batch is then the run's); the answer lists it under ``assumed``. A given micro-batch, one the stack
-documents (frameworks.json ``defaults.micro_batch``) or one at which the layout does not fit is never changed.
+(model/zero_open.py, model/recompute_open.py); a tie goes to the smaller.
+
+Every other stack accumulates no gradients unless told to (frameworks.json ``defaults.gradient_accumulation_steps``:
+DeepSpeed's gradient_accumulation_steps and the Hugging Face Trainer's default 1, DeepSpeed's micro-batch then the
+train batch over the ranks; torchtitan's local batch is the per-rank batch, global_batch_size -1; Composer's
+device_train_microbatch_size None is the device batch): a run given by its global batch alone ran its per-replica
+batch as one micro-batch — read so where it fits; where it does not, the run accumulated, and the micro-batch is
+read as under the script-sized stacks. Under a pipeline such a stack's micro-batch count is its own setting
+(DeepSpeed's PipelineEngine runs gradient_accumulation_steps micro-batches, torchtitan one per stage by default):
+not read here, the layout default stays. Both
+need a given global batch (the per-replica batch is then the run's); the answer lists the reading under
+``assumed``. A given micro-batch, or a layout that does not fit at one, is never changed.
 """
 
 from __future__ import annotations
@@ -32,13 +41,18 @@ def open_micro_batch(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides:
     fitting — the layout at the fastest power-of-two micro-batch that fits, its memory and the rule (None:
     unchanged)."""
     tr = sc.training
-    if "micro_batch" in sc.layout or "micro_batch" in overrides or not script_sized(tr.framework) \
-            or "training.global_batch" not in sc.given or not mem.fits or tr.global_batch is None:
+    if "micro_batch" in sc.layout or "micro_batch" in overrides or not mem.fits or tr.global_batch is None \
+            or not ({"training.global_batch", "training.global_batch_tokens"} & sc.given):
         return lay, mem, None
     replicas = lay.dp
     if tr.global_batch % (replicas * lay.micro_batch):
         return lay, mem, None
     per = tr.global_batch // replicas
+    if not script_sized(tr.framework):
+        if lay.pp > 1:  # the stack's own count of pipeline micro-batches: not read here (the layout default)
+            return lay, mem, None
+        if (whole := _whole(sc, lay, mem, per)) is not None:
+            return whole
     best, best_mem = lay, mem
     best_s = step_time(sc.model, sc.hardware, tr, lay, sc.corrections).step_s
     size = lay.micro_batch * 2
@@ -54,10 +68,30 @@ def open_micro_batch(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides:
         size *= 2
     if best is lay:
         return lay, mem, None
-    rule = (f"not given: {tr.framework}'s launch script gives the micro-batch (no default), and a run sizes it for "
-            f"throughput within memory: {best.micro_batch}, the fastest power of two that divides the {per:,}-sequence "
-            "per-replica batch and fits (model/micro_batch_open.py); give layout.micro_batch to change it")
+    why = (f"{tr.framework}'s launch script gives the micro-batch (no default)" if script_sized(tr.framework) else
+           f"the {per:,}-sequence per-replica batch does not fit as one micro-batch, so the run accumulated")
+    rule = (f"not given: {why}, and a run sizes it for throughput within memory: {best.micro_batch}, the fastest power "
+            f"of two that divides the {per:,}-sequence per-replica batch and fits (model/micro_batch_open.py); give "
+            "layout.micro_batch to change it")
     return best, best_mem, rule
+
+
+def _whole(sc: Scenario, lay: Layout, mem: MemoryBreakdown, per: int
+           ) -> tuple[Layout, MemoryBreakdown, str | None] | None:
+    """The layout with its per-replica batch as one micro-batch (no accumulation, the stack's default), its memory and
+    the rule — where the stack runs it and it fits; else None."""
+    if per == lay.micro_batch:
+        return lay, mem, None
+    cand = replace(lay, micro_batch=per)
+    if why_not(sc.training.framework, cand.values(), sc.training, sc.model):
+        return None
+    m = memory(sc.model, sc.hardware, sc.training, cand, sc.corrections)
+    if not m.fits:
+        return None
+    rule = (f"not given: {sc.training.framework} accumulates no gradients unless told to (gradient accumulation "
+            f"steps 1 by default), so the {per:,}-sequence per-replica batch ran as one micro-batch "
+            "(model/micro_batch_open.py); give layout.micro_batch to change it")
+    return cand, m, rule
 
 
 def script_sized(framework: str) -> bool:

@@ -16,7 +16,9 @@ and the list of what it filled in (the answers' ``"assumed"``).
 - layout fields: ``evaluate`` completes them with Layout's defaults (dp derived, micro_batch 1,
   recompute none, zero 0 — the documented stage of a framework named directly, 3 for torchtitan, torchtune and
   PyTorch FSDP: model/estimate.py ``completed_layout`` —, sequence parallel when tp > 1, interleaving with 2
-  chunks); ``plan``,
+  chunks), then reads the open ones as the run the rest describes (model/: zero_open, recompute_open,
+  micro_batch_open with a given global batch, tp_open, batch_split where the batch cannot split over the GPUs as
+  replicas), each listed with its rule; ``plan``,
   ``fit`` and ``export`` search them instead (listed as ``"searched"``, not assumed).
 """
 
