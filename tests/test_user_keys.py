@@ -65,6 +65,11 @@ def test_accumulation_steps_make_the_global_batch(layout, gb):
     assert sc.training.global_batch == gb and reads["training.global_batch"][2] == gb
 
 
+def test_an_fp8_switch_is_the_precision_as_bf16_and_fp16_are():
+    sc, reads = _read(training={"fp8": True})
+    assert sc.training.precision == "fp8" and reads["training.precision"][1] == "fp8: true"
+
+
 def test_accumulation_steps_beside_the_global_batch_agree_or_fix_the_micro_batch():
     # 64 GPUs: 512 sequences in 4 steps over 64 replicas is a micro-batch of 2 (a run's config states all three)
     sc, reads = _read(training={"gradient_accumulation_steps": 4, "global_batch": 512})

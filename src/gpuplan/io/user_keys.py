@@ -160,11 +160,11 @@ def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
 
 def _fine_tune_keys(training: dict) -> list[Reading]:
     """A fine-tuning config's switches read as what they set, where the scenario leaves it open: the Hugging Face
-    Trainer's (and Axolotl's) ``bf16`` / ``fp16`` as the precision, ``load_in_4bit`` (BitsAndBytesConfig, Axolotl) as
+    Trainer's (and Axolotl's) ``bf16`` / ``fp16`` and a run's ``fp8`` switch as the precision, ``load_in_4bit`` as
     QLoRA, TRL's ``use_peft`` as LoRA, Axolotl's ``lora_target_linear`` as all-linear; TRL's ``packing`` and Axolotl's
     ``sample_packing`` set aside (gpuplan's tokens are whole sequences of seq_len, as packing makes them)."""
     reads: list[Reading] = []
-    for key in [k for k in ("bf16", "fp16") if k in training]:
+    for key in [k for k in ("bf16", "fp16", "fp8") if k in training]:
         if not _switch(training.pop(key), f"training.{key}"):
             continue
         if training.get("precision") is None:
