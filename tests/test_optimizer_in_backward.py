@@ -45,6 +45,14 @@ def test_an_open_global_batch_is_one_micro_batch_per_step():
     assert "one micro-batch per step" in rule
 
 
+def test_a_given_global_batch_with_the_micro_batch_open_is_one_micro_batch_per_step():
+    # 12 sequences over 4 replicas, stepped in backward: the per-replica 3 is the micro-batch
+    est = evaluate(make(gpus=4, training={**TUNE, "optimizer_in_backward": True, "global_batch": 12}))
+    assert est.layout.micro_batch == 3
+    rule = next(a["rule"] for a in est.to_json()["assumed"] if a["field"] == "layout.micro_batch")
+    assert "optimizer steps in backward" in rule
+
+
 @pytest.mark.parametrize("training, layout, words", [
     ({"global_batch": 8}, {"micro_batch": 2}, "micro_batch = global_batch / dp = 8"),
     ({}, {"micro_batch": 1, "pp": 2, "dp": 1}, "set pp: 1"),

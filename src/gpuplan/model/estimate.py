@@ -192,6 +192,7 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
         return sc, lay, (("dp", rule), *rules), mem
     if layout is None and sc.training.global_batch is not None:  # read against the layout's replicas
         sc = batch_for_layout(sc, replicas_of(sc, overrides))
+    overrides, stepped = _in_backward_micro_batch(sc, overrides) if layout is None else (overrides, ())
     lay, rules = (layout, ()) if layout is not None else completed_layout(sc, **overrides)
     if sc.training.global_batch is None:  # with the optimizer in backward: one micro-batch per step
         gb = lay.dp * lay.micro_batch if sc.training.optimizer_in_backward else \
@@ -210,8 +211,22 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
         rules += (("recompute", rule),) if rule else ()
         lay, mem, rule = open_micro_batch(sc, lay, mem, overrides)  # a script-sized stack's micro-batch
-        rules += (("micro_batch", rule),) if rule else ()
+        rules += (("micro_batch", rule),) if rule else stepped
     return sc, lay, rules, mem
+
+
+def _in_backward_micro_batch(sc: Scenario, overrides: dict[str, Any]
+                             ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
+    """With the optimizer in backward (one micro-batch per step) and the global batch given, an open micro-batch is
+    the per-replica batch: the overrides that say so and the rule (none where it is given or does not divide)."""
+    gb = sc.training.global_batch
+    if not sc.training.optimizer_in_backward or gb is None or "micro_batch" in sc.layout or "micro_batch" in overrides:
+        return overrides, ()
+    per, rest = divmod(gb, replicas_of(sc, overrides))
+    if per <= 1 or rest:
+        return overrides, ()
+    return {**overrides, "micro_batch": per}, (("micro_batch", "not given: the optimizer steps in backward, so a step "
+                                                "is one micro-batch: the per-replica batch of the global batch"),)
 
 
 def _step_s(sc: Scenario, lay: Layout) -> float:
