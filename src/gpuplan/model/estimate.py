@@ -210,7 +210,7 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
         rules = sharded if sharded is not None else rules
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
         rules += (("recompute", rule),) if rule else ()
-        lay, mem, rule = open_micro_batch(sc, lay, mem, overrides)  # a script-sized stack's micro-batch
+        lay, mem, rule = open_micro_batch(sc, lay, mem, overrides)  # with the global batch given
         rules += (("micro_batch", rule),) if rule else stepped
     return sc, lay, rules, mem
 

@@ -8,16 +8,16 @@ without its micro-batch is read at the fastest power of two that divides its per
 the peak's interval upper end, the headroom kept), at the ZeRO stage and recomputation read before it
 (model/zero_open.py, model/recompute_open.py); a tie goes to the smaller.
 
-Every other stack accumulates no gradients unless told to (frameworks.json ``defaults.gradient_accumulation_steps``:
-DeepSpeed's gradient_accumulation_steps and the Hugging Face Trainer's default 1, DeepSpeed's micro-batch then the
-train batch over the ranks; torchtitan's local batch is the per-rank batch, global_batch_size -1; Composer's
-device_train_microbatch_size None is the device batch): a run given by its global batch alone ran its per-replica
-batch as one micro-batch — read so where it fits; where it does not, the run accumulated, and the micro-batch is
-read as under the script-sized stacks. Under a pipeline such a stack's micro-batch count is its own setting
-(DeepSpeed's PipelineEngine runs gradient_accumulation_steps micro-batches, torchtitan one per stage by default):
-not read here, the layout default stays. Both
-need a given global batch (the per-replica batch is then the run's); the answer lists the reading under
-``assumed``. A given micro-batch, or a layout that does not fit at one, is never changed.
+Every other stack accumulates no gradients unless told to (DeepSpeed's gradient_accumulation_steps default 1,
+frameworks.json ``defaults.gradient_accumulation_steps``, its micro-batch then the train batch over the ranks; the
+Hugging Face Trainer's TrainingArguments.gradient_accumulation_steps default 1; torchtitan's local batch is the
+per-rank batch, global_batch_size -1; Composer's device_train_microbatch_size None is the device batch): a run given
+by its global batch alone ran its per-replica batch as one micro-batch — read so where it fits; where it does not,
+the run accumulated, and the micro-batch is read as under the script-sized stacks. Under a pipeline such a stack's
+micro-batch count is its own setting (DeepSpeed's PipelineEngine runs gradient_accumulation_steps micro-batches,
+torchtitan one per stage by default): not read here, the layout default stays. Both need a given global batch (the
+per-replica batch is then the run's); the answer lists the reading under ``assumed``. A given micro-batch, or a
+layout that does not fit at one, is never changed.
 """
 
 from __future__ import annotations
