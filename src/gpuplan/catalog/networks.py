@@ -93,6 +93,11 @@ _AGGREGATE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(t|g)(?:b/s|bps|bit/s|b)?\
 MAX_PORT_GBPS = 800
 
 
+def _gbps(m: re.Match[str]) -> float:
+    """A matched figure and its unit (t or g) in Gb/s."""
+    return float(m.group(1)) * (1000 if m.group(2).lower() == "t" else 1)
+
+
 def per_gpu_rate(text: str, per_node: int) -> str:
     """A network rate given per node ("1600 Gbps per node (RoCE)", "3.2 Tb/s per node", or a figure no one port
     reaches: "3.2 Tbps InfiniBand") as the rate per GPU the fabrics are catalogued by: the node's NICs are shared by
@@ -100,9 +105,8 @@ def per_gpu_rate(text: str, per_node: int) -> str:
     text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # 1,600 Gbps
     m = _PER_NODE.search(text)
     if m is None:
-        m = next((a for a in _AGGREGATE.finditer(text)
-                  if float(a.group(1)) * (1000 if a.group(2).lower() == "t" else 1) > MAX_PORT_GBPS), None)
+        m = next((a for a in _AGGREGATE.finditer(text) if _gbps(a) > MAX_PORT_GBPS), None)
     if m is None or per_node < 1:
         return text
-    rate = float(m.group(1)) * (1000 if m.group(2).lower() == "t" else 1) / per_node
+    rate = _gbps(m) / per_node
     return text[:m.start()] + f"{rate:g} Gb/s per GPU" + text[m.end():]

@@ -23,14 +23,10 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.model.completion import replicas_of
-from gpuplan.model.memory import MemoryBreakdown
+from gpuplan.model.tp_open import Read, Settle
 from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
 from gpuplan.spec.tokens_batch import batch_for_layout
-
-# (scenario, layout, layout rules, memory) of the scenario read with these overrides: estimate._settled
-Settle = Callable[[Scenario, dict[str, Any]], tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]]
-Read = tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]
 
 
 def _splits(sc: Scenario, replicas: int) -> bool:

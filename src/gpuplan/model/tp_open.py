@@ -22,7 +22,8 @@ from gpuplan.spec import Layout
 from gpuplan.spec.scenario import Scenario
 
 # (scenario, layout, layout rules, memory) of the scenario read with these overrides: estimate._settled
-Settle = Callable[[Scenario, dict[str, Any]], tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]]
+Read = tuple[Scenario, Layout, tuple[tuple[str, str], ...], MemoryBreakdown]
+Settle = Callable[[Scenario, dict[str, Any]], Read]
 
 
 def _sp_open_tp(sc: Scenario, overrides: dict[str, Any]) -> bool:
