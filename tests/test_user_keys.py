@@ -230,9 +230,35 @@ def test_fsdp_hybrid_shard_shards_inside_a_node():
     sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
                          "training": {"framework": "FSDP HYBRID_SHARD"}, "layout": {"tp": 2}})
     assert (sc.layout["zero"], sc.layout["zero_group"]) == (3, 4)  # 8 GPUs a node over tp 2
-    with pytest.raises(GpuplanError, match="give zero: 3 and zero_group"):
-        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
-                        "layout": {"zero": "HYBRID_SHARD"}})
+    # the same word as the layout's stage, and a shard group named as the node, read with the node's GPUs
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32},
+                         "layout": {"zero": "HYBRID_SHARD"}})
+    assert (sc.layout["zero"], sc.layout["zero_group"]) == (3, 8)
+    assert ("layout.zero_group", "HYBRID_SHARD", 8) in [r[:3] for r in sc.read_as]
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 4},
+                         "layout": {"zero": 2, "zero_group": "node", "tp": 2}})
+    assert (sc.layout["zero"], sc.layout["zero_group"]) == (2, 2)  # 4 GPUs a node over tp 2; the stage as given
+    with pytest.raises(GpuplanError, match="do not hold whole tensor × context groups of 3"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 48},
+                        "layout": {"zero": 3, "zero_group": "intra-node", "tp": 3}})
+
+
+def test_distributed_optimizer_and_a_batch_in_tokens():
+    from gpuplan.io.scenario import parse_scenario
+
+    # Megatron's distributed optimizer as tables shorten it: ZeRO-1
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 16},
+                         "training": {"framework": "megatron-lm"}, "layout": {"distributed_optimizer": True}})
+    assert sc.layout["zero"] == 1
+    # a paper's "4M tokens" as the global batch: 4,000,000 / 4,096 read as 1,024 sequences (the power of two within
+    # 5 %: Llama 2, arXiv:2307.09288, Table 1), listed
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 16},
+                         "training": {"seq_len": 4096, "global_batch": "4M tokens"}})
+    assert sc.training.global_batch == 1024
+    assert any(r[0] == "training.global_batch_tokens" and r[1] == "global_batch: 4M tokens" for r in sc.read_as)
+    with pytest.raises(GpuplanError, match="counts tokens, but global_batch counts sequences"):  # given twice
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                        "training": {"global_batch": "4M tokens", "global_batch_tokens": "4M"}})
 
 
 @pytest.mark.parametrize("keys, field, value", [

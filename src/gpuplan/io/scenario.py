@@ -29,6 +29,7 @@ from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
 from gpuplan.io.user_keys import batch_from_tokens, read_user_keys, same_batch, table_seq
 from gpuplan.io.words import (
+    batch_in_tokens,
     compile_word,
     cuda_graphs_word,
     era_for_layout,
@@ -207,6 +208,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         model_ref = str(base_dir / model_ref)
     hw_raw = counted_gpu(_section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS))
     tr_raw, seq_read = table_seq(model_ref, _section(raw, "training", TRAINING_KEYS))
+    tr_raw, batch_read = batch_in_tokens(tr_raw)
     model = load_model(_with_positions(model_ref, tr_raw))
     hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
@@ -221,7 +223,8 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
     words += later + compiled
-    words += user_reads + seq_read + system_words(hw_raw["gpu"], hardware.gpu.id) + fabric_words(hw_raw, hardware)
+    words += user_reads + seq_read + batch_read
+    words += system_words(hw_raw["gpu"], hardware.gpu.id) + fabric_words(hw_raw, hardware)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)

@@ -40,6 +40,8 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         # torchtitan's parallelism.pipeline_parallel_schedule (not "schedule": a learning-rate schedule elsewhere)
         **dict.fromkeys(("pipeline_parallel_schedule", "pipeline_schedule"), "pp_schedule"),
         **dict.fromkeys(("zero_stage", "zero_optimization_stage"), "zero"),
+        # Megatron Bridge's ddp.use_distributed_optimizer as tables and papers shorten it
+        "distributed_optimizer": "use_distributed_optimizer",
         **dict.fromkeys(("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "vp"),
                         "virtual_stages"),
         # a paper's or a table's words for the degrees

@@ -17,7 +17,7 @@ from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.config_keys import config_stage, lower_keys, moved_keys, recompute_method, shard_degrees, sharding_word
 from gpuplan.io.schema import KEY_ALIASES, own_keys
-from gpuplan.io.words import Reading, switch_word
+from gpuplan.io.words import Reading, node_sharded, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
 
@@ -111,6 +111,8 @@ def _sharding_keys(layout: dict, stash: dict[str, Any]) -> list[Reading]:
     from gpuplan.catalog.stacks import sharding_words
 
     reads: list[Reading] = []
+    for key in [k for k in ("zero", "zero_group") if node_sharded(layout.get(k))]:  # read with the node's GPUs
+        stash["_sharding_word"] = (f"layout.{key}", layout.pop(key))
     said = sharding_word(layout)  # accelerate's fsdp_sharding_strategy: what layout.fsdp says
     if said is not None:
         if "fsdp" in layout:
@@ -391,10 +393,7 @@ def _zero_word(word: str) -> tuple[int | None, str]:
     from gpuplan.catalog.stacks import sharding_words
 
     said = sharding_words(word)
-    if said.hybrid:
-        raise GpuplanError(f"layout.zero {word!r} shards inside a node and replicates across: give zero: 3 and "
-                           "zero_group: the GPUs of a node over tp × cp (e.g. 8)")
-    stage = said.stage
+    stage = None if said.hybrid else said.stage  # HYBRID_SHARD: read with the node (_sharding_keys)
     if stage is None and (m := re.fullmatch(r"\s*(?:zero\s*)?stage\s*([0-3])\s*", word.lower())):
         stage = int(m[1])
     return stage, f"layout.zero {word} read as ZeRO-{stage}"

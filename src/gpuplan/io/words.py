@@ -107,6 +107,30 @@ def _blockwise(word: Any) -> bool:
     return isinstance(word, str) and re.search(r"block[-_\s]?(wise|scal)|\b1x128\b|128x128", word.lower()) is not None
 
 
+# a shard group given as the node ("zero_group: node", "intra-node"): the node's GPUs over tp × cp
+NODE_GROUP = re.compile(r"(per[-_ ]?|intra[-_ ]?|within[-_ ]?(a[-_ ])?|one[-_ ])?node([-_ ]?(local|wide|level))?")
+
+
+def node_sharded(word: Any) -> bool:
+    """Whether a layout word shards inside the node: a HYBRID_SHARD stage, or a shard group named as the node."""
+    from gpuplan.catalog.stacks import sharding_words
+
+    return isinstance(word, str) and (sharding_words(word).hybrid
+                                      or NODE_GROUP.fullmatch(word.strip().lower()) is not None)
+
+
+def batch_in_tokens(training: dict[str, Any]) -> tuple[dict[str, Any], tuple[Reading, ...]]:
+    """A global batch written in tokens ("4M tokens", as papers state it) as ``global_batch_tokens``, as a reading,
+    where no batch in tokens is given besides; the sequences follow from seq_len (user_keys.batch_from_tokens)."""
+    word = training.get("global_batch")
+    if not isinstance(word, str) or "global_batch_tokens" in training or \
+            not re.search(r"\d\s*[kmbt]?\s*-?\s*tokens?\s*$", word.strip(), re.IGNORECASE):
+        return training, ()
+    rest = {k: v for k, v in training.items() if k != "global_batch"}
+    return {**rest, "global_batch_tokens": word}, (("training.global_batch_tokens", f"global_batch: {word}", word,
+                                                     "a global batch in tokens: its sequences follow from seq_len"),)
+
+
 def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None = None,
                          where: str = "training.framework") -> tuple[Reading, ...]:
     """The ZeRO stage and the offload a ``training.framework`` word names ("DeepSpeed ZeRO-3", "ZeRO-Offload",
@@ -128,7 +152,11 @@ def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None
         layout["zero"] = stage
         out.append(("layout.zero", word, stage, f"{where} {word} names ZeRO stage {stage}"))
     tp_cp = (layout.get("tp") or 1) * (layout.get("cp") or 1)
-    if said.hybrid and layout.get("zero_group") is None and per_node and per_node % tp_cp == 0:
+    node = said.hybrid or NODE_GROUP.fullmatch(word.strip().lower()) is not None
+    if node and where.startswith("layout.") and per_node and per_node % tp_cp:
+        raise GpuplanError(f"{where} {word!r} shards inside a node, but the node's {per_node} GPUs do not hold whole "
+                           f"tensor × context groups of {tp_cp}: give layout.zero_group as a number of GPUs")
+    if node and layout.get("zero_group") is None and per_node and per_node % tp_cp == 0:
         # a node holding one tensor × context group: a shard group of one GPU, each replica whole
         layout["zero_group"] = per_node // tp_cp
         out.append(("layout.zero_group", word, per_node // tp_cp, f"{where} {word} shards inside a node: "
