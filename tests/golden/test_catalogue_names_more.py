@@ -12,6 +12,14 @@ import pytest
 from gpuplan.catalog.models import load_model
 
 ALIASES = [
+    # models of published runs written from their papers (none released), as papers and tables name them
+    ("BloombergGPT", "bloomberggpt-50b"), ("BloombergGPT 50B", "bloomberggpt-50b"),
+    ("GLM-130B", "glm-130b"), ("THUDM/GLM-130B", "glm-130b"),
+    ("Turing-NLG", "turing-nlg-17b"), ("T-NLG", "turing-nlg-17b"),
+    ("Galactica 120B", "galactica-120b"), ("facebook/galactica-120b", "galactica-120b"),
+    # GLM-4.6 and GLM-4.7 have GLM-4.5's weight shapes (only max_position_embeddings differs)
+    ("zai-org/GLM-4.6", "glm-4.5"), ("zai-org/GLM-4.7", "glm-4.5"), ("zai-org/GLM-4.5-Air-Base", "glm-4.5-air"),
+    ("allenai/Olmo-3-7B-Instruct", "olmo-3-7b"), ("swiss-ai/Apertus-70B-Instruct-2509", "apertus-70b"),
     # DeepSeek-R1 distillations into Qwen2.5 / Llama 3 (arXiv 2501.12948)
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
     ("DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
