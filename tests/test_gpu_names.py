@@ -147,7 +147,9 @@ def test_a_memory_size_no_part_of_the_family_has_matches_nothing(name):
     ("ND MI300X v5", "mi300x"),
     # Google Cloud accelerator-optimized machines: A2 High 40 GB, A2 Ultra 80 GB, A3 High/Mega H100, A3 Ultra H200
     ("a2-highgpu-8g", "a100-40gb-sxm"), ("a2-ultragpu-8g", "a100-80gb-sxm"), ("a3-megagpu-8g", "h100-sxm"),
-    ("A3 Ultra", "h200"),
+    ("A3 Ultra", "h200"), ("A2 Ultra", "a100-80gb-sxm"),
+    # DGX-2 / DGX-2H datasheets: 16x V100 32 GB on NVSwitch
+    ("DGX-2", "v100-32gb"), ("DGX-2H", "v100-32gb"),
     # DGX A100 datasheet: the 320 GB system holds 40 GB A100s, the 640 GB one 80 GB; DGX/HGX + a GPU name is that GPU
     ("DGX A100 320GB", "a100-40gb-sxm"), ("DGX A100 640GB", "a100-80gb-sxm"), ("DGX H100", "h100-sxm"),
     ("NVIDIA DGX-H200", "h200"), ("HGX A100 40GB", "a100-40gb-sxm"), ("HGX B200", "b200"),
@@ -165,6 +167,19 @@ def test_a_system_name_is_said_under_read_as():
     # a GPU's own name is no reading
     assert not [w for w in parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "A100 40GB"}}).read_as
                 if w[0] == "hardware.gpu"]
+
+
+def test_a_system_of_sixteen_gpus_is_its_node():
+    from gpuplan.io.scenario import parse_scenario
+
+    # NVIDIA DGX-2 datasheet: 16 V100s a system, as the ZeRO (arXiv:1910.02054) and Megatron-LM (arXiv:1909.08053)
+    # runs used them: 64 GPUs are 4 nodes, said with the GPU
+    sc = parse_scenario({"model": "gpt2-xl", "hardware": {"gpu": "DGX-2H", "gpus": 64}})
+    assert (sc.hardware.gpus_per_node, sc.hardware.nodes) == (16, 4)
+    assert any(w[0] == "hardware.gpu" and "16 GPUs per node" in w[3] for w in sc.read_as)
+    # a node the scenario gives stands
+    sc = parse_scenario({"model": "gpt2-xl", "hardware": {"gpu": "DGX-2", "gpus": 32, "gpus_per_node": 8}})
+    assert sc.hardware.gpus_per_node == 8
 
 
 def test_an_unknown_instance_is_still_refused_with_suggestions():

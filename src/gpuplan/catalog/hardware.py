@@ -188,9 +188,21 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
 
 
 @cache
-def _systems() -> dict[str, tuple[str, str]]:
-    """Systems and cloud instances by name key (catalog/systems.json): the GPU id each holds, and the source."""
-    return {_key(n): (row["gpu"], row["source"]) for row in load_json("systems.json")["systems"] for n in row["names"]}
+def _systems() -> dict[str, tuple[str, str, int | None]]:
+    """Systems and cloud instances by name key (catalog/systems.json): the GPU id each holds, the source, and the
+    GPUs a node of it holds where that is not the GPU's own (a DGX-2's 16)."""
+    return {_key(n): (row["gpu"], row["source"], row.get("gpus_per_node"))
+            for row in load_json("systems.json")["systems"] for n in row["names"]}
+
+
+def system_node(hw_raw: dict) -> dict:
+    """``hardware`` with the GPUs per node of the system its gpu names (a DGX-2: 16) where it gives none; the
+    reading is said with the system's (``system_words``)."""
+    name = hw_raw.get("gpu")
+    hit = _systems().get(_key(name)) if isinstance(name, str) else None
+    if hit is None or hit[2] is None or "gpus_per_node" in hw_raw:
+        return hw_raw
+    return {**hw_raw, "gpus_per_node": hit[2]}
 
 
 def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...]:
@@ -200,7 +212,8 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
         return ()
     hit = _systems().get(_key(name))
     remarks = without_remarks(name) != " ".join(name.split())
-    why = (f"the GPU of that instance or system ({hit[1]})" if hit is not None else
+    node = f"; {hit[2]} GPUs per node" if hit is not None and hit[2] else ""
+    why = (f"the GPU of that instance or system ({hit[1]}){node}" if hit is not None else
            "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" if remarks
            else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None)
     return (("hardware.gpu", name, gid, why),) if why else ()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
-from gpuplan.catalog.hardware import MAX_GPUS, fabric_words, make_hardware, system_words
+from gpuplan.catalog.hardware import MAX_GPUS, fabric_words, make_hardware, system_node, system_words
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.schema import (
     ECHO_HARDWARE_KEYS,
@@ -206,7 +206,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
                                "{params: 7e9} or {model_type: llama, ...}") from None
     if isinstance(model_ref, str) and base_dir is not None and is_path(str(base_dir / model_ref)):
         model_ref = str(base_dir / model_ref)
-    hw_raw = counted_gpu(_section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS))
+    hw_raw = system_node(counted_gpu(_section(raw, "hardware", HARDWARE_KEYS + ECHO_HARDWARE_KEYS)))
     tr_raw, seq_read = table_seq(model_ref, _section(raw, "training", TRAINING_KEYS))
     tr_raw, batch_read = batch_in_tokens(tr_raw)
     model = load_model(_with_positions(model_ref, tr_raw))
