@@ -205,9 +205,11 @@ def kimi_linear(c: Cfg, name: str) -> ModelSpec:
     nope, rope, vd, kvr = (c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim"),
                            c.int("kv_lora_rank"))
     qr = c.int("q_lora_rank", default=0, minimum=0, note=False)
-    E, k = c.int("num_local_experts", "n_routed_experts", default=256), c.int("num_experts_per_tok", default=8)
+    # Moonshot's config.json spells the experts num_experts / num_experts_per_token / num_shared_experts
+    E = c.int("num_experts", "num_local_experts", "n_routed_experts", default=256)
+    k = c.int("num_experts_per_token", "num_experts_per_tok", default=8)
     moe_ffn, ffn = c.int("moe_intermediate_size", default=1024), c.int("intermediate_size", default=9216)
-    shared = c.int("n_shared_experts", default=1, minimum=0) * moe_ffn
+    shared = c.int("num_shared_experts", "n_shared_experts", default=1, minimum=0) * moe_ffn
     sparse = _sparse_layers(c, _Family(first_dense=1), L)
     norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
     mixers = {"full_attention": (_mla(c, h, nh, nope, rope, vd, qr, kvr), "attention"),
