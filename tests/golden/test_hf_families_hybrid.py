@@ -136,6 +136,19 @@ def test_granite_4_hybrid_counts_as_transformers_does(cfg, total, active):
     assert m.position == ("none" if cfg.get("position_embedding_type") == "nope" else "rope")
 
 
+def test_granite_4_dense_reads_no_mamba_block():
+    # Granite 4.0's dense models (micro) are GraniteMoeHybrid configs listing attention alone: no Mamba block, so no
+    # Mamba default is assumed, no scan is timed and the throughput interval is not widened for one.
+    # Count as transformers builds it: 1000 x 256 (tied) + 4 x (attention 256 x 256 x 2 + 64 x 256 x 2 + shared MLP
+    # 768 x 256 + 256 x 384 + 2 norms of 256) + final norm 256 = 2,093,312
+    m = load_model({"model_type": "granitemoehybrid", "hidden_size": 256, "num_hidden_layers": 4,
+                    "num_attention_heads": 8, "num_key_value_heads": 2, "shared_intermediate_size": 384,
+                    "num_local_experts": 0, "vocab_size": 1000, "layer_types": ["attention"] * 4,
+                    "tie_word_embeddings": True})
+    assert m.params == 2_093_312 and m.ssm is None and m.attention_layers == 4
+    assert not [a for a in m.assumed if "mamba" in a or "scan" in a]
+
+
 @pytest.mark.parametrize("cfg, total", [
     # BambaForCausalLM, transformers 5.24: Mamba-2 blocks, attention on attn_layer_indices, SwiGLU in every block
     ({"hidden_size": 256, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 2,

@@ -281,10 +281,13 @@ def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
     h, L, nh, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
     nkv = c.kv_heads(nh, "num_key_value_heads")
     hd = c.head_dim(h, nh)
-    d = _mamba_dims(c, h)
     types = listed_types(c, ("linear_attention", "full_attention"), L) or ["linear_attention"] * L
-    mixers = {"linear_attention": (mamba2_mixer(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."), "mamba2"),
-              "full_attention": (qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False)), "attention")}
+    # Granite 4.0's dense models (micro) list attention alone: no Mamba block, so no Mamba key is read
+    d = _mamba_dims(c, h) if "linear_attention" in types else None
+    mixers = {"full_attention": (qkvo(h, nh, nkv, hd, c.flag("attention_bias", default=False)), "attention")}
+    if d is not None:
+        mixers["linear_attention"] = (mamba2_mixer(c, h, d, c.flag("mamba_proj_bias", default=False), "mamba."),
+                                      "mamba2")
     E = c.int("num_local_experts", default=8, minimum=0)
     k = c.int("num_experts_per_tok", default=2) if E else 0
     ffn = c.int("intermediate_size", default=11008) if E else 0
@@ -295,7 +298,8 @@ def granitemoehybrid(c: Cfg, name: str) -> ModelSpec:
         + lin("shared_mlp.output_linear", h, shared, "shared_expert" if E else "mlp")
     norms = nrm("input_layernorm", h) + nrm("post_attention_layernorm", h)
     tied = tie(c, False)
-    scan_note(c)
+    if d is not None:
+        scan_note(c)
     nope = c.raw("position_embedding_type") == "nope"
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=0 if E else shared,
                 vocab=V, max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
