@@ -67,3 +67,33 @@ def test_a_given_dp_with_tp_and_pp_open_splits_the_rest_as_megatron_does():
     assert (est.layout.dp, est.layout.tp, est.layout.pp) == (8, 8, 35)
     rules = {a["field"]: a["rule"] for a in est.to_json()["assumed"]}
     assert "Takeaway #1" in rules["layout.tp"] and "Takeaway #1" in rules["layout.pp"]
+
+
+@pytest.mark.parametrize("layout, read", [
+    # a table with one model-parallel column left out (Narayanan et al. 2021, arXiv:2104.04473, Table 1 without its tp
+    # column): 64 GPUs at dp 32 and pp 1 leave tp 2; at dp 8 and tp 4, pp 2 (it was "dp×tp×pp = 32 but gpus = 64")
+    ({"dp": 32, "pp": 1}, ("tp", 2)), ({"dp": 8, "tp": 4}, ("pp", 2)),
+])
+def test_a_given_dp_and_one_model_degree_leave_the_other_to_the_count(layout, read):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 64}, "layout": layout})
+    est = evaluate(sc)
+    assert getattr(est.layout, read[0]) == read[1]
+    rules = {a["field"]: a["rule"] for a in est.to_json()["assumed"]}
+    assert f"{read[0]} = 64 / {64 // read[1]}" in rules[f"layout.{read[0]}"]
+    # no whole degree the model takes (3 does not divide 64): the count error stays
+    with pytest.raises(GpuplanError, match="make the product equal the GPU count"):
+        evaluate(parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 64},
+                                 "layout": {"dp": 8, "pp": 3}}))
+
+
+def test_an_fp8_recipe_with_the_precision_open_trains_in_fp8():
+    # torchtitan's float8 recipe names given, the precision not: the matmuls it scales run in fp8 (it was "precision
+    # is bf16: set precision: fp8")
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                         "training": {"framework": "torchtitan", "fp8_recipe": "rowwise"}})
+    assert (sc.training.precision, sc.training.fp8_recipe) == ("fp8", "rowwise")
+    assert any(r[0] == "training.precision" and r[2] == "fp8" for r in sc.read_as)

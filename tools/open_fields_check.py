@@ -4,7 +4,7 @@ the recomputation, the framework, or the whole layout but the GPU count — so t
 (model/micro_batch_open.py, recompute_open.py, zero_open.py, batch_split.py) are checked against the runs' published
 throughput, not only against the layouts the runs stated. A check, not a fit: nothing here sets a constant.
 
-Run: python tools/open_fields_check.py [micro_batch|recompute|framework|layout ...]
+Run: python tools/open_fields_check.py [micro_batch|recompute|framework|layout|SECTION.KEY ...]
 Prints, per removed field, the rows answered and refused, the median |error| (predicted / published − 1), the share
 within ±25 % and the median signed error, overall and per source.
 """
@@ -25,12 +25,18 @@ FIELDS = ("stated", "micro_batch", "recompute", "framework", "layout")
 
 
 def without(scenario: dict[str, Any], field: str) -> dict[str, Any]:
-    """The scenario with ``field`` removed (``stated``: as it is)."""
+    """The scenario with ``field`` removed (``stated``: as it is); a dotted field (``training.global_batch``,
+    ``hardware.scale_out``) names its section."""
     sc = copy.deepcopy(scenario)
     if field == "framework":
         sc.get("training", {}).pop("framework", None)
     elif field == "layout":
         sc["layout"] = {}
+    elif "." in field:
+        section, key = field.split(".", 1)
+        part = sc.get(section)
+        if isinstance(part, dict):
+            part.pop(key, None)
     elif field != "stated":
         sc.get("layout", {}).pop(field, None)
     return sc
@@ -69,6 +75,6 @@ def _summary(errs: list[float]) -> str:
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or FIELDS:
-        if name not in FIELDS:
-            sys.exit(f"unknown field {name!r}: one of {', '.join(FIELDS)}")
+        if name not in FIELDS and name.split(".")[0] not in ("training", "hardware", "layout"):
+            sys.exit(f"unknown field {name!r}: one of {', '.join(FIELDS)}, or SECTION.KEY (training.global_batch)")
         check(name)

@@ -87,6 +87,10 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         elif recipe is None and kw["precision"] == "fp8" and "fp8_recipe" not in kw and _blockwise(word):
             kw["fp8_recipe"] = default_fp8_recipe(framework)
             out.append(("training.fp8_recipe", word, kw["fp8_recipe"], BLOCKWISE))
+    elif kw.get("fp8_recipe") is not None:  # a recipe that scales fp8 matmuls: the run trains in fp8
+        kw["precision"] = "fp8"
+        out.append(("training.precision", f"fp8_recipe: {kw['fp8_recipe']}", "fp8",
+                    "an fp8 recipe given with the precision open: the matmuls it scales run in fp8"))
     else:
         default = get_framework(framework).defaults.get("precision")
         if no_bf16 and (default is None or default.value in ("bf16", "bf16-pure")):

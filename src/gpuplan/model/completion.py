@@ -55,8 +55,10 @@ def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int],
     arXiv:2104.04473, Takeaway #1) —: the largest power-of-two tp within the node that divides them and the heads,
     the rest pipeline stages; the fields and their rules (none where the fields leave nothing to split)."""
     given = {**sc.layout, **overrides}
-    if "dp" not in given or "tp" in given or "pp" in given:
+    if "dp" not in given or ("tp" in given and "pp" in given):
         return {}, ()
+    if "tp" in given or "pp" in given:
+        return _one_open(sc, given)
     n, dp, cp = sc.hardware.gpus, given["dp"], given.get("cp", 1)
     if not isinstance(dp, int) or not isinstance(cp, int) or dp < 1 or cp < 1 or n % (dp * cp) or n == dp * cp:
         return {}, ()
@@ -67,6 +69,25 @@ def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int],
     why = (f"dp {dp} given, tp and pp open: the other {rest} GPUs per replica split as Megatron's papers split them — "
            "tensor parallelism within the node, pipeline across nodes (Narayanan et al. 2021, Takeaway #1)")
     return {"tp": tp, "pp": rest // tp}, (("tp", why), ("pp", why))
+
+
+def _one_open(sc: Scenario, given: dict[str, Any]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+    """dp given with one of tp and pp: the open one is what the GPU count leaves, n / (dp × cp × the other), where
+    that is a whole degree the model takes (tp dividing the attention and key-value heads, pp at most the layers)."""
+    open_key, other = ("pp", "tp") if "tp" in given else ("tp", "pp")
+    degrees = [given["dp"], given.get("cp", 1), given[other]]
+    if not all(isinstance(d, int) and d >= 1 for d in degrees):
+        return {}, ()
+    n, used = sc.hardware.gpus, degrees[0] * degrees[1] * degrees[2]
+    if n % used:
+        return {}, ()
+    value, m = n // used, sc.model
+    if value == 1 or (open_key == "tp" and (m.n_heads % value or m.n_kv_heads % value)) or \
+            (open_key == "pp" and value > m.n_layers):
+        return {}, ()
+    why = (f"dp {degrees[0]} and {other} {degrees[2]} given, {open_key} open: the {n} GPUs leave {open_key} = "
+           f"{n} / {used}")
+    return {open_key: value}, ((open_key, why),)
 
 
 def node_tp_degrees(sc: Scenario, gpus: int) -> list[int]:
