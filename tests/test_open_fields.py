@@ -73,6 +73,8 @@ def test_a_given_dp_with_tp_and_pp_open_splits_the_rest_as_megatron_does():
     # a table with one model-parallel column left out (Narayanan et al. 2021, arXiv:2104.04473, Table 1 without its tp
     # column): 64 GPUs at dp 32 and pp 1 leave tp 2; at dp 8 and tp 4, pp 2 (it was "dp×tp×pp = 32 but gpus = 64")
     ({"dp": 32, "pp": 1}, ("tp", 2)), ({"dp": 8, "tp": 4}, ("pp", 2)),
+    # torchtitan's tables without their CP column: dp 4, tp 8, pp 1 on 64 GPUs leave cp 2
+    ({"dp": 4, "tp": 8, "pp": 1}, ("cp", 2)),
 ])
 def test_a_given_dp_and_one_model_degree_leave_the_other_to_the_count(layout, read):
     from gpuplan.io.scenario import parse_scenario

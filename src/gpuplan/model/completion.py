@@ -55,8 +55,10 @@ def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int],
     arXiv:2104.04473, Takeaway #1) —: the largest power-of-two tp within the node that divides them and the heads,
     the rest pipeline stages; the fields and their rules (none where the fields leave nothing to split)."""
     given = {**sc.layout, **overrides}
-    if "dp" not in given or ("tp" in given and "pp" in given):
+    if "dp" not in given:
         return {}, ()
+    if "tp" in given and "pp" in given:
+        return _open_cp(sc, given) if "cp" not in given else ({}, ())
     if "tp" in given or "pp" in given:
         return _one_open(sc, given)
     n, dp, cp = sc.hardware.gpus, given["dp"], given.get("cp", 1)
@@ -88,6 +90,19 @@ def _one_open(sc: Scenario, given: dict[str, Any]) -> tuple[dict[str, int], tupl
     why = (f"dp {degrees[0]} and {other} {degrees[2]} given, {open_key} open: the {n} GPUs leave {open_key} = "
            f"{n} / {used}")
     return {open_key: value}, ((open_key, why),)
+
+
+def _open_cp(sc: Scenario, given: dict[str, Any]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+    """dp, tp and pp given, cp open, and the GPUs more than their product: what the count leaves is context
+    parallelism (a table without its CP column), where it splits the sequence into whole chunks."""
+    degrees = [given["dp"], given["tp"], given["pp"]]
+    if not all(isinstance(d, int) and d >= 1 for d in degrees):
+        return {}, ()
+    n, used = sc.hardware.gpus, degrees[0] * degrees[1] * degrees[2]
+    if n % used or n == used or sc.training.seq_len % (n // used):  # spec/rules.py: cp divides the sequence
+        return {}, ()
+    why = f"dp {degrees[0]}, tp {degrees[1]} and pp {degrees[2]} given, cp open: the {n} GPUs leave cp = {n} / {used}"
+    return {"cp": n // used}, (("cp", why),)
 
 
 def node_tp_degrees(sc: Scenario, gpus: int) -> list[int]:
