@@ -343,3 +343,33 @@ def test_a_description_naming_another_fabric_beside_nvlink_is_not_read_as_nvlink
     for gpu, text in (("rtx-3090", "NVLink 2-way bridge"), ("h100-nvl", "NVLink4 bridge"), ("gh200", "NVLink-C2C")):
         with pytest.raises(GpuplanError, match="unknown fabric"):
             fabrics(gpu, intra_node=text)
+
+
+def test_a_deepspeed_config_given_as_the_training_section():
+    from gpuplan.io.scenario import parse_scenario
+
+    # DeepSpeed's JSON as users paste it: bf16 as a section with its `enabled` switch, zero_optimization beside the
+    # batch keys (a layout block, read under layout: stage 3, the optimizer state on the CPU)
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "a100-80gb", "gpus": 16},
+                         "training": {"framework": "deepspeed", "seq_len": 4096, "train_micro_batch_size_per_gpu": 4,
+                                      "gradient_accumulation_steps": 8, "bf16": {"enabled": True},
+                                      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}})
+    assert (sc.training.precision, sc.layout["zero"], sc.layout["offload"], sc.layout["micro_batch"]) == \
+        ("bf16", 3, "optimizer", 4)
+    assert sc.training.global_batch == 4 * 8 * 16
+    assert ("layout.zero_optimization", "training.zero_optimization", "layout") in [r[:3] for r in sc.read_as]
+    with pytest.raises(GpuplanError, match="zero_optimization is given twice"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "a100-80gb"},
+                        "training": {"zero_optimization": {"stage": 2}}, "layout": {"zero_optimization": {"stage": 3}}})
+
+
+@pytest.mark.parametrize("gpu, precision", [("rtx-4090", "bf16"), ("v100-32gb", "fp16")])
+def test_bf16_auto_is_what_the_gpu_has(gpu, precision):
+    from gpuplan.io.scenario import parse_scenario
+
+    # the Trainer's and Axolotl's bf16: auto — bf16 where the GPU has bf16 tensor cores, else fp16; Axolotl's
+    # sequence_len is the sequence length
+    sc = parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": gpu},
+                         "training": {"bf16": "auto", "sequence_len": 2048}})
+    assert (sc.training.precision, sc.training.seq_len) == (precision, 2048)
+    assert ("training.precision", "bf16: auto", "mixed") in [r[:3] for r in sc.read_as]

@@ -56,8 +56,9 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("global_batch_size", "train_batch_size", "gbs"), "global_batch"),
         # accelerate's mixed_precision (no, fp16, bf16, fp8) and Lightning's precision flag word
         "mixed_precision": "precision",
-        **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len", "max_seq_length", "context_length"),
-                        "seq_len"),
+        # Axolotl's sequence_len, torchtitan's training.seq_len
+        **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len", "max_seq_length", "context_length",
+                         "sequence_len"), "seq_len"),
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",

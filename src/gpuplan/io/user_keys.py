@@ -16,6 +16,7 @@ from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.config_keys import config_stage, lower_keys, moved_keys, recompute_method, shard_degrees, sharding_word
+from gpuplan.io.fine_tune_keys import fine_tune_keys
 from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.io.words import Reading, node_sharded, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
@@ -57,6 +58,8 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
              else raw.get(s) for s in ("hardware", "training", "layout")}
     reads: list[Reading] = moved_keys(parts)
     hardware, training, layout = parts["hardware"], parts["training"], parts["layout"]
+    layout, moved = _layout_blocks(training, layout)
+    reads += moved
     stash: dict[str, Any] = {}
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
         layout = {}
@@ -103,6 +106,27 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
                      if v is not None}, **stash}
     return out, tuple(reads)
+
+
+# a framework config's blocks that set the layout (DeepSpeed's zero_optimization, Megatron-FSDP's sharding strategy,
+# Megatron's distributed optimizer, the Hugging Face Trainer's fsdp): given with its training settings, read as layout
+LAYOUT_BLOCKS = ("zero_optimization", "data_parallel_sharding_strategy", "use_distributed_optimizer", "fsdp",
+                 "fsdp_sharding_strategy")
+
+
+def _layout_blocks(training: Any, layout: Any) -> tuple[Any, list[Reading]]:
+    """``layout`` with the layout blocks a training section holds moved into it (a section not given is made), and
+    the readings; a block in both is refused."""
+    if not isinstance(training, dict) or not isinstance(layout, dict | None):
+        return layout, []
+    reads: list[Reading] = []
+    for key in [k for k in LAYOUT_BLOCKS if k in training]:
+        layout = {} if layout is None else layout
+        if key in layout:
+            raise GpuplanError(f"{key} is given twice (training.{key} and layout.{key}): give it once")
+        layout[key] = training.pop(key)
+        reads.append((f"layout.{key}", f"training.{key}", "layout", f"{key} sets the layout: read under layout"))
+    return layout, reads
 
 
 def _sharding_keys(layout: dict, stash: dict[str, Any]) -> list[Reading]:
@@ -157,64 +181,7 @@ def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
     accumulation = [k for k in ACCUMULATION if k in training]
     if accumulation:
         reads.append(_accumulated(training, accumulation[0], hardware, layout))
-    return reads + _fine_tune_keys(training)
-
-
-def _fine_tune_keys(training: dict) -> list[Reading]:
-    """A fine-tuning config's switches read as what they set, where the scenario leaves it open: the Hugging Face
-    Trainer's (and Axolotl's) ``bf16`` / ``fp16`` and a run's ``fp8`` switch as the precision, ``load_in_4bit`` as
-    QLoRA, TRL's ``use_peft`` as LoRA, Axolotl's ``lora_target_linear`` as all-linear; TRL's ``packing`` and Axolotl's
-    ``sample_packing`` set aside (gpuplan's tokens are whole sequences of seq_len, as packing makes them)."""
-    reads: list[Reading] = []
-    for key in [k for k in ("bf16", "fp16", "fp8") if k in training]:
-        if not _switch(training.pop(key), f"training.{key}"):
-            continue
-        if training.get("precision") is None:
-            training["precision"] = key
-            reads.append(("training.precision", f"{key}: true", key, f"{key}: true trains in {key} mixed precision"))
-        else:
-            reads.append((f"training.{key}", f"{key}: true", "not used", "training.precision is given"))
-    if "load_in_8bit" in training and _switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
-        raise GpuplanError("training.load_in_8bit: an 8-bit base (LLM.int8) is not modelled: set method qlora (a 4-bit "
-                           "base) or lora (a 16-bit one)")
-    for key, word, method in (("load_in_4bit", "a 4-bit base under LoRA adapters", "qlora"),
-                              ("use_peft", "LoRA adapters on a frozen base", "lora")):
-        open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
-        if key in training and _switch(training.pop(key), f"training.{key}"):
-            given, where = _method_said(training)
-            if given in open_to:
-                training["method"] = method
-                reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
-            elif given in (method, "qlora"):  # the method already says it (QLoRA is PEFT's LoRA on a 4-bit base)
-                reads.append((f"training.{key}", f"{key}: true", "not used", where))
-            else:
-                raise GpuplanError(f"training.{key}: true trains {word}, but training.method is {given}: set method "
-                                   f"{method}, or drop {key}")
-    if "lora_target_linear" in training and _switch(training.pop("lora_target_linear"), "training.lora_target_linear") \
-            and training.get("lora_targets") is None:
-        training["lora_targets"] = "all-linear"
-        reads.append(("training.lora_targets", "lora_target_linear: true", "all-linear",
-                      "Axolotl's lora_target_linear adapts every linear layer: all-linear"))
-    for key in [k for k in ("packing", "sample_packing") if k in training]:
-        reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used", "gpuplan's tokens are whole "
-                      "sequences of seq_len, as packing makes them (padding is not modelled)"))
-    return reads
-
-
-def _method_said(training: dict) -> tuple[str | None, str]:
-    """The method the config already says, and where: ``training.method`` as it spells it ("LoRA", "QLoRA (r=16)"),
-    else the adapter method a stack's description names beside it ("Axolotl QLoRA": io/words.py fills an open method
-    with it); None where neither says one."""
-    from gpuplan.catalog.method_words import method_in, read_method
-
-    given = training.get("method")
-    if isinstance(given, str):
-        return read_method(given)[0], f"training.method {given} says it"
-    described = training.get("framework")
-    named = method_in(described) if given is None and isinstance(described, str) else None
-    if named:
-        return named, f"training.framework {described!r} names {named}"
-    return given, "training.method says it"
+    return reads + fine_tune_keys(training)
 
 
 def _fsdp(layout: dict, value: Any) -> list[Reading]:

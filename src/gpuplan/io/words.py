@@ -258,10 +258,12 @@ SWITCH_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": Fal
 
 
 def switch_word(value: Any) -> bool | None:
-    """A true/false switch as files write it — a boolean, or true/false, yes/no, on/off in any case — else None (the
-    caller names the key and what else it takes)."""
+    """A true/false switch as files write it — a boolean, or true/false, yes/no, on/off in any case, or a DeepSpeed
+    section's ``enabled`` — else None (the caller names the key and what else it takes)."""
     if isinstance(value, bool):
         return value
+    if isinstance(value, dict) and "enabled" in value:  # DeepSpeed's sections: bf16: {enabled: true}
+        return switch_word(value["enabled"])
     return SWITCH_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
 
 

@@ -1,0 +1,81 @@
+"""A fine-tuning config's switches (the Hugging Face Trainer's, Axolotl's, TRL's, DeepSpeed's) read as the training
+fields they set (io/user_keys.py reads the rest of a scenario's framework spellings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.io.words import Reading, switch_word
+
+
+def _switch(value: Any, key: str) -> bool:
+    on = switch_word(value)
+    if on is None:
+        raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
+    return on
+
+
+def fine_tune_keys(training: dict) -> list[Reading]:
+    """A fine-tuning config's switches read as what they set, where the scenario leaves it open: the Hugging Face
+    Trainer's (and Axolotl's) ``bf16`` / ``fp16`` and a run's ``fp8`` switch as the precision, ``load_in_4bit`` as
+    QLoRA, TRL's ``use_peft`` as LoRA, Axolotl's ``lora_target_linear`` as all-linear; TRL's ``packing`` and Axolotl's
+    ``sample_packing`` set aside (gpuplan's tokens are whole sequences of seq_len, as packing makes them)."""
+    reads: list[Reading] = []
+    for key in [k for k in ("bf16", "fp16", "fp8") if k in training]:
+        value = training.pop(key)
+        if key != "fp8" and isinstance(value, str) and value.strip().lower() == "auto":
+            # the Trainer's and Axolotl's "auto": bf16 where the GPU has it, else fp16 (read with the GPU)
+            if training.get("precision") is None:
+                training["precision"] = "mixed"
+                reads.append(("training.precision", f"{key}: auto", "mixed", f"{key}: auto trains in 16-bit mixed "
+                              "precision: bf16 where the GPU has bf16 tensor cores, else fp16"))
+            continue
+        if not _switch(value, f"training.{key}"):
+            continue
+        if training.get("precision") is None:
+            training["precision"] = key
+            reads.append(("training.precision", f"{key}: true", key, f"{key}: true trains in {key} mixed precision"))
+        else:
+            reads.append((f"training.{key}", f"{key}: true", "not used", "training.precision is given"))
+    if "load_in_8bit" in training and _switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
+        raise GpuplanError("training.load_in_8bit: an 8-bit base (LLM.int8) is not modelled: set method qlora (a 4-bit "
+                           "base) or lora (a 16-bit one)")
+    for key, word, method in (("load_in_4bit", "a 4-bit base under LoRA adapters", "qlora"),
+                              ("use_peft", "LoRA adapters on a frozen base", "lora")):
+        open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
+        if key in training and _switch(training.pop(key), f"training.{key}"):
+            given, where = _method_said(training)
+            if given in open_to:
+                training["method"] = method
+                reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
+            elif given in (method, "qlora"):  # the method already says it (QLoRA is PEFT's LoRA on a 4-bit base)
+                reads.append((f"training.{key}", f"{key}: true", "not used", where))
+            else:
+                raise GpuplanError(f"training.{key}: true trains {word}, but training.method is {given}: set method "
+                                   f"{method}, or drop {key}")
+    if "lora_target_linear" in training and _switch(training.pop("lora_target_linear"), "training.lora_target_linear") \
+            and training.get("lora_targets") is None:
+        training["lora_targets"] = "all-linear"
+        reads.append(("training.lora_targets", "lora_target_linear: true", "all-linear",
+                      "Axolotl's lora_target_linear adapts every linear layer: all-linear"))
+    for key in [k for k in ("packing", "sample_packing") if k in training]:
+        reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used", "gpuplan's tokens are whole "
+                      "sequences of seq_len, as packing makes them (padding is not modelled)"))
+    return reads
+
+
+def _method_said(training: dict) -> tuple[str | None, str]:
+    """The method the config already says, and where: ``training.method`` as it spells it ("LoRA", "QLoRA (r=16)"),
+    else the adapter method a stack's description names beside it ("Axolotl QLoRA": io/words.py fills an open method
+    with it); None where neither says one."""
+    from gpuplan.catalog.method_words import method_in, read_method
+
+    given = training.get("method")
+    if isinstance(given, str):
+        return read_method(given)[0], f"training.method {given} says it"
+    described = training.get("framework")
+    named = method_in(described) if given is None and isinstance(described, str) else None
+    if named:
+        return named, f"training.framework {described!r} names {named}"
+    return given, "training.method says it"
