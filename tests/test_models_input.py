@@ -343,7 +343,7 @@ def test_a_mirror_or_a_fine_tune_is_read_as_the_model_it_names(ref, mid, why):
 
 
 @pytest.mark.parametrize("ref", [
-    "Qwen2-VL-7B",      # holds "qwen2" and "7b", never the name "qwen2-7b" whole: a vision model is not its LM
+    "Qwen2-VL-72B",     # holds "qwen2" and "72b", never the name "qwen2-72b" whole: a vision model is not its LM
     "mistral",          # a family word, no size
     "WizardLM-2-8x22B",  # names no catalogue model whole
     "LLaMA 7B/13B",     # two sizes joined by a slash: neither is read
