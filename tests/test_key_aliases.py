@@ -121,13 +121,15 @@ def test_a_published_runs_parallelism_section_and_its_words_read_as_the_layout()
     own = parse_scenario({**BASE, "layout": {"tp": 2, "pp": 2, "dp": 4, "virtual_stages": 2},
                           "training": {"seq_len": 4096, "global_batch": 256, "precision": "bf16"}})
     assert table.layout == own.layout and table.training == own.training
-    # torchtitan's pipeline_parallel_schedule; its local_batch_size is no micro-batch under a pipeline (the
-    # per-replica batch its microbatches split), and "schedule" elsewhere is a learning-rate schedule: not read
+    # torchtitan's pipeline_parallel_schedule; its local_batch_size is no micro-batch under a pipeline but the
+    # per-replica batch its micro-batches split (io/titan_keys.py), and "schedule" elsewhere is a learning-rate
+    # schedule: not read
     titan = parse_scenario({**BASE, "layout": {"pp": 2, "pipeline_parallel_schedule": "Interleaved1F1B"}})
     assert titan.layout["pp_schedule"] == "interleaved"
-    for key in ("local_batch_size", "schedule"):
-        with pytest.raises(GpuplanError, match=f"unknown key layout.{key}"):
-            parse_scenario({**BASE, "layout": {"pp": 2, key: 2}})
+    titan = parse_scenario({**BASE, "layout": {"pp": 2, "local_batch_size": 2}})
+    assert (titan.layout["micro_batch"], titan.training.global_batch) == (1, 2 * 8)  # dp: 16 GPUs over pp 2
+    with pytest.raises(GpuplanError, match="unknown key layout.schedule"):
+        parse_scenario({**BASE, "layout": {"pp": 2, "schedule": 2}})
     # llm-foundry's table columns: its FSDP sharding and gradient accumulation beside the micro-batch
     foundry = parse_scenario({**BASE, "parallelism": {"dp": 16, "fsdp_sharding": "FULL_SHARD", "grad_accum": 2,
                                                       "micro_batch": 4}})

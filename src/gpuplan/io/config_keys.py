@@ -115,7 +115,7 @@ def shard_degrees(layout: dict) -> list[Reading]:
     if shard_key is None and isinstance(fsdp, int) and not isinstance(fsdp, bool) and fsdp > 1:  # "FSDP 8": degree
         shard_key = "fsdp"
     rep_key = next((k for k in REPLICATE_DEGREES if k in layout), None)
-    if shard_key is None and rep_key is None:
+    if shard_key is None and rep_key is None and "fsdp_reshard_after_forward" not in layout:
         return []
     shard = layout.pop(shard_key) if shard_key else -1
     replicate = layout.pop(rep_key) if rep_key else 1
@@ -128,14 +128,19 @@ def shard_degrees(layout: dict) -> list[Reading]:
         raise GpuplanError(f"layout.{rep_key} {replicate} with the shard degree left to the rest of the GPUs: give "
                            f"data_parallel_shard_degree too (the FSDP group the replicas are made of)")
     reads: list[Reading] = []
+    # torchtitan's fsdp_reshard_after_forward "never": parameters kept gathered from forward to backward (ZeRO-2)
+    kept = str(layout.pop("fsdp_reshard_after_forward", "")).strip().lower() == "never"
     if shard != 1:
-        reads += _set(layout, "zero", 3, said, "torchtitan's data-parallel shard degree: FSDP2, ZeRO-3")
+        reads += _set(layout, "zero", 2 if kept else 3, said, "torchtitan's data-parallel shard degree: FSDP2, "
+                      + ("ZeRO-2 (fsdp_reshard_after_forward never)" if kept else "ZeRO-3"))
     else:  # every replica whole: DDP
         reads += _set(layout, "zero", 0, said, "a shard degree of 1: the replicas hold the model whole (DDP), ZeRO-0")
     if shard > 0:
         reads += _set(layout, "dp", shard * replicate, said, "data-parallel degree: shard × replicate")
-        if shard > 1 and replicate > 1:
-            reads += _set(layout, "zero_group", shard, said, "HSDP: each replica sharded over its shard group")
+        cp = layout.get("cp", 1) if isinstance(layout.get("cp", 1), int) else 1
+        if shard > 1 and replicate > 1:  # FSDP2's mesh shards over dp_shard × cp (export/common.py _shard_split)
+            reads += _set(layout, "zero_group", shard * cp, said, "HSDP: each replica sharded over its shard group "
+                          "(× cp: FSDP2 shards over dp_shard × cp)")
     return reads
 
 

@@ -27,6 +27,7 @@ from gpuplan.io.schema import (
 from gpuplan.io.shares import counted_gpu, nodes_as_gpus, probability
 from gpuplan.io.shares import share as _share
 from gpuplan.io.stores import calibration_factors, trace_activation_factor
+from gpuplan.io.titan_keys import titan_batch_layout
 from gpuplan.io.user_keys import batch_from_tokens, read_user_keys, same_batch, table_seq
 from gpuplan.io.words import (
     batch_in_tokens,
@@ -212,9 +213,10 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     model = load_model(_with_positions(model_ref, tr_raw))
     hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
+    tr_raw, lay_raw, titan = titan_batch_layout(raw, tr_raw, _section(raw, "layout", LAYOUT_KEYS), hardware.gpus)
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
     model = with_positions(model, training.seq_len)
-    layout = _layout(_section(raw, "layout", LAYOUT_KEYS))
+    layout = _layout(lay_raw)
     node = min(hardware.gpus_per_node, hardware.gpus)  # the GPUs a node holds of this job
     words += stage_from_framework(tr_raw.get("framework"), layout, node) + sp_without_tp(layout)
     if "_sharding_word" in raw:  # a layout's HYBRID_SHARD: sharded inside the node (io/user_keys.py)
@@ -223,8 +225,8 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
     words += later + compiled
-    words += user_reads + seq_read + batch_read
-    words += system_words(hw_raw["gpu"], hardware.gpu.id) + fabric_words(hw_raw, hardware)
+    words += user_reads + seq_read + batch_read + titan + system_words(hw_raw["gpu"], hardware.gpu.id)
+    words += fabric_words(hw_raw, hardware)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)

@@ -48,6 +48,7 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **{f"{word}_parallel": key for word, key in (("tensor", "tp"), ("pipeline", "pp"), ("data", "dp"),
                                                        ("context", "cp"), ("expert", "ep"))},
         "recompute_granularity": "recompute",
+        "enable_async_tensor_parallel": "tp_overlap",  # torchtitan's async TP
         # Megatron-Core's --expert-tensor-parallel-size, torchtitan's expert_tensor_parallel_degree
         **dict.fromkeys(("expert_tensor_parallel_size", "expert_tensor_parallel_degree", "expert_tp", "etp_size"),
                         "etp"),
@@ -55,7 +56,7 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
     "training": {
         **dict.fromkeys(("global_batch_size", "train_batch_size", "gbs"), "global_batch"),
         # accelerate's mixed_precision (no, fp16, bf16, fp8) and Lightning's precision flag word
-        "mixed_precision": "precision",
+        **dict.fromkeys(("mixed_precision", "mixed_precision_param"), "precision"),  # torchtitan's param dtype
         # Axolotl's sequence_len, torchtitan's training.seq_len
         **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len", "max_seq_length", "context_length",
                          "sequence_len"), "seq_len"),

@@ -18,6 +18,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.io.config_keys import config_stage, lower_keys, moved_keys, recompute_method, shard_degrees, sharding_word
 from gpuplan.io.fine_tune_keys import fine_tune_keys
 from gpuplan.io.schema import KEY_ALIASES, own_keys
+from gpuplan.io.titan_keys import take_titan_keys
 from gpuplan.io.words import Reading, node_sharded, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
@@ -61,6 +62,8 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     layout, moved = _layout_blocks(training, layout)
     reads += moved
     stash: dict[str, Any] = {}
+    if titan := take_titan_keys(training, layout):  # read with the GPU count (io/titan_keys.py)
+        stash["_titan"] = titan
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
         layout = {}
     if isinstance(layout, dict):
