@@ -92,7 +92,7 @@ def test_list_file_gives_list_with_error_entry(tmp_path):
     (["fit", "--model", "llama-3.1-8b", "--gpu", "h1000"], "unknown GPU 'h1000'"),
     (["fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "-4"], "must be positive"),
     (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "3"], "tp×pp×cp"),
-    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--dp", "2", "--tp", "2"],
+    (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--dp", "3", "--tp", "2"],
      "make the product equal the GPU count"),
     (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "6", "--tp", "6"], "does not divide"),
     (["evaluate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--precision", "fp12"], "training.precision"),

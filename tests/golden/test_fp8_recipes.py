@@ -42,7 +42,9 @@ def test_the_recipe_left_open_is_the_framework_s_documented_default(framework, r
 
 def test_a_recipe_without_fp8_is_one_error():
     with pytest.raises(GpuplanError, match="training.fp8_recipe .rowwise. scales fp8 matmuls, but precision is bf16"):
-        make(training={"fp8_recipe": "rowwise"})
+        make(training={"fp8_recipe": "rowwise", "precision": "bf16"})
+    # the precision open: the recipe's fp8 training (io/words.py read_words)
+    assert make(training={"fp8_recipe": "rowwise"}).training.precision == "fp8"
 
 
 @pytest.mark.parametrize("framework, recipe, refused", [

@@ -195,47 +195,6 @@ def _systems() -> dict[str, tuple[str, str, int | None]]:
             for row in load_json("systems.json")["systems"] for n in row["names"]}
 
 
-def system_node(hw_raw: dict) -> dict:
-    """``hardware`` with the GPUs per node of the system its gpu names (a DGX-2: 16) where it gives none; the
-    reading is said with the system's (``system_words``)."""
-    name = hw_raw.get("gpu")
-    hit = _systems().get(_key(name)) if isinstance(name, str) else None
-    if hit is None or hit[2] is None or "gpus_per_node" in hw_raw:
-        return hw_raw
-    return {**hw_raw, "gpus_per_node": hit[2]}
-
-
-def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...]:
-    """A hardware.gpu that names a system or cloud instance ('p4d.24xlarge', 'DGX H100'), as the scenario's readings
-    (field, given, GPU id ``gid``, why: the provider's page); none for a GPU's own name (``_system``)."""
-    if not isinstance(name, str) or _gpu_index()[1].get(_key(name)):
-        return ()
-    hit = _systems().get(_key(name))
-    remarks = without_remarks(name) != " ".join(name.split())
-    node = f"; {hit[2]} GPUs per node" if hit is not None and hit[2] else ""
-    why = (f"the GPU of that instance or system ({hit[1]}){node}" if hit is not None else
-           "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" if remarks
-           else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None)
-    return (("hardware.gpu", name, gid, why),) if why else ()
-
-
-def fabric_words(given: dict, hw: Hardware) -> tuple[tuple[str, str, str, str], ...]:
-    """A scale_up / scale_out given other than by its catalogue id ('100GbE', '8x 400Gb/s IB'), as the
-    scenario's readings (field, given, fabric id, what the fabric is): the network shapes every collective, so
-    the reading is said, never silent."""
-    out = []
-    for key, fab in (("scale_up", hw.scale_up), ("scale_out", hw.scale_out)):
-        word = given.get(key)
-        if not isinstance(word, str) or fab is None or _key(word) == _key(fab.id):
-            continue  # the fabric's own id (an alias — '100GbE', 'ib-400g' — is said: what it stands for matters)
-        what = (f"{fab.name}: {fab.links_per_node} × {fab.link_bytes_per_s * 8 / 1e9:,.0f} Gb/s per node"
-                if fab.link_bytes_per_s and fab.links_per_node else
-                f"{fab.name}: {fab.bytes_per_s_per_gpu / 1e9:,.0f} GB/s per GPU" if fab.bytes_per_s_per_gpu else
-                fab.name)
-        out.append((f"hardware.{key}", word, fab.id, what + " (`gpuplan fabrics` lists them)"))
-    return tuple(out)
-
-
 _SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)
 
 

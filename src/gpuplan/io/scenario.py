@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
-from gpuplan.catalog.hardware import MAX_GPUS, fabric_words, make_hardware, system_node, system_words
+from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
+from gpuplan.catalog.hw_readings import hardware_words, system_node
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.schema import (
     ECHO_HARDWARE_KEYS,
@@ -225,8 +226,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
     words += later + compiled
-    words += user_reads + seq_read + batch_read + titan + system_words(hw_raw["gpu"], hardware.gpu.id)
-    words += fabric_words(hw_raw, hardware)
+    words += user_reads + seq_read + batch_read + titan + hardware_words(hw_raw, hardware)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
