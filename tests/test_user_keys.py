@@ -373,3 +373,50 @@ def test_bf16_auto_is_what_the_gpu_has(gpu, precision):
                          "training": {"bf16": "auto", "sequence_len": 2048}})
     assert (sc.training.precision, sc.training.seq_len) == (precision, 2048)
     assert ("training.precision", "bf16: auto", "mixed") in [r[:3] for r in sc.read_as]
+
+
+def test_the_trainers_fsdp_config_block():
+    from gpuplan.io.scenario import parse_scenario
+
+    # accelerate's keys (fsdp_ prefix) and the Trainer's (without): the strategy, offload and checkpointing they set
+    for prefix in ("fsdp_", ""):
+        sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "a100-80gb", "gpus": 8},
+                             "training": {"torch_compile": True, "fsdp_config": {
+                                 f"{prefix}sharding_strategy": "SHARD_GRAD_OP", f"{prefix}offload_params": False,
+                                 f"{prefix}activation_checkpointing": True,
+                                 f"{prefix}transformer_layer_cls_to_wrap": "LlamaDecoderLayer"}}})
+        assert (sc.layout["zero"], sc.layout["recompute"], sc.training.compile) == (2, "full", True)
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "a100-80gb", "gpus": 8},
+                         "layout": {"fsdp": "full_shard", "fsdp_config": {"offload_params": True}}})
+    assert (sc.layout["zero"], sc.layout["offload"]) == (3, "params")
+
+
+@pytest.mark.parametrize("block, recompute, every", [
+    # torchtitan's [activation_checkpoint] (job_config.py ActivationCheckpoint): per-op selective, every k-th block
+    ({"mode": "selective", "selective_ac_option": "op"}, "selective-op", None),
+    ({"mode": "selective", "selective_ac_option": "2"}, "full", 2), ({"mode": "full"}, "full", None),
+])
+def test_torchtitans_activation_checkpoint_block(block, recompute, every):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                         "activation_checkpoint": block})
+    assert (sc.layout["recompute"], sc.layout.get("recompute_every")) == (recompute, every)
+    with pytest.raises(GpuplanError, match="none of torchtitan's modes"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                        "layout": {"activation_checkpoint": {"mode": "memory_budget"}}})
+
+
+def test_a_llama_factory_config():
+    from gpuplan.io.scenario import parse_scenario
+
+    # LLaMA-Factory's keys: stage sft, finetuning_type lora with quantization_bit 4 (QLoRA), lora_target all,
+    # cutoff_len the sequence length
+    sc = parse_scenario({"model": "qwen2.5-7b", "hardware": {"gpu": "rtx-4090"},
+                         "training": {"stage": "sft", "finetuning_type": "lora", "lora_rank": 8, "lora_target": "all",
+                                      "quantization_bit": 4, "cutoff_len": 2048}})
+    assert (sc.training.method, sc.training.seq_len, sc.training.lora_rank) == ("qlora", 2048, 8)
+    assert len(sc.training.lora_targets) == 7  # every linear of the block: q, k, v, o, gate, up, down
+    for training, match in (({"stage": "dpo"}, "preference or RL stage"), ({"quantization_bit": 8}, "only a 4-bit")):
+        with pytest.raises(GpuplanError, match=match):
+            parse_scenario({"model": "qwen2.5-7b", "hardware": {"gpu": "rtx-4090"}, "training": training})

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuplan.errors import GpuplanError
 from gpuplan.io.schema import SECTIONS, homes
-from gpuplan.io.words import Reading
+from gpuplan.io.words import Reading, switch_word
 
 # accelerate's FSDP plugin numbers its strategies from 1 in the order of torch's ShardingStrategy
 # (accelerate utils/constants.py FSDP_SHARDING_STRATEGY; utils/dataclasses.py FullyShardedDataParallelPlugin)
@@ -71,6 +71,61 @@ def sharding_word(layout: dict) -> tuple[str, Any] | None:
             value = ACCELERATE_STRATEGIES[value]
         return key, value
     return None
+
+
+def _block(layout: dict, key: str) -> dict[str, Any] | None:
+    """A framework's block of the layout taken out (None where not given); a block that is no mapping is refused."""
+    if key not in layout:
+        return None
+    block = layout.pop(key)
+    if not isinstance(block, dict):
+        raise GpuplanError(f"layout.{key} is a framework's block of settings: give it as a mapping")
+    return block
+
+
+def fsdp_config(layout: dict) -> list[Reading]:
+    """The Hugging Face Trainer's and accelerate's ``fsdp_config`` block: its sharding strategy as ``layout.fsdp``
+    (read as the stage), parameter offload, activation checkpointing (full recomputation) and FSDP2's
+    ``reshard_after_forward: false`` (ZeRO-2), each where open; its wrapping and loading settings change neither
+    memory nor time. Keys with or without the ``fsdp_`` prefix (accelerate writes it, the Trainer strips it)."""
+    block = _block(layout, "fsdp_config")
+    if block is None:
+        return []
+    cfg = {str(k).removeprefix("fsdp_"): v for k, v in block.items()}
+    reads: list[Reading] = []
+    if cfg.get("sharding_strategy") is not None and "fsdp" not in layout:
+        layout["fsdp"] = str(cfg["sharding_strategy"])
+    if switch_word(cfg.get("activation_checkpointing")):
+        reads += _set(layout, "recompute", "full", "fsdp_config.activation_checkpointing: true",
+                      "FSDP's activation checkpointing wraps every block: full recomputation")
+    if switch_word(cfg.get("offload_params")):
+        reads += _set(layout, "offload", "params", "fsdp_config.offload_params: true",
+                      "FSDP's CPUOffload(offload_params=True): parameters, gradients and optimizer states on the CPU")
+    if switch_word(cfg.get("reshard_after_forward")) is False:
+        reads += _set(layout, "zero", 2, "fsdp_config.reshard_after_forward: false",
+                      "FSDP2 keeping the parameters gathered from forward to backward: ZeRO-2")
+    return reads
+
+
+def activation_checkpoint(layout: dict) -> list[Reading]:
+    """torchtitan's [activation_checkpoint] block (torchtitan/config/job_config.py ActivationCheckpoint): mode none,
+    full, or selective with selective_ac_option "op" (per-op: selective-op) or a number k (every k-th block recomputed
+    whole: full with recompute_every k), as ``layout.recompute``."""
+    block = _block(layout, "activation_checkpoint")
+    if block is None:
+        return []
+    mode, option = str(block.get("mode", "selective")).strip().lower(), str(block.get("selective_ac_option", "2"))
+    said = f"activation_checkpoint.mode: {mode}" + (f", selective_ac_option: {option}" if mode == "selective" else "")
+    if mode in ("none", "full"):
+        return _set(layout, "recompute", mode, said, f"torchtitan's {mode} activation checkpointing")
+    if mode == "selective" and option.strip().lower() == "op":
+        return _set(layout, "recompute", "selective-op", said, "torchtitan's per-op selective checkpointing")
+    if mode == "selective" and option.strip().isdigit() and int(option) >= 1:
+        return _set(layout, "recompute", "full", said, "torchtitan's selective layer checkpointing: every "
+                    f"{option}th block recomputed whole") + _set(layout, "recompute_every", int(option), said,
+                                                                 "one block in k checkpointed")
+    raise GpuplanError(f"layout.activation_checkpoint {said} is none of torchtitan's modes gpuplan models (none, full, "
+                       "selective with op or a number k): give layout.recompute")
 
 
 def config_stage(layout: dict) -> list[Reading]:

@@ -38,6 +38,7 @@ def fine_tune_keys(training: dict) -> list[Reading]:
             reads.append(("training.precision", f"{key}: true", key, f"{key}: true trains in {key} mixed precision"))
         else:
             reads.append((f"training.{key}", f"{key}: true", "not used", "training.precision is given"))
+    reads += _factory_keys(training)
     if "load_in_8bit" in training and _switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
         raise GpuplanError("training.load_in_8bit: an 8-bit base (LLM.int8) is not modelled: set method qlora (a 4-bit "
                            "base) or lora (a 16-bit one)")
@@ -62,6 +63,36 @@ def fine_tune_keys(training: dict) -> list[Reading]:
     for key in [k for k in ("packing", "sample_packing") if k in training]:
         reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used", "gpuplan's tokens are whole "
                       "sequences of seq_len, as packing makes them (padding is not modelled)"))
+    return reads
+
+
+# LLaMA-Factory's training stages: supervised (sft) and pre-training (pt) are the step gpuplan costs; the preference and
+# RL stages keep a reference model, score paired sequences or generate (LLaMA-Factory src/llamafactory/train/)
+FACTORY_STAGES = {"sft": "supervised fine-tuning", "pt": "pre-training"}
+
+
+def _factory_keys(training: dict) -> list[Reading]:
+    """LLaMA-Factory's ``stage`` (sft and pt costed; a preference or RL stage refused with the fix) and
+    ``quantization_bit`` (4: QLoRA's 4-bit base, as ``load_in_4bit``; 8: an 8-bit base, not modelled)."""
+    reads: list[Reading] = []
+    if "stage" in training:
+        stage = str(training.pop("stage")).strip().lower()
+        if stage not in FACTORY_STAGES:
+            raise GpuplanError(f"training.stage {stage!r}: a preference or RL stage (a reference model, paired "
+                               "sequences or generation) is not modelled: give stage sft (or pt) for the supervised "
+                               "step's memory and time")
+        reads.append(("training.stage", f"stage: {stage}", "not used", f"{FACTORY_STAGES[stage]}: the training step "
+                      "gpuplan costs"))
+    if "quantization_bit" in training:
+        bits = training.pop("quantization_bit")
+        if bits not in (4, "4"):
+            raise GpuplanError(f"training.quantization_bit {bits!r}: only a 4-bit base (QLoRA) is modelled: give 4, or "
+                               "drop it for a 16-bit base")
+        if "load_in_4bit" in training:
+            raise GpuplanError("training.quantization_bit and load_in_4bit both name the 4-bit base: give it once")
+        training["load_in_4bit"] = True
+        reads.append(("training.load_in_4bit", "quantization_bit: 4", True, "LLaMA-Factory's quantization_bit 4 "
+                      "loads the base in 4 bits (bitsandbytes), as load_in_4bit"))
     return reads
 
 

@@ -59,7 +59,7 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("mixed_precision", "mixed_precision_param"), "precision"),  # torchtitan's param dtype
         # Axolotl's sequence_len, torchtitan's training.seq_len
         **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len", "max_seq_length", "context_length",
-                         "sequence_len"), "seq_len"),
+                         "sequence_len", "cutoff_len"), "seq_len"),  # LLaMA-Factory's cutoff_len
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
@@ -68,7 +68,8 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         "optim": "optimizer",
         **dict.fromkeys(("adapter", "finetuning_type"), "method"),
         # PEFT's LoraConfig.target_modules, Axolotl's lora_target_modules
-        **dict.fromkeys(("target_modules", "lora_target_modules"), "lora_targets"),
+        **dict.fromkeys(("target_modules", "lora_target_modules", "lora_target"), "lora_targets"),
+        "torch_compile": "compile",  # the Trainer's switch
         # the attention kernel: Hugging Face's attn_implementation ("flash_attention_2", "sdpa", "eager"),
         # llm-foundry's attn_config.attn_impl ("flash", "torch")
         **dict.fromkeys(("attn_implementation", "attn_impl"), "attention"),
@@ -93,8 +94,15 @@ SECTION_ALIASES = {"parallelism": "layout"}
 
 
 def own_sections(raw: dict) -> dict:
-    """``raw`` with its sections under gpuplan's names (``SECTION_ALIASES``); a key in both is refused."""
+    """``raw`` with its sections under gpuplan's names (``SECTION_ALIASES``; torchtitan's [activation_checkpoint] as
+    the layout's block of that name, io/config_keys.py); a key in both is refused."""
     out = dict(raw)
+    if "activation_checkpoint" in out:
+        layout = out.get("layout") or {}
+        if not isinstance(layout, dict) or "activation_checkpoint" in layout:
+            raise GpuplanError("activation_checkpoint is torchtitan's block of the layout: give it once, beside a "
+                               "layout mapping")
+        out["layout"] = {**layout, "activation_checkpoint": out.pop("activation_checkpoint")}
     for alias, section in SECTION_ALIASES.items():
         part = out.pop(alias, None)
         if part is None:

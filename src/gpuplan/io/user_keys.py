@@ -15,7 +15,16 @@ from typing import Any
 from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
-from gpuplan.io.config_keys import config_stage, lower_keys, moved_keys, recompute_method, shard_degrees, sharding_word
+from gpuplan.io.config_keys import (
+    activation_checkpoint,
+    config_stage,
+    fsdp_config,
+    lower_keys,
+    moved_keys,
+    recompute_method,
+    shard_degrees,
+    sharding_word,
+)
 from gpuplan.io.fine_tune_keys import fine_tune_keys
 from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.io.titan_keys import take_titan_keys
@@ -85,6 +94,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 reads.append(("layout.recompute", f"{key}: {str(on).lower()}", layout["recompute"],
                               f"{key} checkpoints every block, recomputed in backward: recompute "
                               f"{layout['recompute']}"))
+        reads += activation_checkpoint(layout) + fsdp_config(layout)
         reads += _layout_words(layout) + config_stage(layout) + shard_degrees(layout) + recompute_method(layout)
         reads += _sharding_keys(layout, stash)
     if isinstance(hardware, dict):
@@ -114,7 +124,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
 # a framework config's blocks that set the layout (DeepSpeed's zero_optimization, Megatron-FSDP's sharding strategy,
 # Megatron's distributed optimizer, the Hugging Face Trainer's fsdp): given with its training settings, read as layout
 LAYOUT_BLOCKS = ("zero_optimization", "data_parallel_sharding_strategy", "use_distributed_optimizer", "fsdp",
-                 "fsdp_sharding_strategy")
+                 "fsdp_sharding_strategy", "fsdp_config")
 
 
 def _layout_blocks(training: Any, layout: Any) -> tuple[Any, list[Reading]]:
