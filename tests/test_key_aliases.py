@@ -187,3 +187,14 @@ def test_a_named_model_with_other_keys_is_not_the_named_one_and_baichuans_length
     # Baichuan's configs give model_max_length (4,096: Yang et al. 2023 trained Baichuan 2 at 4,096), not
     # max_position_embeddings
     assert load_model("baichuan2-13b").max_positions == load_model("baichuan-13b").max_positions == 4096
+
+
+def test_megatrons_command_line_spelling():
+    # Megatron-LM's arguments as its launch scripts write them: --tensor-model-parallel-size, dashes for underscores
+    sc = parse_scenario({**BASE, "training": {"seq-length": 4096, "global-batch-size": 64},
+                         "layout": {"--tensor-model-parallel-size": 2, "pipeline-model-parallel-size": 2,
+                                    "micro-batch-size": 1}})
+    assert (sc.layout["tp"], sc.layout["pp"], sc.layout["micro_batch"], sc.training.seq_len,
+            sc.training.global_batch) == (2, 2, 1, 4096, 64)
+    with pytest.raises(GpuplanError, match="given twice"):
+        parse_scenario({**BASE, "layout": {"micro-batch-size": 1, "micro_batch_size": 2}})

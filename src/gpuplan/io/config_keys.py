@@ -25,12 +25,13 @@ REPLICATE_DEGREES = ("data_parallel_replicate_degree", "dp_replicate")
 
 
 def lower_keys(section: dict, name: str) -> dict:
-    """A section's keys in lower case (a published table's ``TP``, ``PP``, ``ZeRO``); one key in two cases refused."""
+    """A section's keys in lower case (a published table's ``TP``, ``PP``, ``ZeRO``) and as Megatron-LM's command line
+    spells them (``--tensor-model-parallel-size``: dashes for underscores); one key in two spellings refused."""
     out: dict = {}
     for key, value in section.items():
-        own = key.lower() if isinstance(key, str) else key
+        own = key.lower().lstrip("-").replace("-", "_") if isinstance(key, str) and key.strip("-") else key
         if own in out:
-            raise GpuplanError(f"{name}.{own} is given twice ({own} in two cases): give it once")
+            raise GpuplanError(f"{name}.{own} is given twice ({own} in two spellings): give it once")
         out[own] = value
     return out
 
