@@ -108,18 +108,19 @@ def test_expert_imbalance_is_the_gaussian_extreme_of_a_binomial_share():
 
 
 def test_looped_expert_gemms_cost_launches_that_a_grouped_gemm_saves():
-    # Megatron-Core's default is SequentialMLP (moe_grouped_gemm False); torchtitan groups them
+    # Megatron-Core's SequentialMLP (moe_grouped_gemm False, its CLI default) loops over the experts; the MoE runs
+    # published on it (Megatron-Bridge's MoE model providers, slime's scripts) and torchtitan group them
     from gpuplan.model.compute import _layer_time, matmul_s
     from gpuplan.model.runtime import device
     from gpuplan.model.software import software
     core = _sc("megatron-core")
     sw = software("megatron-core", False, core.model)
-    assert not sw.grouped_experts and software("torchtitan", False, core.model).grouped_experts
+    assert sw.grouped_experts and software("torchtitan", False, core.model).grouped_experts
     moe = next(lg for lg in core.model.layers if lg.moe)
     dev = device(core.hardware, core.training)
     args = (core.model, moe, 4096.0, 4096, 1, 1, False, "none", "flash", 0.0, "full")
-    looped = _layer_time(*args, sw, False, False, None, dev, None)  # not AMP (megatron-core), no fp8
-    grouped = _layer_time(*args, replace(sw, grouped_experts=True), False, False, None, dev, None)
+    looped = _layer_time(*args, replace(sw, grouped_experts=False), False, False, None, dev, None)  # no AMP, no fp8
+    grouped = _layer_time(*args, sw, False, False, None, dev, None)
     # ep=1: all 8 experts local, one GEMM each (each kernel with its own fixed time and waves) instead
     # of one grouped GEMM per matrix over the 8 experts' tokens (4096 tokens x top-2 / 8 experts each)
     m = core.model
