@@ -198,3 +198,20 @@ def test_megatrons_command_line_spelling():
             sc.training.global_batch) == (2, 2, 1, 4096, 64)
     with pytest.raises(GpuplanError, match="given twice"):
         parse_scenario({**BASE, "layout": {"micro-batch-size": 1, "micro_batch_size": 2}})
+
+
+def test_megatron_core_moe_arguments():
+    # the dispatcher and grouped GEMM gpuplan times are said; the router's hyperparameters set aside; what it does not
+    # time (the allgather dispatcher, SequentialMLP, token dropping) is one error with the fix
+    moe = {"model": "qwen3-30b-a3b", "hardware": {"gpu": "h100-sxm", "gpus": 16}}
+    sc = parse_scenario({**moe, "training": {"framework": "megatron-core", "moe_aux_loss_coeff": 1e-3},
+                         "layout": {"ep": 8, "moe_token_dispatcher_type": "alltoall", "moe_grouped_gemm": True,
+                                    "moe_router_dtype": "fp32"}})
+    said = {r[0]: r[2] for r in sc.read_as}
+    assert said["training.moe_token_dispatcher_type"] == "as timed" and said["training.moe_grouped_gemm"] == "as timed"
+    assert said["training.moe_aux_loss_coeff"] == said["training.moe_router_dtype"] == "not used"
+    for layout, match in (({"moe_token_dispatcher_type": "allgather"}, "allgather dispatcher"),
+                          ({"moe_grouped_gemm": False}, "SequentialMLP"),
+                          ({"moe_expert_capacity_factor": 1.0}, "token dropping")):
+        with pytest.raises(GpuplanError, match=match):
+            parse_scenario({**moe, "layout": {"ep": 8, **layout}})

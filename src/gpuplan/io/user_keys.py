@@ -26,6 +26,7 @@ from gpuplan.io.config_keys import (
     sharding_word,
 )
 from gpuplan.io.fine_tune_keys import fine_tune_keys
+from gpuplan.io.moe_keys import moe_keys
 from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.io.titan_keys import take_titan_keys
 from gpuplan.io.words import Reading, node_sharded, switch_word
@@ -73,6 +74,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     stash: dict[str, Any] = {}
     if titan := take_titan_keys(training, layout):  # read with the GPU count (io/titan_keys.py)
         stash["_titan"] = titan
+    reads += moe_keys(training, layout)
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
         layout = {}
     if isinstance(layout, dict):
