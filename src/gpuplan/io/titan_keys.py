@@ -33,13 +33,10 @@ def take_titan_keys(training: Any, layout: Any) -> dict[str, Any]:
     return out
 
 
-def _degree(value: Any, key: str, allow_rest: bool = False) -> int:
+def _degree(value: Any, key: str) -> int:
     n = parse_count(value, key)
-    if allow_rest and n == -1:
-        return -1
     if n != int(n) or n < 1:
-        raise GpuplanError(f"{key} must be a whole degree of at least 1{' (or -1: the rest)' if allow_rest else ''}, "
-                           f"got {value!r}")
+        raise GpuplanError(f"{key} must be a whole degree of at least 1, got {value!r}")
     return int(n)
 
 
