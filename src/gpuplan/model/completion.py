@@ -6,6 +6,7 @@ completes a layout this way; the planner keeps the same gathers (search/book.py)
 
 from __future__ import annotations
 
+import math
 from dataclasses import fields, replace
 from typing import Any
 
@@ -57,10 +58,8 @@ def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int],
     given = {**sc.layout, **overrides}
     if "dp" not in given:
         return {}, ()
-    if "tp" in given and "pp" in given:
-        return _open_cp(sc, given) if "cp" not in given else ({}, ())
     if "tp" in given or "pp" in given:
-        return _one_open(sc, given)
+        return _left_by_count(sc, given)
     n, dp, cp = sc.hardware.gpus, given["dp"], given.get("cp", 1)
     if not isinstance(dp, int) or not isinstance(cp, int) or dp < 1 or cp < 1 or n % (dp * cp) or n == dp * cp:
         return {}, ()
@@ -73,36 +72,27 @@ def open_split(sc: Scenario, overrides: dict[str, Any]) -> tuple[dict[str, int],
     return {"tp": tp, "pp": rest // tp}, (("tp", why), ("pp", why))
 
 
-def _one_open(sc: Scenario, given: dict[str, Any]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
-    """dp given with one of tp and pp: the open one is what the GPU count leaves, n / (dp × cp × the other), where
-    that is a whole degree the model takes (tp dividing the attention and key-value heads, pp at most the layers)."""
-    open_key, other = ("pp", "tp") if "tp" in given else ("tp", "pp")
-    degrees = [given["dp"], given.get("cp", 1), given[other]]
-    if not all(isinstance(d, int) and d >= 1 for d in degrees):
+def _left_by_count(sc: Scenario, given: dict[str, Any]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+    """dp given with tp or pp, and one model degree open — the other of tp and pp (cp open counting 1), else cp: it is
+    what the GPU count leaves, n / the given degrees' product, where that is a whole degree the model takes (tp
+    dividing the attention and key-value heads, pp at most the layers, cp dividing the sequence: spec/rules.py) —
+    a table without that column."""
+    key = next((k for k in ("tp", "pp") if k not in given), "cp")
+    if key in given:
         return {}, ()
-    n, used = sc.hardware.gpus, degrees[0] * degrees[1] * degrees[2]
+    degrees = {k: given.get(k, 1) for k in ("dp", "tp", "pp", "cp") if k != key}
+    if not all(isinstance(d, int) and d >= 1 for d in degrees.values()):
+        return {}, ()
+    n, used = sc.hardware.gpus, math.prod(degrees.values())
     if n % used:
         return {}, ()
     value, m = n // used, sc.model
-    if value == 1 or (open_key == "tp" and (m.n_heads % value or m.n_kv_heads % value)) or \
-            (open_key == "pp" and value > m.n_layers):
+    takes = {"tp": m.n_heads % value == 0 and m.n_kv_heads % value == 0, "pp": value <= m.n_layers,
+             "cp": sc.training.seq_len % value == 0}
+    if value == 1 or not takes[key]:
         return {}, ()
-    why = (f"dp {degrees[0]} and {other} {degrees[2]} given, {open_key} open: the {n} GPUs leave {open_key} = "
-           f"{n} / {used}")
-    return {open_key: value}, ((open_key, why),)
-
-
-def _open_cp(sc: Scenario, given: dict[str, Any]) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
-    """dp, tp and pp given, cp open, and the GPUs more than their product: what the count leaves is context
-    parallelism (a table without its CP column), where it splits the sequence into whole chunks."""
-    degrees = [given["dp"], given["tp"], given["pp"]]
-    if not all(isinstance(d, int) and d >= 1 for d in degrees):
-        return {}, ()
-    n, used = sc.hardware.gpus, degrees[0] * degrees[1] * degrees[2]
-    if n % used or n == used or sc.training.seq_len % (n // used):  # spec/rules.py: cp divides the sequence
-        return {}, ()
-    why = f"dp {degrees[0]}, tp {degrees[1]} and pp {degrees[2]} given, cp open: the {n} GPUs leave cp = {n} / {used}"
-    return {"cp": n // used}, (("cp", why),)
+    said = ", ".join(f"{k} {v}" for k, v in degrees.items() if k in given)
+    return {key: value}, ((key, f"{said} given, {key} open: the {n} GPUs leave {key} = {n} / {used}"),)
 
 
 def node_tp_degrees(sc: Scenario, gpus: int) -> list[int]:
