@@ -102,6 +102,10 @@ def _unit_words(text: str, what: str) -> str:
     return out
 
 
+# a count written in tokens ("4M tokens", "2048 tokens"): never a count of sequences
+IN_TOKENS = re.compile(r"\d\s*[kmbt]?\s*-?\s*tokens?\s*$", re.IGNORECASE)
+
+
 def parse_count(value: object, what: str = "number") -> float:
     """``1.4T`` → 1.4e12, ``7e9``, ``7B`` (billion), ``512k``; numbers pass through; for a field of ``BINARY_SIZES``
     (``what``: its dotted key or flag) k and M are 1024 and 1024²."""
@@ -111,7 +115,7 @@ def parse_count(value: object, what: str = "number") -> float:
         return _float(value, what)
     if not isinstance(value, str):
         raise GpuplanError(f"{what} must be a number, got {shown(value)}")
-    if _field(what) in _IN_SEQUENCES and re.search(r"\d\s*[kmbt]?\s*-?\s*tokens?\s*$", value.strip(), re.IGNORECASE):
+    if _field(what) in _IN_SEQUENCES and IN_TOKENS.search(value.strip()):
         raise GpuplanError(f"{what} {shown(value)} counts tokens, but {_field(what)} counts sequences: "
                            + _IN_SEQUENCES[_field(what)])
     num, suffix = _split(_unit_words(value, what), what)

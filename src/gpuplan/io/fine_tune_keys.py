@@ -3,17 +3,8 @@ fields they set (io/user_keys.py reads the rest of a scenario's framework spelli
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpuplan.errors import GpuplanError
-from gpuplan.io.words import Reading, switch_word
-
-
-def _switch(value: Any, key: str) -> bool:
-    on = switch_word(value)
-    if on is None:
-        raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
-    return on
+from gpuplan.io.words import Reading, switch
 
 
 def fine_tune_keys(training: dict) -> list[Reading]:
@@ -31,7 +22,7 @@ def fine_tune_keys(training: dict) -> list[Reading]:
                 reads.append(("training.precision", f"{key}: auto", "mixed", f"{key}: auto trains in 16-bit mixed "
                               "precision: bf16 where the GPU has bf16 tensor cores, else fp16"))
             continue
-        if not _switch(value, f"training.{key}"):
+        if not switch(value, f"training.{key}"):
             continue
         if training.get("precision") is None:
             training["precision"] = key
@@ -39,13 +30,13 @@ def fine_tune_keys(training: dict) -> list[Reading]:
         else:
             reads.append((f"training.{key}", f"{key}: true", "not used", "training.precision is given"))
     reads += _factory_keys(training)
-    if "load_in_8bit" in training and _switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
+    if "load_in_8bit" in training and switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
         raise GpuplanError("training.load_in_8bit: an 8-bit base (LLM.int8) is not modelled: set method qlora (a 4-bit "
                            "base) or lora (a 16-bit one)")
     for key, word, method in (("load_in_4bit", "a 4-bit base under LoRA adapters", "qlora"),
                               ("use_peft", "LoRA adapters on a frozen base", "lora")):
         open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
-        if key in training and _switch(training.pop(key), f"training.{key}"):
+        if key in training and switch(training.pop(key), f"training.{key}"):
             given, where = _method_said(training)
             if given in open_to:
                 training["method"] = method
@@ -55,7 +46,7 @@ def fine_tune_keys(training: dict) -> list[Reading]:
             else:
                 raise GpuplanError(f"training.{key}: true trains {word}, but training.method is {given}: set method "
                                    f"{method}, or drop {key}")
-    if "lora_target_linear" in training and _switch(training.pop("lora_target_linear"), "training.lora_target_linear") \
+    if "lora_target_linear" in training and switch(training.pop("lora_target_linear"), "training.lora_target_linear") \
             and training.get("lora_targets") is None:
         training["lora_targets"] = "all-linear"
         reads.append(("training.lora_targets", "lora_target_linear: true", "all-linear",

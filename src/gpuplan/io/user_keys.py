@@ -29,7 +29,7 @@ from gpuplan.io.fine_tune_keys import fine_tune_keys
 from gpuplan.io.moe_keys import moe_keys
 from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.io.titan_keys import take_titan_keys
-from gpuplan.io.words import Reading, node_sharded, switch_word
+from gpuplan.io.words import Reading, node_sharded, switch, switch_word
 from gpuplan.spec.job import MAX_GLOBAL_BATCH
 from gpuplan.units import parse_count
 
@@ -54,12 +54,6 @@ def _fabric_kind(value: Any) -> str:
     except GpuplanError:
         return "scale_out"
 
-
-def _switch(value: Any, key: str) -> bool:
-    on = switch_word(value)
-    if on is None:
-        raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
-    return on
 
 
 def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
@@ -90,7 +84,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                 layout["recompute"] = mode
                 reads.append(("layout.recompute", f"{key}: {part.pop(key)}", mode, f"{key} {mode}: recompute {mode}"))
                 continue
-            on = _switch(part.pop(key), key)
+            on = switch(part.pop(key), key)
             if layout.get("recompute") is None:
                 layout["recompute"] = "full" if on else "none"
                 reads.append(("layout.recompute", f"{key}: {str(on).lower()}", layout["recompute"],
@@ -164,7 +158,7 @@ def _sharding_keys(layout: dict, stash: dict[str, Any]) -> list[Reading]:
         else:
             reads += _fsdp(layout, value)
     if "use_distributed_optimizer" in layout:  # Megatron-LM's --use-distributed-optimizer
-        if _switch(layout.pop("use_distributed_optimizer"), "layout.use_distributed_optimizer") \
+        if switch(layout.pop("use_distributed_optimizer"), "layout.use_distributed_optimizer") \
                 and layout.get("zero") is None:
             layout["zero"] = 1
             reads.append(("layout.zero", "use_distributed_optimizer: true", 1, "Megatron's distributed optimizer "
@@ -183,7 +177,7 @@ def _training_keys(training: dict, hardware: Any, layout: Any) -> list[Reading]:
         reads.append((f"training.{key}", f"{key}: {training.pop(key)}", "not used",
                       "a hyperparameter or logging setting: it changes neither memory nor step time"))
     for key in [k for k in FLASH if k in training]:
-        on = _switch(training.pop(key), f"training.{key}")
+        on = switch(training.pop(key), f"training.{key}")
         if training.get("attention") is None:
             training["attention"] = "flash" if on else "eager"
             reads.append(("training.attention", f"{key}: {str(on).lower()}", training["attention"],
@@ -224,7 +218,7 @@ def _fsdp(layout: dict, value: Any) -> list[Reading]:
     # a table's 0/1 column (Megatron Bridge's and NeMo's performance tables: FSDP 0 or 1) is the switch; a shard
     # degree is 2 or more (config_keys.py), one of 1 would shard nothing
     on = bool(value) if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1) else \
-        _switch(value, "layout.fsdp")
+        switch(value, "layout.fsdp")
     if on and layout.get("zero") not in (None, 3):
         raise GpuplanError(f"layout.fsdp: true shards fully (ZeRO-3), but layout.zero is {layout['zero']}: give the "
                            "stage once")

@@ -12,6 +12,7 @@ from typing import Any
 from gpuplan.errors import GpuplanError, described
 from gpuplan.spec import PRECISIONS
 from gpuplan.spec.model import ALL_LINEAR
+from gpuplan.units import IN_TOKENS
 
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
@@ -127,8 +128,7 @@ def batch_in_tokens(training: dict[str, Any]) -> tuple[dict[str, Any], tuple[Rea
     """A global batch written in tokens ("4M tokens", as papers state it) as ``global_batch_tokens``, as a reading,
     where no batch in tokens is given besides; the sequences follow from seq_len (user_keys.batch_from_tokens)."""
     word = training.get("global_batch")
-    if not isinstance(word, str) or "global_batch_tokens" in training or \
-            not re.search(r"\d\s*[kmbt]?\s*-?\s*tokens?\s*$", word.strip(), re.IGNORECASE):
+    if not isinstance(word, str) or "global_batch_tokens" in training or not IN_TOKENS.search(word.strip()):
         return training, ()
     rest = {k: v for k, v in training.items() if k != "global_batch"}
     return {**rest, "global_batch_tokens": word}, (("training.global_batch_tokens", f"global_batch: {word}", word,
@@ -156,7 +156,7 @@ def stage_from_framework(word: Any, layout: dict[str, Any], per_node: int | None
         layout["zero"] = stage
         out.append(("layout.zero", word, stage, f"{where} {word} names ZeRO stage {stage}"))
     tp_cp = (layout.get("tp") or 1) * (layout.get("cp") or 1)
-    node = said.hybrid or NODE_GROUP.fullmatch(word.strip().lower()) is not None
+    node = node_sharded(word)
     if node and where.startswith("layout.") and per_node and per_node % tp_cp:
         raise GpuplanError(f"{where} {word!r} shards inside a node, but the node's {per_node} GPUs do not hold whole "
                            f"tensor × context groups of {tp_cp}: give layout.zero_group as a number of GPUs")
@@ -265,6 +265,14 @@ def switch_word(value: Any) -> bool | None:
     if isinstance(value, dict) and "enabled" in value:  # DeepSpeed's sections: bf16: {enabled: true}
         return switch_word(value["enabled"])
     return SWITCH_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
+
+
+def switch(value: Any, key: str) -> bool:
+    """``switch_word`` of a key's value; a value that is no switch is one error naming the key."""
+    on = switch_word(value)
+    if on is None:
+        raise GpuplanError(f"{key} is a switch: give true or false, got {value!r}")
+    return on
 
 
 def compile_word(value: Any) -> tuple[bool, bool]:
