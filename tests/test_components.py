@@ -18,7 +18,8 @@ from gpuplan.validation import components as comp
 DOC = comp.corpus()
 POINTS = {p["id"]: p for p in DOC["points"]}
 QUANTITIES = {"gemm": {"flop_per_s"}, "attention": {"flop_per_s"}, "memory": {"bytes_per_s", "seconds"},
-              "collective": {"bus_bytes_per_s", "algorithm_bytes_per_s"}, "scan": {"seconds"}}
+              "collective": {"bus_bytes_per_s", "algorithm_bytes_per_s", "nvlink_logical_bytes_per_s",
+                             "rdma_logical_bytes_per_s"}, "scan": {"seconds"}}
 
 
 def value(pid: str) -> float:
@@ -52,6 +53,9 @@ def test_point_schema(p):
         assert min(x["m"], x["n"], x["k"], x["batch"]) >= 1 and x["dtype"] in ("bf16", "fp16", "fp8", "fp4")
     elif p["component"] == "attention":
         assert x["pass"] in ("fwd", "bwd", "fwd_bwd") and x["seq_len"] >= 1 and x["head_dim"] in (64, 128, 256)
+    elif p["component"] == "collective" and x["collective"].startswith("deepep"):
+        assert x["tokens"] > 0 and x["hidden"] > 0 and x["value_bytes"] in (1 + 4 / 128, 2.0)
+        assert 0 < x["topk"] <= x["experts"] and x["group"] == x["gpus"] == 8 * x["nodes"]
     elif p["component"] == "collective":
         assert x["bytes"] > 0 and 2 <= x["group"] <= x["gpus"] and x["gpus"] % x["group"] == 0
         if x.get("scale_out"):
@@ -85,6 +89,8 @@ def test_golden_points():
     assert value("gemm/deepgemm/h800/fp8/64x2112x7168") == 206e12
     # HipKittens analysis/attn/fwd/plot.py: mi355x_mha_baselines_causal['ck']['16384'] = 893
     assert value("attention/hipkittens/mi355x/ck/mha/causal/d128/s16384") == 893e12
+    # DeepEP docs/legacy.md @0297fc8, normal kernels on H800 + CX7 400G: internode dispatch #EP 64, 51 GB/s (RDMA)
+    assert value("collective/deepep/h800/dispatch/ep64") == 51e9
     # Liger-Kernel all_benchmark_data.csv: rms_norm, liger, forward, H=32768, M=2048 bf16, A100: 0.18224 ms median
     assert value("memory/liger/a100-80gb-sxm/rmsnorm_fused/bf16/2048x32768") == pytest.approx(0.18224e-3, rel=1e-4)
 

@@ -208,7 +208,8 @@ def test_megatron_core_moe_arguments():
                          "layout": {"ep": 8, "moe_token_dispatcher_type": "alltoall", "moe_grouped_gemm": True,
                                     "moe_router_dtype": "fp32"}})
     said = {r[0]: r[2] for r in sc.read_as}
-    assert said["training.moe_token_dispatcher_type"] == "as timed" and said["training.moe_grouped_gemm"] == "as timed"
+    assert said["training.moe_dispatcher"] == "alltoall" and said["training.moe_grouped_gemm"] == "as timed"
+    assert sc.training.moe_dispatcher == "alltoall"
     assert said["training.moe_aux_loss_coeff"] == said["training.moe_router_dtype"] == "not used"
     for layout, match in (({"moe_token_dispatcher_type": "allgather"}, "allgather dispatcher"),
                           ({"moe_grouped_gemm": False}, "SequentialMLP"),

@@ -302,6 +302,14 @@ def test_the_kernels_menu_reaches_the_answer_as_the_flag_does(served):
     assert ask(served, "/api/evaluate", {**q, "framework": "torchtitan"}).status == 422  # Liger patches HF models
 
 
+def test_the_moe_exchange_menu_reaches_the_answer_as_the_flag_does(served):
+    q = {"model": "qwen3-30b-a3b", "gpu": "h100-sxm", "gpus": 16, "ep": 8, "moe_dispatcher": "deepep"}
+    r = ask(served, "/api/evaluate", q)
+    assert r.status == 200 and r.text + "\n" == cli("evaluate", *flags(q), "--json")[1]
+    assert r.json()["scenario"]["training"]["moe_dispatcher"] == "deepep"
+    assert ask(served, "/api/evaluate", {**q, "moe_dispatcher": "nccl"}).status == 422
+
+
 def test_the_allocator_menu_reaches_the_answer_as_the_flag_does(served):
     # the form's "expandable_segments" menu: the same answer as --expandable-segments, its reserve in the memory
     q = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 8, "recompute": "full", "expandable_segments": "true"}

@@ -119,7 +119,7 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
     mlp = gated("mlp", h, ffn, "mlp", f.mlp_bias and c.flag("mlp_bias", default=False))
     dense = attn + mlp
     E = c.int("n_routed_experts", default=0, minimum=0, note=False)
-    k = moe_ffn = n_shared = 0
+    k = moe_ffn = n_shared = n_group = topk_group = 0
     sparse = [False] * L
     moe_block: list[Weight] = []
     moe_mlp: list[Weight] = []
@@ -127,6 +127,7 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
         moe_ffn, k = c.int("moe_intermediate_size"), c.int("num_experts_per_tok")
         n_shared = c.int("n_shared_experts", default=f.shared, minimum=0, note=f.shared > 0)
         sparse = _sparse_layers(c, f, L)
+        n_group, topk_group = _route_groups(c, E)
         router = lin("mlp.gate", E, h, "router")
         # the score-correction bias: a parameter in transformers' DeepseekV3TopkRouter, a buffer in the others
         if f.router_bias or (c.mt == "deepseek_v2" and c.raw("topk_method") == "noaux_tc"):
@@ -149,7 +150,20 @@ def deepseek(c: Cfg, name: str) -> ModelSpec:
                 max_positions=c.int("max_position_embeddings", default=2048), gated_mlp=True, norm="rmsnorm",
                 tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)), layers=groups(layers),
                 head=tuple(head), n_experts=E, top_k=k, moe_ffn=moe_ffn, shared_ffn=moe_ffn * n_shared,
-                q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope, extra_params=extra)
+                q_lora_rank=qr, kv_lora_rank=kvr, qk_rope_dim=rope, extra_params=extra, route_groups=n_group,
+                route_topk_groups=topk_group)
+
+
+def _route_groups(c: Cfg, experts: int) -> tuple[int, int]:
+    """(groups, top groups) of group-limited routing (transformers' DeepseekV3TopkRouter and DeepSeek-V2's
+    group_limited_greedy: the experts split into ``n_group`` equal groups, a token's experts taken inside its best
+    ``topk_group``); (0, 0) where no group limits it (one group, or as many chosen as there are)."""
+    groups = c.int("n_group", default=0, minimum=0, note=False) or 0
+    top = c.int("topk_group", default=0, minimum=0, note=False) or 0
+    greedy = c.mt == "deepseek_v2" and c.raw("topk_method") not in ("group_limited_greedy", "noaux_tc")
+    if greedy or groups <= 1 or not 0 < top < groups or experts % groups:  # DeepSeek-V2's greedy reads no group
+        return 0, 0
+    return groups, top
 
 
 def _kda(h: int, d: SsmDims) -> list[Weight]:

@@ -59,7 +59,7 @@ from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "etp", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
-                  "fp8_recipe", "grad_dtype")  # string-valued keys
+                  "fp8_recipe", "grad_dtype", "moe_dispatcher")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)

@@ -16,7 +16,8 @@ HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "attention", "dropout",
                  "headroom", "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
-                 "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs", "kernels")
+                 "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs", "kernels",
+                 "moe_dispatcher")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -210,6 +211,10 @@ FIELD_DOCS: dict[str, FieldDoc] = {
                                  "materialised), model the model only", values="true | false | model"),
     "training.fp8_recipe": FieldDoc("fp8 scaling recipe (precision fp8): checked against the framework, exported",
                                     default=RULE),
+    "training.moe_dispatcher": FieldDoc("a MoE layer's expert exchange: alltoall (an NCCL all-to-all: Megatron-Core's "
+                                        "alltoall dispatcher, torchtitan) or deepep (DeepEP's kernels: Megatron-Core's "
+                                        "flex dispatcher, DeepSeek-V3)",
+                                        default="deepep under DualPipe, else alltoall"),
     "training.grad_dtype": FieldDoc("gradient dtype under bf16/fp8 mixed precision: fp32 (Megatron's main grads, "
                                     "autocast) or the parameters' 16-bit dtype", default=RULE),
     "training.optimizer_in_backward": FieldDoc("each parameter's optimizer step in backward, its gradient freed "

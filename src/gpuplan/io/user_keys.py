@@ -68,7 +68,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     stash: dict[str, Any] = {}
     if titan := take_titan_keys(training, layout):  # read with the GPU count (io/titan_keys.py)
         stash["_titan"] = titan
-    reads += moe_keys(training, layout)
+    training = _moe_arguments(training, layout, reads)
     if layout is None and isinstance(training, dict) and any(k in training for k in CHECKPOINTING):
         layout = {}
     if isinstance(layout, dict):
@@ -115,6 +115,21 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
     out = {**raw, **{s: v for s, v in (("hardware", hardware), ("training", training), ("layout", layout))
                      if v is not None}, **stash}
     return out, tuple(reads)
+
+
+def _moe_arguments(training: Any, layout: Any, reads: list[Reading]) -> Any:
+    """``training`` with the dispatcher Megatron-Core's MoE arguments name (io/moe_keys.py) as its moe_dispatcher (a
+    section not given is made); their readings added to ``reads``."""
+    moe_reads, dispatcher = moe_keys(training, layout)
+    reads += moe_reads
+    if dispatcher is None:
+        return training
+    training = training if isinstance(training, dict) else {}
+    if training.get("moe_dispatcher") not in (None, dispatcher):
+        raise GpuplanError(f"training.moe_dispatcher {training['moe_dispatcher']!r} and the MoE arguments "
+                           f"({dispatcher}) disagree: give one")
+    training["moe_dispatcher"] = dispatcher
+    return training
 
 
 # a framework config's blocks that set the layout (DeepSpeed's zero_optimization, Megatron-FSDP's sharding strategy,

@@ -250,3 +250,53 @@ def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
     else:
         bw, hop = topo.mesh_link or topo.bw_up, up
     return topo.ring_base + hop + nbytes / bw / topo.share(nbytes)
+
+
+def touched(experts: int, k: int, bins: int, groups: int = 0, topk_groups: int = 0) -> float:
+    """How many of ``bins`` (ranks or nodes, each holding experts/bins consecutive experts) a token's top-``k``
+    experts fall in, on average, the scores uniform: hypergeometric over all experts; under group-limited routing
+    (``groups`` equal groups of consecutive experts, the top ``topk_groups`` chosen first — DeepSeek-V2/V3) a bin
+    holding whole groups is reached when one of its groups is chosen (the group score, a group's best affinities,
+    picks groups that hold the token's top experts: DeepSeek-V3 Sec. 3.2.2, each token reaches at most M nodes),
+    and a bin inside a group by the k experts drawn from the chosen groups' experts."""
+    if bins <= 1:
+        return 1.0
+    per = experts / bins
+    limited = 0 < topk_groups < groups and (groups % bins == 0 or bins % groups == 0)
+    if not limited:
+        return bins * _hit(experts, per, k)
+    if groups % bins == 0:  # whole groups in a bin
+        q = groups // bins
+        return bins * (1 - math.comb(groups - q, topk_groups) / math.comb(groups, topk_groups))
+    pool = topk_groups * experts // groups  # a bin inside a group: reached when its group is chosen
+    return bins * topk_groups / groups * _hit(pool, per, k)
+
+
+def _hit(pool: float, per: float, k: int) -> float:
+    """P(at least one of ``k`` draws without replacement from ``pool`` experts lands in a bin of ``per``)."""
+    pool_i, per_i = round(pool), round(per)
+    if k >= pool_i - per_i + 1:
+        return 1.0
+    return 1 - math.comb(pool_i - per_i, k) / math.comb(pool_i, k)
+
+
+def deepep_s(tokens: float, token_bytes: float, ranks: float, nodes: float, n: int, stride: int,
+             topo: Topology) -> float:
+    """DeepEP's normal dispatch or combine (deepseek-ai/DeepEP, V1 ``Buffer.dispatch``/``combine``; DeepSeek-V3
+    Sec. 3.2.2) of ``tokens`` per rank of ``token_bytes`` each over ``n`` expert-parallel ranks, a token reaching
+    ``ranks`` distinct ranks and ``nodes`` distinct nodes (``touched``). Across nodes a token crosses the network
+    once per remote node it reaches (not once per expert, as an all-to-all sends it), to the GPU of the same local
+    index, which forwards it over NVLink to the GPUs holding its experts; the two run pipelined, the slower sets the
+    time. Every token a rank receives crosses its node's NVLink once, its own rank's included (the kernels copy those
+    through the same buffers: validation/components.json's DeepEP points, within 15 % with it, +20 % without).
+    No NCCL ramp: DeepEP's kernels are its own; a call's base latency."""
+    if n <= 1 or tokens <= 0:
+        return 0.0
+    _, doms = placement(n, stride, topo.domain)
+    nvlink = tokens * ranks * token_bytes / topo.bw_up
+    if doms == 1:
+        return topo.ring_base + nvlink
+    if topo.bw_out <= 0:
+        raise ValueError("a group spans nodes but the hardware has no network between nodes")
+    network = tokens * nodes * (doms - 1) / doms * token_bytes / topo.bw_out
+    return topo.ring_base + max(nvlink, network)

@@ -23,13 +23,13 @@ from gpuplan.model.comm import (
     Topology,
     all_gather_s,
     all_reduce_s,
-    all_to_all_s,
     reduce_scatter_s,
     send_recv_s,
     topology,
 )
 from gpuplan.model.compute import Device, attention_s, device, fp8_tp_gather, layer_time, matmul_s, sp_layout_copies_s
 from gpuplan.model.dp_comm import StageCompute, dp_comm, trainable
+from gpuplan.model.ep_comm import ep_comm, ep_hidden, ep_interference
 from gpuplan.model.kept import activation_flags, amp_of
 from gpuplan.model.muon import adapter_ns_flops_per_param, muon_split
 from gpuplan.model.params import RankParams, rank_params
@@ -39,11 +39,6 @@ from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
 from gpuplan.spec.job import per_step
 
-# Expert all-to-alls per MoE layer and pass: dispatch and combine, in the forward and again in the
-# backward (Lepikhin et al. 2020, GShard; Megatron-Core token dispatcher); a recomputed forward
-# dispatches and combines once more.
-A2A_PER_MOE_LAYER = 4
-A2A_PER_RECOMPUTED_MOE_LAYER = 2
 # ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): the CPU Adam update and PCIe transfers.
 PCIE_HOST_BYTES_PER_S = 25e9   # achievable host<->device PCIe 4/5 x16 copy rate (estimate)
 CPU_ADAM_PARAMS_PER_S = 2e9    # DeepSpeed CPU-Adam on a multi-core host per GPU share (estimate)
@@ -176,43 +171,6 @@ def _cp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
     return sc.params.attention_layers * (max(0.0, ring - att_f) + max(0.0, 2 * ring - att_b))
 
 
-def _ep_hidden(lay: Layout) -> bool:
-    return lay.ep_overlap or lay.pp_schedule == "dualpipe"
-
-
-# DeepSeek-V3's all-to-all kernels under DualPipe run on 20 SMs (arXiv:2412.19437, Sec. 3.2.2: "we ... partition 20 SMs
-# into 10 communication channels"; "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink")
-DUALPIPE_A2A_SMS = 20
-
-
-def _ep_interference(hw: Hardware, lay: Layout, share: float) -> float:
-    """Compute seconds lost per second of hidden expert all-to-all: the fitted ``comm_interference``; under DualPipe,
-    whose kernels hold a stated number of SMs, at most what losing those SMs costs the compute running beside them
-    (the other SMs do its work: k / (SMs − k))."""
-    sms = hw.gpu.sm_count
-    if lay.pp_schedule != "dualpipe" or not sms or sms <= DUALPIPE_A2A_SMS:
-        return share
-    return min(share, DUALPIPE_A2A_SMS / (sms - DUALPIPE_A2A_SMS))
-
-
-def _ep_comm(m: ModelSpec, lay: Layout, sc: StageCompute, tokens: float, topo: Topology) -> tuple[float, float]:
-    """(all, exposed) expert all-to-all seconds per micro-batch. Exposed, unless ``ep_overlap``: then
-    one micro-batch's dispatch and combine run under another's compute (DeepSeek-V3's DualPipe,
-    Liu et al. 2024, arXiv:2412.19437, Sec. 3.2.1: forward and backward chunks paired so that
-    all-to-all hides under computation; Megatron-Core ``--overlap-moe-expert-parallel-comm``) and
-    only what exceeds the stage's compute stays exposed."""
-    if lay.ep == 1 or not sc.params.moe_layers:
-        return 0.0, 0.0
-    # folded (Layout.expert_tp 1), ep spans consecutive ranks, the tensor-parallel ones first
-    stride = lay.tp * lay.cp if lay.folded_etp is None else 1
-    a2a = all_to_all_s(tokens * m.top_k * m.hidden * 2 / lay.tp, lay.ep, stride, topo)
-    calls = A2A_PER_MOE_LAYER + A2A_PER_RECOMPUTED_MOE_LAYER * lay.recompute_share
-    total = sc.params.moe_layers * calls * a2a
-    if not _ep_hidden(lay):
-        return total, total
-    return total, max(0.0, total - sc.total)
-
-
 def _optimizer_s(m: ModelSpec, tr: Training, lay: Layout, rp: RankParams, dev: Device) -> float:
     """The optimizer step: at HBM bandwidth on the GPU, or over PCIe and on the host CPU when offloaded; Muon
     adds its Newton–Schulz GEMMs (model/muon.py)."""
@@ -319,7 +277,7 @@ def _pipeline_of(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correcti
     sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id), n_mb)
     tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers, dev)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
-    ep_s, ep_exposed = _ep_comm(m, lay, sc, tokens, topo)
+    ep_s, ep_exposed = ep_comm(m, tr, lay, sc, tokens, topo)
     pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)
     pp_exposed = _pp_exposed(tr, lay, pp_s, sc.total)
     per_mb_comm = tp_exposed + ep_exposed + cp_s + pp_exposed
@@ -382,7 +340,7 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     # compute they hide behind (interference, see constants.json "comm_interference").
     share = constant("comm_interference")
     interference = share * (dp.hidden + n_mb * (p.tp_s - p.tp_exposed + p.pp_s - p.pp_exposed)) \
-        + _ep_interference(hw, lay, share) * n_mb * (p.ep_s - p.ep_exposed)
+        + ep_interference(hw, lay, share) * n_mb * (p.ep_s - p.ep_exposed)
     compute_s = n_mb * sc.total + interference
     offload_s = _activation_offload_s(m, tr, lay, sc.total)
     comm_exposed = n_mb * (p.per_mb_comm + offload_s) + dp.exposed
@@ -391,7 +349,7 @@ def _step_time(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
         bubble_s=p.bubble, optimizer_s=p.opt_s, microbatches=n_mb, recompute_s=n_mb * sc.recompute,
         interference_s=interference,
         comm_detail={"tp": n_mb * p.tp_s, "tp_exposed": n_mb * p.tp_exposed, "cp": n_mb * p.cp_s,
-                     "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if _ep_hidden(lay) else {}),
+                     "ep": n_mb * p.ep_s, **({"ep_exposed": n_mb * p.ep_exposed} if ep_hidden(lay) else {}),
                      "pp": n_mb * p.pp_s, "pp_exposed": n_mb * p.pp_exposed,
                      "dp_total": dp.total, "dp_exposed": dp.exposed,
                      **({"activation_offload": n_mb * offload_s} if offloaded(tr, lay.recompute) else {})},

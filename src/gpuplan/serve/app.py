@@ -92,6 +92,7 @@ def _choices() -> dict[str, list[Any]]:
     return {"method": list(job.METHODS), "precision": [*job.PRECISIONS, *job.FP4_RECIPES],
             "optimizer": list(job.OPTIMIZERS),
             "framework": list(get_args(job.Framework)), "kernels": list(job.KERNELS),
+            "moe_dispatcher": list(job.MOE_DISPATCHERS),
             "recompute": list(get_args(job.Recompute)),
             "pp_schedule": list(get_args(job.PPSchedule)), "offload": list(get_args(job.Offload)),
             "zero": [0, 1, 2, 3], "sequence_parallel": ["true", "false"], "expandable_segments": ["true", "false"]}

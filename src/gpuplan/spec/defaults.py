@@ -28,7 +28,7 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError
-from gpuplan.spec.job import Training
+from gpuplan.spec.job import Training, moe_dispatcher_of
 from gpuplan.spec.layout import Layout
 
 if TYPE_CHECKING:
@@ -194,9 +194,22 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                 rule = (f"the price catalogue's cheapest {m.pricing.replace('_', '-')} price for {hw.gpu.id} "
                         f"asked: {m.provider} {m.region}, read {m.date}")
             out.append({"field": f"hardware.{key}", "value": values[key], "rule": rule})
+    out += _dispatcher_assumed(sc, training, layout, told) if layout is not None else []
     if layout is not None and not searched:
         out += _layout_assumed(sc, layout, layout_rules)
     return out
+
+
+def _dispatcher_assumed(sc: Scenario, training: Training, layout: Layout, told: set[str]) -> list[dict[str, Any]]:
+    """The expert exchange a MoE layout with expert parallelism makes when the input does not name one."""
+    if layout.ep == 1 or not sc.model.n_experts or "training.moe_dispatcher" in told:
+        return []
+    dualpipe = layout.pp_schedule == "dualpipe"
+    return [{"field": "training.moe_dispatcher", "value": moe_dispatcher_of(training, layout.pp_schedule),
+            "rule": "DualPipe is DeepSeek-V3's schedule, run with its own expert kernels (DeepEP: a token crosses the "
+                    "network once per node it reaches)" if dualpipe else
+                    "an NCCL all-to-all of the permuted tokens, as Megatron-Core's alltoall dispatcher and torchtitan "
+                    "exchange them (deepep: DeepEP's kernels, Megatron-Core's flex dispatcher)"}]
 
 
 _DERIVED = {"dp": "derived: gpus / (tp·pp·cp)",

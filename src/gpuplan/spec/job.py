@@ -49,6 +49,9 @@ CudaGraphs = Literal["none", "layer", "full"]
 # the model's kernels: as the framework runs them, or Liger Kernel's patch of a Hugging Face model (Trainer
 # use_liger_kernel=True, Axolotl and LLaMA-Factory's liger options)
 Kernels = Literal["framework", "liger"]
+# the expert exchange of a MoE layer (model/ep_comm.py): an NCCL all-to-all, or DeepEP's node-deduplicating kernels
+MoeDispatcher = Literal["alltoall", "deepep"]
+MOE_DISPATCHERS: tuple[str, ...] = get_args(MoeDispatcher)
 # the profiles that run Hugging Face transformers models, which Liger patches
 LIGER_FRAMEWORKS = ("generic", "hf-trainer", "pytorch-fsdp", "deepspeed")
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -137,6 +140,7 @@ class Training(ValueHashed):
     kernels: Kernels = "framework"  # liger: Liger Kernel's RMSNorm, RoPE, SwiGLU and fused linear cross-entropy
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: the framework's documented default
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
+    moe_dispatcher: MoeDispatcher | None = None  # None: DeepSeek's kernels under DualPipe, else the all-to-all
     dropout: float = 0.0
     # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; None: what the framework sets (model/allocator.py)
     expandable_segments: bool | None = None
@@ -167,6 +171,8 @@ class Training(ValueHashed):
         _choice(self.framework, FRAMEWORKS, "training.framework")
         _choice(self.cuda_graphs, CUDA_GRAPHS, "training.cuda_graphs")
         _choice(self.kernels, KERNELS, "training.kernels")
+        if self.moe_dispatcher is not None:
+            _choice(self.moe_dispatcher, MOE_DISPATCHERS, "training.moe_dispatcher")
         if self.kernels == "liger" and self.framework not in LIGER_FRAMEWORKS:
             raise GpuplanError(f"training.kernels: liger patches Hugging Face transformers models, which "
                                f"{self.framework} does not run: use framework {', '.join(LIGER_FRAMEWORKS)}, or drop "
@@ -206,6 +212,14 @@ class Training(ValueHashed):
         if self.lora_dropout and self.method == "full":
             raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
                                "method is full: drop lora_dropout, or set method lora or qlora")
+
+
+def moe_dispatcher_of(tr: Training, pp_schedule: str) -> str:
+    """The expert exchange a MoE run makes (model/ep_comm.py): as given, else DeepSeek's kernels (DeepEP) under
+    DualPipe, DeepSeek-V3's schedule (arXiv:2412.19437 Sec. 3.2.2), else an NCCL all-to-all."""
+    if tr.moe_dispatcher is not None:
+        return tr.moe_dispatcher
+    return "deepep" if pp_schedule == "dualpipe" else "alltoall"
 
 
 @lru_cache(maxsize=64)

@@ -218,6 +218,10 @@ class ModelSpec(ValueHashed):
     n_experts: int = 0
     top_k: int = 0
     moe_ffn: int = 0             # intermediate size of one routed expert
+    # group-limited routing (DeepSeek-V2/V3 ``n_group`` / ``topk_group``): the experts in ``route_groups`` equal groups
+    # of consecutive experts, a token's top-k taken inside its best ``route_topk_groups`` of them (0: no limit)
+    route_groups: int = 0
+    route_topk_groups: int = 0
     shared_ffn: int = 0          # total intermediate size of the shared expert(s)
     # Multi-head latent attention (DeepSeek-V2/V3); 0 when absent
     q_lora_rank: int = 0

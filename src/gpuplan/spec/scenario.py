@@ -64,6 +64,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "compile": "model" if tr.compile and not tr.compile_loss else tr.compile, "headroom": tr.headroom,
                      **({"fp8_recipe": tr.fp8_recipe} if tr.fp8_recipe is not None else {}),
                      **({"grad_dtype": tr.grad_dtype} if tr.grad_dtype is not None else {}),
+                     **({"moe_dispatcher": tr.moe_dispatcher} if tr.moe_dispatcher is not None else {}),
                      **({"expandable_segments": tr.expandable_segments}
                         if tr.expandable_segments is not None else {}),
                      **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {}),

@@ -17,7 +17,8 @@ one kernel alone, so the share a training step sustains (``gemm_share_of_mamf``)
   its bytes at streaming bandwidth, whichever is longer, plus the kernel floor.
 * collectives: ``comm.all_reduce_s`` / ``all_gather_s`` / ``reduce_scatter_s`` / ``all_to_all_s``
   on ``comm.topology`` of the catalogue's hardware; a point that states the algorithm NCCL ran
-  (``NCCL_ALGO=Ring``, NVLS switched off) is modelled with that algorithm only.
+  (``NCCL_ALGO=Ring``, NVLS switched off) is modelled with that algorithm only. DeepEP's dispatch and combine:
+  ``comm.deepep_s`` with the ranks and nodes a token reaches (``comm.touched``), in DeepEP's own byte count.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 from gpuplan.catalog.hardware import get_gpu, make_hardware
 from gpuplan.catalog.models import load_model
 from gpuplan.model.attention import SOFTMAX_FWD_BYTES, attention_core_s, runs_on
-from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, reduce_scatter_s, topology
+from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, deepep_s, reduce_scatter_s, topology, touched
 from gpuplan.model.compute import ELEMENT_BYTES, Device, kernel_device, matmul_s, streamed_s
 from gpuplan.model.software import software
 from gpuplan.model.ssm import fused_kernel_s
@@ -138,6 +139,19 @@ def collective_measured_s(p: dict[str, Any]) -> float:
     if meas["quantity"] == "bus_bytes_per_s":
         algbw /= NCCL_BUS_FACTOR[x["collective"]](x["group"])
     return x["bytes"] / algbw
+
+
+def deepep_rates(p: dict[str, Any]) -> tuple[float, float]:
+    """(measured, modelled) bytes/s of a DeepEP point in DeepEP's own count (tests/test_internode.py): the tokens a rank
+    receives (one node) or one row per (token, node it reaches), its own included, times the bytes of a token."""
+    x = p["inputs"]
+    hw = make_hardware(p["gpu"], gpus=x["gpus"], scale_out=x.get("scale_out"))
+    topo = topology(hw)
+    ranks = touched(x["experts"], x["topk"], x["group"], x["groups"], x["topk_groups"])
+    nodes = touched(x["experts"], x["topk"], x["nodes"], x["groups"], x["topk_groups"])
+    token_bytes = x["hidden"] * x["value_bytes"]
+    counted = x["tokens"] * (ranks if x["nodes"] == 1 else nodes) * token_bytes
+    return p["measured"]["value"], counted / deepep_s(x["tokens"], token_bytes, ranks, nodes, x["group"], 1, topo)
 
 
 def scan_flops(p: dict[str, Any]) -> float:

@@ -58,6 +58,8 @@ def _label(p: dict[str, Any]) -> str:
         return x["op"] + (f" {x['dtype']} {x['rows']}x{x['cols']}" if "rows" in x else "")
     if c == "scan":
         return f"{x['kernel']} h{x['heads']} P{x['head_dim']} N{x['state']} Q{x['chunk']} s{x['seq_len']} b{x['batch']}"
+    if x["collective"].startswith("deepep"):
+        return f"{x['collective']} EP{x['group']} ({x['nodes']} node{'s' * (x['nodes'] > 1)}) {x['tokens']} tokens"
     return f"{x['collective']} {x['group']}/{x['gpus']} gpus {_size(x['bytes'])}" + (
         f" {x['algorithm']}" if x.get("algorithm") else "")
 
@@ -83,6 +85,8 @@ def _rates(p: dict[str, Any]) -> tuple[float, float, str]:
         return nbytes / meas["value"], nbytes / model_s, "B/s"
     if c == "scan":
         return cm.scan_flops(p) / meas["value"], cm.scan_flops(p) / cm.scan_modelled_s(p), "flop/s"
+    if p["inputs"]["collective"].startswith("deepep"):
+        return (*cm.deepep_rates(p), "B/s")
     nbytes = p["inputs"]["bytes"]
     return nbytes / cm.collective_measured_s(p), nbytes / cm.collective_modelled_s(p), "B/s"
 

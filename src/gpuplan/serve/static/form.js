@@ -10,6 +10,7 @@ const SCENARIO_GROUPS = [
     {k: "optimizer", label: "Optimizer", kind: "choice"},
     {k: "framework", label: "Framework", kind: "choice", more: true},
     {k: "kernels", label: "Kernels", kind: "choice", more: true},
+    {k: "moe_dispatcher", label: "MoE expert exchange", kind: "choice", more: true},
     {k: "expandable_segments", label: "Allocator expandable segments", kind: "choice", more: true},
     {k: "seq_len", label: "Sequence length", ph: "4096"},
     {k: "global_batch", label: "Global batch (sequences)", ph: "per step"},
