@@ -14,8 +14,10 @@ import yaml
 from conftest import make
 
 from gpuplan.api import evaluate_scenario as evaluate
+from gpuplan.catalog.models import load_model
 from gpuplan.cli import main
 from gpuplan.export import TARGETS, export, megatron_args, torchrun_args
+from gpuplan.io.scenario import parse_scenario
 
 # Layouts that exercise each mapping: TP×PP with ZeRO-2 (the built-in example), hybrid-sharded
 # ZeRO-3 with parameter offload and full recompute, plain DDP on one node, interleaved pipeline
@@ -146,9 +148,11 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--overlap-param-gather", "--bf16", "--fp16", "--optimizer-cpu-offload", "--group-query-attention",
                  "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
                  "--tp-comm-overlap", "--use-rope-scaling", "--add-qkv-bias", "--qk-layernorm",
-                 "--overlap-moe-expert-parallel-comm", "--squared-relu", "--apply-layernorm-1p"):
+                 "--overlap-moe-expert-parallel-comm", "--squared-relu", "--apply-layernorm-1p", "--moe-grouped-gemm",
+                 "--moe-enable-deepep"):
         # megatron/training/arguments.py, _add_training_args / _add_network_size_args / _add_moe_args
         p.add_argument(name, action="store_true")
+    p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])  # _add_moe_args
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
     p.add_argument("--optimizer-offload-fraction", type=float)
@@ -185,6 +189,19 @@ def test_megatron_args_parse(case: tuple[dict, object]) -> None:
     assert ns.use_distributed_optimizer == (lay["zero"] in (1, 2) or (lay["zero"] == 3 and lay["pp"] > 1))
     assert ns.use_torch_fsdp2 == (lay["zero"] == 3 and lay["pp"] == 1)
     assert ns.optimizer_cpu_offload == (lay["offload"] != "none")
+    # the expert exchange and GEMMs timed: not Megatron's allgather dispatcher and SequentialMLP loop
+    assert ns.moe_token_dispatcher_type == ("alltoall" if lay["ep"] > 1 else None)
+    assert ns.moe_grouped_gemm == (lay["ep"] > 1) and not ns.moe_enable_deepep
+
+
+def test_megatron_exports_the_deepep_dispatcher_timed():
+    est = evaluate(parse_scenario({"model": "qwen3-30b-a3b", "hardware": {"gpu": "h100-sxm", "gpus": 16},
+                                   "training": {"moe_dispatcher": "deepep", "framework": "megatron-core"},
+                                   "layout": {"ep": 8}})).to_json()
+    args, notes = megatron_args(est, load_model("qwen3-30b-a3b"))
+    ns = megatron_parser().parse_args(args)
+    assert ns.moe_token_dispatcher_type == "flex" and ns.moe_enable_deepep and ns.moe_grouped_gemm
+    assert any("--moe-flex-dispatcher-backend deepep" in n for n in notes)
 
 
 def test_megatron_shell_text_round_trips(case: tuple[dict, object]) -> None:

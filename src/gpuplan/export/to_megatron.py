@@ -16,6 +16,7 @@ def megatron_args(est: dict, model: Any = None) -> tuple[list[str], list[str]]:
     gb, _ = _batches(hw, tr, lay)
     notes: list[str] = []
     a = _parallel_args(lay, model, notes)
+    a += _moe_args(tr, lay, notes)
     a += _batch_args(tr, lay, gb, model)
     a += _precision_args(tr["precision"], notes, tr.get("fp8_recipe"))
     a += _zero_args(lay, notes)
@@ -55,6 +56,19 @@ def _parallel_args(lay: dict, model: Any, notes: list[str]) -> list[str]:
     if lay.get("ep_overlap") and lay.get("ep", 1) > 1:
         a.append("--overlap-moe-expert-parallel-comm")  # Megatron-Core: expert all-to-all under the other batch
     return a
+
+
+def _moe_args(tr: dict, lay: dict, notes: list[str]) -> list[str]:
+    """The expert exchange and GEMMs gpuplan timed (model/ep_comm.py; frameworks.json moe.grouped_gemm): Megatron-LM's
+    default dispatcher is allgather, which it does not time, and its experts default to SequentialMLP's loop."""
+    if lay.get("ep", 1) <= 1:
+        return []
+    a = ["--moe-grouped-gemm"]
+    if tr.get("moe_dispatcher") == "deepep":
+        notes.append("DeepEP through the flex dispatcher: --moe-enable-deepep (Megatron-Core 0.12-0.14; later releases "
+                     "spell it --moe-flex-dispatcher-backend deepep)")
+        return [*a, "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"]
+    return [*a, "--moe-token-dispatcher-type", "alltoall"]
 
 
 def _batch_args(tr: dict, lay: dict, gb: int, model: Any) -> list[str]:
