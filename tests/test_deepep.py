@@ -108,3 +108,21 @@ def test_the_dispatcher_given_is_echoed_and_read_back():
     echoed = evaluate_scenario(parse_scenario(raw)).to_json()["scenario"]
     assert echoed["training"]["moe_dispatcher"] == "deepep"
     assert parse_scenario(echoed).training.moe_dispatcher == "deepep"
+
+
+def test_the_expert_exchange_widens_the_interval():
+    # no published MoE run in the corpus checks how the exchange hides: its share of the step widens the throughput
+    # interval by unmeasured_kernel_factor (2) as an unmeasured kernel's does, the point estimate unchanged
+    from gpuplan.catalog.intervals import spread, widened
+
+    t = evaluate_scenario(parse_scenario(DSV3)).to_json()["time"]
+    share = t["comm_detail"]["ep"] / t["step_s"]
+    assert 0.2 < share < 0.6
+    base = spread("throughput", "generic", "hopper", 2048, 8, seq_len=4096)
+    wide = widened(base, share, 2.0)
+    tps = t["tokens_per_s_per_gpu"]
+    assert t["interval"]["tokens_per_s_per_gpu"]["p10"] == pytest.approx(tps * (1 + wide.p10))
+    assert t["interval"]["tokens_per_s_per_gpu"]["p90"] == pytest.approx(tps * (1 + wide.p90))
+    assert "expert exchange" in t["interval_basis"]["regime"]
+    dense = evaluate_scenario(parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}}))
+    assert "expert exchange" not in dense.to_json()["time"]["interval_basis"]["regime"]

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from gpuplan.catalog.constants import constant, table
-from gpuplan.catalog.intervals import Spread, spread, widened
+from gpuplan.catalog.constants import table
+from gpuplan.catalog.intervals import Spread, throughput_spread
 from gpuplan.catalog.refusals import why_not
 from gpuplan.errors import GpuplanError
 from gpuplan.model.allocator import fragile
@@ -345,9 +345,8 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
         failure_overhead=failure_overhead(hw.gpus, train_s) if train_s is not None else None,
         preemption_overhead=preemption_overhead(hw.gpus, hw.nodes) if hw.market and hw.market.preemptible else None,
         energy_kwh=hw.gpus * hw.gpu.tdp_w * train_s / 3.6e6 if train_s and hw.gpu.tdp_w else None,
-        spread=widened(spread("throughput", tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node,
-                              seq_len=tr.seq_len),
-                       st.scan_s / st.step_s, constant("unmeasured_kernel_factor")))
+        spread=throughput_spread(tr.framework, hw.gpu.architecture, hw.gpus, hw.gpus_per_node, tr.seq_len,
+                                 st.scan_s / st.step_s, st.comm_detail.get("ep", 0.0) / st.step_s))
 
 
 def cost_of(time: TimeEstimate, price: float | None) -> Cost:
