@@ -126,3 +126,22 @@ def test_the_expert_exchange_widens_the_interval():
     assert "expert exchange" in t["interval_basis"]["regime"]
     dense = evaluate_scenario(parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "gpus": 8}}))
     assert "expert exchange" not in dense.to_json()["time"]["interval_basis"]["regime"]
+
+
+def test_deepep_needs_nvlink_peers_and_ampere():
+    # DeepEP docs/legacy.md Requirements: Ampere or Hopper, NVLink peer access between every pair of a node's GPUs
+    moe = {"model": "qwen3-30b-a3b", "training": {"moe_dispatcher": "deepep"}, "layout": {"ep": 8}}
+    for gpu, match in (("l40s", "over PCIe 4.0"), ("h100-nvl", "NVLink bridge"), ("v100-32gb", "Ampere and later")):
+        with pytest.raises(GpuplanError, match=match):
+            evaluate_scenario(parse_scenario({**moe, "hardware": {"gpu": gpu, "gpus": 8}}))
+    # a dense model exchanges nothing: the dispatcher it names changes nothing
+    evaluate_scenario(parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "l40s", "gpus": 8},
+                                      "training": {"moe_dispatcher": "deepep"}}))
+    # the planner leaves such a GPU type out with the same words, and plans the others
+    from gpuplan.api import plan_scenario
+
+    res = plan_scenario(parse_scenario({"model": "qwen3-30b-a3b", "hardware": {"gpu": "h100-sxm"},
+                                        "training": {"moe_dispatcher": "deepep", "seq_len": 4096}}),
+                        gpu_types="h100-sxm,l40s", max_gpus=16).to_json()
+    assert res["best"]["scenario"]["hardware"]["gpu"] == "h100-sxm"
+    assert any("DeepEP needs NVLink" in why and "l40s" in why for why in res["rejected"])

@@ -163,6 +163,13 @@ def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> T
                     **common)  # type: ignore[arg-type]
 
 
+def full_peer_domain(hw: Hardware) -> bool:
+    """Whether every pair of a node's GPUs shares the scale-up fabric (NVLink/NVSwitch, Infinity Fabric): not a node
+    whose GPUs talk over PCIe (the catalogue's pcie* fabrics), nor NVLink-bridged pairs in a larger node."""
+    return not hw.scale_up.id.startswith("pcie") and \
+        scale_up_gpus(hw.gpu, hw.gpus_per_node, hw.scale_up) >= hw.gpus_per_node
+
+
 def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
     """(members per domain, domains spanned) of a group of ``n`` ranks ``stride`` apart."""
     if n <= 1:

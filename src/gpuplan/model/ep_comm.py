@@ -17,7 +17,7 @@ down-projection are dispatched in FP8 with one fp32 scale per 128 values (Sec. 3
 
 from __future__ import annotations
 
-from gpuplan.model.comm import Topology, all_to_all_s, deepep_s, placement, touched
+from gpuplan.model.comm import Topology, all_to_all_s, deepep_s, full_peer_domain, placement, touched
 from gpuplan.model.dp_comm import StageCompute
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.job import moe_dispatcher_of
@@ -33,6 +33,24 @@ DUALPIPE_A2A_SMS = 20
 # FP8 dispatch: one byte per value and an fp32 scale per 1x128 tile (DeepSeek-V3 Sec. 3.3.2; DeepEP's tests count
 # (1 + 4/128) bytes per value: tests/test_internode.py fp8_factor)
 FP8_TOKEN_BYTES_PER_VALUE = 1 + 4 / 128
+
+
+def unsupported_dispatcher(m: ModelSpec, hw: Hardware, tr: Training) -> str | None:
+    """Why ``hw`` cannot run the expert exchange ``tr`` names for MoE model ``m``, or None. DeepEP's kernels need
+    NVIDIA Ampere or later and peer access over NVLink between every pair of a node's GPUs (deepseek-ai/DeepEP
+    docs/legacy.md, Requirements: 'Ampere (SM80), Hopper (SM90) GPUs'; 'NVLink with full directed CUDA peer access
+    between every pair of participating intranode GPUs', a partial topology rejected) — not PCIe nodes nor NVLink-
+    bridged pairs; AMD's Infinity Fabric nodes run ROCm ports of the same exchange."""
+    if tr.moe_dispatcher != "deepep" or not m.n_experts:
+        return None
+    g = hw.gpu
+    if g.vendor == "nvidia" and g.architecture in ("volta", "turing"):
+        return (f"training.moe_dispatcher deepep: DeepEP's kernels run on NVIDIA Ampere and later, not {g.id} "
+                f"({g.architecture}): use alltoall")
+    if not full_peer_domain(hw):
+        return (f"training.moe_dispatcher deepep: DeepEP needs NVLink between every pair of a node's GPUs; "
+                f"{g.id} nodes connect them over {hw.scale_up.name}: use alltoall")
+    return None
 
 
 def ep_hidden(lay: Layout) -> bool:

@@ -19,6 +19,7 @@ from gpuplan.model.allocator import fragile
 from gpuplan.model.batch_split import open_batch_split
 from gpuplan.model.completion import as_framework, completed_layout, replicas_of
 from gpuplan.model.compute import unsupported_precision
+from gpuplan.model.ep_comm import unsupported_dispatcher
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.micro_batch_open import open_micro_batch
@@ -155,7 +156,8 @@ class Estimate:
 def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Estimate:
     """Estimate for ``sc`` with ``layout`` (a search's choice) or the scenario's layout completed
     with ``overrides`` and the defaults; an open global batch follows spec/defaults.py."""
-    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe)
+    problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe) \
+        or unsupported_dispatcher(sc.model, sc.hardware, sc.training)
     if problem:
         raise GpuplanError(problem)
     sc, lay, rules, mem = _settled(sc, layout, overrides)

@@ -107,7 +107,7 @@ def rejection_text(r: Rejection) -> str:
         return "layout.zero_group does not divide dp×cp"
     if code == "no_compute_peak":
         return f"{r.gpu}: no published compute peak (runtime and cost cannot be predicted)"
-    if code == "precision":
+    if code in ("precision", "dispatcher"):
         return str(r.detail)
     if code == "no_price":
         return f"{r.gpu}: no price in the catalogue (give --price to rank it by cost)"

@@ -15,6 +15,7 @@ class Reason(Enum):
     ZERO_GROUP = "zero_group"                    # a fixed layout.zero_group does not divide dp×cp of a split
     NO_COMPUTE_PEAK = "no_compute_peak"          # a GPU type with no published 16-bit peak: not searched
     PRECISION = "precision"                      # a GPU type without tensor cores for training.precision
+    DISPATCHER = "dispatcher"                    # a GPU type whose nodes cannot run training.moe_dispatcher
     NO_PRICE = "no_price"                        # a GPU type without a price, where cost ranks the plan
     WORK_LIMIT = "work_limit"                    # past the search's bound on work: counted, not searched
 
@@ -24,11 +25,12 @@ class Rejection:
     """One reason, with what it names: the GPU type skipped, the framework and its rule."""
 
     reason: Reason
-    gpu: str | None = None        # NO_COMPUTE_PEAK, PRECISION, NO_PRICE
+    gpu: str | None = None        # NO_COMPUTE_PEAK, PRECISION, DISPATCHER, NO_PRICE
     framework: str | None = None  # FRAMEWORK
     rule: str | None = None       # FRAMEWORK: the rule's id in catalog/frameworks.json
-    detail: str | None = None     # FRAMEWORK: the rule's cited reason (catalogue data); PRECISION: the model's
-    #                               check of the GPU against the precision (the error ``evaluate`` raises)
+    detail: str | None = None     # FRAMEWORK: the rule's cited reason (catalogue data); PRECISION, DISPATCHER: the
+    #                               model's check of the GPU against the precision or the expert exchange (the error
+    #                               ``evaluate`` raises)
 
 
 OUT_OF_MEMORY = Rejection(Reason.OUT_OF_MEMORY)

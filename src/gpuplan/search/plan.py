@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from gpuplan.catalog.intervals import intervals_on, point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
+from gpuplan.model.ep_comm import unsupported_dispatcher
 from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
 from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
@@ -144,6 +145,9 @@ def skipped(sc: Scenario, hw: Hardware, priced: bool) -> Rejection | None:
     problem = unsupported_precision(g, sc.training.precision, sc.training.fp8_recipe)
     if problem:
         return Rejection(Reason.PRECISION, gpu=g.id, detail=problem)
+    problem = unsupported_dispatcher(sc.model, hw, sc.training)
+    if problem:
+        return Rejection(Reason.DISPATCHER, gpu=g.id, detail=problem)
     if priced and hw.price_per_gpu_hour is None:
         return Rejection(Reason.NO_PRICE, gpu=g.id)
     return None
