@@ -91,7 +91,7 @@ def test_megatron_flex_dispatcher_reads_as_deepep():
     moe = {"model": "qwen3-30b-a3b", "hardware": {"gpu": "h100-sxm", "gpus": 16}}
     for keys in ({"moe_token_dispatcher_type": "flex", "moe_enable_deepep": True},
                  {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "deepep"},
-                 {"moe_enable_deepep": True}):
+                 {"moe_enable_deepep": True}, {"moe_token_dispatcher_type": "deepep"}):
         sc = parse_scenario({**moe, "training": {"framework": "megatron-core", **keys}, "layout": {"ep": 8}})
         assert sc.training.moe_dispatcher == "deepep"
     for keys, match in (({"moe_token_dispatcher_type": "alltoall", "moe_enable_deepep": True}, "flex"),

@@ -17,7 +17,9 @@ from gpuplan.io.words import Reading, switch_word
 
 DISPATCHERS = {"alltoall": ("alltoall", "an NCCL all-to-all of the permuted tokens"),
                "alltoall_seq": ("alltoall", "an NCCL all-to-all of the permuted tokens (sequence-parallel variant)"),
-               "flex": ("deepep", "DeepEP's kernels: a token crosses the network once per node it reaches")}
+               "flex": ("deepep", "DeepEP's kernels: a token crosses the network once per node it reaches"),
+               # Megatron-Bridge recipes' shorthand (moe_token_dispatcher_type=deepep: flex with the DeepEP backend)
+               "deepep": ("deepep", "DeepEP's kernels: a token crosses the network once per node it reaches")}
 DEEPEP_SWITCHES = ("moe_enable_deepep", "moe_flex_dispatcher_backend")
 # the router's hyperparameters and fusions: no change to the memory or time modelled
 ROUTER = ("moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_load_balancing_type", "moe_router_score_function",

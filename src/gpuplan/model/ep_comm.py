@@ -13,6 +13,8 @@ the all-to-all. The payload is the 16-bit hidden state (Megatron-Core's flex dis
 states: megatron/core/transformer/moe/fused_a2a.py ``FusedDispatch.forward(x, ...)``), except DeepSeek-V3's FP8
 recipe (a DualPipe fp8 run): the activations before the MoE up-projection and the activation gradients before the
 down-projection are dispatched in FP8 with one fp32 scale per 128 values (Sec. 3.3.2-3.3.3); combines stay BF16.
+DeepEP's rates are its V1 kernels' (what Megatron-Core's flex dispatcher calls, deep_ep.Buffer); V2 (README: 90 GB/s
+logical at EP 8x2 on SM90 with 12 SMs) forwards over NVLink faster and is not modelled.
 """
 
 from __future__ import annotations
