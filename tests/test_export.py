@@ -155,6 +155,7 @@ def megatron_parser() -> argparse.ArgumentParser:
     p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])  # _add_moe_args
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
+    p.add_argument("--recompute-modules", nargs="*", type=str, default=None)  # _add_training_args
     p.add_argument("--optimizer-offload-fraction", type=float)
     p.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
     p.add_argument("--fp8-recipe", choices=["tensorwise", "delayed", "mxfp8", "blockwise"])
@@ -186,6 +187,7 @@ def test_megatron_args_parse(case: tuple[dict, object]) -> None:
     assert ns.sequence_parallel == (lay["tp"] > 1 and lay["sequence_parallel"])
     expected_rec = {"none": None, "full": "full", "selective": "selective", "selective-op": "selective"}
     assert ns.recompute_granularity == expected_rec[lay["recompute"]]
+    assert ns.recompute_modules == (list(lay["recompute_modules"]) or None)
     assert ns.use_distributed_optimizer == (lay["zero"] in (1, 2) or (lay["zero"] == 3 and lay["pp"] > 1))
     assert ns.use_torch_fsdp2 == (lay["zero"] == 3 and lay["pp"] == 1)
     assert ns.optimizer_cpu_offload == (lay["offload"] != "none")

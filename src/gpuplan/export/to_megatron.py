@@ -142,6 +142,8 @@ def _recompute_args(rec: str, notes: list[str], every: int = 1, lay: dict | None
         a += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif rec.startswith("selective"):
         a += ["--recompute-granularity", "selective"]
+        if (lay or {}).get("recompute_modules"):  # Megatron-Core's modules (default: core_attn)
+            a += ["--recompute-modules", *lay["recompute_modules"]]  # type: ignore[index]
         if rec == "selective-op":
             notes.append("recompute=selective-op (torchtitan per-op SAC) → Megatron selective (core attention "
                          "recomputed): similar memory, a little less recompute")
@@ -328,14 +330,13 @@ def megatron(est: dict, model: Any = None) -> Export:
 
 
 def args_array(args: list[str]) -> list[str]:
-    """The arguments as the bash array MEGATRON_ARGS, one flag and its value per line."""
+    """The arguments as the bash array MEGATRON_ARGS, one flag and its values per line."""
     lines = ["MEGATRON_ARGS=("]
     i = 0
     while i < len(args):
-        if i + 1 < len(args) and not args[i + 1].startswith("--"):
-            lines.append(f"  {args[i]} {shlex.quote(args[i + 1])}")
-            i += 2
-        else:
-            lines.append(f"  {args[i]}")
-            i += 1
+        j = i + 1
+        while j < len(args) and not args[j].startswith("--"):  # a flag's values (nargs='*': --recompute-modules)
+            j += 1
+        lines.append("  " + " ".join([args[i], *map(shlex.quote, args[i + 1:j])]))
+        i = j
     return [*lines, ")"]

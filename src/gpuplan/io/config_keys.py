@@ -200,6 +200,24 @@ def shard_degrees(layout: dict) -> list[Reading]:
     return reads
 
 
+def recompute_modules(layout: dict) -> list[Reading]:
+    """Megatron-Core's ``recompute_modules`` (a list, or its command line's words: ``moe_act layernorm``) as a tuple of
+    names; given without a recompute mode it implies selective recomputation, the only mode that reads it."""
+    value = layout.get("recompute_modules")
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise GpuplanError(f"layout.recompute_modules must be a list of module names (e.g. [moe_act, layernorm]), "
+                           f"got {value!r}")
+    layout["recompute_modules"] = tuple(dict.fromkeys(v.strip().lower() for v in value if v.strip()))
+    if not layout["recompute_modules"]:
+        return []
+    return _set(layout, "recompute", "selective", "recompute_modules", "recompute_modules name what selective "
+                "recomputation recomputes (Megatron-Core --recompute-granularity selective)")
+
+
 def recompute_method(layout: dict) -> list[Reading]:
     """Megatron's ``recompute_method`` / ``recompute_num_layers`` beside full recomputation: ``uniform`` recomputes
     every layer (from one checkpoint per ``recompute_num_layers`` layers), read as full; ``block`` recomputes only

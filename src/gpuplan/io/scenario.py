@@ -394,7 +394,7 @@ def _layout(lay_raw: dict) -> dict[str, Any]:
                                       else "give a degree that divides the GPU count"))
         elif key in ("sequence_parallel", "dp_overlap", "tp_overlap", "ep_overlap"):
             layout[key] = _bool(value, where)
-        else:
-            layout[key] = _name_value(value, where)
+        else:  # a name; recompute_modules a tuple of names (io/config_keys.py recompute_modules)
+            layout[key] = tuple(value) if key == "recompute_modules" else _name_value(value, where)
     check_layout_fields(layout)
     return layout

@@ -250,6 +250,10 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "layout.recompute": FieldDoc("activation recomputation", default=RULE),
     "layout.recompute_every": FieldDoc("with recompute full: recompute every k-th block only (torchtitan selective "
                                        "layer AC; Megatron's block method)", "blocks", default="1 (every block)"),
+    "layout.recompute_modules": FieldDoc("with recompute selective: the modules recomputed (Megatron-Core "
+                                         "--recompute-modules)", values="comma-separated: core_attn, moe_act, "
+                                         "layernorm, mla_up_proj, mlp, moe, shared_experts",
+                                         default="core_attn (Megatron-Core's default)"),
     "layout.sequence_parallel": FieldDoc("Megatron sequence parallelism", default="true when tp > 1"),
     "layout.pp_schedule": FieldDoc("pipeline schedule"),
     "layout.virtual_stages": FieldDoc("model chunks per pipeline stage (interleaved)", "chunks",

@@ -22,6 +22,7 @@ from gpuplan.io.config_keys import (
     lower_keys,
     moved_keys,
     recompute_method,
+    recompute_modules,
     shard_degrees,
     sharding_word,
 )
@@ -91,7 +92,8 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                               f"{key} checkpoints every block, recomputed in backward: recompute "
                               f"{layout['recompute']}"))
         reads += activation_checkpoint(layout) + fsdp_config(layout)
-        reads += _layout_words(layout) + config_stage(layout) + shard_degrees(layout) + recompute_method(layout)
+        reads += _layout_words(layout) + config_stage(layout) + shard_degrees(layout) + recompute_modules(layout)
+        reads += recompute_method(layout)
         reads += _sharding_keys(layout, stash)
     if isinstance(hardware, dict):
         for key in [k for k in NETWORK if k in hardware]:

@@ -14,6 +14,7 @@ from gpuplan.model.activations import (
     fused_linear_loss_bytes,
     layer_bytes,
     logits_bytes,
+    module_working_set,
     recompute_working_set,
 )
 from gpuplan.model.breakdown import StageActivations
@@ -84,7 +85,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
     head_cast = elem * model.vocab * model.hidden / tp if fp32_head and stage == pp - 1 else 0.0
     extra = casts + (0.0 if checkpointed else head_cast)
     rep = 1 / x.t if x.sp else 1.0
-    if eager_norm and pp > 1 and recompute in ("none", "selective"):
+    if eager_norm and pp > 1 and recompute not in ("full", "selective-op"):  # none, selective (by module too)
         # a received stage input is held for its gradient; a fused norm keeps it as its own input, an eager one
         # an fp32 copy instead: one elem·s·b·h more per micro-batch in flight past the first stage (gpuplan trace)
         per_mb += (vstages - (stage == 0)) * elem * x.s * x.b * model.hidden * rep
@@ -96,6 +97,8 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         extra += max(rebuilt, head_cast)
     elif checkpointed:
         extra += head_cast
+    elif rp.layers and recompute.startswith("selective:"):  # one module of one block rebuilt at a time
+        extra += max(module_working_set(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     logits = 0.0
     if stage == pp - 1:
         extra += (x.norm * rep + elem * x.in_rep) * x.s * x.b * model.hidden  # the final norm's; the LM head's input

@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplan.model.recompute_modules import dropped, modules_of
 from gpuplan.model.ssm import ssm_terms
 from gpuplan.spec.model import LORA_GROUPS, NO_EXPERTS, ROW_PARALLEL_LEAVES, ModelSpec, is_lora_target
 
@@ -259,15 +260,34 @@ def op_sac_bytes(m: ModelSpec, kind: int, x: ActShape) -> float:
 
 @lru_cache(maxsize=65536)
 def layer_bytes(m: ModelSpec, kind: int, x: ActShape, recompute: str) -> float:
-    """Bytes one block of ``m.kinds[kind]`` keeps between its forward and backward pass."""
+    """Bytes one block of ``m.kinds[kind]`` keeps between its forward and backward pass (``recompute``: a mode, or
+    selective by module, ``Layout.recompute_mode``)."""
     if recompute == "full":
         return (x.stream or x.elem) * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0)
     terms = layer_terms(m, kind, x)
+    modules = modules_of(recompute)
+    if modules is not None and recompute != "selective":
+        return sum(terms.values()) - dropped(terms, modules, x.flash, _moe_act_kept(m, x))[0]
     if recompute in ("selective", "selective-op") and not x.flash:
         terms.pop("attn_core", None)
     if recompute == "selective-op":
         return min(op_sac_bytes(m, kind, x), sum(terms.values()))
     return sum(terms.values())
+
+
+def _moe_act_kept(m: ModelSpec, x: ActShape) -> float:
+    """What a block's experts keep with their activation function recomputed: the up/gate projections' outputs."""
+    return (2 if m.gated_mlp else 1) * (x.inner or x.elem) * x.s * x.b * m.top_k * m.moe_ffn / x.t
+
+
+@lru_cache(maxsize=65536)
+def module_working_set(m: ModelSpec, kind: int, x: ActShape, recompute: str) -> float:
+    """Selective recomputation by module: the largest module's bytes of one block, rebuilt in backward while its
+    backward runs (model/recompute_modules.py); 0 for any other mode."""
+    modules = modules_of(recompute)
+    if modules is None or recompute == "selective":
+        return 0.0
+    return dropped(layer_terms(m, kind, x), modules, x.flash, _moe_act_kept(m, x))[1]
 
 
 @lru_cache(maxsize=65536)

@@ -30,6 +30,7 @@ from gpuplan.model.flops import expert_imbalance
 from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
 from gpuplan.model.kept import amp_of
+from gpuplan.model.recompute_modules import matmul_flops, modules_of, recomputed_matmul_flops, recomputed_stream_bytes
 from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software_of
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
@@ -182,7 +183,7 @@ def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layou
     cast once per step is spread over the step's ``microbatches``); without ``dev16`` the layer runs
     at ``dev``'s rates with no fp8 work (runtime.step_time decides which)."""
     sw = software_of(tr, m)
-    args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute, tr.attention, tr.dropout,
+    args = (m, lg, tokens, seq, lay.tp, lay.ep, lay.sequence_parallel, lay.recompute_mode, tr.attention, tr.dropout,
             tr.method, sw, amp_of(tr, lay), microbatches > 1)
     # async TP / --tp-comm-overlap: each all-gather's and reduce-scatter's matmul runs as tp pieces of tokens / tp
     chunks = lay.tp if lay.tp_overlap and lay.tp > 1 else 1
@@ -317,9 +318,22 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
     bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq + ad_b
     eager_core = mix.attention_fwd if attention == "eager" else 0.0
-    rec = {"none": 0.0, "selective": eager_core,
-           "selective-op": every_other + elem_f, "full": fwd}[recompute]
+    modules = modules_of(recompute) if recompute.startswith("selective:") else None
+    if modules is not None:  # Megatron-Core's recompute_modules (model/recompute_modules.py)
+        rec = _modules_s(m, lg, modules, tokens, tp, sp, mm_f, dev) + (eager_core if "core_attn" in modules else 0.0)
+    else:
+        rec = {"none": 0.0, "selective": eager_core, "selective-op": every_other + elem_f, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f, mix.scan)
+
+
+def _modules_s(m: ModelSpec, lg: LayerGroup, modules: frozenset[str], tokens: float, tp: int, sp: bool, mm_f: float,
+               dev: Device) -> float:
+    """Seconds of the named modules' forward run again in backward: their matmuls at the block's matmul pace (their
+    share of its forward matmul FLOPs), their memory-bound kernels streamed (16-bit activations)."""
+    total = matmul_flops(m, lg)
+    mm = mm_f * recomputed_matmul_flops(m, lg, modules) / total if total else 0.0
+    per_token, kernels = recomputed_stream_bytes(m, lg, modules, tp, sp, 2.0)  # 16-bit activations
+    return mm + (streamed_s(tokens * per_token, kernels, dev) if kernels else 0.0)
 
 
 def adapters_s(w: AdapterWork, tokens: float, dev: Device) -> tuple[float, float]:

@@ -81,7 +81,9 @@ def ep_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: f
     # folded (Layout.expert_tp 1), ep spans consecutive ranks, the tensor-parallel ones first
     stride = lay.tp * lay.cp if lay.folded_etp is None else 1
     local = tokens / lay.tp
-    recomputed = A2A_PER_RECOMPUTED_MOE_LAYER * lay.recompute_share
+    # a recomputed forward's exchanges: full recomputation, or the moe module recomputed (Megatron-Core)
+    recomputed = A2A_PER_RECOMPUTED_MOE_LAYER * (1.0 if "moe" in lay.recompute_modules and lay.recompute == "selective"
+                                                 else lay.recompute_share)
     if moe_dispatcher_of(tr, lay.pp_schedule) == "deepep":
         per_layer = _deepep_layer_s(m, tr, lay, local, stride, topo, recomputed)
     else:

@@ -24,6 +24,7 @@ from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.micro_batch_open import open_micro_batch
 from gpuplan.model.params import trainable_params
+from gpuplan.model.recompute_modules import unsupported_modules
 from gpuplan.model.recompute_open import open_recompute
 from gpuplan.model.runtime import StepTime, bf16_run, step_time
 from gpuplan.model.tp_open import open_tp
@@ -157,7 +158,8 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     """Estimate for ``sc`` with ``layout`` (a search's choice) or the scenario's layout completed
     with ``overrides`` and the defaults; an open global batch follows spec/defaults.py."""
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe) \
-        or unsupported_dispatcher(sc.model, sc.hardware, sc.training)
+        or unsupported_dispatcher(sc.model, sc.hardware, sc.training) \
+        or unsupported_modules(sc.training.framework, sc.layout)
     if problem:
         raise GpuplanError(problem)
     sc, lay, rules, mem = _settled(sc, layout, overrides)
@@ -211,7 +213,8 @@ def _settled(sc: Scenario, layout: Layout | None, overrides: dict[str, Any]
         lay, mem, sharded = open_zero(sc, lay, mem, overrides)
         rules = sharded if sharded is not None else rules
         lay, mem, rule = open_recompute(sc, lay, mem, overrides)
-        rules += (("recompute", rule),) if rule else ()
+        rules += ((("recompute", rule),) + ((("recompute_modules", rule),) if lay.recompute_modules else ())) \
+            if rule else ()
         lay, mem, rule = open_micro_batch(sc, lay, mem, overrides)  # with the global batch given
         rules += (("micro_batch", rule),) if rule else stepped
     return sc, lay, rules, mem
@@ -331,8 +334,8 @@ def time_estimate(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, st:
     peak16 = hw.gpu.peak_flops.get("bf16") or hw.gpu.peak_flops.get("fp16") or hw.gpu.peak_flops["fp32"]
     total_tokens = tr.tokens if tr.tokens is not None else (tr.steps * tokens_per_step if tr.steps else None)
     train_s = total_tokens / tps if total_tokens else None
-    executed = flops_per_token(model, tr.seq_len, lay.recompute, tr.method != "full", 0.0 if tr.method == "full" else
-                               float(trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank)),
+    adapters = 0.0 if tr.method == "full" else float(trainable_params(model, tr.method, tr.lora_targets, tr.lora_rank))
+    executed = flops_per_token(model, tr.seq_len, lay.recompute_mode, tr.method != "full", adapters,
                                full_share=1.0 / lay.recompute_every)
     # the bound: the peak of the fastest number format the step's GEMMs run in (MFU and HFU stay on the 16-bit peak)
     fastest = "fp4" if tr.fp8_recipe in FP4_RECIPES else "fp8" if tr.precision == "fp8" else None

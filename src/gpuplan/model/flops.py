@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplan.model.recompute_modules import modules_of, recomputed_matmul_flops
 from gpuplan.model.ssm import scan_flops
 from gpuplan.spec.model import LayerGroup, ModelSpec
 
@@ -114,6 +115,11 @@ def flops_per_token(m: ModelSpec, seq_len: int, recompute: str, frozen_base: boo
         extra, extra_exec = att_model, att_exec
     elif recompute == "selective-op":  # torchtitan op SAC: every other matmul runs twice
         extra = extra_exec = k * sum(lg.count * _every_other_mm_flops(m, lg) for lg in m.layers)
+    elif recompute.startswith("selective:"):  # Megatron-Core's recompute_modules: the modules' forward matmuls twice
+        modules = modules_of(recompute) or frozenset()
+        extra = extra_exec = k * sum(lg.count * recomputed_matmul_flops(m, lg, modules) for lg in m.layers)
+        if "core_attn" in modules:
+            extra, extra_exec = extra + att_model, extra_exec + att_exec
     return FlopsPerToken(model=model, hardware=model + extra, executed=executed + extra_exec,
                          six_n=6 * m.params_active, forward_layers=layers, forward_attention=att_exec)
 

@@ -226,7 +226,7 @@ def _stage_at(model: ModelSpec, training: Training, lay: Layout, stage: int, cor
     states, opt_temp, step_phase, half, one_gpu, embedding, (amp, upcast, adapters16) = base
     flight = flight_of(lay.pp, lay.pp_schedule, lay.virtual_stages, stage, n_mb)
     act = stage_activations(model, training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
-                            lay.sequence_parallel, mb, lay.recompute, flight, corrections.activations,
+                            lay.sequence_parallel, mb, lay.recompute_mode, flight, corrections.activations,
                             every=lay.recompute_every, amp=amp, upcast=upcast, adapters16=adapters16)
     grads_held, act_held, logits_held = states.gradients, act.held, act.logits
     if half:

@@ -25,7 +25,8 @@ from gpuplan.catalog.frameworks import get_framework
 from gpuplan.catalog.refusals import why_not
 from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.memory import MemoryBreakdown, memory
-from gpuplan.spec import Layout
+from gpuplan.model.recompute_modules import BY_MODULE
+from gpuplan.spec import Layout, ModelSpec
 from gpuplan.spec.scenario import Scenario
 
 # the modes in the order they cost compute: Megatron's selective (the attention core), per-op selective
@@ -62,8 +63,8 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
         return lay, mem, None
     tight: tuple[Layout, MemoryBreakdown] | None = None
     least: tuple[Layout, MemoryBreakdown] | None = None
-    for mode in _modes(sc.training.framework):
-        cand = replace(lay, recompute=mode)
+    for mode, modules in _candidates(sc.training.framework, sc.model, lay.ep_overlap):
+        cand = replace(lay, recompute=mode, recompute_modules=modules)
         if why_not(sc.training.framework, cand.values(), sc.training):
             continue
         m = memory(sc.model, sc.hardware, sc.training, cand, sc.corrections)
@@ -87,6 +88,28 @@ def _modes(framework: str) -> tuple[str, ...]:
     documented = get_framework(framework).defaults.get("recompute")
     value = documented.value if documented is not None else None
     return LEAST_FIRST[LEAST_FIRST.index(value):] if value in LEAST_FIRST else LEAST_FIRST
+
+
+def _candidates(framework: str, model: ModelSpec, ep_overlap: bool) -> list[tuple[str, tuple[str, ...]]]:
+    """(mode, modules) to try, least costly first: the stack's modes (``_modes``), and under Megatron-Core for a MoE
+    model its selective recomputation by module between selective and full, the narrow boundaries first as Megatron
+    Bridge's guidance orders them (docs/training/activation-recomputation.md at commit 34ddd53b: "grouped MoE often
+    starts with moe_act or layernorm plus moe_act", "MLA often benefits from mla_up_proj", whole-moe recompute "a
+    broader alternative ... incompatible with expert-parallel overlap"; "prefer the narrow boundary that satisfies the
+    memory target") — its performance recipes recompute DeepSeek-V3 so (scripts/performance/configs/deepseek:
+    mla_up_proj, mlp on H100)."""
+    modes = [(mode, ()) for mode in _modes(framework)]
+    if framework not in BY_MODULE or not model.n_experts or ("selective", ()) not in modes:
+        return modes  # type: ignore[return-value]
+    sets = [("moe_act",), ("layernorm", "moe_act")]
+    if model.kv_lora_rank:
+        sets.append((*sets[-1], "mla_up_proj"))
+    if any(lg.mlp and not lg.moe for lg in model.layers):  # dense MLP layers beside the MoE ones (DeepSeek's first 3)
+        sets.append((*sets[-1], "mlp"))
+    if not ep_overlap:
+        sets.append((*[m for m in sets[-1] if m != "moe_act"], "moe"))
+    at = modes.index(("selective", ())) + 1
+    return [*modes[:at], *(("selective", mods) for mods in sets), *modes[at:]]  # type: ignore[list-item]
 
 
 def _rule(mode: str, plain: MemoryBreakdown, how: str) -> str:

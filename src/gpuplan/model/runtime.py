@@ -83,7 +83,7 @@ def _stage_compute(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev16: 
     itself, ZeRO or the schedule), and the micro-batch count only where an fp8 weight cast is spread over it; whether
     the run is PyTorch AMP (ZeRO-0 on its stacks: model/amp.py) and then whether it accumulates gradients."""
     amp = amp_of(tr, lay)
-    key = (m, tr, lay.tp, lay.ep, lay.folded_etp, lay.tp_overlap, lay.sequence_parallel, lay.recompute,
+    key = (m, tr, lay.tp, lay.ep, lay.folded_etp, lay.tp_overlap, lay.sequence_parallel, lay.recompute_mode,
            lay.recompute_every, lay.pp, lay.virtual_stages, dev, dev16, tokens, corrections.compute,
            n_mb if dev16 is not None else 0, amp, amp and n_mb > 1)
     stages = _memo()[0]
@@ -258,7 +258,7 @@ def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
     """``PipelinePart`` of a layout, cached by what it reads: not the ZeRO stage (only whether the
     optimizer state is sharded), nor the hybrid-shard group, nor how ZeRO-3 gathers."""
     key = (m, tr, hw.gpu, hw.gpus, hw.gpus_per_node, hw.scale_up, hw.scale_out, hw.power_limit_w, lay.dp, lay.tp,
-           lay.pp, lay.cp, lay.ep, lay.micro_batch, lay.recompute, lay.recompute_every, lay.sequence_parallel,
+           lay.pp, lay.cp, lay.ep, lay.micro_batch, lay.recompute_mode, lay.recompute_every, lay.sequence_parallel,
            lay.pp_schedule, lay.virtual_stages, lay.offload, lay.tp_overlap, lay.ep_overlap, lay.zero >= 1,
            corrections.compute, corrections.gpu, fp8_layers)
     parts = _memo()[1]
@@ -306,8 +306,8 @@ def _activation_offload_s(m: ModelSpec, tr: Training, lay: Layout, compute_s: fl
     blocks' staying on the GPU (model/memory.py) — exposed where the copies outlast the micro-batch's compute."""
     if not offloaded(tr, lay.recompute):
         return 0.0
-    per_mb, _, _ = activation_parts(m, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp,
-                                    lay.sequence_parallel, lay.micro_batch, lay.recompute, *activation_flags(tr, lay))
+    per_mb, _, _ = activation_parts(m, tr, lay.tp, lay.ep, lay.pp, lay.virtual_stages, 0, lay.cp, lay.sequence_parallel,
+                                    lay.micro_batch, lay.recompute_mode, *activation_flags(tr, lay))
     moved = per_mb * max(0.0, 1 - 2 / m.n_layers)
     return max(0.0, 2 * moved / PCIE_HOST_BYTES_PER_S - compute_s)
 

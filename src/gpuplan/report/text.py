@@ -29,7 +29,8 @@ def layout_str(lay: dict) -> str:
         parts.append(f"ep={lay['ep']}")
     parts.append(f"zero={lay['zero']}" + (f"/group {lay['zero_group']}" if lay.get("zero_group") else ""))
     parts.append(f"mb={lay['micro_batch']}")
-    parts.append(f"recompute={lay['recompute']}")
+    parts.append(f"recompute={lay['recompute']}" + (f"[{'+'.join(lay['recompute_modules'])}]"
+                                                    if lay.get("recompute_modules") else ""))
     if lay.get("sequence_parallel"):
         parts.append("sp")
     if lay.get("tp_overlap"):

@@ -89,7 +89,8 @@ class Book:
         # ZeRO-3's gathers: as given, else the framework's own (model/completion.py does the same for evaluate)
         # an expert tensor parallelism of 1 as given (MoE parallel folding); etp = tp is every split's own reading
         self._kept = {"zero3_gather": fixed.get("zero3_gather", zero3_gather_of(tr.framework)),
-                      "recompute_every": fixed.get("recompute_every", 1), "etp": 1 if fixed.get("etp") == 1 else None}
+                      "recompute_every": fixed.get("recompute_every", 1), "etp": 1 if fixed.get("etp") == 1 else None,
+                      "recompute_modules": tuple(fixed.get("recompute_modules") or ())}
         # the data-parallel gradient reduction under the backward: as given, else where the framework can run it so
         # (``framework_comm.dp_overlap_of``: not DeepSpeed's pipeline engine, not Megatron-LM of 2021-22)
         self._dp_overlap: bool | None = fixed.get("dp_overlap")

@@ -15,6 +15,7 @@ from gpuplan.catalog.intervals import point_estimates
 from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.ep_comm import unsupported_dispatcher
+from gpuplan.model.recompute_modules import unsupported_modules
 from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch
@@ -76,7 +77,8 @@ def fit(sc: Scenario, max_gpus: int | None = None) -> FitResult:
     check_fixed_layout(sc)
     max_gpus, fixed_n = gpu_limit(sc, max_gpus)
     problem = unsupported_precision(sc.hardware.gpu, sc.training.precision, sc.training.fp8_recipe) \
-        or unsupported_dispatcher(sc.model, sc.hardware, sc.training)
+        or unsupported_dispatcher(sc.model, sc.hardware, sc.training) \
+        or unsupported_modules(sc.training.framework, sc.layout)
     if problem:
         raise GpuplanError(problem)
     gb = asked = default_global_batch(sc)

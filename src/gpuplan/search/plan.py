@@ -12,6 +12,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.model.compute import unsupported_precision
 from gpuplan.model.ep_comm import unsupported_dispatcher
 from gpuplan.model.estimate import Estimate, evaluate, has_compute_peak
+from gpuplan.model.recompute_modules import unsupported_modules
 from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Miss, Search, same_space, search_types
@@ -112,6 +113,9 @@ def candidate_estimate(sc: Scenario, c: Candidate, global_batch: int) -> Estimat
 def _check(sc: Scenario, targets: tuple[Hardware, ...], options: PlanOptions) -> int:
     """The options' rules against the scenario; returns the global batch the search uses."""
     check_fixed_layout(sc)
+    problem = unsupported_modules(sc.training.framework, sc.layout)
+    if problem:
+        raise GpuplanError(problem)
     deadline, budget = options.deadline_s, options.budget_usd
     if (deadline is not None or budget is not None) and sc.training.tokens is None and sc.training.steps is None:
         raise GpuplanError(f"{'--deadline' if deadline is not None else '--budget'} needs the length of the run: "

@@ -213,7 +213,9 @@ def _dispatcher_assumed(sc: Scenario, training: Training, layout: Layout, told: 
 
 
 _DERIVED = {"dp": "derived: gpus / (tp·pp·cp)",
-            "etp": "derived: tp where ep divides dp×cp, else 1 (Megatron-Core MoE parallel folding)"}
+            "etp": "derived: tp where ep divides dp×cp, else 1 (Megatron-Core MoE parallel folding)",
+            "recompute_modules": "selective recomputation of the attention core (Megatron-Core's default list, "
+                                 "core_attn)"}
 
 
 def _layout_assumed(sc: Scenario, layout: Layout, layout_rules: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
@@ -221,6 +223,8 @@ def _layout_assumed(sc: Scenario, layout: Layout, layout_rules: tuple[tuple[str,
     stage, the recomputation the layout needs — model/estimate.py), else derived or the layout default."""
     out = []
     for f in fields(Layout):
+        if f.name == "recompute_modules" and layout.recompute != "selective":  # read by selective recompute only
+            continue
         if f.name not in sc.layout:
             ruled = dict(layout_rules).get(f.name)
             rule = ruled or _DERIVED.get(f.name, "the layout default")
@@ -232,4 +236,5 @@ def _layout_assumed(sc: Scenario, layout: Layout, layout_rules: tuple[tuple[str,
 
 def searched_fields(sc: Scenario) -> list[str]:
     """The layout fields a search chose (everything the scenario's layout does not fix)."""
-    return [f"layout.{f.name}" for f in fields(Layout) if f.name not in sc.layout and f.name != "etp"]
+    return [f"layout.{f.name}" for f in fields(Layout) if f.name not in sc.layout
+            and f.name not in ("etp", "recompute_modules")]

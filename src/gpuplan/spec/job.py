@@ -19,6 +19,11 @@ Optimizer = Literal["adamw", "adam", "adamw-8bit", "adamw-4bit", "sgd", "sgd-mom
                     "lion-8bit", "muon", "ademamix", "ademamix-8bit"]
 Method = Literal["full", "lora", "qlora"]
 Recompute = Literal["none", "selective", "selective-op", "full"]
+# Megatron-Core's selective recomputation by module (TransformerConfig.recompute_modules, with
+# recompute_granularity "selective"; megatron/core/transformer/transformer_config.py): core_attn (its default), the
+# MoE experts' activation function, the input and pre-MLP layernorms, MLA's up-projections, the dense MLP, the whole
+# MoE layer, the shared experts (model/recompute_modules.py says what each drops and costs)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 PPSchedule = Literal["1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe"]
 Offload = Literal["none", "optimizer", "params"]
 # flash: FlashAttention-2 (SDPA, TE); flash1: FlashAttention v1; flash1-triton: its Triton kernel (flash-attn 1.x

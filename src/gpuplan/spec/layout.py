@@ -13,6 +13,7 @@ from gpuplan.spec.hardware import Hardware
 from gpuplan.spec.job import (
     OFFLOADS,
     PP_SCHEDULES,
+    RECOMPUTE_MODULES,
     RECOMPUTES,
     ZERO3_GATHERS,
     Offload,
@@ -58,6 +59,9 @@ class Layout:
     # the experts' tensor parallelism as given (Megatron-Core --expert-tensor-parallel-size, torchtitan's
     # expert_tensor_parallel_degree): 1 (MoE parallel folding) or tp; None: ``expert_tp_of`` reads it from the degrees
     etp: int | None = None
+    # with recompute selective: the modules recomputed (Megatron-Core's recompute_modules; () = its default,
+    # core_attn): model/recompute_modules.py
+    recompute_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         values = self.values()
@@ -99,6 +103,12 @@ class Layout:
         return 1.0 / self.recompute_every if self.recompute == "full" else 0.0
 
     @property
+    def recompute_mode(self) -> str:
+        """``recompute`` as the memory and time models read it: selective with its modules named where they are
+        not Megatron-Core's default (core_attn alone), e.g. ``selective:layernorm+moe_act``."""
+        return recompute_mode_of(self.recompute, self.recompute_modules)
+
+    @property
     def world(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
@@ -124,6 +134,13 @@ class Layout:
     def shard_group(self) -> int:
         """Ranks that share one copy of the ZeRO-sharded state (dp × cp, or the hybrid group)."""
         return self.zero_group if self.zero_group is not None else self.dp * self.cp
+
+
+def recompute_mode_of(recompute: str, modules: tuple[str, ...]) -> str:
+    """``Layout.recompute_mode`` from the two fields."""
+    if recompute != "selective" or not modules or tuple(modules) == ("core_attn",):
+        return recompute
+    return "selective:" + "+".join(sorted(set(modules)))
 
 
 def expert_tp_of(dp: int, cp: int, tp: int, ep: int) -> int:
@@ -161,6 +178,8 @@ def check_layout_fields(values: dict[str, Any]) -> None:
             _choice(values[key], allowed, f"layout.{key}")
     if values.get("zero_group") is not None:
         _positive(values["zero_group"], "layout.zero_group")
+    for module in values.get("recompute_modules") or ():
+        _choice(module, RECOMPUTE_MODULES, "layout.recompute_modules")
 
 
 def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Layout) -> None:

@@ -118,6 +118,22 @@ def _zero_group_divides(c: Context) -> str | None:
     return None
 
 
+def _absent_modules(c: Context) -> str | None:
+    """A recompute module naming a part the model lacks (Megatron-Core refuses mla_up_proj without multi-latent
+    attention; the MoE modules recompute nothing in a dense model)."""
+    m = c.model
+    assert m is not None
+    lacks = {"mla_up_proj": not m.kv_lora_rank, "moe_act": not m.n_experts, "moe": not m.n_experts,
+             "shared_experts": not m.shared_ffn}
+    missing = [mod for mod in c.lay["recompute_modules"] if lacks.get(mod)]
+    if not missing:
+        return None
+    what = {"mla_up_proj": "multi-latent attention", "moe_act": "experts", "moe": "experts",
+            "shared_experts": "shared experts"}
+    return (f"layout.recompute_modules names {missing[0]}, but {m.name} has no {what[missing[0]]}: drop it "
+            "(core_attn, layernorm and mlp apply to any model)")
+
+
 def _msg(cond: Callable[[Context], bool], text: Callable[[Context], str]) -> Callable[[Context], str | None]:
     return lambda c: text(c) if cond(c) else None
 
@@ -159,6 +175,17 @@ RULES: tuple[Rule, ...] = (
         lambda c: c.lay["recompute_every"] > 1 and c.lay.get("recompute", "none") != "full",
         lambda c: f"layout.recompute_every={c.lay['recompute_every']} recomputes every k-th block in full: "
                   "set recompute: full, or drop recompute_every")),
+    Rule("recompute modules need selective recompute", ("recompute_modules", "recompute"), _msg(
+        lambda c: bool(c.lay["recompute_modules"]) and c.lay["recompute"] != "selective",
+        lambda c: f"layout.recompute_modules ({', '.join(c.lay['recompute_modules'])}) name what selective "
+                  f"recomputation recomputes (Megatron-Core --recompute-granularity selective), not "
+                  f"{c.lay['recompute']}: set recompute: selective, or drop recompute_modules")),
+    Rule("recompute modules the model has", ("recompute_modules", "model"), _absent_modules),
+    Rule("whole-moe recompute without expert overlap", ("recompute_modules", "ep_overlap"), _msg(
+        lambda c: "moe" in c.lay["recompute_modules"] and bool(c.lay["ep_overlap"]),
+        lambda c: "layout.recompute_modules moe replays the MoE layer's dispatch and combine, which Megatron-Core "
+                  "cannot run beside expert-parallel overlap: drop moe (moe_act recomputes the experts' activation "
+                  "only) or set ep_overlap: false")),
     Rule("hybrid shard needs zero", ("zero_group", "zero"), _msg(
         lambda c: c.lay["zero_group"] is not None and c.lay["zero"] == 0,
         lambda c: "layout.zero_group (hybrid shard) needs zero 1, 2 or 3")),

@@ -74,5 +74,5 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      **({"lora_targets": [t for t in tr.lora_targets if t != NO_EXPERTS]}
                         if tr.method != "full" else {}),
                      **({"lora_dropout": tr.lora_dropout} if tr.lora_dropout else {})},
-        "layout": {f.name: getattr(layout, f.name) for f in fields(Layout)},
+        "layout": {f.name: list(v) if isinstance(v := getattr(layout, f.name), tuple) else v for f in fields(Layout)},
     }

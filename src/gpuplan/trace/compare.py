@@ -81,6 +81,9 @@ def traced_as(sc: Scenario) -> Scenario:
         raise GpuplanError(f"trace keeps saved activations on the GPU and runs PyTorch's own kernels, not "
                            f"{sc.training.framework}'s offloaded checkpoints and fused loss: trace the scenario with "
                            "framework hf-trainer")
+    if set(sc.layout.get("recompute_modules") or ()) - {"core_attn"}:
+        raise GpuplanError("trace checkpoints whole blocks, per op or the eager attention core, not Megatron-Core's "
+                           "modules: drop layout.recompute_modules to trace this scenario")
     if sc.training.cuda_graphs != "none":
         raise GpuplanError("trace records one eager training step, without CUDA graphs: set training.cuda_graphs: "
                            "none to trace this scenario (their buffers are not in the formula either: the estimate "
@@ -97,8 +100,8 @@ def _predicted_activations(sc: Scenario, lay: Layout, stage: int, flight: float)
     """The activations ``evaluate`` holds on ``stage`` with ``flight`` micro-batches in flight."""
     amp, upcast, adapters16 = activation_flags(sc.training, lay)
     return stage_activations(sc.model, sc.training, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, lay.cp,
-                             lay.sequence_parallel, lay.micro_batch, lay.recompute, flight, sc.corrections.activations,
-                             amp=amp, upcast=upcast, adapters16=adapters16).held
+                             lay.sequence_parallel, lay.micro_batch, lay.recompute_mode, flight,
+                             sc.corrections.activations, amp=amp, upcast=upcast, adapters16=adapters16).held
 
 
 def trace_and_compare(sc: Scenario, *, module: str | None = None, input_factory: str | None = None,
