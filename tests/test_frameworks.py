@@ -4,6 +4,7 @@ cited, and the cannot_run rules evaluated by ``refusals``."""
 from __future__ import annotations
 
 import pytest
+from conftest import make
 
 from gpuplan.catalog import load_json
 from gpuplan.catalog.frameworks import (
@@ -303,3 +304,22 @@ def test_a_multi_query_model_at_tp_runs_on_megatron_lm_forks_not_on_megatron_cor
                           "layout": {"tp": 16, "micro_batch": 1}})
     with pytest.raises(GpuplanError, match="splits the 8 key/value heads"):
         evaluate_scenario(gqa)
+
+
+@pytest.mark.parametrize(("framework", "gpu", "given", "expected"), [
+    # Megatron-LM of 2020-22 materializes the scores (frameworks.json attention_kernel eager) on the GPUs of its era
+    ("megatron-lm", "a100-80gb-sxm", None, "eager"),
+    ("gpt-neox", "a100-40gb-sxm", None, "eager"),  # a stack read as the megatron-lm profile
+    ("megatron-lm", "v100-32gb", None, "eager"),
+    # Hopper systems came with the later code (Megatron-Core, --use-flash-attn): a fused kernel
+    ("megatron-lm", "h100-sxm", None, "flash"),
+    ("megatron-lm", "a100-80gb-sxm", "flash", "flash"),  # a given attention stands
+    ("megatron-core", "a100-80gb-sxm", None, "flash"),
+    ("deepspeed", "a100-80gb-sxm", None, "flash"),
+])
+def test_an_open_attention_is_what_the_framework_runs(framework, gpu, given, expected):
+    training = {"framework": framework, "seq_len": 2048, **({"attention": given} if given else {})}
+    sc = make("llama-3.1-8b", gpu, 8, training=training)
+    assert sc.training.attention == expected
+    read = [r for r in sc.read_as if r[0] == "training.attention"]
+    assert bool(read) == (given is None and expected == "eager")

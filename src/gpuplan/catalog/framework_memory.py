@@ -162,3 +162,15 @@ def logged_peak(framework: str) -> str | None:
     profile states none (then a published peak is read as the process's whole memory)."""
     value = _memory_fact(framework, "logged_peak")
     return None if value is None else str(value)
+
+
+@cache
+def zero3_buffers(framework: str) -> tuple[float, float, float] | None:
+    """(max live, prefetch, reduce bucket) in elements where the framework's ZeRO-3 gathers module by module
+    under a live-parameter limit (frameworks.json ``memory.zero3_buffers``: DeepSpeed); None where it gathers
+    a whole block at a time (FSDP)."""
+    fact = get_framework(framework).memory.get("zero3_buffers")
+    if fact is None or not isinstance(fact.value, dict):
+        return None
+    v = fact.value
+    return float(v["max_live_parameters"]), float(v["prefetch_bucket_size"]), float(v["reduce_bucket_size"])

@@ -355,9 +355,13 @@ GRAD_DTYPES = ("fp32", "param")
 MIXED = ("bf16", "fp8")  # the precisions whose gradient dtype is a choice (training.grad_dtype)
 
 
-def documented_defaults(training: Any) -> Any:
+def documented_defaults(training: Any, attention_on: str | None = None) -> Any:
     """``training`` with what it leaves open and its framework documents: the fp8 recipe under fp8, the
-    gradient dtype under bf16/fp8 mixed precision, whether the allocator maps expandable segments."""
+    gradient dtype under bf16/fp8 mixed precision, whether the allocator maps expandable segments; with
+    ``attention_on`` (the GPU architecture, where the input names no attention), the attention the framework runs
+    there (``attention_of``)."""
+    if attention_on is not None:
+        training = replace(training, attention=attention_of(training.framework, attention_on))
     if training.precision == "fp8" and training.fp8_recipe is None:
         training = replace(training, fp8_recipe=fp8_recipe_of(training))
     if training.precision in MIXED and training.grad_dtype is None:
@@ -366,6 +370,19 @@ def documented_defaults(training: Any) -> Any:
         from gpuplan.catalog.framework_memory import sets_expandable_segments as sets  # it imports this module
         training = replace(training, expandable_segments=sets(training.framework))
     return training
+
+
+# the GPU architectures of 2020-22, the era of the profiles that materialize the attention scores (Megatron-LM
+# before Megatron-Core: its --use-flash-attn arrived in 2023, as did Hopper and Ada systems to train on)
+EAGER_ERA = frozenset({"volta", "turing", "ampere"})
+
+
+def attention_of(framework: str, architecture: str) -> str:
+    """The attention a framework runs where the input names none: eager where its profile documents the scores
+    materialized (frameworks.json ``attention_kernel`` eager: Megatron-LM of 2020-22, its baddbmm, fused softmax and
+    bmm) on a GPU of that era (``EAGER_ERA``), else a fused kernel (model/attention.py picks which)."""
+    eager = get_framework(framework).attention_kernel.value == "eager" and architecture in EAGER_ERA
+    return "eager" if eager else "flash"
 
 
 def grad_dtype_of(training: Any) -> str:
@@ -377,15 +394,3 @@ def grad_dtype_of(training: Any) -> str:
     fact = get_framework(training.framework).memory.get("grad_dtype")
     value = fact.value if fact is not None else None
     return value if value in GRAD_DTYPES else "fp32"
-
-
-@cache
-def zero3_buffers(framework: str) -> tuple[float, float, float] | None:
-    """(max live, prefetch, reduce bucket) in elements where the framework's ZeRO-3 gathers module by module
-    under a live-parameter limit (frameworks.json ``memory.zero3_buffers``: DeepSpeed); None where it gathers
-    a whole block at a time (FSDP)."""
-    fact = get_framework(framework).memory.get("zero3_buffers")
-    if fact is None or not isinstance(fact.value, dict):
-        return None
-    v = fact.value
-    return float(v["max_live_parameters"]), float(v["prefetch_bucket_size"]), float(v["reduce_bucket_size"])

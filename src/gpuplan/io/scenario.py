@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.bounds import MAX_TEXT, check_tree, is_path, load_json, load_yaml, read_regular
+from gpuplan.catalog.frameworks import documented_defaults
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.catalog.hw_readings import hardware_words, system_node
 from gpuplan.errors import GpuplanError, shown
+from gpuplan.io.documented import documented_attention
 from gpuplan.io.schema import (
     ECHO_HARDWARE_KEYS,
     HARDWARE_KEYS,
@@ -225,8 +227,8 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         words += stage_from_framework(word, layout, node, key)
     training, later = era_for_layout(tr_raw, training, layout)
     training, compiled = switch_for_layout(tr_raw, training, layout)
-    words += later + compiled
-    words += user_reads + seq_read + batch_read + titan + hardware_words(hw_raw, hardware)
+    training, attends = documented_attention(tr_raw, training, hardware.gpu.architecture)
+    words += later + compiled + attends + user_reads + seq_read + batch_read + titan + hardware_words(hw_raw, hardware)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part
                       if k not in ECHO_HARDWARE_KEYS) | frozenset(f"layout.{k}" for k in layout)
@@ -373,8 +375,6 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
                                                         kw.get("method"))
         words += reading
     training = Training(**kw)
-    from gpuplan.catalog.frameworks import documented_defaults
-
     training = documented_defaults(training)  # an open fp8 recipe, gradient dtype: the framework's documented
     if training.method != "full":
         check_lora_rank(training, model)

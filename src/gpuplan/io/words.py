@@ -203,7 +203,8 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
         return training, ()
     # the recipe and gradient dtype the successor documents; the allocator stays the launcher's (the same scripts)
     open_ = {k: None for k in ("fp8_recipe", "grad_dtype") if k not in tr_raw}
-    moved = documented_defaults(replace(training, framework=later.value, **open_))
+    moved = documented_defaults(replace(training, framework=later.value, **open_), None if "attention" in tr_raw
+                                else "hopper")  # the later code attends with a fused kernel
     if first_refusal(later.value, layout, moved) is not None:
         return training, ()  # the later code refuses it too: the profile's own refusal stands
     return moved, (("training.framework", word, later.value,

@@ -174,4 +174,5 @@ def as_framework(sc: Scenario, framework: str) -> Training:
     ``framework``'s instead (catalog/frameworks.py ``documented_defaults``) — what ``export`` plans a generic scenario
     as, and what ``estimate.named_alternatives`` times each named framework with."""
     open_ = {k: None for k in ("grad_dtype", "expandable_segments", "fp8_recipe") if f"training.{k}" not in sc.given}
-    return documented_defaults(replace(sc.training, framework=framework, **open_))
+    arch = sc.hardware.gpu.architecture if "training.attention" not in sc.given else None
+    return documented_defaults(replace(sc.training, framework=framework, **open_), arch)

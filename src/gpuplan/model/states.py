@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_memory import ddp_bucket_in_param_dtype, ddp_copies_gradients, nf4_state_sharded
-from gpuplan.catalog.frameworks import zero3_buffers
+from gpuplan.catalog.framework_memory import (
+    ddp_bucket_in_param_dtype,
+    ddp_copies_gradients,
+    nf4_state_sharded,
+    zero3_buffers,
+)
 from gpuplan.model.muon import muon_split
 from gpuplan.model.params import RankParams
 from gpuplan.spec.job import Training

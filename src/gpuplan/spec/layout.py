@@ -106,6 +106,8 @@ class Layout:
     def recompute_mode(self) -> str:
         """``recompute`` as the memory and time models read it: selective with its modules named where they are
         not Megatron-Core's default (core_attn alone), e.g. ``selective:layernorm+moe_act``."""
+        if not self.recompute_modules:  # the planner's hot path
+            return self.recompute
         return recompute_mode_of(self.recompute, self.recompute_modules)
 
     @property

@@ -1,0 +1,21 @@
+"""What a framework documents for a training field the input leaves open, read as it (a reading the answer lists)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuplan.catalog.frameworks import attention_of
+from gpuplan.io.words import Reading
+
+
+def documented_attention(tr_raw: dict[str, Any], training: Any, architecture: str) -> tuple[Any, tuple[Reading, ...]]:
+    """``training`` with an attention the input left open read as eager where its framework materializes the scores
+    on this GPU's architecture (catalog/frameworks.py ``attention_of``), as a reading."""
+    if "attention" in tr_raw or attention_of(training.framework, architecture) != "eager":
+        return training, ()
+    return replace(training, attention="eager"), (
+        ("training.attention", "open", "eager",
+         f"{training.framework}'s documented attention (frameworks.json attention_kernel): Megatron-LM of 2020-22 "
+         "materializes the scores (baddbmm, fused softmax, bmm); FlashAttention came to it in 2023 (Megatron-Core, "
+         "--use-flash-attn): give training.attention: flash for a later run"),)
