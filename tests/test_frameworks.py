@@ -323,3 +323,17 @@ def test_an_open_attention_is_what_the_framework_runs(framework, gpu, given, exp
     assert sc.training.attention == expected
     read = [r for r in sc.read_as if r[0] == "training.attention"]
     assert bool(read) == (given is None and expected == "eager")
+
+
+@pytest.mark.parametrize(("gpu", "expected"), [("a100-80gb-sxm", "megatron-lm"), ("v100-32gb", "megatron-lm"),
+                                               ("h100-sxm", "megatron-core"), ("b200", "megatron-core"),
+                                               ("mi300x", "megatron-core"), ("l40s", "megatron-core")])
+def test_megatron_lm_on_a_gpu_after_its_era_is_the_later_code(gpu, expected):
+    # the megatron-lm profile is Megatron-LM's code of 2020-22; a run on Hopper, Ada, Blackwell or ROCm GPUs is the
+    # same repository's later code, Megatron-Core (frameworks.json successor)
+    sc = make("llama-3.1-8b", gpu, 8, training={"framework": "megatron-lm"})
+    assert sc.training.framework == expected
+    moved = [r for r in sc.read_as if r[0] == "training.framework"]
+    assert bool(moved) == (expected == "megatron-core")
+    # a stack read as the profile (GPT-NeoX) is its own code: it keeps the profile
+    assert make("llama-3.1-8b", gpu, 8, training={"framework": "gpt-neox"}).training.framework == "megatron-lm"

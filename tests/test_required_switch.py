@@ -51,7 +51,7 @@ def test_megatron_lm_with_what_only_megatron_core_runs_is_megatron_core():
         est = gpuplan.evaluate(**_MEG, framework=word, **kw)
         assert est.scenario.training.framework == "megatron-core"
         said = [a for a in est.to_json()["assumed"] if a["field"] == "training.framework"]
-        assert len(said) == 1 and said[0]["value"] == "megatron-core" and "earlier code" in said[0]["rule"]
+        assert len(said) == 1 and said[0]["value"] == "megatron-core" and "cannot run this" in said[0]["rule"]
     # the same answer as naming it, with the launcher's allocator (Megatron-LM's scripts set no expandable segments)
     named = gpuplan.evaluate(**_MEG, framework="megatron-core", precision="fp8", expandable_segments=False)
     read = gpuplan.evaluate(**_MEG, framework="megatron-lm", precision="fp8")
@@ -61,8 +61,12 @@ def test_megatron_lm_with_what_only_megatron_core_runs_is_megatron_core():
 
 
 def test_megatron_lm_that_the_2020_22_code_runs_stays_and_other_names_keep_their_refusal():
-    est = gpuplan.evaluate(**_MEG, framework="megatron-lm")
+    est = gpuplan.evaluate(**{**_MEG, "gpu": "a100-80gb-sxm"}, framework="megatron-lm")
     assert est.scenario.training.framework == "megatron-lm"
+    # on a GPU after the code's era (Hopper) the name is the later code, said with the reason
+    later = gpuplan.evaluate(**_MEG, framework="megatron-lm").to_json()
+    (said,) = [a for a in later["assumed"] if a["field"] == "training.framework"]
+    assert said["value"] == "megatron-core" and "predates hopper" in said["rule"]
     # Megatron-DeepSpeed is the 2020-22 code by name: no later code to read it as
     with pytest.raises(GpuplanError, match="fp16/bf16 only"):
         gpuplan.evaluate(**_MEG, framework="megatron-deepspeed", precision="fp8")

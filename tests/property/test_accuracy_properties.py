@@ -74,7 +74,7 @@ def test_a_framework_never_gets_a_layout_it_cannot_run(model, framework, method,
     except GpuplanError:
         reject()
     for c in res.candidates:
-        assert why_not(framework, c.layout.values(), sc.training) is None, (framework, c.layout)
+        assert why_not(sc.training.framework, c.layout.values(), sc.training) is None, (framework, c.layout)
 
 
 def test_the_loss_holds_what_the_framework_keeps():

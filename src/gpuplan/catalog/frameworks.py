@@ -374,14 +374,14 @@ def documented_defaults(training: Any, attention_on: str | None = None) -> Any:
 
 # the GPU architectures of 2020-22, the era of the profiles that materialize the attention scores (Megatron-LM
 # before Megatron-Core: its --use-flash-attn arrived in 2023, as did Hopper and Ada systems to train on)
-EAGER_ERA = frozenset({"volta", "turing", "ampere"})
+ERA_2020_22 = frozenset({"volta", "turing", "ampere"})
 
 
 def attention_of(framework: str, architecture: str) -> str:
     """The attention a framework runs where the input names none: eager where its profile documents the scores
     materialized (frameworks.json ``attention_kernel`` eager: Megatron-LM of 2020-22, its baddbmm, fused softmax and
-    bmm) on a GPU of that era (``EAGER_ERA``), else a fused kernel (model/attention.py picks which)."""
-    eager = get_framework(framework).attention_kernel.value == "eager" and architecture in EAGER_ERA
+    bmm) on a GPU of that era (``ERA_2020_22``), else a fused kernel (model/attention.py picks which)."""
+    eager = get_framework(framework).attention_kernel.value == "eager" and architecture in ERA_2020_22
     return "eager" if eager else "flash"
 
 

@@ -225,7 +225,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     if "_sharding_word" in raw:  # a layout's HYBRID_SHARD: sharded inside the node (io/user_keys.py)
         key, word = raw["_sharding_word"]
         words += stage_from_framework(word, layout, node, key)
-    training, later = era_for_layout(tr_raw, training, layout)
+    training, later = era_for_layout(tr_raw, training, layout, hardware.gpu.architecture)
     training, compiled = switch_for_layout(tr_raw, training, layout)
     training, attends = documented_attention(tr_raw, training, hardware.gpu.architecture)
     words += later + compiled + attends + user_reads + seq_read + batch_read + titan + hardware_words(hw_raw, hardware)

@@ -186,12 +186,14 @@ def sp_without_tp(layout: dict[str, Any]) -> tuple[Reading, ...]:
     return ()
 
 
-def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]) -> tuple[Any, tuple[Reading, ...]]:
+def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any], architecture: str = "ampere"
+                   ) -> tuple[Any, tuple[Reading, ...]]:
     """``training`` under the profile of its framework's later code where the user named the profile itself and
     states what only that later code runs (frameworks.json ``successor``: Megatron-LM since 2023 is Megatron-Core —
-    FP8, context parallelism, TP communication overlap, which the 2020-22 profile refuses), as a reading; the
-    fp8 recipe and gradient dtype the user left open are the successor's documented ones."""
-    from gpuplan.catalog.frameworks import documented_defaults, first_refusal, get_framework
+    FP8, context parallelism, TP communication overlap, which the 2020-22 profile refuses) or runs on a GPU after the
+    profile's era (Hopper, Ada, Blackwell, ROCm's: ``ERA_2020_22``), as a reading; the fp8 recipe and gradient dtype
+    the user left open are the successor's documented ones."""
+    from gpuplan.catalog.frameworks import ERA_2020_22, documented_defaults, first_refusal, get_framework
     from gpuplan.catalog.stacks import spelling
 
     word, name = tr_raw.get("framework"), training.framework
@@ -199,7 +201,8 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
     if later.value is None or not isinstance(word, str) or spelling(word, version=True) != name:
         return training, ()
     refused = first_refusal(name, layout, training)
-    if refused is None:
+    after = architecture not in ERA_2020_22
+    if refused is None and not after:
         return training, ()
     # the recipe and gradient dtype the successor documents; the allocator stays the launcher's (the same scripts)
     open_ = {k: None for k in ("fp8_recipe", "grad_dtype") if k not in tr_raw}
@@ -207,9 +210,10 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
                                 else "hopper")  # the later code attends with a fused kernel
     if first_refusal(later.value, layout, moved) is not None:
         return training, ()  # the later code refuses it too: the profile's own refusal stands
+    why = f"cannot run this ({refused.why})" if refused is not None else \
+        f"predates {architecture} GPUs (its era's are V100, T4 and A100)"
     return moved, (("training.framework", word, later.value,
-                    f"the {name} profile is that name's earlier code, which cannot run this ({refused.why}); "
-                    f"{later.note} ({later.source})"),)
+                    f"the {name} profile is that name's code of 2020-22, which {why}; {later.note} ({later.source})"),)
 
 
 def switch_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]) -> tuple[Any, tuple[Reading, ...]]:
