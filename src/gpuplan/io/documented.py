@@ -11,11 +11,11 @@ from gpuplan.io.words import Reading
 
 def documented_attention(tr_raw: dict[str, Any], training: Any, architecture: str) -> tuple[Any, tuple[Reading, ...]]:
     """``training`` with an attention the input left open read as eager where its framework materializes the scores
-    on this GPU's architecture (catalog/frameworks.py ``attention_of``), as a reading."""
+    and this GPU's architecture runs no FlashAttention (catalog/frameworks.py ``attention_of``), as a reading."""
     if "attention" in tr_raw or attention_of(training.framework, architecture) != "eager":
         return training, ()
     return replace(training, attention="eager"), (
         ("training.attention", "open", "eager",
          f"{training.framework}'s documented attention (frameworks.json attention_kernel): Megatron-LM of 2020-22 "
-         "materializes the scores (baddbmm, fused softmax, bmm); FlashAttention came to it in 2023 (Megatron-Core, "
-         "--use-flash-attn): give training.attention: flash for a later run"),)
+         "materializes the scores (baddbmm, fused softmax, bmm), and on V100 or T4 no FlashAttention runs "
+         "(it needs sm80)"),)
