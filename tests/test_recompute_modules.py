@@ -186,3 +186,22 @@ def test_whole_moe_recompute_refuses_expert_overlap():
     with pytest.raises(GpuplanError, match="expert-parallel overlap"):
         evaluate(make("mixtral-8x7b", gpus=16, training={"framework": "megatron-core"},
                       layout={"ep": 8, "recompute_modules": ["moe"], "ep_overlap": True}))
+
+
+def test_the_planner_searches_megatron_cores_module_lists_for_a_moe_model():
+    from gpuplan.search.space import recomputes
+
+    moe = make("mixtral-8x7b", gpus=64, training={"seq_len": 4096, "global_batch": 256, "framework": "megatron-core"})
+    assert recomputes(moe) == ("none", "selective:moe_act", "selective:layernorm+moe_act", "selective-op", "full")
+    v3 = make("deepseek-v3", gpus=1024, training={"framework": "megatron-core"})
+    assert "selective:layernorm+mla_up_proj+mlp+moe_act" in recomputes(v3)
+    # another stack, or a dense model: the modes as before
+    assert recomputes(make("mixtral-8x7b", gpus=64, training={"framework": "torchtitan"})) == \
+        ("none", "selective-op", "full")
+    assert recomputes(make(gpus=8, training={"framework": "megatron-core"})) == ("none", "selective-op", "full")
+    res = plan_scenario(moe, top_k=10).result
+    chosen = [c.layout for c in res.candidates if c.layout.recompute_modules]
+    assert chosen and all(lay.recompute == "selective" for lay in chosen)
+    # the layout a plan proposes is evaluated as itself
+    for lay in chosen[:2]:
+        assert evaluate(moe, lay).time.step.step_s > 0

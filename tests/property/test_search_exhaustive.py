@@ -21,6 +21,7 @@ from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import assess
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import verdict, worst_stage
+from gpuplan.model.recompute_modules import recompute_fields
 from gpuplan.search import space
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, ZERO_GROUP, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Search, default_global_batch, search_types
@@ -35,7 +36,7 @@ def _layout(sc, split, sched, v, rec, shard, mb, off):
     fixed = sc.layout
     sp = fixed.get("sequence_parallel", True) and split.tp > 1
     fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=shard[0],
-                  zero_group=shard[1], micro_batch=mb, recompute=rec, sequence_parallel=sp, pp_schedule=sched,
+                  zero_group=shard[1], micro_batch=mb, sequence_parallel=sp, pp_schedule=sched, **recompute_fields(rec),
                   virtual_stages=v, offload=off, tp_overlap=bool(fixed.get("tp_overlap")) and sp, ep_overlap=False,
                   dp_overlap=fixed.get("dp_overlap", dp_overlap_of(sc.training.framework, shard[0], split.pp)[1]),
                   zero3_gather=fixed.get("zero3_gather", zero3_gather_of(sc.training.framework)),

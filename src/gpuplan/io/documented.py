@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuplan.catalog.frameworks import attention_of
+from gpuplan.catalog.framework_era import attention_of
 from gpuplan.io.words import Reading
 
 

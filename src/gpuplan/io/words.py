@@ -193,7 +193,8 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
     FP8, context parallelism, TP communication overlap, which the 2020-22 profile refuses) or runs on a GPU after the
     profile's era (Hopper, Ada, Blackwell, ROCm's: ``ERA_2020_22``), as a reading; the fp8 recipe and gradient dtype
     the user left open are the successor's documented ones."""
-    from gpuplan.catalog.frameworks import ERA_2020_22, documented_defaults, first_refusal, get_framework
+    from gpuplan.catalog.framework_era import ERA_2020_22
+    from gpuplan.catalog.frameworks import documented_defaults, first_refusal, get_framework
     from gpuplan.catalog.stacks import spelling
 
     word, name = tr_raw.get("framework"), training.framework

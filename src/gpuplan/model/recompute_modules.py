@@ -144,3 +144,28 @@ def unsupported_modules(framework: str, layout: dict) -> str | None:
     return (f"layout.recompute_modules ({', '.join(modules)}) is Megatron-Core's selective recomputation by module "
             f"(--recompute-modules); {framework} has no such switch: drop recompute_modules and give recompute "
             "selective, selective-op or full, or name framework: megatron-core")
+
+
+def module_sets(framework: str, model: ModelSpec) -> list[tuple[str, ...]]:
+    """The module lists Megatron-Core recomputes a MoE model by, narrow to broad, as Megatron Bridge's guidance orders
+    them (docs/training/activation-recomputation.md at commit 34ddd53b: "grouped MoE often starts with moe_act or
+    layernorm plus moe_act", "MLA often benefits from mla_up_proj"; its DeepSeek-V3 performance recipes add the dense
+    mlp) — none for another stack or a dense model. The whole moe layer, which replays the expert exchange and cannot
+    run beside expert-parallel overlap, is not among them."""
+    if framework not in BY_MODULE or not model.n_experts:
+        return []
+    sets = [("moe_act",), ("layernorm", "moe_act")]
+    if model.kv_lora_rank:
+        sets.append((*sets[-1], "mla_up_proj"))
+    if any(lg.mlp and not lg.moe for lg in model.layers):  # dense MLP layers beside the MoE ones (DeepSeek's first 3)
+        sets.append((*sets[-1], "mlp"))
+    return sets
+
+
+def recompute_fields(mode: str) -> dict[str, object]:
+    """The layout fields of a recompute mode (``Layout.recompute_mode``): selective by module as recompute and
+    recompute_modules."""
+    if mode.startswith(PREFIX):
+        return {"recompute": "selective", "recompute_modules": tuple(mode[len(PREFIX):].split("+"))}
+    return {"recompute": mode}
+

@@ -25,7 +25,7 @@ from gpuplan.catalog.frameworks import get_framework
 from gpuplan.catalog.refusals import why_not
 from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.memory import MemoryBreakdown, memory
-from gpuplan.model.recompute_modules import BY_MODULE
+from gpuplan.model.recompute_modules import module_sets
 from gpuplan.spec import Layout, ModelSpec
 from gpuplan.spec.scenario import Scenario
 
@@ -99,13 +99,9 @@ def _candidates(framework: str, model: ModelSpec, ep_overlap: bool) -> list[tupl
     memory target") — its performance recipes recompute DeepSeek-V3 so (scripts/performance/configs/deepseek:
     mla_up_proj, mlp on H100)."""
     modes = [(mode, ()) for mode in _modes(framework)]
-    if framework not in BY_MODULE or not model.n_experts or ("selective", ()) not in modes:
+    sets = module_sets(framework, model)
+    if not sets or ("selective", ()) not in modes:
         return modes  # type: ignore[return-value]
-    sets = [("moe_act",), ("layernorm", "moe_act")]
-    if model.kv_lora_rank:
-        sets.append((*sets[-1], "mla_up_proj"))
-    if any(lg.mlp and not lg.moe for lg in model.layers):  # dense MLP layers beside the MoE ones (DeepSeek's first 3)
-        sets.append((*sets[-1], "mlp"))
     if not ep_overlap:
         sets.append((*[m for m in sets[-1] if m != "moe_act"], "moe"))
     at = modes.index(("selective", ())) + 1

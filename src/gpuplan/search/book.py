@@ -13,6 +13,7 @@ from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import has_compute_peak
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import memory, plain_limit, stage_bases, verdict, worst_at
+from gpuplan.model.recompute_modules import recompute_fields
 from gpuplan.model.runtime import step_floor
 from gpuplan.model.states import state_on_host
 from gpuplan.search.codes import Reason, Rejection
@@ -116,6 +117,7 @@ class Book:
                       virtual_stages=fam.virtual_stages, offload=off, tp_overlap=bool(self._tp_overlap) and sp,
                       ep_overlap=False, dp_overlap=self._dp_overlap if self._dp_overlap is not None else
                       dp_overlap_of(self.tr.framework, zero, split.pp)[1], **self._kept)
+        fields.update(recompute_fields(fam.recompute))  # selective by module: recompute and recompute_modules
         if split.ep > 1:
             fields["ep_overlap"] = self._ep_for(fields)
         return Layout.unchecked(**fields)

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog.refusals import kv_split_refusal
+from gpuplan.model.recompute_modules import module_sets
 from gpuplan.spec import Hardware, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.hardware import scale_up_gpus
-from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS
+from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS, recompute_mode_of
 from gpuplan.spec.scenario import Scenario
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -168,7 +169,13 @@ def micro_batches(sc: Scenario, split: Split, schedule: str, global_batch: int) 
 
 
 def recomputes(sc: Scenario) -> tuple[str, ...]:
-    return (sc.layout["recompute"],) if "recompute" in sc.layout else RECOMPUTES
+    """The recompute modes searched: the given one, else every mode — and under Megatron-Core for a MoE model its
+    selective recomputation by module after none (model/recompute_modules.py ``module_sets``, as
+    ``Layout.recompute_mode`` names them; ``recompute_fields`` reads them back)."""
+    if "recompute" in sc.layout:
+        return (sc.layout["recompute"],)
+    by_module = tuple(recompute_mode_of("selective", mods) for mods in module_sets(sc.training.framework, sc.model))
+    return (RECOMPUTES[0], *by_module, *RECOMPUTES[1:])
 
 
 def offload_passes(sc: Scenario) -> tuple[tuple[str, ...], ...]:
