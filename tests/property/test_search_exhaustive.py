@@ -21,7 +21,6 @@ from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import assess
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import verdict, worst_stage
-from gpuplan.model.recompute_modules import recompute_fields
 from gpuplan.search import space
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, ZERO_GROUP, Reason, Rejection
 from gpuplan.search.enumerate import Candidate, Search, default_global_batch, search_types
@@ -29,6 +28,7 @@ from gpuplan.search.plan import candidate_estimate
 from gpuplan.search.rank import pareto, scaling_curve
 from gpuplan.spec import Layout
 from gpuplan.spec.defaults import gpu_limit
+from gpuplan.spec.layout import recompute_fields
 from gpuplan.spec.options import PlanOptions
 
 

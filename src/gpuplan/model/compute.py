@@ -26,11 +26,11 @@ from gpuplan.catalog.frameworks import fp8_recipe_of
 from gpuplan.model.adapters import Adapters, AdapterWork, adapter_work, adapters_of
 from gpuplan.model.amp import amp_cast_bytes
 from gpuplan.model.attention import attention_core_s, attention_kernel
-from gpuplan.model.flops import expert_imbalance
+from gpuplan.model.flops import expert_imbalance, layer_matmul_flops, recomputed_matmul_flops
 from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
 from gpuplan.model.kept import amp_of
-from gpuplan.model.recompute_modules import matmul_flops, modules_of, recomputed_matmul_flops, recomputed_stream_bytes
+from gpuplan.model.recompute_modules import modules_of, recomputed_stream_bytes
 from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software_of
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
@@ -330,7 +330,7 @@ def _modules_s(m: ModelSpec, lg: LayerGroup, modules: frozenset[str], tokens: fl
                dev: Device) -> float:
     """Seconds of the named modules' forward run again in backward: their matmuls at the block's matmul pace (their
     share of its forward matmul FLOPs), their memory-bound kernels streamed (16-bit activations)."""
-    total = matmul_flops(m, lg)
+    total = layer_matmul_flops(m, lg)
     mm = mm_f * recomputed_matmul_flops(m, lg, modules) / total if total else 0.0
     per_token, kernels = recomputed_stream_bytes(m, lg, modules, tp, sp, 2.0)  # 16-bit activations
     return mm + (streamed_s(tokens * per_token, kernels, dev) if kernels else 0.0)

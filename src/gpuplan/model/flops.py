@@ -18,26 +18,38 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.model.recompute_modules import modules_of, recomputed_matmul_flops
+from gpuplan.model.recompute_modules import MLA_UP_PROJ, RECOMPUTED_WEIGHTS, modules_of
 from gpuplan.model.ssm import scan_flops
-from gpuplan.spec.model import LayerGroup, ModelSpec
+from gpuplan.spec.model import LayerGroup, ModelSpec, Weight
 
 MATMUL_GROUPS = ("attention", "mlp", "shared_expert")
 
 
+def _matrix_flops(m: ModelSpec, w: Weight) -> float:
+    """Forward FLOPs per token of one weight matrix's matmul (routed experts: top_k of them; 0 for a group no matmul
+    of the block reads)."""
+    if w.group in MATMUL_GROUPS or w.group == "router":
+        return 2 * w.numel
+    return 2 * (w.numel // w.count) * m.top_k if w.group == "expert" else 0.0
+
+
 def layer_matmul_flops(m: ModelSpec, lg: LayerGroup) -> float:
     """Forward FLOPs per token of one layer's weight matmuls (routed experts: top_k of them)."""
-    total = 0.0
-    for w in lg.weights:
-        if not w.is_matrix:
-            continue
-        if w.group in MATMUL_GROUPS:
-            total += 2 * w.numel
-        elif w.group == "expert":
-            total += 2 * (w.numel // w.count) * m.top_k
-        elif w.group == "router":
-            total += 2 * w.numel
-    return total
+    return sum(_matrix_flops(m, w) for w in lg.weights if w.is_matrix)
+
+
+@lru_cache(maxsize=4096)
+def recomputed_matmul_flops(m: ModelSpec, lg: LayerGroup, modules: frozenset[str]) -> float:
+    """Forward matmul FLOPs per token that Megatron-Core's recomputed ``modules`` run again in one block of ``lg``
+    (model/recompute_modules.py): MLA's up-projections, a dense MLP, a MoE layer's router and experts, its shared
+    experts."""
+    def again(w: Weight) -> bool:
+        if "mla_up_proj" in modules and w.name.rsplit(".", 1)[-1] in MLA_UP_PROJ:
+            return True
+        return any(w.group in RECOMPUTED_WEIGHTS[mod] for mod in modules if mod in RECOMPUTED_WEIGHTS
+                   and (mod != "mlp" or not lg.moe) and (mod != "moe" or lg.moe))
+
+    return sum(_matrix_flops(m, w) for w in lg.weights if w.is_matrix and again(w))
 
 
 def _every_other_mm_flops(m: ModelSpec, lg: LayerGroup) -> float:

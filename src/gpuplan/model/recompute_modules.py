@@ -26,11 +26,9 @@ hidden stream each; an activation function: read its two inputs, write its outpu
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from gpuplan.spec.layout import BY_MODULE_PREFIX
 from gpuplan.spec.model import LayerGroup, ModelSpec
 
-PREFIX = "selective:"
 # the activation terms a module stops keeping (model/activations.py layer_terms); moe_act's is part of a term
 _TERMS: dict[str, tuple[str, ...]] = {
     "layernorm": ("qkv_input", "mlp_input"),
@@ -39,8 +37,10 @@ _TERMS: dict[str, tuple[str, ...]] = {
     "moe": ("mlp_input", "router", "expert_dispatch", "expert_mlp", "shared_expert_mlp"),
     "shared_experts": ("shared_expert_mlp",),
 }
-# the weights whose forward matmuls a recomputed module runs again (LayerGroup weight groups and names)
-_WEIGHTS = {"mlp": ("mlp",), "moe": ("expert", "router", "shared_expert"), "shared_experts": ("shared_expert",)}
+# the weights whose forward matmuls a recomputed module runs again (LayerGroup weight groups and names; model/flops.py
+# recomputed_matmul_flops counts them)
+RECOMPUTED_WEIGHTS = {"mlp": ("mlp",), "moe": ("expert", "router", "shared_expert"),
+                      "shared_experts": ("shared_expert",)}
 MLA_UP_PROJ = ("q_b_proj", "kv_b_proj")
 
 
@@ -49,8 +49,8 @@ def modules_of(recompute: str) -> frozenset[str] | None:
     None for the other modes."""
     if recompute == "selective":
         return frozenset({"core_attn"})
-    if recompute.startswith(PREFIX):
-        return frozenset(recompute[len(PREFIX):].split("+"))
+    if recompute.startswith(BY_MODULE_PREFIX):
+        return frozenset(recompute[len(BY_MODULE_PREFIX):].split("+"))
     return None
 
 
@@ -80,33 +80,6 @@ def dropped(terms: dict[str, float], modules: frozenset[str], flash: bool, moe_a
     if "moe_act" in modules and "expert_mlp" in terms and "expert_mlp" not in gone:
         total += max(0.0, terms["expert_mlp"] - moe_act_kept)
     return total, largest
-
-
-def _weight_flops(m: ModelSpec, w) -> float:  # noqa: ANN001 — a spec Weight
-    return 2 * (w.numel // w.count) * (m.top_k if w.group == "expert" else w.count)
-
-
-@lru_cache(maxsize=4096)
-def recomputed_matmul_flops(m: ModelSpec, lg: LayerGroup, modules: frozenset[str]) -> float:
-    """Forward matmul FLOPs per token the named modules run again in one block of ``lg``."""
-    total = 0.0
-    for w in lg.weights:
-        if not w.is_matrix:
-            continue
-        leaf = w.name.rsplit(".", 1)[-1]
-        again = ("mla_up_proj" in modules and leaf in MLA_UP_PROJ) or any(
-            w.group in _WEIGHTS[mod] for mod in modules if mod in _WEIGHTS and (mod != "mlp" or not lg.moe)
-            and (mod != "moe" or lg.moe))
-        if again:
-            total += _weight_flops(m, w)
-    return total
-
-
-@lru_cache(maxsize=4096)
-def matmul_flops(m: ModelSpec, lg: LayerGroup) -> float:
-    """Forward matmul FLOPs per token of one block of ``lg`` (attention projections, MLP, experts, router)."""
-    return sum(_weight_flops(m, w) for w in lg.weights
-               if w.is_matrix and w.group in ("attention", "mlp", "shared_expert", "expert", "router"))
 
 
 def recomputed_stream_bytes(m: ModelSpec, lg: LayerGroup, modules: frozenset[str], tp: int, sp: bool,
@@ -160,12 +133,3 @@ def module_sets(framework: str, model: ModelSpec) -> list[tuple[str, ...]]:
     if any(lg.mlp and not lg.moe for lg in model.layers):  # dense MLP layers beside the MoE ones (DeepSeek's first 3)
         sets.append((*sets[-1], "mlp"))
     return sets
-
-
-def recompute_fields(mode: str) -> dict[str, object]:
-    """The layout fields of a recompute mode (``Layout.recompute_mode``): selective by module as recompute and
-    recompute_modules."""
-    if mode.startswith(PREFIX):
-        return {"recompute": "selective", "recompute_modules": tuple(mode[len(PREFIX):].split("+"))}
-    return {"recompute": mode}
-

@@ -13,7 +13,6 @@ from gpuplan.model.allocator import fragile
 from gpuplan.model.estimate import has_compute_peak
 from gpuplan.model.graphs import cuda_graph_allowance
 from gpuplan.model.memory import memory, plain_limit, stage_bases, verdict, worst_at
-from gpuplan.model.recompute_modules import recompute_fields
 from gpuplan.model.runtime import step_floor
 from gpuplan.model.states import state_on_host
 from gpuplan.search.codes import Reason, Rejection
@@ -21,7 +20,7 @@ from gpuplan.search.found import Family, Miss
 from gpuplan.search.space import Split, own_peak
 from gpuplan.spec import Hardware, Layout, Training
 from gpuplan.spec.job import per_step
-from gpuplan.spec.layout import LAYOUT_FIELDS
+from gpuplan.spec.layout import LAYOUT_FIELDS, recompute_fields
 from gpuplan.spec.scenario import Scenario
 
 Where = tuple[Split, Family, int, bool, str]  # a layout: split, family, micro-batch, sequence parallel, offload

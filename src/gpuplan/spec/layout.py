@@ -138,11 +138,22 @@ class Layout:
         return self.zero_group if self.zero_group is not None else self.dp * self.cp
 
 
+BY_MODULE_PREFIX = "selective:"  # a recompute mode that names its modules (``recompute_mode_of``)
+
+
 def recompute_mode_of(recompute: str, modules: tuple[str, ...]) -> str:
     """``Layout.recompute_mode`` from the two fields."""
     if recompute != "selective" or not modules or tuple(modules) == ("core_attn",):
         return recompute
-    return "selective:" + "+".join(sorted(set(modules)))
+    return BY_MODULE_PREFIX + "+".join(sorted(set(modules)))
+
+
+def recompute_fields(mode: str) -> dict[str, object]:
+    """The layout fields of a recompute mode (``recompute_mode_of`` read back): selective by module as recompute and
+    recompute_modules."""
+    if mode.startswith(BY_MODULE_PREFIX):
+        return {"recompute": "selective", "recompute_modules": tuple(mode[len(BY_MODULE_PREFIX):].split("+"))}
+    return {"recompute": mode}
 
 
 def expert_tp_of(dp: int, cp: int, tp: int, ep: int) -> int:
