@@ -11,7 +11,7 @@ from gpuplan.io.words import Reading
 
 def documented_attention(tr_raw: dict[str, Any], training: Any, architecture: str) -> tuple[Any, tuple[Reading, ...]]:
     """``training`` with an attention the input left open read as eager where its framework materializes the scores
-    and this GPU's architecture runs no FlashAttention (catalog/frameworks.py ``attention_of``), as a reading."""
+    and this GPU's architecture runs no FlashAttention (catalog/framework_era.py ``attention_of``), as a reading."""
     if "attention" in tr_raw or attention_of(training.framework, architecture) != "eager":
         return training, ()
     return replace(training, attention="eager"), (

@@ -186,7 +186,7 @@ def sp_without_tp(layout: dict[str, Any]) -> tuple[Reading, ...]:
     return ()
 
 
-def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any], architecture: str = "ampere"
+def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any], architecture: str
                    ) -> tuple[Any, tuple[Reading, ...]]:
     """``training`` under the profile of its framework's later code where the user named the profile itself and
     states what only that later code runs (frameworks.json ``successor``: Megatron-LM since 2023 is Megatron-Core —
@@ -207,8 +207,7 @@ def era_for_layout(tr_raw: dict[str, Any], training: Any, layout: dict[str, Any]
         return training, ()
     # the recipe and gradient dtype the successor documents; the allocator stays the launcher's (the same scripts)
     open_ = {k: None for k in ("fp8_recipe", "grad_dtype") if k not in tr_raw}
-    moved = documented_defaults(replace(training, framework=later.value, **open_), None if "attention" in tr_raw
-                                else "hopper")  # the later code attends with a fused kernel
+    moved = documented_defaults(replace(training, framework=later.value, **open_))
     if first_refusal(later.value, layout, moved) is not None:
         return training, ()  # the later code refuses it too: the profile's own refusal stands
     why = f"cannot run this ({refused.why})" if refused is not None else \

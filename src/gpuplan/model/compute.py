@@ -300,10 +300,8 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     # memory-bound kernels: the block's, less its matmuls and the attention core (timed above)
     kernels = (sw.kernels - MATMULS_PER_BLOCK - 1) * lg.sublayers / 2 + mix.kernels
     if lg.moe:
-        # the token dispatcher's permute and unpermute (Megatron-Core moe_utils.permute/unpermute):
-        # each copies the hidden state of every routed token — read h, write top_k·h, and back
-        per_token += 2 * 2 * m.hidden * (1 + m.top_k)
-        kernels += 4  # router softmax/top-k, permute, unpermute, probability scaling
+        copies, copy_kernels = _dispatch_copies(m)
+        per_token, kernels = per_token + copies, kernels + copy_kernels
     elem_f = streamed_s(tokens * per_token, kernels, dev)
     cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method, etp) if fp8 else (0.0, 0.0)
     cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
@@ -333,7 +331,17 @@ def _modules_s(m: ModelSpec, lg: LayerGroup, modules: frozenset[str], tokens: fl
     total = layer_matmul_flops(m, lg)
     mm = mm_f * recomputed_matmul_flops(m, lg, modules) / total if total else 0.0
     per_token, kernels = recomputed_stream_bytes(m, lg, modules, tp, sp, 2.0)  # 16-bit activations
+    if lg.moe and "moe" in modules:  # a whole MoE layer again: its dispatcher's copies too
+        copies, copy_kernels = _dispatch_copies(m)
+        per_token, kernels = per_token + copies, kernels + copy_kernels
     return mm + (streamed_s(tokens * per_token, kernels, dev) if kernels else 0.0)
+
+
+def _dispatch_copies(m: ModelSpec) -> tuple[float, int]:
+    """(bytes per token, kernels) of a MoE layer's memory-bound routing work: the token dispatcher's permute and
+    unpermute (Megatron-Core moe_utils.permute/unpermute), each copying the hidden state of every routed token — read
+    h, write top_k·h, and back —, and its kernels: router softmax/top-k, permute, unpermute, probability scaling."""
+    return 2 * 2 * m.hidden * (1 + m.top_k), 4
 
 
 def adapters_s(w: AdapterWork, tokens: float, dev: Device) -> tuple[float, float]:

@@ -86,7 +86,7 @@ def recomputed_stream_bytes(m: ModelSpec, lg: LayerGroup, modules: frozenset[str
                             elem: float) -> tuple[float, int]:
     """(bytes per token, kernels) of the memory-bound work the named modules run again in one block of ``lg``: the
     two norms (read and write the hidden stream, a tp shard of it under sequence parallelism), an activation function
-    (read its two inputs, write its output; one input and one output ungated), a MoE layer's permute and unpermute."""
+    (read its two inputs, write its output; one input and one output ungated), a whole MoE layer's shared experts."""
     h = m.hidden * (1 / tp if sp else 1.0)
     per, kernels = 0.0, 0
     io = 3 if m.gated_mlp else 2
@@ -94,9 +94,8 @@ def recomputed_stream_bytes(m: ModelSpec, lg: LayerGroup, modules: frozenset[str
         per, kernels = per + 2 * 2 * h * elem, kernels + 2
     if lg.moe and ("moe_act" in modules or "moe" in modules):
         per, kernels = per + io * m.top_k * m.moe_ffn / tp * elem, kernels + 1
-    if lg.moe and "moe" in modules:
-        per += 2 * 2 * m.hidden * (1 + m.top_k) + (io * m.shared_ffn / tp * elem if m.shared_ffn else 0.0)
-        kernels += 4
+    if lg.moe and "moe" in modules and m.shared_ffn:  # (its dispatcher's copies: model/compute.py _dispatch_copies)
+        per += io * m.shared_ffn / tp * elem
     if lg.moe and "shared_experts" in modules and "moe" not in modules and m.shared_ffn:
         per, kernels = per + io * m.shared_ffn / tp * elem, kernels + 1
     if lg.mlp and not lg.moe and "mlp" in modules:
