@@ -46,7 +46,8 @@ class Free:
 
 
 FREE = (  # bounds: what the physics allows, so a fit cannot hide a missing term in an absurd value
-    # sustained / burst share of the tensor-core kernels (GEMM and attention) in a step: MSMF/MAMF ~0.83-0.89
+    # the share of the tensor-core kernels' (GEMM and attention) sustained rate a step reaches, beyond the clocks
+    # under the power limit (measured per architecture, MSMF / MAMF: catalog/matmul.py sustained_ratio): at most 1
     Free("gemm_share_of_mamf", 0.5, 1.0, "runtime"),
     Free("comm_interference", 0.0, 1.0, "runtime"),
     Free("dp_overlap", 0.3, 1.0, "runtime"),

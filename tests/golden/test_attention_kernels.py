@@ -173,7 +173,8 @@ def test_the_step_model_fuses_the_softmax_only_where_the_framework_says_so():
 def test_a_training_step_runs_attention_at_the_sustained_share():
     m = load_model("llama-3.1-8b")
     dev = _dev("h100-sxm", "torchtitan")
-    assert dev.sustain == constant("gemm_share_of_mamf")
+    # the measured Hopper clocks under the power limit (MSMF / MAMF) times the fitted rest
+    assert dev.sustain == pytest.approx(constant("gemm_share_of_mamf") * (755 / 850 + 702.9 / 828.0) / 2)
     fwd, bwd = attention_s(m, 65536.0, 8192, 1, 0.0, dev)
     burst = kernel_device(get_gpu("h100-sxm"), "bf16", "flash2")
     kw = {"tokens": 65536.0, "seq": 8192, "heads": 32, "head_dim": 128, "v_head_dim": 128}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.catalog.hardware import get_gpu, make_hardware
-from gpuplan.catalog.matmul import kernel_model, matmul_sweep
+from gpuplan.catalog.matmul import kernel_model, matmul_sweep, sustained_ratio
 from gpuplan.catalog.models import load_model
 from gpuplan.model.compute import device, kernel_device, matmul_s, streamed_s
 from gpuplan.model.gemm import gemm_s
@@ -93,6 +93,31 @@ def test_a_step_sustains_its_share_of_the_burst_rate():
     assert matmul_s(8192, 4096, 4096, step) == pytest.approx(matmul_s(8192, 4096, 4096, burst) / step.sustain,
                                                              rel=0.05)
     assert step.e_gemm == pytest.approx(burst.gemm.burst * step.sustain)
+
+
+@pytest.mark.parametrize("arch, ratio", [
+    # ML Engineering, 'Maximum Achievable and Sustainable Matmul FLOPS' table (catalog/matmul.json): H200 MSMF 755 of
+    # MAMF 850 (siblings busy) and 702.9 of 828.0 (mamf-finder, idle siblings): the median of the two
+    ("hopper", (755 / 850 + 702.9 / 828.0) / 2),
+    # A100 PCIe 80GB (300 W): 258 of 285
+    ("ampere", 258 / 285),
+    # B200 1439 of 1737 and 1455.7 of 1732.6, B300 1519 of 1892: the median row is B200's 1439 / 1737
+    ("blackwell", 1439 / 1737),
+    # MI300X: 659 of 676 — its MAMF already runs at the 750 W cap
+    ("cdna3", 659 / 676),
+    # nothing measured: the median of the four measured architectures' ratios
+    ("volta", (755 / 850 + 702.9 / 828.0) / 4 + 258 / 285 / 2),
+])
+def test_the_step_keeps_the_measured_sustained_share_of_each_architecture(arch, ratio):
+    assert sustained_ratio(arch)[0] == pytest.approx(ratio)
+
+
+def test_a_step_on_a_gpu_that_holds_its_burst_clock_runs_nearer_its_burst_rate():
+    # the fitted share is the same everywhere; the measured clocks under the power limit differ by architecture
+    tr = Training(seq_len=4096)
+    h100, mi300x = (device(make_hardware(g, 8), tr) for g in ("h100-sxm", "mi300x"))
+    assert mi300x.sustain / h100.sustain == pytest.approx((659 / 676) / ((755 / 850 + 702.9 / 828.0) / 2))
+    assert h100.sustain < mi300x.sustain <= 1.0
 
 
 @pytest.mark.parametrize("gpu, copy_tb_s", [

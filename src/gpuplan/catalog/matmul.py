@@ -11,6 +11,7 @@ published measurement (``not_measured_reason`` says why).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -196,6 +197,30 @@ def matmul_profile(architecture: str, precision: str) -> MatmulProfile | None:
 
 def matmul_profiles() -> tuple[MatmulProfile, ...]:
     return tuple(_profile_index().values())
+
+
+def _sustained_ratios(architecture: str) -> tuple[float, ...]:
+    """MSMF / MAMF of every published 16-bit row of an architecture that gives both (the same sweep's best shape
+    held at the power limit against its boost burst)."""
+    prof = matmul_profile(architecture, "bf16")
+    rows = (prof.measured, *prof.alternates) if prof is not None else ()
+    return tuple(r.msmf_tflops / r.mamf_tflops for r in rows if r.msmf_tflops is not None)
+
+
+@cache
+def sustained_ratio(architecture: str) -> tuple[float, str]:
+    """(the share of its burst matmul rate a GPU of ``architecture`` holds under sustained load, its basis): the median
+    MSMF / MAMF of the architecture's 16-bit rows that publish both (ML Engineering's sustained-matmul table: Hopper
+    0.849 and 0.888, Ampere 0.905, Blackwell 0.80-0.84, CDNA3 0.975 — MI300X reaches its power cap within the first
+    kernel, so its MAMF is already a sustained rate); an architecture with none measured takes the median over the
+    measured architectures (an estimate). fp8 and fp4 rows of the same GPUs sit within 0.01 of their 16-bit ratio
+    (H200 0.888, B200 0.823-0.845): one ratio per architecture."""
+    own = _sustained_ratios(architecture)
+    if own:
+        return statistics.median(own), f"measured ({len(own)} row{'s' * (len(own) > 1)})"
+    measured = [statistics.median(r) for r in map(_sustained_ratios, sorted({p.architecture for p in
+                                                                         matmul_profiles()})) if r]
+    return statistics.median(measured), f"estimate: the median of {len(measured)} measured architectures"
 
 
 @cache

@@ -11,8 +11,9 @@ forward, backward and recomputation.
   (``hbm_stream_share``), plus a measured fixed time per kernel (``kernel_floor_s``);
 * under fp8, the linear layers' matmuls at the fp8 rate plus their recipe's casts, transposes and
   rescales at memory bandwidth (model/fp8.py); the LM head and attention stay 16-bit.
-Microbenchmarks measure burst rates; a training step sustains ``gemm_share_of_mamf`` of them on its
-tensor-core kernels (clocks under the power limit: ``Device.sustain``, fitted end to end).
+Microbenchmarks measure burst rates; a training step's tensor-core kernels sustain a share of them
+(``Device.sustain``, ``step_sustain``): the clocks under the power limit, measured per architecture (MSMF / MAMF,
+catalog/matmul.py ``sustained_ratio``), times ``gemm_share_of_mamf`` for the rest (fitted end to end).
 Every constant is in catalog/constants.json or catalog/matmul.json, with its source.
 """
 
@@ -23,6 +24,7 @@ from functools import lru_cache
 
 from gpuplan.catalog.constants import constant, table
 from gpuplan.catalog.frameworks import fp8_recipe_of
+from gpuplan.catalog.matmul import sustained_ratio
 from gpuplan.model.adapters import Adapters, AdapterWork, adapter_work, adapters_of
 from gpuplan.model.amp import amp_cast_bytes
 from gpuplan.model.attention import attention_core_s, attention_kernel
@@ -109,7 +111,15 @@ def device(hw: Hardware, training: Training, precision: str | None = None) -> De
     kernel = attention_kernel(training.framework, hw.gpu.architecture, training.attention)
     if precision is None and training.precision == "fp8" and training.fp8_recipe in FP4_GEMM:
         precision = FP4_GEMM[training.fp8_recipe]
-    return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, constant("gemm_share_of_mamf"))
+    return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, step_sustain(hw.gpu))
+
+
+def step_sustain(g: GPU) -> float:
+    """The share of its microbenchmarked burst rates a training step's tensor-core kernels sustain on ``g``: the
+    architecture's measured sustained-to-burst matmul ratio (clocks under the power limit, MSMF / MAMF:
+    catalog/matmul.py ``sustained_ratio``) times ``gemm_share_of_mamf`` (what the step loses beyond the clocks —
+    shapes away from the best one, concurrent kernels: fitted end to end)."""
+    return constant("gemm_share_of_mamf") * sustained_ratio(g.architecture)[0]
 
 
 def hbm_bytes_per_s(g: GPU) -> float:

@@ -18,8 +18,8 @@ architecture and precision, the model's log-error on those shapes is interpolate
 the measurements, outside it the model anchored at the best shape.
 
 A training step sustains a share of these burst rates (clocks under the power limit, concurrent
-kernels): ``GemmKernel.sustain`` (``gemm_share_of_mamf``, fitted end to end); a microbenchmark runs
-at 1.
+kernels): ``GemmKernel.sustain`` (model/compute.py ``step_sustain``: the measured clocks times a fitted
+share); a microbenchmark runs at 1.
 """
 
 from __future__ import annotations
