@@ -112,3 +112,43 @@ def test_memory_is_summarised_apart_for_the_model_state_table_and_the_measured_p
     assert peaks["n"] == 2 and peaks["median_abs_error"] == pytest.approx(0.15)
     assert s["memory"]["by_metric"]["model_state_bytes"]["n"] == 1
     assert s["throughput"]["by_metric"] == {}  # one quantity in several units
+
+
+def _row(row_id: str) -> dict:
+    return next(r for r in ROWS if r["id"] == row_id)
+
+
+def test_the_constant_efficiency_calculator_answers_half_the_peak_over_the_model_flops():
+    from gpuplan.validation.corpus_check import resolve, score_row
+
+    # Llama 3 paper Table 4: 405B on 16,384 H100, MFU 41 % (as model FLOPs over the BF16 peak) — the calculator's MFU
+    # is 50 % by construction, whatever the layout
+    row = _row("llama3-405b-t4-16384gpu-seq8192")
+    assert row["published"] == {"metric": "mfu", "value": 0.41, "also": {"model_tflops_per_gpu": 400}}
+    scored = score_row(row, resolve(row))
+    assert scored["baseline_error"] == pytest.approx(0.5 / 0.41 - 1)
+
+
+def test_the_calculator_costs_gpu_hours_at_half_the_peak():
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.validation.corpus_check import baseline_value, resolve
+
+    # LLaMA paper Table 15: the 7B, 1T tokens, 82,432 GPU-hours on A100-80GB (bf16 peak 312 TFLOP/s)
+    row = _row("llama1-7b")
+    res = resolve(row)
+    est = evaluate_scenario(res.scenario, res.layout)
+    per_token = est.time.flops.model
+    assert baseline_value(row, est) == pytest.approx(1e12 * per_token / (0.5 * 312e12) / 3600)
+
+
+def test_validate_shows_the_calculator_beside_gpuplan_each_source_once():
+    from gpuplan.report.measured import _baseline_lines
+
+    s = {"baseline": {"efficiency": 0.5, "throughput": {
+        "n": 3, "median_abs_error": 0.3, "within_15pct": 0.0, "within_25pct": 0.0, "median_error": 0.3,
+        "by_source": {"a": {"median_abs_error": 0.1}, "b": {"median_abs_error": 0.4}, "c": {"median_abs_error": 0.5}}}},
+         "cross_validated": {"throughput": {"all": {"n": 3, "median_abs_error": 0.15}, "by_source": {
+             "a": {"median_abs_error": 0.2}, "b": {"median_abs_error": 0.1}, "c": {"median_abs_error": 0.1}}}}}
+    lines = _baseline_lines(s)
+    assert lines[1].endswith("(gpuplan 15.0%; calculator / gpuplan 2.0)")
+    assert lines[2].endswith("median |error|  40.0%   (gpuplan 10.0%; calculator / gpuplan 4.0)")

@@ -3,6 +3,8 @@ published runs and the component microbenchmarks. Numbers arrive in SI."""
 
 from __future__ import annotations
 
+import statistics
+
 from gpuplan.report.text import layout_str, table
 from gpuplan.units import fmt_gib
 
@@ -65,6 +67,7 @@ def validate_text(s: dict) -> str:
             lines += [_error_line("  as " + m, b) for m, b in v.get("by_metric", {}).items()]
             lines += [_error_line("  " + src, b) for src, b in v["by_source"].items()]
         lines.append("")
+    lines += _baseline_lines(s)
     for kind, c in (s.get("interval_coverage") or {}).items():
         if c.get("share") is not None:
             lines.append(f"80% intervals, {kind}: the published value inside the interval built without its own "
@@ -75,6 +78,31 @@ def validate_text(s: dict) -> str:
                          f"{r['error']:+.0%}"] for r in s["rows"]]))
     lines.append(f"skipped {len(s['skipped'])} rows: " + "; ".join(f"{x['id']} ({x['why']})" for x in s["skipped"]))
     return "\n".join(lines)
+
+def _baseline_lines(s: dict) -> list[str]:
+    """The constant-efficiency calculator beside gpuplan on the same rows (``validation.baseline``): pooled, and each
+    source once, as the fit weighs them (139 llm-foundry rows do not outvote the other sources)."""
+    base, cv = s.get("baseline") or {}, s.get("cross_validated") or s.get("in_sample") or {}
+    if not base:
+        return []
+    lines = [f"a constant-efficiency calculator (every GPU at {base['efficiency']:.0%} of its dense peak over the "
+             "model FLOPs per token, no layout, framework or network) on the same rows:"]
+    for cat in ("throughput", "gpu_hours"):
+        b, g = base.get(cat), (cv.get(cat) or {}).get("all")
+        if not b or not b.get("n") or not g or not g.get("n"):
+            continue
+        lines.append(_error_line(cat, b) + _versus(b["median_abs_error"], g["median_abs_error"]))
+        mb, mg = (statistics.median(x["median_abs_error"] for x in by.values()) for by in
+                  (b["by_source"], cv[cat]["by_source"]))
+        lines.append(f"  {'  median over sources':24s} n {len(b['by_source']):3d}   median |error| {mb:6.1%}"
+                     + _versus(mb, mg))
+    return lines + [""]
+
+
+def _versus(calculator: float, ours: float) -> str:
+    ratio = f"{calculator / ours:.1f}" if ours else "-"
+    return f"   (gpuplan {ours:.1%}; calculator / gpuplan {ratio})"
+
 
 def constants_text(rows: list[dict]) -> str:
     """``gpuplan validate --constants``: every modelling constant, its value, how it was set, its source."""

@@ -31,7 +31,21 @@ def scores() -> dict[str, Any]:
     return {"in_sample": live["summary"], "rows": live["rows"], "skipped": live["skipped"],
             "cross_validated": summarize(cv["rows"]) if cv else None,
             "cv_rows": cv["rows"] if cv else None, "fitted": cv["fitted"] if cv else None,
-            "interval_coverage": interval_coverage()}
+            "interval_coverage": interval_coverage(), "baseline": baseline(live["rows"])}
+
+
+def baseline(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The constant-efficiency calculator's error on the rows both it and gpuplan answer (corpus_check.py
+    ``baseline_value``), per category."""
+    from gpuplan.validation.corpus_check import BASELINE_EFFICIENCY, error_stats
+
+    out: dict[str, Any] = {"efficiency": BASELINE_EFFICIENCY}
+    for cat in sorted({r["category"] for r in rows if "baseline_error" in r}):
+        mine = [r for r in rows if r["category"] == cat and "baseline_error" in r]
+        out[cat] = {**error_stats([r["baseline_error"] for r in mine]),
+                    "by_source": {src: error_stats([r["baseline_error"] for r in mine if r["source_key"] == src])
+                                  for src in sorted({r["source_key"] for r in mine})}}
+    return out
 
 
 def interval_coverage() -> dict[str, Any] | None:

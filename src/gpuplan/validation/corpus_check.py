@@ -180,7 +180,28 @@ def score_row(row: dict[str, Any], res: Resolved) -> dict[str, Any]:
            "gpus": res.scenario.hardware.gpus}
     if est.time is not None:
         out["mfu_predicted"] = est.time.mfu
+        if row["category"] in BASELINE_CATEGORIES:
+            out["baseline_error"] = baseline_value(row, est) / pub - 1
     return out
+
+
+BASELINE_EFFICIENCY = 0.5  # issue "Accuracy from the kernels up": the calculator gpuplan must beat by 1.5x
+BASELINE_CATEGORIES = ("throughput", "gpu_hours")
+
+
+def baseline_value(row: dict[str, Any], est: Estimate) -> float:
+    """What a constant-efficiency calculator answers for the row: every GPU at ``BASELINE_EFFICIENCY`` of its dense
+    peak for the run's precision, over the model FLOPs per token (6·N plus attention, what MFU counts) — tokens/s per
+    GPU, or the GPU-hours of the row's tokens at that rate. No layout, framework or network enters."""
+    t = est.time
+    assert t is not None
+    per_gpu = BASELINE_EFFICIENCY * t.peak_flops / t.flops.model
+    if row["published"]["metric"] != "gpu_hours":
+        return per_gpu
+    tokens = est.scenario.training.tokens
+    if tokens is None:
+        raise GpuplanError(f"row {row['id']}: no training length")
+    return tokens / per_gpu / 3600
 
 
 def score_corpus(rows: Iterable[dict[str, Any]] | None = None,
