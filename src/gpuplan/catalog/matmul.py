@@ -208,19 +208,18 @@ def _sustained_ratios(architecture: str) -> tuple[float, ...]:
 
 
 @cache
-def sustained_ratio(architecture: str) -> tuple[float, str]:
-    """(the share of its burst matmul rate a GPU of ``architecture`` holds under sustained load, its basis): the median
-    MSMF / MAMF of the architecture's 16-bit rows that publish both (ML Engineering's sustained-matmul table: Hopper
-    0.849 and 0.888, Ampere 0.905, Blackwell 0.80-0.84, CDNA3 0.975 — MI300X reaches its power cap within the first
-    kernel, so its MAMF is already a sustained rate); an architecture with none measured takes the median over the
-    measured architectures (an estimate). fp8 and fp4 rows of the same GPUs sit within 0.01 of their 16-bit ratio
-    (H200 0.888, B200 0.823-0.845): one ratio per architecture."""
+def sustained_ratio(architecture: str) -> float:
+    """The share of its burst matmul rate a GPU of ``architecture`` holds under sustained load: the median MSMF / MAMF
+    of the architecture's 16-bit rows that publish both (ML Engineering's sustained-matmul table: Hopper 0.849 and
+    0.888, Ampere 0.905, Blackwell 0.80-0.84, CDNA3 0.975 — MI300X reaches its power cap within the first kernel, so
+    its MAMF is already a sustained rate); an architecture with none measured takes the median over the measured
+    architectures (an estimate). fp8 and fp4 rows of the same GPUs sit within 0.02 of their 16-bit ratio (H200
+    0.888, B200 0.823-0.845): one ratio per architecture."""
     own = _sustained_ratios(architecture)
     if own:
-        return statistics.median(own), f"measured ({len(own)} row{'s' * (len(own) > 1)})"
-    measured = [statistics.median(r) for r in map(_sustained_ratios, sorted({p.architecture for p in
-                                                                         matmul_profiles()})) if r]
-    return statistics.median(measured), f"estimate: the median of {len(measured)} measured architectures"
+        return statistics.median(own)
+    return statistics.median(statistics.median(r) for r in map(_sustained_ratios, sorted(
+        {p.architecture for p in matmul_profiles()})) if r)
 
 
 @cache

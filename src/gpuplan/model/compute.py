@@ -119,7 +119,7 @@ def step_sustain(g: GPU) -> float:
     architecture's measured sustained-to-burst matmul ratio (clocks under the power limit, MSMF / MAMF:
     catalog/matmul.py ``sustained_ratio``) times ``gemm_share_of_mamf`` (what the step loses beyond the clocks —
     shapes away from the best one, concurrent kernels: fitted end to end)."""
-    return constant("gemm_share_of_mamf") * sustained_ratio(g.architecture)[0]
+    return constant("gemm_share_of_mamf") * sustained_ratio(g.architecture)
 
 
 def hbm_bytes_per_s(g: GPU) -> float:
