@@ -47,3 +47,36 @@ def test_gqa_and_swiglu_terms_of_llama_3_8b():
     assert terms["attn_core"] == 4 * 32 * s * b
     expected = 2 * s * b * h * 6 + 4 * s * b * 1024 + 8 * s * b * f + 4 * 32 * s * b
     assert sum(terms.values()) == expected
+
+
+@pytest.mark.parametrize(("elem", "dropout", "fp32_softmax", "per_score"), [
+    # Korthikanti et al. 2022 Sec. 4.1: the softmax output (2 B), with dropout its mask (1 B) and output (2 B)
+    (2, False, False, 2), (2, True, False, 5),
+    # Hugging Face's eager_attention_forward (transformers models/llama/modeling_llama.py):
+    # softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype) — autograd keeps the fp32 output for the softmax's
+    # backward and the bf16 cast for P·V (6 B); with dropout its 1-byte mask and its output instead of the cast (7 B)
+    (2, False, True, 6), (2, True, True, 7),
+    # fp32 training: the cast is the softmax's own output (4 B); dropout adds its mask and fp32 output (9 B)
+    (4, False, True, 4), (4, True, True, 9),
+])
+def test_eager_attention_keeps_the_bytes_its_softmax_saves(elem, dropout, fp32_softmax, per_score):
+    m = load_model("llama-3.1-8b")
+    s, b = 4096, 1
+    x = ActShape(s=s, b=b, t=1, sp=False, dropout=dropout, flash=False, elem=elem, linear_in=elem,
+                 softmax_fp32=fp32_softmax)
+    assert layer_terms(m, False, x)["attn_core"] == per_score * 32 * s * s * b
+
+
+def test_a_hugging_face_eager_run_keeps_three_times_megatrons_scores():
+    from gpuplan.catalog.hardware import make_hardware
+    from gpuplan.model.memory import memory
+    from gpuplan.spec import Layout, Training
+
+    m, hw, lay = load_model("llama-3.1-8b"), make_hardware("h200", 1), Layout(recompute="none")
+    act = {(fw, att): memory(m, hw, Training(seq_len=4096, global_batch=1, framework=fw, attention=att), lay).peak
+           .activations for fw, att in (("hf-trainer", "eager"), ("hf-trainer", "flash"), ("megatron-core", "eager"),
+                                        ("megatron-core", "flash"))}
+    scores = 32 * 32 * 4096 * 4096  # layers x heads x s^2
+    assert act[("hf-trainer", "eager")] - act[("hf-trainer", "flash")] == pytest.approx(scores * 6 - 32 * 4 * 32 * 4096)
+    assert act[("megatron-core", "eager")] - act[("megatron-core", "flash")] == \
+        pytest.approx(scores * 2 - 32 * 4 * 32 * 4096)

@@ -74,6 +74,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
                  norm_in=norm_keeps(eager_norm, training.method, elem, amp), qkv_copies=qkv, mlp_copies=mlp,
                  stream=4 if amp or upcast else 0, inner=4 if upcast else 0,
                  fused_glu=fused_glu_keeps_input(training),
+                 softmax_fp32=training.attention == "eager" and not software_of(training, model).fused_softmax,
                  gathered=keeps_gathered_sp_input(training.framework), **lora_shape(training, adapters16))
     per_mb = sum(n * layer_bytes(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,

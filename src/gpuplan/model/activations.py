@@ -100,6 +100,10 @@ class ActShape:
     # a fused SwiGLU/GeGLU keeps only its input, the gate and up outputs, and recomputes the activation in backward
     # (model/kept.py fused_glu_keeps_input): 2 of the eager 3 elementwise tensors per intermediate element
     fused_glu: bool = False
+    # eager attention whose softmax runs in fp32 and is cast back (Hugging Face's eager_attention_forward:
+    # softmax(scores, dtype=torch.float32).to(query.dtype)): the fp32 probabilities its backward reads beside the
+    # 16-bit copy P·V keeps — where Megatron's fused kernel (or torch.compile) keeps one 16-bit tensor
+    softmax_fp32: bool = False
 
     @property
     def norm(self) -> float:
@@ -148,10 +152,20 @@ def _attention_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:
     if x.flash:
         terms["attn_core"] = 4 * a * s * b / t  # fp32 log-sum-exp per query row
     else:
-        terms["attn_core"] = (e + (3 if x.dropout else 0)) * a * s * s * b / t
+        terms["attn_core"] = score_bytes(x) * a * s * s * b / t
     if x.dropout:
         terms["dropout_masks"] = 2 * sbh * rep
     return terms
+
+
+def score_bytes(x: ActShape) -> float:
+    """Bytes eager attention keeps per score element: the softmax output its backward reads, and what P·V keeps —
+    the same 16-bit tensor (Korthikanti et al. 2022 Sec. 4.1: 2 B), or, where the softmax runs in fp32 and is cast
+    back (``softmax_fp32``), the fp32 output beside its cast (4 + 2 B; one tensor in fp32 training); with dropout its
+    1-byte mask and its output in place of the cast (Korthikanti: 2 + 1 + 2 B)."""
+    if not x.softmax_fp32:
+        return x.elem + ((1 + x.elem) if x.dropout else 0)
+    return 4 + (x.elem if x.elem < 4 or x.dropout else 0) + (1 if x.dropout else 0)
 
 
 def _conv_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:
