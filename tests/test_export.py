@@ -19,7 +19,7 @@ from gpuplan.cli import main
 from gpuplan.export import TARGETS, export, megatron_args, torchrun_args
 from gpuplan.io.scenario import parse_scenario
 
-# Layouts that exercise each mapping: TP×PP with ZeRO-2 (the built-in example), hybrid-sharded
+# Layouts that exercise each mapping: TP×PP with ZeRO-2 (the built-in example's split), hybrid-sharded
 # ZeRO-3 with parameter offload and full recompute, plain DDP on one node, interleaved pipeline
 # with context parallelism, an MoE with expert parallelism, and pure bf16.
 CASES = {
@@ -321,7 +321,9 @@ def test_cli_export_plans_an_open_layout(capsys: pytest.CaptureFixture, tmp_path
 
 
 def test_cli_export_json(capsys: pytest.CaptureFixture) -> None:
-    assert main(["export", "--example", "--to", "torchtitan", "--json"]) == 0
+    # torchtitan's FSDP2 has no ZeRO-1 (the example's stage): its layout with ZeRO-2 given
+    assert main(["export", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "4",
+                 "--zero", "2", "--tokens", "1T", "--to", "torchtitan", "--json"]) == 0
     import json
 
     res = json.loads(capsys.readouterr().out)

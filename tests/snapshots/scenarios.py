@@ -71,7 +71,9 @@ _COMMANDS = {
     "plan_7b_deadline_missed": "plan --model '{params: 7e9}' --gpu h100-sxm --tokens 1.4T --scale-out eth-10g "
                                "--max-gpus 256 --objective cost --deadline 60d",
     # --- export: launch configs (fixed tp and pp: no planning, except the last) ----------------------------------
-    "export_torchtitan": "export --example --to torchtitan",
+    # the example's split with FSDP2's ZeRO-2 (torchtitan has no optimizer-only sharding, the example's ZeRO-1)
+    "export_torchtitan": f"export {_70B} --gpus 64 --tp 4 --pp 4 --zero 2 --seq-len 8192 --global-batch 512 "
+                         "--recompute selective-op --to torchtitan",
     "export_deepspeed": f"export {_8B} --gpus 64 --tp 1 --pp 1 --zero 3 --zero-group 8 --offload params "
                         "--recompute full --global-batch 512 --to deepspeed",
     "export_accelerate": f"export {_70B} --gpus 64 --tp 4 --pp 1 --zero 3 --seq-len 8192 --global-batch 512 "

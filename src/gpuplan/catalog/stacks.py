@@ -390,8 +390,8 @@ def read_optimizer(word: str) -> tuple[str, dict[str, Any], Reading | None]:
     return row["optimizer"], fields, Reading(field="training.optimizer", given=word, value=row["optimizer"], rule=rule)
 
 
-def sixteen_bit(word: str) -> bool:
-    """A word for 16-bit mixed precision that names no format ("mixed", "mixed precision", "16-bit"): bf16, or fp16
-    on a GPU without bf16 tensor cores (stacks.json precision_words, sixteen_bit)."""
-    return bool(_data()["precision_words"]["*"].get(spelling(word), {}).get("sixteen_bit"))
+def precision_flag(word: str, flag: str) -> bool:
+    """A precision word's flag (stacks.json precision_words): ``sixteen_bit``, 16-bit mixed precision that names no
+    format ("mixed", "16-bit": bf16, or fp16 on a GPU without bf16 tensor cores); ``tf32``, fp32 on the TF32 cores."""
+    return bool(_data()["precision_words"]["*"].get(spelling(word), {}).get(flag))
 

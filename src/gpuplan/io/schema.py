@@ -17,7 +17,7 @@ TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "st
                  "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "attention", "dropout",
                  "headroom", "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
                  "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs", "kernels",
-                 "moe_dispatcher")
+                 "moe_dispatcher", "tf32")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -228,6 +228,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
                                              "default), recompute, offload or LoRA make it ~19 %, up to 52 % measured",
                                              default="what the framework sets (torchtitan, torchtune, Unsloth, "
                                                      "llm-foundry, NeMo: true; others false)"),
+    "training.tf32": FieldDoc("precision fp32 with its matmuls on the TF32 tensor cores (torch.backends.cuda.matmul."
+                              "allow_tf32; the precision word tf32 sets it)", default="false: PyTorch's default"),
     "training.cuda_graphs": FieldDoc("CUDA graphs replayed each step — layer: per layer or module (Transformer "
                                      "Engine make_graphed_callables, Megatron --cuda-graph-impl transformer_engine|"
                                      "local, NeMo enable_cuda_graph); full: the whole iteration (--cuda-graph-impl "

@@ -50,7 +50,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     precision"), said so."""
     from gpuplan.catalog.frameworks import default_fp8_recipe, get_framework
     from gpuplan.catalog.method_words import read_attention, read_method
-    from gpuplan.catalog.stacks import precision_recipe, read_optimizer, read_precision, sixteen_bit
+    from gpuplan.catalog.stacks import precision_flag, precision_recipe, read_optimizer, read_precision
 
     read: list[Any] = []
     if isinstance(kw.get("attention"), str):
@@ -74,13 +74,14 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
     framework = kw.get("framework", "generic")
     out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + stack_read + ranks
     word = kw.get("precision")
-    if no_bf16 and isinstance(word, str) and sixteen_bit(word):
+    if no_bf16 and isinstance(word, str) and precision_flag(word, "sixteen_bit"):
         kw["precision"] = "fp16"
         out.append(("training.precision", word, "fp16", f"precision {word} read as fp16: 16-bit mixed precision on "
                     f"{no_bf16}, which has no bf16 tensor cores, is fp16 with loss scaling over fp32 master weights"))
     elif word is not None:
         kw["precision"], r = read_precision(word, framework)
         out += [(r.field, r.given, r.value, r.rule)] if r is not None else []
+        kw["tf32"] = kw.get("tf32", False) or (isinstance(word, str) and precision_flag(word, "tf32"))
         recipe = precision_recipe(word, framework) if isinstance(word, str) else None
         if recipe is not None and "fp8_recipe" not in kw:  # the recipe the word names (TE FP8: delayed scaling)
             kw["fp8_recipe"] = recipe

@@ -111,6 +111,8 @@ def device(hw: Hardware, training: Training, precision: str | None = None) -> De
     kernel = attention_kernel(training.framework, hw.gpu.architecture, training.attention)
     if precision is None and training.precision == "fp8" and training.fp8_recipe in FP4_GEMM:
         precision = FP4_GEMM[training.fp8_recipe]
+    if precision is None and training.precision == "fp32" and training.tf32:
+        precision = "tf32"
     return _device(hw.gpu, hw.power_limit_w, precision or training.precision, kernel, step_sustain(hw.gpu))
 
 
@@ -140,7 +142,9 @@ def kernel_floor_s(g: GPU) -> float:
 @lru_cache(maxsize=256)
 def _device(g: GPU, power_limit_w: float | None, precision: str, kernel: str = "flash2",
             sustain: float = 1.0) -> Device:
-    prec = {"bf16-pure": "bf16", "fp16": "fp16", "fp32": "tf32"}.get(precision, precision)
+    # fp32 runs its matmuls on the vector units (PyTorch leaves TF32 off: torch.backends.cuda.matmul.allow_tf32 =
+    # False since 1.12); tf32 (Training.tf32) on the TF32 tensor cores where the GPU has them
+    prec = {"bf16-pure": "bf16", "fp16": "fp16"}.get(precision, precision)
     if prec == "tf32" and "tf32" not in g.peak_flops:
         prec = "fp32"  # no tf32 tensor cores (V100, MI250X): fp32 on the vector units
     peak_key = "fp4" if prec == "mxfp4" else prec  # MXFP4 runs on the FP4 tensor cores, its own measured share

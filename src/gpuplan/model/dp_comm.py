@@ -139,25 +139,34 @@ def _zero3_kept_comm(lay: Layout, sc: StageCompute, topo: Topology, w_bytes: flo
     return Overlapped(total, exposed, min(total, max(0.0, total - exposed)))
 
 
-def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology) -> Overlapped:
+def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_mb: int = 1) -> Overlapped:
     """DDP / ZeRO-1/2: one gradient reduction per step (dense over dp×cp, experts over the
     expert-data-parallel group), hidden behind backward (and forward, where ZeRO reduce-scatters
-    and gathers)."""
+    and gathers). ZeRO-2 keeps only its shard of the gradients, so it reduce-scatters them in every
+    micro-batch's backward (DeepSpeed stage_1_and_2.py DeepSpeedZeroOptimizer.reduce_ready_partitions_and_remove_grads:
+    ``if self.partition_gradients or self.is_gradient_accumulation_boundary``; FSDP's SHARD_GRAD_OP outside no_sync):
+    the n_mb − 1 micro-batches before the last add a reduce-scatter each, under their own backward."""
     g = _grad_reduce_bytes(tr)
     t_dense, t_expert = trainable(tr, sc.params)
     dp_n = lay.dp * lay.cp
     # folded (Layout.expert_tp 1): the expert replicas sit ep ranks apart, past the tensor-parallel ranks ep spans
     edp_stride = lay.tp * lay.ep if lay.folded_etp is None else lay.ep
+    edp = max(1, lay.expert_dp)
     overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
-    total = (all_reduce_s(g * t_dense, dp_n, lay.tp, topo)
-             + all_reduce_s(g * t_expert, max(1, lay.expert_dp), edp_stride, topo))
+    total = all_reduce_s(g * t_dense, dp_n, lay.tp, topo) + all_reduce_s(g * t_expert, edp, edp_stride, topo)
     # ZeRO-1/2 all-gather the updated parameters: under the next forward where the framework overlaps it
     window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 and param_gather_hidden(tr.framework) else 0.0))
-    return Overlapped(total, max(0.0, total - window), min(total, window))
+    step = Overlapped(total, max(0.0, total - window), min(total, window))
+    if lay.zero != 2 or n_mb <= 1:
+        return step
+    rs = reduce_scatter_s(g * t_dense, dp_n, lay.tp, topo) + reduce_scatter_s(g * t_expert, edp, edp_stride, topo)
+    earlier, own = n_mb - 1, overlap * sc.bwd
+    return Overlapped(step.total + earlier * rs, step.exposed + earlier * max(0.0, rs - own),
+                      step.hidden + earlier * min(rs, own))
 
 
 
 
 def dp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: int, topo: Topology) -> Overlapped:
     """The step's data-parallel collectives: ZeRO-3/FSDP's, else DDP's and ZeRO-1/2's."""
-    return zero3_comm(m, tr, lay, sc, n_mb, topo) if lay.zero == 3 else replica_comm(tr, lay, sc, topo)
+    return zero3_comm(m, tr, lay, sc, n_mb, topo) if lay.zero == 3 else replica_comm(tr, lay, sc, topo, n_mb)

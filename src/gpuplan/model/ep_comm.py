@@ -69,13 +69,14 @@ def ep_interference(hw: Hardware, lay: Layout, share: float) -> float:
     return min(share, DUALPIPE_A2A_SMS / (sms - DUALPIPE_A2A_SMS))
 
 
-def ep_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: float, topo: Topology
-            ) -> tuple[float, float]:
+def ep_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: float, topo: Topology,
+            n_mb: int) -> tuple[float, float]:
     """(all, exposed) expert exchange seconds per micro-batch. Exposed, unless ``ep_overlap``: then
     one micro-batch's dispatch and combine run under another's compute (DeepSeek-V3's DualPipe,
     Liu et al. 2024, arXiv:2412.19437, Sec. 3.2.1: forward and backward chunks paired so that
     all-to-all hides under computation; Megatron-Core ``--overlap-moe-expert-parallel-comm``) and
-    only what exceeds the stage's compute stays exposed."""
+    only what exceeds the stage's compute stays exposed — where the step has another micro-batch
+    (``n_mb`` ≥ 2) to run beside it."""
     if lay.ep == 1 or not sc.params.moe_layers:
         return 0.0, 0.0
     # folded (Layout.expert_tp 1), ep spans consecutive ranks, the tensor-parallel ones first
@@ -90,7 +91,7 @@ def ep_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: f
         a2a = all_to_all_s(local * m.top_k * m.hidden * 2, lay.ep, stride, topo)
         per_layer = (A2A_PER_MOE_LAYER + recomputed) * a2a
     total = sc.params.moe_layers * per_layer
-    if not ep_hidden(lay):
+    if not ep_hidden(lay) or n_mb < 2:
         return total, total
     return total, max(0.0, total - sc.total)
 

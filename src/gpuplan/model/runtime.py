@@ -277,7 +277,7 @@ def _pipeline_of(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correcti
     sc = _stage_compute(m, tr, lay, dev, dev16 if fp8_layers else None, tokens, corrections.on(hw.gpu.id), n_mb)
     tp_s, tp_exposed = _tp_comm(m, tr, lay, sc, tokens, topo, fp8_layers, dev)
     cp_s = _cp_comm(m, tr, lay, sc, tokens, dev, topo)
-    ep_s, ep_exposed = ep_comm(m, tr, lay, sc, tokens, topo)
+    ep_s, ep_exposed = ep_comm(m, tr, lay, sc, tokens, topo, n_mb)
     pp_s = pipeline_comm_s(m, hw, lay, tokens, topo)
     pp_exposed = _pp_exposed(tr, lay, pp_s, sc.total)
     per_mb_comm = tp_exposed + ep_exposed + cp_s + pp_exposed

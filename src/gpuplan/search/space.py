@@ -27,6 +27,7 @@ from gpuplan.model.recompute_modules import module_sets
 from gpuplan.spec import Hardware, divisors, ep_choices, tp_splits_heads
 from gpuplan.spec.hardware import scale_up_gpus
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS, recompute_mode_of
+from gpuplan.spec.rules import dualpipe_count_ok
 from gpuplan.spec.scenario import Scenario
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -158,14 +159,14 @@ def shardings(sc: Scenario, split: Split, per_node: int) -> tuple[Shard, ...]:
 
 
 def micro_batches(sc: Scenario, split: Split, schedule: str, global_batch: int) -> tuple[int, ...]:
-    """Micro-batches that divide the per-replica batch (DualPipe: an even count of them per step); with the
-    optimizer in backward, the per-replica batch itself (spec/rules.py: no gradient accumulation)."""
+    """Micro-batches that divide the per-replica batch (DualPipe: an even count of them per step, at least 2·pp); with
+    the optimizer in backward, the per-replica batch itself (spec/rules.py: no gradient accumulation)."""
     mbs = [sc.layout["micro_batch"]] if "micro_batch" in sc.layout else MICRO_BATCHES
     if sc.training.optimizer_in_backward:
         mbs = [mb for mb in mbs if split.dp * mb == global_batch] if "micro_batch" in sc.layout \
             else [global_batch // split.dp]
     return tuple(mb for mb in mbs if global_batch % (split.dp * mb) == 0
-                 and not (schedule == "dualpipe" and global_batch // (split.dp * mb) % 2))
+                 and (schedule != "dualpipe" or dualpipe_count_ok(global_batch // (split.dp * mb), split.pp)))
 
 
 def recomputes(sc: Scenario) -> tuple[str, ...]:

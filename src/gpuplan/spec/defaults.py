@@ -131,6 +131,10 @@ def _documented_rules(training: Training) -> list[tuple[str, str]]:
     if training.grad_dtype is not None:
         out.append(("grad_dtype", "the framework's documented gradient dtype (frameworks.json memory.grad_dtype); "
                                   "with no framework named, fp32 — the common choice (Megatron-LM, PyTorch autocast)"))
+    if training.precision == "fp32" and not training.tf32:
+        out.append(("tf32", "off, PyTorch's default since 1.12 (torch.backends.cuda.matmul.allow_tf32 = False): fp32 "
+                            "matmuls on the vector units at the fp32 peak; precision: tf32 runs them on the TF32 "
+                            "tensor cores"))
     if training.expandable_segments is not None:
         out.append(("expandable_segments", "what the framework's launcher sets (frameworks.json memory."
                                            "expandable_segments); PyTorch's default is off, where recomputation, "

@@ -147,6 +147,10 @@ class Training(ValueHashed):
     grad_dtype: GradDtype | None = None  # bf16/fp8 mixed precision only; None: the framework's documented choice
     moe_dispatcher: MoeDispatcher | None = None  # None: DeepSeek's kernels under DualPipe, else the all-to-all
     dropout: float = 0.0
+    # precision fp32 with its matmuls on the TF32 tensor cores (the precision word tf32: torch.backends.cuda.matmul.
+    # allow_tf32 / torch.set_float32_matmul_precision("high")); off, PyTorch's default since 1.12, fp32 runs its
+    # matmuls on the CUDA cores at the fp32 peak
+    tf32: bool = False
     # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; None: what the framework sets (model/allocator.py)
     expandable_segments: bool | None = None
     headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free: fits means fits with this margin
@@ -154,6 +158,9 @@ class Training(ValueHashed):
 
     def __post_init__(self) -> None:
         _positive(self.seq_len, "training.seq_len")
+        if self.tf32 and self.precision != "fp32":
+            raise GpuplanError(f"training.tf32 puts fp32 matmuls on the TF32 tensor cores; precision is "
+                               f"{self.precision}: set precision: fp32 (or tf32), or drop tf32")
         _at_most(self.seq_len, MAX_SEQ_LEN, "training.seq_len", "give the sequence length in tokens, e.g. 8192")
         if self.global_batch is not None:
             _positive(self.global_batch, "training.global_batch")

@@ -134,6 +134,12 @@ def _absent_modules(c: Context) -> str | None:
             "(core_attn, layernorm and mlp apply to any model)")
 
 
+def dualpipe_count_ok(micro_batches: int, pp: int) -> bool:
+    """Whether DualPipe runs ``micro_batches`` per step on ``pp`` stages: an even count, at least 2·pp
+    (deepseek-ai/DualPipe dualpipe/dualpipe.py DualPipe.step's assertion)."""
+    return micro_batches % 2 == 0 and micro_batches >= 2 * pp
+
+
 def _msg(cond: Callable[[Context], bool], text: Callable[[Context], str]) -> Callable[[Context], str | None]:
     return lambda c: text(c) if cond(c) else None
 
@@ -166,11 +172,16 @@ RULES: tuple[Rule, ...] = (
         lambda c: c.lay["pp_schedule"] == "dualpipe" and (c.lay["pp"] < 2 or c.lay["pp"] % 2),
         lambda c: f"layout.pp_schedule dualpipe needs an even pp ≥ 2 (got pp={c.lay['pp']}): "
                   "each rank holds the mirrored stages i and pp−1−i")),
-    Rule("dualpipe needs an even micro-batch count", ("pp_schedule", "global_batch", "dp", "micro_batch"), _msg(
-        lambda c: c.lay["pp_schedule"] == "dualpipe"
-        and (c.global_batch // (c.lay["dp"] * c.lay["micro_batch"])) % 2 != 0,  # type: ignore[operator]
-        lambda c: "layout.pp_schedule dualpipe feeds half the micro-batches from each end of the pipeline: "
-                  "global_batch / (dp×micro_batch) must be even")),
+    # deepseek-ai/DualPipe dualpipe/dualpipe.py DualPipe.step (030ce432): assert num_chunks > 0 and
+    # num_chunks % 2 == 0 and num_chunks >= num_ranks * 2
+    Rule("dualpipe needs an even micro-batch count of at least 2·pp",
+         ("pp_schedule", "global_batch", "dp", "micro_batch", "pp"), _msg(
+             lambda c: c.lay["pp_schedule"] == "dualpipe" and not dualpipe_count_ok(
+                 c.global_batch // (c.lay["dp"] * c.lay["micro_batch"]), c.lay["pp"]),  # type: ignore[operator]
+             lambda c: "layout.pp_schedule dualpipe feeds half the micro-batches from each end of the pipeline and "
+                       "needs at least two per stage: global_batch / (dp×micro_batch) must be even and ≥ 2·pp (got "
+                       f"{c.global_batch // (c.lay['dp'] * c.lay['micro_batch'])} for pp={c.lay['pp']}): "  # type: ignore[operator]
+                       "raise global_batch or lower micro_batch")),
     Rule("recompute every k-th block needs full recompute", ("recompute_every", "recompute"), _msg(
         lambda c: c.lay["recompute_every"] > 1 and c.lay.get("recompute", "none") != "full",
         lambda c: f"layout.recompute_every={c.lay['recompute_every']} recomputes every k-th block in full: "

@@ -69,6 +69,7 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                         if tr.expandable_segments is not None else {}),
                      **({"optimizer_in_backward": True} if tr.optimizer_in_backward else {}),
                      **({"activation_offloading": True} if tr.activation_offloading else {}),
+                     **({"tf32": True} if tr.tf32 else {}),
                      **({"cuda_graphs": tr.cuda_graphs} if tr.cuda_graphs != "none" else {}),
                      **({"kernels": tr.kernels} if tr.kernels != "framework" else {}),
                      **({"lora_targets": [t for t in tr.lora_targets if t != NO_EXPERTS]}
