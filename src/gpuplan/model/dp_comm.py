@@ -139,7 +139,7 @@ def _zero3_kept_comm(lay: Layout, sc: StageCompute, topo: Topology, w_bytes: flo
     return Overlapped(total, exposed, min(total, max(0.0, total - exposed)))
 
 
-def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_mb: int = 1) -> Overlapped:
+def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_mb: int) -> Overlapped:
     """DDP / ZeRO-1/2: one gradient reduction per step (dense over dp×cp, experts over the
     expert-data-parallel group), hidden behind backward (and forward, where ZeRO reduce-scatters
     and gathers). ZeRO-2 keeps only its shard of the gradients, so it reduce-scatters them in every
