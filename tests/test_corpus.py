@@ -145,7 +145,7 @@ def test_validate_shows_the_calculator_beside_gpuplan_each_source_once():
     from gpuplan.report.measured import _baseline_lines
 
     s = {"baseline": {"efficiency": 0.5, "throughput": {
-        "n": 3, "median_abs_error": 0.3, "within_15pct": 0.0, "within_25pct": 0.0, "median_error": 0.3,
+        "all": {"n": 3, "median_abs_error": 0.3, "within_15pct": 0.0, "within_25pct": 0.0, "median_error": 0.3},
         "by_source": {"a": {"median_abs_error": 0.1}, "b": {"median_abs_error": 0.4}, "c": {"median_abs_error": 0.5}}}},
          "cross_validated": {"throughput": {"all": {"n": 3, "median_abs_error": 0.15}, "by_source": {
              "a": {"median_abs_error": 0.2}, "b": {"median_abs_error": 0.1}, "c": {"median_abs_error": 0.1}}}}}

@@ -88,13 +88,13 @@ def _baseline_lines(s: dict) -> list[str]:
     lines = [f"a constant-efficiency calculator (every GPU at {base['efficiency']:.0%} of its dense peak over the "
              "model FLOPs per token, no layout, framework or network) on the same rows:"]
     for cat in ("throughput", "gpu_hours"):
-        b, g = base.get(cat), (cv.get(cat) or {}).get("all")
+        b, g = (base.get(cat) or {}).get("all"), (cv.get(cat) or {}).get("all")
         if not b or not b.get("n") or not g or not g.get("n"):
             continue
         lines.append(_error_line(cat, b) + _versus(b["median_abs_error"], g["median_abs_error"]))
         mb, mg = (statistics.median(x["median_abs_error"] for x in by.values()) for by in
-                  (b["by_source"], cv[cat]["by_source"]))
-        lines.append(f"  {'  median over sources':24s} n {len(b['by_source']):3d}   median |error| {mb:6.1%}"
+                  (base[cat]["by_source"], cv[cat]["by_source"]))
+        lines.append(f"  {'  median over sources':24s} n {len(base[cat]['by_source']):3d}   median |error| {mb:6.1%}"
                      + _versus(mb, mg))
     return lines + [""]
 

@@ -36,16 +36,11 @@ def scores() -> dict[str, Any]:
 
 def baseline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The constant-efficiency calculator's error on the rows both it and gpuplan answer (corpus_check.py
-    ``baseline_value``), per category."""
-    from gpuplan.validation.corpus_check import BASELINE_EFFICIENCY, error_stats
+    ``baseline_value``), summarized as gpuplan's own (``summarize``: per category, all rows and by source)."""
+    from gpuplan.validation.corpus_check import BASELINE_EFFICIENCY, summarize
 
-    out: dict[str, Any] = {"efficiency": BASELINE_EFFICIENCY}
-    for cat in sorted({r["category"] for r in rows if "baseline_error" in r}):
-        mine = [r for r in rows if r["category"] == cat and "baseline_error" in r]
-        out[cat] = {**error_stats([r["baseline_error"] for r in mine]),
-                    "by_source": {src: error_stats([r["baseline_error"] for r in mine if r["source_key"] == src])
-                                  for src in sorted({r["source_key"] for r in mine})}}
-    return out
+    return {"efficiency": BASELINE_EFFICIENCY,
+            **summarize([r for r in rows if "baseline_error" in r], key="baseline_error")}
 
 
 def interval_coverage() -> dict[str, Any] | None:
