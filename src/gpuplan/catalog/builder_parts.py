@@ -187,6 +187,11 @@ def _rope_scaling(c: Cfg) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in rs.items()))
 
 
+# transformers' Gemma2Config defaults (attn_logit_softcapping=50.0, final_logit_softcapping=30.0): a key left out of
+# a config.json takes them; other config classes default to none (Gemma 3: None)
+_SOFTCAP_DEFAULTS = {"gemma2": (50.0, 30.0)}
+
+
 def _architecture(c: Cfg, kw: dict[str, Any]) -> None:
     """What the config says beyond the shapes (ModelSpec.position ... norm_eps): read once for every family;
     a family passes what its config class fixes (position, parallel_block, its default activation)."""
@@ -200,6 +205,12 @@ def _architecture(c: Cfg, kw: dict[str, Any]) -> None:
             raise GpuplanError(f"{c.source}: {_ACT_KEYS[0]} = {c.shown(act)} must be an activation name such as silu")
         kw["activation"] = act
     kw["norm_eps"] = c.number(*_EPS_KEYS, default=None)
+    attn_cap, final_cap = _SOFTCAP_DEFAULTS.get(c.mt, (None, None))
+    for key, name, default in (("attn_logit_softcapping", "attn_softcap", attn_cap),
+                               ("final_logit_softcapping", "final_softcap", final_cap)):
+        cap = c.number(key, default=None if key in c.d else default)  # null: none
+        if cap:
+            kw[name] = cap
 
 
 def windows(c: Cfg, L: int, default: int | None, every: int | None = None,

@@ -75,6 +75,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
                  stream=4 if amp or upcast else 0, inner=4 if upcast else 0,
                  fused_glu=fused_glu_keeps_input(training),
                  softmax_fp32=training.attention == "eager" and not software_of(training, model).fused_softmax,
+                 softcap=model.attn_softcap > 0,
                  gathered=keeps_gathered_sp_input(training.framework), **lora_shape(training, adapters16))
     per_mb = sum(n * layer_bytes(model, kind, x, recompute) for kind, n in enumerate(rp.kind_layers) if n)
     # autocast's weight casts (AMP), one per matrix whatever the micro-batches in flight: the blocks' matrices,
@@ -105,7 +106,8 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         extra += (x.norm * rep + elem * x.in_rep) * x.s * x.b * model.hidden  # the final norm's; the LM head's input
         sw = software_of(training, model)
         if sw.fused_linear is None:
-            logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory)
+            capped = elem if model.final_softcap and sw.eager_logits else 0  # the soft-cap's tanh output
+            logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory + capped)
         else:  # a chunked fused linear loss: one chunk's logits, and the head input's gradient
             logits = fused_linear_loss_bytes(sw.fused_linear, model, x.s * x.b, elem)
     return per_mb, extra, logits

@@ -104,6 +104,9 @@ class ActShape:
     # softmax(scores, dtype=torch.float32).to(query.dtype)): the fp32 probabilities its backward reads beside the
     # 16-bit copy P·V keeps — where Megatron's fused kernel (or torch.compile) keeps one 16-bit tensor
     softmax_fp32: bool = False
+    # the scores soft-capped before the softmax, cap·tanh(x/cap) (Gemma 2's attn_logit_softcapping under transformers'
+    # eager attention): tanh keeps its output for backward, one more score-sized tensor
+    softcap: bool = False
 
     @property
     def norm(self) -> float:
@@ -162,10 +165,12 @@ def score_bytes(x: ActShape) -> float:
     """Bytes eager attention keeps per score element: the softmax output its backward reads, and what P·V keeps —
     the same 16-bit tensor (Korthikanti et al. 2022 Sec. 4.1: 2 B), or, where the softmax runs in fp32 and is cast
     back (``softmax_fp32``), the fp32 output beside its cast (4 + 2 B; one tensor in fp32 training); with dropout its
-    1-byte mask and its output in place of the cast (Korthikanti: 2 + 1 + 2 B)."""
+    1-byte mask and its output in place of the cast (Korthikanti: 2 + 1 + 2 B); a soft-cap's tanh output beside them
+    (``softcap``: tanh's backward reads its output, 1 - y²)."""
+    cap = x.elem if x.softcap else 0
     if not x.softmax_fp32:
-        return x.elem + ((1 + x.elem) if x.dropout else 0)
-    return 4 + (x.elem if x.elem < 4 or x.dropout else 0) + (1 if x.dropout else 0)
+        return x.elem + ((1 + x.elem) if x.dropout else 0) + cap
+    return 4 + (x.elem if x.elem < 4 or x.dropout else 0) + (1 if x.dropout else 0) + cap
 
 
 def _conv_terms(m: ModelSpec, x: ActShape, rep: float) -> dict[str, float]:

@@ -44,6 +44,10 @@ BWD_FLOPS = 2.5  # the backward's FLOPs over the forward's (five matmuls to two:
 # backward: the model's count before the kernels were split out).
 SOFTMAX_FWD_BYTES, FUSED_SOFTMAX_BWD_BYTES = 4.0, 6.0
 DROPOUT_FWD_BYTES, DROPOUT_BWD_BYTES = 6.0, 9.0
+# A soft-cap on the scores, cap·tanh(x/cap), as transformers' eager attention runs it (three elementwise kernels over
+# the 16-bit scores: the division, tanh and the product, each reading and writing them: 3 x 4 B); backward the
+# product's and the division's gradients (4 B each) and tanh's (reading dy and y, writing dx: 6 B)
+SOFTCAP_FWD_BYTES, SOFTCAP_BWD_BYTES = 12.0, 14.0
 
 
 def _doc() -> dict[str, Any]:
@@ -149,19 +153,21 @@ def _ratio(kernel: str, causal: bool, head_dim: int) -> float:
 
 def attention_core_s(dev: Device, kernel: str, causal: bool, pass_: str, *, tokens: float, seq: int, heads: float,
                      head_dim: int, v_head_dim: int | None = None, dropout: float = 0.0,
-                     fused_softmax: bool = False) -> float:
+                     fused_softmax: bool = False, softcap: bool = False) -> float:
     """Seconds of the attention core on ``dev`` with ``kernel`` for one pass (``fwd``, ``bwd`` or
     ``fwd_bwd``): ``tokens`` tokens in sequences of ``seq``, ``heads`` query heads of ``head_dim``
     (values ``v_head_dim``). A fused kernel runs its FLOPs at its measured rate for the pass, mask,
     head dim and sequence (never above the GPU's best GEMM share), times the step's sustained share.
-    ``fused_softmax``: eager attention as Megatron runs it (``_eager_s``)."""
+    ``fused_softmax``: eager attention as Megatron runs it (``_eager_s``); ``softcap``: the scores soft-capped
+    (Gemma 2; a fused kernel caps them inside, eager runs three more passes)."""
     if pass_ == "fwd_bwd":
         kw = {"tokens": tokens, "seq": seq, "heads": heads, "head_dim": head_dim, "v_head_dim": v_head_dim,
-              "dropout": dropout, "fused_softmax": fused_softmax}
+              "dropout": dropout, "fused_softmax": fused_softmax, "softcap": softcap}
         return sum(attention_core_s(dev, kernel, causal, p, **kw) for p in ("fwd", "bwd"))
     vd = v_head_dim or head_dim
     if kernel == "eager":
-        return _eager_s(dev, causal, pass_ == "bwd", tokens, seq, heads, head_dim, vd, dropout, fused_softmax)
+        return _eager_s(dev, causal, pass_ == "bwd", tokens, seq, heads, head_dim, vd, dropout, fused_softmax,
+                        softcap)
     flops = 2 * tokens * seq * heads * (head_dim + vd) / (2 if causal else 1) * (BWD_FLOPS if pass_ == "bwd" else 1)
     share = min(rate(kernel, dev.arch, pass_, causal, head_dim, seq), dev.gemm16.burst)
     return flops / (dev.peak16 * dev.sustain * share)
@@ -177,7 +183,7 @@ def rate(kernel: str, architecture: str, pass_: str, causal: bool, head_dim: int
 
 
 def _eager_s(dev: Device, causal: bool, backward: bool, tokens: float, seq: int, heads: float, head_dim: int,
-             v_head_dim: int, dropout: float, fused_softmax: bool = False) -> float:
+             v_head_dim: int, dropout: float, fused_softmax: bool = False, softcap: bool = False) -> float:
     """Eager attention: Q·Kᵀ and P·V as batched GEMMs over the full s×s scores whatever the mask — the
     backward's four (dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q) —, the passes over the scores, and
     the copies that lay out the activations for the batched GEMMs and back, each kernel with its fixed time.
@@ -198,12 +204,14 @@ def _eager_s(dev: Device, causal: bool, backward: bool, tokens: float, seq: int,
                  + 2 * gemm_s(seq, head_dim, seq, dev.gemm16, 2.0, bh))
         passes = [FUSED_SOFTMAX_BWD_BYTES if fused_softmax else per_score["softmax_bwd"]]
         passes += [DROPOUT_BWD_BYTES] if dropout else []
+        passes += [SOFTCAP_BWD_BYTES / 3] * 3 if softcap else []
         copied, copies = (v_head_dim, 1) if fused_softmax else (4 * head_dim + 2 * v_head_dim, 4)
     else:
         gemms = gemm_s(seq, seq, head_dim, dev.gemm16, 2.0, bh) + pv
         passes = [SOFTMAX_FWD_BYTES] if fused_softmax else \
             [per_score["softmax_fwd"]] + ([per_score["mask_add"]] if causal else [])
         passes += [DROPOUT_FWD_BYTES] if dropout else []
+        passes += [SOFTCAP_FWD_BYTES / 3] * 3 if softcap else []
         copied, copies = (v_head_dim, 1) if fused_softmax else (2 * head_dim + v_head_dim, 3)
     moved = bh * seq * seq * sum(passes) + copy * tokens * heads * copied
     return gemms + moved / dev.bw + (len(passes) + copies) * dev.floor_s

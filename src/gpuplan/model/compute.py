@@ -246,7 +246,7 @@ def attention_s(m: ModelSpec, tokens: float, seq: int, tp: int, dropout: float, 
     heads = m.n_heads / tp
     args = (dev, dev.attn_kernel, True)
     kw = {"tokens": tokens, "seq": seq, "heads": heads, "head_dim": m.head_dim, "v_head_dim": m.v_head_dim,
-          "dropout": dropout, "fused_softmax": fused_softmax}
+          "dropout": dropout, "fused_softmax": fused_softmax, "softcap": m.attn_softcap > 0}
     return attention_core_s(*args, "fwd", **kw), attention_core_s(*args, "bwd", **kw)
 
 

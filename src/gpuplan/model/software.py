@@ -50,6 +50,7 @@ from functools import lru_cache
 
 from gpuplan.catalog.framework_memory import loss_logit_bytes
 from gpuplan.catalog.frameworks import get_framework
+from gpuplan.model.attention import SOFTCAP_BWD_BYTES, SOFTCAP_FWD_BYTES
 from gpuplan.spec import ModelSpec, Training
 
 MATMULS_PER_BLOCK = 7  # q, k, v, o, gate/up, down (the attention core is one more kernel)
@@ -83,6 +84,9 @@ class Software:
     grouped_experts: bool = True  # one grouped GEMM for a rank's experts (False: a loop, one GEMM each)
     ops: tuple[tuple[str, float, int], ...] = ()  # (op, bytes per element, kernels) as this software runs it
     fused_softmax: bool = False  # eager attention's scale, mask and softmax in one kernel (Megatron's fused softmax)
+    # the whole logits tensor made by eager PyTorch ops before the loss (not compiled, chunked or fused with the head):
+    # a final logit soft-cap's tanh keeps its 16-bit output there (Gemma 2, model/act_parts.py)
+    eager_logits: bool = False
 
     def cost(self, op: str) -> tuple[float, int]:
         """(bytes per element, kernels) of one memory-bound op, forward, 16-bit tensors: ``norm``,
@@ -137,6 +141,9 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
         if own is not None and not compiled_loss and not liger:
             held = own
     linear = {"fused-linear": "unsloth", "liger": "liger"}.get(loss) if isinstance(loss, str) else None
+    eager_logits = not compiled_loss and linear is None and loss != "chunked"
+    if eager_logits and model.final_softcap:  # the soft-cap's three passes over the 16-bit logits each way
+        ce += SOFTCAP_FWD_BYTES + SOFTCAP_BWD_BYTES
     # a residual add and the norm after it: one kernel under torch.compile, else two
     add_norm_b, add_norm_k = (ADD_NORM_BYTES, 1) if compile_ else (RESIDUAL_ADD_BYTES + norm_b, 1 + norm_k)
     n_kernels = MATMULS_PER_BLOCK + 1 + 2 * add_norm_k + rope_k + act_k
@@ -145,7 +152,8 @@ def software(framework: str, compile_: bool, model: ModelSpec, compile_loss: boo
     return Software(per_h=2 * add_norm_b, per_qk=rope_b, per_f_gated=act_g, per_f_plain=act_p,
                     kernels=n_kernels, loss_per_logit=ce, logits_memory=held, fused_linear=linear,
                     grouped_experts=grouped is None or grouped.value is not False, ops=ops,
-                    fused_softmax=compile_ or ("softmax" in facts and _fused(facts["softmax"].value) is True))
+                    fused_softmax=compile_ or ("softmax" in facts and _fused(facts["softmax"].value) is True),
+                    eager_logits=eager_logits)
 
 
 def software_of(training: Training, model: ModelSpec) -> Software:

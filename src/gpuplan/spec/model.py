@@ -247,6 +247,10 @@ class ModelSpec(ValueHashed):
     norm_zero_centered: bool = False
     sliding_window: int = 0
     window_layers: tuple[bool, ...] = ()
+    # Gemma 2's logit soft-capping, cap·tanh(x/cap) (0: none): attn_softcap on the attention scores (transformers'
+    # eager_attention_forward; FlashAttention-2 applies it inside the kernel), final_softcap on the LM head's logits
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
     # Extra modules not used in the main training step (DeepSeek-V3's multi-token-prediction layer)
     extra_params: int = 0
     # Of those, the ones loaded with the model and held frozen: an image-text model's vision tower and projector
