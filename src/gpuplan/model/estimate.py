@@ -1,8 +1,7 @@
 """``evaluate()``: one scenario and a complete layout → an ``Estimate`` (README "Commands": the JSON an answer prints).
 
-A pure function of its inputs (no I/O beyond the cached catalogues). report/render.py turns an
-``Estimate`` into the contract's JSON object, keys in their documented order; ``assess`` is the one
-function that times and prices a layout, for ``evaluate`` and the planner alike.
+A pure function of its inputs (no I/O beyond the cached catalogues). report/render.py turns an ``Estimate`` into the
+contract's JSON object, keys in their documented order; ``assess`` times and prices a layout, for evaluate and plan.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from gpuplan.model.zero_open import open_zero, runnable_stage
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch, unmodelled_savers
+from gpuplan.spec.hardware import tp_domain
 from gpuplan.spec.job import FP4_RECIPES, LIGER_FRAMEWORKS
 from gpuplan.spec.scenario import Scenario
 from gpuplan.spec.tokens_batch import batch_for_layout
@@ -49,6 +49,7 @@ class Note(Enum):
     NATIVE_SEGMENTS = "native_segments"    # recompute/offload/LoRA on the allocator's native segments (allocator.py)
     HOST_UNCHECKED = "host_unchecked"      # state offloaded to a host memory no catalogue node gives: not checked
     PAGED = "paged"                        # a paged optimizer's states: unified memory, outside the GPU's peak
+    TP_OVER_NETWORK = "tp_over_network"    # a tensor-parallel group wider than the scale-up domain
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -316,7 +317,8 @@ def _notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
              (lay.folded_etp is not None, Note.EXPERT_FOLDING),
              (mem.cpu_offload_per_node > 0 and mem.host_memory is None, Note.HOST_UNCHECKED),
              (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS),
-             (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED))
+             (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED),
+             (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK))
     return tuple(out) + tuple(note for on, note in flags if on)
 
 

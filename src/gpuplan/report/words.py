@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan.catalog.constants import constant
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, unmodelled_savers
+from gpuplan.spec.hardware import tp_domain
 from gpuplan.units import fmt_count
 
 if TYPE_CHECKING:  # the codes only: report never runs the model or the search
@@ -75,6 +76,12 @@ def note_text(note: Note, est: Estimate) -> str:
                 f"tp {lay.tp}")
     if code == "native_segments":
         return native_segments_text(est)
+    if code == "tp_over_network":
+        hw, tp = sc.hardware, est.layout.tp
+        net = hw.scale_out.id if hw.scale_out else "the network"
+        return (f"tp {tp} spans {-(-tp // tp_domain(hw))} scale-up domains of {tp_domain(hw)} GPUs: every block's "
+                f"tensor-parallel collectives cross {net} (timed so) — published runs keep tp within the scale-up "
+                "domain and put the rest into pp, cp or dp")
     return FP8_DOES_NOT_PAY
 
 

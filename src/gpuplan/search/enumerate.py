@@ -48,10 +48,10 @@ from gpuplan.search.space import (
     schedules,
     shardings,
     splits,
-    tp_domain,
 )
 from gpuplan.spec import Hardware, Layout, Training
 from gpuplan.spec.defaults import default_global_batch as _default_batch
+from gpuplan.spec.hardware import tp_domain
 from gpuplan.spec.scenario import Scenario
 
 __all__ = ["MAX_SPLITS", "Candidate", "Miss", "Search", "default_global_batch", "same_space", "search_gpu",

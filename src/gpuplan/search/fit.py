@@ -20,9 +20,10 @@ from gpuplan.search.batch import NoSplit, batch_at_count
 from gpuplan.search.codes import WORK_LIMIT
 from gpuplan.search.enumerate import Candidate, Miss, Search, default_global_batch
 from gpuplan.search.quiet import collector_paused
-from gpuplan.search.space import degrees, offload_passes, tp_domain
+from gpuplan.search.space import degrees, offload_passes
 from gpuplan.spec import Layout, check_fixed_layout, divisors
 from gpuplan.spec.defaults import gpu_limit
+from gpuplan.spec.hardware import tp_domain
 from gpuplan.spec.scenario import Scenario
 
 

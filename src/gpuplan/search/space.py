@@ -25,7 +25,7 @@ from typing import Any
 from gpuplan.catalog.refusals import kv_split_refusal
 from gpuplan.model.recompute_modules import module_sets
 from gpuplan.spec import Hardware, divisors, ep_choices, tp_splits_heads
-from gpuplan.spec.hardware import scale_up_gpus
+from gpuplan.spec.hardware import tp_domain
 from gpuplan.spec.layout import INTERLEAVED_DEFAULT_CHUNKS, recompute_mode_of
 from gpuplan.spec.rules import dualpipe_count_ok
 from gpuplan.spec.scenario import Scenario
@@ -56,12 +56,6 @@ class Split:
 
 
 Shard = tuple[int, int | None]  # (ZeRO stage, hybrid-shard group or None)
-
-
-def tp_domain(hw: Hardware) -> int:
-    """GPUs a tensor-parallel group may span: the scale-up (NVLink) domain — 72 on a GB200/GB300 NVL72
-    rack of 4-GPU trays — or the node where the domain is smaller (NVLink bridge pairs talk over PCIe)."""
-    return max(hw.gpus_per_node, scale_up_gpus(hw.gpu, hw.gpus_per_node, hw.scale_up))
 
 
 def degrees(sc: Scenario, domain: int) -> tuple[list[int], list[int], list[int]]:

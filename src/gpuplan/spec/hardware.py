@@ -157,3 +157,9 @@ def scale_up_gpus(gpu: GPU, gpus_per_node: int, fabric: Fabric) -> int:
     72 GPUs over 4-GPU trays)."""
     domain = fabric.domain_gpus or gpus_per_node
     return domain if domain > gpu.gpus_per_node else min(domain, gpus_per_node)
+
+
+def tp_domain(hw: Hardware) -> int:
+    """GPUs a tensor-parallel group may span on the scale-up fabric: the scale-up (NVLink) domain — 72 on a GB200/GB300
+    NVL72 rack of 4-GPU trays — or the node where the domain is smaller (NVLink bridge pairs talk over PCIe)."""
+    return max(hw.gpus_per_node, scale_up_gpus(hw.gpu, hw.gpus_per_node, hw.scale_up))
