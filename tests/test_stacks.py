@@ -385,6 +385,10 @@ def test_optimizer_and_method_words_mean_their_states(field, word, value):
     # a front-end over an engine: the engine runs the step
     ("HF Trainer + DeepSpeed ZeRO-3", "deepspeed", {"zero": 3}),
     ("Lightning + DeepSpeed ZeRO-2", "deepspeed", {"zero": 2}),
+    # the engine named in brackets or beside the front-end's name (Axolotl's deepspeed_configs/zero1.json)
+    ("LLaMA-Factory (DeepSpeed ZeRO-2)", "deepspeed", {"zero": 2}),
+    ("Axolotl DeepSpeed ZeRO-1", "deepspeed", {"zero": 1}),
+    ("Axolotl (FSDP FULL_SHARD)", "hf-trainer", {"zero": 3}),
 ])
 def test_sharding_and_offload_words_in_the_framework_name_are_read_into_the_layout(word, profile, layout):
     sc = make("llama-3.1-8b", "h100-sxm", 16, training={"framework": word})
@@ -521,3 +525,15 @@ def test_a_peft_switch_beside_a_described_method_reads_as_the_description(word, 
 def test_method_words_do_not_unname_a_stack_or_name_a_negated_method(word, profile, method):
     est = evaluate(make("llama-3.2-1b", "a100-80gb-sxm", 4, training={"framework": word})).to_json()
     assert (est["scenario"]["training"]["framework"], est["scenario"]["training"]["method"]) == (profile, method)
+
+
+@pytest.mark.parametrize("word", ["hf-trainer", "axolotl", "TRL SFTTrainer"])
+def test_a_trainer_stack_at_zero_1_runs_deepspeeds_engine(word):
+    # FSDP has no optimizer-only sharding; Hugging Face Trainer shards the optimizer alone through its DeepSpeed
+    # integration (transformers integrations/deepspeed.py): read as deepspeed, said, never refused
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"framework": word}, layout={"zero": 1})
+    assert sc.training.framework == "deepspeed"
+    assert any(r[0] == "training.framework" and "at ZeRO-1" in r[3] for r in sc.read_as)
+    assert evaluate(sc).to_json()["time"]["tokens_per_s_per_gpu"] > 0
+    other = make("llama-3.1-8b", "h100-sxm", 8, training={"framework": word}, layout={"zero": 2})
+    assert other.training.framework == "hf-trainer"  # ZeRO-2/3: FSDP's SHARD_GRAD_OP / FULL_SHARD, the profile's

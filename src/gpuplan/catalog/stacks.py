@@ -151,6 +151,7 @@ METHOD_PARTS = frozenset({"lora", "qlora", "dora", "sft", "fft", "rslora", "piss
 
 # names of stacks that are also everyday words of a run's description: one of them alone names nothing
 COMMON_WORDS = ("trainer", "transformers", "pytorch", "fabric", "hf", "tf", "mosaic", "swift", "fsdp")
+CLIENTS = ("pytorch-fsdp", "hf-trainer", "generic")  # a run naming one beside an engine (DeepSpeed) runs the engine
 
 
 @cache
@@ -182,7 +183,8 @@ def _named(text: str) -> str | None:
     words = [w for w in re.split(r"[-\s/+]+", key) if w and w not in METHOD_PARTS] or [key]
     if frozenset(words) in _names_by_words():
         return _names_by_words()[frozenset(words)]
-    return next((w for w in words if w in names and w not in COMMON_WORDS), None)
+    found = [w for w in words if w in names and w not in COMMON_WORDS]  # "Axolotl DeepSpeed": the engine it names
+    return next((w for w in found if read_framework(w)[0] not in CLIENTS), found[0] if found else None)
 
 
 def _described(word: str, key: str) -> tuple[str | None, str]:
@@ -191,10 +193,10 @@ def _described(word: str, key: str) -> tuple[str | None, str]:
     ("ZeRO-2", "FSDP FULL_SHARD"), or one close spelling of a name; (None, "") where it gives none."""
     words = sharding_words(word)
     rest = " ".join(w for w in words.rest.split() if w not in METHOD_PARTS)
-    parts = re.split(r"\+|&|,|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
+    parts = re.split(r"\+|&|,|\(|\)|\bwith\b|\bon\b|\bvia\b|\bover\b", word.lower())
     named = [n for part in parts if (n := _named(sharding_words(re.sub(r"\(.*?\)", " ", part)).rest))
              is not None]
-    engines = [n for n in named if read_framework(n)[0] not in ("pytorch-fsdp", "hf-trainer", "generic")] or named
+    engines = [n for n in named if read_framework(n)[0] not in CLIENTS] or named
     stack = engines[0] if engines else (words.stack if words.stack is not None and not rest else None)
     if stack is not None:  # "DeepSpeed ZeRO-Offload", "ZeRO-2", "FSDP FULL_SHARD", "HF Trainer + DeepSpeed"
         how = (", its sharding or offload into the layout" if words.stage is not None or words.offload else "") + \

@@ -217,7 +217,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     hw_raw, hardware = nodes_as_gpus(hw_raw, _hardware(hw_raw))
     corrections = _corrections(hw_raw, tr_raw, hardware.gpu.id, model.model_type)
     tr_raw, lay_raw, titan = titan_batch_layout(raw, tr_raw, _section(raw, "layout", LAYOUT_KEYS), hardware.gpus)
-    training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None)
+    training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None, lay_raw)
     model = with_positions(model, training.seq_len)
     layout = _layout(lay_raw)
     node = min(hardware.gpus_per_node, hardware.gpus)  # the GPUs a node holds of this job
@@ -329,7 +329,7 @@ def _host_memory(value: Any) -> float:
     return host
 
 
-def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
+def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None, layout: dict | None = None
               ) -> tuple[Training, tuple[tuple[str, str, Any, str], ...]]:
     kw: dict[str, Any] = {}
     for key, value in tr_raw.items():
@@ -358,7 +358,7 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None
     if "tokens" in kw and "steps" in kw:
         raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
                            "seq_len is the tokens")
-    words = read_words(kw, no_bf16)
+    words = read_words(kw, no_bf16, (layout or {}).get("zero"))
     if "seq_len" not in kw and model.position == "learned" and 0 < model.max_positions < DEFAULT_SEQ_LEN:
         kw["seq_len"] = model.max_positions  # the table's length, as its published runs trained (spec/defaults.py)
     seq_len = kw.get("seq_len", DEFAULT_SEQ_LEN)

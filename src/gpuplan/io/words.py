@@ -17,16 +17,17 @@ from gpuplan.units import IN_TOKENS
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
 
-def _framework_words(kw: dict[str, Any]) -> list[Reading]:
+def _framework_words(kw: dict[str, Any], zero: Any = None) -> list[Reading]:
     """``training.framework`` read as its profile, and what a stack's own launcher sets beside it (the allocator's
     expandable segments, where the stack differs from its profile) and the adapter method its description names
-    where ``training.method`` is open."""
+    where ``training.method`` is open; at ZeRO-1 (``zero``) a Hugging Face Trainer stack runs DeepSpeed's engine."""
     from gpuplan.catalog.method_words import method_in, read_method
-    from gpuplan.catalog.stacks import read_framework, stack_allocator
+    from gpuplan.catalog.stacks import stack_allocator
+    from gpuplan.catalog.trainer_engine import read_stack
 
     word = kw["framework"]
-    kw["framework"], r = read_framework(word)
-    out = [(r.field, r.given, r.value, r.rule)] if r is not None else []
+    kw["framework"], r = read_stack(word, zero)
+    out = [r] if r is not None else []
     method = method_in(word) if isinstance(word, str) else None
     given = kw.get("method")
     if method is not None and given is None:  # "Axolotl QLoRA": the method it names, where left open
@@ -42,7 +43,7 @@ def _framework_words(kw: dict[str, Any]) -> list[Reading]:
     return out
 
 
-def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading, ...]:
+def read_words(kw: dict[str, Any], no_bf16: str | None = None, zero: Any = None) -> tuple[Reading, ...]:
     """Read ``kw``'s words in place (their readings returned). An open precision takes the framework's documented
     default (frameworks.json defaults.precision) when it is one of gpuplan's. On a GPU without bf16 tensor cores
     (``no_bf16``, its id: V100, T4) 16-bit mixed precision is fp16: an open precision whose default would be bf16 — what
@@ -61,7 +62,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None) -> tuple[Reading,
         for field, value in fixed.items():  # its kernel, a step in the backward: unless given
             kw.setdefault(field, value)
         read.append(r)
-    stack_read = _framework_words(kw) if "framework" in kw else []
+    stack_read = _framework_words(kw, zero) if "framework" in kw else []
     ranks: list[Reading] = []
     if isinstance(kw.get("method"), str):
         word_m = kw["method"]

@@ -1,0 +1,39 @@
+"""Which engine runs a Hugging Face Trainer stack's step at ZeRO-1.
+
+Hugging Face Trainer — and the stacks on it, Axolotl, LLaMA-Factory, TRL, ms-swift (the ``hf-trainer`` profile) —
+shards through Accelerate: PyTorch FSDP, or DeepSpeed when the run gives a DeepSpeed config
+(``TrainingArguments.deepspeed``; transformers integrations/deepspeed.py ``HfTrainerDeepSpeedConfig``). FSDP has no
+optimizer-only sharding (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and their hybrids), so such a run at ZeRO-1 is
+DeepSpeed's engine around the same Hugging Face model code: the ``deepspeed`` profile (whose client model is
+transformers'), said under ``assumed`` — not refused. Axolotl ships the config (deepspeed_configs/zero1.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.catalog.stacks import read_framework, sharding_words
+
+SOURCE = ("https://github.com/huggingface/transformers src/transformers/integrations/deepspeed.py "
+          "(HfTrainerDeepSpeedConfig, deepspeed_init); https://github.com/axolotl-ai-cloud/axolotl "
+          "deepspeed_configs/zero1.json (zero_optimization.stage 1)")
+
+
+def trainer_engine(profile: str, word: Any, zero: Any) -> tuple[str, str | None]:
+    """(the profile that runs the step, the rule when it is not ``profile``): DeepSpeed for an ``hf-trainer`` stack
+    at ZeRO-1 (``zero``, the layout's stage as given or as the framework word names it)."""
+    if profile != "hf-trainer" or str(zero).strip() != "1":
+        return profile, None
+    return "deepspeed", (f"{word} at ZeRO-1: Hugging Face Trainer shards the optimizer alone only through its "
+                         "DeepSpeed integration (FSDP has no optimizer-only sharding) — read as deepspeed, the engine "
+                         f"that runs the step around the same transformers model code ({SOURCE})")
+
+
+def read_stack(word: Any, zero: Any) -> tuple[str, tuple[str, str, Any, str] | None]:
+    """The profile a ``training.framework`` word is read as (catalog/stacks.py ``read_framework``) at the layout's ZeRO
+    stage ``zero`` (None: open, then the stage the word itself names), and the reading (field, word, value, rule)."""
+    profile, r = read_framework(word)
+    named = sharding_words(word).stage if isinstance(word, str) else None
+    engine, why = trainer_engine(profile, word, zero if zero is not None else named)
+    if why is not None:
+        return engine, ("training.framework", str(word), engine, why)
+    return profile, (r.field, r.given, r.value, r.rule) if r is not None else None
