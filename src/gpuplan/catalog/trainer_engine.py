@@ -18,22 +18,25 @@ SOURCE = ("https://github.com/huggingface/transformers src/transformers/integrat
           "deepspeed_configs/zero1.json (zero_optimization.stage 1)")
 
 
-def trainer_engine(profile: str, word: Any, zero: Any) -> tuple[str, str | None]:
+def trainer_engine(profile: str, word: Any, zero: Any, pp: Any = None) -> tuple[str, str | None]:
     """(the profile that runs the step, the rule when it is not ``profile``): DeepSpeed for an ``hf-trainer`` stack
-    at ZeRO-1 (``zero``, the layout's stage as given or as the framework word names it)."""
-    if profile != "hf-trainer" or str(zero).strip() != "1":
+    at ZeRO-1 (``zero``, the layout's stage as given or as the framework word names it) without a pipeline — the
+    Trainer has none (DeepSpeed's PipelineEngine needs a PipelineModule), so ``pp`` > 1 stays refused."""
+    if profile != "hf-trainer" or str(zero).strip() != "1" or str(pp or 1).strip() != "1":
         return profile, None
     return "deepspeed", (f"{word} at ZeRO-1: Hugging Face Trainer shards the optimizer alone only through its "
                          "DeepSpeed integration (FSDP has no optimizer-only sharding) — read as deepspeed, the engine "
                          f"that runs the step around the same transformers model code ({SOURCE})")
 
 
-def read_stack(word: Any, zero: Any) -> tuple[str, tuple[str, str, Any, str] | None]:
-    """The profile a ``training.framework`` word is read as (catalog/stacks.py ``read_framework``) at the layout's ZeRO
-    stage ``zero`` (None: open, then the stage the word itself names), and the reading (field, word, value, rule)."""
+def read_stack(word: Any, layout: dict[str, Any]) -> tuple[str, tuple[str, str, Any, str] | None]:
+    """The profile a ``training.framework`` word is read as (catalog/stacks.py ``read_framework``) in the ``layout``
+    given (its ZeRO stage, else the stage the word itself names; its pipeline), and the reading (field, word, value,
+    rule)."""
     profile, r = read_framework(word)
     named = sharding_words(word).stage if isinstance(word, str) else None
-    engine, why = trainer_engine(profile, word, zero if zero is not None else named)
+    zero = layout.get("zero")
+    engine, why = trainer_engine(profile, word, zero if zero is not None else named, layout.get("pp"))
     if why is not None:
         return engine, ("training.framework", str(word), engine, why)
     return profile, (r.field, r.given, r.value, r.rule) if r is not None else None

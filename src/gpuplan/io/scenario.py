@@ -358,7 +358,7 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None, layout
     if "tokens" in kw and "steps" in kw:
         raise GpuplanError("give training.tokens or training.steps, not both: steps × global batch × "
                            "seq_len is the tokens")
-    words = read_words(kw, no_bf16, (layout or {}).get("zero"))
+    words = read_words(kw, no_bf16, layout or {})
     if "seq_len" not in kw and model.position == "learned" and 0 < model.max_positions < DEFAULT_SEQ_LEN:
         kw["seq_len"] = model.max_positions  # the table's length, as its published runs trained (spec/defaults.py)
     seq_len = kw.get("seq_len", DEFAULT_SEQ_LEN)

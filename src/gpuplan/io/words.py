@@ -17,16 +17,16 @@ from gpuplan.units import IN_TOKENS
 Reading = tuple[str, str, Any, str]  # field, the word given, the value it stands for, the cited rule
 
 
-def _framework_words(kw: dict[str, Any], zero: Any = None) -> list[Reading]:
+def _framework_words(kw: dict[str, Any], layout: dict[str, Any]) -> list[Reading]:
     """``training.framework`` read as its profile, and what a stack's own launcher sets beside it (the allocator's
     expandable segments, where the stack differs from its profile) and the adapter method its description names
-    where ``training.method`` is open; at ZeRO-1 (``zero``) a Hugging Face Trainer stack runs DeepSpeed's engine."""
+    where ``training.method`` is open; at ZeRO-1 (``layout``) a Hugging Face Trainer stack runs DeepSpeed's engine."""
     from gpuplan.catalog.method_words import method_in, read_method
     from gpuplan.catalog.stacks import stack_allocator
     from gpuplan.catalog.trainer_engine import read_stack
 
     word = kw["framework"]
-    kw["framework"], r = read_stack(word, zero)
+    kw["framework"], r = read_stack(word, layout)
     out = [r] if r is not None else []
     method = method_in(word) if isinstance(word, str) else None
     given = kw.get("method")
@@ -43,7 +43,7 @@ def _framework_words(kw: dict[str, Any], zero: Any = None) -> list[Reading]:
     return out
 
 
-def read_words(kw: dict[str, Any], no_bf16: str | None = None, zero: Any = None) -> tuple[Reading, ...]:
+def read_words(kw: dict[str, Any], no_bf16: str | None = None, layout: Any = None) -> tuple[Reading, ...]:
     """Read ``kw``'s words in place (their readings returned). An open precision takes the framework's documented
     default (frameworks.json defaults.precision) when it is one of gpuplan's. On a GPU without bf16 tensor cores
     (``no_bf16``, its id: V100, T4) 16-bit mixed precision is fp16: an open precision whose default would be bf16 — what
@@ -62,7 +62,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None, zero: Any = None)
         for field, value in fixed.items():  # its kernel, a step in the backward: unless given
             kw.setdefault(field, value)
         read.append(r)
-    stack_read = _framework_words(kw, zero) if "framework" in kw else []
+    stack_read = _framework_words(kw, layout or {}) if "framework" in kw else []
     ranks: list[Reading] = []
     if isinstance(kw.get("method"), str):
         word_m = kw["method"]
