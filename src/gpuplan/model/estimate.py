@@ -7,14 +7,12 @@ contract's JSON object, keys in their documented order; ``assess`` times and pri
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Any
 
 from gpuplan.catalog.constants import table
 from gpuplan.catalog.intervals import Spread, throughput_spread
 from gpuplan.catalog.refusals import why_not
 from gpuplan.errors import GpuplanError
-from gpuplan.model.allocator import fragile
 from gpuplan.model.batch_split import open_batch_split
 from gpuplan.model.completion import as_framework, completed_layout, replicas_of
 from gpuplan.model.compute import unsupported_precision
@@ -22,6 +20,7 @@ from gpuplan.model.ep_comm import unsupported_dispatcher
 from gpuplan.model.flops import FlopsPerToken, flops_per_token
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.micro_batch_open import open_micro_batch
+from gpuplan.model.notes import Note, estimate_notes
 from gpuplan.model.params import trainable_params
 from gpuplan.model.recompute_modules import unsupported_modules
 from gpuplan.model.recompute_open import open_recompute
@@ -30,26 +29,10 @@ from gpuplan.model.tp_open import open_tp
 from gpuplan.model.zero_open import open_zero, runnable_stage
 from gpuplan.spec import GPU, Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import Corrections
-from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, default_global_batch, unmodelled_savers
-from gpuplan.spec.hardware import tp_domain
+from gpuplan.spec.defaults import default_global_batch
 from gpuplan.spec.job import FP4_RECIPES, LIGER_FRAMEWORKS
 from gpuplan.spec.scenario import Scenario
 from gpuplan.spec.tokens_batch import batch_for_layout
-
-
-class Note(Enum):
-    """What an estimate does not check but the user should know (report/words.py says it)."""
-
-    BEYOND_POSITIONS = "beyond_positions"  # seq_len beyond the positions the model was trained on
-    NEAR_CAPACITY = "near_capacity"        # within NOT_MODELLED_MARGIN over the capacity
-    FP8_DOES_NOT_PAY = "fp8_does_not_pay"  # a generic fp8 run's linears estimated in bf16
-    MUON = "muon"                          # how the Muon optimizer is costed (model/muon.py)
-    CUDA_GRAPHS = "cuda_graphs"            # training.cuda_graphs: an allowance, not a modelled part
-    EXPERT_FOLDING = "expert_folding"      # ep over tp × cp × dp, expert tensor parallel 1 (Layout.expert_tp)
-    NATIVE_SEGMENTS = "native_segments"    # recompute/offload/LoRA on the allocator's native segments (allocator.py)
-    HOST_UNCHECKED = "host_unchecked"      # state offloaded to a host memory no catalogue node gives: not checked
-    PAGED = "paged"                        # a paged optimizer's states: unified memory, outside the GPU's peak
-    TP_OVER_NETWORK = "tp_over_network"    # a tensor-parallel group wider than the scale-up domain
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,7 +151,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     hw, tr = sc.hardware, sc.training
     trainable = trainable_params(sc.model, tr.method, tr.lora_targets, tr.lora_rank)
     if not has_compute_peak(hw.gpu):
-        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=_notes(sc, mem, lay),
+        return Estimate(scenario=sc, layout=lay, memory=mem, time=None, notes=estimate_notes(sc, mem, lay),
                         cost=Cost(usd=None, usd_per_gpu_hour=hw.price_per_gpu_hour, usd_with_failures=None),
                         params_trainable=trainable, searched=searched, layout_rules=rules)
     a = assess(sc.model, hw, tr, lay, sc.corrections, mem.fits)
@@ -176,7 +159,7 @@ def evaluate(sc: Scenario, layout: Layout | None = None, **overrides: Any) -> Es
     if a.bf16_memory is not None:
         mem, extra = a.bf16_memory, (Note.FP8_DOES_NOT_PAY,)
     return Estimate(scenario=sc, layout=lay, memory=mem, time=a.time, cost=a.cost,
-                    notes=_notes(sc, mem, lay) + extra, params_trainable=trainable, searched=searched,
+                    notes=estimate_notes(sc, mem, lay) + extra, params_trainable=trainable, searched=searched,
                     alternatives=named_alternatives(sc, lay), layout_rules=rules)
 
 
@@ -303,23 +286,6 @@ def settle_fp8(model: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correc
     if mem16.fits or not fp8_fits:
         return st, mem16
     return step_time(model, hw, tr, lay, corrections, allow_bf16=False), None
-
-
-def _notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
-    m, seq = sc.model, sc.training.seq_len
-    out = []
-    if m.max_positions and seq > m.max_positions:
-        out.append(Note.BEYOND_POSITIONS)
-    if not mem.fits and mem.capacity < mem.total <= mem.capacity * (1 + NOT_MODELLED_MARGIN) \
-            and unmodelled_savers(sc.training.precision, m.qk_rope_dim > 0, lay.pp):  # a saver it could use
-        out.append(Note.NEAR_CAPACITY)
-    flags = ((sc.training.optimizer == "muon", Note.MUON), (sc.training.cuda_graphs != "none", Note.CUDA_GRAPHS),
-             (lay.folded_etp is not None, Note.EXPERT_FOLDING),
-             (mem.cpu_offload_per_node > 0 and mem.host_memory is None, Note.HOST_UNCHECKED),
-             (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS),
-             (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED),
-             (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK))
-    return tuple(out) + tuple(note for on, note in flags if on)
 
 
 # HFU (hardware FLOPs executed per second over the peak) above 1 is a bug, not an answer (issue 25): checked on

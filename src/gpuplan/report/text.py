@@ -30,11 +30,16 @@ def layout_str(lay: dict) -> str:
     parts.append(f"zero={lay['zero']}" + (f"/group {lay['zero_group']}" if lay.get("zero_group") else ""))
     parts.append(f"mb={lay['micro_batch']}")
     parts.append(f"recompute={lay['recompute']}" + (f"[{'+'.join(lay['recompute_modules'])}]"
-                                                    if lay.get("recompute_modules") else ""))
+                                                    if lay.get("recompute_modules") else "")
+                 + (f"/every {lay['recompute_every']}" if lay.get("recompute_every", 1) > 1 else ""))
     if lay.get("sequence_parallel"):
         parts.append("sp")
-    if lay.get("tp_overlap"):
-        parts.append("tp-overlap")
+    # what else the step was timed with, so the line is the layout `evaluate` takes back
+    parts += [word for on, word in ((lay.get("tp_overlap"), "tp-overlap"), (lay.get("ep_overlap"), "ep-overlap"),
+                                    (lay.get("etp") is not None, f"etp={lay.get('etp')}"),
+                                    (lay.get("dp_overlap") is False and lay["dp"] * lay["cp"] > 1, "dp-overlap=off"),
+                                    (lay["zero"] == 3 and lay.get("zero3_gather", "layer") != "layer",
+                                     f"gather={lay.get('zero3_gather')}")) if on]
     if lay["pp"] > 1:
         parts.append(lay["pp_schedule"] + (f"×{lay['virtual_stages']}" if lay["virtual_stages"] > 1 else ""))
     if lay["offload"] != "none":

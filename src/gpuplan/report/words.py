@@ -76,6 +76,13 @@ def note_text(note: Note, est: Estimate) -> str:
                 f"tp {lay.tp}")
     if code == "native_segments":
         return native_segments_text(est)
+    if code == "amp_weights":
+        tr = sc.training
+        return (f"{tr.framework}'s {tr.precision} full fine-tune without sharding: PyTorch autocast over fp32 weights, "
+                "the model loaded in fp32 (transformers 4's from_pretrained default) — 4 B weights, 4 B gradients, "
+                "8 B AdamW states per parameter and each linear's 16-bit weight cast; a model loaded in 16 bits "
+                "(transformers 5's dtype='auto' for a bf16 checkpoint, or torch_dtype=torch.bfloat16) trains in pure "
+                "bf16 with about half the model states: give precision bf16-pure")
     if code == "tp_over_network":
         hw, tp = sc.hardware, est.layout.tp
         net = hw.scale_out.id if hw.scale_out else "the network"
