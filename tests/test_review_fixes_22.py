@@ -80,3 +80,54 @@ def test_an_amp_full_fine_tune_says_its_weights_are_fp32_and_how_bf16_pure_diffe
     assert any("give precision bf16-pure" in n for n in amp.to_json()["notes"])
     # 16 B of model state per parameter against 8 (bf16 weights, gradients and AdamW moments)
     assert amp.memory.peak.states.total - pure.memory.peak.states.total == pytest.approx(8 * 8_030_261_248, rel=0.01)
+
+
+def test_a_token_count_off_the_16_byte_grid_costs_no_alignment_penalty():
+    # cuBLAS's rule is on leading dimensions; a linear's token count is its rows (model/gemm.py): seq 4095 and 4097
+    # ran 15 % slower than 4096 before, and a MoE expert's fractional busiest-rank share paid it on every ep > 1
+    kw = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=1, method="lora", framework="hf-trainer", micro_batch=1,
+              recompute="full", global_batch=16, tokens=1e8)
+    rates = [gpuplan.evaluate(**kw, seq_len=s).time.tokens_per_s for s in (4095, 4096, 4097)]
+    assert max(rates) / min(rates) < 1.01
+    from gpuplan.catalog.hardware import get_gpu
+    from gpuplan.model.compute import kernel_device, matmul_s
+    dev = kernel_device(get_gpu("h100-sxm"), "bf16")
+    # an odd inner or output dimension still pays it (the 2055-square anchor, pytorch_4090 in matmul.json)
+    assert matmul_s(4097, 4096, 4096, dev) < 1.01 * matmul_s(4096, 4096, 4096, dev) * 4097 / 4096
+    assert matmul_s(4096, 4097, 4096, dev) > 1.2 * matmul_s(4096, 4096, 4096, dev)
+
+
+def test_moe_memory_and_traffic_of_the_expert_groups():
+    # DeepSpeed-MoE's expert parallelism under ZeRO-3: the engine asserts 'MoE not supported with Stage 3'
+    with pytest.raises(gpuplan.GpuplanError, match="MoE not supported with Stage 3"):
+        gpuplan.evaluate(model="mixtral-8x7b", gpu="h100-sxm", gpus=64, ep=8, zero=3, framework="deepspeed",
+                         seq_len=4096, global_batch=256, tokens=1e9)
+    # the expert-parallel ranks sit etp apart whatever the context parallelism (Megatron-Core's expert grid has none):
+    # cp 2 moved them across nodes, 5.8x the exchange
+    ep_s = [gpuplan.evaluate(model="qwen3-30b-a3b", gpu="h100-sxm", gpus=64, seq_len=16384, tp=2, ep=4, cp=cp,
+                             framework="megatron-core", global_batch=64, tokens=1e9).to_json()["time"]["comm_detail"]
+            ["ep"] for cp in (1, 2)]
+    assert ep_s[1] < 1.2 * ep_s[0]
+    # ZeRO-3 gathers the experts over their own data-parallel group (edp 8, one rank a node at ep 8), not dp
+    est = gpuplan.evaluate(model="mixtral-8x7b", gpu="h100-sxm", gpus=64, ep=8, zero=3, framework="torchtitan",
+                           seq_len=4096, global_batch=256, micro_batch=1, recompute="full", tokens=1e9)
+    assert est.to_json()["time"]["comm_detail"]["dp_total"] > 3.0  # 0.77 s over dp's NVLink-local ranks before
+
+
+@pytest.mark.parametrize(("framework", "layout", "read_as", "refused"), [
+    # FSDP has no optimizer-only offload: under the Trainer the run is DeepSpeed's ZeRO-Offload
+    ("hf-trainer", {"zero": 2, "offload": "optimizer"}, "deepspeed", None),
+    ("hf-trainer", {"zero": 0, "offload": "optimizer"}, "deepspeed", "valid only with ZeRO stage"),
+    ("pytorch-fsdp", {"zero": 3, "offload": "optimizer"}, "pytorch-fsdp", "no optimizer-only offload"),
+    ("pytorch-fsdp", {"zero": 0, "offload": "params"}, "pytorch-fsdp", "needs zero 3"),
+    ("hf-trainer", {"zero": 3, "offload": "params"}, "hf-trainer", None),
+])
+def test_offload_as_the_engines_run_it(framework, layout, read_as, refused):
+    sc = make("llama-3.1-8b", "h100-sxm", 2, training={"framework": framework, "seq_len": 2048,
+                                                         "global_batch": 16}, layout=layout)
+    assert sc.training.framework == read_as
+    if refused:
+        with pytest.raises(gpuplan.GpuplanError, match=refused):
+            evaluate(sc)
+    else:
+        assert evaluate(sc).to_json()["memory"]["cpu_offload"] > 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from gpuplan.catalog.constants import constant
 from gpuplan.catalog.framework_comm import param_gather_hidden
@@ -93,11 +94,19 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
     # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
     gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
-    gather = all_gather_s(w_bytes, shard, lay.tp, topo, calls)
+    # the experts shard over their own data-parallel group (ep ranks apart, as replica_comm reduces them), the rest
+    # over dp × cp: one collective each, the experts' on the wider stride
+    edp, edp_stride = max(1, lay.expert_dp), (lay.tp * lay.ep if lay.folded_etp is None else lay.ep)
+    g = _grad_reduce_bytes(tr)
+
+    def both(op: Any, w_dense: float, w_expert: float, *args: int) -> float:
+        return op(w_dense, shard, lay.tp, topo, *args) + op(w_expert, edp, edp_stride, topo, *args)
+
+    gather = both(all_gather_s, 2 * rp.dense, 2 * rp.expert, calls)
     if style == "tensor-sync":
         # DeepSpeed ZeRO-3 of 2021: every gather blocks the compute stream (issue #1069, PR
         # #1188) and gradients are all-reduced, not reduce-scattered (issue #1173)
-        grad_s = all_reduce_s(g_bytes, shard, lay.tp, topo)
+        grad_s = both(all_reduce_s, g * t_dense, g * t_expert)
         blocking = gathers * (gather + calls * constant("zero3_sync_call_s"))
         hidden = overlap * sc.bwd
         exposed = n_mb * (blocking + max(0.0, grad_s - hidden))
@@ -106,9 +115,9 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     else:
         # FSDP reduce-scatters each block's gradients; DeepSpeed fills buckets
         rs_calls = rp.layers if style == "layer" else math.ceil((t_dense + t_expert) / DEEPSPEED_REDUCE_BUCKET)
-        per_mb = gathers * gather + reduce_scatter_s(g_bytes, shard, lay.tp, topo, max(rs_calls, 1))
+        per_mb = gathers * gather + both(reduce_scatter_s, g * t_dense, g * t_expert, max(rs_calls, 1))
         hidden = overlap * sc.total
-        first_gather = all_gather_s(w_bytes / calls, shard, lay.tp, topo)  # nothing to hide it behind
+        first_gather = both(all_gather_s, 2 * rp.dense / calls, 2 * rp.expert / calls)  # nothing to hide it behind
         exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
         overlapped = n_mb * min(per_mb, hidden)
     exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)

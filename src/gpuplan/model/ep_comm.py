@@ -79,8 +79,10 @@ def ep_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: f
     (``n_mb`` ≥ 2) to run beside it."""
     if lay.ep == 1 or not sc.params.moe_layers:
         return 0.0, 0.0
-    # folded (Layout.expert_tp 1), ep spans consecutive ranks, the tensor-parallel ones first
-    stride = lay.tp * lay.cp if lay.folded_etp is None else 1
+    # the expert grid is laid out apart from the dense one, expert-tensor ranks first, then expert-parallel, no context
+    # parallelism (Megatron-Core parallel_state.py: RankGenerator(tp=etp, ep=ep, dp=edp, pp=pp, cp=1,
+    # order="tp-cp-ep-dp-pp")): ep ranks sit etp apart — tp where ep divides dp × cp, 1 folded (Layout.expert_tp)
+    stride = lay.expert_tp
     local = tokens / lay.tp
     # a recomputed forward's exchanges: full recomputation, or the moe module recomputed (Megatron-Core)
     recomputed = A2A_PER_RECOMPUTED_MOE_LAYER * (1.0 if "moe" in lay.recompute_modules and lay.recompute == "selective"

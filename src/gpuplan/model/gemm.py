@@ -108,7 +108,10 @@ def _model_s(m: float, n: float, k: float, batch: float, elem: float, kern: Gemm
     traffic = (elem * (m * k + k * n) + out_bytes(elem) * m * n) * batch
     t = kern.model.floor_s + max(_core_s(m, n, k, batch, kern, kern.main), traffic / kern.bw)
     align = kern.model.align_bytes
-    if align and any((d * elem) % align for d in (m, n, k)):
+    # the rule is on leading dimensions ("(op_A == N ? m : k) * sizeof(A)", the same for B and C): PyTorch's row-major
+    # (m×k)·(k×n) keeps k and n contiguous, never m — a linear's token count (fractional where the busiest expert's
+    # share is an expectation) is its rows
+    if align and any((d * elem) % align for d in (n, k)):
         t /= kern.model.align_factor
     return t
 
