@@ -23,6 +23,7 @@ from typing import Any
 
 from gpuplan.catalog.frameworks import get_framework
 from gpuplan.catalog.refusals import why_not
+from gpuplan.catalog.stacks import stack_layout_defaults
 from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.memory import MemoryBreakdown, memory
 from gpuplan.model.recompute_modules import module_sets
@@ -50,9 +51,13 @@ def open_recompute(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: d
         return lay, mem, None
     fw = sc.training.framework
     on = get_framework(fw).defaults.get("recompute_on")
-    # the stack recomputes unless told not to: its documented mode (Unsloth), or whole blocks where PEFT prepared a
+    # a stack's own (stacks.json layout_defaults.recompute_on: TRL's SFTConfig turns gradient checkpointing on)
+    word = next((g for f, g, _, _ in sc.read_as if f == "training.framework"), None)
+    stack_on = stack_layout_defaults(word).get("recompute_on") if word is not None else None
+    # the stack recomputes unless told not to: its documented mode (Unsloth, TRL), or whole blocks where PEFT prepared a
     # 4-bit model (gradient_checkpointing_enable checkpoints each decoder layer)
     why, mode = (f"{fw} recomputes by default ({on.source})", _modes(fw)[0]) if on is not None and on.value is True \
+        else (f"{word} recomputes by default ({stack_on[1]})", _modes(fw)[0]) if stack_on and stack_on[0] is True \
         else (KBIT_CHECKPOINTS.format(fw), "full") if kbit_upcast(sc.training, lay.zero) else (None, None)
     if why is not None and mode is not None:
         cand = replace(lay, recompute=mode)
