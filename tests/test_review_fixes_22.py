@@ -133,12 +133,14 @@ def test_offload_as_the_engines_run_it(framework, layout, read_as, refused):
         assert evaluate(sc).to_json()["memory"]["cpu_offload"] > 0
 
 
-def test_trl_checkpoints_by_default_and_says_so():
-    # TRL's SFTConfig: 'gradient_checkpointing: Defaults to True instead of False' (trl/trainer/sft_config.py)
+@pytest.mark.parametrize("stack", ["trl", "llama-factory"])
+def test_trainer_stacks_that_checkpoint_by_default_say_so(stack):
+    # TRL's SFTConfig: 'gradient_checkpointing: Defaults to True instead of False' (trl/trainer/sft_config.py);
+    # LLaMA-Factory: disable_gradient_checkpointing defaults to False (hparams/model_args.py)
     kw = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=1, method="lora", seq_len=2048, global_batch=16,
               micro_batch=4, tokens=1e8)
-    trl, hf = gpuplan.evaluate(**kw, framework="trl"), gpuplan.evaluate(**kw, framework="hf-trainer")
+    trl, hf = gpuplan.evaluate(**kw, framework=stack), gpuplan.evaluate(**kw, framework="hf-trainer")
     assert (trl.layout.recompute, hf.layout.recompute) == ("full", "none")
     rules = {a["field"]: a["rule"] for a in trl.to_json()["assumed"]}
-    assert "trl recomputes by default" in rules["layout.recompute"]
-    assert gpuplan.evaluate(**kw, framework="trl", recompute="none").layout.recompute == "none"  # given: kept
+    assert f"{stack} recomputes by default" in rules["layout.recompute"]
+    assert gpuplan.evaluate(**kw, framework=stack, recompute="none").layout.recompute == "none"  # given: kept
