@@ -144,3 +144,14 @@ def test_trainer_stacks_that_checkpoint_by_default_say_so(stack):
     rules = {a["field"]: a["rule"] for a in trl.to_json()["assumed"]}
     assert f"{stack} recomputes by default" in rules["layout.recompute"]
     assert gpuplan.evaluate(**kw, framework=stack, recompute="none").layout.recompute == "none"  # given: kept
+
+
+def test_experts_split_over_tensor_ranks_gather_every_routed_copy():
+    # Megatron-Core's alltoall dispatcher with etp = tp: the tokens the all-to-all brought are all-gathered over the
+    # expert-tensor ranks and reduce-scattered back, top_k copies of each (token_dispatcher.py); folded (etp 1) the
+    # MoE sublayer runs no tensor-parallel collective. Mixtral (top_k 2, 32 layers): the attention's pair, plus twice
+    # its bytes for every MoE sublayer — about 3x
+    tp_s = [gpuplan.evaluate(model="mixtral-8x7b", gpu="h100-sxm", gpus=64, tp=2, ep=8, etp=etp, zero=1,
+                             framework="megatron-core", seq_len=4096, global_batch=256, micro_batch=1,
+                             recompute="full", tokens=1e9).to_json()["time"]["comm_detail"]["tp"] for etp in (1, 2)]
+    assert 2.3 < tp_s[1] / tp_s[0] < 3.1

@@ -145,9 +145,18 @@ def _tp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, tokens: 
         per_pass = all_reduce_s(act_bytes, lay.tp, 1, topo)
     # folded experts (Layout.expert_tp 1) run no tp collective, unless a shared expert (split over tp) runs beside
     unsplit = sc.params.moe_layers if lay.folded_etp is not None and not m.shared_ffn else 0
+    # experts split over their tensor ranks (etp = tp, sequence parallel): the router reads the local tokens, and the
+    # tokens the all-to-all brought are all-gathered over the expert-tensor ranks and their outputs reduce-scattered
+    # back — top_k copies of each token (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher: permute,
+    # all-to-all over ep, all-gather over etp; the reverse), not the block's plain sequence-parallel pair
+    routed = sc.params.moe_layers if lay.folded_etp is None and lay.expert_tp > 1 and lay.sequence_parallel else 0
     if lay.sequence_parallel and not lay.tp_overlap and sp_layout_copies(tr.framework):
         per_pass += sp_layout_copies_s(act_bytes, gathered, lay.micro_batch, dev)
-    tp_s = (sc.params.sublayers - unsplit) * passes * per_pass
+    tp_s = (sc.params.sublayers - unsplit - routed) * passes * per_pass
+    if routed:
+        k = m.top_k
+        expert_pass = all_gather_s(gathered * k, lay.tp, 1, topo) + reduce_scatter_s(act_bytes * k, lay.tp, 1, topo)
+        tp_s += routed * passes * (expert_pass + (per_pass if m.shared_ffn else 0.0))
     if not lay.tp_overlap or not tp_s:
         return tp_s, tp_s
     # async TP (PyTorch, torchtitan) / Megatron --tp-comm-overlap: each all-gather / reduce-
@@ -256,9 +265,11 @@ class PipelinePart:
 def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections: Corrections,
               fp8_layers: bool) -> PipelinePart:
     """``PipelinePart`` of a layout, cached by what it reads: not the ZeRO stage (only whether the
-    optimizer state is sharded), nor the hybrid-shard group, nor how ZeRO-3 gathers."""
+    optimizer state is sharded), nor the hybrid-shard group, nor how ZeRO-3 gathers; the experts' tensor ranks (etp
+    places the expert-parallel group and sizes its tensor-parallel exchange) it does."""
     key = (m, tr, hw.gpu, hw.gpus, hw.gpus_per_node, hw.scale_up, hw.scale_out, hw.power_limit_w, lay.dp, lay.tp,
-           lay.pp, lay.cp, lay.ep, lay.micro_batch, lay.recompute_mode, lay.recompute_every, lay.sequence_parallel,
+           lay.pp, lay.cp, lay.ep, lay.expert_tp, lay.micro_batch, lay.recompute_mode, lay.recompute_every,
+           lay.sequence_parallel,
            lay.pp_schedule, lay.virtual_stages, lay.offload, lay.tp_overlap, lay.ep_overlap, lay.zero >= 1,
            corrections.compute, corrections.gpu, fp8_layers)
     parts = _memo()[1]
