@@ -155,3 +155,13 @@ def test_experts_split_over_tensor_ranks_gather_every_routed_copy():
                              framework="megatron-core", seq_len=4096, global_batch=256, micro_batch=1,
                              recompute="full", tokens=1e9).to_json()["time"]["comm_detail"]["tp"] for etp in (1, 2)]
     assert 2.3 < tp_s[1] / tp_s[0] < 3.1
+
+
+def test_a_multi_token_prediction_module_left_out_is_said():
+    from gpuplan.model.estimate import Note
+
+    est = gpuplan.evaluate(model="deepseek-v3", gpu="h800", gpus=2048, pp=16, ep=64, pp_schedule="dualpipe",
+                           precision="fp8", seq_len=4096, global_batch=15360, tokens=1e9)
+    assert est.scenario.model.extra_params == 13_463_426_304 and Note.EXTRA_MODULES in est.notes
+    assert any("13.5B parameters of DeepSeek-V3 outside its main step" in n for n in est.to_json()["notes"])
+    assert Note.EXTRA_MODULES not in gpuplan.evaluate(model="llama-3.1-8b", gpu="h100-sxm", gpus=8).notes

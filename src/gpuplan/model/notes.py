@@ -27,6 +27,7 @@ class Note(Enum):
     PAGED = "paged"                        # a paged optimizer's states: unified memory, outside the GPU's peak
     TP_OVER_NETWORK = "tp_over_network"    # a tensor-parallel group wider than the scale-up domain
     AMP_WEIGHTS = "amp_weights"            # a mixed-precision full fine-tune as autocast over fp32 weights
+    EXTRA_MODULES = "extra_modules"        # parameters outside the main step (a multi-token-prediction module)
 
 
 def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
@@ -43,5 +44,6 @@ def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Not
              (mem.cpu_offload_per_node > 0 and mem.host_memory is None, Note.HOST_UNCHECKED),
              (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS),
              (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED),
-             (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK), (amp_of(sc.training, lay), Note.AMP_WEIGHTS))
+             (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK), (amp_of(sc.training, lay), Note.AMP_WEIGHTS),
+             (m.extra_params > 0 and sc.training.method == "full", Note.EXTRA_MODULES))
     return tuple(out) + tuple(note for on, note in flags if on)
