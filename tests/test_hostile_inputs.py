@@ -313,9 +313,10 @@ def test_a_fifo_or_folder_is_never_an_output(tmp_path, capsys):
 
 # ---- bounded work ---------------------------------------------------------------------------------------------
 def test_fit_of_a_quadrillion_parameters_ends_in_seconds(capsys):
-    t0 = time.monotonic()
+    # CPU seconds of this process (6-7 s alone on this 2-core machine): wall time also counts the other tests' workers
+    t0 = time.process_time()
     assert main(["fit", "--model", "{params: 1e15}", "--gpu", "h100-sxm", "--max-gpus", "1048576", "--json"]) == 0
-    assert time.monotonic() - t0 < 10
+    assert time.process_time() - t0 < 10
     assert json.loads(capsys.readouterr().out)["min_gpus"] is None
 
 
