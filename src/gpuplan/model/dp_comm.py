@@ -96,11 +96,13 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
     # the experts shard over their own data-parallel group (ep ranks apart, as replica_comm reduces them), the rest
     # over dp × cp: one collective each, the experts' on the wider stride
-    edp, edp_stride = max(1, lay.expert_dp), (lay.tp * lay.ep if lay.folded_etp is None else lay.ep)
+    edp, edp_stride = (max(1, lay.expert_dp), lay.tp * lay.ep if lay.folded_etp is None else lay.ep) \
+        if rp.expert else (1, 1)
     g = _grad_reduce_bytes(tr)
 
     def both(op: Any, w_dense: float, w_expert: float, *args: int) -> float:
-        return op(w_dense, shard, lay.tp, topo, *args) + op(w_expert, edp, edp_stride, topo, *args)
+        t = op(w_dense, shard, lay.tp, topo, *args)
+        return t + op(w_expert, edp, edp_stride, topo, *args) if w_expert else t
 
     gather = both(all_gather_s, 2 * rp.dense, 2 * rp.expert, calls)
     if style == "tensor-sync":

@@ -266,9 +266,10 @@ def _pipeline(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, corrections
               fp8_layers: bool) -> PipelinePart:
     """``PipelinePart`` of a layout, cached by what it reads: not the ZeRO stage (only whether the
     optimizer state is sharded), nor the hybrid-shard group, nor how ZeRO-3 gathers; the experts' tensor ranks (etp
-    places the expert-parallel group and sizes its tensor-parallel exchange) it does."""
+    places the expert-parallel group and sizes its tensor-parallel exchange) it does — given, or derived from the
+    degrees in the key (Layout.expert_tp)."""
     key = (m, tr, hw.gpu, hw.gpus, hw.gpus_per_node, hw.scale_up, hw.scale_out, hw.power_limit_w, lay.dp, lay.tp,
-           lay.pp, lay.cp, lay.ep, lay.expert_tp, lay.micro_batch, lay.recompute_mode, lay.recompute_every,
+           lay.pp, lay.cp, lay.ep, lay.etp, lay.micro_batch, lay.recompute_mode, lay.recompute_every,
            lay.sequence_parallel,
            lay.pp_schedule, lay.virtual_stages, lay.offload, lay.tp_overlap, lay.ep_overlap, lay.zero >= 1,
            corrections.compute, corrections.gpu, fp8_layers)
