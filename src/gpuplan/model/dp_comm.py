@@ -77,6 +77,13 @@ def trainable(tr: Training, rp: RankParams) -> tuple[float, float]:
     return rp.adapters_dense, rp.adapters_expert
 
 
+def expert_dp_group(lay: Layout) -> tuple[int, int]:
+    """(ranks, stride) of the experts' data-parallel group: its replicas sit past the expert grid's tensor and
+    expert-parallel ranks, etp × ep apart (Megatron-Core's expert RankGenerator, order tp-cp-ep-dp-pp with cp 1) —
+    tp × ep unfolded, ep folded (Layout.expert_tp 1)."""
+    return max(1, lay.expert_dp), lay.expert_tp * lay.ep
+
+
 def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: int, topo: Topology) -> Overlapped:
     """ZeRO-3 / FSDP: parameter gathers (forward, backward, and DeepSpeed's recomputed forward) and
     gradient reduction, every micro-batch."""
@@ -96,8 +103,7 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
     # the experts shard over their own data-parallel group (ep ranks apart, as replica_comm reduces them), the rest
     # over dp × cp: one collective each, the experts' on the wider stride
-    edp, edp_stride = (max(1, lay.expert_dp), lay.tp * lay.ep if lay.folded_etp is None else lay.ep) \
-        if rp.expert else (1, 1)
+    edp, edp_stride = expert_dp_group(lay) if rp.expert else (1, 1)
     g = _grad_reduce_bytes(tr)
 
     def both(op: Any, w_dense: float, w_expert: float, *args: int) -> float:
@@ -160,9 +166,7 @@ def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_
     g = _grad_reduce_bytes(tr)
     t_dense, t_expert = trainable(tr, sc.params)
     dp_n = lay.dp * lay.cp
-    # folded (Layout.expert_tp 1): the expert replicas sit ep ranks apart, past the tensor-parallel ranks ep spans
-    edp_stride = lay.tp * lay.ep if lay.folded_etp is None else lay.ep
-    edp = max(1, lay.expert_dp)
+    edp, edp_stride = expert_dp_group(lay)
     overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
     total = all_reduce_s(g * t_dense, dp_n, lay.tp, topo) + all_reduce_s(g * t_expert, edp, edp_stride, topo)
     # ZeRO-1/2 all-gather the updated parameters: under the next forward where the framework overlaps it
