@@ -9,10 +9,21 @@ from gpuplan.catalog.framework_era import attention_of
 from gpuplan.io.words import Reading
 
 
-def documented_attention(tr_raw: dict[str, Any], training: Any, architecture: str) -> tuple[Any, tuple[Reading, ...]]:
+def documented_attention(tr_raw: dict[str, Any], training: Any, architecture: str,
+                         position: str = "rope") -> tuple[Any, tuple[Reading, ...]]:
     """``training`` with an attention the input left open read as eager where its framework materializes the scores
-    and this GPU's architecture runs no FlashAttention (catalog/framework_era.py ``attention_of``), as a reading."""
-    if "attention" in tr_raw or attention_of(training.framework, architecture) != "eager":
+    and this GPU's architecture runs no FlashAttention (catalog/framework_era.py ``attention_of``), or where the
+    framework runs Hugging Face transformers' own modelling code and the model adds ALiBi biases (``position``), as a
+    reading."""
+    if "attention" in tr_raw:
+        return training, ()
+    if position == "alibi" and training.framework == "hf-trainer" and training.attention != "eager":
+        return replace(training, attention="eager"), (
+            ("training.attention", "open", "eager",
+             "an ALiBi model under Hugging Face transformers' modelling code: BLOOM's and MPT's attention "
+             "(BloomAttention, MptAttention) has no SDPA or FlashAttention path, and Falcon's computes the scores "
+             "with matmuls wherever ALiBi is on — the s×s scores are materialized"),)
+    if attention_of(training.framework, architecture) != "eager":
         return training, ()
     return replace(training, attention="eager"), (
         ("training.attention", "open", "eager",

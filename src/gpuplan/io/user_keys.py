@@ -9,10 +9,8 @@ Each reading is listed under ``assumed`` (Scenario.read_as), never silent."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
-from gpuplan.catalog import without_remarks
 from gpuplan.catalog.hardware import get_fabric
 from gpuplan.errors import GpuplanError
 from gpuplan.io.config_keys import (
@@ -27,6 +25,7 @@ from gpuplan.io.config_keys import (
     sharding_word,
 )
 from gpuplan.io.fine_tune_keys import fine_tune_keys
+from gpuplan.io.layout_words import layout_words
 from gpuplan.io.moe_keys import moe_keys
 from gpuplan.io.schema import KEY_ALIASES, own_keys
 from gpuplan.io.titan_keys import take_titan_keys
@@ -92,7 +91,7 @@ def read_user_keys(raw: dict) -> tuple[dict, tuple[Reading, ...]]:
                               f"{key} checkpoints every block, recomputed in backward: recompute "
                               f"{layout['recompute']}"))
         reads += activation_checkpoint(layout) + fsdp_config(layout)
-        reads += _layout_words(layout) + config_stage(layout) + shard_degrees(layout) + recompute_modules(layout)
+        reads += layout_words(layout) + config_stage(layout) + shard_degrees(layout) + recompute_modules(layout)
         reads += recompute_method(layout)
         reads += _sharding_keys(layout, stash)
     if isinstance(hardware, dict):
@@ -335,58 +334,3 @@ def batch_from_tokens(value: Any, seq_len: int) -> tuple[int, Reading | None]:
     return seqs, (key, f"{gbt:,.0f} tokens", seqs * seq_len,
                   f"{gbt:,.0f} tokens is not a whole number of {seq_len}-token sequences: read as {seqs:,} sequences "
                   f"({seqs * seq_len:,} tokens{', the power of two it rounds' if seqs == pow2 else ''})")
-
-
-RECOMPUTE_MODES = ("none", "selective", "selective-op", "full")
-PP_SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "gpipe", "dualpipe")
-
-
-def _layout_words(layout: dict) -> list[Reading]:
-    """``layout.recompute`` and ``layout.pp_schedule`` as run descriptions write them ("full AC", "per-op SAC",
-    "Interleaved 1F1B", torchtitan's "Interleaved1F1B" and "ZBVZeroBubble"), rewritten to gpuplan's words."""
-    reads: list[Reading] = []
-    for key, modes, reader in (("recompute", RECOMPUTE_MODES, _recompute_word),
-                               ("pp_schedule", PP_SCHEDULES, _schedule_word), ("zero", (), _zero_word)):
-        word = layout.get(key)
-        if isinstance(word, str) and word.strip().lower() not in modes and not re.fullmatch(r"\s*\d+\s*", word):
-            value, why = reader(word)
-            if value is not None:
-                layout[key] = value
-                reads.append((f"layout.{key}", word, value, why))
-    return reads
-
-
-def _recompute_word(word: str) -> tuple[str | None, str]:
-    toks = set(re.split(r"[^a-z0-9]+", without_remarks(word.lower())))
-    if "selective" in toks and "layer" in toks:
-        raise GpuplanError(f"layout.recompute {word!r}: layer-wise selective checkpointing recomputes every k-th block "
-                           "whole: give recompute: full with recompute_every: k (torchtitan's selective_ac_option)")
-    if "full" in toks or toks & {"true", "yes", "on"} or (toks & {"checkpointing", "recomputation", "ac"}
-                                                           and not toks & {"selective", "sac", "no", "off"}):
-        return "full", f"recompute {word}: every block's activations recomputed in backward (full)"
-    if toks & {"sac", "op"} or ("selective" in toks and "ac" in toks):
-        return "selective-op", (f"recompute {word}: selective activation checkpointing per op (torchtitan's SAC: every "
-                                "other matmul's output kept), selective-op")
-    if toks & {"no", "off", "false"}:
-        return "none", f"recompute {word}: no recomputation"
-    return None, ""
-
-
-def _schedule_word(word: str) -> tuple[str | None, str]:
-    t = re.sub(r"[^a-z0-9]+", "", word.lower())
-    for pattern, schedule in (("zerobubble|zbv|^zb", "zero-bubble"), ("interleav", "interleaved"),
-                              ("dualpipe", "dualpipe"), ("gpipe|filldrain", "gpipe"), ("1f1b|onefoneb", "1f1b")):
-        if re.search(pattern, t):
-            return schedule, f"pipeline schedule {word} read as {schedule}"
-    return None, ""
-
-
-def _zero_word(word: str) -> tuple[int | None, str]:
-    """A ZeRO stage as frameworks and papers name it ("ZeRO-3", "stage 2", "FULL_SHARD", "SHARD_GRAD_OP")."""
-    from gpuplan.catalog.stacks import sharding_words
-
-    said = sharding_words(word)
-    stage = None if said.hybrid else said.stage  # HYBRID_SHARD: read with the node (_sharding_keys)
-    if stage is None and (m := re.fullmatch(r"\s*(?:zero\s*)?stage\s*([0-3])\s*", word.lower())):
-        stage = int(m[1])
-    return stage, f"layout.zero {word} read as ZeRO-{stage}"

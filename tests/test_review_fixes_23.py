@@ -1,0 +1,77 @@
+"""Fixes from the session-23 robustness review: layout words as run descriptions write them (ZeRO-Offload and
+ZeRO-Infinity beside the stage, DeepSpeed's offload device, "FSDP", "hybrid", Megatron's "uniform"), an unqualified
+EFA beside an A100, and ALiBi models under Hugging Face transformers' modelling code."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+
+from gpuplan.errors import GpuplanError
+
+
+def _layout(**layout):
+    sc = make("llama-3.1-8b", "a100-80gb-sxm", 16, training={"framework": "deepspeed"},
+              layout={"micro_batch": 1, **layout})
+    return sc.layout
+
+
+@pytest.mark.parametrize(("zero", "offload", "stage", "expected"), [
+    # ZeRO-Offload: ZeRO-2 with the optimizer states and step on the CPU (Ren et al. 2021)
+    ("ZeRO-Offload", None, 2, "optimizer"),
+    # ZeRO-Infinity's CPU case: ZeRO-3 with the parameters offloaded too (Rajbhandari et al. 2021)
+    ("ZeRO-Infinity", None, 3, "params"),
+    # the offload the user gives wins over the one the stage word names
+    ("ZeRO-Infinity", "optimizer", 3, "optimizer"),
+    # DeepSpeed's offload_optimizer.device word, a switch, both states named
+    (3, "cpu", 3, "optimizer"), (3, True, 3, "optimizer"), (3, False, 3, "none"),
+    (3, "optimizer+params", 3, "params"), (3, "Params + Optimizer", 3, "params"),
+    # PyTorch FSDP's default strategy is FULL_SHARD; DDP shards nothing
+    ("FSDP", None, 3, "none"), ("fsdp2", None, 3, "none"), ("DDP", None, 0, "none"),
+])
+def test_offload_and_stage_words(zero, offload, stage, expected):
+    lay = _layout(zero=zero, **({} if offload is None else {"offload": offload}))
+    assert lay["zero"] == stage
+    assert lay.get("offload", "none") == expected
+
+
+def test_hybrid_is_fsdp_hybrid_shard_inside_the_node():
+    lay = _layout(zero="hybrid")
+    assert (lay["zero"], lay["zero_group"]) == (3, 8)
+
+
+@pytest.mark.parametrize(("word", "says"), [("nvme", "NVMe offload is not modelled"),
+                                            ("sideways", "none of none, optimizer")])
+def test_an_offload_word_not_modelled_is_one_clear_error(word, says):
+    with pytest.raises(GpuplanError, match=says):
+        _layout(zero=3, offload=word)
+
+
+def test_megatron_uniform_recompute_is_full():
+    assert _layout(zero=1, recompute="uniform")["recompute"] == "full"
+
+
+@pytest.mark.parametrize(("gpu", "word", "fabric"), [
+    # AWS p4d/p4de (8 A100): 400 Gbps EFA, 4 x 100; p5 (8 H100): 3,200 Gbps EFAv2 (AWS instance type pages)
+    ("a100-80gb-sxm", "efa", "efa-p4d"), ("a100-40gb-sxm", "AWS EFA", "efa-p4d"),
+    ("a100-80gb-sxm", "EFA v2", "efa-p5"), ("h100-sxm", "efa", "efa-p5"),
+])
+def test_an_unqualified_efa_is_that_generation_s(gpu, word, fabric):
+    sc = make("llama-3.1-8b", gpu, 16, hardware={"scale_out": word})
+    assert sc.hardware.scale_out.id == fabric
+
+
+@pytest.mark.parametrize(("framework", "given", "attention"), [
+    # transformers' BloomAttention has no SDPA or FlashAttention path: the scores are materialized
+    ("hf-trainer", None, "eager"), ("trl", None, "eager"),
+    ("hf-trainer", "flash", "flash"),  # as given
+    ("deepspeed", None, "flash"),      # a stack that need not run transformers' modelling code: its own default
+])
+def test_alibi_models_under_transformers_attend_eagerly(framework, given, attention):
+    training = {"framework": framework, "seq_len": 2048, **({} if given is None else {"attention": given})}
+    sc = make("bloom-7b1", "a100-80gb-sxm", 8, training=training)
+    assert sc.training.attention == attention
+
+
+def test_a_rope_model_under_transformers_keeps_its_fused_attention():
+    assert make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "hf-trainer"}).training.attention == "flash"
