@@ -75,3 +75,20 @@ def test_alibi_models_under_transformers_attend_eagerly(framework, given, attent
 
 def test_a_rope_model_under_transformers_keeps_its_fused_attention():
     assert make("llama-3.1-8b", "a100-80gb-sxm", 8, training={"framework": "hf-trainer"}).training.attention == "flash"
+
+
+@pytest.mark.parametrize(("word", "fabric"), [
+    # a node's 3.2 Tb/s over its 8 GPUs is 400 Gb/s each: the H100's own network at that rate (AWS p5, Azure ND H100 v5)
+    ("3.2 Tbps", "ib-ndr-400g"), ("400 Gb/s", "ib-ndr-400g"), ("400G", "ib-ndr-400g"),
+])
+def test_a_bare_rate_is_the_gpu_s_own_network_at_that_rate(word, fabric):
+    assert make("llama-3.1-8b", "h100-sxm", 16, hardware={"scale_out": word}).hardware.scale_out.id == fabric
+
+
+def test_a_bare_rate_no_network_of_the_gpu_has_is_one_clear_error():
+    with pytest.raises(GpuplanError, match="unknown fabric '200 Gbps'"):
+        make("llama-3.1-8b", "h100-sxm", 16, hardware={"scale_out": "200 Gbps"})
+
+
+def test_pcie_without_a_generation_is_the_card_s_own():
+    assert make("llama-3.1-8b", "l40s", 8, hardware={"scale_up": "PCIe"}).hardware.scale_up.id == "pcie4"

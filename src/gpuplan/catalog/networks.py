@@ -30,6 +30,8 @@ def network_words(text: str, default: str | None = None) -> str | None:
     "100GbE"), or None. A rate per port, when given, decides; else the InfiniBand generation; InfiniBand with neither
     (no figure at all) is the GPU's own default network when that is InfiniBand (``default``)."""
     t = text.lower()
+    if re.fullmatch(r"\s*pci[\s-]*e(?:xpress)?(?:[\s-]*switch)?\s*", t) and default and default.startswith("pcie"):
+        return default  # "PCIe" with no generation: the card's own (a PCIe card's scale-up is its slot)
     up = _nvlink_words(t, default)
     if up is not None:
         return up
@@ -55,6 +57,9 @@ def network_words(text: str, default: str | None = None) -> str | None:
         return {10: "eth-10g", 25: "eth-25g", 100: "eth-100g", 400: "eth-400g"}.get(rate or 0)
     if "rdma" in t and rate:  # RDMA of a stated rate, its kind (InfiniBand or RoCE) not: the GPU's own network
         return default if default and default.endswith(f"-{rate}g") else _IB_BY_RATE.get(rate)  # else InfiniBand's
+    if rate and default and default.endswith(f"-{rate}g") and re.fullmatch(r"[\d\s.,]*(?:gb/s|gbps|gbit|gb|g)"
+                                                                           r"(?:[\s/]*per[\s-]*gpu)?\s*", t):
+        return default  # a bare rate ("400 Gb/s per GPU", a node's "3.2 Tbps" over its 8 GPUs): the GPU's own network
     return None
 
 
