@@ -92,3 +92,12 @@ def test_a_bare_rate_no_network_of_the_gpu_has_is_one_clear_error():
 
 def test_pcie_without_a_generation_is_the_card_s_own():
     assert make("llama-3.1-8b", "l40s", 8, hardware={"scale_up": "PCIe"}).hardware.scale_up.id == "pcie4"
+
+
+def test_a_gpu_counted_per_die_says_so():
+    from gpuplan.api import evaluate_scenario
+
+    est = evaluate_scenario(make("llama-3.1-8b", "mi250x", 64, training={"seq_len": 2048, "global_batch": 256}))
+    assert any("64 GCDs are 32 boards" in n for n in est.to_json()["notes"])
+    est = evaluate_scenario(make("llama-3.1-8b", "h100-sxm", 64, training={"seq_len": 2048, "global_batch": 256}))
+    assert not any("GCD" in n for n in est.to_json()["notes"])

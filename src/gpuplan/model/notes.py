@@ -28,6 +28,7 @@ class Note(Enum):
     TP_OVER_NETWORK = "tp_over_network"    # a tensor-parallel group wider than the scale-up domain
     AMP_WEIGHTS = "amp_weights"            # a mixed-precision full fine-tune as autocast over fp32 weights
     EXTRA_MODULES = "extra_modules"        # parameters outside the main step (a multi-token-prediction module)
+    PER_DIE = "per_die"                    # a two-die board counted per die as the framework sees it (MI250X GCDs)
 
 
 def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
@@ -45,5 +46,6 @@ def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Not
              (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS),
              (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED),
              (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK), (amp_of(sc.training, lay), Note.AMP_WEIGHTS),
-             (m.extra_params > 0 and sc.training.method == "full", Note.EXTRA_MODULES))
+             (m.extra_params > 0 and sc.training.method == "full", Note.EXTRA_MODULES),
+             ("(one GCD)" in sc.hardware.gpu.name, Note.PER_DIE))
     return tuple(out) + tuple(note for on, note in flags if on)

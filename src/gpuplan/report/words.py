@@ -88,13 +88,26 @@ def note_text(note: Note, est: Estimate) -> str:
                 "multi-token-prediction module, num_nextn_predict_layers) are not trained here: a pre-training that "
                 "trains it (DeepSeek-V3, depth 1: arXiv:2412.19437 Sec. 2.2) adds one more block's FLOPs, weights, "
                 "gradients, optimizer state and activations on the last stage, and a second LM-head pass")
+    if code in ("per_die", "tp_over_network"):
+        return _hardware_note(code, est)
+    return FP8_DOES_NOT_PAY
+
+
+def _hardware_note(code: str, est: Estimate) -> str:
+    """The notes on how the hardware is counted and connected."""
+    sc = est.scenario
+    if code == "per_die":
+        n = sc.hardware.gpus
+        return (f"{sc.hardware.gpu.id} is counted per GCD, as ROCm and the framework see it (two per board, 64 GiB "
+                f"each): {n:,} GCDs are {n / 2:,.0f} boards — a source that counts boards (OLMo on LUMI: 4 per node) "
+                f"means twice the GCDs, hardware.gpus {2 * n:,}")
     if code == "tp_over_network":
         hw, tp = sc.hardware, est.layout.tp
         net = hw.scale_out.id if hw.scale_out else "the network"
         return (f"tp {tp} spans {-(-tp // tp_domain(hw))} scale-up domains of {tp_domain(hw)} GPUs: every block's "
                 f"tensor-parallel collectives cross {net} (timed so) — published runs keep tp within the scale-up "
                 "domain and put the rest into pp, cp or dp")
-    return FP8_DOES_NOT_PAY
+    raise ValueError(code)
 
 
 def native_segments_text(est: Estimate) -> str:
