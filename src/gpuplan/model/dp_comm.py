@@ -46,15 +46,19 @@ class StageCompute:
         return self.fwd + self.bwd + self.recompute
 
 
-def gather_calls(lg: LayerGroup, style: str, ep: int = 1) -> int:
+def gather_calls(lg: LayerGroup, style: str, ep: int = 1, group: str | None = None) -> int:
     """Parameter all-gathers per pass over one layer under ZeRO-3: one per block (FSDP wraps each
     transformer block as a unit), one per submodule holding parameters (DeepSpeed's module hooks:
     a Linear's weight and bias go together), or one per tensor (DeepSpeed ZeRO-3 before the
-    coalesced gather of PR #1188, 2021)."""
+    coalesced gather of PR #1188, 2021). ``group``: "expert" counts the routed experts' gathers only (they shard
+    over their own data-parallel group: collectives of their own), "dense" the rest; None all."""
+    weights = [w for w in lg.weights if group is None or (w.group == "expert") == (group == "expert")]
+    if not weights:
+        return 0
     if style == "layer":
         return 1
     per_name: dict[str, int] = {}
-    for w in lg.weights:
+    for w in weights:
         n = max(1, w.count // ep) if w.group == "expert" else w.count
         if style == "tensor-sync":
             per_name[w.name] = per_name.get(w.name, 0) + n
@@ -97,7 +101,12 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     style = lay.zero3_gather
     if lay.pp > 1 and keeps_unsharded_under_pp(tr.framework):
         return _zero3_kept_comm(lay, sc, topo, w_bytes, g_bytes, overlap, shard)
-    calls = sum(n * gather_calls(lg, style, lay.ep) for lg, n in zip(m.kinds, rp.kind_layers, strict=True) if n) or 1
+    # the dense and the expert parameters gather in collectives of their own (different groups), each split into
+    # its own modules' calls — the attention's few large gathers are not cut to the experts' many small ones
+    kinds = [(lg, n) for lg, n in zip(m.kinds, rp.kind_layers, strict=True) if n]
+    calls_d, calls_e = (sum(n * gather_calls(lg, style, lay.ep, g) for lg, n in kinds) for g in ("dense", "expert"))
+    calls_d, calls_e = max(calls_d, 1), (max(calls_e, 1) if rp.expert else 0)
+    calls = calls_d + calls_e
     # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
     # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
     gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
@@ -106,11 +115,11 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     edp, edp_stride = expert_dp_group(lay) if rp.expert else (1, 1)
     g = _grad_reduce_bytes(tr)
 
-    def both(op: Any, w_dense: float, w_expert: float, *args: int) -> float:
-        t = op(w_dense, shard, lay.tp, topo, *args)
-        return t + op(w_expert, edp, edp_stride, topo, *args) if w_expert else t
+    def both(op: Any, w_dense: float, w_expert: float, *calls: int) -> float:
+        t = op(w_dense, shard, lay.tp, topo, *calls[:1])
+        return t + op(w_expert, edp, edp_stride, topo, *calls[1:]) if w_expert else t
 
-    gather = both(all_gather_s, 2 * rp.dense, 2 * rp.expert, calls)
+    gather = both(all_gather_s, 2 * rp.dense, 2 * rp.expert, calls_d, calls_e)
     if style == "tensor-sync":
         # DeepSpeed ZeRO-3 of 2021: every gather blocks the compute stream (issue #1069, PR
         # #1188) and gradients are all-reduced, not reduce-scattered (issue #1173)
@@ -122,10 +131,12 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
         per_mb = gathers * gather + grad_s
     else:
         # FSDP reduce-scatters each block's gradients; DeepSpeed fills buckets
-        rs_calls = rp.layers if style == "layer" else math.ceil((t_dense + t_expert) / DEEPSPEED_REDUCE_BUCKET)
-        per_mb = gathers * gather + both(reduce_scatter_s, g * t_dense, g * t_expert, max(rs_calls, 1))
+        rs_d, rs_e = (rp.layers, rp.layers) if style == "layer" else \
+            (math.ceil(t / DEEPSPEED_REDUCE_BUCKET) for t in (t_dense, t_expert))
+        per_mb = gathers * gather + both(reduce_scatter_s, g * t_dense, g * t_expert, max(rs_d, 1), max(rs_e, 1))
         hidden = overlap * sc.total
-        first_gather = both(all_gather_s, 2 * rp.dense / calls, 2 * rp.expert / calls)  # nothing to hide it behind
+        first_gather = all_gather_s(2 * rp.dense / calls_d, shard, lay.tp, topo)  # the first module's: nothing to hide
+        # it behind
         exposed = n_mb * (max(0.0, per_mb - hidden) + first_gather)
         overlapped = n_mb * min(per_mb, hidden)
     exposed += _hybrid_shard_s(lay, g_bytes, shard, topo)
