@@ -126,3 +126,21 @@ def test_zero3_dense_gathers_are_not_cut_into_the_experts_calls():
     est = gpuplan.evaluate(model="deepseek-v2-lite", gpu="h100-sxm", gpus=8, seq_len=4096, global_batch=64,
                            framework="deepspeed", zero=3, micro_batch=1, recompute="full", tokens=1e9)
     assert 6.5 < est.time.step.comm_detail["dp_total"] < 7.5
+
+
+@pytest.mark.parametrize(("tp", "per_logit"), [
+    # torch/distributed/tensor/parallel/loss.py: zeros_like(x), exp(x), their sum and the saved fp32 log-softmax x —
+    # 16 B per local logit at the loss backward (traced: torchtitan 0.2.2 llama3, FSDP2 x TP 8 x 8, fake tensors)
+    (8, 16),
+    # no tensor parallelism: the aten cross-entropy over the upcast logits, 12 B (the saved output, the NLL and the
+    # log-softmax gradients)
+    (1, 12),
+])
+def test_torchtitan_loss_parallel_holds_16_bytes_per_local_logit(tp, per_logit):
+    from gpuplan.api import evaluate_scenario
+
+    layout = {"dp": 64 // tp, "tp": tp, "zero": 3, "micro_batch": 2, "recompute": "full"}
+    sc = make("llama-3.1-8b", "h100-sxm", 64, training={"framework": "torchtitan", "seq_len": 8192,
+                                                         "global_batch": 2 * 64 // tp}, layout=layout)
+    logits = evaluate_scenario(sc).memory.peak.logits
+    assert logits == 2 * 8192 * 128256 / tp * per_logit

@@ -62,6 +62,14 @@ def loss_logit_bytes(framework: str) -> float | None:
     return None if value is None else float(value)
 
 
+def loss_parallel_logit_bytes(framework: str) -> float | None:
+    """Bytes per local logit a vocab-parallel loss built on DTensor holds at its backward where the framework runs it
+    under tensor parallelism (frameworks.json ``memory.loss_parallel_logit_bytes``: torchtitan's loss_parallel, 16),
+    or None."""
+    value = _memory_fact(framework, "loss_parallel_logit_bytes")
+    return None if value is None else float(value)
+
+
 @cache
 def swiglu_saves_input(framework: str) -> bool:
     """Whether the framework's gated MLP runs a fused activation that saves only its input (frameworks.json

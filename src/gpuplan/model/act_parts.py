@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.catalog.framework_memory import keeps_gathered_sp_input, offloads_checkpoints
+from gpuplan.catalog.framework_memory import keeps_gathered_sp_input, loss_parallel_logit_bytes, offloads_checkpoints
 from gpuplan.model.activations import (
     ACT_BYTES,
     FP8_LINEAR_INPUT_BYTES,
@@ -107,7 +107,9 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         sw = software_of(training, model)
         if sw.fused_linear is None:
             capped = elem if model.final_softcap and sw.eager_logits else 0  # the soft-cap's tanh output
-            logits = logits_bytes(model, x.s, x.b, x.t, sw.logits_memory + capped)
+            # a DTensor vocab-parallel loss (torchtitan's loss_parallel under tp) holds its own bytes per local logit
+            held = loss_parallel_logit_bytes(training.framework) if x.t > 1 and sw.eager_logits else None
+            logits = logits_bytes(model, x.s, x.b, x.t, (held or sw.logits_memory) + capped)
         else:  # a chunked fused linear loss: one chunk's logits, and the head input's gradient
             logits = fused_linear_loss_bytes(sw.fused_linear, model, x.s * x.b, elem)
     return per_mb, extra, logits
