@@ -216,12 +216,7 @@ class StepTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                t = getattr(t, "_local_tensor", t)  # DTensor (tensor parallel): this rank's shard
-                ks = self._key(t)
-                if ks is not None and ks[0] not in self.live:
-                    self.add(t, "recomputed" if self.phase == "backward" and self.module_stack else "temporaries")
+        self._new_outputs(out)
         packet = func._overloadpacket
         formula = EXTRA_FORMULAS.get(packet) or flop_registry.get(packet)
         if formula is not None:
@@ -238,6 +233,16 @@ class StepTracker(TorchDispatchMode):
         return out
 
     # ---- hooks ------------------------------------------------------------------------------
+    def _new_outputs(self, out: Any) -> None:
+        """Enter the storages an op made that the table does not hold yet (a temporary, or in a backward's module
+        forward a recomputed tensor)."""
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                t = getattr(t, "_local_tensor", t)  # DTensor (tensor parallel): this rank's shard
+                ks = self._key(t)
+                if ks is not None and ks[0] not in self.live:
+                    self.add(t, "recomputed" if self.phase == "backward" and self.module_stack else "temporaries")
+
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
             local = getattr(t, "_local_tensor", t)
@@ -270,7 +275,7 @@ class StepTracker(TorchDispatchMode):
 
         torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t), self:
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t), _local_ops(self), self:
                 yield self
         finally:
             torch.UntypedStorage.resize_ = orig  # type: ignore[method-assign]
@@ -296,3 +301,44 @@ class StepTracker(TorchDispatchMode):
         for t in tensors:
             if isinstance(t, torch.Tensor):
                 self.add(getattr(t, "_local_tensor", t), cat)
+
+
+@contextmanager
+def _local_ops(tracker: StepTracker):  # noqa: ANN201
+    """Let ``tracker`` see the ops a DTensor runs on its local shards. A dispatch mode is popped while a tensor
+    subclass's ``__torch_dispatch__`` runs, so the local ops inside one DTensor op — the temporaries of PyTorch's
+    loss_parallel handlers (zeros_like, exp and their sum beside the saved log-softmax), an implicit redistribute's
+    buffers — reach only the fake mode underneath: hooked there, for the step's own fake mode, outside DTensor's
+    sharding propagation (which runs the op on global-shape fakes under that mode; on a GPU they take no memory)."""
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = detect_fake_mode()
+    try:
+        from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    except ImportError:  # torch without distributed: no DTensor to look inside
+        yield
+        return
+    orig_dispatch, orig_prop = FakeTensorMode.__torch_dispatch__, ShardingPropagator._propagate_tensor_meta_non_cached
+    propagating = [0]
+
+    def dispatch(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+        out = orig_dispatch(self, func, types, args, kwargs)
+        if self is mode and not propagating[0]:
+            tracker._new_outputs(out)
+        return out
+
+    def propagate(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        propagating[0] += 1
+        try:
+            return orig_prop(self, *args, **kwargs)
+        finally:
+            propagating[0] -= 1
+
+    FakeTensorMode.__torch_dispatch__ = dispatch  # type: ignore[method-assign]
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FakeTensorMode.__torch_dispatch__ = orig_dispatch  # type: ignore[method-assign]
+        ShardingPropagator._propagate_tensor_meta_non_cached = orig_prop  # type: ignore[method-assign]
