@@ -61,11 +61,12 @@ def test_a_deadline_met_only_by_the_point_estimate_says_so_and_names_a_run_that_
 
 
 def test_no_deadline_risk_when_the_deadline_is_generous():
-    # 8 H100 take 214 days for 1.4T tokens of a 7B, 1.1 years at the interval's upper end: two years is generous
-    res = _plan(model="{params: 7e9}", gpu="h100-sxm", tokens="1.4T", deadline_s="730d")
+    # the fewest H100 that hold a 7B (4: pp 2 x dp 2, ZeRO-1) take 425 days for 1.4T tokens, 2.3 years at the
+    # interval's upper end: three years is generous
+    res = _plan(model="{params: 7e9}", gpu="h100-sxm", tokens="1.4T", deadline_s="1100d")
     rec = res["recommendation"]
     assert rec["rule"] == "deadline" and "deadline_risk" not in rec
-    assert res["best"]["time"]["interval"]["train_s"]["p90"] <= 730 * DAY
+    assert res["best"]["time"]["interval"]["train_s"]["p90"] <= 1100 * DAY
 
 
 def test_a_qlora_fine_tune_on_consumer_cards_stays_on_one_node():
