@@ -58,15 +58,19 @@ def fsdp_root_holds_embedding(framework: str) -> bool:
 def loss_logit_bytes(framework: str) -> float | None:
     """Bytes per logit the framework's own loss holds at the start of backward (frameworks.json
     ``memory.loss_logit_bytes``: Megatron's vocab-parallel loss, 6), or None where its fused-kernel fact decides."""
-    value = _memory_fact(framework, "loss_logit_bytes")
-    return None if value is None else float(value)
+    return _bytes_fact(framework, "loss_logit_bytes")
 
 
+@cache
 def loss_parallel_logit_bytes(framework: str) -> float | None:
     """Bytes per local logit a vocab-parallel loss built on DTensor holds at its backward where the framework runs it
     under tensor parallelism (frameworks.json ``memory.loss_parallel_logit_bytes``: torchtitan's loss_parallel, 16),
     or None."""
-    value = _memory_fact(framework, "loss_parallel_logit_bytes")
+    return _bytes_fact(framework, "loss_parallel_logit_bytes")
+
+
+def _bytes_fact(framework: str, key: str) -> float | None:
+    value = _memory_fact(framework, key)
     return None if value is None else float(value)
 
 
