@@ -144,3 +144,10 @@ def test_torchtitan_loss_parallel_holds_16_bytes_per_local_logit(tp, per_logit):
                                                          "global_batch": 2 * 64 // tp}, layout=layout)
     logits = evaluate_scenario(sc).memory.peak.logits
     assert logits == 2 * 8192 * 128256 / tp * per_logit
+
+
+@pytest.mark.parametrize("key", ["use_liger_kernel", "enable_liger_kernel", "liger_kernel"])
+def test_liger_switches_as_stacks_write_them(key):
+    # the Trainer's TrainingArguments.use_liger_kernel; LLaMA-Factory's ModelArguments.enable_liger_kernel
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={"framework": "llama-factory", key: True})
+    assert sc.training.kernels == "liger"

@@ -77,8 +77,9 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("tokens_per_step", "batch_tokens", "global_batch_size_tokens"), "global_batch_tokens"),
         "optimizer_in_bwd": "optimizer_in_backward",
         "enable_activation_offloading": "activation_offloading",
-        # the Hugging Face Trainer's switch (TrainingArguments.use_liger_kernel), Axolotl's liger plugin flags
-        **dict.fromkeys(("use_liger_kernel", "use_liger"), "kernels"),
+        # the Hugging Face Trainer's switch (TrainingArguments.use_liger_kernel), LLaMA-Factory's (ModelArguments
+        # enable_liger_kernel), Axolotl's liger plugin flags
+        **dict.fromkeys(("use_liger_kernel", "enable_liger_kernel", "liger_kernel", "use_liger"), "kernels"),
         # Megatron-LM / NeMo / Megatron Bridge switches for CUDA graphs
         **dict.fromkeys(("enable_cuda_graph", "cuda_graph_impl", "cuda_graph_scope", "external_cuda_graph",
                          "use_cuda_graph", "cuda_graph"), "cuda_graphs"),
