@@ -241,8 +241,6 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
     table, names = _fabric_index()
     text = _name(name, what or f"hardware.{kind or 'fabric'}")
     fid = names.get(_key(text)) or network_words(text, default)
-    if fid == "efa-p5" and default in _PRE_HOPPER_NETWORKS and not re.search(r"v[23]|3,?200|p5", text.lower()):
-        fid = "efa-p4d"  # EFA unqualified beside an A100 (V100): AWS's instances of that generation, p4d/p4de's EFA
     if fid is None and (core := without_remarks(text)) not in (text, ""):  # 'PCIe4, no NVLink'
         fid = names.get(_key(core)) or network_words(core, default)
     if fid is None:
@@ -259,9 +257,6 @@ def get_fabric(name: str, kind: str | None = None, what: str | None = None, defa
 
 
 DEFAULT_SCALE_OUT = "ib-ndr-400g"
-# the reference networks of the GPU generations before Hopper (DGX-1: EDR; DGX A100: HDR): beside them an unqualified
-# "EFA" is the EFA of AWS's instances of that generation (p4d), not p5's
-_PRE_HOPPER_NETWORKS = ("ib-edr-100g", "ib-hdr-200g")
 
 
 def _scale_out(name: Any, per_node: int, default: str) -> Fabric:

@@ -17,6 +17,11 @@ _NAMED_NETWORKS = (
 )
 
 
+# the reference networks of the GPU generations before Hopper (DGX-1: EDR; DGX A100: HDR): beside them an unqualified
+# "EFA" is the EFA of AWS's instances of that generation (p4d), not p5's
+_PRE_HOPPER_NETWORKS = ("ib-edr-100g", "ib-hdr-200g")
+
+
 def _named_network(t: str) -> str | None:
     """The fabric a product name says (``_NAMED_NETWORKS``), or None."""
     return next((fid for pattern, fid in _NAMED_NETWORKS if re.search(pattern, t)), None)
@@ -36,6 +41,8 @@ def network_words(text: str, default: str | None = None) -> str | None:
     if up is not None:
         return up
     named = _named_network(t)
+    if named == "efa-p5" and default in _PRE_HOPPER_NETWORKS and not re.search(r"v[23]|3,?200|p5", t):
+        named = "efa-p4d"  # EFA unqualified beside an A100 (V100): AWS's instances of that generation, p4d/p4de's
     if named is not None:
         return named
     rates = re.findall(r"(?<![\d.])(\d{2,3})(?!\d)\s*(?:g\b|gb/s|gbps|gbit|gbe|gb\b|g(?=[\s-]))", t + " ")
