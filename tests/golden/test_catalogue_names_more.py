@@ -126,6 +126,25 @@ NEW_IDS = [
     ("internlm/internlm-20b", "internlm-20b"),
     ("InternLM-20B", "internlm-20b"),
     ("internlm20b", "internlm-20b"),
+    # Qwen1.5 small sizes (their own rows: configs from Girafboy/pytorchKQI, the -Chat configs differing only in eos)
+    ("qwen1.5-0.5b", "qwen1.5-0.5b"),
+    ("Qwen/Qwen1.5-0.5B", "qwen1.5-0.5b"),
+    ("Qwen/Qwen1.5-0.5B-Chat", "qwen1.5-0.5b"),
+    ("qwen1.5-0.5b-chat", "qwen1.5-0.5b"),
+    ("qwen1.5-1.8b", "qwen1.5-1.8b"),
+    ("Qwen/Qwen1.5-1.8B", "qwen1.5-1.8b"),
+    ("Qwen/Qwen1.5-1.8B-Chat", "qwen1.5-1.8b"),
+    ("qwen1.5-1.8b-chat", "qwen1.5-1.8b"),
+    ("qwen1.5-4b", "qwen1.5-4b"),
+    ("Qwen/Qwen1.5-4B", "qwen1.5-4b"),
+    ("Qwen/Qwen1.5-4B-Chat", "qwen1.5-4b"),
+    ("qwen1.5-4b-chat", "qwen1.5-4b"),
+    # DeepSeek-Coder 1.3B (its own row; the -instruct config differs only in eos and transformers_version)
+    ("deepseek-coder-1.3b", "deepseek-coder-1.3b"),
+    ("deepseek-ai/deepseek-coder-1.3b-base", "deepseek-coder-1.3b"),
+    ("deepseek-coder-1.3b-base", "deepseek-coder-1.3b"),
+    ("deepseek-ai/deepseek-coder-1.3b-instruct", "deepseek-coder-1.3b"),
+    ("deepseek-coder-1.3b-instruct", "deepseek-coder-1.3b"),
 ]
 
 
