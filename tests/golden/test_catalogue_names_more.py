@@ -72,9 +72,30 @@ ALIASES = [
     ("mistralai/Magistral-Small-2507", "mistral-small-24b"),
     ("Magistral-Small-2507", "mistral-small-24b"),
     ("magistral-small-2507", "mistral-small-24b"),
+    # OpenLLaMA 7B v2 (LLaMA-7B shapes, RahulSChand/gpu_poor all_configs.json)
+    ("openlm-research/open_llama_7b_v2", "llama-7b"),
+    ("open_llama_7b_v2", "llama-7b"),
+    # WizardLM-13B-V1.2 (a Llama-2-13B fine-tune)
+    ("WizardLM/WizardLM-13B-V1.2", "llama-2-13b"),
+    ("wizardlm-13b-v1.2", "llama-2-13b"),
+    # Vicuna-33B v1.3 (a LLaMA-33B fine-tune)
+    ("lmsys/vicuna-33b-v1.3", "llama-33b"),
+    ("vicuna-33b-v1.3", "llama-33b"),
+    ("vicuna-33b", "llama-33b"),
+    # Gemma 1.1 2B instruct (Gemma 2B shapes)
+    ("google/gemma-1.1-2b-it", "gemma-2b"),
+    ("gemma-1.1-2b-it", "gemma-2b"),
 ]
 
 NEW_IDS = [
+    # RedPajama-INCITE 7B (gpt_neox; config from drcege/RedPajama-INCITE-7B-Base, the Base-7B-v0.1 mirror)
+    ("redpajama-incite-7b", "redpajama-incite-7b"),
+    ("togethercomputer/RedPajama-INCITE-7B-Base", "redpajama-incite-7b"),
+    ("RedPajama-INCITE-7B-Base", "redpajama-incite-7b"),
+    ("togethercomputer/RedPajama-INCITE-Base-7B-v0.1", "redpajama-incite-7b"),
+    ("togethercomputer/RedPajama-INCITE-7B-Chat", "redpajama-incite-7b"),
+    ("togethercomputer/RedPajama-INCITE-7B-Instruct", "redpajama-incite-7b"),
+    ("redpajama-7b", "redpajama-incite-7b"),
     ("deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-1.5b"),
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "deepseek-r1-distill-qwen-1.5b"),
     ("DeepSeek-R1-Distill-Qwen-1.5B", "deepseek-r1-distill-qwen-1.5b"),
