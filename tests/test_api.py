@@ -124,8 +124,8 @@ def test_an_inline_gpu_is_checked(gpu, message, capsys):
     assert message in err and err.count("\n") == 1
 
 
-def test_an_inline_gpu_supplies_a_missing_peak():
-    # source: NVIDIA A10 datasheet — 125 TFLOPS dense BF16 (the catalogue's a10g lists none)
+def test_an_inline_gpu_replaces_a_peak():
+    # source: NVIDIA A10 datasheet — 125 TFLOPS dense BF16 (the catalogue's a10g, AWS's variant, lists 70)
     est = gpuplan.evaluate(model="llama-3.1-8b", gpu={"base": "a10g", "bf16_dense_tflops": 125}, gpus=1,
                            method="qlora")
     assert est.time is not None and est.scenario.hardware.gpu.peak_flops["bf16"] == 125e12

@@ -6,10 +6,13 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 CLI = [sys.executable, "-m", "gpuplan.cli"]
+# a user's GPU with no published compute peak (tests/data/no_peak_gpu.yaml)
+NO_PEAK = str(Path(__file__).parent / "data" / "no_peak_gpu.yaml")
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -147,18 +150,19 @@ def test_gpus_and_models_catalogue_commands():
     assert {"h100-sxm", "b200", "mi300x"} <= ids
     out = run("models")
     assert out.returncode == 0 and "llama-3.1-405b" in out.stdout
-    # the text table covers every GPU, also those whose source publishes no peak or TDP (A10G)
-    out = run("gpus")
+    # the text table covers every GPU, also those whose source publishes no peak or TDP (a user's, as the
+    # catalogue's all have a peak)
+    out = run("gpus", "--catalog", NO_PEAK)
     assert out.returncode == 0, out.stderr
-    a10g = next(line for line in out.stdout.splitlines() if line.startswith("a10g "))
-    assert a10g.split()[3] == "-" and a10g.split()[7] == "-"  # bf16 TFLOPS and TDP not published
-    assert len(out.stdout.splitlines()) == 2 + len(ids)
+    lab = next(line for line in out.stdout.splitlines() if line.startswith("lab-24gb "))
+    assert lab.split()[3] == "-" and lab.split()[7] == "-"  # bf16 TFLOPS and TDP not published
+    assert len(out.stdout.splitlines()) == 2 + len(ids) + 1
 
 
 def test_plan_with_a_gpu_that_has_no_published_peak_beside_the_user_layout():
-    # the example fixes a layout; on A10G (no published compute peak) that layout has no time to
+    # the example fixes a layout; on a GPU with no published compute peak that layout has no time to
     # compare with, which must not break the advice for the other type
-    out = run("plan", "--example", "--gpu", "a10g,h100-sxm", "--objective", "cost", "--json")
+    out = run("plan", "--catalog", NO_PEAK, "--example", "--gpu", "lab-24gb,h100-sxm", "--objective", "cost", "--json")
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert {c["scenario"]["hardware"]["gpu"] for c in res["candidates"]} == {"h100-sxm"}

@@ -12,6 +12,7 @@ from functools import cache
 
 import pytest
 from conftest import make
+from test_cli import NO_PEAK
 
 from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.api import plan_scenario as plan
@@ -234,12 +235,12 @@ def test_nothing_fits_names_the_closest_miss_and_a_fix(model, max_gpus):
 
 
 def test_a_gpu_type_with_no_compute_peak_is_said_skipped_not_out_of_memory(capsys):
-    # the A10G (AWS G5) has no published tensor peak: the plan searches nothing and its headline says why, where
+    # a user's GPU with no published tensor peak: the plan searches nothing and its headline says why, where
     # "no layout fits" would send the user away from a GPU that `gpuplan fit` shows holds the model on 16
-    assert main(["plan", "--model", "llama-3.1-8b", "--gpu", "a10g", "--tokens", "1T"]) == 0
+    assert main(["plan", "--catalog", NO_PEAK, "--model", "llama-3.1-8b", "--gpu", "lab-24gb", "--tokens", "1T"]) == 0
     out = capsys.readouterr().out
-    assert "nothing was searched: a10g: no published compute peak" in out and "no layout fits" not in out
-    assert "smallest GPU count that fits — a10g: not searched" in out  # not "none": it was never sized
+    assert "nothing was searched: lab-24gb: no published compute peak" in out and "no layout fits" not in out
+    assert "smallest GPU count that fits — lab-24gb: not searched" in out  # not "none": it was never sized
 
 
 # ---- 5. scaling curve and compute equilibrium ----------------------------------------------------
