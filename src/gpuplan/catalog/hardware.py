@@ -175,6 +175,8 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
     table, names = _gpu_index()
     text = _name(name, what)
     gid = names.get(_key(text)) or _with_memory_size(text, table, names) or _system(text, table, names)
+    if gid is None and (bare := _PLURAL.sub("", text)) not in (text, ""):  # "A100 GPUs", "H100s"
+        gid = names.get(_key(bare)) or _with_memory_size(bare, table, names) or _system(bare, table, names)
     if gid is None:
         other = other_accelerator(text)
         if other:
@@ -196,6 +198,8 @@ def _systems() -> dict[str, tuple[str, str, int | None]]:
 
 
 _SYSTEM_WORDS = re.compile(r"\b(dgx|hgx)\b", re.IGNORECASE)
+# a GPU's name as a sentence writes it: with the word GPU(s) or card(s) after it, or in the plural ("H100s")
+_PLURAL = re.compile(r"(?:(?<=\d)s|\s+(?:gpus?|cards?))\s*$", re.IGNORECASE)
 
 
 def _system(text: str, table: dict[str, GPU], names: dict[str, str]) -> str | None:

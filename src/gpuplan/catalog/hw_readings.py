@@ -5,7 +5,8 @@ fabric id (catalog/hardware.py resolves them; these are the readings)."""
 from __future__ import annotations
 
 from gpuplan.catalog import without_remarks
-from gpuplan.catalog.hardware import _SYSTEM_WORDS, _gpu_index, _key, _systems
+from gpuplan.catalog.hardware import _SYSTEM_WORDS, _gpu_index, _key, _systems, get_gpu
+from gpuplan.errors import GpuplanError
 from gpuplan.spec import Hardware
 
 
@@ -19,6 +20,24 @@ def system_node(hw_raw: dict) -> dict:
     return {**hw_raw, "gpus_per_node": hit[2]}
 
 
+def system_gpus(name: object) -> int | None:
+    """The GPUs one system or cloud instance that a hardware.gpu names holds — its entry's node where it differs from
+    the GPU's ('g5.12xlarge': 4, 'g5.xlarge': 1, 'DGX-2': 16), else its GPU's node ('p4d.24xlarge', 'DGX H100': 8) —;
+    None for a GPU's own name or a name that is no system."""
+    if not isinstance(name, str) or _gpu_index()[1].get(_key(name)):
+        return None
+    core = without_remarks(name) or name
+    hit = _systems().get(_key(core))
+    if hit is None and not _SYSTEM_WORDS.search(core):
+        return None
+    if hit is not None and hit[2]:
+        return int(hit[2])
+    try:
+        return get_gpu(core).gpus_per_node
+    except GpuplanError:
+        return None
+
+
 def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...]:
     """A hardware.gpu that names a system or cloud instance ('p4d.24xlarge', 'DGX H100'), as the scenario's readings
     (field, given, GPU id ``gid``, why: the provider's page); none for a GPU's own name (``_system``)."""
@@ -26,7 +45,8 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
         return ()
     hit = _systems().get(_key(name))
     remarks = without_remarks(name) != " ".join(name.split())
-    node = f"; {hit[2]} GPUs per node" if hit is not None and hit[2] else ""
+    one = system_gpus(name)
+    node = f"; {one} GPU{'s' if one != 1 else ''} per node" if one else ""
     why = (f"the GPU of that instance or system ({hit[1]}){node}" if hit is not None else
            "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" if remarks
            else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None)
@@ -51,5 +71,9 @@ def fabric_words(given: dict, hw: Hardware) -> tuple[tuple[str, str, str, str], 
 
 
 def hardware_words(given: dict, hw: Hardware) -> tuple[tuple[str, str, str, str], ...]:
-    """The readings of a scenario's hardware section: its GPU's (``system_words``) and its networks'."""
-    return system_words(given["gpu"], hw.gpu.id) + fabric_words(given, hw)
+    """The readings of a scenario's hardware section: its GPU's (``system_words``), the count of a system named
+    without one (one of it: io/shares.py ``nodes_as_gpus``) and its networks'."""
+    one = () if "gpus" in given or "nodes" in given or not system_gpus(given["gpu"]) else \
+        (("hardware.gpus", "open", hw.gpus, f"one {given['gpu']}: the GPUs it holds (`gpuplan plan` searches the "
+          "count, `gpuplan fit` the fewest; give hardware.gpus for another)"),)
+    return system_words(given["gpu"], hw.gpu.id) + one + fabric_words(given, hw)

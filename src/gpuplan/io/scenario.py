@@ -15,7 +15,7 @@ from gpuplan.catalog.frameworks import documented_defaults
 from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.catalog.hw_readings import hardware_words, system_node
 from gpuplan.errors import GpuplanError, shown
-from gpuplan.io.documented import documented_attention
+from gpuplan.io.documented import documented_training
 from gpuplan.io.schema import (
     ECHO_HARDWARE_KEYS,
     HARDWARE_KEYS,
@@ -227,7 +227,7 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
         words += stage_from_framework(word, layout, node, key)
     training, later = era_for_layout(tr_raw, training, layout, hardware.gpu.architecture)
     training, compiled = switch_for_layout(tr_raw, training, layout)
-    training, attends = documented_attention(tr_raw, training, hardware.gpu.architecture, model.position)
+    training, attends = documented_training(tr_raw, training, hardware.gpu.architecture, model, layout, hw_raw)
     words += later + compiled + attends + user_reads + seq_read + batch_read + titan + hardware_words(hw_raw, hardware)
     name = _name(raw.get("name"))
     given = frozenset(f"{sec}.{k}" for sec, part in (("hardware", hw_raw), ("training", tr_raw)) for k in part

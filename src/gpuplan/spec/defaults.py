@@ -147,7 +147,7 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     """``{"field", "value", "rule"}`` for every value the answer used that the input did not give.
     ``searched``: the layout was chosen by a search (then its fields are not assumptions); ``layout_rules``: the
     rule of a layout field a rule set (model/estimate.py: a framework's documented default, a needed recompute)."""
-    given, hw = sc.given, sc.hardware
+    given, hw, read = sc.given, sc.hardware, {f for f, *_ in sc.read_as}  # read: from a word or recipe, said below
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
         fixed = sc.layout.get("dp", 1) * sc.layout.get("micro_batch", 1)
@@ -165,7 +165,7 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                 f"{training.seq_len} tokens), a multiple of dp × micro_batch")
         out.append({"field": "training.global_batch", "value": training.global_batch, "rule": rule})
     for key, rule in _TRAINING_RULES.items():
-        if f"training.{key}" not in given:
+        if f"training.{key}" not in given and f"training.{key}" not in read:
             if key == "precision" and training.precision == "fp16" and hw.gpu.lacks_bf16:
                 rule = (f"{hw.gpu.id} has no bf16 tensor cores: fp16 mixed precision (fp32 master weights, dynamic "
                         "loss scaling), what training on it runs")
@@ -177,13 +177,13 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
                         "(catalog/frameworks.json defaults.precision)")
             out.append({"field": f"training.{key}", "value": getattr(training, key), "rule": rule})
     out += [{"field": f, "value": v, "rule": r, "given": w} for f, w, v, r in sc.read_as]
-    told = given | {f for f, *_ in sc.read_as}  # given, or read from a word (listed above with its rule)
+    told = given | read  # given, or read from a word (listed above with its rule)
     out += [{"field": f"training.{key}", "value": getattr(training, key), "rule": rule}
             for key, rule in _documented_rules(training) if f"training.{key}" not in told]
     values = {"gpus_per_node": hw.gpus_per_node, "scale_up": hw.scale_up.id,
               "scale_out": hw.scale_out.id if hw.scale_out is not None and hw.nodes > 1 else None,
               "price_per_gpu_hour": hw.price_per_gpu_hour, "host_memory": hw.host_memory_bytes}
-    if "hardware.gpus" not in given and not searched:  # a search chose the count: no assumption
+    if "hardware.gpus" not in given and "hardware.gpus" not in read and not searched:  # a search chose the count
         out.append({"field": "hardware.gpus", "value": hw.gpus, "rule": _GPUS_RULE})
     for key, rule in _HARDWARE_RULES.items():
         if f"hardware.{key}" not in given and values[key] is not None:

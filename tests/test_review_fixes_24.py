@@ -1,0 +1,112 @@
+"""Session 24: the A10G's published peak, and torchtune's one-GPU full fine-tune read as its single-device recipe
+runs it (a paged bitsandbytes AdamW stepped in backward) where the input leaves the optimizer open."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+
+from gpuplan.api import evaluate_scenario as evaluate
+from gpuplan.catalog.hardware import get_gpu
+
+TUNE = {"framework": "torchtune", "method": "full", "seq_len": 2048, "tokens": 1e8}
+
+
+def test_a10g_has_the_peaks_of_its_aws_datasheet():
+    # source: NVIDIA A10G datasheet for AWS (2022-02-17): FP32 35, TF32 tensor 35, BF16/FP16 tensor 70 TFLOPS dense
+    g = get_gpu("a10g")
+    assert (g.peak_flops["bf16"], g.peak_flops["fp16"], g.peak_flops["tf32"]) == (70e12, 70e12, 35e12)
+    # 80 SMs x 512 FLOP/clk x 1.71 GHz: GA102's FP32-accumulate rate at GeForce's half speed, not the A10's
+    assert g.peak_flops["bf16"] == pytest.approx(80 * 512 * 1.71e9, rel=1e-3)
+    assert g.peak_flops["bf16"] < get_gpu("a10").peak_flops["bf16"]
+    est = evaluate(make("llama-2-13b", "a10g", 4, training={"method": "lora", "seq_len": 2048},
+                        layout={"zero": 3, "micro_batch": 1, "recompute": "full"}))
+    assert est.time is not None and est.time.tokens_per_s > 0
+
+
+def _read(est, field):
+    return next(a for a in est.to_json()["assumed"] if a["field"] == field)
+
+
+@pytest.mark.parametrize(("model", "optimizer", "cls"), [
+    # recipes/configs/llama3_1/8B_full_single_device.yaml: bitsandbytes.optim.PagedAdamW8bit, optimizer_in_bwd True
+    ("llama-3.1-8b", "adamw-8bit", "PagedAdamW8bit"),
+    # recipes/configs/qwen2_5/7B_full_single_device.yaml: bitsandbytes.optim.PagedAdamW, optimizer_in_bwd True
+    ("qwen2.5-7b", "adamw", "PagedAdamW"),
+])
+def test_torchtune_on_one_gpu_runs_its_single_device_recipe(model, optimizer, cls):
+    est = evaluate(make(model, "rtx-a6000", 1, training=TUNE, layout={"micro_batch": 2}))
+    tr = est.scenario.training
+    assert (tr.optimizer, tr.optimizer_impl, tr.optimizer_in_backward) == (optimizer, "paged", True)
+    assert tr.global_batch == 2  # one micro-batch per step: the recipe refuses accumulation in backward
+    rule = _read(est, "training.optimizer")
+    assert rule["value"] == optimizer and cls in rule["rule"] and "full_single_device.yaml" in rule["rule"]
+    assert _read(est, "training.optimizer_in_backward")["value"] is True
+    # paged states live outside PyTorch's allocator; the gradients are stepped as they come: neither in the peak
+    memory = est.to_json()["memory"]
+    assert memory["optimizer"] == 0
+    assert memory["gradients"] < 0.1 * est.scenario.model.params * 2  # bytes: the largest parameter's, not all
+
+
+def test_the_recipe_is_only_read_where_the_input_leaves_it_open():
+    # the distributed recipe (8B_full.yaml: torch.optim.AdamW fused) on more than one GPU
+    tr = evaluate(make("llama-3.1-8b", "h100-sxm", 8, training=TUNE, layout={"micro_batch": 2})).scenario.training
+    assert (tr.optimizer, tr.optimizer_in_backward) == ("adamw", False)
+    # an optimizer the input names
+    tr = evaluate(make("llama-3.1-8b", "rtx-a6000", 1, training={**TUNE, "optimizer": "adamw"},
+                       layout={"micro_batch": 2})).scenario.training
+    assert (tr.optimizer, tr.optimizer_in_backward) == ("adamw", False) and tr.optimizer_impl != "paged"
+    # a batch of several micro-batches: accumulation, so the step is not in backward (torchtune raises otherwise)
+    tr = evaluate(make("llama-3.1-8b", "rtx-a6000", 1, training={**TUNE, "global_batch": 16},
+                       layout={"micro_batch": 2})).scenario.training
+    assert (tr.optimizer, tr.optimizer_impl, tr.optimizer_in_backward) == ("adamw-8bit", "paged", False)
+    # LoRA, and the generic stack, keep their optimizer
+    for training in ({**TUNE, "method": "lora"}, {**TUNE, "framework": "generic"}):
+        tr = evaluate(make("llama-3.1-8b", "rtx-a6000", 1, training=training,
+                           layout={"micro_batch": 2})).scenario.training
+        assert (tr.optimizer, tr.optimizer_in_backward) == ("adamw", False)
+
+
+@pytest.mark.parametrize(("gpu", "gpus", "per_node", "given"), [
+    # AWS EC2 G5 instance sizes (aws.amazon.com/ec2/instance-types/g5): g5.12xlarge 4x A10G, g5.2xlarge 1, g5.48xlarge 8
+    ("g5.12xlarge", 4, 4, False), ("g5.2xlarge", 1, 1, False), ("g5.48xlarge", 8, 8, False),
+    # a system named with a count is that many systems: 8 p4d.24xlarge instances of 8 A100s, 16 DGX A100s
+    ("8x p4d.24xlarge", 64, 8, True), ("16x DGX A100 640GB", 128, 8, True), ("2x g5.12xlarge", 8, 4, True),
+    # NVIDIA DGX-2: 16 V100s; a DGX H100 its GPU's 8
+    ("DGX-2", 16, 16, False), ("DGX H100", 8, 8, False),
+    # a GPU's own name keeps the count open (one GPU) or as counted
+    ("A100", 1, 8, False), ("8x A100", 8, 8, True),
+])
+def test_a_system_named_without_a_count_is_one_of_it(gpu, gpus, per_node, given):
+    sc = make("llama-3.1-8b", gpu)
+    assert (sc.hardware.gpus, sc.hardware.gpus_per_node) == (gpus, per_node)
+    assert ("hardware.gpus" in sc.given) == given
+    said = [w for w in sc.read_as if w[0] == "hardware.gpus"]
+    assert bool(said) == (not given and gpu != "A100")  # the count of one system is said, never silent
+
+
+def test_one_instance_is_what_evaluate_answers_on_and_plan_still_searches():
+    from gpuplan.api import plan_scenario as plan
+
+    sc = make("llama-3-70b", "g5.12xlarge", training={"method": "qlora", "seq_len": 2048, "tokens": 1e7},
+              layout={"micro_batch": 1})
+    est = evaluate(sc)
+    assert est.scenario.hardware.gpus == 4 and est.layout.dp == 4
+    rule = next(a for a in est.to_json()["assumed"] if a["field"] == "hardware.gpus")
+    assert rule["value"] == 4 and "one g5.12xlarge" in rule["rule"]
+    res = plan(make("llama-3.1-8b", "g5.12xlarge", training={"method": "lora", "seq_len": 2048, "tokens": 1e7}),
+               max_gpus=16)
+    result = res.result
+    assert result.best is not None and result.searched > 0
+
+
+@pytest.mark.parametrize(("gpu", "gid", "gpus"), [
+    # counts and names as sentences write them: no "x", the word GPUs, a plural
+    ("512 A100 80GB", "a100-80gb-sxm", 512), ("512 A100 GPUs", "a100-80gb-sxm", 512), ("64 H100s", "h100-sxm", 64),
+    ("8x A100 GPUs", "a100-80gb-sxm", 8), ("A100 80GB GPUs", "a100-80gb-sxm", 1), ("3090s", "rtx-3090", 1),
+    # a GPU whose name starts with digits is no count
+    ("2080 Ti", "rtx-2080-ti", 1), ("8 RTX 4090", "rtx-4090", 8),
+])
+def test_counts_and_names_as_sentences_write_them(gpu, gid, gpus):
+    sc = make("llama-3.1-8b", gpu)
+    assert (sc.hardware.gpu.id, sc.hardware.gpus) == (gid, gpus)
