@@ -110,3 +110,51 @@ def test_one_instance_is_what_evaluate_answers_on_and_plan_still_searches():
 def test_counts_and_names_as_sentences_write_them(gpu, gid, gpus):
     sc = make("llama-3.1-8b", gpu)
     assert (sc.hardware.gpu.id, sc.hardware.gpus) == (gid, gpus)
+
+
+# ---- lora-int8: LoRA over bitsandbytes' LLM.int8 base (transformers' load_in_8bit) --------------------------------
+
+INT8 = {"seq_len": 2048, "tokens": 1e7, "framework": "trl"}
+
+
+def _est(method, **layout):
+    return evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={**INT8, "method": method},
+                         layout={"micro_batch": 2, "recompute": "full", **layout}))
+
+
+def test_an_8bit_base_keeps_one_byte_per_block_weight():
+    from gpuplan.catalog.constants import constant
+    from gpuplan.model.params import rank_params
+
+    q8, q4, lo = (_est(m).to_json()["memory"] for m in ("lora-int8", "qlora", "lora"))
+    sc = make("llama-3.1-8b", training={**INT8, "method": "lora-int8"})
+    block = rank_params(sc.model, 1, 1, 1, 1, 0, sc.training.lora_targets, sc.training.lora_rank).quantizable
+    # bitsandbytes Int8Params: 1 B per block weight (CB); QLoRA's NF4 with its quant state nf4_bytes_per_param
+    assert q8["weights"] - q4["weights"] == pytest.approx(block * (1 - constant("nf4_bytes_per_param")), abs=1)
+    assert q4["weights"] < q8["weights"] < lo["weights"]
+    # MatMul8bitLt keeps its input for backward, where a frozen 16-bit or 4-bit linear keeps none
+    assert q8["activations"] > q4["activations"]
+
+
+@pytest.mark.parametrize("training", [
+    {"load_in_8bit": True}, {"method": "lora", "load_in_8bit": True},
+    {"quantization_bit": 8, "finetuning_type": "lora"}, {"method": "8-bit LoRA"}, {"method": "LoRA int8"},
+    {"method": "lora-int8"},
+])
+def test_the_ways_users_name_an_8bit_base(training):
+    assert make("llama-3.1-8b", training=training).training.method == "lora-int8"
+
+
+def test_an_8bit_base_is_never_sharded_and_its_costing_is_said():
+    from gpuplan.api import plan_scenario as plan
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="neither FSDP nor ZeRO-3 shards"):
+        evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 8, training={**INT8, "method": "lora-int8"},
+                      layout={"zero": 3}))
+    res = plan(make("llama-2-13b", "a100-80gb-sxm", 8, training={**INT8, "method": "lora-int8"})).result
+    assert res.best is not None and res.best.layout.zero < 3
+    est = _est("lora-int8")
+    assert any("LLM.int8" in n and "16-bit rate" in n for n in est.to_json()["notes"])
+    # the cast, quantization and int32 output of every 8-bit linear, and its weight dequantized in backward
+    assert est.time.step_s > _est("lora").time.step_s

@@ -355,7 +355,7 @@ def test_a_lora_rank_in_the_method_word_is_the_rank():
     assert a["given"] and "rank 64" in a["rule"]
     given = evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "LoRA (r=64)", "lora_rank": 8}))
     assert given.to_json()["scenario"]["training"]["lora_rank"] == 8
-    with pytest.raises(GpuplanError, match="'banana' is not one of full, lora, qlora"):
+    with pytest.raises(GpuplanError, match="'banana' is not one of full, lora, qlora, lora-int8"):
         evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "banana"}))
 
 

@@ -284,8 +284,12 @@ def test_switches_the_scenario_overrides_or_that_cost_nothing_are_said():
     read = {r[0]: r for r in sc.read_as}
     assert sc.training.precision == "bf16" and read["training.fp16"][2] == "not used"
     assert read["training.packing"][2] == "not used"
-    with pytest.raises(GpuplanError, match="an 8-bit base"):
-        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"load_in_8bit": True}})
+    # an 8-bit base (transformers' load_in_8bit, bitsandbytes LLM.int8) under LoRA: lora-int8
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "training": {"load_in_8bit": True}})
+    assert sc.training.method == "lora-int8"
+    with pytest.raises(GpuplanError, match="load_in_8bit: true trains an 8-bit base"):
+        parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+                        "training": {"load_in_8bit": True, "method": "qlora"}})
 
 
 @pytest.mark.parametrize("method, key, outcome", [
@@ -417,6 +421,6 @@ def test_a_llama_factory_config():
                                       "quantization_bit": 4, "cutoff_len": 2048}})
     assert (sc.training.method, sc.training.seq_len, sc.training.lora_rank) == ("qlora", 2048, 8)
     assert len(sc.training.lora_targets) == 7  # every linear of the block: q, k, v, o, gate, up, down
-    for training, match in (({"stage": "dpo"}, "preference or RL stage"), ({"quantization_bit": 8}, "only a 4-bit")):
+    for training, match in (({"stage": "dpo"}, "preference or RL stage"), ({"quantization_bit": 3}, "give 4 or 8")):
         with pytest.raises(GpuplanError, match=match):
             parse_scenario({"model": "qwen2.5-7b", "hardware": {"gpu": "rtx-4090"}, "training": training})

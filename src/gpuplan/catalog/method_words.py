@@ -18,6 +18,10 @@ _METHOD_WORDS = {
     "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation", "rslora", "rs-lora",
              "lora+", "loraplus", "lora-plus", "pissa"),
     "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4"),
+    # LoRA over a base loaded in 8 bits (bitsandbytes' LLM.int8: transformers' load_in_8bit, LLaMA-Factory's
+    # quantization_bit 8) — alpaca-lora's and PEFT's 2023 int8 training
+    "lora-int8": ("8-bit-lora", "8bit-lora", "lora-8-bit", "lora-8bit", "int8-lora", "lora-int-8", "llm-int8-lora",
+                  "lora-llm-int8", "qlora-8bit", "qlora-int8", "8-bit-qlora"),
 }
 
 
@@ -25,12 +29,13 @@ def read_method(word: str) -> tuple[str, Reading | None]:
     """The method a ``training.method`` word names: every weight trained (pre-training, SFT, full fine-tuning) or
     adapters (LoRA, QLoRA), a rank or options in brackets aside ("LoRA (r=16)"); gpuplan's own names as they are."""
     key = spelling(re.sub(r"\(.*\)|\br\s*=\s*\d+|\brank\s*=?\s*\d+", "", word, flags=re.IGNORECASE))  # "LoRA r=16"
-    if key in ("full", "lora", "qlora"):
+    if key in ("full", "lora", "qlora", "lora-int8"):
         return key, (None if key == word else Reading(field="training.method", given=word, value=key,
                                                        rule=f"method {word} read as {key}"))
     for method, words in _METHOD_WORDS.items():
         if key in words:
-            what = "every weight trained" if method == "full" else "adapters over frozen weights"
+            what = "every weight trained" if method == "full" else "adapters over frozen 8-bit weights" \
+                if method == "lora-int8" else "adapters over frozen weights"
             return method, Reading(field="training.method", given=word, value=method,
                                    rule=f"method {word} read as {method}: {what}")
     return word, None  # spec.Training names the choices
@@ -60,11 +65,14 @@ def read_attention(word: str) -> tuple[str, Reading | None]:
 
 def method_in(description: str) -> str | None:
     """The adapter method a stack's description names beside the stack ("Axolotl QLoRA", "FSDP + QLoRA", "HF Trainer
-    with PEFT LoRA", Answer.AI's "fsdp_qlora"): qlora or lora; None where it names none (every weight trained is
+    with PEFT LoRA", Answer.AI's "fsdp_qlora", "PEFT LoRA int8"): qlora, lora-int8 or lora;
+    None where it names none (every weight trained is
     the default either way)."""
     words = set(re.split(r"[-\s/+_(),]+", description.lower()))
     if words & {"no", "not", "without", "w/o"}:  # "full fine-tune (no LoRA)": a negated method names none
         return None
     if words & {"qlora", "qdora"}:
         return "qlora"
+    if words & {"lora", "peft"} and (words & {"int8", "8bit", "llm.int8"} or {"8", "bit"} <= words):
+        return "lora-int8"  # "LoRA (int8)", "8-bit LoRA"
     return "lora" if words & {"lora", "peft", "rslora", "pissa", "dora"} else None

@@ -146,7 +146,8 @@ VENDORS = ("hugging face", "huggingface", "microsoft", "nvidia", "meta", "facebo
 # a training method's words in a run's description of its stack ("HF Trainer + LoRA", "FSDP-QLoRA"): they name the
 # method (training.method), not the stack
 METHOD_PARTS = frozenset({"lora", "qlora", "dora", "sft", "fft", "rslora", "pissa", "fine", "tuning", "finetuning",
-                          "finetune", "full", "pretraining", "pretrain"})  # not "peft": also the HF stack's alias
+                          "finetune", "full", "pretraining", "pretrain", "int8", "8bit"})  # not "peft": also the HF
+# stack's alias
 
 
 # names of stacks that are also everyday words of a run's description: one of them alone names nothing

@@ -10,7 +10,8 @@ from gpuplan.io.words import Reading, switch
 def fine_tune_keys(training: dict) -> list[Reading]:
     """A fine-tuning config's switches read as what they set, where the scenario leaves it open: the Hugging Face
     Trainer's (and Axolotl's) ``bf16`` / ``fp16`` and a run's ``fp8`` switch as the precision, ``load_in_4bit`` as
-    QLoRA, TRL's ``use_peft`` as LoRA, Axolotl's ``lora_target_linear`` as all-linear; TRL's ``packing`` and Axolotl's
+    QLoRA, ``load_in_8bit`` as lora-int8,
+    TRL's ``use_peft`` as LoRA, Axolotl's ``lora_target_linear`` as all-linear; TRL's ``packing`` and Axolotl's
     ``sample_packing`` set aside (gpuplan's tokens are whole sequences of seq_len, as packing makes them)."""
     reads: list[Reading] = []
     for key in [k for k in ("bf16", "fp16", "fp8") if k in training]:
@@ -30,18 +31,17 @@ def fine_tune_keys(training: dict) -> list[Reading]:
         else:
             reads.append((f"training.{key}", f"{key}: true", "not used", "training.precision is given"))
     reads += _factory_keys(training)
-    if "load_in_8bit" in training and switch(training.pop("load_in_8bit"), "training.load_in_8bit"):
-        raise GpuplanError("training.load_in_8bit: an 8-bit base (LLM.int8) is not modelled: set method qlora (a 4-bit "
-                           "base) or lora (a 16-bit one)")
     for key, word, method in (("load_in_4bit", "a 4-bit base under LoRA adapters", "qlora"),
+                              ("load_in_8bit", "an 8-bit base (LLM.int8) under LoRA adapters", "lora-int8"),
                               ("use_peft", "LoRA adapters on a frozen base", "lora")):
-        open_to = (None, "lora") if method == "qlora" else (None,)  # a 4-bit load turns LoRA into QLoRA
+        open_to = (None, "lora") if method != "lora" else (None,)  # a 4- or 8-bit load turns LoRA into QLoRA / int8
         if key in training and switch(training.pop(key), f"training.{key}"):
             given, where = _method_said(training)
             if given in open_to:
                 training["method"] = method
                 reads.append(("training.method", f"{key}: true", method, f"{key}: true trains {word}: {method}"))
-            elif given in (method, "qlora"):  # the method already says it (QLoRA is PEFT's LoRA on a 4-bit base)
+            elif given == method or method == "lora" and given in ("qlora", "lora-int8"):  # the method says it
+                # (QLoRA and lora-int8 are PEFT's LoRA on a 4- or 8-bit base)
                 reads.append((f"training.{key}", f"{key}: true", "not used", where))
             else:
                 raise GpuplanError(f"training.{key}: true trains {word}, but training.method is {given}: set method "
@@ -64,7 +64,7 @@ FACTORY_STAGES = {"sft": "supervised fine-tuning", "pt": "pre-training"}
 
 def _factory_keys(training: dict) -> list[Reading]:
     """LLaMA-Factory's ``stage`` (sft and pt costed; a preference or RL stage refused with the fix) and
-    ``quantization_bit`` (4: QLoRA's 4-bit base, as ``load_in_4bit``; 8: an 8-bit base, not modelled)."""
+    ``quantization_bit`` (4: QLoRA's 4-bit base, as ``load_in_4bit``; 8: LLM.int8's 8-bit base, as ``load_in_8bit``)."""
     reads: list[Reading] = []
     if "stage" in training:
         stage = str(training.pop("stage")).strip().lower()
@@ -76,14 +76,15 @@ def _factory_keys(training: dict) -> list[Reading]:
                       "gpuplan costs"))
     if "quantization_bit" in training:
         bits = training.pop("quantization_bit")
-        if bits not in (4, "4"):
-            raise GpuplanError(f"training.quantization_bit {bits!r}: only a 4-bit base (QLoRA) is modelled: give 4, or "
-                               "drop it for a 16-bit base")
-        if "load_in_4bit" in training:
-            raise GpuplanError("training.quantization_bit and load_in_4bit both name the 4-bit base: give it once")
-        training["load_in_4bit"] = True
-        reads.append(("training.load_in_4bit", "quantization_bit: 4", True, "LLaMA-Factory's quantization_bit 4 "
-                      "loads the base in 4 bits (bitsandbytes), as load_in_4bit"))
+        if bits not in (4, "4", 8, "8"):
+            raise GpuplanError(f"training.quantization_bit {bits!r}: a 4-bit base (QLoRA) or an 8-bit one (LLM.int8) "
+                               "is modelled: give 4 or 8, or drop it for a 16-bit base")
+        key = f"load_in_{int(bits)}bit"
+        if key in training:
+            raise GpuplanError(f"training.quantization_bit and {key} both name the {int(bits)}-bit base: give it once")
+        training[key] = True
+        reads.append((f"training.{key}", f"quantization_bit: {bits}", True, f"LLaMA-Factory's quantization_bit {bits} "
+                      f"loads the base in {int(bits)} bits (bitsandbytes), as {key}"))
     return reads
 
 

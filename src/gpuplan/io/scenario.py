@@ -53,7 +53,7 @@ from gpuplan.spec import (
     check_layout_fields,
 )
 from gpuplan.spec.corrections import Corrections
-from gpuplan.spec.job import DEFAULT_SEQ_LEN
+from gpuplan.spec.job import ADAPTERS, DEFAULT_SEQ_LEN
 from gpuplan.spec.model import ModelSpec, check_lora_rank, with_positions
 from gpuplan.spec.scenario import Scenario
 from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
@@ -368,9 +368,9 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None, layout
     elif "global_batch_tokens" in tr_raw:
         kw["global_batch"], reading = batch_from_tokens(tr_raw["global_batch_tokens"], seq_len)
         words += (reading,) if reading else ()
-    if kw.get("method") in ("lora", "qlora"):  # the named stack's own adapters where the run names none
+    if kw.get("method") in ADAPTERS:  # the named stack's own adapters where the run names none
         words += stack_lora(kw, tr_raw.get("framework"), model)
-    if "lora_targets" in kw or kw.get("method") in ("lora", "qlora"):  # the model's own linears
+    if "lora_targets" in kw or kw.get("method") in ADAPTERS:  # the model's own linears
         kw["lora_targets"], reading = read_lora_targets(kw.get("lora_targets"), model, kw.get("framework", "generic"),
                                                         kw.get("method"))
         words += reading

@@ -194,7 +194,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
                                    default="bf16, or the framework's documented default (torchtune: bf16-pure)"),
     "training.optimizer": FieldDoc("optimizer (its states per parameter)"),
     "training.optimizer_impl": FieldDoc("optimizer kernel"),
-    "training.method": FieldDoc("what is trained: all weights or LoRA/QLoRA adapters"),
+    "training.method": FieldDoc("what is trained: all weights, or LoRA adapters over a 16-bit, 4-bit (QLoRA) or 8-bit "
+                                "(lora-int8: LLM.int8, load_in_8bit) base"),
     "training.lora_rank": FieldDoc("LoRA adapter rank", "rank"),
     "training.lora_targets": FieldDoc("modules that get adapters", values="the model's module names (comma-separated; "
                                       "Megatron's linear_qkv…, NeMo's attention_qkv…, torchtune's output_proj read as "

@@ -326,7 +326,7 @@ def read_lora_targets(given: tuple[str, ...] | None, model: Any, framework: str,
         check_lora_target_names(given)
         targets, note = resolve_lora_targets(model, given)
         reads = (("training.lora_targets", ", ".join(given), ", ".join(targets), f"read {note}"),) if note else ()
-    if method in ("lora", "qlora") and model.n_experts and not lora_adapts_experts(framework):
+    if method in ("lora", "qlora", "lora-int8") and model.n_experts and not lora_adapts_experts(framework):
         said = ", ".join(given) if given is not None else "all-linear"
         reads += (("training.lora_targets", said, f"{said}, not the routed experts", f"{framework} adapts modules "
                    "(PEFT's target_modules); transformers 5 keeps a MoE block's experts as fused parameters, which "

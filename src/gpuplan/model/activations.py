@@ -223,15 +223,18 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     lg = m.kinds[kind]
     adapted = [w for w in lg.weights if w.group in ("attention", "mlp", "shared_expert")
                and is_lora_target(w, x.lora_targets)]
-    # the frozen projections' inputs are not kept (the adapters keep theirs below)
-    out["qkv_input"] = 0.0
-    out["mlp_input"] = 0.0
+    # the frozen projections' inputs are not kept (the adapters keep theirs below) — but an 8-bit base's are:
+    # bitsandbytes' MatMul8bitLt.forward keeps its input A (ctx.tensors = (CAt, subA, A)) whenever it needs grad,
+    # as is, so the normed stream once for q/k/v and once for gate/up (fp32 where PEFT upcast the norms)
+    kept_in = (x.stream or e) * s * b * m.hidden * x.in_rep if (int8 := x.method == "lora-int8") else 0.0
+    out["qkv_input"] = kept_in if "qkv_input" in terms else 0.0
+    out["mlp_input"] = kept_in if "mlp_input" in terms else 0.0
     if "ssm_out_proj_input" in out:  # a recurrent mixer's out_proj reads the gated norm's output, kept by no kernel
         out["ssm_out_proj_input"] = 0.0
     ie = x.inner or e  # the MLP's elementwise tensors: fp32 where the 4-bit linears return the fp32 stream's dtype
     inner = ie if m.gated_mlp and not x.fused_glu else 0.0  # the activation's input and output, the up projection's
-    if "mlp" in out:
-        out["mlp"] = (2 * ie + inner) * s * b * m.ffn / t
+    if "mlp" in out:  # an 8-bit down projection keeps its input, the activation's product, too
+        out["mlp"] = (2 * ie + inner + (ie if int8 else 0)) * s * b * m.ffn / t
     if "shared_expert_mlp" in out:
         out["shared_expert_mlp"] = (2 * ie + inner) * s * b * m.shared_ffn / t
     if "expert_mlp" in out and x.lora_targets[-1:] == (NO_EXPERTS,):  # frozen routed experts, no adapter on them:
@@ -251,8 +254,8 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
             kept += (x.lora_copy + mask) * s * b * local_in * w.count
         elif x.lora_dropout:  # its own dropout output in place of the shared input, and the mask
             kept += (x.linear_in + mask) * s * b * local_in * w.count
-        elif not (row and w.group == "attention"):  # the heads' output: kept by attention
-            shared.add((w.group, row))
+        elif not (row and w.group == "attention") and not int8:  # the heads' output: kept by attention; an
+            shared.add((w.group, row))  # 8-bit base keeps the input the adapters share (above)
         kept += e * s * b * x.lora_rank * w.count  # the rank-r output the second matrix reads
         kept += x.lora_weight_cast * x.lora_rank * (out_f + in_f) / t * w.count
     for group, row in shared:  # the input tensor itself, once for the adapters that share it

@@ -32,13 +32,13 @@ from gpuplan.model.flops import expert_imbalance, layer_matmul_flops, recomputed
 from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
 from gpuplan.model.kept import amp_of
+from gpuplan.model.quantized import base_pass_bytes
 from gpuplan.model.recompute_modules import modules_of, recomputed_stream_bytes
 from gpuplan.model.software import MATMULS_PER_BLOCK, Software, software_of
 from gpuplan.model.ssm import scan_s, stream_bytes
 from gpuplan.spec import GPU, Hardware, LayerGroup, Layout, ModelSpec, Training
 from gpuplan.spec._value import ValueHashed, seal
 from gpuplan.spec.job import FP4_GEMM, FP4_RECIPES
-from gpuplan.spec.model import LORA_GROUPS
 
 __all__ = ["Device", "LayerTime", "attention_kernel", "attention_s", "device", "expert_imbalance", "fp8_cast_bytes",
            "fp8_scheme", "fp8_tp_gather", "layer_time", "matmul_s", "streamed_s", "unsupported_precision"]
@@ -286,15 +286,6 @@ def _mixer_s(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, dro
     return _Mixer(f + sf, b + sb, nbytes + s_bytes, float(s_kernels), sf + sb, f)
 
 
-def _dequantize_s(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, dev: Device) -> float:
-    """QLoRA: every pass over a frozen NF4 weight first dequantizes it to bf16 (bitsandbytes
-    ``dequantize_4bit`` before the matmul: read the 4-bit codes and their scales, write 2 B per
-    parameter — Dettmers et al. 2023, QLoRA, Sec. 3), at HBM bandwidth."""
-    params = sum(w.numel / (ep if w.group == "expert" else 1) for w in lg.weights
-                 if w.is_matrix and w.group in LORA_GROUPS) / tp
-    return params * (constant("nf4_bytes_per_param") + 2) / dev.bw
-
-
 @lru_cache(maxsize=65536)
 def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, ep: int, sp: bool,
                 recompute: str, attention: str, dropout: float, method: str, sw: Software, amp: bool,
@@ -323,12 +314,13 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         c = amp_cast_bytes(m, lg, tokens, accumulating)
         cast_f += streamed_s(c.fwd_bytes, c.fwd_kernels, dev)
         cast_b += streamed_s(c.bwd_bytes, c.bwd_kernels, dev)
-    dq = _dequantize_s(m, lg, tp, ep, dev) if method == "qlora" else 0.0
+    q = base_pass_bytes(m, lg, tp, ep, method, ad.stream if ad else 2.0)  # a quantized base (model/quantized.py)
+    q8_f, q8_b = streamed_s(tokens * q.per_token, q.kernels, dev) + q.fwd / dev.bw, q.bwd / dev.bw
     # a LoRA/QLoRA layer's adapters (model/adapters.py), in 16 bits under fp8 too
     ad_f, ad_b = adapters_s(adapter_work(lg, ad, tp), tokens, dev16 or dev) if ad is not None else (0.0, 0.0)
-    fwd = mm_f + att_f + elem_f + cast_f + dq + ad_f
+    fwd = mm_f + att_f + elem_f + cast_f + q8_f + ad_f
     # backward: input- and weight-gradient matmuls; a frozen LoRA/QLoRA base needs only the input's
-    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + dq + ad_b
+    bwd = mm_f + (mm_w if method == "full" else 0.0) + att_b + 2 * elem_f + cast_b + q8_b + ad_b
     # the attention core's forward again, whatever its kernel: a checkpointed core reruns it in backward (Megatron-Core
     # attention.py _checkpointed_attention_forward around the core, flash or not — with flash it saves little memory)
     core_f = mix.attention_fwd

@@ -41,12 +41,13 @@ def amp_fp32(training: Training, zero: int, model_parallel: int, offload: str) -
 
 
 def kbit_upcast(training: Training, zero: int) -> bool:
-    """Whether a QLoRA run keeps its norms (and, under fp16, its embeddings and LM head) in fp32 — PEFT's
-    ``prepare_model_for_kbit_training`` casts every 16-bit parameter that is not 4-bit to fp32, and TRL's trainers
+    """Whether a QLoRA (or 8-bit base, lora-int8) run keeps its norms (and, under fp16, its embeddings and LM head) in
+    fp32 — PEFT's ``prepare_model_for_kbit_training`` casts every 16-bit parameter that is not 4- or 8-bit to fp32
+    (``loaded_in_kbit``: is_loaded_in_8bit or is_loaded_in_4bit), and TRL's trainers
     call it for a 4-bit model with a LoRA config, except a sharded one (FSDP / ZeRO-3 QLoRA), then cast the
     embeddings and head back to bf16 under bf16 (peft_module_casting_to_bf16) — under mixed precision on a stack that
     prepares the model so (frameworks.json ``memory.kbit_upcast``)."""
-    return (training.method == "qlora" and zero < 3 and training.precision in ("bf16", "fp16")
+    return (training.method in ("qlora", "lora-int8") and zero < 3 and training.precision in ("bf16", "fp16")
             and prepares_kbit_in_fp32(training.framework))
 
 

@@ -27,7 +27,6 @@ from gpuplan.catalog.constants import constant
 from gpuplan.catalog.framework_memory import (
     fsdp_root_holds_embedding,
     keeps_half_grads,
-    nf4_state_sharded,
     pp_grads_in_fp32,
 )
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
@@ -37,10 +36,11 @@ from gpuplan.model.allocator import fragile, fragmentation_spread, reserve_share
 from gpuplan.model.backward_peak import cached_state_bytes, embedding_backward, half_grads_backward, one_gpu_backward
 from gpuplan.model.breakdown import MemoryBreakdown, MemoryVerdict, ModelStates, StagePeak
 from gpuplan.model.graphs import cuda_graph_allowance
-from gpuplan.model.kept import activation_flags, amp_fp32, kbit_upcast
-from gpuplan.model.params import RankParams, largest_param, rank_params
+from gpuplan.model.kept import activation_flags, amp_fp32
+from gpuplan.model.params import largest_param, rank_params
 from gpuplan.model.pipeline import flight_of, micro_batch_count, peak_stages, stage_io_bytes
-from gpuplan.model.states import StateBytes, adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
+from gpuplan.model.quantized import frozen_base
+from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes, transient_buffers
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
@@ -56,27 +56,6 @@ def adapter_states(training: Training, model: ModelSpec, full_model: float) -> f
     """Optimizer-state bytes per adapter parameter (model/states.py ``adapter_state_bytes``)."""
     return adapter_state_bytes(training.optimizer, training.precision, model, training.lora_targets,
                                training.lora_rank, full_model)
-
-
-def _frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) -> tuple[float, float]:
-    """A LoRA/QLoRA rank's frozen base: (bytes ZeRO-3 / FSDP shard, bytes every rank keeps whole). QLoRA: the block
-    linears' 4-bit values packed (sharded) and their quantization constants (absmax, double-quantized) — in each
-    bitsandbytes Linear4bit's quant_state, no parameter, so replicated (bitsandbytes nn/modules.py
-    fix_4bit_weight_quant_state_from_module: "the quant state got lost ... for example for fsdp"); torchao's NF4Tensor
-    shards them with the values (``nf4_state_sharded``) —; the rest in 16 bits, but where PEFT prepared the model
-    (``kbit_upcast``) the norms and other small parameters in fp32: prepare_model_for_kbit_training casts all of them
-    to fp32, then TRL's peft_module_casting_to_bf16 (and the QLoRA paper's qlora.py) casts the embeddings and the LM
-    head back to bf16 and keeps the norms in fp32."""
-    base = rp.dense + rp.expert
-    if training.method != "qlora":
-        return base * sb.weight, 0.0
-    small = base - rp.quantizable - rp.tables  # norms, biases, routers
-    state = rp.quantizable * (constant("nf4_bytes_per_param") - 0.5)
-    sharded = nf4_state_sharded(training.framework)
-    upcast = kbit_upcast(training, zero)
-    tables = 4 if upcast and training.precision == "fp16" else 2  # TRL casts them back only with args.bf16
-    return rp.quantizable * 0.5 + rp.tables * tables + small * (4 if upcast else 2) + \
-        (state if sharded else 0.0), 0.0 if sharded else state
 
 
 @lru_cache(maxsize=65536)
@@ -110,7 +89,7 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         # LoRA/QLoRA: frozen base in 16-bit (QLoRA: block linears in NF4), adapters trainable.
         # PEFT keeps adapters in fp32 under mixed precision (autocast_adapter_dtype=True),
         # so they need no separate master copy: 4 B weight + 4 B grad + moments.
-        base_bytes, replicated = _frozen_base(training, rp, sb, z)
+        base_bytes, replicated = frozen_base(training, rp, sb, z)
         mixed = training.precision in ("bf16", "fp16", "fp8")
         ad_w = 4 if mixed else sb.weight
         ad_g = 4 if mixed else sb.grad

@@ -17,6 +17,7 @@ from gpuplan.catalog.framework_memory import (
     nf4_state_sharded,
     zero3_buffers,
 )
+from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.muon import muon_split
 from gpuplan.model.params import RankParams
 from gpuplan.spec.job import Training
@@ -147,7 +148,7 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
     # QLoRA under FSDP / ZeRO-3 gathers the base weights as they are stored: 4-bit values packed into a 16-bit
     # storage dtype FSDP can flatten (bitsandbytes bnb_4bit_quant_storage, docs/source/fsdp_qlora.md), not bf16;
     # bitsandbytes' quantization constants stay whole on every rank, torchao's are gathered with the values
-    # (model/memory.py _frozen_base)
+    # (model/quantized.py frozen_base)
     g_elem = (constant("nf4_bytes_per_param") if nf4_state_sharded(training.framework) else 0.5) \
         if training.method == "qlora" else w_elem
     grad = sb.grad if training.method == "full" else 0
@@ -180,6 +181,8 @@ def transient_buffers(training: Training, rp: RankParams, sb: StateBytes, gather
         buffers += 2 * constant("ddp_bucket_bytes")
     if training.method == "qlora":
         buffers += rp.largest_matrix * 2  # one weight dequantised to bf16 at a time
+    elif training.method == "lora-int8":  # MatMul8bitLt.backward: CB.to(input dtype) — fp32 where PEFT upcast it
+        buffers += rp.largest_matrix * (4 if kbit_upcast(training, 0) else 2)
     return buffers
 
 

@@ -50,6 +50,11 @@ def note_text(note: Note, est: Estimate) -> str:
         return (f"{est.memory.cpu_offload_per_node / 1e9:,.0f} GB of state offloaded to each node's host memory, "
                 f"which is not checked: no reference node in the catalogue gives {sc.hardware.gpu.id}'s — give "
                 "hardware.host_memory (the node's CPU memory) to check it")
+    if code == "int8_base":
+        return ("method lora-int8 (bitsandbytes' LLM.int8 base, MatMul8bitLt): 1 B per frozen weight; each 8-bit "
+                "linear keeps its input for backward and dequantizes its weight for the input gradient; its "
+                "activations' fp16 cast, row-wise quantization and int32 output are timed as memory-bound passes, "
+                "the int8 GEMM at the 16-bit rate (no int8 tensor-core speed credited: an estimate)")
     if code == "paged":
         return ("optimizer_impl paged (bitsandbytes' paged optimizer): its states live in CUDA unified memory, outside "
                 "PyTorch's allocator — on the GPU while it has room, paged to the host when it has not, so they are "

@@ -136,11 +136,14 @@ def shardings(sc: Scenario, split: Split, per_node: int) -> tuple[Shard, ...]:
     if zg is not None:  # a hybrid-shard group the scenario fixes: only splits it divides
         if group % zg:
             return ()
-        return tuple((z, zg) for z in ([fixed["zero"]] if "zero" in fixed else (1, 2, 3)))
+        return tuple((z, zg) for z in ([fixed["zero"]] if "zero" in fixed else (1, 2, 3))
+                     if z < 3 or sc.training.method != "lora-int8")  # an 8-bit base is not sharded (spec/rules.py)
     if "zero" in fixed:
         return ((fixed["zero"], None),)
     if group == 1:
         return ((0, None),)
+    if sc.training.method == "lora-int8":  # an 8-bit base is not sharded (spec/rules.py)
+        return ((1, None), (2, None))
     # ZeRO-0 is dominated once there are replicas: ZeRO-1 moves the same bytes (reduce-scatter +
     # all-gather = all-reduce), hides them behind forward and backward, shards the optimizer step
     # and needs less memory

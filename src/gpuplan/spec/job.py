@@ -17,7 +17,9 @@ from gpuplan.spec.model import ALL_LINEAR, NO_EXPERTS
 Precision = Literal["bf16", "fp16", "bf16-pure", "fp8", "fp32"]
 Optimizer = Literal["adamw", "adam", "adamw-8bit", "adamw-4bit", "sgd", "sgd-momentum", "adafactor", "lion",
                     "lion-8bit", "muon", "ademamix", "ademamix-8bit"]
-Method = Literal["full", "lora", "qlora"]
+# lora-int8: LoRA over a base loaded in 8 bits (bitsandbytes' LLM.int8, transformers' load_in_8bit)
+Method = Literal["full", "lora", "qlora", "lora-int8"]
+ADAPTERS = ("lora", "qlora", "lora-int8")  # the methods that train adapters over a frozen base
 Recompute = Literal["none", "selective", "selective-op", "full"]
 # Megatron-Core's selective recomputation by module (TransformerConfig.recompute_modules, with
 # recompute_granularity "selective"; megatron/core/transformer/transformer_config.py): core_attn (its default), the
@@ -223,7 +225,13 @@ class Training(ValueHashed):
                                "one of those")
         if self.lora_dropout and self.method == "full":
             raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
-                               "method is full: drop lora_dropout, or set method lora or qlora")
+                               "method is full: drop lora_dropout, or set method lora, qlora or lora-int8")
+
+
+def quantized_base(training: Training) -> str | None:
+    """How the frozen base of an adapter run is stored: "nf4" (QLoRA's 4-bit NormalFloat, bitsandbytes Linear4bit or
+    torchao's NF4Tensor), "int8" (bitsandbytes' LLM.int8 Linear8bitLt), None for 16 bits or a full fine-tune."""
+    return {"qlora": "nf4", "lora-int8": "int8"}.get(training.method)
 
 
 def moe_dispatcher_of(tr: Training, pp_schedule: str) -> str:

@@ -32,9 +32,10 @@ class Context:
     global_batch: int | None = None
     in_backward: bool | None = None  # training.optimizer_in_backward
     act_offload: bool | None = None  # training.activation_offloading
+    int8_base: bool | None = None  # training.method lora-int8: a base in bitsandbytes' Int8Params
 
     def known(self, name: str) -> bool:
-        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward", "act_offload"):
+        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward", "act_offload", "int8_base"):
             return getattr(self, name) is not None
         return self.lay.get(name) is not None or (name == "zero_group" and "zero_group" in self.lay)
 
@@ -254,6 +255,12 @@ RULES: tuple[Rule, ...] = (
         lambda c: f"training.activation_offloading runs without pipeline stages (Megatron-Core: 'no support for "
                   f"Pipeline parallelism with CPU offloading'; torchtune has no pipeline), but layout.pp = "
                   f"{c.lay['pp']}: set pp: 1, or activation_offloading: false")),
+    Rule("an 8-bit base is not sharded", ("int8_base", "zero"), _msg(
+        lambda c: bool(c.int8_base) and c.lay["zero"] >= 3,
+        lambda c: f"method lora-int8 keeps the base in bitsandbytes' Int8Params, which neither FSDP nor ZeRO-3 shards "
+                  "(FSDP: 'Must flatten tensors with uniform dtype', bitsandbytes issue #1709; 'Integer parameters are "
+                  f"unsupported', accelerate issue #1415), but layout.zero = {c.lay['zero']}: set zero 0-2, or method "
+                  "qlora (FSDP-QLoRA shards a 4-bit base)")),
     Rule("global batch divides into micro-batches", ("global_batch", "dp", "micro_batch"), _msg(
         lambda c: c.global_batch % (c.lay["dp"] * c.lay["micro_batch"]) != 0,  # type: ignore[operator]
         lambda c: f"training.global_batch={c.global_batch} is not a multiple of dp×micro_batch = "
