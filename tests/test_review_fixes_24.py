@@ -158,3 +158,53 @@ def test_an_8bit_base_is_never_sharded_and_its_costing_is_said():
     assert any("LLM.int8" in n and "16-bit rate" in n for n in est.to_json()["notes"])
     # the cast, quantization and int32 output of every 8-bit linear, and its weight dequantized in backward
     assert est.time.step_s > _est("lora").time.step_s
+
+
+# ---- DoRA (PEFT use_dora): the adapted weight rebuilt each forward, the output rescaled by a magnitude -----------
+
+@pytest.mark.parametrize(("training", "method"), [
+    ({"method": "dora"}, "lora"), ({"method": "QDoRA"}, "qlora"), ({"method": "DoRA (r=8)"}, "lora"),
+    ({"method": "lora", "use_dora": True}, "lora"), ({"adapter": "lora", "peft_use_dora": True}, "lora"),
+])
+def test_the_ways_users_name_dora(training, method):
+    tr = make("llama-3.1-8b", training=training).training
+    assert (tr.method, tr.dora) == (method, True)
+
+
+def test_dora_needs_adapters():
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="training.dora decomposes LoRA adapters"):
+        make("llama-3.1-8b", training={"method": "full", "dora": True})
+
+
+def _dora_memory(dora: bool, dropout: float = 0.0) -> dict:
+    return evaluate(make("llama-3.1-8b", "h200", 1, training={"method": "lora", "dora": dora, "seq_len": 2048,
+                                                             "tokens": 1e7, "lora_targets": "all-linear",
+                                                             "lora_dropout": dropout},
+                         layout={"micro_batch": 1, "recompute": "none"})).to_json()["memory"]
+
+
+def test_dora_keeps_the_magnitudes_inputs_and_holds_the_largest_rebuild():
+    # per token and layer, base_result and lora_result in bf16 for every adapted linear: 2 x 2 B x the 43,008 output
+    # features of Llama 3.1 8B's seven (q 4,096, k 1,024, v 1,024, o 4,096, gate 14,336, up 14,336, down 4,096);
+    # the largest rebuild, the down projection's (d_in 14,336, d_out 4,096) under PEFT's fp32 adapters: the fp32
+    # identity 4 x 14,336^2, the 16-bit product and its scaled copy 2 + 2 B and the fp32 weight copy and sum 4 + 4 B
+    # per weight
+    per_token = 2 * 2 * 43_008
+    rebuild = 4 * 14_336**2 + (2 + 2 + 4 + 4) * 14_336 * 4_096
+    assert _dora_memory(True)["activations"] - _dora_memory(False)["activations"] == 32 * per_token * 2048 + rebuild
+    # with lora_dropout PEFT runs F.linear(dropout(x), weight) again: autocast's bf16 copies of its input and of the
+    # weight are kept too (7 B weights per layer's matrices: 218,103,808 of them)
+    more = _dora_memory(True, 0.05)["activations"] - _dora_memory(True)["activations"]
+    lora_more = _dora_memory(False, 0.05)["activations"] - _dora_memory(False)["activations"]
+    assert more - lora_more == 32 * (2 * (4096 * 3 + 4096 + 4096 * 2 + 14_336) * 2048 + 2 * 218_103_808)
+
+
+def test_dora_costs_the_rebuild_every_forward_pass():
+    def step(dora, recompute):
+        return evaluate(make("llama-3.1-8b", "a100-80gb-sxm", 1, training={"method": "lora", "dora": dora,
+                                                                          "seq_len": 2048, "tokens": 1e7},
+                             layout={"micro_batch": 1, "recompute": recompute})).time.step_s
+    extra_none, extra_full = step(True, "none") - step(False, "none"), step(True, "full") - step(False, "full")
+    assert extra_none > 0 and extra_full > extra_none  # the recomputed forward rebuilds the weights again

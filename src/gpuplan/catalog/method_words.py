@@ -4,6 +4,7 @@ once when a scenario is parsed, beside catalog/stacks.py's words for the stack a
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from gpuplan.catalog.stacks import Reading, attention_words, spelling
 from gpuplan.spec import ATTENTIONS
@@ -16,8 +17,8 @@ _METHOD_WORDS = {
     # rsLoRA (a rank-scaled multiplier), LoRA+ (a larger learning rate for B) and PiSSA (adapters initialised from
     # the principal singular vectors) train LoRA's A and B of the same shapes: LoRA's memory and FLOPs
     "lora": ("peft", "lora-fine-tuning", "lora-finetuning", "lora-sft", "low-rank-adaptation", "rslora", "rs-lora",
-             "lora+", "loraplus", "lora-plus", "pissa"),
-    "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4"),
+             "lora+", "loraplus", "lora-plus", "pissa", "dora", "lora-dora", "dora-lora"),
+    "qlora": ("4-bit-lora", "lora-4-bit", "qlora-4bit", "nf4-lora", "lora-nf4", "qdora", "qlora-dora"),
     # LoRA over a base loaded in 8 bits (bitsandbytes' LLM.int8: transformers' load_in_8bit, LLaMA-Factory's
     # quantization_bit 8) — alpaca-lora's and PEFT's 2023 int8 training
     "lora-int8": ("8-bit-lora", "8bit-lora", "lora-8-bit", "lora-8bit", "int8-lora", "lora-int-8", "llm-int8-lora",
@@ -39,6 +40,26 @@ def read_method(word: str) -> tuple[str, Reading | None]:
             return method, Reading(field="training.method", given=word, value=method,
                                    rule=f"method {word} read as {method}: {what}")
     return word, None  # spec.Training names the choices
+
+
+_DORA = re.compile(r"(^|[^a-z])q?dora([^a-z]|$)")  # "DoRA", "QDoRA", "LoRA + DoRA"
+
+
+def read_method_word(kw: dict) -> tuple[Reading | None, list[tuple[str, str, Any, str]]]:
+    """``kw["method"]`` read as ``read_method`` reads it, and what else the word names where the input leaves it open
+    — a rank ("LoRA (r=64)"), DoRA ("DoRA", "QDoRA": PEFT's use_dora) — set in ``kw``: (the method's reading, the
+    others' as (field, given, value, rule))."""
+    word = kw["method"]
+    rank = re.search(r"\br\s*=\s*(\d+)|\brank\s*=?\s*(\d+)", word.lower())
+    kw["method"], reading = read_method(word)
+    said: list[tuple[str, str, Any, str]] = []
+    if rank and "lora_rank" not in kw and kw["method"] != "full":
+        kw["lora_rank"] = int(rank[1] or rank[2])
+        said.append(("training.lora_rank", word, kw["lora_rank"], f"method {word} names rank {kw['lora_rank']}"))
+    if _DORA.search(word.lower()) and "dora" not in kw:
+        kw["dora"] = True
+        said.append(("training.dora", word, True, f"method {word} names DoRA (PEFT use_dora)"))
+    return reading, said
 
 
 # gpuplan's own attention names, longest first ("flash1-triton" before "flash1" before "flash")

@@ -345,7 +345,7 @@ def _training(tr_raw: dict, model: ModelSpec, no_bf16: str | None = None, layout
             kw[key] = lora_target_names(value)
         elif key == "trace_calibration":  # the activation ratio: see _corrections
             continue
-        elif key in ("optimizer_in_backward", "activation_offloading", "expandable_segments", "tf32"):
+        elif key in ("optimizer_in_backward", "activation_offloading", "expandable_segments", "tf32", "dora"):
             kw[key] = _bool(value, f"training.{key}")
         elif key == "compile":
             kw[key], kw["compile_loss"] = compile_word(value)

@@ -14,8 +14,8 @@ TOP_KEYS = ("name", "model", "hardware", "training", "layout")
 HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
                  "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
-                 "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "attention", "dropout",
-                 "headroom", "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
+                 "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "dora", "attention",
+                 "dropout", "headroom", "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
                  "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs", "kernels",
                  "moe_dispatcher", "tf32")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
@@ -64,6 +64,8 @@ KEY_ALIASES: dict[str, dict[str, str]] = {
         **dict.fromkeys(("train_tokens", "total_tokens", "training_tokens"), "tokens"),
         **dict.fromkeys(("train_iters", "train_steps", "max_steps", "total_steps"), "steps"),
         "lora_r": "lora_rank",
+        # PEFT's LoraConfig.use_dora (TRL's and LLaMA-Factory's use_dora), Axolotl's peft_use_dora
+        **dict.fromkeys(("use_dora", "peft_use_dora"), "dora"),
         # the Hugging Face Trainer's optim (its words, e.g. paged_adamw_8bit, read as the optimizer they run);
         # Axolotl's adapter and LLaMA-Factory's finetuning_type (lora, qlora, full) as the method
         "optim": "optimizer",
@@ -203,6 +205,8 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.attention": FieldDoc("attention kernel (flash: FlashAttention-2)"),
     "training.lora_dropout": FieldDoc("LoRA adapters' dropout probability (PEFT's and torchtune's default 0; a mask "
                                       "per adapter input)", "probability 0-1"),
+    "training.dora": FieldDoc("DoRA: LoRA adapters with weight-decomposed magnitudes (PEFT use_dora)",
+                              values="true | false", default="false"),
     "training.dropout": FieldDoc("dropout probability (masks add activation memory)", "probability 0-1"),
     "training.trace_calibration": FieldDoc("activation factor from `gpuplan trace --calibrate`",
                                            values="true, false, or a file path", default="false"),

@@ -50,7 +50,7 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None, layout: Any = Non
     training there runs — and a word for 16-bit mixed precision that names no format ("mixed", "mixed
     precision"), said so."""
     from gpuplan.catalog.frameworks import default_fp8_recipe, get_framework
-    from gpuplan.catalog.method_words import read_attention, read_method
+    from gpuplan.catalog.method_words import read_attention, read_method_word
     from gpuplan.catalog.stacks import precision_flag, precision_recipe, read_optimizer, read_precision
 
     read: list[Any] = []
@@ -64,14 +64,9 @@ def read_words(kw: dict[str, Any], no_bf16: str | None = None, layout: Any = Non
         read.append(r)
     stack_read = _framework_words(kw, layout or {}) if "framework" in kw else []
     ranks: list[Reading] = []
-    if isinstance(kw.get("method"), str):
-        word_m = kw["method"]
-        rank = re.search(r"\br\s*=\s*(\d+)|\brank\s*=?\s*(\d+)", kw["method"].lower())
-        kw["method"], r = read_method(kw["method"])
+    if isinstance(kw.get("method"), str):  # "LoRA (r=64)", "QDoRA": the rank, DoRA it names too
+        r, ranks = read_method_word(kw)
         read.append(r)
-        if rank and "lora_rank" not in kw and kw["method"] != "full":  # "LoRA (r=64)": the rank it names
-            kw["lora_rank"] = int(rank[1] or rank[2])
-            ranks = [("training.lora_rank", word_m, kw["lora_rank"], f"method {word_m} names rank {kw['lora_rank']}")]
     framework = kw.get("framework", "generic")
     out = [(r.field, r.given, r.value, r.rule) for r in read if r is not None] + stack_read + ranks
     word = kw.get("precision")

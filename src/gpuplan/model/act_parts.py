@@ -18,6 +18,7 @@ from gpuplan.model.activations import (
     recompute_working_set,
 )
 from gpuplan.model.breakdown import StageActivations
+from gpuplan.model.dora import dora_working_set
 from gpuplan.model.kept import fused_glu_keeps_input, keeps_fp32_norm_copy, lora_shape, norm_keeps, normed_readers
 from gpuplan.model.params import rank_params
 from gpuplan.model.software import software_of
@@ -38,6 +39,9 @@ def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp
         kept, _, _ = activation_parts(model, training, tp, ep, pp, vstages, stage, cp, sp, mb, "none", amp, upcast,
                                       adapters16)
         per_mb = per_mb / every + kept * (1 - 1 / every)
+    if training.dora:  # DoRA's weight rebuild of the largest adapted linear, forward and recomputed (model/dora.py)
+        extra += dora_working_set(model, training.lora_targets, tp, 2.0 if lora_shape(training, adapters16)[
+            "lora_copy"] == 0 else 4.0)
     if factor != 1.0:
         per_mb, extra = per_mb * factor, extra * factor
     # activation offloading (torchtune OffloadActivations, Megatron-Core cpu_offloading; no pipeline): the saved

@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplan.model.dora import dora_kept
 from gpuplan.model.recompute_modules import dropped, modules_of
 from gpuplan.model.ssm import ssm_terms
 from gpuplan.spec.model import LORA_GROUPS, NO_EXPERTS, ROW_PARALLEL_LEAVES, ModelSpec, is_lora_target
@@ -86,6 +87,7 @@ class ActShape:
     lora_copy: float = 0.0
     lora_weight_cast: float = 0.0
     lora_dropout: bool = False  # the adapters drop their input: each keeps a 1-byte mask of it
+    dora: bool = False  # DoRA (PEFT use_dora): the magnitude's inputs kept too (model/dora.py dora_kept)
     # AMP over fp32 weights (model/kept.py amp_fp32): each linear reading a normalized stream keeps its own
     # 16-bit cast of it — as many copies as separate linears read it (q, k, v: 3; gate, up: 2)
     qkv_copies: int = 1
@@ -128,8 +130,12 @@ def layer_terms(m: ModelSpec, kind: int, x: ActShape) -> dict[str, float]:
         terms.update({k: v for k, v in scan.items() if not (lg.attends and k in ("mixer_norm_input", "qkv_input"))})
     if lg.mlp:
         terms.update(_mlp_terms(m, lg.moe, x, rep))
-    if x.method != "full":
-        return lora_terms(m, kind, x, terms)
+    if x.method == "full":
+        return terms
+    terms = lora_terms(m, kind, x, terms)
+    if x.dora:  # base_result and lora_result for the magnitude's gradient; with dropout the base GEMM's inputs
+        per_token, per_layer = dora_kept(lg, x.lora_targets, x.t, x.elem, x.lora_dropout)
+        terms["dora"] = per_token * x.s * x.b + per_layer
     return terms
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.framework_memory import lora_fused, lora_keeps_shared_input
+from gpuplan.model.dora import COMPOSE_KERNELS, DoraPass, dora_compose, dora_pass
 from gpuplan.model.kept import adapters_in_16_bits, kbit_upcast
 from gpuplan.spec import Training
 from gpuplan.spec.model import ROW_PARALLEL_LEAVES, LayerGroup, is_lora_target
@@ -58,6 +59,7 @@ class Adapters:
     stream: float = 2.0
     dropout: bool = False
     compiled: bool = False  # torch.compile: the pointwise ops around the adapter GEMMs fused (``_compiled``)
+    dora: bool = False  # DoRA (PEFT use_dora): the weight rebuilt each forward, the output rescaled (model/dora.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,7 @@ class AdapterWork:
     fwd_kernels: float
     bwd_bytes: float
     bwd_kernels: float
+    per_pass: DoraPass | None = None  # DoRA's weight rebuild, once per forward pass whatever the tokens
 
 
 def adapter_work(lg: LayerGroup, ad: Adapters, tp: int) -> AdapterWork:
@@ -94,8 +97,15 @@ def adapter_work(lg: LayerGroup, ad: Adapters, tp: int) -> AdapterWork:
         dgrad += [(r, o, n, a), (i, r, n, a)]          # dY·Bᵀ, then (dY·Bᵀ)·Aᵀ
         wgrad += [(o, r, n, a), (r, i, n, a)]          # dB = dYᵀ·xA (o×r), dA = (dY·Bᵀ)ᵀ·x (r×i): tokens reduced
         f_b, f_k, b_b, b_k = (_compiled if ad.compiled else _eager)(ad, a, i, o)
+        if ad.dora:  # the output rescaled; with dropout the base GEMM again on the dropped input (model/dora.py)
+            (d_f, d_b), (d_fk, d_bk) = dora_compose(i, o, ad.stream, ad.dropout), COMPOSE_KERNELS
+            f_b, f_k, b_b, b_k = f_b + d_f, f_k + d_fk, b_b + d_b, b_k + d_bk
+            if ad.dropout:
+                fwd, dgrad = fwd + [(o, i, n, 2.0)], dgrad + [(i, o, n, 2.0)]
         fb, fk, bb, bk = fb + n * f_b, fk + n * f_k, bb + n * b_b, bk + n * b_k
-    return AdapterWork(tuple(fwd), tuple(dgrad), tuple(wgrad), fb, fk, bb, bk)
+    rebuild = dora_pass(lg, ad.targets, r, tp, 4.0 if ad.kind in (CAST_AUTOCAST, CAST_FP32) else ad.stream, a) \
+        if ad.dora else None
+    return AdapterWork(tuple(fwd), tuple(dgrad), tuple(wgrad), fb, fk, bb, bk, rebuild)
 
 
 def _eager(ad: Adapters, a: float, i: float, o: float) -> tuple[float, float, float, float]:
@@ -157,4 +167,4 @@ def adapters_of(training: Training, zero: int) -> Adapters | None:
         kind = CAST_AUTOCAST if training.precision in ("bf16", "fp16", "fp8") else CAST_FP32
     stream = 4.0 if training.precision == "fp32" or kbit_upcast(training, zero) else 2.0
     return Adapters(training.lora_targets, training.lora_rank, kind, stream, training.lora_dropout > 0,
-                    training.compile)
+                    training.compile, training.dora)

@@ -363,6 +363,9 @@ def adapters_s(w: AdapterWork, tokens: float, dev: Device) -> tuple[float, float
         return t * count
 
     fwd = sum(gemm(tokens, n, k, c, e) for n, k, c, e in w.fwd_gemms)
+    if w.per_pass is not None:  # DoRA's weight rebuild: per forward pass, whatever the tokens (model/dora.py)
+        fwd += sum(gemm(m, n, k, c, e) for m, n, k, c, e in w.per_pass.gemms) \
+            + streamed_s(w.per_pass.nbytes, w.per_pass.kernels, dev)
     bwd = sum(gemm(tokens, n, k, c, e) for n, k, c, e in w.dgrad_gemms) \
         + sum(gemm(m, n, tokens, c, e) for m, n, c, e in w.wgrad_gemms)
     return (fwd + streamed_s(tokens * w.fwd_bytes, w.fwd_kernels, dev),

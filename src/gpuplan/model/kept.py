@@ -104,7 +104,7 @@ def lora_shape(training: Training, in_16_bits: bool = False) -> dict:
     copy = 0.0 if shared else 2.0 if mixed else 4.0
     return {"method": training.method, "lora_targets": training.lora_targets, "lora_rank": training.lora_rank,
             "lora_copy": copy, "lora_weight_cast": 2.0 if mixed and not shared else 0.0,
-            "lora_dropout": training.lora_dropout > 0}
+            "lora_dropout": training.lora_dropout > 0, "dora": training.dora}
 
 
 def keeps_fp32_norm_copy(model: ModelSpec, training: Training) -> bool:

@@ -30,6 +30,7 @@ class Note(Enum):
     EXTRA_MODULES = "extra_modules"        # parameters outside the main step (a multi-token-prediction module)
     PER_DIE = "per_die"                    # a two-die board counted per die as the framework sees it (MI250X GCDs)
     INT8_BASE = "int8_base"                # lora-int8: how bitsandbytes' LLM.int8 linears are costed (compute.py)
+    DORA = "dora"                          # DoRA: PEFT's weight rebuild and rescaled output (model/dora.py)
 
 
 def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
@@ -48,5 +49,6 @@ def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Not
              (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED),
              (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK), (amp_of(sc.training, lay), Note.AMP_WEIGHTS),
              (m.extra_params > 0 and sc.training.method == "full", Note.EXTRA_MODULES),
-             ("(one GCD)" in sc.hardware.gpu.name, Note.PER_DIE), (sc.training.method == "lora-int8", Note.INT8_BASE))
+             ("(one GCD)" in sc.hardware.gpu.name, Note.PER_DIE), (sc.training.method == "lora-int8", Note.INT8_BASE),
+             (sc.training.dora, Note.DORA))
     return tuple(out) + tuple(note for on, note in flags if on)

@@ -38,6 +38,20 @@ MUON = ("optimizer muon: torch.optim.Muon on the blocks' weight matrices (one mo
         "timed at the GPU's rate")
 
 
+# notes whose words read nothing of the estimate
+FIXED_NOTES = {
+    "muon": MUON,
+    "int8_base": "method lora-int8 (bitsandbytes' LLM.int8 base, MatMul8bitLt): 1 B per frozen weight; each 8-bit "
+                 "linear keeps its input for backward and dequantizes its weight for the input gradient; its "
+                 "activations' fp16 cast, row-wise quantization and int32 output are timed as memory-bound passes, "
+                 "the int8 GEMM at the 16-bit rate (no int8 tensor-core speed credited: an estimate)",
+    "dora": "DoRA as PEFT runs it (use_dora): every adapted linear's forward — and its recomputation — rebuilds the "
+            "adapted weight through an identity matrix to take its row norms (the largest one's rebuild held at once), "
+            "rescales the output by the magnitude keeping base_result and lora_result, and with lora_dropout runs the "
+            "base GEMM again; the magnitude vectors' states are not counted (~3 % of the adapters')",
+}
+
+
 def note_text(note: Note, est: Estimate) -> str:
     """One note of an estimate, in words."""
     sc = est.scenario
@@ -50,11 +64,8 @@ def note_text(note: Note, est: Estimate) -> str:
         return (f"{est.memory.cpu_offload_per_node / 1e9:,.0f} GB of state offloaded to each node's host memory, "
                 f"which is not checked: no reference node in the catalogue gives {sc.hardware.gpu.id}'s — give "
                 "hardware.host_memory (the node's CPU memory) to check it")
-    if code == "int8_base":
-        return ("method lora-int8 (bitsandbytes' LLM.int8 base, MatMul8bitLt): 1 B per frozen weight; each 8-bit "
-                "linear keeps its input for backward and dequantizes its weight for the input gradient; its "
-                "activations' fp16 cast, row-wise quantization and int32 output are timed as memory-bound passes, "
-                "the int8 GEMM at the 16-bit rate (no int8 tensor-core speed credited: an estimate)")
+    if code in FIXED_NOTES:
+        return FIXED_NOTES[code]
     if code == "paged":
         return ("optimizer_impl paged (bitsandbytes' paged optimizer): its states live in CUDA unified memory, outside "
                 "PyTorch's allocator — on the GPU while it has room, paged to the host when it has not, so they are "
@@ -63,8 +74,6 @@ def note_text(note: Note, est: Estimate) -> str:
         savers = unmodelled_savers(sc.training.precision, sc.model.qk_rope_dim > 0, est.layout.pp)
         return (f"within {NOT_MODELLED_MARGIN:.0%} over the capacity: runs at this edge use memory savers gpuplan "
                 "does not model — " + "; ".join(NOT_MODELLED_SAVERS[k] for k in savers))
-    if code == "muon":
-        return MUON
     if code == "cuda_graphs":
         extra = est.memory.graphs
         return (f"training.cuda_graphs {sc.training.cuda_graphs}: the graphs' static buffers are not modelled — the "

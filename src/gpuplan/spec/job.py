@@ -129,6 +129,9 @@ class Training(ValueHashed):
     # the adapters' dropout on their input (PEFT LoraConfig.lora_dropout, torchtune lora_dropout; both default 0):
     # each adapter then keeps its dropout mask (model/activations.py lora_terms)
     lora_dropout: float = 0.0
+    # DoRA (Liu et al. 2024, arXiv:2402.09353; PEFT LoraConfig.use_dora): each adapted weight's column norms rescaled
+    # by a trained magnitude — its extra work and memory in model/dora.py
+    dora: bool = False
     attention: Attention = "flash"
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
@@ -223,6 +226,9 @@ class Training(ValueHashed):
             raise GpuplanError(f"training.optimizer_impl paged is bitsandbytes' paged optimizers "
                                f"({', '.join(PAGED_OPTIMIZERS)}), not {self.optimizer}: drop optimizer_impl or pick "
                                "one of those")
+        if self.dora and self.method == "full":
+            raise GpuplanError("training.dora decomposes LoRA adapters' weights (PEFT use_dora), but method is full: "
+                               "drop dora, or set method lora or qlora")
         if self.lora_dropout and self.method == "full":
             raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
                                "method is full: drop lora_dropout, or set method lora, qlora or lora-int8")
