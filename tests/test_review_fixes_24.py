@@ -8,6 +8,7 @@ from conftest import make
 
 from gpuplan.api import evaluate_scenario as evaluate
 from gpuplan.catalog.hardware import get_gpu
+from gpuplan.catalog.models import load_model
 
 TUNE = {"framework": "torchtune", "method": "full", "seq_len": 2048, "tokens": 1e8}
 
@@ -208,3 +209,63 @@ def test_dora_costs_the_rebuild_every_forward_pass():
                              layout={"micro_batch": 1, "recompute": recompute})).time.step_s
     extra_none, extra_full = step(True, "none") - step(False, "none"), step(True, "full") - step(False, "full")
     assert extra_none > 0 and extra_full > extra_none  # the recomputed forward rebuilds the weights again
+
+
+# ---- preference runs on pairs (DPO, IPO with a reference model; ORPO, SimPO, CPO without) ---------------------------
+
+PREF = {"method": "full", "seq_len": 1024, "tokens": 1e8, "global_batch": 64, "framework": "trl deepspeed"}
+
+
+def _pref(preference, method="full", **layout):
+    training = {**PREF, "method": method, **({"preference": preference} if preference else {})}
+    return make("llama-3.1-8b", "h100-sxm", 8, training=training, layout={"micro_batch": 2, "zero": 3, **layout})
+
+
+def test_a_preference_batch_counts_pairs_and_the_step_runs_their_sequences():
+    sc = _pref("DPO")
+    # TRL's per_device_train_batch_size counts pairs; concatenated_forward runs the chosen and the rejected together
+    assert (sc.training.preference, sc.training.global_batch, sc.layout["micro_batch"]) == ("dpo", 128, 4)
+    said = {r[0]: r for r in sc.read_as}
+    assert said["training.global_batch"][1] == "64 pairs" and said["layout.micro_batch"][2] == 4
+    # a batch given in tokens is sequences already
+    sc = make("llama-3.1-8b", training={"preference": "dpo", "seq_len": 1024, "global_batch_tokens": 131072})
+    assert sc.training.global_batch == 128
+    # LLaMA-Factory: stage dpo with its pref_loss
+    assert make("llama-3.1-8b", training={"stage": "dpo"}).training.preference == "dpo"
+    assert make("llama-3.1-8b", training={"stage": "dpo", "pref_loss": "simpo"}).training.preference == "simpo"
+
+
+def test_what_a_preference_run_cannot_be():
+    from gpuplan.errors import GpuplanError
+    from gpuplan.spec import Training
+
+    with pytest.raises(GpuplanError, match="KTO"):
+        make("llama-3.1-8b", training={"stage": "kto"})
+    with pytest.raises(GpuplanError, match="whole pairs"):
+        Training(preference="dpo", global_batch=63)
+    with pytest.raises(GpuplanError, match="'rlhf' is not one of dpo, ipo, orpo, simpo, cpo"):
+        make("llama-3.1-8b", training={"preference": "rlhf"})
+
+
+def test_dpo_keeps_a_reference_model_where_a_full_fine_tune_needs_one():
+    mem = {p: evaluate(_pref(p)).to_json()["memory"] for p in ("dpo", "orpo")}
+    params = load_model("llama-3.1-8b").params
+    # the frozen reference copy in bf16, sharded over the 8 ZeRO-3 ranks as TRL prepares it
+    assert mem["dpo"]["weights"] - mem["orpo"]["weights"] == pytest.approx(params * 2 / 8, rel=1e-9)
+    # under ZeRO-2 it is whole on every rank
+    z2 = {p: evaluate(_pref(p, zero=2)).to_json()["memory"] for p in ("dpo", "orpo")}
+    assert z2["dpo"]["weights"] - z2["orpo"]["weights"] == pytest.approx(params * 2, rel=1e-9)
+    # LoRA's reference is the base with the adapters off: no copy
+    lora = {p: evaluate(_pref(p, "lora")).to_json()["memory"] for p in ("dpo", "orpo")}
+    assert lora["dpo"]["weights"] == lora["orpo"]["weights"]
+
+
+def test_the_reference_forward_costs_time_and_the_search_keeps_pairs_whole():
+    from gpuplan.api import plan_scenario as plan
+
+    dpo, orpo = (evaluate(_pref(p)).time.step for p in ("dpo", "orpo"))
+    # one more forward over the same sequences: fwd + bwd (1 + 2) becomes 2 + 2, compute only, at most 4/3 slower
+    assert orpo.compute_s < dpo.compute_s <= orpo.compute_s * 4 / 3 * 1.001
+    sc = make("llama-3.1-8b", "h100-sxm", 8, training={**PREF, "preference": "dpo"})
+    res = plan(sc).result
+    assert res.best is not None and res.best.layout.micro_batch % 2 == 0

@@ -421,6 +421,6 @@ def test_a_llama_factory_config():
                                       "quantization_bit": 4, "cutoff_len": 2048}})
     assert (sc.training.method, sc.training.seq_len, sc.training.lora_rank) == ("qlora", 2048, 8)
     assert len(sc.training.lora_targets) == 7  # every linear of the block: q, k, v, o, gate, up, down
-    for training, match in (({"stage": "dpo"}, "preference or RL stage"), ({"quantization_bit": 3}, "give 4 or 8")):
+    for training, match in (({"stage": "kto"}, "KTO"), ({"quantization_bit": 3}, "give 4 or 8")):
         with pytest.raises(GpuplanError, match=match):
             parse_scenario({"model": "qwen2.5-7b", "hardware": {"gpu": "rtx-4090"}, "training": training})

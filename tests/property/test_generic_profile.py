@@ -28,6 +28,8 @@ def test_generic_is_never_faster_than_the_median_named_framework(model, gpu, gpu
                             layout={**layout, "micro_batch": mb}))
     except GpuplanError:
         return  # a layout this model or GPU cannot take
+    if not est.memory.fits:
+        return  # the named alternatives are timed for a layout that fits (hypothesis found 8B, 16 H100, ZeRO-1, 8K)
     named = [tps for _, tps in est.alternatives]
     assert named, "some named framework runs every one of these layouts"
     assert est.time.tokens_per_s <= statistics.median(named) * (1 + 1e-12)

@@ -57,9 +57,11 @@ def fine_tune_keys(training: dict) -> list[Reading]:
     return reads
 
 
-# LLaMA-Factory's training stages: supervised (sft) and pre-training (pt) are the step gpuplan costs; the preference and
-# RL stages keep a reference model, score paired sequences or generate (LLaMA-Factory src/llamafactory/train/)
+# LLaMA-Factory's training stages: supervised (sft) and pre-training (pt) are the step gpuplan costs, and dpo — pairs,
+# with its pref_loss: sigmoid (DPO), ipo, orpo, simpo (training.preference); kto (unpaired, with a KL batch), rm and
+# ppo (a reward model, generation) are not (LLaMA-Factory src/llamafactory/train/, hparams/finetuning_args.py pref_loss)
 FACTORY_STAGES = {"sft": "supervised fine-tuning", "pt": "pre-training"}
+PREF_LOSSES = {"sigmoid": "dpo", "hinge": "dpo", "ipo": "ipo", "orpo": "orpo", "simpo": "simpo", "cpo": "cpo"}
 
 
 def _factory_keys(training: dict) -> list[Reading]:
@@ -68,12 +70,18 @@ def _factory_keys(training: dict) -> list[Reading]:
     reads: list[Reading] = []
     if "stage" in training:
         stage = str(training.pop("stage")).strip().lower()
-        if stage not in FACTORY_STAGES:
-            raise GpuplanError(f"training.stage {stage!r}: a preference or RL stage (a reference model, paired "
-                               "sequences or generation) is not modelled: give stage sft (or pt) for the supervised "
-                               "step's memory and time")
-        reads.append(("training.stage", f"stage: {stage}", "not used", f"{FACTORY_STAGES[stage]}: the training step "
-                      "gpuplan costs"))
+        loss = str(training.pop("pref_loss", "sigmoid")).strip().lower()
+        if stage == "dpo" and loss in PREF_LOSSES and training.get("preference") is None:
+            training["preference"] = PREF_LOSSES[loss]
+            reads.append(("training.preference", f"stage: dpo, pref_loss: {loss}", PREF_LOSSES[loss],
+                          "LLaMA-Factory's dpo stage trains on pairs with that loss"))
+        elif stage not in FACTORY_STAGES and stage != "dpo":
+            raise GpuplanError(f"training.stage {stage!r}: KTO (unpaired, with a KL batch), a reward model or PPO's "
+                               "generation is not modelled: give stage sft (or pt) for the supervised step, or dpo "
+                               "(pref_loss sigmoid, ipo, orpo, simpo) for pairs")
+        else:
+            reads.append(("training.stage", f"stage: {stage}", "not used", f"{FACTORY_STAGES.get(stage, 'pairs')}: "
+                          "the training step gpuplan costs"))
     if "quantization_bit" in training:
         bits = training.pop("quantization_bit")
         if bits not in (4, "4", 8, "8"):

@@ -16,6 +16,7 @@ from gpuplan.catalog.hardware import MAX_GPUS, make_hardware
 from gpuplan.catalog.hw_readings import hardware_words, system_node
 from gpuplan.errors import GpuplanError, shown
 from gpuplan.io.documented import documented_training
+from gpuplan.io.preference import pairs_as_sequences
 from gpuplan.io.schema import (
     ECHO_HARDWARE_KEYS,
     HARDWARE_KEYS,
@@ -61,13 +62,12 @@ from gpuplan.units import GiB, parse_bytes, parse_count, parse_money
 INT_KEYS = {"gpus", "gpus_per_node", "seq_len", "global_batch", "steps", "lora_rank", "dp", "tp", "pp", "cp",
             "ep", "etp", "zero", "zero_group", "micro_batch", "virtual_stages", "recompute_every"}
 TRAINING_NAMES = ("precision", "optimizer", "optimizer_impl", "method", "attention", "framework",
-                  "fp8_recipe", "grad_dtype", "moe_dispatcher")  # string-valued keys
+                  "fp8_recipe", "grad_dtype", "moe_dispatcher", "preference")  # string-valued keys
 MAX_MICRO_BATCH = 2**16  # sequences per micro-batch on one GPU
 MAX_VIRTUAL_STAGES = 2**10  # chunks per pipeline stage (never more than the layers either)
 MIN_HOST_MEMORY = GiB  # CPU memory of one node: less than 1 GiB is a missing unit (2 → 2 bytes)
 MAX_HOST_MEMORY = 2**50  # 1 PiB per node
-# a scenario (or a list of 1,000) is small: its bounds are tighter than those of a config.json; a
-# file at them is read (or refused) in well under a second (bounds.load_yaml counts as it reads)
+# a scenario (or a list of 1,000) is small: bounds tighter than a config.json's, read (or refused) well under a second
 MAX_SCENARIOS = 1_000  # scenarios in one list file, and entries of any list or mapping in a scenario
 SCENARIO_BOUNDS = {"max_depth": 16, "max_nodes": 100_000, "max_items": MAX_SCENARIOS, "max_text": MAX_TEXT}
 
@@ -219,9 +219,9 @@ def parse_scenario(raw: Any, base_dir: Path | None = None) -> Scenario:
     tr_raw, lay_raw, titan = titan_batch_layout(raw, tr_raw, _section(raw, "layout", LAYOUT_KEYS), hardware.gpus)
     training, words = _training(tr_raw, model, hardware.gpu.id if hardware.gpu.lacks_bf16 else None, lay_raw)
     model = with_positions(model, training.seq_len)
-    layout = _layout(lay_raw)
+    training, layout, pairs = pairs_as_sequences(tr_raw, training, _layout(lay_raw))
     node = min(hardware.gpus_per_node, hardware.gpus)  # the GPUs a node holds of this job
-    words += stage_from_framework(tr_raw.get("framework"), layout, node) + sp_without_tp(layout)
+    words += stage_from_framework(tr_raw.get("framework"), layout, node) + sp_without_tp(layout) + pairs
     if "_sharding_word" in raw:  # a layout's HYBRID_SHARD: sharded inside the node (io/user_keys.py)
         key, word = raw["_sharding_word"]
         words += stage_from_framework(word, layout, node, key)

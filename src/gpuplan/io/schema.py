@@ -14,10 +14,10 @@ TOP_KEYS = ("name", "model", "hardware", "training", "layout")
 HARDWARE_KEYS = ("gpu", "gpus", "gpus_per_node", "scale_up", "scale_out", "price_per_gpu_hour", "power_limit_w",
                  "calibration", "host_memory")
 TRAINING_KEYS = ("seq_len", "global_batch", "global_batch_tokens", "tokens", "steps", "precision", "optimizer",
-                 "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "dora", "attention",
-                 "dropout", "headroom", "trace_calibration", "framework", "compile", "fp8_recipe", "grad_dtype",
-                 "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs", "kernels",
-                 "moe_dispatcher", "tf32")
+                 "optimizer_impl", "method", "lora_rank", "lora_targets", "lora_dropout", "dora", "preference",
+                 "attention", "dropout", "headroom", "trace_calibration", "framework", "compile", "fp8_recipe",
+                 "grad_dtype", "optimizer_in_backward", "activation_offloading", "expandable_segments", "cuda_graphs",
+                 "kernels", "moe_dispatcher", "tf32")
 LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
 # keys of an answer's echoed scenario that a file may give back (answers are inputs), not flags:
 # nodes must agree with gpus / gpus_per_node; the factors are a calibration's (1 = none)
@@ -205,6 +205,9 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "training.attention": FieldDoc("attention kernel (flash: FlashAttention-2)"),
     "training.lora_dropout": FieldDoc("LoRA adapters' dropout probability (PEFT's and torchtune's default 0; a mask "
                                       "per adapter input)", "probability 0-1"),
+    "training.preference": FieldDoc("a preference run on pairs — dpo, ipo (against a frozen reference model), orpo, "
+                                    "simpo, cpo; its global_batch and micro_batch count pairs",
+                                    values="dpo | ipo | orpo | simpo | cpo", default="none (supervised)"),
     "training.dora": FieldDoc("DoRA: LoRA adapters with weight-decomposed magnitudes (PEFT use_dora)",
                               values="true | false", default="false"),
     "training.dropout": FieldDoc("dropout probability (masks add activation memory)", "probability 0-1"),

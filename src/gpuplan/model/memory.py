@@ -44,7 +44,7 @@ from gpuplan.model.states import adapter_state_bytes, optimizer_step_temp_bytes,
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec._fast import maker
 from gpuplan.spec.corrections import NONE, Corrections
-from gpuplan.spec.job import per_step
+from gpuplan.spec.job import has_reference, per_step
 
 _make_peak = maker(StagePeak)
 # ``_stage_base``: states, step temporaries, that phase's total, the backwards that shape the peak, the activation flags
@@ -72,13 +72,14 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     def shard(dense: float, expert: float, on: bool) -> float:
         return dense / nd + expert / nd_e if on else dense + expert
 
-    z = zero
-    kept = z >= 3 and pp > 1 and keeps_unsharded_under_pp(training.framework)
+    z, kept = zero, zero >= 3 and pp > 1 and keeps_unsharded_under_pp(training.framework)
     if method == "full":
-        # kept: the stage's parameters stay gathered and its gradients accumulate unsharded over
-        # the micro-batches, reduce-scattered at the last backward (ZeRO-1-like for both), in fp32 where
-        # FSDP accumulates them in its fp32 reduce dtype (catalog.framework_memory.pp_grads_in_fp32)
-        weights = shard(rp.dense, rp.expert, z >= 3 and not kept) * sb.weight
+        # kept: the stage's parameters stay gathered and its gradients accumulate unsharded over the micro-batches,
+        # reduce-scattered at the last backward (ZeRO-1-like for both), in fp32 where FSDP accumulates them in its fp32
+        # reduce dtype (pp_grads_in_fp32); DPO's frozen reference model in 16 bits, sharded where the policy is (TRL
+        # prepares it as a ZeRO-3 / FSDP module), else whole
+        weights = shard(rp.dense, rp.expert, z >= 3 and not kept) * sb.weight \
+            + (shard(rp.dense, rp.expert, z >= 3) * 2 if has_reference(training) else 0.0)
         grad_bytes = 4 if kept and pp_grads_in_fp32(training.framework) else sb.grad
         grads = shard(rp.dense, rp.expert, z >= 2 and not kept) * grad_bytes
         if training.optimizer_in_backward:  # one parameter's gradient at a time, freed by its own step
@@ -86,9 +87,9 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
         opt_local = shard(rp.dense, rp.expert, z >= 1)
         optimizer, moments = opt_local * sb.optimizer, opt_local * sb.states
     else:
-        # LoRA/QLoRA: frozen base in 16-bit (QLoRA: block linears in NF4), adapters trainable.
-        # PEFT keeps adapters in fp32 under mixed precision (autocast_adapter_dtype=True),
-        # so they need no separate master copy: 4 B weight + 4 B grad + moments.
+        # LoRA/QLoRA: frozen base in 16-bit (QLoRA: block linears in NF4), adapters trainable. PEFT keeps adapters in
+        # fp32 under mixed precision (autocast_adapter_dtype=True), no separate master copy: 4 B weight + 4 B grad +
+        # moments; DPO's reference model is the base with the adapters off (TRL's null_ref_context): no copy
         base_bytes, replicated = frozen_base(training, rp, sb, z)
         mixed = training.precision in ("bf16", "fp16", "fp8")
         ad_w = 4 if mixed else sb.weight

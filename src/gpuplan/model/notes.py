@@ -31,6 +31,7 @@ class Note(Enum):
     PER_DIE = "per_die"                    # a two-die board counted per die as the framework sees it (MI250X GCDs)
     INT8_BASE = "int8_base"                # lora-int8: how bitsandbytes' LLM.int8 linears are costed (compute.py)
     DORA = "dora"                          # DoRA: PEFT's weight rebuild and rescaled output (model/dora.py)
+    PREFERENCE = "preference"              # a preference run: sequences in pairs, a reference model's forward
 
 
 def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Note, ...]:
@@ -50,5 +51,5 @@ def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Not
              (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK), (amp_of(sc.training, lay), Note.AMP_WEIGHTS),
              (m.extra_params > 0 and sc.training.method == "full", Note.EXTRA_MODULES),
              ("(one GCD)" in sc.hardware.gpu.name, Note.PER_DIE), (sc.training.method == "lora-int8", Note.INT8_BASE),
-             (sc.training.dora, Note.DORA))
+             (sc.training.dora, Note.DORA), (sc.training.preference is not None, Note.PREFERENCE))
     return tuple(out) + tuple(note for on, note in flags if on)

@@ -37,7 +37,7 @@ from gpuplan.model.pipeline import bubble_s, micro_batches, peak_stages, pipelin
 from gpuplan.model.software import software_of
 from gpuplan.spec import Hardware, Layout, ModelSpec, Training
 from gpuplan.spec.corrections import NONE, Corrections
-from gpuplan.spec.job import per_step
+from gpuplan.spec.job import has_reference, per_step
 
 # ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): the CPU Adam update and PCIe transfers.
 PCIE_HOST_BYTES_PER_S = 25e9   # achievable host<->device PCIe 4/5 x16 copy rate (estimate)
@@ -116,6 +116,8 @@ def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev1
         if stage == lay.pp - 1:  # the LM head (frozen under LoRA/QLoRA: no weight gradient)
             f += head_mm + loss_bytes / 2 / dev.bw
             b += (2 if tr.method == "full" else 1) * head_mm + loss_bytes / 2 / dev.bw
+        if has_reference(tr):  # DPO's reference model runs a forward over the same sequences (TRL compute_ref_log_probs
+            f *= 2  # under no_grad): the policy's forward again — under LoRA the base with adapters off, a bit less
         if best is None or f + b + r > best.total:
             best = StageCompute(fwd=f, bwd=b, recompute=r, mm_fwd=mm, params=rp, scan=scan)
     assert best is not None

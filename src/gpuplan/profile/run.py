@@ -224,6 +224,9 @@ def _trial_scenario(sc: Scenario, nproc: int, world: int) -> tuple[Scenario, Lay
                            "set sequence_parallel false")
     if lay.recompute not in ("none", "full"):
         raise GpuplanError(f"trial runs apply recompute none or full, not {lay.recompute!r}: choose one of them")
+    if sc.training.preference is not None:
+        raise GpuplanError(f"trial runs train a supervised step; preference {sc.training.preference} (pairs, a "
+                           "reference model) is not run: drop training.preference to profile the policy's step")
     if sc.training.optimizer_in_backward or sc.training.activation_offloading:
         raise GpuplanError("trial runs step the optimizer after backward and keep activations on the GPU: drop "
                            "training.optimizer_in_backward and training.activation_offloading to profile")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from gpuplan.catalog.constants import constant
 from gpuplan.spec.defaults import NOT_MODELLED_MARGIN, unmodelled_savers
 from gpuplan.spec.hardware import tp_domain
+from gpuplan.spec.job import has_reference
 from gpuplan.units import fmt_count
 
 if TYPE_CHECKING:  # the codes only: report never runs the model or the search
@@ -52,6 +53,17 @@ FIXED_NOTES = {
 }
 
 
+def preference_note(preference: str | None, reference: bool) -> str:
+    """How a preference run is costed."""
+    ref = ("; its reference model runs a forward over them every step (TRL's compute_ref_log_probs) — a full "
+           "fine-tune's a frozen 16-bit copy of the weights, sharded under ZeRO-3/FSDP as TRL prepares it, LoRA's the "
+           "base with the adapters off; precompute_ref_log_probs (once per dataset) and the copy's ZeRO-3 gathers "
+           "are not modelled") if reference else " (no reference model)"
+    return (f"preference {preference}: each pair's chosen and rejected sequences run as one batch (TRL's "
+            "concatenated_forward), so micro_batch, global_batch, tokens and tokens/s count sequences, two per pair"
+            + ref)
+
+
 def note_text(note: Note, est: Estimate) -> str:
     """One note of an estimate, in words."""
     sc = est.scenario
@@ -66,6 +78,8 @@ def note_text(note: Note, est: Estimate) -> str:
                 "hardware.host_memory (the node's CPU memory) to check it")
     if code in FIXED_NOTES:
         return FIXED_NOTES[code]
+    if code == "preference":
+        return preference_note(sc.training.preference, has_reference(sc.training))
     if code == "paged":
         return ("optimizer_impl paged (bitsandbytes' paged optimizer): its states live in CUDA unified memory, outside "
                 "PyTorch's allocator — on the GPU while it has room, paged to the host when it has not, so they are "

@@ -159,6 +159,8 @@ def micro_batches(sc: Scenario, split: Split, schedule: str, global_batch: int) 
     """Micro-batches that divide the per-replica batch (DualPipe: an even count of them per step, at least 2·pp); with
     the optimizer in backward, the per-replica batch itself (spec/rules.py: no gradient accumulation)."""
     mbs = [sc.layout["micro_batch"]] if "micro_batch" in sc.layout else MICRO_BATCHES
+    if sc.training.preference is not None:  # whole pairs (spec/rules.py)
+        mbs = [mb for mb in mbs if mb % 2 == 0]
     if sc.training.optimizer_in_backward:
         mbs = [mb for mb in mbs if split.dp * mb == global_batch] if "micro_batch" in sc.layout \
             else [global_batch // split.dp]

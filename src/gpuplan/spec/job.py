@@ -20,6 +20,10 @@ Optimizer = Literal["adamw", "adam", "adamw-8bit", "adamw-4bit", "sgd", "sgd-mom
 # lora-int8: LoRA over a base loaded in 8 bits (bitsandbytes' LLM.int8, transformers' load_in_8bit)
 Method = Literal["full", "lora", "qlora", "lora-int8"]
 ADAPTERS = ("lora", "qlora", "lora-int8")  # the methods that train adapters over a frozen base
+# preference optimization on pairs (a chosen and a rejected sequence run as one batch: TRL's concatenated_forward):
+# DPO (Rafailov et al. 2023) and IPO against a frozen reference model, ORPO / SimPO / CPO without one
+PREFERENCES = ("dpo", "ipo", "orpo", "simpo", "cpo")
+WITH_REFERENCE = ("dpo", "ipo")
 Recompute = Literal["none", "selective", "selective-op", "full"]
 # Megatron-Core's selective recomputation by module (TransformerConfig.recompute_modules, with
 # recompute_granularity "selective"; megatron/core/transformer/transformer_config.py): core_attn (its default), the
@@ -132,6 +136,8 @@ class Training(ValueHashed):
     # DoRA (Liu et al. 2024, arXiv:2402.09353; PEFT LoraConfig.use_dora): each adapted weight's column norms rescaled
     # by a trained magnitude — its extra work and memory in model/dora.py
     dora: bool = False
+    # a preference run (``PREFERENCES``): global_batch counts sequences, two per pair (io/preference.py reads pairs)
+    preference: str | None = None
     attention: Attention = "flash"
     framework: Framework = "generic"
     compile: bool = False  # torch.compile of the model (torchtitan, pytorch-fsdp)
@@ -184,6 +190,12 @@ class Training(ValueHashed):
         _choice(self.optimizer, OPTIMIZERS, "training.optimizer")
         _choice(self.optimizer_impl, OPTIMIZER_IMPLS, "training.optimizer_impl")
         _choice(self.method, METHODS, "training.method")
+        if self.preference is not None:
+            _choice(self.preference, PREFERENCES, "training.preference")
+            if self.global_batch is not None and self.global_batch % 2:
+                raise GpuplanError(f"training.global_batch = {self.global_batch} sequences: a preference run's batch "
+                                   "is whole pairs, a chosen and a rejected sequence each — give an even count (a "
+                                   "scenario file's global_batch counts pairs)")
         _choice(self.attention, ATTENTIONS, "training.attention")
         _choice(self.framework, FRAMEWORKS, "training.framework")
         _choice(self.cuda_graphs, CUDA_GRAPHS, "training.cuda_graphs")
@@ -232,6 +244,11 @@ class Training(ValueHashed):
         if self.lora_dropout and self.method == "full":
             raise GpuplanError(f"training.lora_dropout ({self.lora_dropout}) drops the LoRA adapters' input, but "
                                "method is full: drop lora_dropout, or set method lora, qlora or lora-int8")
+
+
+def has_reference(training: Training) -> bool:
+    """Whether a preference run keeps a frozen reference model (DPO, IPO: model/memory.py, model/runtime.py)."""
+    return training.preference in WITH_REFERENCE
 
 
 def quantized_base(training: Training) -> str | None:

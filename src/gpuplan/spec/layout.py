@@ -199,7 +199,8 @@ def check_layout(model: ModelSpec, hw: Hardware, training: Training, layout: Lay
     """Rules that need model, hardware, training and layout together (spec/rules.py). Raises GpuplanError."""
     check(Context(lay=layout.values(), model=model, seq_len=training.seq_len, gpus=hw.gpus,
                   global_batch=training.global_batch, in_backward=training.optimizer_in_backward,
-                  act_offload=training.activation_offloading, int8_base=training.method == "lora-int8"))
+                  act_offload=training.activation_offloading, int8_base=training.method == "lora-int8",
+                  pairs=training.preference is not None))
 
 
 def check_fixed_layout(sc: Scenario) -> None:
@@ -207,4 +208,4 @@ def check_fixed_layout(sc: Scenario) -> None:
     a fixed field no layout can satisfy is named, not dropped."""
     check(Context(lay=sc.layout, model=sc.model, seq_len=sc.training.seq_len,
                   in_backward=sc.training.optimizer_in_backward, act_offload=sc.training.activation_offloading,
-                  int8_base=sc.training.method == "lora-int8"))
+                  int8_base=sc.training.method == "lora-int8", pairs=sc.training.preference is not None))

@@ -33,9 +33,10 @@ class Context:
     in_backward: bool | None = None  # training.optimizer_in_backward
     act_offload: bool | None = None  # training.activation_offloading
     int8_base: bool | None = None  # training.method lora-int8: a base in bitsandbytes' Int8Params
+    pairs: bool | None = None  # training.preference: sequences come in pairs (a chosen and a rejected)
 
     def known(self, name: str) -> bool:
-        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward", "act_offload", "int8_base"):
+        if name in ("model", "seq_len", "gpus", "global_batch", "in_backward", "act_offload", "int8_base", "pairs"):
             return getattr(self, name) is not None
         return self.lay.get(name) is not None or (name == "zero_group" and "zero_group" in self.lay)
 
@@ -255,6 +256,11 @@ RULES: tuple[Rule, ...] = (
         lambda c: f"training.activation_offloading runs without pipeline stages (Megatron-Core: 'no support for "
                   f"Pipeline parallelism with CPU offloading'; torchtune has no pipeline), but layout.pp = "
                   f"{c.lay['pp']}: set pp: 1, or activation_offloading: false")),
+    Rule("a preference micro-batch holds whole pairs", ("pairs", "micro_batch"), _msg(
+        lambda c: bool(c.pairs) and c.lay["micro_batch"] % 2 != 0,
+        lambda c: f"layout.micro_batch = {c.lay['micro_batch']} sequences: a preference run's micro-batch holds whole "
+                  "pairs, a chosen and a rejected sequence each (TRL's concatenated_forward) — give an even count of "
+                  "sequences (a scenario file's micro_batch counts pairs)")),
     Rule("an 8-bit base is not sharded", ("int8_base", "zero"), _msg(
         lambda c: bool(c.int8_base) and c.lay["zero"] >= 3,
         lambda c: f"method lora-int8 keeps the base in bitsandbytes' Int8Params, which neither FSDP nor ZeRO-3 shards "

@@ -39,7 +39,8 @@ class Scenario:
 def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
     """The user's layout fields, the search's choices (``overrides``) and documented defaults:
     dp = gpus / (tp·pp·cp), zero 0, micro_batch 1, recompute none, sequence_parallel when tp > 1."""
-    layout = Layout.for_world(sc.hardware.gpus, **{**sc.layout, **overrides})
+    pair = {"micro_batch": 2} if sc.training.preference is not None else {}  # one pair: a chosen and a rejected
+    layout = Layout.for_world(sc.hardware.gpus, **{**pair, **sc.layout, **overrides})
     check_layout(sc.model, sc.hardware, sc.training, layout)
     return layout
 

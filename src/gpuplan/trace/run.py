@@ -9,9 +9,8 @@ parallelism (``parallelize_module``: column-parallel q/k/v/gate/up, row-parallel
 vocab-parallel embedding and LM head with a vocab-parallel loss, ``SequenceParallel`` norms when
 the layout has sequence parallelism) over the ``tp`` dimension of a 2-D (dp × tp) device mesh; and
 pipeline parallelism as one stage's ranks running their 1F1B or interleaved schedule with its
-micro-batches in flight (``gpuplan.trace.stage``).
-The fake process group, the meshes and both parallelisms are set up in ``gpuplan.trace.parallel``.
-"""
+micro-batches in flight (``gpuplan.trace.stage``). The fake process group, the meshes and both parallelisms are set
+up in ``gpuplan.trace.parallel``."""
 
 from __future__ import annotations
 
@@ -272,12 +271,12 @@ def _check_model(sc: Scenario, lay: Layout, module: str | None) -> None:
         raise GpuplanError(f"trace runs every layer of the model in one process (Llama-3.1-405B's 126 take ~30 s); "
                            f"this model has {sc.model.n_layers:,}, more than {MAX_TRACE_LAYERS}: trace a model of "
                            f"that class (the per-layer terms are the same) or use evaluate")
-    tr_cfg = sc.training
-    if tr_cfg.precision not in DTYPES:
+    if (tr_cfg := sc.training).precision not in DTYPES:
         raise GpuplanError(f"trace runs bf16, fp16, bf16-pure and fp32; precision {tr_cfg.precision} needs "
                            "Transformer Engine kernels that do not run on fake tensors")
-    if tr_cfg.method != "full":
-        raise GpuplanError(f"trace runs full training; method {tr_cfg.method} (adapters) is not traced yet")
+    if tr_cfg.method != "full" or tr_cfg.preference is not None:  # adapters; pairs and a reference model
+        raise GpuplanError(f"trace runs full supervised training; method {tr_cfg.method} / preference "
+                           f"{tr_cfg.preference} is not traced yet")
 
 
 def _build(sc: Scenario, lay: Layout, module: str | None, input_factory: str | None, param_dtype: torch.dtype,
