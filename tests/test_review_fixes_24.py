@@ -269,3 +269,18 @@ def test_the_reference_forward_costs_time_and_the_search_keeps_pairs_whole():
     sc = make("llama-3.1-8b", "h100-sxm", 8, training={**PREF, "preference": "dpo"})
     res = plan(sc).result
     assert res.best is not None and res.best.layout.micro_batch % 2 == 0
+
+
+def test_a_preference_answer_echoes_pairs_and_reads_back_the_same():
+    from gpuplan.export import export
+
+    est = evaluate(_pref("dpo")).to_json()
+    tr, lay = est["scenario"]["training"], est["scenario"]["layout"]
+    # answers are inputs: the echo counts pairs as the input did, and the step its sequences
+    assert (tr["global_batch"], lay["micro_batch"], tr["preference"]) == (64, 2, "dpo")
+    assert est["time"]["tokens_per_step"] == 128 * 1024
+    again = evaluate(make(est["scenario"]["model"], "h100-sxm", 8, training=tr, layout=lay)).to_json()
+    assert again["time"]["tokens_per_step"] == est["time"]["tokens_per_step"]
+    # a DeepSpeed config carries the trainer's pairs, and says so
+    ex = export(est, "deepspeed")
+    assert '"train_micro_batch_size_per_gpu": 2' in ex.text and any("pairs" in n for n in ex.notes)

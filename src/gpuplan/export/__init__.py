@@ -54,8 +54,11 @@ def export(est: dict, target: str, model: Any = None, *, via: str | None = None,
     wraps the framework target ``via`` (default: the scenario's framework's own, else torchrun) and starts it
     on the planned nodes; ``device`` cpu makes that a CPU dry run (torchrun only). Formats with comments
     (YAML, TOML, shell) carry the notes in the text, after the header; JSON cannot."""
+    pairs = _pairs_note(est)
     ex = _make(est, target, model, via, device)
     tr = (est.get("scenario") or {}).get("training") or {}
+    if pairs:
+        ex = replace(ex, notes=(*ex.notes, pairs))
     unsaid = [k for k in ("optimizer_in_backward", "activation_offloading") if tr.get(k)]
     if unsaid:  # torchtune's switches: none of the targets carries them
         ex = replace(ex, notes=(*ex.notes, f"{' and '.join(unsaid)} (torchtune's optimizer_in_bwd / "
@@ -80,6 +83,15 @@ def export(est: dict, target: str, model: Any = None, *, via: str | None = None,
     while n < len(lines) and lines[n].startswith("#"):
         n += 1
     return replace(ex, text="".join(lines[:n]) + notes_text(ex) + "".join(lines[n:]))
+
+
+def _pairs_note(est: dict) -> str:
+    """What an export of a preference run says: its batches are pairs (the answer's scenario counts them so:
+    spec/scenario.py normalized), and the trainer brings the loss and the reference model; "" otherwise."""
+    pref = ((est.get("scenario") or {}).get("training") or {}).get("preference")
+    return (f"preference {pref}: the batch sizes are pairs, as the trainer counts them (TRL's "
+            "per_device_train_batch_size; the step runs a chosen and a rejected sequence per pair); the preference "
+            "loss and reference model are the trainer's (TRL's DPOTrainer), not written here") if pref else ""
 
 
 def _make(est: dict, target: str, model: Any, via: str | None, device: str) -> Export:

@@ -48,7 +48,7 @@ def complete_layout(sc: Scenario, **overrides: Any) -> Layout:
 def normalized(sc: Scenario, layout: Layout) -> dict:
     """The scenario as evaluated: every field explicit, in the file's own units."""
     hw, tr = sc.hardware, sc.training
-    corr = sc.corrections.on(hw.gpu.id)
+    corr, pair = sc.corrections.on(hw.gpu.id), 2 if tr.preference else 1
     return {
         "name": sc.name,
         "model": sc.model_ref if isinstance(sc.model_ref, str | dict) else sc.model.name,
@@ -57,7 +57,9 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      "scale_up": hw.scale_up.id, "scale_out": hw.scale_out.id if hw.scale_out else None,
                      "price_per_gpu_hour": hw.price_per_gpu_hour, "power_limit_w": hw.power_limit_w,
                      "memory_factor": corr.memory, "compute_factor": corr.compute},
-        "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch, "tokens": tr.tokens,
+        # a preference run's batches in pairs, as its input counts them (io/preference.py): answers are inputs
+        "training": {"seq_len": tr.seq_len, "global_batch": tr.global_batch // pair if tr.global_batch else None,
+                     "tokens": tr.tokens,
                      "steps": tr.steps, "precision": tr.precision, "optimizer": tr.optimizer,
                      "optimizer_impl": tr.optimizer_impl,
                      "method": tr.method, "lora_rank": tr.lora_rank if tr.method != "full" else None,
@@ -75,6 +77,9 @@ def normalized(sc: Scenario, layout: Layout) -> dict:
                      **({"kernels": tr.kernels} if tr.kernels != "framework" else {}),
                      **({"lora_targets": [t for t in tr.lora_targets if t != NO_EXPERTS]}
                         if tr.method != "full" else {}),
-                     **({"lora_dropout": tr.lora_dropout} if tr.lora_dropout else {})},
-        "layout": {f.name: list(v) if isinstance(v := getattr(layout, f.name), tuple) else v for f in fields(Layout)},
+                     **({"lora_dropout": tr.lora_dropout} if tr.lora_dropout else {}),
+                     **({"dora": True} if tr.dora else {}),
+                     **({"preference": tr.preference} if tr.preference else {})},
+        "layout": {f.name: list(v) if isinstance(v := getattr(layout, f.name), tuple) else v // pair
+                   if f.name == "micro_batch" else v for f in fields(Layout)},
     }
