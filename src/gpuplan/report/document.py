@@ -35,8 +35,7 @@ def _inputs(est: dict) -> list[Block]:
                     f"scale-out {hw['scale_out'] or '-'}"],
             ["price", f"{fmt_usd(hw['price_per_gpu_hour'])} per GPU-hour" if hw["price_per_gpu_hour"] else "-"],
             ["sequence length", str(tr["seq_len"])],
-            ["global batch", f"{tr['global_batch']} sequences ({fmt_count(tr['global_batch'] * tr['seq_len'])} tokens)"
-             if tr["global_batch"] else "-"],
+            ["global batch", _batch_words(tr) if tr["global_batch"] else "-"],
             ["tokens to train", fmt_count(tr["tokens"]) if tr["tokens"] else (f"{tr['steps']} steps"
                                                                                if tr["steps"] else "-")],
             ["precision / optimizer / method", f"{tr['precision']} / {tr['optimizer']} / {tr['method']}"]]
@@ -283,3 +282,10 @@ def render(results: list[dict], fmt: str, kind: str, scores: dict | None = None)
     except GpuplanError:
         svgs = []  # no matplotlib: the report without pictures
     return to_html(blocks, svgs)
+
+
+def _batch_words(tr: dict) -> str:
+    """The global batch as the scenario counts it: sequences, or a preference run's pairs (two sequences each)."""
+    seqs = tr["global_batch"] * (2 if tr.get("preference") else 1)
+    pairs = f"{tr['global_batch']} pairs, " if tr.get("preference") else ""
+    return f"{pairs}{seqs} sequences ({fmt_count(seqs * tr['seq_len'])} tokens)"

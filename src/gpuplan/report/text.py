@@ -306,7 +306,9 @@ def plan_text(res: dict, explain: bool = False) -> str:
         return f"error: {res['error']}"
     lines: list[str] = []
     best = res["best"]
-    lines.append(f"searched {res['searched']:,} layouts; global batch {res['global_batch']} sequences")
+    pairs = ((best or {}).get("scenario") or {}).get("training", {}).get("preference")
+    lines.append(f"searched {res['searched']:,} layouts; global batch {res['global_batch']} sequences"
+                 + (f" ({res['global_batch'] // 2} pairs: micro-batches below count pairs)" if pairs else ""))
     if res.get("assumed"):
         lines.append(assumed_line(res["assumed"]))
     if best is None:
