@@ -150,20 +150,7 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     given, hw, read = sc.given, sc.hardware, {f for f, *_ in sc.read_as}  # read: from a word or recipe, said below
     out: list[dict[str, Any]] = []
     if "training.global_batch" not in given and training.global_batch is not None:
-        fixed = sc.layout.get("dp", 1) * sc.layout.get("micro_batch", 1)
-        plain = default_global_batch(replace(training, global_batch=None), fixed)
-        rule = ("one micro-batch per step, dp × micro_batch: the optimizer in backward accumulates no gradients"
-                if training.optimizer_in_backward and layout is not None
-                and training.global_batch == layout.dp * layout.micro_batch else
-                f"the default of {plain} sequences splits over no layout of the given {hw.gpus} GPUs (each "
-                "data-parallel replica takes an equal share): the nearest batch that keeps most layouts "
-                f"and micro-batches of {hw.gpus} GPUs (search/batch.py)"
-                if searched and layout is None and "hardware.gpus" in given and training.global_batch != plain else
-                f"a fine-tune's batch: {FINE_TUNE_BATCH} sequences per step, as torchtune's LoRA/QLoRA recipes "
-                "(a multiple of dp × micro_batch)" if is_fine_tune(training) else
-                f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "
-                f"{training.seq_len} tokens), a multiple of dp × micro_batch")
-        out.append({"field": "training.global_batch", "value": training.global_batch, "rule": rule})
+        out.append(_batch_assumed(sc, training, layout, searched))
     for key, rule in _TRAINING_RULES.items():
         if f"training.{key}" not in given and f"training.{key}" not in read:
             if key == "precision" and training.precision == "fp16" and hw.gpu.lacks_bf16:
@@ -202,6 +189,27 @@ def assumed(sc: Scenario, training: Training, layout: Layout | None, searched: b
     if layout is not None and not searched:
         out += _layout_assumed(sc, layout, layout_rules)
     return out
+
+
+def _batch_assumed(sc: Scenario, training: Training, layout: Layout | None, searched: bool) -> dict[str, Any]:
+    """The assumed global batch and its rule — a preference run's in pairs, as its input counts them."""
+    given, hw = sc.given, sc.hardware
+    fixed = sc.layout.get("dp", 1) * sc.layout.get("micro_batch", 1)
+    plain = default_global_batch(replace(training, global_batch=None), fixed)
+    rule = ("one micro-batch per step, dp × micro_batch: the optimizer in backward accumulates no gradients"
+            if training.optimizer_in_backward and layout is not None
+            and training.global_batch == layout.dp * layout.micro_batch else
+            f"the default of {plain} sequences splits over no layout of the given {hw.gpus} GPUs (each "
+            "data-parallel replica takes an equal share): the nearest batch that keeps most layouts "
+            f"and micro-batches of {hw.gpus} GPUs (search/batch.py)"
+            if searched and layout is None and "hardware.gpus" in given and training.global_batch != plain else
+            f"a fine-tune's batch: {FINE_TUNE_BATCH} sequences per step, as torchtune's LoRA/QLoRA recipes "
+            "(a multiple of dp × micro_batch)" if is_fine_tune(training) else
+            f"~{DEFAULT_BATCH_TOKENS / 2**20:.0f}M tokens per step ({training.global_batch} × "
+            f"{training.seq_len} tokens), a multiple of dp × micro_batch")
+    pair = 2 if training.preference else 1
+    return {"field": "training.global_batch", "value": training.global_batch // pair,
+            "rule": rule + (" — in sequences; half as many pairs" if pair == 2 else "")}
 
 
 def _dispatcher_assumed(sc: Scenario, training: Training, layout: Layout, told: set[str]) -> list[dict[str, Any]]:
