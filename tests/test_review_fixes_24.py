@@ -284,3 +284,12 @@ def test_a_preference_answer_echoes_pairs_and_reads_back_the_same():
     # a DeepSpeed config carries the trainer's pairs, and says so
     ex = export(est, "deepspeed")
     assert '"train_micro_batch_size_per_gpu": 2' in ex.text and any("pairs" in n for n in ex.notes)
+
+
+@pytest.mark.parametrize(("framework", "preference"), [
+    ("TRL DPO", "dpo"), ("TRL DPOTrainer", "dpo"), ("trl (ORPO)", "orpo"), ("Axolotl dpo", "dpo"), ("TRL", None),
+])
+def test_a_stack_description_names_its_preference_trainer(framework, preference):
+    sc = make("llama-3.1-8b", training={"framework": framework, "global_batch": 32})
+    assert sc.training.preference == preference
+    assert sc.training.global_batch == (64 if preference else 32)  # the description's pairs, as sequences

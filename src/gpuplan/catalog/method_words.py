@@ -84,6 +84,19 @@ def read_attention(word: str) -> tuple[str, Reading | None]:
     return row["attention"], Reading(field="training.attention", given=word, value=row["attention"], rule=rule)
 
 
+# a preference trainer as descriptions name it beside the stack ("TRL DPO", "TRL's ORPOTrainer", "Axolotl dpo")
+_PREFERENCE_WORDS = {"dpo": "dpo", "dpotrainer": "dpo", "ipo": "ipo", "orpo": "orpo", "orpotrainer": "orpo",
+                     "simpo": "simpo", "cpo": "cpo", "cpotrainer": "cpo"}
+
+
+def preference_in(description: str) -> str | None:
+    """The preference loss a stack's description names ("TRL DPO", "trl (ORPOTrainer)"), else None."""
+    words = set(re.split(r"[-\s/+_(),']+", description.lower()))
+    if words & {"no", "not", "without", "w/o"}:
+        return None
+    return next((_PREFERENCE_WORDS[w] for w in sorted(words) if w in _PREFERENCE_WORDS), None)
+
+
 def method_in(description: str) -> str | None:
     """The adapter method a stack's description names beside the stack ("Axolotl QLoRA", "FSDP + QLoRA", "HF Trainer
     with PEFT LoRA", Answer.AI's "fsdp_qlora", "PEFT LoRA int8"): qlora, lora-int8 or lora;

@@ -21,7 +21,7 @@ def _framework_words(kw: dict[str, Any], layout: dict[str, Any]) -> list[Reading
     """``training.framework`` read as its profile, and what a stack's own launcher sets beside it (the allocator's
     expandable segments, where the stack differs from its profile) and the adapter method its description names
     where ``training.method`` is open; at ZeRO-1 (``layout``) a Hugging Face Trainer stack runs DeepSpeed's engine."""
-    from gpuplan.catalog.method_words import method_in, read_method
+    from gpuplan.catalog.method_words import method_in, preference_in, read_method
     from gpuplan.catalog.stacks import stack_allocator
     from gpuplan.catalog.trainer_engine import read_stack
 
@@ -36,6 +36,9 @@ def _framework_words(kw: dict[str, Any], layout: dict[str, Any]) -> list[Reading
     elif method is not None and isinstance(given, str) and read_method(given)[0] != method:  # the given one is kept
         out.append(("training.method", word, given, f"framework {word} names the method {method}; training.method "
                     f"{given} is given and kept"))
+    if (pref := preference_in(word) if isinstance(word, str) else None) and "preference" not in kw:  # "TRL DPO"
+        kw["preference"] = pref
+        out.append(("training.preference", word, pref, f"framework {word} names the preference loss {pref}"))
     allocator = stack_allocator(word) if isinstance(word, str) else None
     if allocator is not None and "expandable_segments" not in kw:
         kw["expandable_segments"] = allocator[0]
