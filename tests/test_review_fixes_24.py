@@ -34,6 +34,8 @@ def _read(est, field):
     ("llama-3.1-8b", "adamw-8bit", "PagedAdamW8bit"),
     # recipes/configs/qwen2_5/7B_full_single_device.yaml: bitsandbytes.optim.PagedAdamW, optimizer_in_bwd True
     ("qwen2.5-7b", "adamw", "PagedAdamW"),
+    # recipes/configs/mistral/7B_full_low_memory.yaml and llama2/7B_full_low_memory.yaml: PagedAdamW, in backward
+    ("mistral-7b", "adamw", "PagedAdamW"), ("llama-2-7b", "adamw", "PagedAdamW"),
 ])
 def test_torchtune_on_one_gpu_runs_its_single_device_recipe(model, optimizer, cls):
     est = evaluate(make(model, "rtx-a6000", 1, training=TUNE, layout={"micro_batch": 2}))
@@ -66,6 +68,10 @@ def test_the_recipe_is_only_read_where_the_input_leaves_it_open():
         tr = evaluate(make("llama-3.1-8b", "rtx-a6000", 1, training=training,
                            layout={"micro_batch": 2})).scenario.training
         assert (tr.optimizer, tr.optimizer_in_backward) == ("adamw", False)
+    # qwen3/4B_full_single_device.yaml keeps torch.optim.AdamW (fused), not in backward; Gemma 2 has no such config
+    for model in ("qwen3-4b", "gemma-2-9b"):
+        tr = make(model, "rtx-a6000", 1, training=TUNE, layout={"micro_batch": 2}).training
+        assert (tr.optimizer, tr.optimizer_impl, tr.optimizer_in_backward) == ("adamw", "fused", False)
 
 
 @pytest.mark.parametrize(("gpu", "gpus", "per_node", "given"), [
