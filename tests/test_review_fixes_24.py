@@ -201,11 +201,12 @@ def test_dora_keeps_the_magnitudes_inputs_and_holds_the_largest_rebuild():
     per_token = 2 * 2 * 43_008
     rebuild = 4 * 14_336**2 + (2 + 2 + 4 + 4) * 14_336 * 4_096
     assert _dora_memory(True)["activations"] - _dora_memory(False)["activations"] == 32 * per_token * 2048 + rebuild
-    # with lora_dropout PEFT runs F.linear(dropout(x), weight) again: autocast's bf16 copies of its input and of the
-    # weight are kept too (7 B weights per layer's matrices: 218,103,808 of them)
+    # with lora_dropout PEFT runs F.linear(dropout(x), weight) again on the weight cast to the fp32 adapters' dtype:
+    # autocast's bf16 copy of that weight is kept for the input gradient (a layer's 218,103,808 matrix weights), its
+    # input not (a frozen weight's linear keeps none)
     more = _dora_memory(True, 0.05)["activations"] - _dora_memory(True)["activations"]
     lora_more = _dora_memory(False, 0.05)["activations"] - _dora_memory(False)["activations"]
-    assert more - lora_more == 32 * (2 * (4096 * 3 + 4096 + 4096 * 2 + 14_336) * 2048 + 2 * 218_103_808)
+    assert more - lora_more == 32 * 2 * 218_103_808
 
 
 def test_dora_costs_the_rebuild_every_forward_pass():
@@ -299,3 +300,29 @@ def test_a_stack_description_names_its_preference_trainer(framework, preference)
     sc = make("llama-3.1-8b", training={"framework": framework, "global_batch": 32})
     assert sc.training.preference == preference
     assert sc.training.global_batch == (64 if preference else 32)  # the description's pairs, as sequences
+
+
+def test_an_8bit_base_keeps_its_inputs_through_checkpointing_and_steps_fp32_input_gradients():
+    from gpuplan.model.activations import ActShape, layer_bytes
+
+    m = load_model("llama-3.1-8b")
+    shape = {"s": 2048, "b": 4, "t": 1, "sp": False, "dropout": False, "flash": True, "elem": 2, "linear_in": 2,
+             "stream": 4, "inner": 4, "lora_targets": ("q_proj", "v_proj"), "lora_rank": 16}
+    int8, nf4 = (layer_bytes(m, 0, ActShape(method=method, **shape), "full") for method in ("lora-int8", "qlora"))
+    # MatMul8bitLt's ctx keeps every 8-bit linear's input through non-reentrant checkpointing: the fp32 normed stream
+    # for q/k/v and for gate/up (4 x 4,096 each), the heads' bf16 output (2 x 32 x 128), the fp32 product (4 x 14,336)
+    assert int8 - nf4 == 2048 * 4 * (4 * 4096 + 2 * 4096 + 4 * 4096 + 4 * 14_336)
+    # under the fp32 preparation the input gradients run as fp32 GEMMs: slower than QLoRA's by more than the passes
+    q8, q4 = (evaluate(make("llama-3.1-8b", "h100-sxm", 1, training={**INT8, "method": m},
+                            layout={"micro_batch": 4, "recompute": "full"})).time.step_s
+              for m in ("lora-int8", "qlora"))
+    assert q8 > 1.5 * q4
+
+
+def test_a_preference_runs_logits_as_trl_keeps_them():
+    # TRL's selective_log_softmax over the bf16 logits (each row's log-softmax kept), the reference's bf16 logits
+    # beside them: 6 B per logit (model/act_parts.py PREFERENCE_LOGIT_BYTES), not the supervised loss' fp32 upcast
+    est = evaluate(make("llama-3.1-8b", "h100-sxm", 1, training={"method": "lora", "seq_len": 2048, "tokens": 1e7,
+                                                                "global_batch": 16, "preference": "dpo",
+                                                                "framework": "trl"}, layout={"micro_batch": 2}))
+    assert est.to_json()["memory"]["detail"]["logits"] == 4 * 2048 * 128_256 * 6  # 2 pairs: 4 sequences of 2,048

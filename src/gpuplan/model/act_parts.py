@@ -24,6 +24,11 @@ from gpuplan.model.params import rank_params
 from gpuplan.model.software import software_of
 from gpuplan.spec import ModelSpec, Training
 
+# a preference run's logits under TRL (trainer/utils.py selective_log_softmax over the bf16 logits, row by row, each
+# row's log-softmax kept for backward; the reference's bf16 logits beside them during its forward — the DPOTrainer
+# of TRL 1.x, f2cd5771): ~2 + 2 + 2 B per logit, no fp32 upcast (a review of the code, not a measurement)
+PREFERENCE_LOGIT_BYTES = 6.0
+
 
 def stage_activations(model: ModelSpec, training: Training, tp: int, ep: int, pp: int, vstages: int, stage: int,
                       cp: int, sp: bool, mb: int, recompute: str, flight: float,
@@ -96,8 +101,7 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         # an fp32 copy instead: one elem·s·b·h more per micro-batch in flight past the first stage (gpuplan trace)
         per_mb += (vstages - (stage == 0)) * elem * x.s * x.b * model.hidden * rep
     if checkpointed and rp.layers:
-        # one block rebuilt at a time (under AMP with its own weight casts); the LM head's cast is freed with its
-        # backward, before the first rebuild
+        # one block rebuilt at a time (under AMP with its own weight casts); the head's cast freed before the first
         rebuilt = max(recompute_working_set(model, kind, x) for kind, n in enumerate(rp.kind_layers) if n) \
             + (elem * rp.largest_layer if amp else 0.0)
         extra += max(rebuilt, head_cast)
@@ -112,7 +116,8 @@ def activation_parts(model: ModelSpec, training: Training, tp: int, ep: int, pp:
         if sw.fused_linear is None:
             capped = elem if model.final_softcap and sw.eager_logits else 0  # the soft-cap's tanh output
             # a DTensor vocab-parallel loss (torchtitan's loss_parallel under tp) holds its own bytes per local logit
-            held = loss_parallel_logit_bytes(training.framework) if x.t > 1 and sw.eager_logits else None
+            held = loss_parallel_logit_bytes(training.framework) if x.t > 1 and sw.eager_logits else \
+                PREFERENCE_LOGIT_BYTES if training.preference and sw.logits_memory > PREFERENCE_LOGIT_BYTES else None
             logits = logits_bytes(model, x.s, x.b, x.t, (held or sw.logits_memory) + capped)
         else:  # a chunked fused linear loss: one chunk's logits, and the head input's gradient
             logits = fused_linear_loss_bytes(sw.fused_linear, model, x.s * x.b, elem)

@@ -134,7 +134,7 @@ def layer_terms(m: ModelSpec, kind: int, x: ActShape) -> dict[str, float]:
         return terms
     terms = lora_terms(m, kind, x, terms)
     if x.dora:  # base_result and lora_result for the magnitude's gradient; with dropout the base GEMM's inputs
-        per_token, per_layer = dora_kept(lg, x.lora_targets, x.t, x.elem, x.lora_dropout)
+        per_token, per_layer = dora_kept(lg, x.lora_targets, x.t, x.elem, x.lora_dropout, x.lora_copy > 0)
         terms["dora"] = per_token * x.s * x.b + per_layer
     return terms
 
@@ -271,6 +271,22 @@ def lora_terms(m: ModelSpec, kind: int, x: ActShape, terms: dict[str, float]) ->
     return out
 
 
+def _int8_ctx_inputs(m: ModelSpec, kind: int, x: ActShape) -> float:
+    """lora-int8 under full recompute: bitsandbytes' MatMul8bitLt.forward keeps each 8-bit linear's input as an
+    attribute of its ctx (``ctx.tensors = (CAt, subA, A)``), not through save_for_backward, which non-reentrant
+    activation checkpointing (TRL's use_reentrant=False, transformers 5's default) cannot free: every block keeps its
+    linears' inputs — the normed stream for q/k/v and for gate/up (fp32 where PEFT upcast the norms), the heads'
+    output, the activation's product — until its backward (bitsandbytes autograd/_functions.py @95f9af30; issue #2034
+    for MatMul4Bit's weight)."""
+    lg = m.kinds[kind]
+    if x.method != "lora-int8":
+        return 0.0
+    sb, stream = x.s * x.b, x.stream or x.elem
+    heads = x.elem * m.n_heads * m.v_head_dim / x.t + stream * m.hidden * x.in_rep if lg.attends else 0.0
+    mlp = stream * m.hidden * x.in_rep + (x.inner or x.elem) * m.ffn / x.t if lg.mlp and not lg.moe else 0.0
+    return sb * (heads + mlp)
+
+
 def op_sac_bytes(m: ModelSpec, kind: int, x: ActShape) -> float:
     """torchtitan per-op SAC: layer input + every other matmul output + attention output and LSE."""
     lg = m.kinds[kind]
@@ -291,7 +307,7 @@ def layer_bytes(m: ModelSpec, kind: int, x: ActShape, recompute: str) -> float:
     """Bytes one block of ``m.kinds[kind]`` keeps between its forward and backward pass (``recompute``: a mode, or
     selective by module, ``Layout.recompute_mode``)."""
     if recompute == "full":
-        return (x.stream or x.elem) * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0)
+        return (x.stream or x.elem) * x.s * x.b * m.hidden * (1 / x.t if x.sp else 1.0) + _int8_ctx_inputs(m, kind, x)
     terms = layer_terms(m, kind, x)
     modules = modules_of(recompute)
     if modules is not None and recompute != "selective":

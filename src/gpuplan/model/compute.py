@@ -316,6 +316,9 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         cast_b += streamed_s(c.bwd_bytes, c.bwd_kernels, dev)
     q = base_pass_bytes(m, lg, tp, ep, method, ad.stream if ad else 2.0)  # a quantized base (model/quantized.py)
     q8_f, q8_b = streamed_s(tokens * q.per_token, q.kernels, dev) + q.fwd / dev.bw, q.bwd / dev.bw
+    if q.fp32_dgrad and dev.peak32:  # lora-int8's fp32 input gradients, beyond their 16-bit time in mm_f
+        q8_b += sum(c * max(0.0, 2 * tokens * n * k / dev.peak32 - matmul_s(tokens, k, n, dev)) for n, k, c in
+                    q.fp32_dgrad)
     # a LoRA/QLoRA layer's adapters (model/adapters.py), in 16 bits under fp8 too
     ad_f, ad_b = adapters_s(adapter_work(lg, ad, tp), tokens, dev16 or dev) if ad is not None else (0.0, 0.0)
     fwd = mm_f + att_f + elem_f + cast_f + q8_f + ad_f

@@ -51,13 +51,15 @@ def adapted(lg: LayerGroup, targets: tuple[str, ...], tp: int) -> list[tuple[flo
 def dora_pass(lg: LayerGroup, targets: tuple[str, ...], rank: int, tp: int, a: float, gemm: float) -> DoraPass:
     """The weight rebuild of ``lg``'s adapted linears in one forward pass; ``a``: bytes per element of the adapters'
     input dtype (4: PEFT's fp32 adapters), ``gemm``: of the adapter GEMMs' operands. Per linear: the identity written,
-    and cast for the GEMM where the GEMMs are 16-bit (4·d_in² + 6·d_in²); the product written (2 B) and scaled (read,
-    write); the base weight read (2 B) and written in ``a``; the sum read and written, its norm read."""
+    and cast for the GEMM where the GEMMs are 16-bit (4·d_in² + 6·d_in²); the 16-bit product written and copied to
+    ``a`` (``lora_weight.to(x.dtype)``), scaled (read, write); the base weight read (2 B) and copied to ``a`` where that
+    differs; the sum (read two, write one), its norm read: 38 B per weight element under PEFT's fp32 adapters, 14 with
+    16-bit ones (review of peft tuners/lora/dora.py @5d602fdb)."""
     gemms, nbytes, kernels = [], 0.0, 0.0
     for i, o, n in adapted(lg, targets, tp):
         gemms += [(i, rank, i, n, gemm), (i, o, rank, n, gemm)]  # eye·Aᵀ (i×r), then ·Bᵀ (i×o)
         eye = a * i * i + ((a + gemm) * i * i if gemm < a else 0.0)
-        per_weight = gemm + 2 * gemm + (2 + a) + (gemm + 2 * a) + a  # product, scaled, copy, sum, norm
+        per_weight = gemm + (gemm + a if a != gemm else 0.0) + 2 * a + (2 + a if a != 2 else 0.0) + 3 * a + a
         nbytes += n * (eye + per_weight * i * o)
         kernels += n * 7
     return DoraPass(tuple(gemms), nbytes, kernels)
@@ -78,15 +80,16 @@ def dora_compose(i: float, o: float, x: float, dropout: bool) -> tuple[float, fl
     return fwd, bwd
 
 
-def dora_kept(lg: LayerGroup, targets: tuple[str, ...], tp: int, elem: float, dropout: bool
+def dora_kept(lg: LayerGroup, targets: tuple[str, ...], tp: int, elem: float, dropout: bool, cast: bool
               ) -> tuple[float, float]:
     """(bytes per token, bytes per layer) a layer's DoRA linears keep for backward: ``base_result`` and
-    ``lora_result`` (d_out each, ``elem`` bytes) for the magnitude's gradient; with dropout the dropped input's 16-bit
-    copy (d_in) and the 16-bit weight copy autocast makes for ``F.linear(x, weight)`` (d_in·d_out per layer)."""
+    ``lora_result`` (d_out each, ``elem`` bytes) for the magnitude's gradient; with dropout, where the weight is cast
+    to the adapters' dtype (``cast``: PEFT's fp32 adapters), the 16-bit weight copy autocast makes for
+    ``F.linear(x, weight)`` (d_in·d_out per layer) — a frozen weight's linear keeps no input."""
     per_token = per_layer = 0.0
     for i, o, n in adapted(lg, targets, tp):
-        per_token += n * (2 * elem * o + (2 * i if dropout else 0.0))
-        per_layer += n * (2 * i * o if dropout else 0.0)
+        per_token += n * 2 * elem * o
+        per_layer += n * (2 * i * o if dropout and cast else 0.0)
     return per_token, per_layer
 
 

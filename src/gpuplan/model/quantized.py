@@ -12,7 +12,7 @@ from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.params import RankParams
 from gpuplan.model.states import StateBytes
 from gpuplan.spec import LayerGroup, ModelSpec, Training
-from gpuplan.spec.model import LORA_GROUPS
+from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES
 
 
 def frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) -> tuple[float, float]:
@@ -49,6 +49,10 @@ class BasePass:
     kernels: float = 0.0
     fwd: float = 0.0
     bwd: float = 0.0
+    # lora-int8 under PEFT's fp32 preparation: the input-gradient GEMMs MatMul8bitLt.backward runs in fp32 — (n, k,
+    # count) of each (tokens×n)·(n×k), n its output, k its input width — grad_output.to(dtype_A) · CB.to(dtype_A), a
+    # custom autograd Function's backward outside autocast, TF32 off by default
+    fp32_dgrad: tuple[tuple[float, float, float], ...] = ()
 
 
 def base_pass_bytes(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, method: str, stream: float) -> BasePass:
@@ -71,4 +75,11 @@ def base_pass_bytes(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, method: str,
         return BasePass(fwd=nbytes, bwd=nbytes)
     ins = sum(w.shape[1] * w.count / d for w, d in share)
     outs = sum(w.shape[0] * w.count / d for w, d in share)
-    return BasePass(ins * (stream + 5) + outs * (8 + stream), 3.0 * sum(w.count for w in mats), bwd=params * 7)
+    # the linears whose input is the fp32 stream or the fp32 MLP product (the heads' output is 16-bit: attention runs
+    # under autocast)
+    fp32 = tuple((w.shape[0] / (tp if w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL_LEAVES else 1),
+                  w.shape[1] / (tp if w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES else 1), w.count)
+                 for w, _ in share if stream == 4.0 and w.group in ("mlp", "shared_expert")
+                 or stream == 4.0 and w.group == "attention" and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL_LEAVES)
+    return BasePass(ins * (stream + 5) + outs * (8 + stream), 3.0 * sum(w.count for w in mats), bwd=params * 7,
+                    fp32_dgrad=fp32)

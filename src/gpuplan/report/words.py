@@ -43,9 +43,11 @@ MUON = ("optimizer muon: torch.optim.Muon on the blocks' weight matrices (one mo
 FIXED_NOTES = {
     "muon": MUON,
     "int8_base": "method lora-int8 (bitsandbytes' LLM.int8 base, MatMul8bitLt): 1 B per frozen weight; each 8-bit "
-                 "linear keeps its input for backward and dequantizes its weight for the input gradient; its "
-                 "activations' fp16 cast, row-wise quantization and int32 output are timed as memory-bound passes, "
-                 "the int8 GEMM at the 16-bit rate (no int8 tensor-core speed credited: an estimate)",
+                 "linear keeps its input for backward — on its ctx, which non-reentrant checkpointing cannot free, so "
+                 "every block's under recompute too — and dequantizes its weight for the input gradient, in fp32 "
+                 "where PEFT upcast the norms (an fp32 GEMM, TF32 off); its activations' fp16 cast, row-wise "
+                 "quantization and int32 output are timed as memory-bound passes, the int8 GEMM at the 16-bit rate "
+                 "(no int8 tensor-core speed credited: an estimate)",
     "dora": "DoRA as PEFT runs it (use_dora): every adapted linear's forward — and its recomputation — rebuilds the "
             "adapted weight through an identity matrix to take its row norms (the largest one's rebuild held at once), "
             "rescales the output by the magnitude keeping base_result and lora_result, and with lora_dropout runs the "
