@@ -326,3 +326,15 @@ def test_a_preference_runs_logits_as_trl_keeps_them():
                                                                 "global_batch": 16, "preference": "dpo",
                                                                 "framework": "trl"}, layout={"micro_batch": 2}))
     assert est.to_json()["memory"]["detail"]["logits"] == 4 * 2048 * 128_256 * 6  # 2 pairs: 4 sequences of 2,048
+
+
+def test_the_reference_forward_runs_without_the_adapters():
+    # TRL runs LoRA's reference as the base with the adapters off (PEFT disable_adapters: base_layer(x) only), so
+    # DPO's extra over ORPO is the same with DoRA's costly rebuild as with plain LoRA
+    def compute(pref, dora):
+        return evaluate(make("llama-3.1-8b", "h100-sxm", 1, training={"method": "lora", "dora": dora,
+                                                                     "preference": pref, "seq_len": 2048,
+                                                                     "tokens": 1e7, "global_batch": 16},
+                             layout={"micro_batch": 2, "recompute": "full"})).time.step.compute_s
+    lora, dora = (compute("dpo", d) - compute("orpo", d) for d in (False, True))
+    assert lora > 0 and dora == pytest.approx(lora, rel=1e-9)

@@ -1,7 +1,8 @@
 """A preference run's batch as its trainer counts it — in pairs (TRL's DPOConfig.per_device_train_batch_size, each
 example a chosen and a rejected completion; LLaMA-Factory's stage dpo) — read as the sequences the step runs: TRL's
-``concatenated_forward`` stacks the chosen and the rejected sequences into one batch of twice the pairs, so the
-model sees 2 sequences per pair and gpuplan's micro-batch, global batch and tokens count sequences."""
+``DataCollatorForPreference`` (``concatenated_forward`` before TRL 1.0) stacks the chosen and the rejected sequences
+into one batch of twice the pairs, so the model sees 2 sequences per pair and gpuplan's micro-batch, global batch and
+tokens count sequences."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def pairs_as_sequences(tr_raw: dict[str, Any], training: Any, layout: dict[str, 
     why = f"{training.preference} trains on pairs: a chosen and a rejected sequence each, run as one batch"
     if "global_batch" in tr_raw and "global_batch_tokens" not in tr_raw:
         reads += (("training.global_batch", f"{training.global_batch} pairs", 2 * training.global_batch,
-                   why + " (TRL's concatenated_forward): sequences"),)
+                   why + " (TRL's preference collator): sequences"),)
         training = replace(training, global_batch=2 * training.global_batch)
     if "micro_batch" in layout:
         reads += (("layout.micro_batch", f"{layout['micro_batch']} pairs", 2 * layout["micro_batch"],

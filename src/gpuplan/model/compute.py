@@ -188,6 +188,7 @@ class LayerTime:
     recompute: float
     mm: float = 0.0  # the forward's weight matmuls (what async tensor parallelism hides its collectives behind)
     scan: float = 0.0  # forward and backward of a recurrent mixer's scan, at a borrowed kernel rate (interval widened)
+    adapters: float = 0.0  # of fwd, the LoRA adapters' (DoRA's rebuild too): what a frozen reference's forward skips
 
 
 def layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, lay: Layout, tr: Training,
@@ -332,7 +333,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         rec = _modules_s(m, lg, modules, tokens, tp, sp, mm_f, dev) + (core_f if "core_attn" in modules else 0.0)
     else:
         rec = {"none": 0.0, "selective": core_f, "selective-op": every_other + elem_f, "full": fwd}[recompute]
-    return LayerTime(fwd, bwd, rec, mm_f, mix.scan)
+    return LayerTime(fwd, bwd, rec, mm_f, mix.scan, ad_f)
 
 
 def _modules_s(m: ModelSpec, lg: LayerGroup, modules: frozenset[str], tokens: float, tp: int, sp: bool, mm_f: float,

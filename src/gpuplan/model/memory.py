@@ -89,7 +89,7 @@ def model_states(model: ModelSpec, training: Training, tp: int, ep: int, pp: int
     else:
         # LoRA/QLoRA: frozen base in 16-bit (QLoRA: block linears in NF4), adapters trainable. PEFT keeps adapters in
         # fp32 under mixed precision (autocast_adapter_dtype=True), no separate master copy: 4 B weight + 4 B grad +
-        # moments; DPO's reference model is the base with the adapters off (TRL's null_ref_context): no copy
+        # moments; DPO's reference model is the base with the adapters off (TRL's use_adapter(model, None)): no copy
         base_bytes, replicated = frozen_base(training, rp, sb, z)
         mixed = training.precision in ("bf16", "fp16", "fp8")
         ad_w = 4 if mixed else sb.weight

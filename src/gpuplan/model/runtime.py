@@ -108,16 +108,16 @@ def _stage_compute_of(m: ModelSpec, tr: Training, lay: Layout, dev: Device, dev1
     share = 1.0 / lay.recompute_every  # recompute full of every k-th block only
     for stage in peak_stages(m, lay.pp, lay.virtual_stages):
         rp = rank_params(m, lay.tp, lay.ep, lay.pp, lay.virtual_stages, stage, targets, tr.lora_rank, lay.folded_etp)
-        f = b = r = mm = scan = 0.0
+        f = b = r = mm = scan = ad = 0.0
         for lt, n in zip(times, rp.kind_layers, strict=True):
             if n:
                 f, b, r, mm = f + n * lt.fwd, b + n * lt.bwd, r + n * lt.recompute * share, mm + n * lt.mm
-                scan += n * lt.scan
+                scan, ad = scan + n * lt.scan, ad + n * lt.adapters
         if stage == lay.pp - 1:  # the LM head (frozen under LoRA/QLoRA: no weight gradient)
             f += head_mm + loss_bytes / 2 / dev.bw
             b += (2 if tr.method == "full" else 1) * head_mm + loss_bytes / 2 / dev.bw
-        if has_reference(tr):  # DPO's reference model runs a forward over the same sequences (TRL compute_ref_log_probs
-            f *= 2  # under no_grad): the policy's forward again — under LoRA the base with adapters off, a bit less
+        if has_reference(tr):  # DPO's reference model: a forward over the same sequences under no_grad (TRL's
+            f = 2 * f - ad  # _compute_loss) — the policy's, less the adapters it runs without (PEFT's disable_adapters)
         if best is None or f + b + r > best.total:
             best = StageCompute(fwd=f, bwd=b, recompute=r, mm_fwd=mm, params=rp, scan=scan)
     assert best is not None

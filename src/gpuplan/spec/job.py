@@ -20,7 +20,8 @@ Optimizer = Literal["adamw", "adam", "adamw-8bit", "adamw-4bit", "sgd", "sgd-mom
 # lora-int8: LoRA over a base loaded in 8 bits (bitsandbytes' LLM.int8, transformers' load_in_8bit)
 Method = Literal["full", "lora", "qlora", "lora-int8"]
 ADAPTERS = ("lora", "qlora", "lora-int8")  # the methods that train adapters over a frozen base
-# preference optimization on pairs (a chosen and a rejected sequence run as one batch: TRL's concatenated_forward):
+# preference optimization on pairs (a chosen and a rejected sequence run as one batch: TRL's
+# DataCollatorForPreference, concatenated_forward before 1.0):
 # DPO (Rafailov et al. 2023) and IPO against a frozen reference model, ORPO / SimPO / CPO without one
 PREFERENCES = ("dpo", "ipo", "orpo", "simpo", "cpo")
 WITH_REFERENCE = ("dpo", "ipo")

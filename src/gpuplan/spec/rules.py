@@ -259,7 +259,7 @@ RULES: tuple[Rule, ...] = (
     Rule("a preference micro-batch holds whole pairs", ("pairs", "micro_batch"), _msg(
         lambda c: bool(c.pairs) and c.lay["micro_batch"] % 2 != 0,
         lambda c: f"layout.micro_batch = {c.lay['micro_batch']} sequences: a preference run's micro-batch holds whole "
-                  "pairs, a chosen and a rejected sequence each (TRL's concatenated_forward) — give an even count of "
+                  "pairs, a chosen and a rejected sequence each (TRL's preference collator) — give an even count of "
                   "sequences (a scenario file's micro_batch counts pairs)")),
     Rule("an 8-bit base is not sharded", ("int8_base", "zero"), _msg(
         lambda c: bool(c.int8_base) and c.lay["zero"] >= 3,
