@@ -61,10 +61,13 @@ def base_pass_bytes(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, method: str,
     the matmul: read the 4-bit codes and their scales, write 2 B per parameter — Dettmers et al. 2023, QLoRA, Sec. 3),
     forward and backward. lora-int8: bitsandbytes' MatMul8bitLt (0.45, autograd/_functions.py) — forward, per linear
     and token, its input cast to fp16 (read ``stream`` bytes — 4 where PEFT upcast the norms —, write 2 per element)
-    and quantized row-wise (read 2, write 1), the int8 product's int32 output written and dequantized (write 4, read
-    4, write ``stream``), three memory-bound kernels, the int8 GEMM timed at the 16-bit rate (no int8 tensor-core
-    speed credited: an estimate); backward, each weight dequantized for the input gradient, ``CB.to(dtype).mul_(SCB)``
-    (read 1, write 2, read 2, write 2 B)."""
+    and quantized row-wise with the outlier search of the default threshold 6.0 (functional.py
+    int8_vectorwise_quant: abs, the threshold mask, its row and column any, argwhere, the quantization — 14 B per
+    element beside the cast), the int8 product's int32 output written, dequantized to fp16 and cast to the input's
+    dtype (int8_mm_dequant, then .to), the outliers' product added out of place (read and write the output); eight
+    memory-bound kernels, the int8 GEMM timed at the 16-bit rate (no int8 tensor-core speed credited: an estimate);
+    backward, each weight dequantized for the input gradient, ``CB.to(dtype).mul_(SCB)`` (read 1, write 2, read 2,
+    write 2 B) — bitsandbytes 95f9af30 as read by a review."""
     if method not in ("qlora", "lora-int8"):
         return BasePass()
     mats = [w for w in lg.weights if w.is_matrix and w.group in LORA_GROUPS]
@@ -81,5 +84,6 @@ def base_pass_bytes(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, method: str,
                   w.shape[1] / (tp if w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES else 1), w.count)
                  for w, _ in share if stream == 4.0 and w.group in ("mlp", "shared_expert")
                  or stream == 4.0 and w.group == "attention" and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL_LEAVES)
-    return BasePass(ins * (stream + 5) + outs * (8 + stream), 3.0 * sum(w.count for w in mats), bwd=params * 7,
+    outs_b = 4 + 4 + 2 + (2 + stream if stream != 2 else 0.0) + 2 * stream  # int32, fp16, cast, outliers' add
+    return BasePass(ins * (stream + 16) + outs * outs_b, 8.0 * sum(w.count for w in mats), bwd=params * 7,
                     fp32_dgrad=fp32)
