@@ -3,6 +3,7 @@ closest miss over the layouts it classified (search/enumerate.py's Search builds
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -17,7 +18,7 @@ from gpuplan.model.runtime import step_floor
 from gpuplan.model.states import state_on_host
 from gpuplan.search.codes import Reason, Rejection
 from gpuplan.search.found import Family, Miss
-from gpuplan.search.space import Split, own_peak
+from gpuplan.search.space import Split, ordered_micro_batches, own_peak
 from gpuplan.spec import Hardware, Layout, Training
 from gpuplan.spec.job import per_step
 from gpuplan.spec.layout import LAYOUT_FIELDS, recompute_fields
@@ -178,6 +179,26 @@ class Book:
             _, parts = worst_at(self.sc.model, lay, bases, mb, self.sc.corrections)
             hit = self._peaks[key] = (parts[0], parts[1].cpu_offload)
         return hit
+
+    def _peaks_within(self, split: Split, fam: Family, sp: bool, off: str, plain: list[Plain]
+                      ) -> list[tuple[float, float]]:
+        """Every micro-batch's (total, offloaded) peak — but where every GPU type's verdict is a plain comparison,
+        the ordered micro-batches' past the first whose peak is above every type's limit are not sized: their peaks
+        never fall as the micro-batch grows (``own_peak``), so they fit nowhere (read as inf)."""
+        mbs = fam.micro_batches
+        if any(p is None for p in plain):
+            return [self._peak((split, fam, mb, sp, off)) for mb in mbs]
+        cap = max(limit / factor for factor, limit in plain) * (1 + 1e-9)  # type: ignore[misc]
+        normal = set(ordered_micro_batches(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mbs))
+        out: list[tuple[float, float]] = []
+        over = False
+        for j, mb in enumerate(mbs):
+            if over and j in normal:
+                out.append((math.inf, 0.0))
+                continue
+            out.append(self._peak((split, fam, mb, sp, off)))
+            over = over or (j in normal and out[-1][0] > cap)
+        return out
 
     def _fits(self, hw: Hardware, where: Where) -> bool | None:
         """The model's verdict on one layout (``memory.verdict``): True fits, False out of memory, None out of

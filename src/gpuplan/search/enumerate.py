@@ -234,26 +234,6 @@ class Search(Book):
                     self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
         return out
 
-    def _peaks_within(self, split: Split, fam: Family, sp: bool, off: str, plain: list[Plain]
-                      ) -> list[tuple[float, float]]:
-        """Every micro-batch's (total, offloaded) peak — but where every GPU type's verdict is a plain comparison,
-        the ordered micro-batches' past the first whose peak is above every type's limit are not sized: their peaks
-        never fall as the micro-batch grows (``own_peak``), so they fit nowhere (read as inf)."""
-        mbs = fam.micro_batches
-        if any(p is None for p in plain):
-            return [self._peak((split, fam, mb, sp, off)) for mb in mbs]
-        cap = max(limit / factor for factor, limit in plain) * (1 + 1e-9)  # type: ignore[misc]
-        normal = set(ordered_micro_batches(split, fam.schedule, fam.virtual_stages, fam.shard, self.gb, mbs))
-        out: list[tuple[float, float]] = []
-        over = False
-        for j, mb in enumerate(mbs):
-            if over and j in normal:
-                out.append((math.inf, 0.0))
-                continue
-            out.append(self._peak((split, fam, mb, sp, off)))
-            over = over or (j in normal and out[-1][0] > cap)
-        return out
-
     def _floors_fit(self, hws: dict[int, Hardware], split: Split, fams: list[Family], sp: bool, off: str
                     ) -> dict[tuple[int, int, Shard], bool]:
         """Whether each (type, virtual stages, sharding)'s peak floor fits (none where host memory could fail:
