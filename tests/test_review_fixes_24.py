@@ -338,3 +338,16 @@ def test_the_reference_forward_runs_without_the_adapters():
                              layout={"micro_batch": 2, "recompute": "full"})).time.step.compute_s
     lora, dora = (compute("dpo", d) - compute("orpo", d) for d in (False, True))
     assert lora > 0 and dora == pytest.approx(lora, rel=1e-9)
+
+
+@pytest.mark.parametrize(("method", "says"), [
+    ("freeze", "method full is its upper bound"), ("Freeze tuning", "freeze_trainable_layers"),
+    ("ia3", "method lora is the nearest"), ("prefix-tuning", "prefix tuning is not modelled"),
+])
+def test_a_method_gpuplan_does_not_cost_is_one_clear_error(method, says):
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match=says):
+        make("llama-3.1-8b", training={"method": method})
+    with pytest.raises(GpuplanError, match="freeze_trainable_layers"):
+        make("llama-3.1-8b", training={"finetuning_type": "freeze"})

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from gpuplan.catalog.stacks import Reading, attention_words, spelling
+from gpuplan.errors import GpuplanError
 from gpuplan.spec import ATTENTIONS
 
 # what is trained, as papers and recipes say it: every weight (pre-training, supervised or full fine-tuning) or
@@ -26,6 +27,16 @@ _METHOD_WORDS = {
 }
 
 
+# methods that train part of the model in ways gpuplan does not cost, each with the bound or fix to give instead
+_FREEZE = ("freeze tuning (LLaMA-Factory's finetuning_type freeze: only the last freeze_trainable_layers blocks "
+           "trained) is not modelled: method full is its upper bound (every block's states and activations), lora "
+           "a lighter alternative")
+_PEFT_OTHER = "is not modelled: method lora is the nearest run gpuplan costs (adapters over the same frozen base)"
+_NOT_MODELLED = {"freeze": _FREEZE, "freeze-tuning": _FREEZE, "partial": _FREEZE,
+                 "prefix-tuning": f"prefix tuning {_PEFT_OTHER}", "prompt-tuning": f"prompt tuning {_PEFT_OTHER}",
+                 "p-tuning": f"p-tuning {_PEFT_OTHER}", "ia3": f"IA³ (a learned scale per activation) {_PEFT_OTHER}"}
+
+
 def read_method(word: str) -> tuple[str, Reading | None]:
     """The method a ``training.method`` word names: every weight trained (pre-training, SFT, full fine-tuning) or
     adapters (LoRA, QLoRA), a rank or options in brackets aside ("LoRA (r=16)"); gpuplan's own names as they are."""
@@ -33,6 +44,8 @@ def read_method(word: str) -> tuple[str, Reading | None]:
     if key in ("full", "lora", "qlora", "lora-int8"):
         return key, (None if key == word else Reading(field="training.method", given=word, value=key,
                                                        rule=f"method {word} read as {key}"))
+    if key in _NOT_MODELLED:
+        raise GpuplanError(f"training.method {word}: {_NOT_MODELLED[key]}")
     for method, words in _METHOD_WORDS.items():
         if key in words:
             what = "every weight trained" if method == "full" else "adapters over frozen 8-bit weights" \
