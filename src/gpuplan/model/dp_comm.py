@@ -15,6 +15,7 @@ from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.model.comm import Topology, all_gather_s, all_reduce_s, reduce_scatter_s
 from gpuplan.model.params import RankParams
 from gpuplan.spec import LayerGroup, Layout, ModelSpec, Training
+from gpuplan.spec.job import has_reference
 
 # DeepSpeed ZeRO-3 reduces gradients in buckets of reduce_bucket_size elements (default 5e8,
 # DeepSpeed config docs, "zero_optimization.reduce_bucket_size")
@@ -108,8 +109,9 @@ def zero3_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: 
     calls_d, calls_e = max(calls_d, 1), (max(calls_e, 1) if rp.expert else 0)
     calls = calls_d + calls_e
     # FSDP runs a block's recomputed forward inside its backward, on the parameters gathered
-    # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew
-    gathers = 2 + (lay.recompute_share if style != "layer" else 0.0)
+    # for it; DeepSpeed's module hooks fire again on the recomputed forward and gather anew; DPO's reference forward
+    # gathers its sharded copy (or, under LoRA, the same base) once more
+    gathers = 2 + (lay.recompute_share if style != "layer" else 0.0) + (1.0 if has_reference(tr) else 0.0)
     # the experts shard over their own data-parallel group (ep ranks apart, as replica_comm reduces them), the rest
     # over dp × cp: one collective each, the experts' on the wider stride
     edp, edp_stride = expert_dp_group(lay) if rp.expert else (1, 1)

@@ -59,8 +59,8 @@ def preference_note(preference: str | None, reference: bool) -> str:
     """How a preference run is costed."""
     ref = ("; its reference model runs a forward over them every step (TRL's _compute_loss, under no_grad) — a full "
            "fine-tune's a frozen 16-bit copy of the weights, sharded under ZeRO-3/FSDP as TRL prepares it, LoRA's the "
-           "base with the adapters off; precompute_ref_log_probs (once per dataset) and the copy's ZeRO-3 gathers "
-           "are not modelled") if reference else " (no reference model)"
+           "base with the adapters off, gathered once more under ZeRO-3/FSDP; precompute_ref_log_probs (once per "
+           "dataset) is not modelled") if reference else " (no reference model)"
     return (f"preference {preference}: each pair's chosen and rejected sequences run as one batch (TRL's preference "
             "collator; concatenated_forward before 1.0), so the step's tokens and tokens/s count sequences, two per "
             "pair (micro_batch and global_batch count pairs)" + ref)
