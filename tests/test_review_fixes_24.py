@@ -351,3 +351,10 @@ def test_a_method_gpuplan_does_not_cost_is_one_clear_error(method, says):
         make("llama-3.1-8b", training={"method": method})
     with pytest.raises(GpuplanError, match="freeze_trainable_layers"):
         make("llama-3.1-8b", training={"finetuning_type": "freeze"})
+
+
+def test_the_reference_forward_gathers_its_shards_again():
+    # ZeRO-3: a forward and a backward gather per micro-batch, and the reference's forward one more (TRL prepares
+    # it as its own ZeRO-3 engine): 3 gathers where ORPO makes 2, beside the same gradient reduce-scatter
+    dpo, orpo = (evaluate(_pref(p)).time.step.comm_detail["dp_total"] for p in ("dpo", "orpo"))
+    assert 1.2 * orpo < dpo < 1.5 * orpo
