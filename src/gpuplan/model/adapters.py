@@ -35,10 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.catalog.framework_memory import lora_fused, lora_keeps_shared_input
-from gpuplan.model.dora import COMPOSE_KERNELS, DoraPass, dora_compose, dora_pass
+from gpuplan.model.dora import COMPOSE_KERNELS, DoraPass, adapted, dora_compose, dora_pass
 from gpuplan.model.kept import adapters_in_16_bits, kbit_upcast
 from gpuplan.spec import Training
-from gpuplan.spec.model import ROW_PARALLEL_LEAVES, LayerGroup, is_lora_target
+from gpuplan.spec.model import LayerGroup
 
 # how a stack runs the adapters (``Adapters.kind``)
 FUSED = "fused"            # Unsloth: x·A, then out.addmm_(xA, B, alpha=s); backward dX.addmm_ the same way
@@ -86,13 +86,7 @@ def adapter_work(lg: LayerGroup, ad: Adapters, tp: int) -> AdapterWork:
     fb = fk = bb = bk = 0.0
     r = ad.rank
     a = 4.0 if ad.kind == CAST_FP32 else 2.0 if ad.kind == CAST_AUTOCAST else ad.stream  # the GEMMs' operand bytes
-    for w in lg.weights:
-        if w.group not in ("attention", "mlp", "shared_expert") or not is_lora_target(w, ad.targets):
-            continue
-        out_f, in_f = w.shape
-        leaf = w.name.rsplit(".", 1)[-1]
-        i, o = (in_f / tp, out_f) if leaf in ROW_PARALLEL_LEAVES else (in_f, out_f / tp)
-        n = w.count
+    for i, o, n in adapted(lg, ad.targets, tp):  # each adapted linear's local (d_in, d_out, count)
         fwd += [(r, i, n, a), (o, r, n, a)]            # x·A, then (xA)·B
         dgrad += [(r, o, n, a), (i, r, n, a)]          # dY·Bᵀ, then (dY·Bᵀ)·Aᵀ
         wgrad += [(o, r, n, a), (r, i, n, a)]          # dB = dYᵀ·xA (o×r), dA = (dY·Bᵀ)ᵀ·x (r×i): tokens reduced

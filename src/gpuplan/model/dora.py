@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuplan.spec.model import ROW_PARALLEL_LEAVES, LayerGroup, ModelSpec, is_lora_target
+from gpuplan.spec.model import LayerGroup, ModelSpec, is_lora_target, local_shape
 
 ADAPTED_GROUPS = ("attention", "mlp", "shared_expert")
 
@@ -38,14 +38,8 @@ class DoraPass:
 
 def adapted(lg: LayerGroup, targets: tuple[str, ...], tp: int) -> list[tuple[float, float, int]]:
     """(local d_in, local d_out, count) of each adapted linear of ``lg`` on one tensor-parallel rank."""
-    out = []
-    for w in lg.weights:
-        if w.group not in ADAPTED_GROUPS or not is_lora_target(w, targets):
-            continue
-        o, i = w.shape
-        row = w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES
-        out.append((i / tp, o, w.count) if row else (i, o / tp, w.count))
-    return out
+    return [(*local_shape(w, tp), w.count) for w in lg.weights
+            if w.group in ADAPTED_GROUPS and is_lora_target(w, targets)]
 
 
 def dora_pass(lg: LayerGroup, targets: tuple[str, ...], rank: int, tp: int, a: float, gemm: float) -> DoraPass:

@@ -12,7 +12,7 @@ from gpuplan.model.kept import kbit_upcast
 from gpuplan.model.params import RankParams
 from gpuplan.model.states import StateBytes
 from gpuplan.spec import LayerGroup, ModelSpec, Training
-from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES
+from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES, local_shape
 
 
 def frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) -> tuple[float, float]:
@@ -37,7 +37,6 @@ def frozen_base(training: Training, rp: RankParams, sb: StateBytes, zero: int) -
     state = rp.quantizable * (constant("nf4_bytes_per_param") - 0.5)
     sharded = nf4_state_sharded(training.framework)
     return rp.quantizable * 0.5 + rest + (state if sharded else 0.0), 0.0 if sharded else state
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +77,11 @@ def base_pass_bytes(m: ModelSpec, lg: LayerGroup, tp: int, ep: int, method: str,
         return BasePass(fwd=nbytes, bwd=nbytes)
     ins = sum(w.shape[1] * w.count / d for w, d in share)
     outs = sum(w.shape[0] * w.count / d for w, d in share)
-    # the linears whose input is the fp32 stream or the fp32 MLP product (the heads' output is 16-bit: attention runs
-    # under autocast)
-    fp32 = tuple((w.shape[0] / (tp if w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL_LEAVES else 1),
-                  w.shape[1] / (tp if w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES else 1), w.count)
-                 for w, _ in share if stream == 4.0 and w.group in ("mlp", "shared_expert")
-                 or stream == 4.0 and w.group == "attention" and w.name.rsplit(".", 1)[-1] not in ROW_PARALLEL_LEAVES)
+    # the linears whose input is the fp32 stream or the fp32 MLP product, as (local d_out, local d_in, count): all but
+    # the heads' output projection, whose input is 16-bit (attention runs under autocast) — none without the upcast
+    fp32 = tuple((*local_shape(w, tp)[::-1], w.count) for w in mats if stream == 4.0 and w.group != "expert"
+                 and not (w.group == "attention" and w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES))
     outs_b = 4 + 4 + 2 + (2 + stream if stream != 2 else 0.0) + 2 * stream  # int32, fp16, cast, outliers' add
     return BasePass(ins * (stream + 16) + outs * outs_b, 8.0 * sum(w.count for w in mats), bwd=params * 7,
                     fp32_dgrad=fp32)
+

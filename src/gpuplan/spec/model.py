@@ -75,6 +75,13 @@ ROW_PARALLEL_LEAVES = frozenset({"o_proj", "down_proj", "out_proj", "dense", "c_
                                  "wo", "proj", "fc_out"})  # the linears whose input a tensor-parallel split divides
 
 
+def local_shape(w: Weight, tp: int) -> tuple[float, float]:
+    """(d_in, d_out) of a linear on one tensor-parallel rank: a row-parallel one splits its input, the others their
+    output."""
+    o, i = w.shape
+    return (i / tp, o) if w.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES else (i, o / tp)
+
+
 def is_lora_target(w: Weight, targets: tuple[str, ...]) -> bool:
     """Whether PEFT puts an adapter on ``w`` for ``target_modules = targets``: the model's own leaf names
     (``resolve_lora_targets``), or ``ALL_LINEAR`` — PEFT's "all-linear", every linear of the blocks —, the routed
