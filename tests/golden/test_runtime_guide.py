@@ -53,15 +53,19 @@ def test_10gbe_makes_multi_node_data_parallel_communication_bound(zero):
 def test_the_ninth_gpu_crosses_the_node_and_raises_dp_communication(zero, scale_out):
     # source: the guide — "HGX H100 nodes hold 4 or 8 GPUs; the 9th GPU crosses the multi-node threshold".
     # Same per-GPU batch (4 sequences per GPU per step): 8 GPUs reduce over NVLink only, 16 also
-    # over the network. Observed (IB): zero 0 0.102 → 0.155 s (NVLS inside one node, the ring across
-    # two), zero 3 0.581 → 0.669 s per step: eight 400G NICs give a node about the bus bandwidth of its
-    # NVLink ring (8 × 50 GB/s × 0.85 against 450 GB/s × 0.8), so NCCL's ring across nodes, whose
-    # NVLink and network steps run at once, slows only a little (ML-Engineering network/README.md,
-    # 'Inter-node speed depends on intra-node speed': 2× on P6-B200, whose NVLink is 2.25× its NICs)
+    # over the network. Observed: on 10 GbE zero 0 0.102 → 32.0 s, zero 3 0.581 → 255 s per step; on eight 400G
+    # NICs per node zero 0 0.1023 → 0.1024 s (two nodes: NCCL's NVLSTree exchanges each node's reduced buffer once,
+    # and the NVLS reduction inside the node, not the 366 GB/s network, sets the pace — measured 470 GB/s busbw on
+    # two such nodes against 480 on one, NVIDIA/nccl-tests#309), zero 3 0.581 → 0.636 s (the ring's gathers and
+    # reduce-scatters cross the network)
     one = _time(8, scale_out, zero, global_batch=8 * 4)
     two = _time(16, scale_out, zero, global_batch=16 * 4)
     assert one["comm_detail"]["dp_total"] > 0
-    assert two["comm_detail"]["dp_total"] > 1.1 * one["comm_detail"]["dp_total"]
+    assert two["comm_detail"]["dp_total"] > one["comm_detail"]["dp_total"]
+    if scale_out == "eth-10g":  # commodity Ethernet: the network dominates
+        assert two["comm_detail"]["dp_total"] > 100 * one["comm_detail"]["dp_total"]
+    elif zero == 3:
+        assert two["comm_detail"]["dp_total"] > 1.05 * one["comm_detail"]["dp_total"]
     # per token, the job gets no faster per GPU on two nodes
     assert two["tokens_per_s_per_gpu"] <= one["tokens_per_s_per_gpu"]
 

@@ -50,7 +50,8 @@ GPU_WHOLE = ("gpus_per_node", "scale_up_domain", "sm_count")
 VENDORS = ("nvidia", "amd", "intel", "other")
 FABRIC_KEYS = {"scale_up": ("gb_per_s_per_gpu", "domain_gpus", "mesh_link_gb_per_s", "nvls_efficiency",
                             "collective_curve", "collective_ramp"),
-               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency", "transport")}
+               "scale_out": ("link_gbit_per_s", "links_per_node", "efficiency", "transport", "collective_curve",
+                             "collective_ramp")}
 TRANSPORTS = ("infiniband", "roce", "tcp")  # a scale-out fabric's path for NCCL (fabrics.json _comment)
 FABRIC_COMMON = ("id", "name", "aliases", "kind", "latency_us", "source", "notes")
 MAX_CATALOG_VALUES = 100_000  # a catalogue of a few GPUs, fabrics and models holds hundreds: read in < 1 s
@@ -131,11 +132,11 @@ def check_fabric_row(row: Mapping[str, Any], where: str) -> None:
     for key in ("efficiency", "nvls_efficiency"):
         if row.get(key) is not None and row[key] > 1:
             raise bad_key(where, key, f"is a share of line rate (≤ 1), got {row[key]}")
-    if kind == "scale_up":
-        _check_curve(row, where)
+    _check_curve(row, where)
 
 
-CURVE_KEYS = {"collective": ("all_reduce", "all_gather", "reduce_scatter"), "algorithm": ("ring", "nvls")}
+# a scale-out sweep runs across two nodes, where NCCL's default is its tree (model/comm.py reads only its ramp)
+CURVE_KEYS = {"collective": ("all_reduce", "all_gather", "reduce_scatter"), "algorithm": ("ring", "nvls", "tree")}
 
 
 def _check_curve(row: Mapping[str, Any], where: str) -> None:

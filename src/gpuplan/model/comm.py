@@ -18,14 +18,18 @@ all-to-all buffer of one rank) takes ``latency + bandwidth term / r(B)``:
   the node's NICs: a node's share of the network carries what one GPU's NVLink carries, and the
   ring's NVLink and network steps run at once, so t = max(V·B·(k − 1)/k / bw_up, V·B / (k·bw_out))
   for k members per node (pipelined, not added; ML-Engineering network/README.md, 'Inter-node speed
-  depends on intra-node speed': the flat ring lands within 6 % of 4-node P6-B200 measurements).
+  depends on intra-node speed': the flat ring lands within 6 % of 4-node P6-B200 measurements). On exactly
+  two NVLink SHARP nodes NCCL's default all-reduce is NVLSTree: each node's NICs carry the reduced buffer once
+  each way, B instead of the ring's 2(n − 1)/n·B, beside the NVLS reduction inside the node (``_nvls_tree_s``).
   All-to-all: each rank sends (n − 1)/n·B, what goes to other domains over the network.
 * r(B), the ramp: NCCL pipelines a collective in chunks over channels whose number and size follow
   the message size (src/enqueue.cc: fewer channels below nChannels·nThreads·threadThreshold bytes,
   smaller NVLS chunks for small messages), so the large-message bandwidth is reached only near
   1 GiB. r(B) is read off the fabric's measured sweep (fabrics.json ``collective_curve``): the rate of
   its bandwidth term at B against the largest message's, interpolated in log size and non-
-  decreasing; 1 where a fabric has no sweep.
+  decreasing; 1 where a fabric has no sweep. A collective that crosses the network ramps as the network's
+  own sweep across two nodes does (a scale-out row's ``collective_curve``, or one it borrows): its chunks
+  reach the NICs' rate only near 1 GiB (half of it near 64 MiB), later than NVLink's.
 * Latency: NCCL's ring model (tuning.cc): a base per call plus one hop per step, n − 1 steps for a
   reduce-scatter, all-gather or all-to-all, 2(n − 1) for an all-reduce (or the double binary tree's
   2·((n_local − 1) + ⌈log2 n_dom⌉) hops where fewer; Sanders et al. 2009), steps across domains at
@@ -64,6 +68,8 @@ class Topology:
     nvls: float = 0.0          # NVLink SHARP all-reduce: NCCL's nvlsEfficiency (0: none)
     ramp_log_bytes: tuple[float, ...] = ()  # the ramp r(B): ln B of the measured sizes ...
     ramp_share: tuple[float, ...] = ()      # ... and the share of the large-message bandwidth reached
+    out_log_bytes: tuple[float, ...] = ()   # the ramp of a collective that crosses the network (the scale-out
+    out_share: tuple[float, ...] = ()       # fabric's measured sweep); none: the scale-up fabric's
 
     @property
     def hops(self) -> tuple[float, float]:
@@ -75,18 +81,20 @@ class Topology:
         on a full mesh the ``local`` − 1 links each member drives."""
         return (local - 1) * self.mesh_link if self.mesh_link else self.bw_up
 
-    def share(self, nbytes: float) -> float:
-        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches."""
-        xs = self.ramp_log_bytes
+    def share(self, nbytes: float, across: bool = False) -> float:
+        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches — ``across`` the
+        network, on the scale-out fabric's ramp where it has a measured one."""
+        xs, ys = (self.out_log_bytes, self.out_share) if across and self.out_log_bytes else \
+            (self.ramp_log_bytes, self.ramp_share)
         if not xs:
             return 1.0
         x = math.log(max(nbytes, 1.0))
         i = bisect.bisect_left(xs, x)
         if i == 0:
-            return self.ramp_share[0]
+            return ys[0]
         if i == len(xs):
-            return self.ramp_share[-1]
-        x0, x1, r0, r1 = xs[i - 1], xs[i], self.ramp_share[i - 1], self.ramp_share[i]
+            return ys[-1]
+        x0, x1, r0, r1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
         return r0 + (r1 - r0) * (x - x0) / (x1 - x0)
 
 
@@ -118,18 +126,32 @@ def _ideal_s(curve: BusCurve, nbytes: float) -> float:
 @lru_cache(maxsize=64)
 def curve_profile(curve: BusCurve, base_s: float) -> CurveProfile:
     """Efficiency = ideal / measured time of the largest message; hop = (smallest message's time −
-    the base) / steps; ramp r(B) = (t_max/B_max) / ((t(B) − t_min)/B), at most 1, made non-decreasing
-    (running minimum from the largest message down)."""
-    n, factor = curve.gpus, bus_factor(curve.collective, curve.gpus)
-    times = [b * factor / bus for b, bus in zip(curve.sizes, curve.bus_bytes_per_s, strict=True)]
-    t_min, t_top, b_top = min(times), times[-1], curve.sizes[-1]
+    the base) / steps; ramp r(B) (``curve_ramp``)."""
+    n = curve.gpus
+    t_min, t_top = min(_times(curve)), _times(curve)[-1]
     steps = 2 * (n - 1) if curve.collective == "all_reduce" else n - 1
+    xs, ys = curve_ramp(curve)
+    return CurveProfile(efficiency=_ideal_s(curve, curve.sizes[-1]) / t_top, hop_s=max(0.0, (t_min - base_s) / steps),
+                        ramp_log_bytes=xs, ramp_share=ys)
+
+
+def _times(curve: BusCurve) -> list[float]:
+    """The sweep's seconds per size (nccl-tests' busbw undone)."""
+    factor = bus_factor(curve.collective, curve.gpus)
+    return [b * factor / bus for b, bus in zip(curve.sizes, curve.bus_bytes_per_s, strict=True)]
+
+
+@lru_cache(maxsize=64)
+def curve_ramp(curve: BusCurve) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The ramp r(B) of a sweep, (ln B, share): (t_max/B_max) / ((t(B) − t_min)/B), at most 1, made non-decreasing
+    (running minimum from the largest message down)."""
+    times = _times(curve)
+    t_min, t_top, b_top = min(times), times[-1], curve.sizes[-1]
     shares, low = [], 1.0
     for b, t in zip(reversed(curve.sizes), reversed(times), strict=True):
         low = min(low, t_top / b_top * b / max(t - t_min, 1e-12))
         shares.append(low)
-    return CurveProfile(efficiency=_ideal_s(curve, b_top) / t_top, hop_s=max(0.0, (t_min - base_s) / steps),
-                        ramp_log_bytes=tuple(math.log(b) for b in curve.sizes), ramp_share=tuple(reversed(shares)))
+    return tuple(math.log(b) for b in curve.sizes), tuple(reversed(shares))
 
 
 def topology(hw: Hardware) -> Topology:
@@ -159,8 +181,9 @@ def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> T
     eff_out = out.efficiency if out.efficiency is not None else constant("scale_out_efficiency")
     nics = min(out.links_per_node or 1, gpus_per_node)
     bw_out = out.link_bytes_per_s * nics / gpus_per_node * eff_out
+    out_ramp = curve_ramp(out.curve) if out.curve else ((), ())  # the network's own sweep, where measured
     return Topology(bw_out=bw_out, lat_out=out.latency_s or 5e-6, ring_out=ring["scale_out_step"],
-                    **common)  # type: ignore[arg-type]
+                    out_log_bytes=out_ramp[0], out_share=out_ramp[1], **common)  # type: ignore[arg-type]
 
 
 def full_peer_domain(hw: Hardware) -> bool:
@@ -208,7 +231,19 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     bw = _ring_s(2 * (n - 1) / n, nbytes, local, doms, topo)
     if doms == 1 and topo.nvls and local > 2:
         bw = min(bw, _nvls_s(nbytes, local, topo))
-    return topo.ring_base + min(ring, tree) + bw / topo.share(nbytes)
+    elif doms == 2 and topo.nvls and local > 2:
+        bw = min(bw, _nvls_tree_s(nbytes, local, topo))
+    return topo.ring_base + min(ring, tree) + bw / topo.share(nbytes, doms > 1)
+
+
+def _nvls_tree_s(nbytes: float, local: int, topo: Topology) -> float:
+    """NCCL's NVLSTree all-reduce over two NVLink SHARP nodes (what NCCL runs there by default): each node reduces
+    its buffer in the switch, the two nodes exchange it once over the network — a node's NICs carry B each way, not
+    the ring's 2(n − 1)/n·B — and the switch broadcasts the result; the network and NVLS steps run at once, the
+    slower sets the pace ("on two nodes, NCCL uses the tree (or nvlstree) algorithm which can indeed go beyond the
+    network bottleneck (provided the intra-node bandwidth can sustain that higher speed)", NVIDIA/nccl-tests#196;
+    measured 470 GB/s busbw on 2 x 8 H100 with 8 x 400G, 365.8 on 4 nodes, 480 on one, NVIDIA/nccl-tests#309)."""
+    return max(nbytes / (local * topo.bw_out), _nvls_s(nbytes, local, topo))
 
 
 def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
@@ -229,7 +264,7 @@ def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology, calls: 
         return 0.0
     local, doms = placement(n, stride, topo.domain)
     bw = _ring_s((n - 1) / n, nbytes, local, doms, topo)
-    return bw / topo.share(nbytes / calls) + calls * ring_latency_s(n, stride, topo)
+    return bw / topo.share(nbytes / calls, doms > 1) + calls * ring_latency_s(n, stride, topo)
 
 
 all_gather_s = reduce_scatter_s
@@ -243,7 +278,7 @@ def all_to_all_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     local, _ = placement(n, stride, topo.domain)
     intra = (local - 1) / n * nbytes / topo.group_bw(local) if local > 1 else 0.0
     inter = (n - local) / n * nbytes / topo.bw_out if n > local else 0.0
-    return max(intra, inter) / topo.share(nbytes) + ring_latency_s(n, stride, topo)
+    return max(intra, inter) / topo.share(nbytes, n > local) + ring_latency_s(n, stride, topo)
 
 
 def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
@@ -256,7 +291,7 @@ def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
         bw, hop = topo.bw_out, out
     else:
         bw, hop = topo.mesh_link or topo.bw_up, up
-    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes)
+    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes, crosses_domain)
 
 
 def touched(experts: int, k: int, bins: int, groups: int = 0, topk_groups: int = 0) -> float:

@@ -17,7 +17,7 @@ class BusCurve:
 
     collective: Literal["all_reduce", "all_gather", "reduce_scatter"]
     gpus: int                                # the group the sweep ran on, inside one domain
-    algorithm: Literal["ring", "nvls"]       # what NCCL ran (NVLS: NVLink SHARP all-reduce)
+    algorithm: Literal["ring", "nvls", "tree"]  # what NCCL ran (NVLS: NVLink SHARP; tree: its default on two nodes)
     sizes: tuple[float, ...]                 # bytes, ascending
     bus_bytes_per_s: tuple[float, ...]       # nccl-tests busbw at each size
     fabric: str = ""                         # the fabric it was measured on, and that fabric's rates:

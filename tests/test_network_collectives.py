@@ -1,0 +1,134 @@
+"""Collectives that cross the network (model/comm.py): the scale-out fabrics' efficiencies as NVIDIA's engineers and
+published nccl-tests runs measured them, the network's own ramp read off a two-node sweep, and NCCL's NVLSTree on
+two NVLink SHARP nodes — each against its source, and the component corpus's new points read back."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import make
+
+from gpuplan.catalog.hardware import get_fabric
+from gpuplan.model.comm import Topology, all_reduce_s, bus_factor, curve_ramp, reduce_scatter_s, send_recv_s, topology
+from gpuplan.validation import components as comp
+
+GiB, MiB = 2**30, 2**20
+POINTS = {p["id"]: p for p in comp.corpus()["points"]}
+
+
+def _topo(gpu: str, nodes: int, scale_out: str) -> Topology:
+    return topology(make(gpu=gpu, gpus=8 * nodes, hardware={"scale_out": scale_out}).hardware)
+
+
+def _busbw(nbytes: float, n: int, topo: Topology) -> float:
+    return nbytes * bus_factor("all_reduce", n) / all_reduce_s(nbytes, n, 1, topo)
+
+
+def test_the_measured_network_efficiencies():
+    # source: NVIDIA/nccl-tests#309 — 4 nodes x 8 H100 with 8 x CX-7 400G IB: "max busbw can get 365.84 GB/s"
+    assert get_fabric("ib-ndr-400g", "scale_out").efficiency == pytest.approx(365.84 / 400, abs=1e-3)
+    # source: NVIDIA/nccl#812 — "On an Nvidia DGX-A100 system we have 8x200Gbit/s IB cards and we measure 192GB/s"
+    assert get_fabric("ib-hdr-200g", "scale_out").efficiency == pytest.approx(192 / 200)
+    # source: NVIDIA/nccl#1368 — 5 nodes of 8 H100 with 4 x 400G RoCE: "ring bandwidth (190GB/s)"
+    for fid in ("roce-400g", "roce-400g-x4"):
+        assert get_fabric(fid, "scale_out").efficiency == pytest.approx(190 / 200)
+
+
+def test_four_h100_nodes_run_the_ring_at_the_network_rate():
+    # source: NVIDIA/nccl-tests#309 — 365.84 GB/s busbw on 4 nodes: the ring's rate is the node's eight NICs'
+    topo = _topo("h100-sxm", 4, "ib-ndr-400g")
+    assert _busbw(8 * GiB, 32, topo) == pytest.approx(365.84e9, rel=0.01)
+    assert topo.bw_out == pytest.approx(50e9 * 0.915)
+
+
+def test_two_nvls_nodes_run_nvlstree():
+    # source: NVIDIA/nccl-tests#309 — 2 nodes: "can still get 470 GB/s", one node 480: NVLSTree exchanges each node's
+    # reduced buffer once over the network, beside the NVLS reduction in the node, so busbw passes the 400 GB/s NICs
+    topo = _topo("h100-sxm", 2, "ib-ndr-400g")
+    t = all_reduce_s(8 * GiB, 16, 1, topo)
+    network = 8 * GiB / (8 * topo.bw_out)
+    nvls = 8 * GiB / (topo.bw_up * topo.nvls * 8 / 9)
+    ring = 8 * GiB * bus_factor("all_reduce", 16) / (8 * topo.bw_out)
+    assert nvls > network  # H100's NVLS sets the pace on two nodes of eight 400G NICs
+    assert t < ring / topo.share(8 * GiB, True)
+    assert _busbw(8 * GiB, 16, topo) > 400e9 > _busbw(8 * GiB, 32, _topo("h100-sxm", 4, "ib-ndr-400g"))
+    assert _busbw(8 * GiB, 16, topo) == pytest.approx(470e9, rel=0.1)
+    # A100 nodes have no NVLS: the ring, whose busbw the network caps (Azure NDm A100 v4: 189.2 GB/s at 8 GiB)
+    a100 = _topo("a100-80gb-sxm", 2, "ib-hdr-200g")
+    assert _busbw(8 * GiB, 16, a100) == pytest.approx(189.2e9, rel=0.03)
+    assert _busbw(8 * GiB, 16, a100) < 8 * 25e9
+
+
+def test_b200_nodes_on_two_nodes_are_network_bound():
+    # source: dstack examples/clusters/a4 — 2 x GCP A4 (8 B200, 8 x CX-7 RoCE): 364.6 GB/s algbw at 8 GiB, the
+    # node's network: B200's NVLS reduces faster than eight 400G NICs carry the buffer
+    topo = _topo("b200", 2, "roce-400g")
+    t = all_reduce_s(8 * GiB, 16, 1, topo)
+    assert 8 * GiB / (8 * topo.bw_out) > 8 * GiB / (topo.bw_up * topo.nvls * 8 / 9)
+    assert 8 * GiB / t == pytest.approx(364.55e9, rel=0.06)
+
+
+def test_the_network_ramps_as_its_own_sweep():
+    # source: dstack examples/clusters/nebius — 2 x 8 H100 on InfiniBand: 266.35 GB/s busbw at 64 MiB against 467.54
+    # at 8 GiB; NVLink's NVLS sweep (nvlink4: Azure ND H100 v5) reaches 361.78 of 478.87 at 64 MiB
+    topo = _topo("h100-sxm", 2, "ib-ndr-400g")
+    xs, ys = curve_ramp(get_fabric("ib-ndr-400g", "scale_out").curve)
+    assert topo.out_share == ys and topo.out_log_bytes == xs
+    assert topo.share(64 * MiB, True) < 0.75 * topo.share(64 * MiB, False)
+    assert topo.share(8 * GiB, True) == topo.share(8 * GiB, False) == 1.0
+    # a collective inside the node keeps NVLink's ramp; one that crosses takes the network's
+    one = _topo("h100-sxm", 1, "ib-ndr-400g")
+    assert reduce_scatter_s(64 * MiB, 8, 1, one) < reduce_scatter_s(64 * MiB, 16, 1, topo)
+    assert send_recv_s(64 * MiB, True, topo) > 64 * MiB / topo.bw_out / topo.share(64 * MiB, False)
+    # RoCE over the same CX-7 NICs borrows the InfiniBand ramp; EFA has its own (p5); TCP none measured
+    assert _topo("h100-sxm", 2, "roce-400g").out_share == ys
+    assert _topo("h100-sxm", 2, "efa-p5").out_share != ys
+    eth = _topo("h100-sxm", 2, "eth-10g")
+    assert eth.out_share == () and eth.share(64 * MiB, True) == eth.share(64 * MiB, False)
+
+
+def test_the_ramp_is_non_decreasing_and_ends_at_one():
+    for fid in ("ib-ndr-400g", "ib-hdr-200g", "efa-p5", "efa-p4d"):
+        _, ys = curve_ramp(get_fabric(fid, "scale_out").curve)
+        assert all(a <= b for a, b in zip(ys, ys[1:], strict=False)) and ys[-1] == 1.0 and ys[0] > 0
+
+
+def test_the_new_corpus_points_read_back():
+    # NVIDIA/nccl-tests#309: 4 nodes, "max busbw can get 365.84 GB/s"; 2 nodes "470 GB/s"
+    assert POINTS["collective/nccl309/h100/all_reduce/4node"]["measured"]["value"] == 365.84e9
+    assert POINTS["collective/nccl309/h100/all_reduce/2node"]["measured"]["value"] == 470e9
+    # aws-samples awsome-distributed-training @0162aacd: 2 x p5.48xlarge, 17179869184 B: 487.09 GB/s busbw
+    assert POINTS[f"collective/aws/p5_2node/all_reduce/{16 * GiB}"]["measured"]["value"] == 487.09e9
+    # JingchaoZhang.github.io @4d2258f6: 2 x ND96amsr_A100_v4, 8589934592 B: 189.20 GB/s busbw
+    assert POINTS[f"collective/azure_aks/ndm_a100_2node/all_reduce/{8 * GiB}"]["measured"]["value"] == 189.2e9
+    rows = {r["id"]: r for r in comp.rows()}
+    for pid in POINTS:
+        if pid.startswith(("collective/nccl309", "collective/nccl1368", "collective/dstack/a4_2node")):
+            assert math.isfinite(rows[pid]["error"]) and abs(rows[pid]["error"]) < 0.15, pid
+
+
+def test_a_user_network_brings_its_own_two_node_sweep(tmp_path, monkeypatch):
+    # a scale-out fabric with a sweep of its own across two nodes: only its ramp is read (the rate is the row's
+    # efficiency): at 1 MiB (120 µs against 40 µs at 32 KiB) the bandwidth term takes 80 µs where the 1 GiB rate
+    # (1 GiB in 10 ms) would take 9.8 µs — a share of 0.122; a row that borrows another's ramp takes it
+    from gpuplan.catalog import user
+    from gpuplan.catalog.hardware import make_hardware
+
+    t32k, t1m, t1g = 40e-6, 120e-6, 10e-3
+    bus = [round(b * 1.875 / t / 1e9, 6) for b, t in ((32768, t32k), (2**20, t1m), (2**30, t1g))]
+    path = tmp_path / "net.yaml"
+    path.write_text("fabrics:\n  - {id: my-net, name: Mine, kind: scale_out, link_gbit_per_s: 400, links_per_node: 8,\n"
+                    "     efficiency: 0.9, source: my nccl-tests run,\n"
+                    "     collective_curve: {collective: all_reduce, gpus: 16, algorithm: tree,\n"
+                    f"     bytes: [32768, 1048576, 1073741824], busbw_gb_per_s: {bus}, source: my run}}}}\n"
+                    "  - {id: my-net2, name: Mine 2, kind: scale_out, link_gbit_per_s: 200, links_per_node: 8,\n"
+                    "     source: mine, collective_ramp: ib-ndr-400g}\n")
+    monkeypatch.setenv(user.ENV, str(path))
+    user.use_catalog(None)
+    topo = topology(make_hardware("h100-sxm", gpus=16, scale_out="my-net"))
+    assert topo.bw_out == pytest.approx(50e9 * 0.9)
+    assert topo.share(2**30, True) == 1.0
+    assert topo.share(2**20, True) == pytest.approx((t1g / 2**30 * 2**20) / (t1m - t32k), rel=1e-3)
+    borrowed = topology(make_hardware("h100-sxm", gpus=16, scale_out="my-net2"))
+    assert borrowed.out_share == curve_ramp(get_fabric("ib-ndr-400g", "scale_out").curve)[1]
