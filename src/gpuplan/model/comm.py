@@ -28,16 +28,18 @@ all-to-all buffer of one rank) takes ``latency + bandwidth term / r(B)``:
   1 GiB. r(B) is read off the fabric's measured sweep (fabrics.json ``collective_curve``): the rate of
   its bandwidth term at B against the largest message's, interpolated in log size and non-
   decreasing; 1 where a fabric has no sweep. A collective that crosses the network ramps as the network's
-  own sweep across two nodes does (a scale-out row's ``collective_curve``, or one it borrows): its chunks
-  reach the NICs' rate only near 1 GiB (half of it near 64 MiB), later than NVLink's.
+  own sweep across two nodes does (a scale-out row's ``collective_curve``, or one it borrows), read at the
+  bytes each NIC carries (the sweep's tree put B/8 through each of a node's 8 NICs; a pipeline send puts all of
+  its message through one): its chunks reach the NICs' rate only near 1 GiB of buffer (half of it near 64 MiB),
+  later than NVLink's.
 * Latency: NCCL's ring model (tuning.cc): a base per call plus one hop per step, n − 1 steps for a
   reduce-scatter, all-gather or all-to-all, 2(n − 1) for an all-reduce (or the double binary tree's
   2·((n_local − 1) + ⌈log2 n_dom⌉) hops where fewer; Sanders et al. 2009), steps across domains at
   the network's hop. The hop inside a domain is read off the sweep's smallest message.
 
-For its own collective and group the model returns the sweep's measured times. ``bw_up`` and
-``bw_out`` are achievable bus bandwidths per GPU; across nodes, the node's NICs are shared by its
-GPUs (one 400G NIC per GPU on AI clusters, one 10 GbE link per node on commodity Ethernet).
+For its own collective and group the model returns a scale-up sweep's measured times (a network sweep lends
+its ramp only). ``bw_up`` and ``bw_out`` are achievable bus bandwidths per GPU; across nodes, the node's NICs
+are shared by its GPUs (one 400G NIC per GPU on AI clusters, one 10 GbE link per node on commodity Ethernet).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Topology:
     ramp_share: tuple[float, ...] = ()      # ... and the share of the large-message bandwidth reached
     out_log_bytes: tuple[float, ...] = ()   # the ramp of a collective that crosses the network (the scale-out
     out_share: tuple[float, ...] = ()       # fabric's measured sweep); none: the scale-up fabric's
+    out_local: float = 1.0                  # the sweep's GPUs per node (its ranks over two nodes)
 
     @property
     def hops(self) -> tuple[float, float]:
@@ -81,11 +84,14 @@ class Topology:
         on a full mesh the ``local`` − 1 links each member drives."""
         return (local - 1) * self.mesh_link if self.mesh_link else self.bw_up
 
-    def share(self, nbytes: float, across: bool = False) -> float:
-        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches — ``across`` the
-        network, on the scale-out fabric's ramp where it has a measured one."""
-        xs, ys = (self.out_log_bytes, self.out_share) if across and self.out_log_bytes else \
-            (self.ramp_log_bytes, self.ramp_share)
+    def share(self, nbytes: float, nic_bytes: float | None = None) -> float:
+        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches; one that crosses the
+        network, where the scale-out fabric has a measured sweep, on that sweep's ramp, read at the bytes each NIC
+        carries (``nic_bytes``): the sweep's two-node tree sent each node's buffer once over its ``out_local`` GPUs'
+        NICs, so its size B put B/``out_local`` through each NIC."""
+        xs, ys = self.ramp_log_bytes, self.ramp_share
+        if nic_bytes is not None and self.out_log_bytes:
+            xs, ys, nbytes = self.out_log_bytes, self.out_share, nic_bytes * self.out_local
         if not xs:
             return 1.0
         x = math.log(max(nbytes, 1.0))
@@ -182,8 +188,9 @@ def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> T
     nics = min(out.links_per_node or 1, gpus_per_node)
     bw_out = out.link_bytes_per_s * nics / gpus_per_node * eff_out
     out_ramp = curve_ramp(out.curve) if out.curve else ((), ())  # the network's own sweep, where measured
+    out_local = out.curve.gpus / 2 if out.curve else 1.0  # a sweep across two nodes: its GPUs per node
     return Topology(bw_out=bw_out, lat_out=out.latency_s or 5e-6, ring_out=ring["scale_out_step"],
-                    out_log_bytes=out_ramp[0], out_share=out_ramp[1], **common)  # type: ignore[arg-type]
+                    out_log_bytes=out_ramp[0], out_share=out_ramp[1], out_local=out_local, **common)  # type: ignore[arg-type]
 
 
 def full_peer_domain(hw: Hardware) -> bool:
@@ -228,12 +235,17 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     # cheaper latency wins: ring 2(n − 1) steps, tree 2·((n_local − 1) + ⌈log2 n_dom⌉) hops
     ring = 2 * (n - doms) * up + 2 * (doms - 1) * out
     tree = 2 * ((local - 1) * up + math.ceil(math.log2(doms)) * out)
-    bw = _ring_s(2 * (n - 1) / n, nbytes, local, doms, topo)
-    if doms == 1 and topo.nvls and local > 2:
-        bw = min(bw, _nvls_s(nbytes, local, topo))
-    elif doms == 2 and topo.nvls and local > 2:
-        bw = min(bw, _nvls_tree_s(nbytes, local, topo))
-    return topo.ring_base + min(ring, tree) + bw / topo.share(nbytes, doms > 1)
+    factor = 2 * (n - 1) / n
+    if doms == 1:
+        bw = _ring_s(factor, nbytes, local, doms, topo)
+        if topo.nvls and local > 2:
+            bw = min(bw, _nvls_s(nbytes, local, topo))
+        return topo.ring_base + min(ring, tree) + bw / topo.share(nbytes)
+    # across nodes each NIC carries the ring's bytes out of the node over the group's members there (NVLSTree: B)
+    bw = _ring_s(factor, nbytes, local, doms, topo) / topo.share(nbytes, factor * nbytes / local)
+    if doms == 2 and topo.nvls and local > 2:
+        bw = min(bw, _nvls_tree_s(nbytes, local, topo) / topo.share(nbytes, nbytes / local))
+    return topo.ring_base + min(ring, tree) + bw
 
 
 def _nvls_tree_s(nbytes: float, local: int, topo: Topology) -> float:
@@ -242,8 +254,9 @@ def _nvls_tree_s(nbytes: float, local: int, topo: Topology) -> float:
     the ring's 2(n − 1)/n·B — and the switch broadcasts the result; the network and NVLS steps run at once, the
     slower sets the pace ("on two nodes, NCCL uses the tree (or nvlstree) algorithm which can indeed go beyond the
     network bottleneck (provided the intra-node bandwidth can sustain that higher speed)", NVIDIA/nccl-tests#196;
-    measured 470 GB/s busbw on 2 x 8 H100 with 8 x 400G, 365.8 on 4 nodes, 480 on one, NVIDIA/nccl-tests#309)."""
-    return max(nbytes / (local * topo.bw_out), _nvls_s(nbytes, local, topo))
+    measured 470 GB/s busbw on 2 x 8 H100 with 8 x 400G, 365.8 on 4 nodes, 480 on one, NVIDIA/nccl-tests#309). The
+    NVLS part runs at ``nvls_tree_share`` of a one-node NVLS all-reduce (constants.json: four two-node H100 sweeps)."""
+    return max(nbytes / (local * topo.bw_out), _nvls_s(nbytes, local, topo) / constant("nvls_tree_share"))
 
 
 def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
@@ -264,7 +277,9 @@ def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology, calls: 
         return 0.0
     local, doms = placement(n, stride, topo.domain)
     bw = _ring_s((n - 1) / n, nbytes, local, doms, topo)
-    return bw / topo.share(nbytes / calls, doms > 1) + calls * ring_latency_s(n, stride, topo)
+    call = nbytes / calls  # across nodes, each NIC carries a call's (n − 1)/n share out of the node over its members
+    nic = (n - 1) / n * call / local if doms > 1 else None
+    return bw / topo.share(call, nic) + calls * ring_latency_s(n, stride, topo)
 
 
 all_gather_s = reduce_scatter_s
@@ -278,7 +293,8 @@ def all_to_all_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     local, _ = placement(n, stride, topo.domain)
     intra = (local - 1) / n * nbytes / topo.group_bw(local) if local > 1 else 0.0
     inter = (n - local) / n * nbytes / topo.bw_out if n > local else 0.0
-    return max(intra, inter) / topo.share(nbytes, n > local) + ring_latency_s(n, stride, topo)
+    nic = (n - local) / n * nbytes if n > local else None  # each GPU's remote share through its own NIC
+    return max(intra, inter) / topo.share(nbytes, nic) + ring_latency_s(n, stride, topo)
 
 
 def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
@@ -291,7 +307,7 @@ def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
         bw, hop = topo.bw_out, out
     else:
         bw, hop = topo.mesh_link or topo.bw_up, up
-    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes, crosses_domain)
+    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes, nbytes if crosses_domain else None)
 
 
 def touched(experts: int, k: int, bins: int, groups: int = 0, topk_groups: int = 0) -> float:
