@@ -142,3 +142,18 @@ def test_a_user_network_brings_its_own_two_node_sweep(tmp_path, monkeypatch):
     assert topo.share(2**20, 2**20 / 8) == pytest.approx((t1g / 2**30 * 2**20) / (t1m - t32k), rel=1e-3)
     borrowed = topology(make_hardware("h100-sxm", gpus=16, scale_out="my-net2"))
     assert borrowed.out_share == curve_ramp(get_fabric("ib-ndr-400g", "scale_out").curve)[1]
+
+
+def test_a_network_sweep_runs_over_two_nodes(tmp_path, monkeypatch, capsys):
+    # the ramp is read per NIC from the sweep's GPUs per node, its ranks over two nodes: an odd count is one error
+    from gpuplan.catalog import user
+    from gpuplan.cli import main
+
+    path = tmp_path / "odd.yaml"
+    path.write_text("fabrics:\n  - {id: odd-net, name: Odd, kind: scale_out, link_gbit_per_s: 400, source: s,\n"
+                    "     collective_curve: {collective: all_reduce, gpus: 9, algorithm: tree, bytes: [1024, 2048],\n"
+                    "                        busbw_gb_per_s: [1, 2], source: s}}\n")
+    monkeypatch.setenv(user.ENV, str(path))
+    assert main(["evaluate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm"]) == 2
+    err = capsys.readouterr().err
+    assert "collective_curve.gpus of a network sweep is its ranks over two nodes" in err and "Traceback" not in err

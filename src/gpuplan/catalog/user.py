@@ -159,6 +159,8 @@ def _check_curve(row: Mapping[str, Any], where: str) -> None:
     sizes, bus = c.get("bytes"), c.get("busbw_gb_per_s")
     if not isinstance(c.get("gpus"), int) or c["gpus"] < 2:
         raise bad_key(where, "collective_curve.gpus", "must be the group size of the sweep (≥ 2)")
+    if row.get("kind") == "scale_out" and c["gpus"] % 2:
+        raise bad_key(where, "collective_curve.gpus", "of a network sweep is its ranks over two nodes (an even count)")
     if not (isinstance(sizes, list) and isinstance(bus, list) and 2 <= len(sizes) == len(bus) <= 64):
         raise bad_key(where, "collective_curve", "needs bytes and busbw_gb_per_s lists of the same length (2 to 64)")
     for i in range(len(sizes)):
