@@ -76,13 +76,18 @@ def test_the_network_ramps_as_its_own_sweep():
     # at 8 GiB; NVLink's NVLS sweep (nvlink4: Azure ND H100 v5) reaches 361.78 of 478.87 at 64 MiB
     topo = _topo("h100-sxm", 2, "ib-ndr-400g")
     xs, ys = curve_ramp(get_fabric("ib-ndr-400g", "scale_out").curve)
-    assert topo.out_share == ys and topo.out_log_bytes == xs and topo.out_local == 8
+    assert topo.out_share == ys and topo.out_log_bytes == xs and topo.out_nics == 8 and topo.nics_per_gpu == 1
     # the sweep's own case (each node's 8 NICs carry its buffer once: B/8 each) reads the sweep at its own size
     assert topo.share(64 * MiB, 64 * MiB / 8) == pytest.approx(ys[xs.index(math.log(64 * MiB))])
     assert topo.share(64 * MiB, 64 * MiB / 8) < 0.75 * topo.share(64 * MiB)
     assert topo.share(8 * GiB, GiB) == topo.share(8 * GiB) == 1.0
     # one NIC carrying the whole message (a pipeline send) fills as the sweep does at 8x the size
     assert topo.share(16 * MiB, 16 * MiB) == topo.share(128 * MiB, 16 * MiB) > topo.share(16 * MiB, 2 * MiB)
+    assert topo.per_nic(64 * MiB, 8) == 8 * MiB and topo.per_nic(64 * MiB, 1) == 64 * MiB
+    # p4d nodes have 4 NICs for 8 GPUs: eight GPUs' 64 MiB goes through 4 NICs, one GPU's through one
+    p4d = _topo("a100-80gb-sxm", 2, "efa-p4d")
+    assert p4d.nics_per_gpu == 0.5 and p4d.out_nics == 4
+    assert p4d.per_nic(64 * MiB, 8) == 16 * MiB and p4d.per_nic(64 * MiB, 1) == 64 * MiB
     # a collective inside the node keeps NVLink's ramp; one that crosses takes the network's
     one = _topo("h100-sxm", 1, "ib-ndr-400g")
     assert reduce_scatter_s(64 * MiB, 8, 1, one) < reduce_scatter_s(64 * MiB, 16, 1, topo)
@@ -157,3 +162,28 @@ def test_a_network_sweep_runs_over_two_nodes(tmp_path, monkeypatch, capsys):
     assert main(["evaluate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm"]) == 2
     err = capsys.readouterr().err
     assert "collective_curve.gpus of a network sweep is its ranks over two nodes" in err and "Traceback" not in err
+
+
+def test_a_ring_across_pcie_nodes_keeps_pcie_on_its_own_ramp():
+    # the ring's intra-node steps ramp as the scale-up fabric does, the network's as the network's sweep: on PCIe nodes
+    # (L40S) the PCIe steps set the pace, so the network's slower ramp must not slow them
+    topo = _topo("l40s", 2, "roce-400g")
+    t = reduce_scatter_s(4 * MiB, 16, 1, topo)
+    intra = 15 / 16 * 4 * MiB * 7 / 8 / topo.group_bw(8) / topo.share(4 * MiB)
+    inter = 15 / 16 * 4 * MiB / (8 * topo.bw_out) / topo.share(4 * MiB, topo.per_nic(4 * MiB, 8))
+    assert intra > inter
+    assert t == pytest.approx(intra + 2 * topo.ring_base - topo.ring_base + 14 * topo.hops[0] + topo.hops[1], rel=1e-9)
+
+
+def test_a_network_sweep_is_no_nvlink_sweep(tmp_path, monkeypatch, capsys):
+    # a scale-up fabric cannot borrow a network's two-node sweep (nor the other way round): one error, not a crash
+    from gpuplan.catalog import user
+    from gpuplan.cli import main
+
+    path = tmp_path / "mix.yaml"
+    path.write_text("fabrics:\n  - {id: my-up, name: Up, kind: scale_up, gb_per_s_per_gpu: 450, domain_gpus: 8,\n"
+                    "     source: s, collective_curve: ib-ndr-400g}\n")
+    monkeypatch.setenv(user.ENV, str(path))
+    assert main(["evaluate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a scale_up fabric with a measured collective_curve" in err and "Traceback" not in err

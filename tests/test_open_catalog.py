@@ -90,7 +90,8 @@ def test_catalog_flag_and_environment(tmp_path, capsys, monkeypatch):
     ("fabrics:\n  - {id: f1, name: F, kind: scale_out, source: s}\n", "fabrics[0] (f1): missing link_gbit_per_s"),
     ("fabrics:\n  - {id: f2, name: F, kind: wifi, source: s}\n", "fabrics[0] (f2): kind must be scale_up or"),
     ("fabrics:\n  - {id: f3, name: F, kind: scale_up, gb_per_s_per_gpu: 100, domain_gpus: 8, source: s,\n"
-     "     collective_curve: pcie4}\n", "fabrics[0] (f3): collective_curve names 'pcie4', which is not a fabric with"),
+     "     collective_curve: pcie4}\n",
+     "fabrics[0] (f3): collective_curve names 'pcie4', which is not a scale_up fabric with"),
     ("fabrics:\n  - {id: f4, name: F, kind: scale_up, gb_per_s_per_gpu: 100, domain_gpus: 8, source: s,\n"
      "     collective_curve: {collective: all_reduce, gpus: 8, algorithm: ring, bytes: [2048, 1024],\n"
      "                        busbw_gb_per_s: [1, 2], source: s}}\n", "collective_curve.bytes must be ascending"),

@@ -74,7 +74,7 @@ def _fabric_from_row(row: dict, rows: dict[str, dict]) -> Fabric:
         efficiency=row.get("efficiency"), source=row.get("source", ""),
         mesh_link_bytes_per_s=_giga(row, "mesh_link_gb_per_s"), nvls_efficiency=row.get("nvls_efficiency"),
         curve=_bus_curve(rows[lender] if lender else row),
-        curve_scope="ramp" if lender and not isinstance(own, str) else "all",
+        curve_scope="ramp" if (lender and not isinstance(own, str)) or row["kind"] == "scale_out" else "all",
     )
 
 
@@ -89,7 +89,8 @@ def _bus_curve(row: dict) -> BusCurve | None:
                     bus_bytes_per_s=tuple(v * 1e9 for v in c["busbw_gb_per_s"]),
                     fabric=row["id"], link_bytes_per_s=_giga(row, "gb_per_s_per_gpu") or 0.0,
                     mesh_link_bytes_per_s=_giga(row, "mesh_link_gb_per_s") or 0.0,
-                    nvls_efficiency=row.get("nvls_efficiency") or 0.0, source=c.get("source", ""))
+                    nvls_efficiency=row.get("nvls_efficiency") or 0.0, nics=row.get("links_per_node") or 0,
+                    source=c.get("source", ""))
 
 
 def _gpu_index() -> tuple[dict[str, GPU], dict[str, str]]:

@@ -265,12 +265,14 @@ def _user_fabrics(entries: list[Any], path: str) -> list[dict]:
 
 
 def _check_lender(row: Mapping[str, Any], rows: list[dict], where: str) -> None:
-    """A borrowed sweep names a fabric (built-in or earlier in the file) that has one of its own."""
+    """A borrowed sweep names a fabric of the same kind (built-in or earlier in the file) that has one of its own: a
+    network's two-node sweep is no NVLink sweep, nor the other way round."""
     for key in ("collective_curve", "collective_ramp"):
         ref = row.get(key)
         if isinstance(ref, str) and not any(r["id"] == ref and isinstance(r.get("collective_curve"), Mapping)
-                                            for r in rows):
-            raise bad_key(where, key, f"names {ref[:40]!r}, which is not a fabric with a measured collective_curve")
+                                            and r.get("kind") == row.get("kind") for r in rows):
+            raise bad_key(where, key, f"names {ref[:40]!r}, which is not a {row.get('kind')} fabric with a measured "
+                                      "collective_curve")
 
 
 def _user_gpus(entries: list[Any], path: str, kinds: Mapping[str, str]) -> list[dict]:

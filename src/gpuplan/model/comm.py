@@ -72,7 +72,12 @@ class Topology:
     ramp_share: tuple[float, ...] = ()      # ... and the share of the large-message bandwidth reached
     out_log_bytes: tuple[float, ...] = ()   # the ramp of a collective that crosses the network (the scale-out
     out_share: tuple[float, ...] = ()       # fabric's measured sweep); none: the scale-up fabric's
-    out_local: float = 1.0                  # the sweep's GPUs per node (its ranks over two nodes)
+    out_nics: float = 1.0                   # the NICs per node the sweep's two-node tree spread a buffer over
+    nics_per_gpu: float = 1.0               # this node's NICs per GPU
+
+    def per_nic(self, node_bytes: float, local: int) -> float:
+        """Bytes each NIC carries when ``local`` GPUs of a node send ``node_bytes`` out of it over their NICs."""
+        return node_bytes / max(1.0, local * self.nics_per_gpu)
 
     @property
     def hops(self) -> tuple[float, float]:
@@ -85,13 +90,13 @@ class Topology:
         return (local - 1) * self.mesh_link if self.mesh_link else self.bw_up
 
     def share(self, nbytes: float, nic_bytes: float | None = None) -> float:
-        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches; one that crosses the
+        """r(B): the share of the large-message bandwidth a collective of ``nbytes`` reaches; the part that crosses the
         network, where the scale-out fabric has a measured sweep, on that sweep's ramp, read at the bytes each NIC
-        carries (``nic_bytes``): the sweep's two-node tree sent each node's buffer once over its ``out_local`` GPUs'
-        NICs, so its size B put B/``out_local`` through each NIC."""
+        carries (``nic_bytes``, ``per_nic``): the sweep's two-node tree sent each node's buffer once over its
+        ``out_nics`` NICs, so its size B put B/``out_nics`` through each."""
         xs, ys = self.ramp_log_bytes, self.ramp_share
         if nic_bytes is not None and self.out_log_bytes:
-            xs, ys, nbytes = self.out_log_bytes, self.out_share, nic_bytes * self.out_local
+            xs, ys, nbytes = self.out_log_bytes, self.out_share, nic_bytes * self.out_nics
         if not xs:
             return 1.0
         x = math.log(max(nbytes, 1.0))
@@ -188,9 +193,11 @@ def _topology(gpu: GPU, gpus_per_node: int, up: Fabric, out: Fabric | None) -> T
     nics = min(out.links_per_node or 1, gpus_per_node)
     bw_out = out.link_bytes_per_s * nics / gpus_per_node * eff_out
     out_ramp = curve_ramp(out.curve) if out.curve else ((), ())  # the network's own sweep, where measured
-    out_local = out.curve.gpus / 2 if out.curve else 1.0  # a sweep across two nodes: its GPUs per node
+    # a sweep across two nodes: the NICs of its nodes, at most one per GPU (its ranks over two)
+    out_nics = min(out.curve.nics or out.curve.gpus / 2, out.curve.gpus / 2) if out.curve else 1.0
     return Topology(bw_out=bw_out, lat_out=out.latency_s or 5e-6, ring_out=ring["scale_out_step"],
-                    out_log_bytes=out_ramp[0], out_share=out_ramp[1], out_local=out_local, **common)  # type: ignore[arg-type]
+                    out_log_bytes=out_ramp[0], out_share=out_ramp[1], out_nics=out_nics,
+                    nics_per_gpu=nics / gpus_per_node, **common)  # type: ignore[arg-type]
 
 
 def full_peer_domain(hw: Hardware) -> bool:
@@ -208,17 +215,19 @@ def placement(n: int, stride: int, domain: int) -> tuple[int, int]:
     return local, -(-n // local)
 
 
-def _ring_s(factor: float, nbytes: float, local: int, doms: int, topo: Topology) -> float:
-    """The ring's bandwidth term: each rank moves ``factor``·B. Inside one domain at the group's bus
-    bandwidth; across domains the NVLink steps ((k − 1)/k of them) and the node's network share
-    (one ring edge per node, over k GPUs' NICs) run at once and the slower sets the pace."""
+def _ring_s(factor: float, nbytes: float, local: int, doms: int, topo: Topology, call: float | None = None) -> float:
+    """The ring's bandwidth term, ramps applied (``call``: the bytes of one call, ``nbytes`` by default): each rank
+    moves ``factor``·B. Inside one domain at the group's bus bandwidth; across domains the NVLink steps ((k − 1)/k of
+    them) and the node's network share (one ring edge per node, over k GPUs' NICs) run at once and the slower sets
+    the pace — each on its own fabric's ramp, the network's read at the bytes a call puts through each NIC."""
+    call = nbytes if call is None else call
     moved = factor * nbytes
     if doms == 1:
-        return moved / topo.group_bw(local)
+        return moved / topo.group_bw(local) / topo.share(call)
     if topo.bw_out <= 0:
         raise ValueError("a group spans nodes but the hardware has no network between nodes")
-    intra = moved * (local - 1) / local / topo.group_bw(local) if local > 1 else 0.0
-    return max(intra, moved / (local * topo.bw_out))
+    intra = moved * (local - 1) / local / topo.group_bw(local) / topo.share(call) if local > 1 else 0.0
+    return max(intra, moved / (local * topo.bw_out) / topo.share(call, topo.per_nic(call, local)))
 
 
 def _nvls_s(nbytes: float, local: int, topo: Topology) -> float:
@@ -235,16 +244,11 @@ def all_reduce_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     # cheaper latency wins: ring 2(n − 1) steps, tree 2·((n_local − 1) + ⌈log2 n_dom⌉) hops
     ring = 2 * (n - doms) * up + 2 * (doms - 1) * out
     tree = 2 * ((local - 1) * up + math.ceil(math.log2(doms)) * out)
-    factor = 2 * (n - 1) / n
-    if doms == 1:
-        bw = _ring_s(factor, nbytes, local, doms, topo)
-        if topo.nvls and local > 2:
-            bw = min(bw, _nvls_s(nbytes, local, topo))
-        return topo.ring_base + min(ring, tree) + bw / topo.share(nbytes)
-    # across nodes each NIC carries the ring's bytes out of the node over the group's members there (NVLSTree: B)
-    bw = _ring_s(factor, nbytes, local, doms, topo) / topo.share(nbytes, factor * nbytes / local)
-    if doms == 2 and topo.nvls and local > 2:
-        bw = min(bw, _nvls_tree_s(nbytes, local, topo) / topo.share(nbytes, nbytes / local))
+    bw = _ring_s(2 * (n - 1) / n, nbytes, local, doms, topo)
+    if doms == 1 and topo.nvls and local > 2:
+        bw = min(bw, _nvls_s(nbytes, local, topo) / topo.share(nbytes))
+    elif doms == 2 and topo.nvls and local > 2:
+        bw = min(bw, _nvls_tree_s(nbytes, local, topo))
     return topo.ring_base + min(ring, tree) + bw
 
 
@@ -256,7 +260,8 @@ def _nvls_tree_s(nbytes: float, local: int, topo: Topology) -> float:
     network bottleneck (provided the intra-node bandwidth can sustain that higher speed)", NVIDIA/nccl-tests#196;
     measured 470 GB/s busbw on 2 x 8 H100 with 8 x 400G, 365.8 on 4 nodes, 480 on one, NVIDIA/nccl-tests#309). The
     NVLS part runs at ``nvls_tree_share`` of a one-node NVLS all-reduce (constants.json: four two-node H100 sweeps)."""
-    return max(nbytes / (local * topo.bw_out), _nvls_s(nbytes, local, topo) / constant("nvls_tree_share"))
+    slower = max(nbytes / (local * topo.bw_out), _nvls_s(nbytes, local, topo) / constant("nvls_tree_share"))
+    return slower / topo.share(nbytes, topo.per_nic(nbytes, local))  # the two-node sweeps time this very algorithm
 
 
 def ring_latency_s(n: int, stride: int, topo: Topology) -> float:
@@ -276,10 +281,7 @@ def reduce_scatter_s(nbytes: float, n: int, stride: int, topo: Topology, calls: 
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, doms = placement(n, stride, topo.domain)
-    bw = _ring_s((n - 1) / n, nbytes, local, doms, topo)
-    call = nbytes / calls  # across nodes, each NIC carries a call's (n − 1)/n share out of the node over its members
-    nic = (n - 1) / n * call / local if doms > 1 else None
-    return bw / topo.share(call, nic) + calls * ring_latency_s(n, stride, topo)
+    return _ring_s((n - 1) / n, nbytes, local, doms, topo, nbytes / calls) + calls * ring_latency_s(n, stride, topo)
 
 
 all_gather_s = reduce_scatter_s
@@ -291,10 +293,10 @@ def all_to_all_s(nbytes: float, n: int, stride: int, topo: Topology) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
     local, _ = placement(n, stride, topo.domain)
-    intra = (local - 1) / n * nbytes / topo.group_bw(local) if local > 1 else 0.0
-    inter = (n - local) / n * nbytes / topo.bw_out if n > local else 0.0
-    nic = (n - local) / n * nbytes if n > local else None  # each GPU's remote share through its own NIC
-    return max(intra, inter) / topo.share(nbytes, nic) + ring_latency_s(n, stride, topo)
+    intra = (local - 1) / n * nbytes / topo.group_bw(local) / topo.share(nbytes) if local > 1 else 0.0
+    remote = (n - local) / n * nbytes  # each GPU's share for other nodes, out through the node's NICs
+    inter = remote / topo.bw_out / topo.share(nbytes, topo.per_nic(local * remote, local)) if n > local else 0.0
+    return max(intra, inter) + ring_latency_s(n, stride, topo)
 
 
 def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
@@ -307,7 +309,7 @@ def send_recv_s(nbytes: float, crosses_domain: bool, topo: Topology) -> float:
         bw, hop = topo.bw_out, out
     else:
         bw, hop = topo.mesh_link or topo.bw_up, up
-    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes, nbytes if crosses_domain else None)
+    return topo.ring_base + hop + nbytes / bw / topo.share(nbytes, topo.per_nic(nbytes, 1) if crosses_domain else None)
 
 
 def touched(experts: int, k: int, bins: int, groups: int = 0, topk_groups: int = 0) -> float:

@@ -16,7 +16,7 @@ class BusCurve:
     latency from. Sizes follow nccl-tests (the all-reduce buffer, the all-gather output)."""
 
     collective: Literal["all_reduce", "all_gather", "reduce_scatter"]
-    gpus: int                                # the group the sweep ran on, inside one domain
+    gpus: int                                # the group the sweep ran on: inside one domain, or over two nodes
     algorithm: Literal["ring", "nvls", "tree"]  # what NCCL ran (NVLS: NVLink SHARP; tree: its default on two nodes)
     sizes: tuple[float, ...]                 # bytes, ascending
     bus_bytes_per_s: tuple[float, ...]       # nccl-tests busbw at each size
@@ -24,6 +24,7 @@ class BusCurve:
     link_bytes_per_s: float = 0.0            # per GPU, per direction
     mesh_link_bytes_per_s: float = 0.0       # one link of a full mesh (0: switched)
     nvls_efficiency: float = 0.0             # NVLink SHARP (0: none)
+    nics: int = 0                            # a network sweep: the NICs per node of the fabric it ran on
     source: str = ""
 
 
@@ -43,7 +44,8 @@ class Fabric:
     source: str = ""
     mesh_link_bytes_per_s: float | None = None  # scale-up full mesh: one GPU-to-GPU link, per direction
     nvls_efficiency: float | None = None      # scale-up NVLink SHARP (NCCL's nvlsEfficiency); None: none
-    curve: BusCurve | None = None             # scale-up: the measured collective sweep (its own or borrowed)
+    curve: BusCurve | None = None             # the measured collective sweep (its own or borrowed); a network's
+    #                                           sweep lends its ramp only (model/comm.py)
     curve_scope: Literal["all", "ramp"] = "all"  # what it sets: efficiency, ramp and latency, or the ramp only
     _h: int = field(default=0, init=False, compare=False, repr=False)
 

@@ -31,7 +31,7 @@ APPLIED = {
     "gemm": ("gemm_efficiency", "fp8_gemm_efficiency_ratio", "hbm_stream_share"),
     "attention": ("attention_kernels", "hbm_stream_share", "kernel_floor_s"),
     "memory": ("hbm_stream_share", "kernel_floor_s"),
-    "collective": ("scale_up_efficiency", "scale_out_efficiency", "ring_latency_s"),
+    "collective": ("scale_up_efficiency", "scale_out_efficiency", "ring_latency_s", "nvls_tree_share"),
     "scan": ("scan_kernel_share", "hbm_stream_share", "kernel_floor_s"),
 }
 
