@@ -138,8 +138,8 @@ def _ideal_s(curve: BusCurve, nbytes: float) -> float:
 def curve_profile(curve: BusCurve, base_s: float) -> CurveProfile:
     """Efficiency = ideal / measured time of the largest message; hop = (smallest message's time −
     the base) / steps; ramp r(B) (``curve_ramp``)."""
-    n = curve.gpus
-    t_min, t_top = min(_times(curve)), _times(curve)[-1]
+    n, times = curve.gpus, _times(curve)
+    t_min, t_top = min(times), times[-1]
     steps = 2 * (n - 1) if curve.collective == "all_reduce" else n - 1
     xs, ys = curve_ramp(curve)
     return CurveProfile(efficiency=_ideal_s(curve, curve.sizes[-1]) / t_top, hop_s=max(0.0, (t_min - base_s) / steps),
