@@ -203,7 +203,10 @@ def test_a_fabric_returns_its_own_sweep(fabric):
     modelled = [all_reduce_s(b, n, 1, topo) for b in curve.sizes]
     assert modelled[0] == pytest.approx(published[0], rel=0.08)
     assert modelled[-1] == pytest.approx(published[-1], rel=2e-3)
-    exact = [m == pytest.approx(p, rel=1e-6) for m, p in zip(modelled, published, strict=True)]
+    # exact where the sweep's own time does not fall below a smaller message's (its noise is held out of the ramp:
+    # model/comm.py curve_ramp keeps the time monotone in size)
+    rising = [i for i in range(len(published)) if published[i] >= max(published[:i], default=0.0)]
+    exact = [modelled[i] == pytest.approx(published[i], rel=1e-6) for i in rising]
     assert sum(exact) >= len(exact) // 2
     assert all(m >= p * (1 - 1e-9) for m, p in zip(modelled, published, strict=True))  # never faster
 

@@ -26,12 +26,12 @@ all-to-all buffer of one rank) takes ``latency + bandwidth term / r(B)``:
   the message size (src/enqueue.cc: fewer channels below nChannels·nThreads·threadThreshold bytes,
   smaller NVLS chunks for small messages), so the large-message bandwidth is reached only near
   1 GiB. r(B) is read off the fabric's measured sweep (fabrics.json ``collective_curve``): the rate of
-  its bandwidth term at B against the largest message's, interpolated in log size and non-
-  decreasing; 1 where a fabric has no sweep. A collective that crosses the network ramps as the network's
-  own sweep across two nodes does (a scale-out row's ``collective_curve``, or one it borrows), read at the
-  bytes each NIC carries (the sweep's tree put B/8 through each of a node's 8 NICs; a pipeline send puts all of
-  its message through one): its chunks reach the NICs' rate only near 1 GiB of buffer (half of it near 64 MiB),
-  later than NVLink's.
+  its bandwidth term at B against the largest message's, interpolated in log-log, non-decreasing and
+  never so steep that a larger message takes less time; 1 where a fabric has no sweep. A collective that
+  crosses the network ramps as the network's own sweep across two nodes does (a scale-out row's
+  ``collective_curve``, or one it borrows), read at the bytes each NIC carries (the sweep's tree put B/8 through
+  each of a node's 8 NICs; a pipeline send puts all of its message through one): its chunks reach the NICs' rate
+  only near 1 GiB of buffer (half of it near 64 MiB), later than NVLink's.
 * Latency: NCCL's ring model (tuning.cc): a base per call plus one hop per step, n − 1 steps for a
   reduce-scatter, all-gather or all-to-all, 2(n − 1) for an all-reduce (or the double binary tree's
   2·((n_local − 1) + ⌈log2 n_dom⌉) hops where fewer; Sanders et al. 2009), steps across domains at
@@ -103,10 +103,11 @@ class Topology:
         i = bisect.bisect_left(xs, x)
         if i == 0:
             return ys[0]
-        if i == len(xs):
-            return ys[-1]
+        if i == len(xs) or xs[i] == x:
+            return ys[min(i, len(xs) - 1)]
+        # a power law between the points (straight in log-log): r never falls, nor B/r, where neither does at the points
         x0, x1, r0, r1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return r0 + (r1 - r0) * (x - x0) / (x1 - x0)
+        return r0 * math.exp(math.log(r1 / r0) * (x - x0) / (x1 - x0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,14 +156,19 @@ def _times(curve: BusCurve) -> list[float]:
 @lru_cache(maxsize=64)
 def curve_ramp(curve: BusCurve) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The ramp r(B) of a sweep, (ln B, share): (t_max/B_max) / ((t(B) − t_min)/B), at most 1, made non-decreasing
-    (running minimum from the largest message down)."""
+    (running minimum from the largest message down), then held to at most B'/B times its value at the size B below,
+    so that the time it gives, B/r(B), never falls as B grows (``Topology.share`` interpolates in log-log): a sweep's
+    noise at small sizes (a larger message timed faster than a smaller one) is no faster collective."""
     times = _times(curve)
     t_min, t_top, b_top = min(times), times[-1], curve.sizes[-1]
     shares, low = [], 1.0
     for b, t in zip(reversed(curve.sizes), reversed(times), strict=True):
         low = min(low, t_top / b_top * b / max(t - t_min, 1e-12))
         shares.append(low)
-    return tuple(math.log(b) for b in curve.sizes), tuple(reversed(shares))
+    xs, ys = tuple(math.log(b) for b in curve.sizes), list(reversed(shares))
+    for i in range(1, len(ys)):
+        ys[i] = min(ys[i], ys[i - 1] * math.exp(xs[i] - xs[i - 1]))
+    return xs, tuple(ys)
 
 
 def topology(hw: Hardware) -> Topology:
