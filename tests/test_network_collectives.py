@@ -187,3 +187,39 @@ def test_a_network_sweep_is_no_nvlink_sweep(tmp_path, monkeypatch, capsys):
     assert main(["evaluate", "--model", "llama-3.2-1b", "--gpu", "h100-sxm"]) == 2
     err = capsys.readouterr().err
     assert "is not a scale_up fabric with a measured collective_curve" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("gpu", "net"), [
+    # source: AWS EC2 P4 page — '400 Gbps EFA' per p4d.24xlarge / p4de.24xlarge (4 x 100G)
+    ("8x p4d.24xlarge", "efa-p4d"), ("p4de.24xlarge", "efa-p4d"),
+    # source: AWS EC2 P5 page — '3200 Gbps EFAv2' per p5.48xlarge
+    ("p5.48xlarge", "efa-p5"),
+    # source: AWS EC2 P3 page — p3.16xlarge 25 Gbps (no EFA)
+    ("p3.16xlarge", "eth-25g"),
+    # source: Azure ND A100 v4 / NDm A100 v4 pages — 200 Gb/s HDR InfiniBand per GPU; DGX A100 datasheet: 8 x HDR
+    ("ND A100 v4", "ib-hdr-200g"), ("NDm A100 v4", "ib-hdr-200g"), ("DGX A100 640GB", "ib-hdr-200g"),
+])
+def test_a_named_instance_brings_its_network(gpu, net):
+    from gpuplan.io.scenario import parse_scenario
+
+    raw = {"model": "llama-3.1-8b", "hardware": {"gpu": gpu, "gpus": 64}, "training": {"seq_len": 4096}}
+    sc = parse_scenario(raw)
+    assert sc.hardware.scale_out.id == net
+    # a network the scenario gives is kept
+    raw["hardware"]["scale_out"] = "roce-400g"
+    assert parse_scenario(raw).hardware.scale_out.id == "roce-400g"
+
+
+def test_64_p4d_instances_train_slower_than_on_eight_400g_nics():
+    # the p4d's four 100G EFA links carry an eighth of an 8 x 400G InfiniBand node's bandwidth: a 7B under ZeRO-3 on
+    # 64 A100s waits longer on its gathers there than the same GPUs named without the instance
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.io.scenario import parse_scenario
+
+    def step(hw: dict) -> float:
+        raw = {"model": {"params": 7e9}, "hardware": hw, "training": {"seq_len": 4096, "global_batch": 512},
+               "layout": {"zero": 3, "micro_batch": 1}}
+        return evaluate_scenario(parse_scenario(raw)).to_json()["time"]["step_s"]
+
+    assert step({"gpu": "p4d.24xlarge", "gpus": 64}) > 1.2 * step({"gpu": "a100-40gb-sxm", "gpus": 64,
+                                                                   "scale_out": "ib-ndr-400g"})

@@ -191,10 +191,11 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
 
 
 @cache
-def _systems() -> dict[str, tuple[str, str, int | None]]:
-    """Systems and cloud instances by name key (catalog/systems.json): the GPU id each holds, the source, and the
-    GPUs a node of it holds where that is not the GPU's own (a DGX-2's 16)."""
-    return {_key(n): (row["gpu"], row["source"], row.get("gpus_per_node"))
+def _systems() -> dict[str, tuple[str, str, int | None, str | None]]:
+    """Systems and cloud instances by name key (catalog/systems.json): the GPU id each holds, the source, the
+    GPUs a node of it holds where that is not the GPU's own (a DGX-2's 16), and its network between nodes where its
+    provider states one the catalogue holds (a p4d.24xlarge's 400 Gbps EFA: efa-p4d)."""
+    return {_key(n): (row["gpu"], row["source"], row.get("gpus_per_node"), row.get("scale_out"))
             for row in load_json("systems.json")["systems"] for n in row["names"]}
 
 

@@ -11,13 +11,15 @@ from gpuplan.spec import Hardware
 
 
 def system_node(hw_raw: dict) -> dict:
-    """``hardware`` with the GPUs per node of the system its gpu names (a DGX-2: 16) where it gives none; the
-    reading is said with the system's (``system_words``)."""
+    """``hardware`` with the GPUs per node of the system its gpu names (a DGX-2: 16) and its network (a p4d.24xlarge:
+    efa-p4d) where it gives none; the reading is said with the system's (``system_words``)."""
     name = hw_raw.get("gpu")
     hit = _systems().get(_key(name)) if isinstance(name, str) else None
-    if hit is None or hit[2] is None or "gpus_per_node" in hw_raw:
+    if hit is None:
         return hw_raw
-    return {**hw_raw, "gpus_per_node": hit[2]}
+    node = {"gpus_per_node": hit[2]} if hit[2] is not None and "gpus_per_node" not in hw_raw else {}
+    net = {"scale_out": hit[3]} if hit[3] is not None and "scale_out" not in hw_raw else {}
+    return {**hw_raw, **node, **net}
 
 
 def system_gpus(name: object) -> int | None:
@@ -47,6 +49,7 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
     remarks = without_remarks(name) != " ".join(name.split())
     one = system_gpus(name)
     node = f"; {one} GPU{'s' if one != 1 else ''} per node" if one else ""
+    node += f"; its network between nodes {hit[3]} (unless hardware.scale_out is given)" if hit and hit[3] else ""
     why = (f"the GPU of that instance or system ({hit[1]}){node}" if hit is not None else
            "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" if remarks
            else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None)
