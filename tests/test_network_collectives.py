@@ -198,6 +198,8 @@ def test_a_network_sweep_is_no_nvlink_sweep(tmp_path, monkeypatch, capsys):
     ("p3.16xlarge", "eth-25g"),
     # source: Azure ND A100 v4 / NDm A100 v4 pages — 200 Gb/s HDR InfiniBand per GPU; DGX A100 datasheet: 8 x HDR
     ("ND A100 v4", "ib-hdr-200g"), ("NDm A100 v4", "ib-hdr-200g"), ("DGX A100 640GB", "ib-hdr-200g"),
+    # a name with remarks is the system before them: its network too, not only its GPU
+    ("p4d.24xlarge (AWS)", "efa-p4d"), ("p5.48xlarge, us-east-1", "efa-p5"),
 ])
 def test_a_named_instance_brings_its_network(gpu, net):
     from gpuplan.io.scenario import parse_scenario
@@ -208,6 +210,16 @@ def test_a_named_instance_brings_its_network(gpu, net):
     # a network the scenario gives is kept
     raw["hardware"]["scale_out"] = "roce-400g"
     assert parse_scenario(raw).hardware.scale_out.id == "roce-400g"
+
+
+def test_a_system_named_with_remarks_says_its_network_and_the_unread_remarks():
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": "p4d.24xlarge (AWS)", "gpus": 16},
+                         "training": {"seq_len": 4096}})
+    (field, given, gid, why), = [r for r in sc.read_as if r[0] == "hardware.gpu"]
+    assert (given, gid) == ("p4d.24xlarge (AWS)", "a100-40gb-sxm")
+    assert "its network between nodes efa-p4d" in why and "remarks" in why and "aws.amazon.com" in why
 
 
 def test_64_p4d_instances_train_slower_than_on_eight_400g_nics():

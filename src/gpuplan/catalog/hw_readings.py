@@ -14,12 +14,22 @@ def system_node(hw_raw: dict) -> dict:
     """``hardware`` with the GPUs per node of the system its gpu names (a DGX-2: 16) and its network (a p4d.24xlarge:
     efa-p4d) where it gives none; the reading is said with the system's (``system_words``)."""
     name = hw_raw.get("gpu")
-    hit = _systems().get(_key(name)) if isinstance(name, str) else None
+    hit = _system_hit(name) if isinstance(name, str) else None
     if hit is None:
         return hw_raw
     node = {"gpus_per_node": hit[2]} if hit[2] is not None and "gpus_per_node" not in hw_raw else {}
     net = {"scale_out": hit[3]} if hit[3] is not None and "scale_out" not in hw_raw else {}
     return {**hw_raw, **node, **net}
+
+
+def _system_hit(name: str) -> tuple[str, str, int | None, str | None] | None:
+    """The systems.json entry a name gives, itself or before its remarks ('p4d.24xlarge (AWS)'): GPU id, source,
+    GPUs per node where not the GPU's own, network between nodes (catalog/hardware.py ``_systems``)."""
+    systems = _systems()
+    hit = systems.get(_key(name))
+    if hit is None and (core := without_remarks(name)) not in (name, ""):
+        hit = systems.get(_key(core))
+    return hit
 
 
 def system_gpus(name: object) -> int | None:
@@ -29,7 +39,7 @@ def system_gpus(name: object) -> int | None:
     if not isinstance(name, str) or _gpu_index()[1].get(_key(name)):
         return None
     core = without_remarks(name) or name
-    hit = _systems().get(_key(core))
+    hit = _system_hit(name)
     if hit is None and not _SYSTEM_WORDS.search(core):
         return None
     if hit is not None and hit[2]:
@@ -45,12 +55,13 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
     (field, given, GPU id ``gid``, why: the provider's page); none for a GPU's own name (``_system``)."""
     if not isinstance(name, str) or _gpu_index()[1].get(_key(name)):
         return ()
-    hit = _systems().get(_key(name))
+    hit = _system_hit(name)
     remarks = without_remarks(name) != " ".join(name.split())
     one = system_gpus(name)
     node = f"; {one} GPU{'s' if one != 1 else ''} per node" if one else ""
     node += f"; its network between nodes {hit[3]} (unless hardware.scale_out is given)" if hit and hit[3] else ""
-    why = (f"the GPU of that instance or system ({hit[1]}){node}" if hit is not None else
+    unread = "; the remarks (in parentheses, after a comma) are not read" if remarks else ""
+    why = (f"the GPU of that instance or system ({hit[1]}){node}{unread}" if hit is not None else
            "the GPU its name gives before the remarks (in parentheses, after a comma), which are not read" if remarks
            else "a DGX/HGX system or baseboard: its GPU" if _SYSTEM_WORDS.search(name) else None)
     return (("hardware.gpu", name, gid, why),) if why else ()
