@@ -19,7 +19,7 @@ DOC = comp.corpus()
 POINTS = {p["id"]: p for p in DOC["points"]}
 QUANTITIES = {"gemm": {"flop_per_s"}, "attention": {"flop_per_s"}, "memory": {"bytes_per_s", "seconds"},
               "collective": {"bus_bytes_per_s", "algorithm_bytes_per_s", "nvlink_logical_bytes_per_s",
-                             "rdma_logical_bytes_per_s"}, "scan": {"seconds"}}
+                             "rdma_logical_bytes_per_s"}, "scan": {"seconds"}, "fp8_linear": {"speedup_vs_bf16"}}
 
 
 def value(pid: str) -> float:
@@ -53,6 +53,8 @@ def test_point_schema(p):
         assert min(x["m"], x["n"], x["k"], x["batch"]) >= 1 and x["dtype"] in ("bf16", "fp16", "fp8", "fp4")
     elif p["component"] == "attention":
         assert x["pass"] in ("fwd", "bwd", "fwd_bwd") and x["seq_len"] >= 1 and x["head_dim"] in (64, 128, 256)
+    elif p["component"] == "fp8_linear":
+        assert min(x["m"], x["k"], x["n"]) >= 1 and x["recipe"] in ("tensorwise", "rowwise") and x["compile"] is True
     elif p["component"] == "collective" and x["collective"].startswith("deepep"):
         assert x["tokens"] > 0 and x["hidden"] > 0 and x["value_bytes"] in (1 + 4 / 128, 2.0)
         assert 0 < x["topk"] <= x["experts"] and x["group"] == x["gpus"] == 8 * x["nodes"]
@@ -91,6 +93,14 @@ def test_golden_points():
     assert value("attention/hipkittens/mi355x/ck/mha/causal/d128/s16384") == 893e12
     # DeepEP docs/legacy.md @0297fc8, normal kernels on H800 + CX7 400G: internode dispatch #EP 64, 51 GB/s (RDMA)
     assert value("collective/deepep/h800/dispatch/ep64") == 51e9
+    # pytorch/ao docs/static/fp8-rowwise-perf.png @fdddb2cf (H100, rowwise, LN -> Linear -> Sigmoid fwd + bwd): M 4096,
+    # K 4096, N 4096: 0.84; M 8192, K 8192, N 8192: 1.20; M 32768, K 32768, N 32768: 1.52; M 1024, K 1024, N 1024: 0.42
+    assert value("fp8_linear/torchao/h100-sxm/rowwise/4096x4096x4096") == 0.84
+    assert value("fp8_linear/torchao/h100-sxm/rowwise/8192x8192x8192") == 1.20
+    assert value("fp8_linear/torchao/h100-sxm/rowwise/32768x32768x32768") == 1.52
+    assert value("fp8_linear/torchao/h100-sxm/rowwise/1024x1024x1024") == 0.42
+    # torchao/float8 README @0cf1281a, 'Performance' Example 2 (tensorwise): M, K, N = 4096, 8192, 16384 -> 1.39
+    assert value("fp8_linear/torchao_readme/h100-sxm/tensorwise/4096x8192x16384") == 1.39
     # Liger-Kernel all_benchmark_data.csv: rms_norm, liger, forward, H=32768, M=2048 bf16, A100: 0.18224 ms median
     assert value("memory/liger/a100-80gb-sxm/rmsnorm_fused/bf16/2048x32768") == pytest.approx(0.18224e-3, rel=1e-4)
 
@@ -154,3 +164,35 @@ def test_xlas_rocm_rows_are_kept_only_where_rccls_own_floor_agrees():
     # on H100 the same table agrees with nccl-tests at 64 KiB: 39.7 us against Azure's 42.2 us
     xla_h100 = 2**16 / value("collective/xla/h100-sxm/all_reduce/1x8/65536")
     assert xla_h100 == pytest.approx(39.7e-6, rel=0.01)
+
+
+def test_an_fp8_rowwise_linear_adds_its_scaling_kernels_at_the_measured_share():
+    # torchao's rowwise recipe under torch.compile (catalog/matmul.json fp8_scaling_overhead): the input and output
+    # gradient casts fused into the LayerNorm / sigmoid backward, 6 B and one kernel each; the weight's 10 B in three
+    # kernels; the backward GEMMs' rescale, 4 B per output element (x- and w-sized), one kernel each — at 0.64 of the
+    # H100's streaming bandwidth (cast_bandwidth_share, read off torchao's table; 0.866 x 3.35 TB/s) plus the Hopper
+    # kernel floor (6.93 us) per kernel; the rest is the three GEMMs at fp8 instead of bf16
+    from gpuplan.model.compute import kernel_device, matmul_s
+    from gpuplan.validation import component_models as cm
+
+    m, k, n = 8192, 4096, 2048
+    g = get_gpu("h100-sxm")
+    d16, d8 = kernel_device(g, "bf16"), kernel_device(g, "fp8")
+    cast_bytes = 6 * m * k + 6 * m * n + 10 * k * n + 4 * (m * k + k * n)
+    cast_s = cast_bytes / (0.64 * 0.866 * 3.35e12) + 7 * 6.93e-6
+    bf16_s, fp8_s = cm.fp8_linear_times(POINTS[f"fp8_linear/torchao/h100-sxm/rowwise/{m}x{k}x{n}"])
+    assert fp8_s - bf16_s == pytest.approx(3 * (matmul_s(m, n, k, d8) - matmul_s(m, n, k, d16)) + cast_s, rel=1e-9)
+
+
+def test_the_rowwise_cast_share_is_what_the_derivation_finds():
+    # tools/derive_kernel_rates.py sets fp8_scaling_overhead.cast_bandwidth_share: rerunning it finds the shipped value
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from derive_kernel_rates import derive_fp8_cast
+
+    from gpuplan.catalog.matmul import fp8_cast_share
+
+    assert derive_fp8_cast() == {"rowwise": fp8_cast_share("rowwise")} == {"rowwise": 0.64}
+    assert fp8_cast_share("tensorwise") == fp8_cast_share("rowwise_with_gw_hp") == 1.0  # nothing measured: streaming

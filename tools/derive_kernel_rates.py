@@ -15,6 +15,12 @@ microbenchmark cannot measure, on end-to-end runs).
   at the streaming bandwidth, by least squares on the relative error over the PyTorch baseline's
   points at its longest sequence (the time the model's batched GEMMs, layout copies and kernel floors
   leave); the shorter sequences are the check.
+* fp8 scaling kernels (catalog/matmul.json ``fp8_scaling_overhead.cast_bandwidth_share``): per recipe with a
+  published microbenchmark of a whole fp8 linear — torchao's rowwise LayerNorm -> Linear -> Sigmoid table
+  (validation/components.json, source torchao_fp8_rowwise) — the share of the streaming bandwidth its scaling kernels
+  reach (0.30 ... 1.00 by 0.01) that minimises the median |log error| of the modelled speedup over the cells whose
+  M, K and N are all 4096 or more (there neither the kernel floors nor thin-GEMM rates decide); every cell is the
+  check (``gpuplan validate --components``).
 
     python tools/derive_kernel_rates.py            # print what it finds
     python tools/derive_kernel_rates.py --write    # and write it into the catalogue
@@ -155,13 +161,47 @@ def derive_eager() -> dict[str, float]:
     return out
 
 
+CAST_SHARES = [round(0.30 + 0.01 * i, 2) for i in range(71)]
+CAST_FIT_FROM = 4096  # M, K and N at least this: the cells the share is read off
+
+
+def derive_fp8_cast() -> dict[str, float]:
+    from gpuplan.validation import component_models as cm
+    from gpuplan.validation import components as comp
+
+    points = [p for p in comp.corpus()["points"] if p["component"] == "fp8_linear"]
+    out = {}
+    for recipe in sorted({p["inputs"]["recipe"] for p in points}):
+        mine = [p for p in points if p["inputs"]["recipe"] == recipe]
+        fit = [p for p in mine if min(p["inputs"][d] for d in ("m", "k", "n")) >= CAST_FIT_FROM]
+        if len(fit) < 8:  # a figure or two is a check, not a table to read a rate off
+            continue
+
+        def loss(share: float, pts: list[dict]) -> float:
+            return statistics.median(abs(math.log(_speedup(cm, p, share) / p["measured"]["value"])) for p in pts)
+
+        best = min(CAST_SHARES, key=lambda s: (loss(s, fit), s))
+        out[recipe] = best
+        print(f"fp8 {recipe} cast_bandwidth_share {best}: median |log err| {loss(best, fit):.3f} over {len(fit)} "
+              f"cells (M, K, N >= {CAST_FIT_FROM}), {loss(best, mine):.3f} over all {len(mine)} "
+              f"(at the streaming rate: {loss(1.0, mine):.3f})")
+    return out
+
+
+def _speedup(cm, p: dict, share: float) -> float:  # noqa: ANN001
+    bf16_s, fp8_s = cm.fp8_linear_times(p, share)
+    return bf16_s / fp8_s
+
+
 def write(gemm: dict[str, dict[str, float]], attention: dict[str, float],
-          eager: dict[str, float] | None = None) -> None:
+          eager: dict[str, float] | None = None, fp8_cast: dict[str, float] | None = None) -> None:
     from import_matmul_sweeps import MATMUL, dump
 
     doc = json.loads(MATMUL.read_text())
     for arch, values in gemm.items():
         doc["kernel_model"]["architectures"][arch].update(values, derived="tools/derive_kernel_rates.py")
+    for recipe, share in (fp8_cast or {}).items():
+        doc["fp8_scaling_overhead"]["cast_bandwidth_share"][recipe]["value"] = share
     MATMUL.write_text(dump(doc))
     path = ROOT / "src" / "gpuplan" / "catalog" / "constants.json"
     text = path.read_text()
@@ -180,13 +220,14 @@ def write(gemm: dict[str, dict[str, float]], attention: dict[str, float],
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--write", action="store_true")
-    p.add_argument("--only", choices=("gemm", "attention"))
+    p.add_argument("--only", choices=("gemm", "attention", "fp8"))
     args = p.parse_args(argv)
-    gemm = derive_gemm() if args.only != "attention" else {}
-    attention = derive_attention() if args.only != "gemm" else {}
-    eager = derive_eager() if args.only != "gemm" else {}
+    gemm = derive_gemm() if args.only in (None, "gemm") else {}
+    attention = derive_attention() if args.only in (None, "attention") else {}
+    eager = derive_eager() if args.only in (None, "attention") else {}
+    fp8_cast = derive_fp8_cast() if args.only in (None, "fp8") else {}
     if args.write:
-        write(gemm, attention, eager)
+        write(gemm, attention, eager, fp8_cast)
     return 0
 
 

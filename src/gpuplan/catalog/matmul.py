@@ -264,6 +264,14 @@ def _fp8_costs() -> tuple[Fp8ScalingCost, ...]:
     return tuple(out)
 
 
+def fp8_cast_share(recipe: str) -> float:
+    """The share of the streaming bandwidth a recipe's scaling kernels reach (``fp8_scaling_overhead``
+    ``cast_bandwidth_share``, measured where a microbenchmark gives it: torchao's rowwise kernels under
+    torch.compile); 1 (the streaming rate) for the others."""
+    entry = _doc()["fp8_scaling_overhead"].get("cast_bandwidth_share", {}).get(recipe.strip().lower())
+    return float(entry["value"]) if entry else 1.0
+
+
 def fp8_scaling_costs(recipe: str | None = None) -> tuple[Fp8ScalingCost, ...]:
     """Per-element bytes that fp8 scaling adds, for all recipes or one (``tensorwise``, ``rowwise``,
     ``rowwise_with_gw_hp``, ``mxfp8``, ``delayed``); empty for an unknown recipe."""

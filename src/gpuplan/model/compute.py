@@ -29,7 +29,7 @@ from gpuplan.model.adapters import Adapters, AdapterWork, adapter_work, adapters
 from gpuplan.model.amp import amp_cast_bytes
 from gpuplan.model.attention import attention_core_s, attention_kernel
 from gpuplan.model.flops import expert_imbalance, layer_matmul_flops, recomputed_matmul_flops
-from gpuplan.model.fp8 import Fp8Scheme, fp8_cast_bytes, fp8_scheme, fp8_tp_gather
+from gpuplan.model.fp8 import CastWork, Fp8Scheme, fp8_cast_bytes, fp8_cast_work, fp8_scheme, fp8_tp_gather
 from gpuplan.model.gemm import GemmKernel, gemm_kernel, gemm_s
 from gpuplan.model.kept import amp_of
 from gpuplan.model.quantized import base_pass_bytes
@@ -172,6 +172,13 @@ def streamed_s(nbytes: float, kernels: float, dev: Device) -> float:
     return nbytes / dev.bw + kernels * dev.floor_s
 
 
+def fp8_cast_s(work: CastWork, s: Fp8Scheme, dev: Device) -> tuple[float, float]:
+    """(forward, backward) seconds of fp8 scaling work: its bytes at the recipe's share of the streaming bandwidth
+    (``Fp8Scheme.share``), each kernel's fixed time beside them."""
+    return (streamed_s(work.fwd_bytes / s.share, work.fwd_kernels, dev),
+            streamed_s(work.bwd_bytes / s.share, work.bwd_kernels, dev))
+
+
 def sp_layout_copies_s(act_bytes: float, gathered: float, micro_batch: int, dev: Device) -> float:
     """The copies one sequence-parallel all-gather and reduce-scatter make where the activations are sharded on a
     dimension past the first (catalog.framework_comm.sp_layout_copies): the reduce-scatter's whole input rearranged
@@ -309,8 +316,7 @@ def _layer_time(m: ModelSpec, lg: LayerGroup, tokens: float, seq: int, tp: int, 
         copies, copy_kernels = _dispatch_copies(m)
         per_token, kernels = per_token + copies, kernels + copy_kernels
     elem_f = streamed_s(tokens * per_token, kernels, dev)
-    cast_f, cast_b = fp8_cast_bytes(m, lg, tokens, tp, ep, fp8, method, etp) if fp8 else (0.0, 0.0)
-    cast_f, cast_b = cast_f / dev.bw, cast_b / dev.bw
+    cast_f, cast_b = fp8_cast_s(fp8_cast_work(m, lg, tokens, tp, ep, fp8, method, etp), fp8, dev) if fp8 else (0.0, 0.0)
     if amp:  # PyTorch AMP over fp32 weights: the weight and input casts (model/amp.py)
         c = amp_cast_bytes(m, lg, tokens, accumulating)
         cast_f += streamed_s(c.fwd_bytes, c.fwd_kernels, dev)

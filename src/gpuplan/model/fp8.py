@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.catalog.frameworks import fp8_gathers_tp, fp8_input_cast_shared, fp8_weight_cast_per_step
-from gpuplan.catalog.matmul import fp8_scaling_costs
+from gpuplan.catalog.matmul import fp8_cast_share, fp8_scaling_costs
 from gpuplan.model.flops import expert_imbalance
 from gpuplan.spec import LayerGroup, ModelSpec
 from gpuplan.spec.model import LORA_GROUPS, ROW_PARALLEL_LEAVES
@@ -40,7 +40,12 @@ class Fp8Scheme:
     * ``shared_input``: linears that read the same input (q/k/v, gate/up) cast it once
       (``fp8_recipe.input_cast``: Megatron-Core's fused TE linears; torchtitan under fp8 TP);
     * ``weight_share``: the share of micro-batches that cast the weights (1, or 1/micro-batches
-      where the fp8 weights are cached across a step: ``fp8_recipe.weight_cast``)."""
+      where the fp8 weights are cached across a step: ``fp8_recipe.weight_cast``);
+    * ``act_kernels`` / ``weight_kernels``: the kernels of one operand's / one weight's casts (fwd+bwd), as the
+      catalogue lists them — the first fused into the producing op where its read is (torch.compile); each costs
+      the GPU's kernel floor beside its bytes (model/compute.py ``fp8_cast_s``);
+    * ``share``: the share of the streaming bandwidth the recipe's scaling kernels reach (catalog/matmul.json
+      ``cast_bandwidth_share``: torchao's rowwise kernels as torch.compile generates them, measured; 1 elsewhere)."""
 
     recipe: str
     act: float
@@ -50,6 +55,23 @@ class Fp8Scheme:
     shard_cast: bool = False
     shared_input: bool = False
     weight_share: float = 1.0
+    act_kernels: float = 0.0
+    weight_kernels: float = 0.0
+    share: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CastWork:
+    """fp8 scaling work on one rank for one micro-batch: (forward, backward) bytes and kernels."""
+
+    fwd_bytes: float = 0.0
+    bwd_bytes: float = 0.0
+    fwd_kernels: float = 0.0
+    bwd_kernels: float = 0.0
+
+    def __add__(self, o: CastWork) -> CastWork:
+        return CastWork(self.fwd_bytes + o.fwd_bytes, self.bwd_bytes + o.bwd_bytes, self.fwd_kernels + o.fwd_kernels,
+                        self.bwd_kernels + o.bwd_kernels)
 
 RESCALE_BYTES = 4.0  # read and write one bf16 output element
 TRANSPOSE_BYTES = 2.0  # read and write one fp8 element
@@ -62,12 +84,15 @@ def fp8_scheme(recipe: str, framework: str, compile_: bool, tp: int, sp: bool = 
     act_cost = costs.get("input_or_grad_output") or costs["any"]
     w_cost = costs.get("weight") or costs["any"]
     fused = act_cost.bytes_per_element_fused_with_prev
-    act = fused if compile_ and fused is not None else act_cost.bytes_per_element
+    joined = compile_ and fused is not None  # the first kernel's read is the producing op's: it runs inside it
+    act = fused if joined else act_cost.bytes_per_element
     shard = fp8_tp_gather(framework, recipe, tp, sp)
     return Fp8Scheme(recipe=recipe, act=act, weight=w_cost.bytes_per_element,
                      rescale=recipe == "rowwise", grad_weight_hp=recipe == "rowwise_with_gw_hp",
                      shard_cast=shard, shared_input=fp8_input_cast_shared(framework, shard),
-                     weight_share=1 / max(1, microbatches) if fp8_weight_cast_per_step(framework) else 1.0)
+                     weight_share=1 / max(1, microbatches) if fp8_weight_cast_per_step(framework) else 1.0,
+                     act_kernels=float(len(act_cost.kernels) - joined), weight_kernels=float(len(w_cost.kernels)),
+                     share=fp8_cast_share(recipe))
 
 
 def fp8_tp_gather(framework: str, recipe: str, tp: int, sp: bool) -> bool:
@@ -77,18 +102,43 @@ def fp8_tp_gather(framework: str, recipe: str, tp: int, sp: bool) -> bool:
     return tp > 1 and sp and fp8_gathers_tp(framework, recipe)
 
 
-def _operand_cast_bytes(elements: float, gathered: bool, tp: int, s: Fp8Scheme) -> float:
-    """Bytes to cast one matmul operand of ``elements``: all of it, or — a gathered operand under
+def _operand_cast(elements: float, gathered: bool, tp: int, s: Fp8Scheme) -> tuple[float, float]:
+    """(bytes, kernels) to cast one matmul operand of ``elements``: all of it, or — a gathered operand under
     ``shard_cast`` — its 1/tp shard before the fp8 all-gather, then one transpose of the whole for the
     weight-gradient GEMM (_scaled_mm takes its second operand column-major): 1 B read + 1 B written."""
     if gathered and s.shard_cast:
-        return elements / tp * s.act + TRANSPOSE_BYTES * elements
-    return elements * s.act
+        return elements / tp * s.act + TRANSPOSE_BYTES * elements, s.act_kernels + 1
+    return elements * s.act, s.act_kernels
+
+
+def linear_cast(x_el: float, dy_el: float, w_el: float, row: bool, tp: int, s: Fp8Scheme, input_cast: bool = True,
+                train_weight: bool = True) -> CastWork:
+    """One linear's fp8 scaling work: its input (``x_el`` elements; skipped where another linear's cast serves it,
+    ``input_cast`` False), its output gradient (``dy_el``), its weight (``w_el``, at the recipe's weight share per
+    micro-batch, half in forward, half in backward) and, rowwise, the rescale of the input-gradient and (training the
+    weight) weight-gradient outputs. ``row``: row-parallel — the gathered operand is the output gradient, else the
+    input (``_operand_cast``)."""
+    x_b, x_k = _operand_cast(x_el, not row, tp, s) if input_cast else (0.0, 0.0)
+    dy_b, dy_k = _operand_cast(dy_el, row, tp, s)
+    w_b, w_k = w_el * s.weight * s.weight_share / 2, s.weight_kernels * s.weight_share / 2
+    out = CastWork(x_b + w_b, dy_b + w_b, x_k + w_k, dy_k + w_k)
+    if s.rescale:  # the grad_input (x-sized) and, training the weight, grad_weight outputs: one kernel each
+        out += CastWork(bwd_bytes=RESCALE_BYTES * (x_el + (w_el if train_weight else 0.0)),
+                        bwd_kernels=1.0 + train_weight)
+    return out
 
 
 def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
                    method: str = "full", etp: int | None = None) -> tuple[float, float]:
-    """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch
+    """(forward, backward) bytes of one layer's fp8 casts (and rowwise rescales) for one micro-batch on one rank
+    (``fp8_cast_work``)."""
+    w = fp8_cast_work(m, lg, tokens, tp, ep, s, method, etp)
+    return w.fwd_bytes, w.bwd_bytes
+
+
+def fp8_cast_work(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int, s: Fp8Scheme,
+                  method: str = "full", etp: int | None = None) -> CastWork:
+    """One layer's fp8 casts (and rowwise rescales) for one micro-batch
     on one rank. The attention output and second MLP projections are row-parallel under tensor
     parallelism (``ROW_PARALLEL_LEAVES``, Megatron's RowParallelLinear, Shoeybi et al. 2019 Sec. 3): input
     sharded, output gradient whole (gathered); the others are column-parallel: input whole (gathered), output gradient
@@ -96,7 +146,7 @@ def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int
     busiest rank's routed tokens (tokens · top_k · ``expert_imbalance``). The router (a tiny GEMM)
     is left out. A frozen LoRA/QLoRA base runs no weight-gradient GEMM, so nothing rescales one. Folded experts
     (``etp`` 1, Layout.folded_etp): whole matrices, each rank's sequence-parallel shard of the tokens."""
-    fwd = bwd = 0.0
+    out = CastWork()
     cast_inputs: set[tuple[str, int]] = set()
     etp = tp if etp is None else etp
     routed = tokens * etp / tp
@@ -111,12 +161,7 @@ def fp8_cast_bytes(m: ModelSpec, lg: LayerGroup, tokens: float, tp: int, ep: int
         else:
             tok, mats, t = tokens * w.count, w.count, tp
         x_el, dy_el = tok * (in_f / t if row else in_f), tok * (out_f if row else out_f / t)
-        w_el = mats * out_f * in_f / t
         shared = not row and s.shared_input and (w.group, in_f) in cast_inputs
         cast_inputs.add((w.group, in_f))
-        # the gathered operand is the column-parallel input or the row-parallel output gradient
-        fwd += (0.0 if shared else _operand_cast_bytes(x_el, not row, t, s)) + w_el * s.weight * s.weight_share / 2
-        bwd += _operand_cast_bytes(dy_el, row, t, s) + w_el * s.weight * s.weight_share / 2
-        if s.rescale:  # the grad_input (x-sized) and, training the weight, grad_weight outputs
-            bwd += RESCALE_BYTES * (x_el + (w_el if method == "full" else 0.0))
-    return fwd, bwd
+        out += linear_cast(x_el, dy_el, mats * out_f * in_f / t, row, t, s, not shared, method == "full")
+    return out

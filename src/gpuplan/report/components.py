@@ -10,13 +10,17 @@ from gpuplan.report.text import table
 TITLES = {"gemm": "GEMM (matmul throughput by shape and dtype)",
           "attention": "attention kernels (FlashAttention 1/2/3/4, cuDNN, CK/Triton on ROCm, eager)",
           "memory": "memory-bound kernels (STREAM, norms, softmax)",
-          "collective": "collectives (algorithm bandwidth = size / time)"}
+          "collective": "collectives (algorithm bandwidth = size / time)",
+          "scan": "chunked scans (Mamba-2 SSD)",
+          "fp8_linear": "fp8 linear (speedup of LayerNorm -> Linear -> Sigmoid, fwd + bwd, over bf16)"}
 
 
 def rate(value: float, unit: str) -> str:
     """A rate as people read it: FLOP/s in TFLOP/s, bytes/s in GB/s (decimal)."""
     if unit == "flop/s":
         return f"{value / 1e12:,.1f} TFLOP/s"
+    if unit == "x":
+        return f"{value:.2f}x"
     return f"{value / 1e9:,.3g} GB/s"
 
 

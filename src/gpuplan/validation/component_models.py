@@ -15,6 +15,12 @@ one kernel alone, so the share a training step sustains (``gemm_share_of_mamf``)
   the GPU's measured streaming bandwidth plus the per-kernel floor (``compute.streamed_s``).
 * chunked scans (Mamba-2 SSD): ``ssm.fused_kernel_s`` — the kernel's FLOPs at the fused chunk-scan rate or
   its bytes at streaming bandwidth, whichever is longer, plus the kernel floor.
+* an fp8 linear (torchao's LayerNorm → Linear → Sigmoid, forward + backward, over the same module in bf16): the
+  step model's pieces for one linear — ``compute.matmul_s`` for its three GEMMs at the forward's shape (the weight
+  gradient's in bf16 under rowwise_with_gw_hp), ``fp8.linear_cast`` and ``compute.fp8_cast_s`` for the recipe's
+  scaling kernels (the input's cast fused into the LayerNorm, the output gradient's into the sigmoid's backward,
+  under torch.compile), the norm and the sigmoid at the streaming rate (backward twice the forward, as
+  ``compute._layer_time`` charges them).
 * collectives: ``comm.all_reduce_s`` / ``all_gather_s`` / ``reduce_scatter_s`` / ``all_to_all_s``
   on ``comm.topology`` of the catalogue's hardware; a point that states the algorithm NCCL ran
   (``NCCL_ALGO=Ring``, NVLS switched off) is modelled with that algorithm only. DeepEP's dispatch and combine:
@@ -31,7 +37,8 @@ from gpuplan.catalog.hardware import get_gpu, make_hardware
 from gpuplan.catalog.models import load_model
 from gpuplan.model.attention import SOFTMAX_FWD_BYTES, attention_core_s, runs_on
 from gpuplan.model.comm import all_gather_s, all_reduce_s, all_to_all_s, deepep_s, reduce_scatter_s, topology, touched
-from gpuplan.model.compute import ELEMENT_BYTES, Device, kernel_device, matmul_s, streamed_s
+from gpuplan.model.compute import ELEMENT_BYTES, Device, fp8_cast_s, kernel_device, matmul_s, streamed_s
+from gpuplan.model.fp8 import fp8_scheme, linear_cast
 from gpuplan.model.software import software
 from gpuplan.model.ssm import fused_kernel_s
 from gpuplan.spec import ModelSpec
@@ -173,3 +180,27 @@ def scan_modelled_s(p: dict[str, Any]) -> float:
     nbytes = (tokens * (2 * 2 * x["heads"] * x["head_dim"] + 2 * x["groups"] * x["state"] + 2 * 4 * x["heads"])
               + chunks * (2 * x["heads"] * x["head_dim"] * x["state"] + 4 * x["groups"] * x["chunk"] ** 2))
     return fused_kernel_s(scan_flops(p), nbytes, 1, _device(p["gpu"], x["dtype"]))
+
+
+# the sigmoid's forward: read and write one bf16 element, one kernel (its backward twice that, as the step model
+# charges an elementwise op's backward)
+SIGMOID_BYTES = 4.0
+
+
+def fp8_linear_times(p: dict[str, Any], share: float | None = None) -> tuple[float, float]:
+    """(bf16, fp8) seconds of forward + backward of torchao's benchmark module on the point's (M, K, N), recipe and
+    GPU, at burst rates: the same LayerNorm and sigmoid in both, the GEMMs at each precision's rates, the recipe's
+    scaling work in fp8 (torchtitan runs torchao's Float8Linear: its stack's fp8 settings, one rank). ``share``: the
+    scaling kernels' bandwidth share instead of the catalogue's (tools/derive_kernel_rates.py derives it)."""
+    x = p["inputs"]
+    m, k, n = x["m"], x["k"], x["n"]
+    d16, d8 = _device(p["gpu"], "bf16"), _device(p["gpu"], "fp8")
+    per, kernels = software("torchtitan", x.get("compile", True), replace(_attention_model(16, 16, 128),
+                                                                          norm="layernorm")).cost("norm")
+    around = 3 * (streamed_s(m * k * per, kernels, d16) + streamed_s(m * n * SIGMOID_BYTES, 1, d16))
+    s = fp8_scheme(x["recipe"], "torchtitan", x.get("compile", True), 1)
+    s = s if share is None else replace(s, share=share)
+    mm8 = matmul_s(m, n, k, d8)
+    cast_f, cast_b = fp8_cast_s(linear_cast(m * k, m * n, k * n, False, 1, s), s, d8)
+    fp8 = around + 2 * mm8 + (matmul_s(m, n, k, d16) if s.grad_weight_hp else mm8) + cast_f + cast_b
+    return around + 3 * matmul_s(m, n, k, d16), fp8

@@ -22,7 +22,7 @@ from gpuplan.catalog.constants import entries
 from gpuplan.catalog.hardware import gpus
 from gpuplan.validation import component_models as cm
 
-COMPONENTS = ("gemm", "attention", "memory", "collective", "scan")
+COMPONENTS = ("gemm", "attention", "memory", "collective", "scan", "fp8_linear")
 WITHIN = 0.15
 WORST = 5
 # the constants each component's modelled value uses (catalog/constants.json; the GEMM's tiles, sweeps and
@@ -33,6 +33,7 @@ APPLIED = {
     "memory": ("hbm_stream_share", "kernel_floor_s"),
     "collective": ("scale_up_efficiency", "scale_out_efficiency", "ring_latency_s", "nvls_tree_share"),
     "scan": ("scan_kernel_share", "hbm_stream_share", "kernel_floor_s"),
+    "fp8_linear": ("gemm_efficiency", "fp8_gemm_efficiency_ratio", "hbm_stream_share", "kernel_floor_s"),
 }
 
 
@@ -56,6 +57,8 @@ def _label(p: dict[str, Any]) -> str:
                 f"s{x['seq_len']} b{x['batch']}")
     if c == "memory":
         return x["op"] + (f" {x['dtype']} {x['rows']}x{x['cols']}" if "rows" in x else "")
+    if c == "fp8_linear":
+        return f"{x['recipe']} LN-Linear-Sigmoid {x['m']}x{x['k']}x{x['n']}"
     if c == "scan":
         return f"{x['kernel']} h{x['heads']} P{x['head_dim']} N{x['state']} Q{x['chunk']} s{x['seq_len']} b{x['batch']}"
     if x["collective"].startswith("deepep"):
@@ -85,6 +88,9 @@ def _rates(p: dict[str, Any]) -> tuple[float, float, str]:
         return nbytes / meas["value"], nbytes / model_s, "B/s"
     if c == "scan":
         return cm.scan_flops(p) / meas["value"], cm.scan_flops(p) / cm.scan_modelled_s(p), "flop/s"
+    if c == "fp8_linear":  # the speedup over the same module in bf16: bf16 time / fp8 time
+        bf16_s, fp8_s = cm.fp8_linear_times(p)
+        return meas["value"], bf16_s / fp8_s, "x"
     if p["inputs"]["collective"].startswith("deepep"):
         return (*cm.deepep_rates(p), "B/s")
     nbytes = p["inputs"]["bytes"]
