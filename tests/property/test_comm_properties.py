@@ -72,6 +72,15 @@ def test_splitting_a_gather_never_costs_less(gpu, nbytes, calls):
 
 
 @SETTINGS
+@given(gpu=st.sampled_from(GPU_IDS), nodes=st.sampled_from([1, 2, 16]), nbytes=SIZES, calls=st.integers(1, 2000))
+def test_an_all_reduce_in_buckets_never_costs_less(gpu, nodes, nbytes, calls):
+    # a gradient reduction in the framework's buckets (model/dp_comm.py _bucketed): calls x the time of one bucket
+    topo = _topo(gpu, nodes)
+    n = max(2, min(8 * nodes, 64))
+    assert calls * all_reduce_s(nbytes / calls, n, 1, topo) >= all_reduce_s(nbytes, n, 1, topo) * (1 - 1e-12)
+
+
+@SETTINGS
 @given(gpu=st.sampled_from(GPU_IDS), nbytes=SIZES, n=st.integers(2, 8))
 def test_nvls_never_slows_an_all_reduce(gpu, nbytes, n):
     topo = _topo(gpu, 1)

@@ -5,6 +5,7 @@ ZeRO-3 gathers the parameters. catalog/frameworks.py reads the file."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from gpuplan.catalog.frameworks import get_framework
 
@@ -44,6 +45,29 @@ def dp_overlap_of(framework: str, zero: int, pp: int) -> tuple[bool, bool]:
     does = fact("grad_reduce_zero3") if zero >= 3 and fact("grad_reduce_zero3") is not None else fact("grad_reduce")
     done = does is not False
     return done, done or fact("grad_reduce_option") is True
+
+
+@cache
+def _grad_bucket(framework: str) -> dict[str, Any] | None:
+    fact = get_framework(framework).dp_overlap.get("grad_bucket")
+    return None if fact is None or fact.value is None else dict(fact.value)
+
+
+def grad_bucket_params(framework: str, zero: int, pp: int, overlapped: bool, group: int,
+                       bytes_per_param: float) -> float | None:
+    """The parameters one collective of the data-parallel gradient reduction carries where the framework reduces in
+    buckets (frameworks.json ``dp_overlap.grad_bucket``: PyTorch DDP's 25 MiB at ZeRO-0, Megatron-Core's
+    max(40M, 1M × dp) parameters under overlap_grad_reduce without a pipeline, DeepSpeed's 5e8 elements), for a
+    ``group``-rank reduction of ``bytes_per_param`` per gradient; None where it reduces its whole buffer at once or
+    states nothing."""
+    b = _grad_bucket(framework)
+    if b is None or zero not in b["zero"] or pp > b.get("pp", pp) or (b.get("overlapped") and not overlapped):
+        return None
+    if "bytes" in b:  # of the parameters' gradients, or where stated, of the parameter dtype's (nanotron's bf16)
+        return float(b["bytes"]) / b.get("param_bytes", bytes_per_param)
+    if "elements" in b:
+        return float(b["elements"])
+    return float(max(b["params"], b["params_per_dp"] * group))
 
 
 @cache

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog.constants import constant
-from gpuplan.catalog.framework_comm import param_gather_hidden
+from gpuplan.catalog.framework_comm import grad_bucket_params, param_gather_hidden
 from gpuplan.catalog.frameworks import keeps_unsharded_under_pp
 from gpuplan.model.comm import Topology, all_gather_s, all_reduce_s, reduce_scatter_s
 from gpuplan.model.params import RankParams
@@ -175,24 +175,44 @@ def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_
     and gathers). ZeRO-2 keeps only its shard of the gradients, so it reduce-scatters them in every
     micro-batch's backward (DeepSpeed stage_1_and_2.py DeepSpeedZeroOptimizer.reduce_ready_partitions_and_remove_grads:
     ``if self.partition_gradients or self.is_gradient_accumulation_boundary``; FSDP's SHARD_GRAD_OP outside no_sync):
-    the n_mb − 1 micro-batches before the last add a reduce-scatter each, under their own backward."""
+    the n_mb − 1 micro-batches before the last add a reduce-scatter each, under their own backward. Where the framework
+    reduces in buckets (``grad_bucket_params``), each bucket is a collective of its own — at the rate its size reaches
+    and with its latency — and the last starts only when the backward has ended: it is never hidden."""
     g = _grad_reduce_bytes(tr)
     t_dense, t_expert = trainable(tr, sc.params)
     dp_n = lay.dp * lay.cp
     edp, edp_stride = expert_dp_group(lay)
     overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
-    total = all_reduce_s(g * t_dense, dp_n, lay.tp, topo) + all_reduce_s(g * t_expert, edp, edp_stride, topo)
+    dense = _bucketed(tr, lay, g * t_dense, dp_n, lay.tp, topo)
+    expert = _bucketed(tr, lay, g * t_expert, edp, edp_stride, topo)
+    total = dense[0] + expert[0]
+    last = max(dense[2], expert[2]) if overlap else 0.0
     # ZeRO-1/2 all-gather the updated parameters: under the next forward where the framework overlaps it
     window = overlap * (sc.bwd + (sc.fwd if lay.zero >= 1 and param_gather_hidden(tr.framework) else 0.0))
-    step = Overlapped(total, max(0.0, total - window), min(total, window))
+    exposed = min(total, max(last, total - window))
+    step = Overlapped(total, exposed, total - exposed)
     if lay.zero != 2 or n_mb <= 1:
         return step
-    rs = reduce_scatter_s(g * t_dense, dp_n, lay.tp, topo) + reduce_scatter_s(g * t_expert, edp, edp_stride, topo)
+    rs = reduce_scatter_s(g * t_dense, dp_n, lay.tp, topo, dense[1]) + \
+        reduce_scatter_s(g * t_expert, edp, edp_stride, topo, expert[1])
     earlier, own = n_mb - 1, overlap * sc.bwd
     return Overlapped(step.total + earlier * rs, step.exposed + earlier * max(0.0, rs - own),
                       step.hidden + earlier * min(rs, own))
 
 
+def _bucketed(tr: Training, lay: Layout, nbytes: float, n: int, stride: int, topo: Topology
+              ) -> tuple[float, int, float]:
+    """(seconds, collectives, seconds of the last one) of a gradient all-reduce of ``nbytes`` over ``n`` ranks: in the
+    framework's buckets, or one collective (the last then 0: nothing known of when it starts)."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0, 1, 0.0
+    g = _grad_reduce_bytes(tr)
+    per = grad_bucket_params(tr.framework, lay.zero, lay.pp, lay.dp_overlap, n, g)
+    if per is None:
+        return all_reduce_s(nbytes, n, stride, topo), 1, 0.0
+    calls = max(1, math.ceil(nbytes / (per * g)))
+    one = all_reduce_s(nbytes / calls, n, stride, topo)
+    return calls * one, calls, one
 
 
 def dp_comm(m: ModelSpec, tr: Training, lay: Layout, sc: StageCompute, n_mb: int, topo: Topology) -> Overlapped:
