@@ -242,37 +242,40 @@ class Book:
                                            irregular=irregular)
         return self._plain[key]
 
-    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
-               hw: Hardware) -> float:
-        """``runtime.step_floor`` of a fitting layout (0 on a GPU type with no compute peak: nothing to time by),
-        kept per split in ``floors`` under ``key`` — (GPU type, schedule, virtual stages, recompute, whether the
-        optimizer state is sharded, micro-batch): it reads the stage compute, the bubble and the optimizer step,
-        the same for every sharding with as much optimizer state (ZeRO-0 or not), so computed once for them —
-        and in the scenario's ``floor_table`` under what of the GPU type, count and fabric it reads, so an earlier
-        plan's floors serve the next."""
+    def _floors_of(self, hw: Hardware, split: Split) -> dict[tuple, float] | None:
+        """The step floors of ``split``'s layouts on ``hw`` (``_floor``; None on a GPU type with no compute peak:
+        nothing to time by, every floor 0): the scenario's ``floor_table`` entry for what of the GPU type, count and
+        fabric the step reads, so an earlier plan's floors serve the next — looked up once per split and type."""
         timed = self._timed.get(hw.gpu.id)
         if timed is None:
             timed = self._timed[hw.gpu.id] = has_compute_peak(hw.gpu)
         if not timed:
-            return 0.0
-        hit = floors.get(key)
-        if hit is not None:
-            return hit
-        split, fam, mb, _, _ = where
+            return None
         c = self.sc.corrections
         known = (hw.gpu, hw.gpus, hw.gpus_per_node, hw.scale_up, hw.scale_out, hw.power_limit_w, c.compute, c.gpu,
-                 split, *key[1:])
-        hit = self._floor_table.get(known)
-        if hit is None:
-            # the layout is the same on every GPU type: built once per split for them all (``layouts``)
-            lay_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb)
-            lay = layouts.get(lay_key)
-            if lay is None:
-                lay = layouts[lay_key] = self._layout(*where)
-            # below the step of either variant ``tp_variants`` may keep, whatever the framework's rules say of it
-            variants = (lay, Layout.unchecked(**{**lay.values(), "tp_overlap": True})) \
-                if self._may_overlap_tp(lay.tp, lay.sequence_parallel) else (lay,)
-            hit = self._floor_table[known] = min(step_floor(self.sc.model, hw, self.tr, v, c) for v in variants)
+                 split)
+        table = self._floor_table.get(known)
+        if table is None:
+            table = self._floor_table[known] = {}
+        return table
+
+    def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
+               hw: Hardware) -> float:
+        """``runtime.step_floor`` of a fitting layout, kept in its split's ``floors`` (``_floors_of``) under ``key``
+        — (schedule, virtual stages, recompute, whether the optimizer state is sharded, micro-batch): it reads the
+        stage compute, the bubble and the optimizer step, the same for every sharding with as much optimizer state
+        (ZeRO-0 or not), so computed once for them."""
+        split, fam, mb, _, _ = where
+        # the layout is the same on every GPU type: built once per split for them all (``layouts``)
+        lay_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, mb)
+        lay = layouts.get(lay_key)
+        if lay is None:
+            lay = layouts[lay_key] = self._layout(*where)
+        # below the step of either variant ``tp_variants`` may keep, whatever the framework's rules say of it
+        m, tr, c = self.sc.model, self.tr, self.sc.corrections
+        hit = step_floor(m, hw, tr, lay, c)
+        if self._may_overlap_tp(lay.tp, lay.sequence_parallel):
+            hit = min(hit, step_floor(m, hw, tr, Layout.unchecked(**{**lay.values(), "tp_overlap": True}), c))
         floors[key] = hit
         return hit
 

@@ -4,7 +4,7 @@ same key."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -31,6 +31,13 @@ class Rejection:
     detail: str | None = None     # FRAMEWORK: the rule's cited reason (catalogue data); PRECISION, DISPATCHER: the
     #                               model's check of the GPU against the precision or the expert exchange (the error
     #                               ``evaluate`` raises)
+    _h: int = field(default=0, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:  # the search's counts key on rejections ~10^5 times a plan: hashed once
+        object.__setattr__(self, "_h", hash((self.reason, self.gpu, self.framework, self.rule, self.detail)))
+
+    def __hash__(self) -> int:
+        return self._h
 
 
 OUT_OF_MEMORY = Rejection(Reason.OUT_OF_MEMORY)

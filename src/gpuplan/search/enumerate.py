@@ -26,14 +26,12 @@ and the closest miss equal an exhaustive evaluation of every layout (tests/prope
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from gpuplan.model.estimate import Cost, assess, has_compute_peak
 from gpuplan.model.memory import peak_floor
-from gpuplan.model.runtime import FLOOR_SLACK
-from gpuplan.search.book import Book, Plain, Where
+from gpuplan.search.book import Plain, Where
 from gpuplan.search.codes import OUT_OF_HOST_MEMORY, OUT_OF_MEMORY, WORK_LIMIT, ZERO_GROUP, Rejection
 from gpuplan.search.found import Candidate, Family, Miss
 from gpuplan.search.order import Last, bound, dominance_order, first_miss, from_last
@@ -49,6 +47,7 @@ from gpuplan.search.space import (
     shardings,
     splits,
 )
+from gpuplan.search.timing import Timing
 from gpuplan.spec import Hardware, Layout, Training
 from gpuplan.spec.defaults import default_global_batch as _default_batch
 from gpuplan.spec.hardware import tp_domain
@@ -63,7 +62,6 @@ __all__ = ["MAX_SPLITS", "Candidate", "Miss", "Search", "default_global_batch", 
 # searched, and said so.
 MAX_SPLITS = 40_000
 
-UNPRICED = Cost(usd=None, usd_per_gpu_hour=None, usd_with_failures=None)
 
 
 def default_global_batch(sc: Scenario) -> int:
@@ -71,7 +69,7 @@ def default_global_batch(sc: Scenario) -> int:
     return _default_batch(sc.training)
 
 
-class Search(Book):
+class Search(Timing):
     """Classifies the layouts of one scenario; keeps the counts, the best per (GPU, count) and the least
     peak floor per count (``fit`` stops on it); ``closest()`` finds the nearest miss when nothing fits."""
 
@@ -91,8 +89,8 @@ class Search(Book):
         # a layout's rank in canonical order: (GPU type searched, split, family, micro-batch); ties go to the first
         self._run = 0
         self._ranks: dict[tuple[str, int], tuple[int, ...]] = {}
-        # this run's fitting layouts: (step floor, rank, layout, hardware)
-        self._fitting: list[tuple[float, tuple[int, ...], Where, Hardware]] = []
+        # this run's fitting layouts per (GPU type, count): (step floor, rank, layout, hardware)
+        self._fitting: dict[tuple[str, int], list[tuple[float, tuple[int, ...], Where, Hardware]]] = {}
         self._visited: list[tuple[tuple[int, ...], Hardware, Where]] | None = []  # for the closest miss
         # per (GPU type, parallel degrees but dp, family kind, offload): the largest micro-batch that fit last
         # (0: none), at which dp and verdict — the guess and proof for the next data-parallel width's (``from_last``)
@@ -119,6 +117,7 @@ class Search(Book):
             budgets.append(max(0, min(len(space), MAX_SPLITS - self.splits_done)))
             self.splits_done += budgets[-1]
             self.rejected[WORK_LIMIT] += len(space) - budgets[-1]
+        sized: dict[tuple[int, int], Hardware] = {}  # each type at each count, built once for its splits
         for k, split in enumerate(space):
             live = [t for t in range(len(types)) if k < budgets[t]]
             if not live:
@@ -127,7 +126,7 @@ class Search(Book):
             if not shards:
                 self.rejected[ZERO_GROUP] += len(live)
                 continue
-            hws = {t: replace(types[t], gpus=split.world) for t in live}
+            hws = {t: _sized(sized, types, t, split.world) for t in live}
             for off in offload:
                 found = self._split(hws, split, shards, off, {t: (runs[t], k) for t in hws})
                 hws = {t: hw for t, hw in hws.items() if t not in found}
@@ -157,10 +156,11 @@ class Search(Book):
         floors = self._floors_fit(hws, split, fams, sp, off)
         found: set[int] = set()
         prefix: dict[tuple[str, int, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
-        step_floors: dict[tuple, float] = {}  # this split's step floors (``_floor``)
+        # per type: this split's step floors (``_floors_of``) and its count's fitting layouts (``_time_fitting``)
+        bins: dict[int, tuple[dict[tuple, float] | None, list]] = {}
         layouts: dict[tuple, Layout] = {}  # and the layouts they were timed on, the same on every GPU type
         lives: dict[tuple[int, Shard], dict[int, Hardware]] = {}  # the types whose floor fits, per (v, sharding)
-        plains: dict[tuple[int, bool], Plain] = {}  # the split's ``_plain_of`` per GPU type and irregularity
+        plains: dict[tuple, list] = {}  # the split's ``_plain_of`` per type, per (v, sharding, irregularity)
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
@@ -179,17 +179,19 @@ class Search(Book):
             floor_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1)
             for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix, plains):
                 found.add(t)
-                where, key = (split, fam, mb, sp, off), (t, *floor_key, mb)
-                floor = step_floors.get(key)  # kept per split (``_floor``)
+                where, key, hw = (split, fam, mb, sp, off), (*floor_key, mb), live[t]
+                floors, fitting = bins[t] if t in bins else \
+                    bins.setdefault(t, (self._floors_of(hw, split), self._fitting.setdefault((hw.gpu.id, hw.gpus), [])))
+                floor = 0.0 if floors is None else floors.get(key)
                 if floor is None:
-                    floor = self._floor(step_floors, layouts, key, where, live[t])
-                self._fitting.append((floor, (*ranks[t], i, j), where, live[t]))
+                    floor = self._floor(floors, layouts, key, where, hw)  # type: ignore[arg-type]
+                fitting.append((floor, (*ranks[t], i, j), where, hw))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[tuple[int, bool], Plain]
+                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[tuple, list]
                     ) -> list[tuple[int, int, int]]:
         """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
         if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
@@ -203,35 +205,48 @@ class Search(Book):
         return self._classify_types(hws, split, fam, sp, off, plains)
 
     def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                        plains: dict[tuple[int, bool], Plain]) -> list[tuple[int, int, int]]:
+                        plains: dict[tuple, list[tuple[int, Hardware, Plain]]]) -> list[tuple[int, int, int]]:
         """Several GPU types: every micro-batch's peak once (the same on every type), then each type's
         verdict on each — exact without any ordering of the peaks."""
         mbs = fam.micro_batches
-        self.searched += len(mbs) * len(hws)
+        n = len(mbs)
+        self.searched += n * len(hws)
         why = self._refusal(self._layout(split, fam, mbs[0], sp, off)) if self._rules else None
         if why is not None:
-            self.rejected[why] += len(mbs) * len(hws)
+            self.rejected[why] += n * len(hws)
             return []
-        out, irregular = [], self._irregular(fam, off)
-        for t, hw in hws.items():
-            if (t, irregular) not in plains:  # the split's ``_plain_of``
-                plains[(t, irregular)] = self._plain_of(hw, split, off, irregular)
-        peaks = self._peaks_within(split, fam, sp, off, [plains[(t, irregular)] for t in hws])
+        irregular = self._irregular(fam, off)
+        typed = plains.get((fam.virtual_stages, fam.shard, irregular))  # the split's ``_plain_of`` per type
+        if typed is None:
+            typed = plains[(fam.virtual_stages, fam.shard, irregular)] = [
+                (t, hw, self._plain_of(hw, split, off, irregular)) for t, hw in hws.items()]
+        peaks = self._peaks_within(split, fam, sp, off, [plain for _, _, plain in typed])
         totals = [total for total, _ in peaks]
-        for t, hw in hws.items():
-            plain = plains[(t, irregular)]
+        least = min(totals)
+        out: list[tuple[int, int, int]] = []
+        oom, compared = 0, False  # out of memory by comparison, counted at once (in the order reasons first came)
+        for t, hw, plain in typed:
             if plain is not None:  # the verdict is a comparison: ``_fits_peak`` without its lookups per peak
                 factor, limit = plain
+                compared = True
+                if least * factor > limit:  # a product never falls as the peak grows: none fits
+                    oom += n
+                    continue
                 fit = [j for j, total in enumerate(totals) if total * factor <= limit]
                 out += [(t, j, mbs[j]) for j in fit]
-                self.rejected[OUT_OF_MEMORY] += len(peaks) - len(fit)
+                oom += n - len(fit)
                 continue
+            if compared:
+                self.rejected[OUT_OF_MEMORY] += oom
+                oom = 0
             for j, peak in enumerate(peaks):
                 fits = self._fits_peak(hw, peak, split, off, irregular)
                 if fits:
                     out.append((t, j, mbs[j]))
                 else:
                     self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
+        if compared:
+            self.rejected[OUT_OF_MEMORY] += oom
         return out
 
     def _floors_fit(self, hws: dict[int, Hardware], split: Split, fams: list[Family], sp: bool, off: str
@@ -324,57 +339,13 @@ class Search(Book):
         self._hints[like] = (mbs[normal[left - 1]] if left else 0, split.dp, plain, frozenset(mb for _, mb in fitting))
         return fitting, left
 
-    # ---- the fastest per count ---------------------------------------------------------------------
-    def _time_fitting(self) -> None:
-        """Time this run's fitting layouts, per GPU type and count in the order of their step floor, until
-        the floor is above the best step found; a tie goes to the first in canonical order."""
-        by_count: dict[tuple[str, int], list] = defaultdict(list)
-        for item in self._fitting:
-            hw = item[3]
-            by_count[(hw.gpu.id, hw.gpus)].append(item)
-        self._fitting = []
-        for key, items in by_count.items():
-            if not has_compute_peak(items[0][3].gpu):  # no time to rank by: the first that fits
-                _, rank, where, hw = min(items, key=lambda it: it[1])
-                self.best[key] = Candidate(hw.gpu.id, hw.gpus, self._layout(*where), None, UNPRICED, hw)
-                self._ranks[key] = rank
-                continue
-            items.sort(key=lambda it: (it[0], it[1]))
-            kept = self.top.setdefault(key, []) if self.keep > 1 else None
-            for floor, rank, where, hw in items:
-                best = self.best.get(key)
-                bar = best.step_s if best is not None and kept is None else \
-                    kept[-1][2].step_s if kept is not None and len(kept) >= self.keep else math.inf
-                if floor > bar * (1 + FLOOR_SLACK):
-                    break  # no later layout can be faster (than the keep-th fastest)
-                cand = self._timed_candidate(self._layout(*where), hw)
-                tps = cand.tokens_per_s
-                if best is None or tps > best.tokens_per_s or (tps == best.tokens_per_s and rank < self._ranks[key]):
-                    self.best[key] = cand
-                    self._ranks[key] = rank
-                if kept is not None:
-                    kept.append((-tps, rank, cand))
-                    kept.sort(key=lambda k: (k[0], k[1]))
-                    del kept[self.keep:]
-        if self.best:
-            self._visited = None  # something fits: there is no closest miss to find
 
-    def _timed_candidate(self, lay: Layout, hw: Hardware) -> Candidate:
-        """A fitting layout timed and priced by ``estimate.assess`` — the faster of its variants (``tp_variants``)."""
-        cands = []
-        for v in self.tp_variants(lay):
-            a = assess(self.sc.model, hw, self.tr, v, self.sc.corrections, fits=True)
-            cands.append(Candidate(hw.gpu.id, hw.gpus, v, a.time, a.cost, hw))
-        return cands[0] if len(cands) == 1 else _faster(cands)
-
-
-def _faster(cands: list[Candidate]) -> Candidate:
-    """The fastest of a layout's variants (``Book.tp_variants``), a tie to the first."""
-    best = cands[0]
-    for c in cands[1:]:
-        if c.tokens_per_s > best.tokens_per_s:
-            best = c
-    return best
+def _sized(sized: dict[tuple[int, int], Hardware], types: tuple[Hardware, ...], t: int, n: int) -> Hardware:
+    """GPU type ``t`` of ``types`` at ``n`` GPUs, kept in ``sized``."""
+    hw = sized.get((t, n))
+    if hw is None:
+        hw = sized[(t, n)] = replace(types[t], gpus=n)
+    return hw
 
 
 def search_gpu(search: Search, hw: Hardware, max_gpus: int, counts: Callable[[int], bool] = lambda n: True) -> None:

@@ -19,8 +19,7 @@ Fields the scenario fixes are kept."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuplan.catalog.refusals import kv_split_refusal
 from gpuplan.model.recompute_modules import module_sets
@@ -42,8 +41,10 @@ INTERLEAVED_CHUNKS = (2,)
 OFFLOAD_PASSES = (("none",), ("optimizer", "params"))  # the second only where the first fits nothing
 
 
-@dataclass(frozen=True, slots=True)
-class Split:
+class Split(NamedTuple):
+    """The parallel degrees of a layout (a named tuple: its hash and equality are the tuple's, in C — the search
+    keys its tables on splits millions of times a plan)."""
+
     tp: int
     pp: int
     cp: int
