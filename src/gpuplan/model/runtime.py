@@ -221,11 +221,12 @@ def step_floor(m: ModelSpec, hw: Hardware, tr: Training, lay: Layout, correction
     the same sums, so the bound holds in floating point exactly. The planner times the layouts of a GPU
     count in the order of their floor and stops once the floor is above the best step found."""
     tr = per_step(tr)
-    variants = [tr.precision == "fp8"]
-    if tr.precision == "fp8" and not converts_every_block_linear(tr.framework):
-        variants.append(False)
-    return min(_pipeline(m, hw, bf16_run(tr) if tr.precision == "fp8" and not fp8 else tr, lay, corrections, fp8).floor
-               for fp8 in variants)
+    if tr.precision != "fp8":
+        return _pipeline(m, hw, tr, lay, corrections, False).floor
+    floor = _pipeline(m, hw, tr, lay, corrections, True).floor
+    if not converts_every_block_linear(tr.framework):  # the bf16 linears ``step_time`` may fall back to
+        floor = min(floor, _pipeline(m, hw, bf16_run(tr), lay, corrections, False).floor)
+    return floor
 
 
 def bf16_run(tr: Training) -> Training:

@@ -7,6 +7,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import replace
+from typing import Any
 
 from gpuplan.catalog.framework_comm import dp_overlap_of, tp_overlap_offered, zero3_gather_of
 from gpuplan.catalog.frameworks import first_refusal, get_framework, rule_fields
@@ -85,6 +86,8 @@ class Book:
         self._family_layouts: dict[tuple, Layout] = {}
         self._bases: dict[tuple, tuple] = {}
         self._plain: dict[tuple, Plain] = {}  # ``plain_limit`` per GPU type, count, kind
+        self._fields_split: Split | None = None  # ``_layout``'s fields per family of this split
+        self._fields: dict[tuple, dict[str, Any]] = {}
         self._irregulars: dict[tuple[str, str], bool] = {}  # ``_irregular`` per recompute and offload
         fixed = sc.layout  # the fields every layout of this scenario keeps
         # ZeRO-3's gathers: as given, else the framework's own (model/completion.py does the same for evaluate)
@@ -110,17 +113,30 @@ class Book:
 
     # ---- one layout ------------------------------------------------------------------------------
     def _layout(self, split: Split, fam: Family, mb: int, sp: bool, off: str) -> Layout:
-        # every part was chosen by the space's rules, so the layout is valid by construction
+        # every part was chosen by the space's rules, so the layout is valid by construction; the fields but the
+        # micro-batch are kept per family of the split last asked about (``_family_fields``)
+        if split != self._fields_split:
+            self._fields_split, self._fields = split, {}
+        key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard, sp, off)
+        fields = self._fields.get(key)
+        if fields is None:
+            fields = self._fields[key] = self._family_fields(split, fam, sp, off)
+        if split.ep > 1:
+            fields = {**fields, "micro_batch": mb}
+            fields["ep_overlap"] = self._ep_for(fields)
+            return Layout.unchecked(**fields)
+        return Layout.unchecked(micro_batch=mb, **fields)
+
+    def _family_fields(self, split: Split, fam: Family, sp: bool, off: str) -> dict[str, Any]:
+        """A family's layout fields but the micro-batch (and, with experts spread, their all-to-all overlap)."""
         zero, group = fam.shard
         fields = dict(dp=split.dp, tp=split.tp, pp=split.pp, cp=split.cp, ep=split.ep, zero=zero, zero_group=group,
-                      micro_batch=mb, recompute=fam.recompute, sequence_parallel=sp, pp_schedule=fam.schedule,
+                      recompute=fam.recompute, sequence_parallel=sp, pp_schedule=fam.schedule,
                       virtual_stages=fam.virtual_stages, offload=off, tp_overlap=bool(self._tp_overlap) and sp,
                       ep_overlap=False, dp_overlap=self._dp_overlap if self._dp_overlap is not None else
                       dp_overlap_of(self.tr.framework, zero, split.pp)[1], **self._kept)
         fields.update(recompute_fields(fam.recompute))  # selective by module: recompute and recompute_modules
-        if split.ep > 1:
-            fields["ep_overlap"] = self._ep_for(fields)
-        return Layout.unchecked(**fields)
+        return fields
 
     def tp_variants(self, lay: Layout) -> tuple[Layout, ...]:
         """The layouts the planner times for ``lay``: itself, and — where the scenario leaves ``tp_overlap`` open, the
@@ -258,6 +274,15 @@ class Book:
         if table is None:
             table = self._floor_table[known] = {}
         return table
+
+    def _plain_in(self, plains: dict[tuple, Plain], t: int, hw: Hardware, split: Split, off: str, irregular: bool
+                  ) -> Plain:
+        """``_plain_of`` of type ``t`` (``hw``) on ``split``, kept in the split's ``plains``."""
+        key = (t, irregular)
+        if key in plains:
+            return plains[key]
+        plain = plains[key] = self._plain_of(hw, split, off, irregular)
+        return plain
 
     def _floor(self, floors: dict[tuple, float], layouts: dict[tuple, Layout], key: tuple, where: Where,
                hw: Hardware) -> float:

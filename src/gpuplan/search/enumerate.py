@@ -29,6 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from gpuplan.model.memory import peak_floor
 from gpuplan.search.book import Plain, Where
@@ -153,14 +154,14 @@ class Search(Timing):
         if not fams:
             return set()
         sp = self._sp and split.tp > 1
-        floors = self._floors_fit(hws, split, fams, sp, off)
+        plains: dict[tuple, Any] = {}  # the split's ``_plain_of`` per (type, irregularity), and per (v, sharding, ..)
+        floors = self._floors_fit(hws, split, fams, sp, off, plains)
         found: set[int] = set()
         prefix: dict[tuple[str, int, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
         # per type: this split's step floors (``_floors_of``) and its count's fitting layouts (``_time_fitting``)
         bins: dict[int, tuple[dict[tuple, float] | None, list]] = {}
         layouts: dict[tuple, Layout] = {}  # and the layouts they were timed on, the same on every GPU type
         lives: dict[tuple[int, Shard], dict[int, Hardware]] = {}  # the types whose floor fits, per (v, sharding)
-        plains: dict[tuple, list] = {}  # the split's ``_plain_of`` per type, per (v, sharding, irregularity)
         for i in (dominance_order(fams) if len(hws) == 1 else range(len(fams))):
             fam = fams[i]
             where0 = (split, fam, fam.micro_batches[0], sp, off)
@@ -191,7 +192,7 @@ class Search(Timing):
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[tuple, list]
+                    prefix: dict[tuple[str, int, str, Shard], int], plains: dict[tuple, Any]
                     ) -> list[tuple[int, int, int]]:
         """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
         if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
@@ -205,7 +206,7 @@ class Search(Timing):
         return self._classify_types(hws, split, fam, sp, off, plains)
 
     def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                        plains: dict[tuple, list[tuple[int, Hardware, Plain]]]) -> list[tuple[int, int, int]]:
+                        plains: dict[tuple, Any]) -> list[tuple[int, int, int]]:
         """Several GPU types: every micro-batch's peak once (the same on every type), then each type's
         verdict on each — exact without any ordering of the peaks."""
         mbs = fam.micro_batches
@@ -219,7 +220,7 @@ class Search(Timing):
         typed = plains.get((fam.virtual_stages, fam.shard, irregular))  # the split's ``_plain_of`` per type
         if typed is None:
             typed = plains[(fam.virtual_stages, fam.shard, irregular)] = [
-                (t, hw, self._plain_of(hw, split, off, irregular)) for t, hw in hws.items()]
+                (t, hw, self._plain_in(plains, t, hw, split, off, irregular)) for t, hw in hws.items()]
         peaks = self._peaks_within(split, fam, sp, off, [plain for _, _, plain in typed])
         totals = [total for total, _ in peaks]
         least = min(totals)
@@ -249,13 +250,14 @@ class Search(Timing):
             self.rejected[OUT_OF_MEMORY] += oom
         return out
 
-    def _floors_fit(self, hws: dict[int, Hardware], split: Split, fams: list[Family], sp: bool, off: str
-                    ) -> dict[tuple[int, int, Shard], bool]:
+    def _floors_fit(self, hws: dict[int, Hardware], split: Split, fams: list[Family], sp: bool, off: str,
+                    plains: dict[tuple, Plain]) -> dict[tuple[int, int, Shard], bool]:
         """Whether each (type, virtual stages, sharding)'s peak floor fits (none where host memory could fail:
         the floor bounds the GPU's peak only); the least floor of the count, for ``fit``'s stop."""
         if self._hosts(off) and any(hw.host_memory_bytes is not None for hw in hws.values()):
             return {}
         out, least, base = {}, math.inf, None
+        typed = [(t, hw, self._plain_in(plains, t, hw, split, off, False)) for t, hw in hws.items()]
         for v, shard in dict.fromkeys((f.virtual_stages, f.shard) for f in fams):
             floor = self._floor_table.get((split, v, shard, off))  # it reads no GPU type
             if floor is None:
@@ -263,8 +265,9 @@ class Search(Timing):
                 floor = self._floor_table[(split, v, shard, off)] = peak_floor(self.sc.model, self.tr, base, (shard,),
                                                                                (v,))
             least = min(least, floor)
-            for t, hw in hws.items():  # nothing offloaded: the host holds it, the verdict is True or False
-                out[(t, v, shard)] = bool(self._fits_peak(hw, (floor, 0.0), split, off, False))  # the least factor
+            for t, hw, plain in typed:  # nothing offloaded: the host holds it, the verdict is True or False
+                out[(t, v, shard)] = floor * plain[0] <= plain[1] if plain is not None else \
+                    bool(self._fits_peak(hw, (floor, 0.0), split, off, False))  # the least factor
         n = split.world
         self.least_floor[n] = min(self.least_floor.get(n, math.inf), least)
         return out
