@@ -155,7 +155,7 @@ class Search(Timing):
             return set()
         sp = self._sp and split.tp > 1
         plains: dict[tuple, Any] = {}  # the split's ``_plain_of`` per (type, irregularity), and per (v, sharding, ..)
-        floors = self._floors_fit(hws, split, fams, sp, off, plains)
+        fits_floor = self._floors_fit(hws, split, fams, sp, off, plains)
         found: set[int] = set()
         prefix: dict[tuple[str, int, str, Shard], int] = {}  # one GPU type: micro-batches that fit, per family
         # per type: this split's step floors (``_floors_of``) and its count's fitting layouts (``_time_fitting``)
@@ -171,7 +171,7 @@ class Search(Timing):
             key = (fam.virtual_stages, fam.shard)
             live = lives.get(key)
             if live is None:
-                live = lives[key] = {t: hw for t, hw in hws.items() if floors.get((t, *key), True)}
+                live = lives[key] = {t: hw for t, hw in hws.items() if fits_floor.get((t, *key), True)}
             if len(live) < len(hws):
                 self._count_out(fam, split, sp, off, len(hws) - len(live))
                 prefix[(fam.schedule, fam.virtual_stages, fam.recompute, fam.shard)] = 0
@@ -181,11 +181,11 @@ class Search(Timing):
             for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix, plains):
                 found.add(t)
                 where, key, hw = (split, fam, mb, sp, off), (*floor_key, mb), live[t]
-                floors, fitting = bins[t] if t in bins else \
+                steps, fitting = bins[t] if t in bins else \
                     bins.setdefault(t, (self._floors_of(hw, split), self._fitting.setdefault((hw.gpu.id, hw.gpus), [])))
-                floor = 0.0 if floors is None else floors.get(key)
+                floor = 0.0 if steps is None else steps.get(key)
                 if floor is None:
-                    floor = self._floor(floors, layouts, key, where, hw)  # type: ignore[arg-type]
+                    floor = self._floor(steps, layouts, key, where, hw)  # type: ignore[arg-type]
                 fitting.append((floor, (*ranks[t], i, j), where, hw))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
