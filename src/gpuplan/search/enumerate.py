@@ -178,35 +178,41 @@ class Search(Timing):
             if not live:
                 continue
             floor_key = (fam.schedule, fam.virtual_stages, fam.recompute, fam.shard[0] >= 1)
-            for t, j, mb in self._fitting_of(live, split, fam, sp, off, prefix, plains):
+            wheres: list[Where] = []  # per micro-batch: its layout and floor key, the same on every type
+            for t, js in self._fitting_of(live, split, fam, sp, off, prefix, plains):
+                if not wheres:
+                    wheres = [(split, fam, mb, sp, off) for mb in fam.micro_batches]
+                    keys = [(*floor_key, mb) for mb in fam.micro_batches]
                 found.add(t)
-                where, key, hw = (split, fam, mb, sp, off), (*floor_key, mb), live[t]
+                hw, (run, k) = live[t], ranks[t]
                 steps, fitting = bins[t] if t in bins else \
                     bins.setdefault(t, (self._floors_of(hw, split), self._fitting.setdefault((hw.gpu.id, hw.gpus), [])))
-                floor = 0.0 if steps is None else steps.get(key)
-                if floor is None:
-                    floor = self._floor(steps, layouts, key, where, hw)  # type: ignore[arg-type]
-                fitting.append((floor, (*ranks[t], i, j), where, hw))
+                for j in js:
+                    floor = 0.0 if steps is None else steps.get(keys[j])
+                    if floor is None:
+                        floor = self._floor(steps, layouts, keys[j], wheres[j], hw)  # type: ignore[arg-type]
+                    fitting.append((floor, (run, k, i, j), wheres[j], hw))
         if found:
             self._visited = None  # something fits: there will be no closest miss to find
         return found
 
     def _fitting_of(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
                     prefix: dict[tuple[str, int, str, Shard], int], plains: dict[tuple, Any]
-                    ) -> list[tuple[int, int, int]]:
-        """Classify a family on each GPU type; the fitting layouts as (type, index, micro-batch)."""
+                    ) -> list[tuple[int, list[int]]]:
+        """Classify a family on each GPU type; the fitting layouts as (type, their micro-batches' indices)."""
         if "micro_batch" in self._rules:  # refusals per micro-batch: one by one
-            return [(t, j, mb) for t, hw in hws.items() for j, mb in self._family(hw, split, fam, sp, off)]
+            fits = [(t, [j for j, _ in self._family(hw, split, fam, sp, off)]) for t, hw in hws.items()]
+            return [(t, js) for t, js in fits if js]
         if len(hws) == 1:
             (t, hw), = hws.items()
             fitting, fit_count = self._classify(hw, split, fam, sp, off, bound(prefix, fam))
             if fit_count is not None:
                 prefix[(fam.schedule, fam.virtual_stages, fam.recompute, fam.shard)] = fit_count
-            return [(t, j, mb) for j, mb in fitting]
+            return [(t, [j for j, _ in fitting])] if fitting else []
         return self._classify_types(hws, split, fam, sp, off, plains)
 
     def _classify_types(self, hws: dict[int, Hardware], split: Split, fam: Family, sp: bool, off: str,
-                        plains: dict[tuple, Any]) -> list[tuple[int, int, int]]:
+                        plains: dict[tuple, Any]) -> list[tuple[int, list[int]]]:
         """Several GPU types: every micro-batch's peak once (the same on every type), then each type's
         verdict on each — exact without any ordering of the peaks."""
         mbs = fam.micro_batches
@@ -224,7 +230,7 @@ class Search(Timing):
         peaks = self._peaks_within(split, fam, sp, off, [plain for _, _, plain in typed])
         totals = [total for total, _ in peaks]
         least = min(totals)
-        out: list[tuple[int, int, int]] = []
+        out: list[tuple[int, list[int]]] = []
         oom, compared = 0, False  # out of memory by comparison, counted at once (in the order reasons first came)
         for t, hw, plain in typed:
             if plain is not None:  # the verdict is a comparison: ``_fits_peak`` without its lookups per peak
@@ -234,18 +240,22 @@ class Search(Timing):
                     oom += n
                     continue
                 fit = [j for j, total in enumerate(totals) if total * factor <= limit]
-                out += [(t, j, mbs[j]) for j in fit]
+                if fit:
+                    out.append((t, fit))
                 oom += n - len(fit)
                 continue
             if compared:
                 self.rejected[OUT_OF_MEMORY] += oom
                 oom = 0
+            fit = []
             for j, peak in enumerate(peaks):
                 fits = self._fits_peak(hw, peak, split, off, irregular)
                 if fits:
-                    out.append((t, j, mbs[j]))
+                    fit.append(j)
                 else:
                     self.rejected[OUT_OF_HOST_MEMORY if fits is None else OUT_OF_MEMORY] += 1
+            if fit:
+                out.append((t, fit))
         if compared:
             self.rejected[OUT_OF_MEMORY] += oom
         return out
