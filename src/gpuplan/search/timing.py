@@ -5,7 +5,7 @@ step found (search/enumerate.py's Search builds on this)."""
 from __future__ import annotations
 
 import math
-from operator import itemgetter
+from heapq import heapify, heappop
 
 from gpuplan.model.estimate import Cost, assess, has_compute_peak
 from gpuplan.model.runtime import FLOOR_SLACK
@@ -14,7 +14,6 @@ from gpuplan.search.found import Candidate
 from gpuplan.spec import Hardware, Layout
 
 UNPRICED = Cost(usd=None, usd_per_gpu_hour=None, usd_with_failures=None)
-_floor_rank = itemgetter(0, 1)  # a fitting layout's (step floor, rank): the order ``_time_fitting`` times them in
 
 
 class Timing(Book):
@@ -37,9 +36,11 @@ class Timing(Book):
                 self.best[key] = Candidate(hw.gpu.id, hw.gpus, self._layout(*where), None, UNPRICED, hw)
                 self._ranks[key] = rank
                 continue
-            items.sort(key=_floor_rank)
+            # ordered by (step floor, rank) as taken — ranks are unique within a count: only the few timed are sorted
+            heapify(items)
             kept = self.top.setdefault(key, []) if self.keep > 1 else None
-            for floor, rank, where, hw in items:
+            while items:
+                floor, rank, where, hw = heappop(items)
                 best = self.best.get(key)
                 bar = best.step_s if best is not None and kept is None else \
                     kept[-1][2].step_s if kept is not None and len(kept) >= self.keep else math.inf
