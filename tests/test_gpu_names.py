@@ -282,3 +282,18 @@ def test_grace_hopper_by_its_full_name():
     from gpuplan.catalog.hardware import get_gpu
 
     assert get_gpu("NVIDIA GH200 Grace Hopper Superchip").id == get_gpu("GH200 Grace Hopper").id == "gh200"
+
+
+@pytest.mark.parametrize(("name", "gpu", "count"), [
+    # an HGX baseboard is the GPU's 8-GPU system ('HGX B200' was read as one B200: the name was a GPU alias)
+    ("HGX B200", "b200", 8), ("HGX-B300", "b300", 8),
+    # NVIDIA GB200 NVL72 page: 'connects 36 Grace CPUs and 72 Blackwell GPUs in a rack-scale design'; DGX GB200 is
+    # that rack — 72 GPUs over 18 trays of the GPU's 4 (a tray was read as the system)
+    ("GB200 NVL72", "gb200", 72), ("DGX GB200", "gb200", 72), ("GB300 NVL72", "gb300", 72),
+])
+def test_a_system_named_without_a_count_is_one_whole_system(name, gpu, count):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": name}, "training": {"seq_len": 4096}})
+    assert (sc.hardware.gpu.id, sc.hardware.gpus) == (gpu, count)
+    assert sc.hardware.gpus_per_node == {"b200": 8, "b300": 8}.get(gpu, 4)  # the rack keeps its 4-GPU trays

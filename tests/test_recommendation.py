@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import pytest
 from conftest import make
 
 import gpuplan
@@ -58,6 +59,21 @@ def test_a_deadline_met_only_by_the_point_estimate_says_so_and_names_a_run_that_
     safe = risk["safe"]
     assert safe["train_s_p90"] <= 14 * DAY and safe["gpus"] > rec["gpus"] and safe["usd"] >= best["cost"]["usd"]
     assert f"{safe['gpus']}× {safe['gpu']} meets it even there" in rec["text"]
+
+
+def test_a_budget_met_only_by_the_point_estimate_says_so_and_names_a_run_within_it_at_the_upper_end():
+    # 100B tokens of Llama 3.1 8B within $50k: the fastest run within it on its prediction ($37k on 8,192 H100s) costs
+    # more than the budget at the upper end of its 80 % interval; the first run of the answer's order (fastest first)
+    # that stays within it even there is named — deadline_risk's twin
+    res = _plan(model="llama-3.1-8b", gpu="h100-sxm", tokens="100B", budget="$50k")
+    rec, best = res["recommendation"], res["best"]
+    upper = best["cost"]["interval"]["usd"]["p90"]
+    assert best["cost"]["usd"] <= 50_000 < upper
+    risk = rec["budget_risk"]
+    assert risk["usd_p90"] == pytest.approx(upper) and "over the budget" in rec["text"]
+    safe = risk["safe"]
+    assert safe["usd_p90"] <= 50_000 and safe["gpus"] < rec["gpus"]
+    assert f"{safe['gpus']}× {safe['gpu']} stays within it even there" in rec["text"]
 
 
 def test_no_deadline_risk_when_the_deadline_is_generous():

@@ -130,3 +130,50 @@ def test_megatron_core_shards_the_parameters_only_without_a_pipeline():
                       layout={"tp": 8, "pp": 4, "zero": 3}))
     assert evaluate(make("llama-3.1-70b", "h100-sxm", 64, training={"framework": "megatron-core"},
                          layout={"tp": 8, "pp": 1, "zero": 3})).layout.zero == 3
+
+
+_GEMMA2_9B = {  # google/gemma-2-9b config.json
+    "model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
+    "max_position_embeddings": 8192, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256, "hidden_activation": "gelu_pytorch_tanh"}
+
+
+def test_of_the_tight_stages_the_one_whose_point_estimate_fits_is_read():
+    # Gemma 2 9B on 8 H100s, the stage open: nothing surely fits; ZeRO-1 with full recomputation leaves the peak TIGHT
+    # with its point estimate over the GPU, ZeRO-3 without recomputation TIGHT within it — the run an expert starts
+    est = evaluate(make(_GEMMA2_9B, "h100-sxm", 8, training={"seq_len": 4096}))
+    assert est.memory.tight and est.memory.total <= est.memory.capacity
+    assert est.layout.zero == 3 and est.layout.recompute == "none"
+    one = evaluate(make(_GEMMA2_9B, "h100-sxm", 8, training={"seq_len": 4096}, layout={"zero": 1}))
+    assert one.memory.total > one.memory.capacity
+    (rule,) = _assumed(est, "layout.zero")
+    assert "its point estimate within the GPU" in rule["rule"]
+
+
+def test_out_of_memory_at_every_stage_the_answer_is_the_least_peak():
+    # a 70B on 8 A100-40GB fits at no stage: the answer says how far it is at best (ZeRO-3, everything recomputed),
+    # not at the unsharded stage — five times as far
+    est = evaluate(make("llama-3.1-70b", "a100-40gb-sxm", 8, training={"seq_len": 4096}))
+    assert not est.memory.fits and not est.memory.tight
+    assert est.layout.zero == 3 and est.layout.recompute == "full"
+    plain = evaluate(make("llama-3.1-70b", "a100-40gb-sxm", 8, training={"seq_len": 4096},
+                          layout={"zero": 0, "recompute": "full"}))
+    assert plain.memory.total > 3 * est.memory.total
+    (rule,) = _assumed(est, "layout.zero")
+    assert "out of memory at every stage" in rule["rule"]
+
+
+_PHI3_MINI = {  # microsoft/Phi-3-mini-4k-instruct config.json
+    "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064, "max_position_embeddings": 4096,
+    "sliding_window": 2047, "tie_word_embeddings": False}
+
+
+def test_a_tight_peak_past_the_gpu_is_read_sharded():
+    # Phi-3-mini on 8 H100s unsharded: TIGHT with its point estimate (89 GiB) past the 79.6 usable — more likely out of
+    # memory than not: the stage open, a run like it shards (ZeRO-1 fits); a TIGHT peak within the GPU is kept
+    plain = evaluate(make(_PHI3_MINI, "h100-sxm", 8, layout={"zero": 0}))
+    assert plain.memory.tight and plain.memory.total > plain.memory.capacity
+    est = evaluate(make(_PHI3_MINI, "h100-sxm", 8))
+    assert est.layout.zero == 1 and est.memory.fits

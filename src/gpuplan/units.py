@@ -22,7 +22,13 @@ _BYTE_SUFFIX = {
     "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_DURATION_SUFFIX = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+_DURATION_SUFFIX = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400,
+                    # the words people write: '14 days', '2 weeks', '36 hours'; a month is 30 days (said in the help)
+                    "sec": 1, "secs": 1, "second": 1, "seconds": 1, "mins": 60, "minute": 60, "minutes": 60,
+                    "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400,
+                    "wk": 7 * 86400, "wks": 7 * 86400, "week": 7 * 86400, "weeks": 7 * 86400,
+                    "mo": 30 * 86400, "month": 30 * 86400, "months": 30 * 86400,
+                    "yr": 365 * 86400, "yrs": 365 * 86400, "year": 365 * 86400, "years": 365 * 86400}
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 
 
@@ -154,13 +160,19 @@ def parse_bytes(value: object, what: str = "size", bare: str | None = "b") -> fl
 def parse_duration(value: object, what: str = "duration", bare: str | None = None) -> float:
     """``30d`` → 2592000 s; ``12h``, ``90min``, ``2w``, ``45s``. A bare number is in unit ``bare``;
     by default it is an error (``--deadline 14`` would silently be 14 seconds)."""
-    return _parse_unit(value, what, _DURATION_SUFFIX, "duration like 14d", "s, min, h, d, w or y", bare)
+    return _parse_unit(value, what, _DURATION_SUFFIX, "duration like 14d",
+                       "s, min, h, d, w, mo (30 d) or y — or the words: 14 days, 2 weeks", bare)
 
 
 def parse_money(value: object, what: str = "amount") -> float:
-    """``50000``, ``$50k``, ``2.5`` → USD (``-$5k`` is -5000: its sign is the caller's to refuse)."""
+    """``50000``, ``$50k``, ``50k USD``, ``2.5`` → USD (``-$5k`` is -5000: its sign is the caller's to refuse); another
+    currency is an error (prices are in US dollars)."""
     if isinstance(value, str):
         value = value.strip()
+        if any(c in value for c in "€£¥") or re.search(r"\b(eur|gbp|jpy|cny|rmb|chf|cad|aud|inr)\b", value.lower()):
+            raise GpuplanError(f"{what} {shown(value)}: prices here are in US dollars; write the amount in USD, "
+                               "e.g. $50k")
+        value = re.sub(r"(?i)^usd\s*|\s*usd$", "", value)
         sign = "-" if value.startswith("-") else ""
         value = sign + value.lstrip("-").lstrip("$")
     return parse_count(value, what)

@@ -108,6 +108,19 @@ def test_gemma3_image_text_4b():
     assert spec.params + spec.extra_params == 4_300_079_472  # the whole checkpoint
     assert spec.model_type == "gemma3" and spec.sliding_window == 1024 and spec.windowed_layers == 34 - 5
     assert any("vision tower" in a for a in spec.assumed)
+    # transformers Gemma3TextConfig: max_position_embeddings=131_072 (a 128K model, not LlamaConfig's 2,048)
+    assert spec.max_positions == 131072
+
+
+def test_a_frozen_vision_tower_is_no_untrained_module_of_the_step():
+    # the image-text model's vision tower and projector are counted apart and frozen (their own assumed line): no note
+    # calls them a multi-token-prediction module left out of the step
+    from gpuplan.api import evaluate_scenario
+    from gpuplan.io.scenario import parse_scenario
+
+    est = evaluate_scenario(parse_scenario({"model": GEMMA3_4B, "hardware": {"gpu": "h100-sxm", "gpus": 8},
+                                            "training": {"seq_len": 4096}}))
+    assert not [n for n in est.to_json()["notes"] if "multi-token" in str(n)]
 
 
 def test_gemma3_27b_non_embedding():

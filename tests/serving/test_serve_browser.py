@@ -105,15 +105,15 @@ def test_size_page_numbers_are_the_cli_numbers(served, browser):
 
 def test_best_layout_button_fills_the_form_with_the_plans_best(served, browser):
     d = browser
-    # a 3B, whose completed layout (ZeRO 0, micro-batch 1) is not the plan's best (ZeRO 1, micro-batch 2)
-    visit(d, served.url + "/?model=llama-3.2-3b&gpu=h100-sxm&gpus=16&tokens=1T&global_batch=1024")
+    # a 1B, whose completed layout (ZeRO 0, micro-batch 2) is not the plan's best (ZeRO 1, micro-batch 4)
+    visit(d, served.url + "/?model=llama-3.2-1b&gpu=h100-sxm&gpus=16&tokens=1T&global_batch=1024")
     wait(d, lambda drv: css(drv, '[data-key="time.step_s"]'))
     before = css(d, '[data-key="time.step_s"]')[0].get_attribute("data-value")
     next(b for b in css(d, "button") if b.text == "Best layout for this count").click()
     wait(d, lambda drv: css(drv, '[data-key="time.step_s"]')
          and css(drv, '[data-key="time.step_s"]')[0].get_attribute("data-value") != before)
     time.sleep(0.5)
-    _, out, _ = cli("plan", "--model", "llama-3.2-3b", "--gpu", "h100-sxm", "--gpus", "16", "--max-gpus", "16",
+    _, out, _ = cli("plan", "--model", "llama-3.2-1b", "--gpu", "h100-sxm", "--gpus", "16", "--max-gpus", "16",
                     "--tokens", "1T", "--global-batch", "1024", "--json")
     best = next(p["best"] for p in json.loads(out)["scaling"] if p["gpus"] == 16)
     step = float(css(d, '[data-key="time.step_s"]')[0].get_attribute("data-value"))

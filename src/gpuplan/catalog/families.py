@@ -125,7 +125,7 @@ def llama_like(c: Cfg, name: str) -> ModelSpec:
         head.append(Weight(name="lm_head", shape=(V,), group="head", bias=True))
     return spec(c, name, n_layers=L, hidden=h, n_heads=nh, n_kv_heads=nkv, head_dim=d,
                 ffn=0 if all(m.sparse) else ffn, vocab=V,
-                max_positions=c.int("max_position_embeddings", "model_max_length", default=2048),
+                max_positions=c.int("max_position_embeddings", "model_max_length", default=f.get("pos", 2048)),
                 gated_mlp=not f.get("plain"),
                 norm="layernorm" if ln else "rmsnorm", tied_embeddings=tied, embedding=tuple(emb("embed_tokens", V, h)),
                 layers=groups(layers), head=tuple(head), n_experts=m.experts, top_k=m.top_k, moe_ffn=m.ffn,

@@ -24,8 +24,10 @@ LLAMA_LIKE: dict[str, dict[str, Any]] = {
     "gemma": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256),
     "gemma2": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256, norms=4,
                    win=4096, every=2),
+    # Gemma3TextConfig's max_position_embeddings defaults to 131,072 (the 2,048 of LlamaConfig would read a 128K model
+    # as a 2K one)
     "gemma3_text": dict(tie=True, act="gelu_pytorch_tanh", qkv="attention_bias", o="attention_bias", hd=256,
-                        norms=4, qk=True, win=4096, every=6),
+                        norms=4, qk=True, win=4096, every=6, pos=131072),
     "phi3": dict(tie=False, fused=True, win=None),
     # OLMoE (OlmoeConfig): every layer a 64-expert top-8 SwiGLU MoE without shared experts, q/k RMSNorms over the
     # whole projection (h and kv_heads·head_dim)

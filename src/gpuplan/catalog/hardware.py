@@ -191,11 +191,12 @@ def get_gpu(name: str, what: str = "hardware.gpu") -> GPU:
 
 
 @cache
-def _systems() -> dict[str, tuple[str, str, int | None, str | None]]:
+def _systems() -> dict[str, tuple[str, str, int | None, str | None, int | None]]:
     """Systems and cloud instances by name key (catalog/systems.json): the GPU id each holds, the source, the
-    GPUs a node of it holds where that is not the GPU's own (a DGX-2's 16), and its network between nodes where its
-    provider states one the catalogue holds (a p4d.24xlarge's 400 Gbps EFA: efa-p4d)."""
-    return {_key(n): (row["gpu"], row["source"], row.get("gpus_per_node"), row.get("scale_out"))
+    GPUs a node of it holds where that is not the GPU's own (a DGX-2's 16), its network between nodes where its
+    provider states one the catalogue holds (a p4d.24xlarge's 400 Gbps EFA: efa-p4d), and the GPUs one system holds
+    over several of the GPU's nodes (a GB200 NVL72 rack's 72)."""
+    return {_key(n): (row["gpu"], row["source"], row.get("gpus_per_node"), row.get("scale_out"), row.get("gpus"))
             for row in load_json("systems.json")["systems"] for n in row["names"]}
 
 

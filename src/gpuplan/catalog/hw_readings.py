@@ -22,7 +22,7 @@ def system_node(hw_raw: dict) -> dict:
     return {**hw_raw, **node, **net}
 
 
-def _system_hit(name: str) -> tuple[str, str, int | None, str | None] | None:
+def _system_hit(name: str) -> tuple[str, str, int | None, str | None, int | None] | None:
     """The systems.json entry a name gives, itself or before its remarks ('p4d.24xlarge (AWS)'): GPU id, source,
     GPUs per node where not the GPU's own, network between nodes (catalog/hardware.py ``_systems``)."""
     systems = _systems()
@@ -42,8 +42,8 @@ def system_gpus(name: object) -> int | None:
     hit = _system_hit(name)
     if hit is None and not _SYSTEM_WORDS.search(core):
         return None
-    if hit is not None and hit[2]:
-        return int(hit[2])
+    if hit is not None and (hit[4] or hit[2]):
+        return int(hit[4] or hit[2])
     try:
         return get_gpu(core).gpus_per_node
     except GpuplanError:
@@ -59,6 +59,8 @@ def system_words(name: object, gid: str) -> tuple[tuple[str, str, str, str], ...
     remarks = without_remarks(name) != " ".join(name.split())
     one = system_gpus(name)
     node = f"; {one} GPU{'s' if one != 1 else ''} per node" if one else ""
+    if hit and hit[4]:  # a rack over several nodes (GB200 NVL72: 18 trays of 4)
+        node = f"; {hit[4]} GPUs in one system"
     node += f"; its network between nodes {hit[3]} (unless hardware.scale_out is given)" if hit and hit[3] else ""
     unread = "; the remarks (in parentheses, after a comma) are not read" if remarks else ""
     why = (f"the GPU of that instance or system ({hit[1]}){node}{unread}" if hit is not None else

@@ -49,7 +49,7 @@ def estimate_notes(sc: Scenario, mem: MemoryBreakdown, lay: Layout) -> tuple[Not
              (fragile(sc.training, lay.recompute, lay.offload), Note.NATIVE_SEGMENTS),
              (sc.training.optimizer_impl == "paged" and lay.offload == "none", Note.PAGED),
              (lay.tp > tp_domain(sc.hardware), Note.TP_OVER_NETWORK), (amp_of(sc.training, lay), Note.AMP_WEIGHTS),
-             (m.extra_params > 0 and sc.training.method == "full", Note.EXTRA_MODULES),
+             (m.extra_params > m.frozen_params and sc.training.method == "full", Note.EXTRA_MODULES),
              ("(one GCD)" in sc.hardware.gpu.name, Note.PER_DIE), (sc.training.method == "lora-int8", Note.INT8_BASE),
              (sc.training.dora, Note.DORA), (sc.training.preference is not None, Note.PREFERENCE))
     return tuple(out) + tuple(note for on, note in flags if on)

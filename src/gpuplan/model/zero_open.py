@@ -3,13 +3,16 @@
 A layout the user gives without saying how its data-parallel replicas shard the model states is read as the run it
 describes, as an open recomputation is (model/recompute_open.py): where the peak, completed with the framework's
 documented stage (model/completion.py) and no recomputation, does not fit even at the low end of its 80 % interval
-(``DOES NOT FIT``, not ``TIGHT``), a run like it sharded. The stages are tried least first — ZeRO-1 shards the
+(``DOES NOT FIT``), or is ``TIGHT`` with its point estimate past the GPU (it more likely runs out of memory than not), a
+run like it sharded. The stages are tried least first — ZeRO-1 shards the
 optimizer states at no extra traffic (its reduce-scatter and all-gather move what the all-reduce moves; Rajbhandari
 et al. 2020, ZeRO, Sec. 7), ZeRO-2 the gradients too, ZeRO-3 the parameters, gathered again per layer — among those
 the framework runs (its cited refusals): the least that fits without recomputation; else the least with which the
-least recomputation fits (recompute_open then sets it); else the least that leaves the peak ``TIGHT``. Where none
-does, the layout is kept (the recomputation rule and the answer say how far it is). The answer lists the stage under
-``assumed`` with the peak unsharded; a given ``layout.zero`` is never changed, and one replica has nothing to shard.
+least recomputation fits (recompute_open then sets it); else the least that leaves the peak ``TIGHT`` with its point
+estimate within the GPU (a run like it more likely runs than not), else the ``TIGHT`` one with the least peak. Where
+none does, the stage with the least peak (the recomputation rule and the answer say how far it is, at best). The
+answer lists the stage under ``assumed`` with the peak unsharded; a given ``layout.zero`` is never changed, and one
+replica has nothing to shard.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ Rules = tuple[tuple[str, str], ...]
 def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[str, Any]
               ) -> tuple[Layout, MemoryBreakdown, Rules | None]:
     """``lay`` and its memory, or — with ``layout.zero`` open, more than one replica and ``lay`` out of memory (not even
-    TIGHT) — the layout completed at the least ZeRO stage above its own that fits, its memory and its rules, the
-    stage's saying so last (None: unchanged)."""
-    if _fixed(sc, overrides) or lay.dp * lay.cp == 1 or mem.fits or mem.tight:
+    TIGHT, or TIGHT with its point estimate past the GPU) — the layout completed at the least ZeRO stage above its own
+    that fits, its memory and its rules, the stage's saying so last (None: unchanged)."""
+    # TIGHT with its point estimate within the GPU: a run like it more likely runs than not, as given; past it, sharded
+    if _fixed(sc, overrides) or lay.dp * lay.cp == 1 or mem.fits or (mem.tight and mem.total <= mem.capacity):
         return lay, mem, None
     cands = [(cand, rules, memory(sc.model, sc.hardware, sc.training, cand, sc.corrections))
              for cand, rules in _stages(sc, lay, overrides)]
@@ -43,9 +47,21 @@ def open_zero(sc: Scenario, lay: Layout, mem: MemoryBreakdown, overrides: dict[s
         if r.fits:
             how = "fits with the least recomputation the stack offers"
             return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, how)))
-    for cand, rules, m, r in recomputed:  # TIGHT, recomputing or not
-        if m.tight or r.tight:
-            return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, "leaves the peak TIGHT")))
+    # TIGHT, recomputing or not: the first whose point estimate fits (a run like it more likely runs than not), else
+    # the one with the least peak
+    tight = [(c, rules, m, (m if m.tight else r)) for c, rules, m, r in recomputed if m.tight or r.tight]
+    sure = [t for t in tight if t[3].total <= t[3].capacity]
+    pick = sure[0] if sure else min(tight, key=lambda t: t[3].total, default=None)
+    if pick is not None:
+        cand, rules, m, _ = pick
+        how = "leaves the peak TIGHT, its point estimate within the GPU" if sure else "leaves the least peak, TIGHT"
+        return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, how)))
+    # out of memory at every stage: the one with the least peak, so the answer says by how much at best
+    least = min(recomputed, key=lambda t: min(t[2].total, t[3].total), default=None)
+    if least is not None and min(least[2].total, least[3].total) < mem.total:
+        cand, rules, m, _ = least
+        how = "leaves the least peak: out of memory at every stage"
+        return cand, m, (*rules, ("zero", _rule(lay.zero, cand.zero, mem, how)))
     return lay, mem, None
 
 

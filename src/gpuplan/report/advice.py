@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.report.batch_words import batch_cap, no_split_json, no_split_words
 from gpuplan.report.render import estimate_json
+from gpuplan.report.risk import budget_risk, deadline_risk
 from gpuplan.report.words import PART_WORDS, parts_in_words, rejection_text
 from gpuplan.spec.defaults import SAME_SPEED, assumed, searched_fields
 from gpuplan.units import GiB, fmt_duration, fmt_usd
@@ -118,6 +119,11 @@ def recommendation_json(r: PlanResult) -> dict[str, Any]:
         if risk is not None:
             out["deadline_risk"] = risk
             out["text"] += risk["text"]
+    if r.rule in ("budget", "pareto") and r.options.budget_usd is not None:
+        over = budget_risk(r, best)
+        if over is not None:
+            out["budget_risk"] = over
+            out["text"] += over["text"]
     if r.tight:
         where = f"on {best.gpus} GPU{'s' if best.gpus > 1 else ''}" if r.rule == "fixed" else "at any count searched"
         out["text"] = (f"TIGHT: no layout's 80% memory interval fits {where}; {best.gpus}× {best.gpu}'s predicted "
@@ -144,31 +150,6 @@ def _beside_words(b: dict[str, Any], label: str) -> str:
     return (f"; {label}, {b['gpus']}× {b['gpu']}, is {b['speedup']:.2f}× faster{scaling}"
             + (f" for {fmt_usd(extra)} more" if extra is not None and extra > 0 else
                f", {fmt_usd(-extra)} cheaper" if extra is not None and extra < 0 else ""))
-
-
-def _upper_train_s(c: Candidate) -> float | None:
-    """The upper end of a run's 80 % interval of time-to-train (None where the corpus gives no interval)."""
-    iv = c.time.intervals() if c.time is not None else None
-    return iv["train_s"]["p90"] if iv and "train_s" in iv else None
-
-
-def deadline_risk(r: PlanResult, best: Candidate) -> dict[str, Any] | None:
-    """A run chosen on its predicted time whose 80 % interval reaches past the deadline: how far, and the
-    first run of the answer's order (cheapest first) that meets the deadline even at its interval's upper
-    end — None when the chosen run meets it there too (or no interval is known)."""
-    deadline, upper = r.options.deadline_s, _upper_train_s(best)
-    if deadline is None or upper is None or upper <= deadline:
-        return None
-    safe = next((c for c in r.ranked if (u := _upper_train_s(c)) is not None and u <= deadline), None)
-    text = f"; at the upper end of its 80% interval it takes {fmt_duration(upper)}, past the deadline"
-    if safe is None:
-        text += " — no run searched meets the deadline there"
-        return {"train_s_p90": upper, "safe": None, "text": text}
-    su = _upper_train_s(safe)
-    text += (f" — {safe.gpus}× {safe.gpu} meets it even there ({fmt_duration(su)} at most"
-             + (f", {fmt_usd(safe.usd)}" if safe.usd is not None else "") + ")")
-    return {"train_s_p90": upper, "text": text,
-            "safe": {"gpu": safe.gpu, "gpus": safe.gpus, "train_s_p90": su, "usd": safe.usd}}
 
 
 def plan_json(r: PlanResult) -> dict[str, Any]:

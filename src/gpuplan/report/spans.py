@@ -64,3 +64,10 @@ def basis_line(time: dict[str, Any]) -> str:
     extra = f"; widened: {rest}" if rest else ""
     return (f"\n80% intervals: from {basis['runs']} leave-one-source-out predictions of published runs like this one "
             f"({', '.join(words)}){extra}")
+
+
+def peak_of(est: dict) -> str:
+    """Which peak an MFU is of where it is not the run's own: an fp8 (or 4-bit) run's is of the 16-bit peak, as
+    published runs state theirs — so it can pass what an fp8 kernel reaches of its own peak."""
+    precision = est.get("scenario", {}).get("training", {}).get("precision")
+    return " (of the 16-bit peak)" if precision == "fp8" else ""

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gpuplan.report.lines import comm_parts, pareto_words
-from gpuplan.report.spans import alternatives_line, basis_line, peak_span, span, tight_line
+from gpuplan.report.spans import alternatives_line, basis_line, peak_of, peak_span, span, tight_line
 from gpuplan.spec.job import FP4_RECIPES
 from gpuplan.units import GiB, fmt_count, fmt_duration, fmt_gib, fmt_usd
 
@@ -163,7 +163,7 @@ def time_table(est: dict) -> str:
         ["tokens/s", f"{t['tokens_per_s']:,.0f}" + span(t, "tokens_per_s", lambda x: f"{x:,.0f}")],
         ["tokens/s per GPU",
          f"{t['tokens_per_s_per_gpu']:,.0f}" + span(t, "tokens_per_s_per_gpu", lambda x: f"{x:,.0f}")],
-        ["MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}"],
+        ["MFU / HFU" + peak_of(est), f"{t['mfu']:.1%} / {t['hfu']:.1%}"],
         ["model FLOPs per token (6·N)",
          f"{fmt_count(t['model_flops_per_token'])} ({fmt_count(t['six_n_flops_per_token'])})"],
     ]
@@ -319,7 +319,7 @@ def plan_text(res: dict, explain: bool = False) -> str:
                      f"{layout_str(best['scenario']['layout'])}; "
                      f"{fmt_duration(best['time']['train_s'])}{span(best['time'], 'train_s', fmt_duration)} for "
                      f"{fmt_count(tr['tokens'])} tokens, {fmt_usd(best['cost']['usd'])}"
-                     f"{span(best['cost'], 'usd', fmt_usd)}, MFU {best['time']['mfu']:.0%}")
+                     f"{span(best['cost'], 'usd', fmt_usd)}, MFU {best['time']['mfu']:.0%}{peak_of(best)}")
     market = (best or {}).get("cost", {}).get("market")
     if market:
         lines.append(market_line(market))

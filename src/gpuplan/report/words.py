@@ -114,7 +114,8 @@ def note_text(note: Note, est: Estimate) -> str:
                 "(transformers 5's dtype='auto' for a bf16 checkpoint, or torch_dtype=torch.bfloat16) trains in pure "
                 "bf16 with about half the model states: give precision bf16-pure")
     if code == "extra_modules":
-        return (f"{sc.model.extra_params / 1e9:.1f}B parameters of {sc.model.name} outside its main step (its "
+        extra = sc.model.extra_params - sc.model.frozen_params  # a vision tower is counted apart, frozen (its own note)
+        return (f"{extra / 1e9:.1f}B parameters of {sc.model.name} outside its main step (its "
                 "multi-token-prediction module, num_nextn_predict_layers) are not trained here: a pre-training that "
                 "trains it (DeepSeek-V3, depth 1: arXiv:2412.19437 Sec. 2.2) adds one more block's FLOPs, weights, "
                 "gradients, optimizer state and activations on the last stage, and a second LM-head pass")
