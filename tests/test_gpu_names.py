@@ -297,3 +297,15 @@ def test_a_system_named_without_a_count_is_one_whole_system(name, gpu, count):
     sc = parse_scenario({"model": "llama-3.1-8b", "hardware": {"gpu": name}, "training": {"seq_len": 4096}})
     assert (sc.hardware.gpu.id, sc.hardware.gpus) == (gpu, count)
     assert sc.hardware.gpus_per_node == {"b200": 8, "b300": 8}.get(gpu, 4)  # the rack keeps its 4-GPU trays
+
+
+@pytest.mark.parametrize(("name", "gpu", "count"), [
+    # a count joined to the GPU's name, as shell scripts and cluster names write it; a GPU's own name that ends in a
+    # letter x and digits is its name, not a count ('RTX3090')
+    ("H100x8", "h100-sxm", 8), ("A100*16", "a100-80gb-sxm", 16), ("RTX3090", "rtx-3090", 1),
+])
+def test_a_count_joined_to_the_gpu_name(name, gpu, count):
+    from gpuplan.io.scenario import parse_scenario
+
+    sc = parse_scenario({"model": "llama-3.2-1b", "hardware": {"gpu": name}, "training": {"seq_len": 4096}})
+    assert (sc.hardware.gpu.id, sc.hardware.gpus) == (gpu, count)

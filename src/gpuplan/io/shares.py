@@ -77,6 +77,15 @@ def _is_gpu(name: str) -> bool:
 
 
 _COUNTED_AFTER = re.compile(r"^\s*(\S.*?)\s+[x×*]\s*(\d+)\s*$", re.IGNORECASE)  # "A100 x8", "H100 × 64"
+_COUNTED_JOINED = re.compile(r"^\s*(\S.*?)[x×*](\d+)\s*$", re.IGNORECASE)  # "H100x8", "A100*16"
+
+
+def _counted_joined(gpu: str) -> re.Match[str] | None:
+    """"H100x8": a GPU and its count without a space — where the rest is a GPU and the whole is not."""
+    m = _COUNTED_JOINED.match(gpu)
+    if m is None or _is_gpu(gpu) or not _is_gpu(m[1]):
+        return None
+    return m
 # "2 nodes of 8x H100", "4 servers × 8 A100-80GB": nodes, GPUs per node, the GPU
 _NODES_OF = re.compile(r"^\s*(\d+)\s*(?:nodes?|servers?|hosts?|machines?)\s*(?:of|[x×*])\s*(\d+)\s*[x×*]?\s*(\S.*)$",
                        re.IGNORECASE)
@@ -98,7 +107,7 @@ def counted_gpu(hw_raw: dict) -> dict:
         gpu = hw_raw["gpu"]
     m = _COUNTED.match(gpu) if isinstance(gpu, str) else None
     m = m if m is not None or not isinstance(gpu, str) else _counted_bare(gpu)
-    after = _COUNTED_AFTER.match(gpu) if isinstance(gpu, str) and m is None else None
+    after = (_COUNTED_AFTER.match(gpu) or _counted_joined(gpu)) if isinstance(gpu, str) and m is None else None
     if m is None and after is None:
         return hw_raw
     n, name = (int(m[1]), m[2].strip()) if m is not None else (int(after[2]), after[1].strip())
