@@ -183,8 +183,8 @@ def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_
     dp_n = lay.dp * lay.cp
     edp, edp_stride = expert_dp_group(lay)
     overlap = constant("dp_overlap") if lay.dp_overlap else 0.0
-    dense = _bucketed(tr, lay, g * t_dense, dp_n, lay.tp, topo)
-    expert = _bucketed(tr, lay, g * t_expert, edp, edp_stride, topo)
+    dense = _bucketed(tr, lay, g, t_dense, dp_n, lay.tp, topo)
+    expert = _bucketed(tr, lay, g, t_expert, edp, edp_stride, topo)
     total = dense[0] + expert[0]
     last = max(dense[2], expert[2]) if overlap else 0.0
     # ZeRO-1/2 all-gather the updated parameters: under the next forward where the framework overlaps it
@@ -200,17 +200,18 @@ def replica_comm(tr: Training, lay: Layout, sc: StageCompute, topo: Topology, n_
                       step.hidden + earlier * min(rs, own))
 
 
-def _bucketed(tr: Training, lay: Layout, nbytes: float, n: int, stride: int, topo: Topology
+def _bucketed(tr: Training, lay: Layout, g: float, params: float, n: int, stride: int, topo: Topology
               ) -> tuple[float, int, float]:
-    """(seconds, collectives, seconds of the last one) of a gradient all-reduce of ``nbytes`` over ``n`` ranks: in the
-    framework's buckets, or one collective (the last then 0: nothing known of when it starts)."""
+    """(seconds, collectives, seconds of the last one) of the all-reduce of ``params`` gradients of ``g`` bytes on the
+    wire over ``n`` ranks: in the framework's buckets, or one collective (the last then 0: nothing known of when it
+    starts)."""
+    nbytes = g * params
     if n <= 1 or nbytes <= 0:
         return 0.0, 1, 0.0
-    g = _grad_reduce_bytes(tr)
     per = grad_bucket_params(tr.framework, lay.zero, lay.pp, lay.dp_overlap, n, g)
     if per is None:
         return all_reduce_s(nbytes, n, stride, topo), 1, 0.0
-    calls = max(1, math.ceil(nbytes / (per * g)))
+    calls = max(1, math.ceil(params / per))
     one = all_reduce_s(nbytes / calls, n, stride, topo)
     return calls * one, calls, one
 
